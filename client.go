@@ -1,0 +1,147 @@
+package vrdma
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// Options say which daemon and which instance to use; the zero value reads
+// VRDMA_SOCKET and VRDMA_INSTANCE from the environment.
+type Options struct {
+	Socket   string // the daemon's socket; default $VRDMA_SOCKET or /run/vrdma/vrdma.sock
+	Instance string // the instance to attach to; default $VRDMA_INSTANCE or "default"
+	Client   string // a name that shows in the daemon's logs; default the program's name
+}
+
+// DefaultSocket is where the daemon listens by default.
+const DefaultSocket = "/run/vrdma/vrdma.sock"
+
+func (o Options) withDefaults() Options {
+	if o.Socket == "" {
+		o.Socket = os.Getenv("VRDMA_SOCKET")
+	}
+	if o.Socket == "" {
+		o.Socket = DefaultSocket
+	}
+	if o.Instance == "" {
+		o.Instance = os.Getenv("VRDMA_INSTANCE")
+	}
+	if o.Client == "" && len(os.Args) > 0 {
+		o.Client = os.Args[0]
+	}
+	return o
+}
+
+type reply struct {
+	h    proto.Header
+	body []byte
+	fds  []int
+}
+
+// conn is one session with the daemon: serial request/reply, with events
+// arriving in between.
+type conn struct {
+	pc *proto.Conn
+
+	mu      sync.Mutex // one request in flight
+	nextID  uint32
+	replies chan reply
+
+	onEvent func(proto.Event)
+	dead    chan struct{}
+	deadErr error
+}
+
+func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
+	pc, err := proto.Dial(o.Socket)
+	if err != nil {
+		return nil, &Error{Op: "open", Kind: ErrNoDaemon, Err: err,
+			Msg: fmt.Sprintf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", o.Socket, err)}
+	}
+	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, dead: make(chan struct{})}
+	go c.read()
+	return c, nil
+}
+
+func (c *conn) read() {
+	defer close(c.dead)
+	for {
+		h, body, fds, err := c.pc.Recv()
+		if err != nil {
+			proto.CloseFDs(fds)
+			c.deadErr = err
+			return
+		}
+		switch h.Kind {
+		case proto.KindReply:
+			c.replies <- reply{h: h, body: append([]byte(nil), body...), fds: fds}
+		case proto.KindEvent:
+			proto.CloseFDs(fds)
+			var ev proto.Event
+			if json.Unmarshal(body, &ev) == nil && c.onEvent != nil {
+				c.onEvent(ev)
+			}
+		default:
+			proto.CloseFDs(fds)
+		}
+	}
+}
+
+// call sends a request and waits for its reply, decoding the body into resp
+// and returning the descriptors that came with it (the caller owns them).
+func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	id := c.nextID
+	if err := c.pc.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req, fds...); err != nil {
+		return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: err}
+	}
+	for {
+		select {
+		case r := <-c.replies:
+			if r.h.ID != id {
+				proto.CloseFDs(r.fds)
+				continue
+			}
+			if r.h.Code != proto.CodeOK {
+				proto.CloseFDs(r.fds)
+				var e struct {
+					Error string `json:"error"`
+				}
+				_ = json.Unmarshal(r.body, &e)
+				return nil, fromProto(op.String(), &proto.Error{Op: op, Code: r.h.Code, Message: e.Error})
+			}
+			if resp != nil {
+				if err := json.Unmarshal(r.body, resp); err != nil {
+					proto.CloseFDs(r.fds)
+					return nil, &Error{Op: op.String(), Kind: ErrVersion, Err: err, Msg: "the daemon's reply did not decode: run a library and daemon of the same release"}
+				}
+			}
+			return r.fds, nil
+		case <-c.dead:
+			return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: "the vrdma daemon closed the connection"}
+		}
+	}
+}
+
+func (c *conn) close() error {
+	err := c.pc.Close()
+	<-c.dead
+	return err
+}
+
+// mapShared maps a region the daemon created and passed to us.
+func mapShared(fd, size int) (*shm.Region, error) {
+	r, err := shm.MapRegion(fd, size)
+	if err != nil {
+		return nil, errors.Join(ErrVersion, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,117 @@
+package vrdma
+
+import (
+	"encoding/hex"
+	"fmt"
+)
+
+// Endpoint is what two sides exchange to connect a queue pair: the GID,
+// QPN and first PSN of each (what ibv_rc_pingpong sends over TCP).
+type Endpoint struct {
+	LID uint16
+	GID GID
+	QPN uint32
+	PSN uint32
+}
+
+// String formats e as ibv_rc_pingpong's 52-byte message: LID:QPN:PSN:GID.
+func (e Endpoint) String() string {
+	return fmt.Sprintf("%04x:%06x:%06x:%s", e.LID, e.QPN, e.PSN, hex.EncodeToString(e.GID[:]))
+}
+
+// ParseEndpoint parses the form String writes.
+func ParseEndpoint(s string) (Endpoint, error) {
+	var e Endpoint
+	var gid string
+	if n, err := fmt.Sscanf(s, "%x:%x:%x:%s", &e.LID, &e.QPN, &e.PSN, &gid); n != 4 || err != nil {
+		return e, fmt.Errorf("vrdma: endpoint %q: want LID:QPN:PSN:GID in hex (0000:000011:abcdef:fe80...): %w", s, ErrInvalidArgument)
+	}
+	b, err := hex.DecodeString(gid)
+	if err != nil || len(b) != 16 {
+		return e, fmt.Errorf("vrdma: endpoint %q: the GID must be 32 hex digits: %w", s, ErrInvalidArgument)
+	}
+	copy(e.GID[:], b)
+	return e, nil
+}
+
+// Endpoint returns this QP's side of a connection, with GID index gidIndex.
+func (q *QP) Endpoint(gidIndex int) (Endpoint, error) {
+	g, err := q.d.GID(gidIndex)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return Endpoint{GID: g, QPN: q.qpn, PSN: q.psn}, nil
+}
+
+// ConnectOptions are the attributes Connect sets; DefaultConnectOptions
+// gives values that suit most programs.
+type ConnectOptions struct {
+	Access      Access // what the remote side may do (RC/UC)
+	PathMTU     MTU    // 0: the port's active MTU
+	GIDIndex    uint8
+	Timeout     uint8 // 4.096 µs × 2^Timeout; 0 = wait for ever
+	RetryCnt    uint8
+	RNRRetry    uint8 // 7 = retry for ever
+	MinRNRTimer uint8
+	MaxRdAtomic uint8
+	QKey        uint32 // UD
+}
+
+// DefaultConnectOptions: all remote access, timeout 14 (~67 ms), seven
+// retries, infinite RNR retries, min_rnr_timer 12 (0.64 ms), 16 reads or
+// atomics in flight, Q_Key 0x11111111.
+func DefaultConnectOptions() ConnectOptions {
+	return ConnectOptions{
+		Access: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic, Timeout: 14, RetryCnt: 7,
+		RNRRetry: 7, MinRNRTimer: 12, MaxRdAtomic: 16, QKey: 0x11111111,
+	}
+}
+
+// Connect takes the QP from RESET to RTS: for RC and UC, connected to
+// remote; for UD, ready to send anywhere with Q_Key o.QKey (remote is
+// ignored). A nil o means DefaultConnectOptions.
+func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
+	if o == nil {
+		d := DefaultConnectOptions()
+		o = &d
+	}
+	mtu := o.PathMTU
+	if mtu == 0 {
+		p, err := q.d.QueryPort(1)
+		if err != nil {
+			return err
+		}
+		mtu = p.ActiveMTU
+	}
+	init := QPAttr{State: QPSInit, PKeyIndex: 0, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
+	mask := AttrState | AttrPKeyIndex | AttrPort
+	if q.typ == UD {
+		mask |= AttrQKey
+	} else {
+		mask |= AttrAccessFlags
+	}
+	if err := q.Modify(&init, mask); err != nil {
+		return err
+	}
+	rtr := QPAttr{State: QPSRTR}
+	mask = AttrState
+	if q.typ != UD {
+		rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = mtu, remote.QPN, remote.PSN
+		rtr.AV = AHAttr{DGID: remote.GID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
+		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
+		if q.typ == RC {
+			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxRdAtomic, o.MinRNRTimer
+			mask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
+		}
+	}
+	if err := q.Modify(&rtr, mask); err != nil {
+		return err
+	}
+	rts := QPAttr{State: QPSRTS, SQPSN: q.psn}
+	mask = AttrState | AttrSQPSN
+	if q.typ == RC {
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.Timeout, o.RetryCnt, o.RNRRetry, o.MaxRdAtomic
+		mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+	}
+	return q.Modify(&rts, mask)
+}

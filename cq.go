@@ -1,0 +1,185 @@
+package vrdma
+
+import (
+	"context"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// WorkCompletion is a completed work request (struct ibv_wc).
+type WorkCompletion struct {
+	ID        uint64 // the work request's ID (wr_id)
+	Status    Status
+	Opcode    WCOpcode
+	ByteLen   uint32
+	Imm       uint32 // valid when Flags has WCWithImm
+	QPNum     uint32 // the local QP
+	SrcQP     uint32 // the sending QP (receives)
+	Flags     WCFlags
+	PKeyIndex uint16
+}
+
+// Err returns nil for a successful completion and a *WCError otherwise.
+func (wc *WorkCompletion) Err() error {
+	if wc.Status == WCSuccess {
+		return nil
+	}
+	return &WCError{ID: wc.ID, Status: wc.Status, Opcode: wc.Opcode, QPNum: wc.QPNum}
+}
+
+// CQ is a completion queue. Poll and Wait are safe for concurrent use.
+type CQ struct {
+	d      *Device
+	handle uint32
+	cqe    int
+	region *shm.Region
+	mem    []byte
+	ring   abi.RingLayout
+	notify *shm.EventFD
+
+	mu   sync.Mutex
+	cons uint32
+	e    abi.CQE
+}
+
+// CreateCQ creates a completion queue holding at least cqe completions.
+func (d *Device) CreateCQ(cqe int) (*CQ, error) {
+	var r proto.CreateCQResp
+	fds, err := d.c.call(proto.OpCreateCQ, proto.CreateCQReq{CQE: cqe}, &r)
+	if err != nil {
+		return nil, err
+	}
+	if len(fds) != 2 {
+		proto.CloseFDs(fds)
+		return nil, errorf("create_cq", ErrVersion, "the daemon passed %d descriptors, 2 expected", len(fds))
+	}
+	ring := abi.RingLayout{Entries: r.Entries, Stride: abi.CQESize}
+	if err := ring.Validate(r.Size); err != nil {
+		proto.CloseFDs(fds)
+		return nil, errorf("create_cq", ErrVersion, "%v", err)
+	}
+	region, err := mapShared(fds[0], r.Size)
+	if err != nil {
+		proto.CloseFDs(fds[1:])
+		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}
+	}
+	ev, err := shm.EventFDFrom(fds[1])
+	if err != nil {
+		region.Close()
+		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}
+	}
+	cq := &CQ{d: d, handle: r.Handle, cqe: r.CQE, region: region, mem: region.Bytes(), ring: ring, notify: ev}
+	d.mu.Lock()
+	d.cqs[r.Handle] = cq
+	d.mu.Unlock()
+	return cq, nil
+}
+
+// CQE returns the number of completions the CQ holds.
+func (cq *CQ) CQE() int { return cq.cqe }
+
+// Poll moves up to len(wc) completions into wc and returns how many
+// (ibv_poll_cq). It does not allocate. After an overrun it returns the
+// completions still held and ErrCQOverrun: completions were lost, the CQ
+// is in error and must be destroyed.
+func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.mem == nil {
+		return 0, errCQClosed
+	}
+	prod := shm.Load32(cq.mem, abi.RingProdOff)
+	avail, err := cq.ring.Pending(prod, cq.cons)
+	if err != nil {
+		return 0, errCQCorrupt
+	}
+	n := 0
+	for ; n < len(wc) && n < avail; n++ {
+		abi.ParseCQE(cq.mem[cq.ring.Entry(cq.cons):], &cq.e)
+		cq.cons++
+		w := &wc[n]
+		w.ID, w.Status, w.Opcode, w.ByteLen = cq.e.WRID, cq.e.Status, cq.e.Opcode, cq.e.ByteLen
+		w.Imm, w.QPNum, w.SrcQP, w.Flags, w.PKeyIndex = cq.e.Imm, cq.e.QPNum, cq.e.SrcQP, cq.e.Flags, cq.e.PKeyIndex
+	}
+	if n > 0 {
+		shm.Store32(cq.mem, abi.RingConsOff, cq.cons)
+	}
+	if n == avail && shm.Load32(cq.mem, abi.RingErrOff) != 0 {
+		return n, errCQOverrun
+	}
+	return n, nil
+}
+
+var (
+	errCQClosed  = errorf("poll_cq", ErrClosed, "completion queue destroyed")
+	errCQCorrupt = errorf("poll_cq", ErrCQOverrun, "completion ring indices are corrupt")
+	errCQOverrun = errorf("poll_cq", ErrCQOverrun, "completions were lost because the CQ was full: create a larger CQ or poll more often")
+)
+
+// ready reports whether a completion is waiting.
+func (cq *CQ) ready() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.mem != nil && (shm.Load32(cq.mem, abi.RingProdOff) != cq.cons || shm.Load32(cq.mem, abi.RingErrOff) != 0)
+}
+
+// Wait blocks until a completion is waiting to be polled or ctx ends. It
+// arms the CQ and sleeps on its completion channel (ibv_req_notify_cq and
+// ibv_get_cq_event in one call); it consumes no completion.
+func (cq *CQ) Wait(ctx context.Context) error {
+	for {
+		if cq.ready() {
+			return nil
+		}
+		cq.mu.Lock()
+		if cq.mem == nil {
+			cq.mu.Unlock()
+			return errCQClosed
+		}
+		shm.Store32(cq.mem, abi.RingNotifyOff, 1)
+		cq.mu.Unlock()
+		if cq.ready() {
+			return nil
+		}
+		if err := cq.notify.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &Error{Op: "wait_cq", Kind: ErrClosed, Err: err}
+		}
+	}
+}
+
+// PollWait polls, spinning up to spin times before it sleeps in Wait: the
+// low-latency way to reap one or more completions.
+func (cq *CQ) PollWait(ctx context.Context, wc []WorkCompletion, spin int) (int, error) {
+	for {
+		for i := 0; i <= spin; i++ {
+			if n, err := cq.Poll(wc); n > 0 || err != nil {
+				return n, err
+			}
+		}
+		if err := cq.Wait(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Destroy frees the CQ; no QP may still use it.
+func (cq *CQ) Destroy() error {
+	if _, err := cq.d.c.call(proto.OpDestroyCQ, proto.HandleReq{Handle: cq.handle}, nil); err != nil {
+		return err
+	}
+	cq.d.mu.Lock()
+	delete(cq.d.cqs, cq.handle)
+	cq.d.mu.Unlock()
+	cq.mu.Lock()
+	cq.mem = nil
+	cq.region.Close()
+	cq.mu.Unlock()
+	cq.notify.Close()
+	return nil
+}

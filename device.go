@@ -1,0 +1,279 @@
+package vrdma
+
+import (
+	"net"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// DeviceInfo describes an adapter as ibv_get_device_list would list it.
+type DeviceInfo struct {
+	Name     string
+	Index    int
+	GUID     uint64
+	MAC      net.HardwareAddr
+	GIDs     []GID
+	Async    bool
+	Instance string
+	Host     string
+}
+
+func deviceInfo(a proto.AdapterInfo, instance, host string) DeviceInfo {
+	d := DeviceInfo{Name: a.Name, Index: a.Index, GUID: a.GUID, Async: a.Async, Instance: instance, Host: host}
+	d.MAC, _ = net.ParseMAC(a.MAC)
+	for _, g := range a.GIDs {
+		var x GID
+		copy(x[:], g)
+		d.GIDs = append(d.GIDs, x)
+	}
+	return d
+}
+
+// Devices lists the adapters of the instance o names.
+func Devices(o Options) ([]DeviceInfo, error) {
+	o = o.withDefaults()
+	c, err := dial(o, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	var resp proto.HelloResp
+	if _, err := c.call(proto.OpHello, proto.HelloReq{Instance: o.Instance, Client: o.Client}, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]DeviceInfo, 0, len(resp.Adapters))
+	for _, a := range resp.Adapters {
+		out = append(out, deviceInfo(a, resp.Instance, resp.Host))
+	}
+	return out, nil
+}
+
+// DeviceAttr is what ibv_query_device reports, where it applies.
+type DeviceAttr = proto.DeviceAttr
+
+// PortAttr is what ibv_query_port reports, where it applies, with the
+// port's traffic counters.
+type PortAttr struct {
+	State      string
+	PhysState  string
+	MaxMTU     MTU
+	ActiveMTU  MTU
+	GIDTblLen  int
+	PKeyTblLen int
+	GIDs       []GID
+	LinkLayer  string
+	Rate       string
+	Counters   Counters
+}
+
+// Counters are a port's traffic counters (a message on the memcpy path
+// counts as one packet).
+type Counters = proto.Counters
+
+// AsyncEvent is an asynchronous event (struct ibv_async_event).
+type AsyncEvent struct {
+	Type   EventType
+	QP     *QP // for QP events
+	CQ     *CQ // for CQ events
+	SRQ    *SRQ
+	Reason string
+}
+
+// Device is an opened adapter (an ibv_context).
+type Device struct {
+	c    *conn
+	info DeviceInfo
+	attr DeviceAttr
+
+	mu     sync.Mutex
+	qps    map[uint32]*QP
+	cqs    map[uint32]*CQ
+	srqs   map[uint32]*SRQ
+	mrs    map[uint32]*MR // by lkey
+	events chan AsyncEvent
+	closed bool
+}
+
+// Open opens the adapter called name ("vrdma0" ... "vrdma9") of the
+// instance the options (or VRDMA_INSTANCE) name.
+func Open(name string, opts ...Options) (*Device, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o = o.withDefaults()
+	d := &Device{qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, srqs: map[uint32]*SRQ{}, events: make(chan AsyncEvent, 64)}
+	c, err := dial(o, d.dispatch)
+	if err != nil {
+		return nil, err
+	}
+	var resp proto.HelloResp
+	if _, err := c.call(proto.OpHello, proto.HelloReq{Instance: o.Instance, Device: name, Client: o.Client}, &resp); err != nil {
+		c.close()
+		return nil, err
+	}
+	d.c = c
+	d.info = deviceInfo(*resp.Device, resp.Instance, resp.Host)
+	d.attr = *resp.Attr
+	go d.watch()
+	return d, nil
+}
+
+// watch turns the loss of the daemon into a DEVICE_FATAL event and moves
+// every QP to the error state, as a device reset would.
+func (d *Device) watch() {
+	<-d.c.dead
+	d.mu.Lock()
+	closed := d.closed
+	for _, q := range d.qps {
+		q.state.Store(uint32(QPSErr))
+	}
+	d.mu.Unlock()
+	if !closed {
+		d.push(AsyncEvent{Type: EventDeviceFatal, Reason: "the vrdma daemon went away"})
+	}
+}
+
+func (d *Device) dispatch(ev proto.Event) {
+	e := AsyncEvent{Type: EventType(ev.Type), Reason: ev.Reason}
+	d.mu.Lock()
+	switch e.Type {
+	case abi.EventQPFatal, abi.EventQPReqErr, abi.EventQPAccessErr, abi.EventCommEst, abi.EventSQDrained, abi.EventQPLastWQE:
+		e.QP = d.qps[ev.Handle]
+		if e.QP != nil && e.Type != abi.EventCommEst && e.Type != abi.EventSQDrained {
+			e.QP.state.Store(uint32(QPSErr))
+		}
+	case abi.EventCQErr:
+		e.CQ = d.cqs[ev.Handle]
+	case abi.EventSRQErr, abi.EventSRQLimit:
+		e.SRQ = d.srqs[ev.Handle]
+	}
+	d.mu.Unlock()
+	d.push(e)
+}
+
+func (d *Device) push(e AsyncEvent) {
+	select {
+	case d.events <- e:
+	default: // a program that never reads its events loses the oldest
+		select {
+		case <-d.events:
+		default:
+		}
+		select {
+		case d.events <- e:
+		default:
+		}
+	}
+}
+
+// Events returns the channel of asynchronous events (ibv_get_async_event).
+func (d *Device) Events() <-chan AsyncEvent { return d.events }
+
+// Info returns the device's identity: name, GUID, MAC, GIDs.
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.info.Name }
+
+// Query returns the device attributes (ibv_query_device).
+func (d *Device) Query() (DeviceAttr, error) {
+	var a DeviceAttr
+	_, err := d.c.call(proto.OpQueryDevice, nil, &a)
+	return a, err
+}
+
+// QueryPort returns the attributes and counters of port (always 1).
+func (d *Device) QueryPort(port int) (PortAttr, error) {
+	var p proto.PortAttr
+	if _, err := d.c.call(proto.OpQueryPort, proto.QueryPortReq{Port: port}, &p); err != nil {
+		return PortAttr{}, err
+	}
+	out := PortAttr{State: p.State, PhysState: p.PhysState, MaxMTU: MTU(p.MaxMTU), ActiveMTU: MTU(p.ActiveMTU),
+		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: p.Counters}
+	for _, g := range p.GIDs {
+		var x GID
+		copy(x[:], g)
+		out.GIDs = append(out.GIDs, x)
+	}
+	return out, nil
+}
+
+// GID returns entry index of the port's GID table.
+func (d *Device) GID(index int) (GID, error) {
+	if index < 0 || index >= len(d.info.GIDs) {
+		return GID{}, errorf("query_gid", ErrInvalidArgument, "GID index %d is outside the table of %d entries", index, len(d.info.GIDs))
+	}
+	return d.info.GIDs[index], nil
+}
+
+// Close closes the device. Objects not destroyed are released by the daemon;
+// QPs connected to them go to the error state.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	return d.c.close()
+}
+
+// Admin is a connection for managing the daemon rather than using a device.
+type Admin struct{ c *conn }
+
+// DialAdmin connects to the daemon for administration.
+func DialAdmin(o Options) (*Admin, error) {
+	o = o.withDefaults()
+	c, err := dial(o, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.call(proto.OpHello, proto.HelloReq{Client: o.Client}, nil); err != nil {
+		c.close()
+		return nil, err
+	}
+	return &Admin{c: c}, nil
+}
+
+// InstanceSpec describes an instance to create.
+type InstanceSpec = proto.InstanceSpec
+
+// InstanceInfo describes an instance.
+type InstanceInfo = proto.InstanceInfo
+
+// DaemonStats counts the daemon's live objects.
+type DaemonStats = proto.StatsResp
+
+// CreateInstance creates an instance with its adapters.
+func (a *Admin) CreateInstance(s InstanceSpec) (InstanceInfo, error) {
+	var info InstanceInfo
+	_, err := a.c.call(proto.OpCreateInstance, s, &info)
+	return info, err
+}
+
+// DeleteInstance deletes an instance no process is attached to.
+func (a *Admin) DeleteInstance(name string) error {
+	_, err := a.c.call(proto.OpDeleteInstance, InstanceSpec{Name: name}, nil)
+	return err
+}
+
+// Instances lists the instances on the host.
+func (a *Admin) Instances() ([]InstanceInfo, error) {
+	var r proto.ListInstancesResp
+	_, err := a.c.call(proto.OpListInstances, nil, &r)
+	return r.Instances, err
+}
+
+// Stats returns the daemon's object counts.
+func (a *Admin) Stats() (DaemonStats, error) {
+	var s DaemonStats
+	_, err := a.c.call(proto.OpStats, nil, &s)
+	return s, err
+}
+
+// Close closes the connection.
+func (a *Admin) Close() error { return a.c.close() }

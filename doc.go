@@ -1,0 +1,35 @@
+// Package vrdma is the verbs interface of vrdma, a software RDMA fabric: the
+// ibverbs object model (devices, protection domains, memory regions,
+// completion queues, queue pairs, shared receive queues, address handles,
+// asynchronous events) for Go programs, executed by the host daemon
+// (`vrdma daemon`) that moves the bytes: one copy when both ends are on the
+// same host.
+//
+// The library never touches the network. It talks to the daemon over a
+// unix socket (VRDMA_SOCKET, default /run/vrdma/vrdma.sock) for commands and
+// through shared memory for work requests and completions, so posting and
+// polling are function calls that do not allocate.
+//
+//	dev, err := vrdma.Open("vrdma0")           // VRDMA_INSTANCE picks the instance
+//	pd, _ := dev.AllocPD()
+//	mr, _ := pd.AllocMR(1<<20, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite)
+//	cq, _ := dev.CreateCQ(256)
+//	qp, _ := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+//		Cap: vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4}})
+//	_ = qp.Connect(remote, vrdma.ConnectOptions{}) // RESET -> INIT -> RTR -> RTS
+//	_ = qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
+//		SGL: []vrdma.SGE{mr.SGE(0, 4096)}, RemoteAddr: raddr, RKey: rkey}})
+//	wc := make([]vrdma.WorkCompletion, 16)
+//	_ = cq.Wait(ctx)
+//	n, _ := cq.Poll(wc)
+//
+// Memory regions are allocated by the registration (AllocMR): their memory
+// is a sealed memfd shared with the daemon and locked in RAM, so the daemon
+// can reach it without ptrace rights or copies through the kernel.
+//
+// Names follow ibverbs: an ibverbs user finds IBV_WR_RDMA_WRITE as
+// WRRDMAWrite, IBV_WC_REM_ACCESS_ERR as WCRemAccessErr, ibv_modify_qp as
+// QP.Modify with a QPAttr and a mask. Errors are typed values that
+// errors.Is and errors.As match (ErrNotFound, ErrInvalidState,
+// *MemlockError, *WCError, ...).
+package vrdma

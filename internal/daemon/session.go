@@ -1,0 +1,211 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/qpstate"
+	"golang.org/x/sys/unix"
+)
+
+// session is one client connection: an opened device (or an admin
+// connection) and every object created through it, by handle.
+type session struct {
+	d    *Daemon
+	conn *proto.Conn
+	pid  int32
+
+	inst    atomic.Pointer[Instance]
+	adapter *engine.Adapter
+
+	mu   sync.Mutex
+	next uint32
+	pds  map[uint32]*engine.PD
+	mrs  map[uint32]*engine.MR
+	cqs  map[uint32]*engine.CQ
+	qps  map[uint32]*engine.QP
+	srqs map[uint32]*engine.RQ
+
+	// Address handles have their own lock: the engine resolves them while
+	// running a QP, which a command holding mu may be waiting for.
+	ahMu sync.Mutex
+	ahs  map[uint32]qpstate.AddressVector
+	ahPD map[uint32]*engine.PD
+
+	events  chan proto.Event
+	dropped atomic.Uint64
+	done    chan struct{}
+}
+
+func newSession(d *Daemon, c *proto.Conn) *session {
+	s := &session{
+		d: d, conn: c,
+		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, cqs: map[uint32]*engine.CQ{},
+		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{},
+		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
+		events: make(chan proto.Event, 256), done: make(chan struct{}),
+	}
+	if raw, err := c.Raw().SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				s.pid = cred.Pid
+			}
+		})
+	}
+	return s
+}
+
+func (s *session) instance() *Instance { return s.inst.Load() }
+
+// Event queues an asynchronous event for the client; it never blocks the
+// engine: a client that does not read its socket loses events, counted.
+func (s *session) Event(t abi.EventType, handle uint32, qpn uint32, reason string) {
+	select {
+	case s.events <- proto.Event{Type: uint8(t), Handle: handle, QPN: qpn, Reason: reason}:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+func (s *session) sendEvents() {
+	for {
+		select {
+		case ev := <-s.events:
+			if err := s.conn.Send(proto.Header{Kind: proto.KindEvent, Op: proto.OpEvent}, ev); err != nil {
+				return
+			}
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *session) serve() {
+	go s.sendEvents()
+	defer func() {
+		close(s.done)
+		s.conn.Close()
+		s.cleanup()
+	}()
+	for {
+		h, body, fds, err := s.conn.Recv()
+		if err != nil {
+			proto.CloseFDs(fds)
+			if errors.Is(err, net.ErrClosed) || isEOF(err) {
+				return
+			}
+			var se interface{ Timeout() bool }
+			if errors.As(err, &se) {
+				return
+			}
+			if h.Kind == 0 { // undecodable: answer with what we know and go on
+				_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Code: proto.CodeInvalid}, errBody(err))
+				if errors.Is(err, proto.ErrMagic) || errors.Is(err, proto.ErrVersionGap) {
+					return
+				}
+				continue
+			}
+			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(err))
+			if errors.Is(err, proto.ErrVersionGap) {
+				return
+			}
+			continue
+		}
+		if h.Kind != proto.KindRequest {
+			proto.CloseFDs(fds)
+			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
+			continue
+		}
+		resp, outFDs, err := s.handle(h.Op, body, fds)
+		rh := proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID}
+		if err != nil {
+			rh.Code = proto.CodeOf(err)
+			if rh.Code == proto.CodeInternal {
+				s.d.log.Warn("command failed", "op", h.Op, "err", err)
+			}
+			_ = s.conn.Send(rh, errBody(err))
+			continue
+		}
+		_ = s.conn.Send(rh, resp, outFDs...)
+	}
+}
+
+func isEOF(err error) bool {
+	return err != nil && (err.Error() == "EOF" || errors.Is(err, unix.ECONNRESET))
+}
+
+type errResp struct {
+	Error string `json:"error"`
+}
+
+func errBody(err error) errResp {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return errResp{Error: pe.Message}
+	}
+	return errResp{Error: err.Error()}
+}
+
+func (s *session) handleID() uint32 {
+	s.next++
+	return s.next
+}
+
+// cleanup destroys everything the session still holds. QPs connected to its
+// QPs go to ERR with a QP_FATAL event: their peer is gone.
+func (s *session) cleanup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, q := range s.qps {
+		for _, p := range s.d.host.PeersOf(q) {
+			if p.Events != s {
+				p.Fail(abi.EventQPFatal, "the process that owned the connected QP exited")
+			}
+		}
+		q.Destroy()
+		delete(s.qps, h)
+	}
+	for h, r := range s.srqs {
+		r.Close()
+		delete(s.srqs, h)
+	}
+	for h, c := range s.cqs {
+		c.Close()
+		delete(s.cqs, h)
+	}
+	for h, m := range s.mrs {
+		m.Deregister()
+		delete(s.mrs, h)
+	}
+	s.ahMu.Lock()
+	clear(s.ahs)
+	clear(s.ahPD)
+	s.ahMu.Unlock()
+	clear(s.pds)
+}
+
+func (s *session) count(st *proto.StatsResp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.PDs += len(s.pds)
+	st.MRs += len(s.mrs)
+	st.CQs += len(s.cqs)
+	st.QPs += len(s.qps)
+	st.SRQs += len(s.srqs)
+	s.ahMu.Lock()
+	st.AHs += len(s.ahs)
+	s.ahMu.Unlock()
+}
+
+// ah resolves an address handle for the engine (UD work requests).
+func (s *session) ah(handle uint32) ([16]byte, uint8, bool) {
+	s.ahMu.Lock()
+	defer s.ahMu.Unlock()
+	av, ok := s.ahs[handle]
+	return av.DGID, av.SGIDIndex, ok
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vrdma/vrdma/internal/abi"
+)
+
+// Device limits every adapter advertises.
+const (
+	MaxQP       = 1 << 14
+	MaxQPWR     = 1 << 14
+	MaxCQE      = 1 << 16
+	MaxMR       = 1 << 16
+	MaxSGE      = abi.MaxSGE
+	MaxInline   = 256
+	MaxRdAtomic = 16
+	MaxMRSize   = 1 << 40
+	PKeyTable   = 1
+	DefaultPKey = 0xFFFF
+	firstQPN    = 0x11 // QPN 0 and 1 are the special QPs, as on every RoCE device
+)
+
+// Adapter is one vrdma device: its GIDs, its QPN and key spaces, its tables.
+type Adapter struct {
+	Name      string
+	Instance  string
+	Index     int
+	GUID      uint64
+	MAC       [6]byte
+	GIDs      [][16]byte
+	Async     bool
+	ActiveMTU abi.MTU
+
+	Counters Counters
+
+	host *Host
+
+	mrs     atomic.Pointer[[]*MR] // copy-on-write, indexed by key>>8
+	mrMu    sync.Mutex
+	mrFree  []uint32
+	mrCount int
+
+	qpMu    sync.RWMutex
+	qps     map[uint32]*QP
+	nextQPN uint32
+
+	poller *poller
+}
+
+// NewAdapter creates an adapter. gids[0] is the link-local GID.
+func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adapter {
+	a := &Adapter{
+		Name: name, Instance: instance, Index: index, MAC: mac, Async: async,
+		ActiveMTU: abi.MTU4096,
+		qps:       make(map[uint32]*QP),
+		nextQPN:   firstQPN,
+	}
+	a.GUID = eui64(mac)
+	a.GIDs = [][16]byte{LinkLocalGID(mac)}
+	empty := make([]*MR, 1) // index 0 is never used: key 0 is invalid
+	a.mrs.Store(&empty)
+	if async {
+		a.poller = newPoller(a)
+	}
+	return a
+}
+
+// Close stops the adapter's poller. Its objects must be gone already.
+func (a *Adapter) Close() {
+	if a.poller != nil {
+		a.poller.stop()
+	}
+}
+
+func eui64(mac [6]byte) uint64 {
+	b := [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+// LinkLocalGID is fe80::/64 with the EUI-64 of mac, as RoCE devices derive
+// GID 0 from their interface's MAC.
+func LinkLocalGID(mac [6]byte) [16]byte {
+	g := [16]byte{0: 0xfe, 1: 0x80}
+	g[8], g[9], g[10], g[11] = mac[0]^0x02, mac[1], mac[2], 0xff
+	g[12], g[13], g[14], g[15] = 0xfe, mac[3], mac[4], mac[5]
+	return g
+}
+
+// QP returns the live QP with number qpn, or nil.
+func (a *Adapter) QP(qpn uint32) *QP {
+	a.qpMu.RLock()
+	q := a.qps[qpn]
+	a.qpMu.RUnlock()
+	return q
+}
+
+// QPs returns a snapshot of the adapter's QPs.
+func (a *Adapter) QPs() []*QP {
+	a.qpMu.RLock()
+	defer a.qpMu.RUnlock()
+	out := make([]*QP, 0, len(a.qps))
+	for _, q := range a.qps {
+		out = append(out, q)
+	}
+	return out
+}
+
+func (a *Adapter) addQP(q *QP) error {
+	a.qpMu.Lock()
+	defer a.qpMu.Unlock()
+	if len(a.qps) >= MaxQP {
+		return fmt.Errorf("adapter %s has %d QPs, its limit: destroy unused QPs", a.Name, MaxQP)
+	}
+	for {
+		n := a.nextQPN
+		a.nextQPN++
+		if a.nextQPN > 0xFFFFFF {
+			a.nextQPN = firstQPN
+		}
+		if _, used := a.qps[n]; !used {
+			q.qpn = n
+			a.qps[n] = q
+			break
+		}
+	}
+	if a.poller != nil {
+		a.poller.add(q)
+	}
+	return nil
+}
+
+func (a *Adapter) removeQP(q *QP) {
+	a.qpMu.Lock()
+	if a.qps[q.qpn] == q {
+		delete(a.qps, q.qpn)
+	}
+	a.qpMu.Unlock()
+	if a.poller != nil {
+		a.poller.remove(q)
+	}
+}
+
+// NumQPs returns the count of live QPs.
+func (a *Adapter) NumQPs() int {
+	a.qpMu.RLock()
+	defer a.qpMu.RUnlock()
+	return len(a.qps)
+}
+
+// addMR assigns mr a key and publishes it.
+func (a *Adapter) addMR(mr *MR) error {
+	a.mrMu.Lock()
+	defer a.mrMu.Unlock()
+	if a.mrCount >= MaxMR {
+		return fmt.Errorf("adapter %s has %d memory regions, its limit: deregister unused regions", a.Name, MaxMR)
+	}
+	old := *a.mrs.Load()
+	var idx uint32
+	if n := len(a.mrFree); n > 0 {
+		idx = a.mrFree[n-1]
+		a.mrFree = a.mrFree[:n-1]
+	} else {
+		idx = uint32(len(old))
+	}
+	var tag [1]byte
+	_, _ = rand.Read(tag[:])
+	mr.key = idx<<8 | uint32(tag[0])
+	size := max(len(old), int(idx)+1)
+	tbl := make([]*MR, size)
+	copy(tbl, old)
+	tbl[idx] = mr
+	a.mrs.Store(&tbl)
+	a.mrCount++
+	return nil
+}
+
+func (a *Adapter) removeMR(mr *MR) {
+	a.mrMu.Lock()
+	defer a.mrMu.Unlock()
+	old := *a.mrs.Load()
+	idx := mr.key >> 8
+	if int(idx) >= len(old) || old[idx] != mr {
+		return
+	}
+	tbl := make([]*MR, len(old))
+	copy(tbl, old)
+	tbl[idx] = nil
+	a.mrs.Store(&tbl)
+	a.mrFree = append(a.mrFree, idx)
+	a.mrCount--
+}
+
+// lookupMR returns the live MR with this exact key, or nil.
+func (a *Adapter) lookupMR(key uint32) *MR {
+	tbl := *a.mrs.Load()
+	idx := key >> 8
+	if int(idx) >= len(tbl) {
+		return nil
+	}
+	mr := tbl[idx]
+	if mr == nil || mr.key != key {
+		return nil
+	}
+	return mr
+}
+
+// NumMRs returns the count of live MRs.
+func (a *Adapter) NumMRs() int {
+	a.mrMu.Lock()
+	defer a.mrMu.Unlock()
+	return a.mrCount
+}
+
+// PD is a protection domain: objects of different PDs never reach each other.
+type PD struct {
+	id      uint64
+	adapter *Adapter
+}
+
+// NewPD allocates a protection domain on a.
+func (a *Adapter) NewPD() *PD {
+	var id uint64 = 1
+	if a.host != nil {
+		id = a.host.pdSeq.Add(1)
+	}
+	return &PD{id: id, adapter: a}
+}
+
+// Adapter returns the PD's adapter.
+func (p *PD) Adapter() *Adapter { return p.adapter }

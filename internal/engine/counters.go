@@ -1,0 +1,25 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// Counters are an adapter port's traffic counters, updated lock-free.
+type Counters struct {
+	TxBytes, TxPackets, RxBytes, RxPackets atomic.Uint64
+	TxErrors, RxErrors, RxDrops, RNRNaks   atomic.Uint64
+	PathMemcpy                             atomic.Uint64
+}
+
+// Snapshot returns the counters as the command channel reports them.
+func (c *Counters) Snapshot() proto.Counters {
+	return proto.Counters{
+		TxBytes: c.TxBytes.Load(), TxPackets: c.TxPackets.Load(),
+		RxBytes: c.RxBytes.Load(), RxPackets: c.RxPackets.Load(),
+		TxErrors: c.TxErrors.Load(), RxErrors: c.RxErrors.Load(),
+		RxDrops: c.RxDrops.Load(), RNRNaks: c.RNRNaks.Load(),
+		PathMemcpy: c.PathMemcpy.Load(),
+	}
+}

@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// CQ is a completion queue: the daemon produces, the client consumes.
+type CQ struct {
+	Handle uint32
+	Events EventSink
+
+	mu     sync.Mutex
+	region *shm.Region
+	mem    []byte
+	ring   abi.RingLayout
+	notify *shm.EventFD
+	prod   uint32 // the daemon's own copy; never read back from shared memory
+	failed bool
+	users  int // QPs that complete into this CQ
+}
+
+// NewCQ creates a CQ able to hold at least cqe completions.
+func NewCQ(cqe int) (*CQ, error) {
+	entries := abi.RoundPow2(cqe)
+	ring := abi.RingLayout{Entries: entries, Stride: abi.CQESize}
+	region, err := shm.NewRegion("vrdma-cq", ring.Size())
+	if err != nil {
+		return nil, err
+	}
+	ev, err := shm.NewEventFD()
+	if err != nil {
+		region.Close()
+		return nil, err
+	}
+	return &CQ{region: region, mem: region.Bytes(), ring: ring, notify: ev}, nil
+}
+
+// Ring returns the ring layout; RegionFD and NotifyFD the descriptors to pass.
+func (c *CQ) Ring() abi.RingLayout { return c.ring }
+func (c *CQ) RegionFD() int        { return c.region.FD() }
+func (c *CQ) NotifyFD() int        { return c.notify.FD() }
+func (c *CQ) Size() int            { return len(c.mem) }
+
+// push appends a completion. It returns false when the CQ has overflowed
+// (or overflowed before): the completion is lost, so the CQ goes to error,
+// its owner hears a CQ_ERR event and the caller moves its QP to error.
+func (c *CQ) push(e *abi.CQE) bool {
+	c.mu.Lock()
+	if c.failed || c.mem == nil {
+		c.mu.Unlock()
+		return false
+	}
+	cons := shm.Load32(c.mem, abi.RingConsOff)
+	n, err := c.ring.Pending(c.prod, cons)
+	if err != nil || n >= c.ring.Entries {
+		c.failed = true
+		bits := uint32(abi.RingErrOverrun)
+		if err != nil {
+			bits = abi.RingErrCorrupt
+		}
+		shm.Store32(c.mem, abi.RingErrOff, bits)
+		c.mu.Unlock()
+		c.notify.Signal()
+		if c.Events != nil {
+			c.Events.Event(abi.EventCQErr, c.Handle, 0, "completion queue overrun: poll faster or create a larger CQ")
+		}
+		return false
+	}
+	abi.PutCQE(c.mem[c.ring.Entry(c.prod):], e)
+	c.prod++
+	shm.Store32(c.mem, abi.RingProdOff, c.prod)
+	armed := shm.Load32(c.mem, abi.RingNotifyOff) != 0
+	if armed {
+		armed = shm.Swap32(c.mem, abi.RingNotifyOff, 0) != 0
+	}
+	c.mu.Unlock()
+	if armed {
+		c.notify.Signal()
+	}
+	return true
+}
+
+// Use records a QP completing into c; Unuse undoes it.
+func (c *CQ) Use()   { c.mu.Lock(); c.users++; c.mu.Unlock() }
+func (c *CQ) Unuse() { c.mu.Lock(); c.users--; c.mu.Unlock() }
+
+// Busy reports whether QPs still complete into c.
+func (c *CQ) Busy() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.users > 0 }
+
+// Close frees the CQ.
+func (c *CQ) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mem == nil {
+		return
+	}
+	c.mem = nil
+	c.region.Close()
+	c.notify.Close()
+}

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/qpstate"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// QPConfig is what creating a QP needs.
+type QPConfig struct {
+	PD     *PD
+	Type   abi.QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	SRQ    *RQ // nil: the QP has its own receive queue
+	SigAll bool
+	Caps   proto.QPCaps
+	Handle uint32
+	Events EventSink
+	// AH resolves a UD work request's address handle to its destination GID.
+	AH func(handle uint32) ([16]byte, uint8, bool)
+}
+
+// dataAttrs is the part of a QP's attributes the data path reads, replaced
+// whole on every modify so that workers read it without locks.
+type dataAttrs struct {
+	dgid        [16]byte
+	sgidIndex   uint8
+	dqpn        uint32
+	qkey        uint32
+	access      abi.Access
+	mtu         int
+	timeout     uint8
+	retryCnt    uint8
+	rnrRetry    uint8
+	minRNRTimer uint8
+}
+
+// QP is a queue pair.
+type QP struct {
+	Handle uint32
+	Events EventSink
+
+	adapter *Adapter
+	pd      *PD
+	typ     abi.QPType
+	qpn     uint32
+	sendCQ  *CQ
+	recvCQ  *CQ
+	rq      *RQ // own or shared
+	srq     bool
+	sigAll  bool
+	caps    proto.QPCaps
+	ah      func(uint32) ([16]byte, uint8, bool)
+
+	region   *shm.Region
+	mem      []byte
+	sq       abi.RingLayout
+	rqRing   abi.RingLayout
+	doorbell *shm.EventFD
+	ownBell  bool
+
+	state atomic.Uint32 // abi.QPState
+	dp    atomic.Pointer[dataAttrs]
+	kick  atomic.Bool // a state change the worker must act on
+
+	mu   sync.Mutex // serialises modifies; guards attr
+	attr qpstate.Attr
+
+	// Owned by whoever holds procMu (the worker or the poller).
+	procMu     sync.Mutex
+	dead       bool
+	sqCons     uint32
+	stallUntil atomic.Int64 // nanotime; 0 = not stalled
+	stallLeft  int          // retries left for the WQE at sqCons; -1 = not started
+	stallRNR   bool
+	s          scratch
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewQP creates a QP, assigns its number and starts its worker.
+func NewQP(cfg QPConfig) (*QP, error) {
+	a := cfg.PD.adapter
+	if !cfg.Type.Valid() {
+		return nil, fmt.Errorf("QP type %d is not RC (2), UC (3) or UD (4)", cfg.Type)
+	}
+	c := cfg.Caps
+	if c.MaxSendWR < 1 || c.MaxSendWR > MaxQPWR {
+		return nil, fmt.Errorf("max_send_wr %d must be 1..%d", c.MaxSendWR, MaxQPWR)
+	}
+	if c.MaxSendSGE > MaxSGE || c.MaxRecvSGE > MaxSGE || c.MaxSendSGE < 0 || c.MaxRecvSGE < 0 {
+		return nil, fmt.Errorf("max_send_sge %d / max_recv_sge %d must be 0..%d", c.MaxSendSGE, c.MaxRecvSGE, MaxSGE)
+	}
+	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
+		return nil, fmt.Errorf("max_inline_data %d must be 0..%d", c.MaxInlineData, MaxInline)
+	}
+	if cfg.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > MaxQPWR) {
+		return nil, fmt.Errorf("max_recv_wr %d must be 1..%d (or give the QP a shared receive queue)", c.MaxRecvWR, MaxQPWR)
+	}
+	if cfg.SRQ != nil && cfg.SRQ.pd != cfg.PD {
+		return nil, fmt.Errorf("the shared receive queue belongs to another protection domain")
+	}
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxSendWR = abi.RoundPow2(c.MaxSendWR)
+	q := &QP{
+		Handle: cfg.Handle, Events: cfg.Events,
+		adapter: a, pd: cfg.PD, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
+		sigAll: cfg.SigAll, ah: cfg.AH, stallLeft: -1,
+	}
+	q.sq = abi.RingLayout{Offset: 0, Entries: c.MaxSendWR, Stride: abi.SendStride(c.MaxSendSGE, c.MaxInlineData)}
+	c.MaxInlineData = q.sq.Stride - abi.SendWQEHeader
+	size := q.sq.Size()
+	if cfg.SRQ == nil {
+		c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+		c.MaxRecvWR = abi.RoundPow2(c.MaxRecvWR)
+		q.rqRing = abi.RingLayout{Offset: size, Entries: c.MaxRecvWR, Stride: abi.RecvStride(c.MaxRecvSGE)}
+		size += q.rqRing.Size()
+	} else {
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	}
+	q.caps = c
+	region, err := shm.NewRegion("vrdma-qp", size)
+	if err != nil {
+		return nil, err
+	}
+	q.region, q.mem = region, region.Bytes()
+	if cfg.SRQ == nil {
+		q.rq = newRQ(q.mem, q.rqRing, c.MaxRecvSGE, cfg.PD)
+	} else {
+		q.rq, q.srq = cfg.SRQ, true
+		cfg.SRQ.Use()
+	}
+	q.s.init(q.sq.Stride)
+	if a.poller != nil {
+		q.doorbell = a.poller.bell
+	} else {
+		if q.doorbell, err = shm.NewEventFD(); err != nil {
+			region.Close()
+			return nil, err
+		}
+		q.ownBell = true
+	}
+	q.dp.Store(&dataAttrs{mtu: a.ActiveMTU.Bytes()})
+	q.attr.PathMTU = a.ActiveMTU
+	q.attr.PortNum = 1
+	if err := a.addQP(q); err != nil {
+		q.release()
+		return nil, err
+	}
+	cfg.SendCQ.Use()
+	cfg.RecvCQ.Use()
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	q.done = make(chan struct{})
+	if a.poller == nil {
+		go q.run()
+	} else {
+		close(q.done)
+	}
+	return q, nil
+}
+
+// QPN returns the queue pair number; Caps the capabilities granted.
+func (q *QP) QPN() uint32        { return q.qpn }
+func (q *QP) Caps() proto.QPCaps { return q.caps }
+func (q *QP) Type() abi.QPType   { return q.typ }
+func (q *QP) State() abi.QPState { return abi.QPState(q.state.Load()) }
+func (q *QP) RegionFD() int      { return q.region.FD() }
+func (q *QP) DoorbellFD() int    { return q.doorbell.FD() }
+func (q *QP) Size() int          { return len(q.mem) }
+func (q *QP) SQ() abi.RingLayout { return q.sq }
+func (q *QP) RQ() abi.RingLayout { return q.rqRing }
+func (q *QP) Adapter() *Adapter  { return q.adapter }
+func (q *QP) PD() *PD            { return q.pd }
+func (q *QP) SendCQ() *CQ        { return q.sendCQ }
+func (q *QP) RecvCQ() *CQ        { return q.recvCQ }
+func (q *QP) SRQ() *RQ {
+	if q.srq {
+		return q.rq
+	}
+	return nil
+}
+
+// Attr returns a copy of the QP's attributes.
+func (q *QP) Attr() qpstate.Attr {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.attr
+	a.State = q.State()
+	return a
+}
+
+func (q *QP) destination() ([16]byte, uint32) {
+	d := q.dp.Load()
+	return d.dgid, d.dqpn
+}
+
+// Path says how the QP's destination is reached from here.
+func (q *QP) Path() (path, reason string) {
+	if q.typ == abi.QPTypeUD {
+		return "memcpy", "UD: per work request, same host for local address handles"
+	}
+	if q.State() < abi.QPStateRTR {
+		return "", ""
+	}
+	dgid, _ := q.destination()
+	if q.adapter.host != nil && q.adapter.host.AdapterByGID(dgid) != nil {
+		return "memcpy", "same host"
+	}
+	return "unreachable", "the destination GID is not on this host and this daemon has no uplink to other hosts yet"
+}
+
+// Modify applies a state transition after checking it against the IBTA
+// state machine and the device limits.
+func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cur := q.State()
+	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: len(q.adapter.GIDs), MaxRdAtomic: MaxRdAtomic, ActiveMTU: q.adapter.ActiveMTU}
+	to, err := qpstate.Check(q.typ, cur, attr, mask, lim)
+	if err != nil {
+		return cur, err
+	}
+	next := q.attr
+	qpstate.Apply(&next, attr, mask)
+	q.attr = next
+	q.dp.Store(&dataAttrs{
+		dgid: next.AV.DGID, sgidIndex: next.AV.SGIDIndex, dqpn: next.DestQPN, qkey: next.QKey,
+		access: next.AccessFlags, mtu: pathMTU(next.PathMTU, q.adapter.ActiveMTU), timeout: next.Timeout,
+		retryCnt: next.RetryCnt, rnrRetry: next.RNRRetry, minRNRTimer: next.MinRNRTimer,
+	})
+	switch to {
+	case abi.QPStateReset:
+		q.procMu.Lock()
+		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
+		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		q.stallUntil.Store(0)
+		q.stallLeft = -1
+		q.procMu.Unlock()
+		if !q.srq {
+			q.rq.discard()
+			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 0)
+		}
+		q.state.Store(uint32(to))
+	case abi.QPStateErr:
+		q.enterError()
+	default:
+		q.state.Store(uint32(to))
+		q.kickWorker()
+	}
+	return to, nil
+}
+
+func pathMTU(m, active abi.MTU) int {
+	if !m.Valid() {
+		m = active
+	}
+	return min(m, active).Bytes()
+}
+
+// enterError moves the QP to ERR; the worker flushes its queues.
+func (q *QP) enterError() bool {
+	prev := abi.QPState(q.state.Swap(uint32(abi.QPStateErr)))
+	if !q.srq && q.mem != nil {
+		// From now on the client rings the doorbell after posting receives, so
+		// that they are flushed.
+		shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+	}
+	q.kickWorker()
+	return prev != abi.QPStateErr
+}
+
+// Fail moves the QP to ERR and tells its owner with an event of type t.
+func (q *QP) Fail(t abi.EventType, reason string) {
+	if q.enterError() && q.Events != nil {
+		q.Events.Event(t, q.Handle, q.qpn, reason)
+	}
+}
+
+func (q *QP) kickWorker() {
+	q.kick.Store(true)
+	q.doorbell.Signal()
+}
+
+// Destroy stops the QP's worker and frees it.
+func (q *QP) Destroy() {
+	q.procMu.Lock()
+	q.dead = true
+	q.procMu.Unlock()
+	q.cancel()
+	<-q.done
+	q.adapter.removeQP(q)
+	q.release()
+	q.sendCQ.Unuse()
+	q.recvCQ.Unuse()
+}
+
+func (q *QP) release() {
+	q.procMu.Lock()
+	defer q.procMu.Unlock()
+	q.dead = true
+	if q.srq {
+		q.rq.Unuse()
+	} else if q.rq != nil {
+		q.rq.close()
+	}
+	if q.ownBell {
+		q.doorbell.Close()
+	}
+	q.region.Close()
+	q.mem = nil
+}

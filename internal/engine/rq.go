@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// RQ is a receive queue, a QP's own or a shared one (SRQ): the client
+// produces receive requests, whichever worker delivers a message consumes.
+type RQ struct {
+	Handle uint32 // SRQs: the client's handle
+	Events EventSink
+
+	mu     sync.Mutex
+	mem    []byte // the shared region holding the ring; nil once closed
+	ring   abi.RingLayout
+	maxSGE int
+	cons   uint32 // the daemon's own copy
+	buf    []byte // private copy of the entry being parsed
+	pd     *PD
+	users  int
+	region *shm.Region // owned only by SRQs
+}
+
+func newRQ(mem []byte, ring abi.RingLayout, maxSGE int, pd *PD) *RQ {
+	return &RQ{mem: mem, ring: ring, maxSGE: maxSGE, pd: pd, buf: make([]byte, ring.Stride)}
+}
+
+// NewSRQ creates a shared receive queue of at least maxWR entries.
+func NewSRQ(pd *PD, maxWR, maxSGE int) (*RQ, error) {
+	ring := abi.RingLayout{Entries: abi.RoundPow2(maxWR), Stride: abi.RecvStride(maxSGE)}
+	region, err := shm.NewRegion("vrdma-srq", ring.Size())
+	if err != nil {
+		return nil, err
+	}
+	rq := newRQ(region.Bytes(), ring, maxSGE, pd)
+	rq.region = region
+	return rq, nil
+}
+
+// Ring, RegionFD and Size describe an SRQ's shared region.
+func (r *RQ) Ring() abi.RingLayout { return r.ring }
+func (r *RQ) RegionFD() int        { return r.region.FD() }
+func (r *RQ) Size() int            { return len(r.mem) }
+
+type popResult uint8
+
+const (
+	popOK      popResult = iota
+	popEmpty             // no receive posted: RNR
+	popBad               // the entry is malformed (w.WRID is valid)
+	popCorrupt           // the indices are impossible
+)
+
+// pop takes the next receive request into w.
+func (r *RQ) pop(w *abi.RecvWQE) popResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return popCorrupt
+	}
+	prod := shm.Load32(r.mem, abi.RingProdOff)
+	n, err := r.ring.Pending(prod, r.cons)
+	if err != nil {
+		return popCorrupt
+	}
+	if n == 0 {
+		return popEmpty
+	}
+	off := r.ring.Entry(r.cons)
+	copy(r.buf, r.mem[off:off+r.ring.Stride])
+	r.cons++
+	shm.Store32(r.mem, abi.RingConsOff, r.cons)
+	if abi.ParseRecvWQE(r.buf, w, r.maxSGE) != nil {
+		return popBad
+	}
+	return popOK
+}
+
+// empty reports whether no receive request is posted.
+func (r *RQ) empty() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return true
+	}
+	return shm.Load32(r.mem, abi.RingProdOff) == r.cons
+}
+
+// Use, Unuse and Busy count the QPs attached to an SRQ.
+func (r *RQ) Use()       { r.mu.Lock(); r.users++; r.mu.Unlock() }
+func (r *RQ) Unuse()     { r.mu.Lock(); r.users--; r.mu.Unlock() }
+func (r *RQ) Busy() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.users > 0 }
+
+// close detaches the ring; later pops fail.
+func (r *RQ) close() {
+	r.mu.Lock()
+	r.mem = nil
+	r.mu.Unlock()
+}
+
+// Close frees an SRQ.
+func (r *RQ) Close() {
+	r.close()
+	if r.region != nil {
+		r.region.Close()
+	}
+}
+
+// discard drops every posted request without completing it (QP to RESET).
+func (r *RQ) discard() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mem == nil {
+		return
+	}
+	r.cons = shm.Load32(r.mem, abi.RingProdOff)
+	shm.Store32(r.mem, abi.RingConsOff, r.cons)
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// run is the worker of a QP on an adapter without async mode: it runs the
+// send queue whenever the doorbell rings, and sleeps otherwise. Before it
+// sleeps it sets the ring's notify word, so the client rings only then.
+func (q *QP) run() {
+	defer close(q.done)
+	for q.ctx.Err() == nil {
+		wait, _ := q.step()
+		if wait > 0 {
+			ctx, cancel := context.WithTimeout(q.ctx, wait)
+			_ = q.doorbell.Wait(ctx)
+			cancel()
+			continue
+		}
+		shm.Store32(q.mem, abi.RingNotifyOff, 1)
+		if q.hasWork() {
+			shm.Store32(q.mem, abi.RingNotifyOff, 0)
+			continue
+		}
+		err := q.doorbell.Wait(q.ctx)
+		if q.mem != nil {
+			shm.Store32(q.mem, abi.RingNotifyOff, 0)
+		}
+		if err != nil && q.ctx.Err() == nil {
+			return // the doorbell is gone: the QP is being destroyed
+		}
+	}
+}

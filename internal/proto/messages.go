@@ -1,0 +1,236 @@
+package proto
+
+import "github.com/vrdma/vrdma/internal/qpstate"
+
+// The bodies of the commands. Handles name per-connection objects; QPNs and
+// keys are the adapter's.
+
+type HelloReq struct {
+	Instance string `json:"instance"` // "" = the default instance
+	Device   string `json:"device"`   // adapter to bind this connection to, "" = none (admin/list)
+	Client   string `json:"client"`   // a name for logs and tools
+}
+
+type AdapterInfo struct {
+	Name      string   `json:"name"`
+	Index     int      `json:"index"`
+	GUID      uint64   `json:"guid"`
+	MAC       string   `json:"mac"`
+	GIDs      [][]byte `json:"gids"`
+	Async     bool     `json:"async"`
+	State     string   `json:"state"`
+	ActiveMTU uint8    `json:"active_mtu"`
+}
+
+type HelloResp struct {
+	Version  int           `json:"version"`
+	Instance string        `json:"instance"`
+	Host     string        `json:"host"`
+	Adapters []AdapterInfo `json:"adapters"`
+	Device   *AdapterInfo  `json:"device,omitempty"`
+	Attr     *DeviceAttr   `json:"attr,omitempty"`
+}
+
+// DeviceAttr is the part of ibv_device_attr that applies.
+type DeviceAttr struct {
+	FWVer           string `json:"fw_ver"`
+	NodeGUID        uint64 `json:"node_guid"`
+	SysImageGUID    uint64 `json:"sys_image_guid"`
+	MaxMRSize       uint64 `json:"max_mr_size"`
+	PageSizeCap     uint64 `json:"page_size_cap"`
+	VendorID        uint32 `json:"vendor_id"`
+	VendorPartID    uint32 `json:"vendor_part_id"`
+	HWVer           uint32 `json:"hw_ver"`
+	MaxQP           int    `json:"max_qp"`
+	MaxQPWR         int    `json:"max_qp_wr"`
+	MaxSGE          int    `json:"max_sge"`
+	MaxCQ           int    `json:"max_cq"`
+	MaxCQE          int    `json:"max_cqe"`
+	MaxMR           int    `json:"max_mr"`
+	MaxPD           int    `json:"max_pd"`
+	MaxQPRdAtom     int    `json:"max_qp_rd_atom"`
+	MaxQPInitRdAtom int    `json:"max_qp_init_rd_atom"`
+	AtomicCap       string `json:"atomic_cap"`
+	MaxSRQ          int    `json:"max_srq"`
+	MaxSRQWR        int    `json:"max_srq_wr"`
+	MaxSRQSGE       int    `json:"max_srq_sge"`
+	MaxAH           int    `json:"max_ah"`
+	MaxInline       int    `json:"max_inline_data"`
+	MaxPKeys        int    `json:"max_pkeys"`
+	PhysPortCnt     int    `json:"phys_port_cnt"`
+}
+
+// PortAttr is the part of ibv_port_attr that applies, with counters.
+type PortAttr struct {
+	State      string   `json:"state"`      // "ACTIVE", "DOWN"
+	PhysState  string   `json:"phys_state"` // "LINK_UP"
+	MaxMTU     uint8    `json:"max_mtu"`
+	ActiveMTU  uint8    `json:"active_mtu"`
+	GIDTblLen  int      `json:"gid_tbl_len"`
+	PKeyTblLen int      `json:"pkey_tbl_len"`
+	GIDs       [][]byte `json:"gids"`
+	LinkLayer  string   `json:"link_layer"`
+	Rate       string   `json:"rate"`
+	Counters   Counters `json:"counters"`
+}
+
+// Counters are an adapter port's traffic counters. On the memcpy path a
+// message counts as one packet.
+type Counters struct {
+	TxBytes    uint64 `json:"tx_bytes"`
+	TxPackets  uint64 `json:"tx_packets"`
+	RxBytes    uint64 `json:"rx_bytes"`
+	RxPackets  uint64 `json:"rx_packets"`
+	TxErrors   uint64 `json:"tx_errors"`
+	RxErrors   uint64 `json:"rx_errors"`
+	RxDrops    uint64 `json:"rx_drops"`
+	RNRNaks    uint64 `json:"rnr_naks"`
+	PathMemcpy uint64 `json:"path_memcpy"`
+}
+
+type QueryPortReq struct {
+	Port int `json:"port"`
+}
+
+type HandleReq struct {
+	Handle uint32 `json:"handle"`
+}
+
+type HandleResp struct {
+	Handle uint32 `json:"handle"`
+}
+
+type RegMRReq struct {
+	PD     uint32 `json:"pd"`
+	Addr   uint64 `json:"addr"`   // the client's virtual address of the region
+	Length uint64 `json:"length"` // bytes; the memfd passed with the message holds at least this
+	Access uint32 `json:"access"`
+}
+
+type RegMRResp struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey"`
+	RKey   uint32 `json:"rkey"`
+}
+
+type CreateCQReq struct {
+	CQE int `json:"cqe"`
+}
+
+// CreateCQResp comes with two descriptors: the ring memfd, the notify eventfd.
+type CreateCQResp struct {
+	Handle  uint32 `json:"handle"`
+	CQE     int    `json:"cqe"`
+	Size    int    `json:"size"`
+	Entries int    `json:"entries"`
+}
+
+type QPCaps struct {
+	MaxSendWR     int `json:"max_send_wr"`
+	MaxRecvWR     int `json:"max_recv_wr"`
+	MaxSendSGE    int `json:"max_send_sge"`
+	MaxRecvSGE    int `json:"max_recv_sge"`
+	MaxInlineData int `json:"max_inline_data"`
+}
+
+type CreateQPReq struct {
+	PD     uint32 `json:"pd"`
+	Type   uint8  `json:"type"`
+	SendCQ uint32 `json:"send_cq"`
+	RecvCQ uint32 `json:"recv_cq"`
+	SRQ    uint32 `json:"srq"` // 0 = none
+	SigAll bool   `json:"sq_sig_all"`
+	Caps   QPCaps `json:"caps"`
+}
+
+// RingInfo locates a ring in a region passed with a reply.
+type RingInfo struct {
+	Offset  int `json:"offset"`
+	Entries int `json:"entries"`
+	Stride  int `json:"stride"`
+}
+
+// CreateQPResp comes with two descriptors: the rings' memfd, the doorbell eventfd.
+type CreateQPResp struct {
+	Handle uint32   `json:"handle"`
+	QPN    uint32   `json:"qpn"`
+	Caps   QPCaps   `json:"caps"`
+	Size   int      `json:"size"`
+	SQ     RingInfo `json:"sq"`
+	RQ     RingInfo `json:"rq"` // Entries 0 when the QP uses an SRQ
+}
+
+type ModifyQPReq struct {
+	Handle uint32       `json:"handle"`
+	Mask   uint32       `json:"mask"`
+	Attr   qpstate.Attr `json:"attr"`
+}
+
+type ModifyQPResp struct {
+	State  uint8  `json:"state"`
+	Path   string `json:"path,omitempty"`   // "memcpy", once the destination is known
+	Reason string `json:"reason,omitempty"` // why that path ("same host")
+}
+
+type QueryQPResp struct {
+	Attr qpstate.Attr `json:"attr"`
+	Caps QPCaps       `json:"caps"`
+	Path string       `json:"path,omitempty"`
+}
+
+type CreateSRQReq struct {
+	PD     uint32 `json:"pd"`
+	MaxWR  int    `json:"max_wr"`
+	MaxSGE int    `json:"max_sge"`
+}
+
+// CreateSRQResp comes with one descriptor: the ring memfd.
+type CreateSRQResp struct {
+	Handle uint32   `json:"handle"`
+	MaxWR  int      `json:"max_wr"`
+	MaxSGE int      `json:"max_sge"`
+	Size   int      `json:"size"`
+	Ring   RingInfo `json:"ring"`
+}
+
+type CreateAHReq struct {
+	PD uint32                `json:"pd"`
+	AV qpstate.AddressVector `json:"av"`
+}
+
+type InstanceSpec struct {
+	Name     string `json:"name"`
+	Adapters int    `json:"adapters"`
+	Async    bool   `json:"async"`
+}
+
+type InstanceInfo struct {
+	Name     string        `json:"name"`
+	Adapters []AdapterInfo `json:"adapters"`
+	Sessions int           `json:"sessions"`
+}
+
+type ListInstancesResp struct {
+	Instances []InstanceInfo `json:"instances"`
+}
+
+// StatsResp counts the daemon's live objects, for tools and leak tests.
+type StatsResp struct {
+	Sessions int `json:"sessions"`
+	PDs      int `json:"pds"`
+	MRs      int `json:"mrs"`
+	CQs      int `json:"cqs"`
+	QPs      int `json:"qps"`
+	SRQs     int `json:"srqs"`
+	AHs      int `json:"ahs"`
+	Workers  int `json:"workers"`
+}
+
+// Event is an asynchronous event. Handle names the QP, CQ or SRQ of this
+// connection it concerns (0 for port and device events).
+type Event struct {
+	Type   uint8  `json:"type"`
+	Handle uint32 `json:"handle"`
+	QPN    uint32 `json:"qpn,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}

@@ -1,0 +1,72 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// EventFD is a doorbell: Signal adds one, Wait blocks until the count is
+// non-zero and clears it. It is non-blocking underneath so that waits go
+// through the Go runtime's poller and can be cancelled.
+type EventFD struct {
+	f   *os.File
+	buf [8]byte
+}
+
+// NewEventFD creates a fresh eventfd.
+func NewEventFD() (*EventFD, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("shm: eventfd: %w", err)
+	}
+	return &EventFD{f: os.NewFile(uintptr(fd), "eventfd")}, nil
+}
+
+// EventFDFrom adopts a received eventfd descriptor.
+func EventFDFrom(fd int) (*EventFD, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: eventfd: %w", err)
+	}
+	return &EventFD{f: os.NewFile(uintptr(fd), "eventfd")}, nil
+}
+
+// FD returns the descriptor, to pass to a peer.
+func (e *EventFD) FD() int { return int(e.f.Fd()) }
+
+// Signal adds one to the counter, waking a waiter. It never blocks.
+func (e *EventFD) Signal() {
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], 1)
+	// EAGAIN means the counter is saturated: a wake-up is pending anyway.
+	_, _ = unix.Write(int(e.f.Fd()), b[:])
+}
+
+// Wait blocks until the counter is non-zero or ctx ends, and clears it.
+func (e *EventFD) Wait(ctx context.Context) error {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = e.f.SetReadDeadline(time.Unix(1, 0)) })
+		defer func() {
+			if !stop() {
+				_ = e.f.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	_, err := e.f.Read(e.buf[:])
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return nil
+}
+
+// Close closes the descriptor; a blocked Wait returns an error.
+func (e *EventFD) Close() error { return e.f.Close() }
