@@ -9,6 +9,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // Options say which daemon and which instance to use; the zero value reads
@@ -56,6 +57,7 @@ type conn struct {
 	onEvent func(proto.Event)
 	dead    chan struct{}
 	deadErr error
+	peerPID int
 }
 
 func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
@@ -65,6 +67,13 @@ func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
 			Msg: fmt.Sprintf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", o.Socket, err)}
 	}
 	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, dead: make(chan struct{})}
+	if raw, err := pc.Raw().SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+				c.peerPID = int(cred.Pid)
+			}
+		})
+	}
 	go c.read()
 	return c, nil
 }

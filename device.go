@@ -175,6 +175,9 @@ func (d *Device) Events() <-chan AsyncEvent { return d.events }
 // Info returns the device's identity: name, GUID, MAC, GIDs.
 func (d *Device) Info() DeviceInfo { return d.info }
 
+// DaemonPID returns the process id of the daemon serving the device.
+func (d *Device) DaemonPID() int { return d.c.peerPID }
+
 // Name returns the device name.
 func (d *Device) Name() string { return d.info.Name }
 

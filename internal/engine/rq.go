@@ -61,7 +61,7 @@ func (r *RQ) pop(w *abi.RecvWQE) popResult {
 	if r.mem == nil {
 		return popCorrupt
 	}
-	prod := shm.Load32(r.mem, abi.RingProdOff)
+	prod := shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff)
 	n, err := r.ring.Pending(prod, r.cons)
 	if err != nil {
 		return popCorrupt
@@ -72,7 +72,7 @@ func (r *RQ) pop(w *abi.RecvWQE) popResult {
 	off := r.ring.Entry(r.cons)
 	copy(r.buf, r.mem[off:off+r.ring.Stride])
 	r.cons++
-	shm.Store32(r.mem, abi.RingConsOff, r.cons)
+	shm.Store32(r.mem, r.ring.Offset+abi.RingConsOff, r.cons)
 	if abi.ParseRecvWQE(r.buf, w, r.maxSGE) != nil {
 		return popBad
 	}
@@ -86,7 +86,7 @@ func (r *RQ) empty() bool {
 	if r.mem == nil {
 		return true
 	}
-	return shm.Load32(r.mem, abi.RingProdOff) == r.cons
+	return shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff) == r.cons
 }
 
 // Use, Unuse and Busy count the QPs attached to an SRQ.
@@ -116,6 +116,6 @@ func (r *RQ) discard() {
 	if r.mem == nil {
 		return
 	}
-	r.cons = shm.Load32(r.mem, abi.RingProdOff)
-	shm.Store32(r.mem, abi.RingConsOff, r.cons)
+	r.cons = shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff)
+	shm.Store32(r.mem, r.ring.Offset+abi.RingConsOff, r.cons)
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/vrdma/vrdma/internal/daemon"
+)
+
+func runDaemon(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	sock := fs.String("socket", envOr("VRDMA_SOCKET", daemon.DefaultSocket), "unix socket to serve")
+	state := fs.String("state-dir", "/var/lib/vrdma", "directory where instances persist ('' = nothing persists)")
+	group := fs.String("group", "", "group that may use the devices: the socket is made group-owned by it (like the rdma group)")
+	mode := fs.Uint("mode", 0o660, "socket permission bits")
+	verbose := fs.Bool("v", false, "log each session and failure")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments %q", fs.Args())
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "vrdma daemon serving %s\n", d.SocketPath())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	errc := make(chan error, 1)
+	go func() { errc <- d.Serve() }()
+	select {
+	case s := <-sig:
+		log.Info("stopping", "signal", s)
+		return d.Close()
+	case err := <-errc:
+		d.Close()
+		return err
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,113 @@
+// Command vrdma is vrdma's one binary: the host daemon, rdma-core's tools
+// (devices, devinfo, stat) and qperf's (perf) over vrdma adapters, the
+// instance administration (vm) and a demonstration (demo).
+//
+//	vrdma demo                       # everything on an embedded daemon
+//	vrdma daemon [--socket PATH]     # the host daemon
+//	vrdma devices | devinfo [-d DEV] [-v] | stat [DEV]
+//	vrdma perf --loopback [--async] [--json] [-m SIZE] [-t SECS] TEST...
+//	vrdma vm create NAME [--adapters N] [--async] | vm show | vm delete NAME
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vrdma/vrdma"
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"demo", "run every verb between two instances on an embedded daemon, then a short benchmark", runDemo},
+		{"daemon", "run the host daemon", runDaemon},
+		{"devices", "list the adapters (like ibv_devices)", runDevices},
+		{"devinfo", "show adapter attributes (like ibv_devinfo)", runDevinfo},
+		{"stat", "show adapter state and port counters (like ibstat)", runStat},
+		{"perf", "measure bandwidth and latency with qperf's tests", runPerf},
+		{"vm", "create, show and delete instances", runVM},
+		{"version", "print the version", func([]string, io.Writer, io.Writer) error { fmt.Println("vrdma 0.1.0"); return nil }},
+	}
+}
+
+// errUsage marks an error whose message is usage help; the exit code is 2.
+var errUsage = errors.New("usage")
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return errUsage }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			err := c.run(args[1:], stdout, stderr)
+			if err == nil {
+				return 0
+			}
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintf(stderr, "vrdma %s: %v\n", c.name, err)
+			if errors.Is(err, errUsage) {
+				return 2
+			}
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "vrdma: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: vrdma COMMAND [ARGS]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nenvironment: VRDMA_SOCKET (daemon socket, default %s), VRDMA_INSTANCE (instance to attach to)\n", vrdma.DefaultSocket)
+}
+
+// clientFlags adds the flags every client command takes.
+func clientFlags(fs *flag.FlagSet) *vrdma.Options {
+	o := &vrdma.Options{}
+	fs.StringVar(&o.Socket, "socket", "", "daemon socket (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
+	fs.StringVar(&o.Instance, "instance", "", "instance to attach to (default $VRDMA_INSTANCE or \"default\")")
+	return o
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stderr)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		return usagef("%v (see vrdma %s -h)", err, fs.Name())
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"golang.org/x/sys/unix"
+)
+
+// Config is a perf run.
+type Config struct {
+	Tests    []string
+	MsgSize  int           // 0: qperf's default of 64 KiB for bandwidth, 1 byte... see sizeFor
+	Duration time.Duration // per test; default 2 s (qperf's default)
+	A, B     vrdma.Options // the two ends' devices (vrdma0 of each instance)
+	Async    bool          // recorded in results: the instances were created in async mode
+}
+
+// Validate checks the test names.
+func (c *Config) Validate() error {
+	for _, t := range c.Tests {
+		if t == "conf" {
+			continue
+		}
+		if _, ok := tests[t]; !ok {
+			return fmt.Errorf("unknown test %q: vrdma perf knows %s", t, strings.Join(TestNames(), ", "))
+		}
+	}
+	return nil
+}
+
+// sizeFor is qperf's default message size: 64 KiB for bandwidth tests,
+// 1 byte for latency tests.
+func sizeFor(test string, asked int) int {
+	if asked > 0 {
+		return asked
+	}
+	if strings.HasSuffix(test, "_bw") {
+		return 64 << 10
+	}
+	return 1
+}
+
+// Run runs each test, calling emit with each result as it is ready.
+func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = 2 * time.Second
+	}
+	for _, t := range cfg.Tests {
+		if t == "conf" {
+			continue
+		}
+		c := cfg
+		c.MsgSize = sizeFor(t, cfg.MsgSize)
+		tctx, cancel := context.WithTimeout(ctx, c.Duration+30*time.Second)
+		r, err := tests[t](tctx, &c)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", t, err)
+		}
+		r.Test, r.Async = t, cfg.Async
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteConf prints qperf's conf test: who and what is measuring.
+func WriteConf(w io.Writer, daemonPID int) {
+	host, _ := os.Hostname()
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	fmt.Fprintf(w, "conf:\n")
+	fmt.Fprintf(w, "    loc_node   =  %s\n", host)
+	fmt.Fprintf(w, "    loc_cpu    =  %d Cores: %s\n", runtime.NumCPU(), cpuModel())
+	fmt.Fprintf(w, "    loc_os     =  %s %s\n", unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]))
+	fmt.Fprintf(w, "    loc_vrdma  =  %s (%s)\n", Version, runtime.Version())
+	fmt.Fprintf(w, "    daemon_pid =  %d\n", daemonPID)
+}
+
+// Version is the vrdma release perf reports.
+const Version = "0.1.0"
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			if i := strings.IndexByte(line, ':'); i >= 0 {
+				return strings.TrimSpace(line[i+1:])
+			}
+		}
+	}
+	return "unknown"
+}
