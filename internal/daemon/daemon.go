@@ -168,6 +168,7 @@ func (d *Daemon) Close() error {
 		}
 	}
 	d.mu.Unlock()
+	d.host.Close()
 	return err
 }
 

@@ -63,18 +63,11 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 	a.GIDs = [][16]byte{LinkLocalGID(mac)}
 	empty := make([]*MR, 1) // index 0 is never used: key 0 is invalid
 	a.mrs.Store(&empty)
-	if async {
-		a.poller = newPoller(a)
-	}
 	return a
 }
 
-// Close stops the adapter's poller. Its objects must be gone already.
-func (a *Adapter) Close() {
-	if a.poller != nil {
-		a.poller.stop()
-	}
-}
+// Close releases the adapter. Its objects must be gone already.
+func (a *Adapter) Close() {}
 
 func eui64(mac [6]byte) uint64 {
 	b := [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}

@@ -399,7 +399,9 @@ func (q *QP) deliverRecv(p *QP, src [][]byte, total uint64, imm uint32, op abi.W
 	}
 	wcFlags := abi.WCWithImm
 	if q.s.wqe.Opcode == abi.OpSend {
-		wcFlags = 0
+		// A SEND carries no immediate data: whatever the work request's
+		// Imm field holds never reaches the responder.
+		wcFlags, imm = 0, 0
 	}
 	if op == abi.WCRecvRDMAImm {
 		// The data went to memory already; the receive only carries the immediate.
@@ -508,11 +510,11 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	abi.PutGRH(s.grh[:], int(total), sgid, dgid, 64)
 	s.src[0] = s.grh[:]
 	scatter(dst, s.src[:1+len(local)])
-	fl := abi.WCWithGRH
+	fl, imm := abi.WCWithGRH, uint32(0)
 	if w.Opcode == abi.OpSendImm {
-		fl |= abi.WCWithImm
+		fl, imm = fl|abi.WCWithImm, w.Imm
 	}
-	q.completeRecv(p, abi.StatusSuccess, uint32(total)+abi.GRHSize, w.Imm, abi.WCRecv, fl, 0)
+	q.completeRecv(p, abi.StatusSuccess, uint32(total)+abi.GRHSize, imm, abi.WCRecv, fl, 0)
 	p.adapter.Counters.RxPackets.Add(1)
 	p.adapter.Counters.RxBytes.Add(total)
 	return sent

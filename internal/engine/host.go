@@ -10,9 +10,10 @@ import (
 // Host is every adapter of one daemon, indexed by GID so that a destination
 // address resolves to the adapter that owns it.
 type Host struct {
-	mu    sync.RWMutex
-	byGID map[[16]byte]*Adapter
-	pdSeq atomic.Uint64
+	mu     sync.RWMutex
+	byGID  map[[16]byte]*Adapter
+	pdSeq  atomic.Uint64
+	poller *poller // shared by every async-mode adapter; started with the first
 }
 
 // NewHost returns an empty host.
@@ -23,6 +24,16 @@ func (h *Host) AddAdapter(a *Adapter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.host = h
+	if a.Async {
+		// One spinning thread for the whole host: on a machine of two cores, a
+		// poller per adapter plus the applications' own polling threads would
+		// be more spinners than cores, and each hand-off would cost a
+		// scheduler slice instead of a cache-line transfer.
+		if h.poller == nil {
+			h.poller = newPoller()
+		}
+		a.poller = h.poller
+	}
 	for _, g := range a.GIDs {
 		h.byGID[g] = a
 	}
@@ -36,6 +47,17 @@ func (h *Host) RemoveAdapter(a *Adapter) {
 		if h.byGID[g] == a {
 			delete(h.byGID, g)
 		}
+	}
+}
+
+// Close stops the host's poller; every adapter must be gone.
+func (h *Host) Close() {
+	h.mu.Lock()
+	p := h.poller
+	h.poller = nil
+	h.mu.Unlock()
+	if p != nil {
+		p.stop()
 	}
 }
 

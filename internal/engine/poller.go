@@ -17,11 +17,10 @@ import (
 // sleeping after a quiet spell bounds what an idle adapter costs.
 const idleBeforeSleep = 50 * time.Millisecond
 
-// poller runs the send queues of all QPs of an async-mode adapter on one
-// dedicated OS thread, spinning.
+// poller runs the send queues of all QPs of the host's async-mode adapters
+// on one dedicated OS thread, spinning.
 type poller struct {
-	a    *Adapter
-	bell *shm.EventFD // every QP of the adapter rings this one
+	bell *shm.EventFD // every QP of an async adapter rings this one
 
 	mu  sync.Mutex
 	qps atomic.Pointer[[]*QP]
@@ -35,12 +34,12 @@ type poller struct {
 	once   sync.Once
 }
 
-func newPoller(a *Adapter) *poller {
+func newPoller() *poller {
 	bell, err := shm.NewEventFD()
 	if err != nil {
 		panic(err) // eventfd creation fails only when descriptors run out
 	}
-	p := &poller{a: a, bell: bell, done: make(chan struct{})}
+	p := &poller{bell: bell, done: make(chan struct{})}
 	empty := []*QP{}
 	p.qps.Store(&empty)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -106,7 +105,11 @@ func (p *poller) run() {
 			}
 			continue
 		}
-		if spins++; spins&1023 != 0 {
+		spins++
+		if spins&15 == 0 {
+			shm.Yield()
+		}
+		if spins&1023 != 0 {
 			continue
 		}
 		if time.Since(lastWork) < idleBeforeSleep {

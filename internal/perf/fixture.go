@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/shm"
 )
 
 // side is one end of a test: a device with one QP, its CQs and one region.
@@ -150,13 +151,20 @@ func spinPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int
 			}
 			return n, nil
 		}
-		if i&255 == 255 {
-			if ctx.Err() != nil {
+		if i&15 == 15 {
+			yield()
+			if i&4095 == 4095 && ctx.Err() != nil {
 				return 0, fmt.Errorf("no completion: %w", ctx.Err())
 			}
-			runtime.Gosched()
 		}
 	}
+}
+
+// yield lets other goroutines and other threads on this core run: a spin
+// loop that never yields costs whoever shares its core a scheduler slice.
+func yield() {
+	runtime.Gosched()
+	shm.Yield()
 }
 
 // waitPoll reaps completions, spinning briefly and then sleeping on the CQ.
