@@ -62,6 +62,10 @@ type conn struct {
 
 func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
 	pc, err := proto.Dial(o.Socket)
+	if errors.Is(err, unix.EACCES) {
+		return nil, &Error{Op: "open", Kind: ErrPermission, Err: err,
+			Msg: fmt.Sprintf("not allowed to use the vrdma daemon at %s: the socket's permissions decide who may use the devices; ask for membership of its group (`ls -l %s`)", o.Socket, o.Socket)}
+	}
 	if err != nil {
 		return nil, &Error{Op: "open", Kind: ErrNoDaemon, Err: err,
 			Msg: fmt.Sprintf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", o.Socket, err)}

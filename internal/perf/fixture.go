@@ -119,9 +119,6 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// recvBuf is the receive half of the region.
-func (s *side) recvSGE(size int) vrdma.SGE { return s.mr.SGE(size+64, size) }
-
 // postRecvs posts n receives of size bytes (plus the GRH for UD).
 func (s *side) postRecvs(n, size int) error {
 	if cap(s.rwr) < n {

@@ -35,12 +35,8 @@ var tests = map[string]testFunc{
 
 // TestNames lists the tests Run knows, conf included.
 func TestNames() []string {
-	names := []string{"conf"}
-	for _, n := range []string{"rc_bw", "rc_bi_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_write_lat", "rc_rdma_read_bw",
-		"rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr", "uc_bw", "uc_lat", "ud_bw", "ud_lat"} {
-		names = append(names, n)
-	}
-	return names
+	return []string{"conf", "rc_bw", "rc_bi_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_write_lat", "rc_rdma_read_bw",
+		"rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr", "uc_bw", "uc_lat", "ud_bw", "ud_lat"}
 }
 
 // sendBW streams SENDs from a to b (and b to a for bi) for the test's time.
