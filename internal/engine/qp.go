@@ -296,6 +296,7 @@ func (q *QP) Destroy() {
 	q.dead = true
 	q.procMu.Unlock()
 	q.cancel()
+	q.doorbell.Signal() // wake the worker so it sees the cancellation
 	<-q.done
 	q.adapter.removeQP(q)
 	q.release()

@@ -25,7 +25,9 @@ func (q *QP) run() {
 			shm.Store32(q.mem, abi.RingNotifyOff, 0)
 			continue
 		}
-		err := q.doorbell.Wait(q.ctx)
+		// No context here: arming one per sleep would allocate on every
+		// wake-up. Destroy cancels q.ctx and rings the doorbell instead.
+		err := q.doorbell.Wait(context.Background())
 		if q.mem != nil {
 			shm.Store32(q.mem, abi.RingNotifyOff, 0)
 		}
