@@ -43,6 +43,11 @@ type CQ struct {
 	mu   sync.Mutex
 	cons uint32
 	e    abi.CQE
+
+	// Completions made in this process by the direct path (direct.go), a
+	// ring of cqe entries: hlocal is the oldest, nlocal how many.
+	local          []WorkCompletion
+	hlocal, nlocal int
 }
 
 // CreateCQ creates a completion queue holding at least cqe completions.
@@ -71,7 +76,8 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 		region.Close()
 		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}
 	}
-	cq := &CQ{d: d, handle: r.Handle, cqe: r.CQE, region: region, mem: region.Bytes(), ring: ring, notify: ev}
+	cq := &CQ{d: d, handle: r.Handle, cqe: r.CQE, region: region, mem: region.Bytes(), ring: ring, notify: ev,
+		local: make([]WorkCompletion, r.CQE)}
 	d.mu.Lock()
 	d.cqs[r.Handle] = cq
 	d.mu.Unlock()
@@ -97,6 +103,12 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 		return 0, errCQCorrupt
 	}
 	n := 0
+	for ; n < len(wc) && cq.nlocal > 0; n++ {
+		wc[n] = cq.local[cq.hlocal]
+		cq.hlocal = (cq.hlocal + 1) % len(cq.local)
+		cq.nlocal--
+	}
+	avail += n
 	for ; n < len(wc) && n < avail; n++ {
 		abi.ParseCQE(cq.mem[cq.ring.Entry(cq.cons):], &cq.e)
 		cq.cons++
@@ -123,7 +135,7 @@ var (
 func (cq *CQ) ready() bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.mem != nil && (shm.Load32(cq.mem, abi.RingProdOff) != cq.cons || shm.Load32(cq.mem, abi.RingErrOff) != 0)
+	return cq.mem != nil && (cq.nlocal > 0 || shm.Load32(cq.mem, abi.RingProdOff) != cq.cons || shm.Load32(cq.mem, abi.RingErrOff) != 0)
 }
 
 // Wait blocks until a completion is waiting to be polled or ctx ends. It

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -86,13 +87,18 @@ type QP struct {
 	sq, rq abi.RingLayout
 	bell   *shm.EventFD
 
-	state atomic.Uint32
-	path  atomic.Pointer[[2]string]
+	state  atomic.Uint32
+	path   atomic.Pointer[[2]string]
+	direct atomic.Bool // one-sided operations may run here (direct.go)
+	sigAll bool
 
-	smu    sync.Mutex
-	sqProd uint32
-	rmu    sync.Mutex
-	rqProd uint32
+	smu      sync.Mutex
+	sqProd   uint32
+	rmrs     map[uint32]*remoteMR // peer regions mapped for the direct path
+	mapRetry time.Time            // no mapping requests before this
+	spans    [abi.MaxSGE][]byte
+	rmu      sync.Mutex
+	rqProd   uint32
 }
 
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp).
@@ -135,7 +141,7 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 	q := &QP{
 		d: pd.d, pd: pd, handle: r.Handle, qpn: r.QPN, typ: a.Type, srq: a.SRQ, sendCQ: a.SendCQ, recvCQ: a.RecvCQ,
 		caps:   QPCap{MaxSendWR: r.Caps.MaxSendWR, MaxRecvWR: r.Caps.MaxRecvWR, MaxSendSGE: r.Caps.MaxSendSGE, MaxRecvSGE: r.Caps.MaxRecvSGE, MaxInlineData: r.Caps.MaxInlineData},
-		region: region, mem: region.Bytes(), sq: sq, rq: rq, bell: bell,
+		region: region, mem: region.Bytes(), sq: sq, rq: rq, bell: bell, sigAll: a.SigAll,
 		psn: binary.LittleEndian.Uint32(b[:]) & 0xFFFFFF,
 	}
 	pd.d.mu.Lock()
@@ -175,6 +181,7 @@ func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return err
 	}
 	q.state.Store(uint32(r.State))
+	q.direct.Store(r.Direct)
 	if r.Path != "" {
 		q.path.Store(&[2]string{r.Path, r.Reason})
 	}
@@ -225,8 +232,13 @@ func (q *QP) PostSend(wrs []SendWR) error {
 		return errPostState
 	}
 	q.smu.Lock()
+	if q.mem == nil {
+		q.smu.Unlock()
+		return &PostError{Err: errorf("post_send", ErrClosed, "QP destroyed")}
+	}
+	before := q.sqProd
 	posted, err := q.postSend(wrs)
-	if posted > 0 {
+	if q.sqProd != before { // some requests are for the daemon, not all ran directly
 		shm.Store32(q.mem, abi.RingProdOff, q.sqProd)
 		if shm.Load32(q.mem, abi.RingNotifyOff) != 0 {
 			q.bell.Signal()
@@ -253,6 +265,9 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 		}
 		if !wr.Opcode.AllowedOn(q.typ) {
 			return i, errOpcode
+		}
+		if q.direct.Load() && q.sqProd == cons && q.State() == QPSRTS && q.tryDirect(wr) {
+			continue
 		}
 		w = abi.SendWQE{WRID: wr.ID, Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm, RemoteAddr: wr.RemoteAddr, RKey: wr.RKey,
 			CompareAdd: wr.CompareAdd, Swap: wr.Swap, RemoteQPN: wr.RemoteQPN, RemoteQKey: wr.RemoteQKey}
@@ -354,6 +369,7 @@ func (q *QP) Destroy() error {
 	q.d.mu.Unlock()
 	q.smu.Lock()
 	q.rmu.Lock()
+	q.unmapRemotes()
 	q.region.Close()
 	q.bell.Close()
 	q.mem = nil

@@ -21,12 +21,14 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	o := clientFlags(fs)
 	loopback := fs.Bool("loopback", false, "run both ends on this host, in this process, on two fresh instances")
 	async := fs.Bool("async", false, "use async-mode adapters (the daemon polls their queues)")
+	trusted := fs.Bool("trusted", false, "put the two loopback instances in one trust group: one-sided operations bypass the daemon")
 	asJSON := fs.Bool("json", false, "print one JSON object per test")
 	size := fs.String("m", "", "message size (64, 4K, 1M; default 64K for bandwidth tests, 1 byte for latency)")
 	secs := fs.Float64("t", 2, "seconds per test")
 	verbose := fs.Bool("v", false, "verbose: more figures per test")
+	threads := fs.Int("threads", 0, "ping-pong tests: 1 = one thread plays both ends, 2 = each end on its own pinned CPU (default: 2 with --trusted, else 1)")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: vrdma perf --loopback [--async] [--json] [-m SIZE] [-t SECS] [-v] TEST...\ntests: %s\n", strings.Join(perf.TestNames(), " "))
+		fmt.Fprintf(os.Stderr, "usage: vrdma perf --loopback [--async] [--trusted] [--json] [-m SIZE] [-t SECS] [-v] TEST...\ntests: %s\n", strings.Join(perf.TestNames(), " "))
 		fs.SetOutput(os.Stderr)
 		fs.PrintDefaults()
 	}
@@ -48,7 +50,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if len(names) == 0 {
 		return usagef("name at least one test: %s", strings.Join(perf.TestNames(), " "))
 	}
-	cfg := perf.Config{Tests: names, Duration: time.Duration(*secs * float64(time.Second)), Async: *async}
+	cfg := perf.Config{Tests: names, Duration: time.Duration(*secs * float64(time.Second)), Async: *async, Trusted: *trusted, Threads: *threads}
 	if *size != "" {
 		n, err := perf.ParseSize(*size)
 		if err != nil {
@@ -59,10 +61,13 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return usagef("%v", err)
 	}
+	if *threads < 0 || *threads > 2 {
+		return usagef("--threads %d: 1 or 2", *threads)
+	}
 	if *secs <= 0 || *secs > 3600 {
 		return usagef("-t %g: give 0 < seconds ≤ 3600", *secs)
 	}
-	opts, cleanup, err := loopbackInstances(*o, *async, stderr, *verbose)
+	opts, cleanup, err := loopbackInstances(*o, *async, *trusted, stderr, *verbose)
 	if err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 // loopbackInstances creates two one-adapter instances for the two ends of a
 // loopback run, on the daemon at o.Socket or, when none answers there, on
 // one embedded in this process. cleanup deletes them again.
-func loopbackInstances(o vrdma.Options, async bool, stderr io.Writer, verbose bool) ([2]vrdma.Options, func(), error) {
+func loopbackInstances(o vrdma.Options, async, trusted bool, stderr io.Writer, verbose bool) ([2]vrdma.Options, func(), error) {
 	var out [2]vrdma.Options
 	stop := func() {}
 	adm, err := vrdma.DialAdmin(o)
@@ -117,8 +122,12 @@ func loopbackInstances(o vrdma.Options, async bool, stderr io.Writer, verbose bo
 		return out, nil, err
 	}
 	names := [2]string{fmt.Sprintf("perf-a-%d", os.Getpid()), fmt.Sprintf("perf-b-%d", os.Getpid())}
+	group := ""
+	if trusted {
+		group = fmt.Sprintf("perf-%d", os.Getpid())
+	}
 	for i, n := range names {
-		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1, Async: async}); err != nil {
+		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1, Async: async, TrustGroup: group}); err != nil {
 			for _, m := range names[:i] {
 				adm.DeleteInstance(m)
 			}

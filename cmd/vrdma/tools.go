@@ -217,12 +217,13 @@ func firstError(errs ...error) error {
 // runVM manages instances.
 func runVM(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("vm create NAME [--adapters N] [--async] | vm show | vm delete NAME")
+		return usagef("vm create NAME [--adapters N] [--async] [--trust-group G] | vm show | vm delete NAME")
 	}
 	fs := flag.NewFlagSet("vm "+args[0], flag.ContinueOnError)
 	o := clientFlags(fs)
 	n := fs.Int("adapters", 1, "adapters of the instance (1..10)")
 	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
+	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon")
 	sub := args[0]
 	rest := args[1:]
 	var name string
@@ -242,7 +243,7 @@ func runVM(args []string, stdout, stderr io.Writer) error {
 		if name == "" {
 			return usagef("vm create NAME [--adapters N] [--async]")
 		}
-		info, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: *n, Async: *async})
+		info, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: *n, Async: *async, TrustGroup: *trust})
 		if err != nil {
 			return err
 		}
@@ -257,7 +258,7 @@ func runVM(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%-20s %-8s %-6s %-9s %s\n", "INSTANCE", "ADAPTERS", "ASYNC", "PROCESSES", "DEVICES")
+		fmt.Fprintf(stdout, "%-20s %-8s %-6s %-9s %-12s %s\n", "INSTANCE", "ADAPTERS", "ASYNC", "PROCESSES", "TRUST-GROUP", "DEVICES")
 		for _, i := range list {
 			names := ""
 			async := false
@@ -271,7 +272,11 @@ func runVM(args []string, stdout, stderr io.Writer) error {
 			if name != "" && i.Name != name {
 				continue
 			}
-			fmt.Fprintf(stdout, "%-20s %-8d %-6v %-9d %s\n", i.Name, len(i.Adapters), async, i.Sessions, names)
+			group := i.TrustGroup
+			if group == "" {
+				group = "-"
+			}
+			fmt.Fprintf(stdout, "%-20s %-8d %-6v %-9d %-12s %s\n", i.Name, len(i.Adapters), async, i.Sessions, group, names)
 		}
 	default:
 		return usagef("unknown vm command %q: create, show or delete", sub)

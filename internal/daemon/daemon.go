@@ -181,13 +181,14 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, persist bool) (*Instanc
 	if _, ok := d.instances[spec.Name]; ok {
 		return nil, proto.Errorf(proto.CodeBusy, "instance %q exists already: pick another name or delete it first", spec.Name)
 	}
-	inst := &Instance{Name: spec.Name, Async: spec.Async}
+	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup}
 	for i := 0; i < spec.Adapters; i++ {
 		var a *engine.Adapter
 		for salt := 0; ; salt++ {
 			mac := macFor(d.cfg.HostName, spec.Name, i, salt)
 			if d.host.AdapterByGID(engine.LinkLocalGID(mac)) == nil {
 				a = engine.NewAdapter(spec.Name, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
+				a.TrustGroup = spec.TrustGroup
 				break
 			}
 		}
@@ -243,7 +244,7 @@ func (d *Daemon) listInstances() []proto.InstanceInfo {
 	defer d.mu.Unlock()
 	var out []proto.InstanceInfo
 	for _, inst := range d.instances {
-		info := proto.InstanceInfo{Name: inst.Name}
+		info := proto.InstanceInfo{Name: inst.Name, TrustGroup: inst.TrustGroup}
 		for _, a := range inst.Adapters {
 			info.Adapters = append(info.Adapters, adapterInfo(a))
 		}
@@ -267,7 +268,7 @@ func (d *Daemon) saveInstancesLocked() error {
 	var specs []proto.InstanceSpec
 	for _, inst := range d.instances {
 		if inst.Name != DefaultInstance {
-			specs = append(specs, proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async})
+			specs = append(specs, proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup})
 		}
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })

@@ -192,7 +192,17 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 			return nil, nil, &proto.Error{Code: proto.CodeState, Message: err.Error()}
 		}
 		path, reason := q.Path()
-		return proto.ModifyQPResp{State: uint8(st), Path: path, Reason: reason}, nil, nil
+		return proto.ModifyQPResp{State: uint8(st), Path: path, Reason: reason, Direct: q.DirectCapable()}, nil, nil
+	case proto.OpMapMR:
+		var req proto.MapMRReq
+		if err := proto.Decode(body, &req); err != nil {
+			return nil, nil, err
+		}
+		q, ok := s.qps[req.QP]
+		if !ok {
+			return nil, nil, notFound("queue pair", req.QP)
+		}
+		return mapMR(q, req.RKey)
 	case proto.OpQueryQP:
 		var req proto.HandleReq
 		if err := proto.Decode(body, &req); err != nil {
@@ -249,6 +259,28 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 		return struct{}{}, nil, nil
 	}
 	return nil, nil, proto.Errorf(proto.CodeInvalid, "unknown command %v: the library is newer than this daemon, upgrade the daemon", op)
+}
+
+// mapMR hands a direct-path initiator the peer's region with rkey: only for
+// an RC QP in RTS connected to a live local QP of a trusting adapter, and
+// only a region of that QP's protection domain.
+func mapMR(q *engine.QP, rkey uint32) (any, []int, error) {
+	if !q.Direct() {
+		return nil, nil, proto.Errorf(proto.CodePermission, "QP 0x%x has no direct path: it must be an RC QP in RTS connected to a QP of a trusted adapter on this host", q.QPN())
+	}
+	p := q.Peer()
+	if p == nil {
+		return nil, nil, proto.Errorf(proto.CodeState, "QP 0x%x lost its peer", q.QPN())
+	}
+	mr := p.LookupMR(rkey)
+	if mr == nil {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "no region with rkey 0x%x in the peer's protection domain", rkey)
+	}
+	fd, addr, length, access, err := mr.Share()
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "%v", err)
+	}
+	return proto.MapMRResp{Addr: addr, Length: length, Access: uint32(access), PeerAccess: uint32(p.PeerAccess())}, []int{fd}, nil
 }
 
 func notFound(what string, h uint32) error {

@@ -19,9 +19,10 @@ const DefaultInstance = "default"
 
 // Instance is a tenant on this host: it owns adapters; processes attach to it.
 type Instance struct {
-	Name     string
-	Async    bool
-	Adapters []*engine.Adapter
+	Name       string
+	Async      bool
+	TrustGroup string
+	Adapters   []*engine.Adapter
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -29,6 +30,9 @@ var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 func validateSpec(s proto.InstanceSpec) error {
 	if !instanceName.MatchString(s.Name) {
 		return proto.Errorf(proto.CodeInvalid, "instance name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", s.Name)
+	}
+	if s.TrustGroup != "" && !instanceName.MatchString(s.TrustGroup) {
+		return proto.Errorf(proto.CodeInvalid, "trust group %q: use 1-63 letters, digits, '.', '_' or '-'", s.TrustGroup)
 	}
 	if s.Adapters < 1 || s.Adapters > MaxAdapters {
 		return proto.Errorf(proto.CodeLimit, "instance %q asks for %d adapters: an instance has 1 to %d (vrdma0..vrdma9)", s.Name, s.Adapters, MaxAdapters)

@@ -26,14 +26,15 @@ const (
 
 // Adapter is one vrdma device: its GIDs, its QPN and key spaces, its tables.
 type Adapter struct {
-	Name      string
-	Instance  string
-	Index     int
-	GUID      uint64
-	MAC       [6]byte
-	GIDs      [][16]byte
-	Async     bool
-	ActiveMTU abi.MTU
+	Name       string
+	Instance   string
+	Index      int
+	GUID       uint64
+	MAC        [6]byte
+	GIDs       [][16]byte
+	Async      bool
+	TrustGroup string // adapters of instances with the same non-empty group trust each other
+	ActiveMTU  abi.MTU
 
 	Counters Counters
 
@@ -42,6 +43,7 @@ type Adapter struct {
 	mrs     atomic.Pointer[[]*MR] // copy-on-write, indexed by key>>8
 	mrMu    sync.Mutex
 	mrFree  []uint32
+	mrTags  [][2]uint8 // per index: the first tag it had, the last it had
 	mrCount int
 
 	qpMu    sync.RWMutex
@@ -85,6 +87,14 @@ func LinkLocalGID(mac [6]byte) [16]byte {
 	g[8], g[9], g[10], g[11] = mac[0]^0x02, mac[1], mac[2], 0xff
 	g[12], g[13], g[14], g[15] = 0xfe, mac[3], mac[4], mac[5]
 	return g
+}
+
+// Trusts reports whether a and b trust each other: the adapters of one
+// instance do, and so do those of instances in the same trust group.
+// Between trusting adapters an initiator may be given a mapping of the
+// target's regions and do one-sided operations itself.
+func (a *Adapter) Trusts(b *Adapter) bool {
+	return a.Instance == b.Instance || (a.TrustGroup != "" && a.TrustGroup == b.TrustGroup)
 }
 
 // QP returns the live QP with number qpn, or nil.
@@ -156,16 +166,31 @@ func (a *Adapter) addMR(mr *MR) error {
 		return fmt.Errorf("adapter %s has %d memory regions, its limit: deregister unused regions", a.Name, MaxMR)
 	}
 	old := *a.mrs.Load()
+	// A key is index<<8 | tag. A freed index comes back with the next tag,
+	// and an index whose tags have gone round is retired: a key value is
+	// never handed out twice, so a cached mapping of a deregistered region
+	// can never be taken for a new one.
 	var idx uint32
+	var tag uint8
 	if n := len(a.mrFree); n > 0 {
 		idx = a.mrFree[n-1]
 		a.mrFree = a.mrFree[:n-1]
+		tag = a.mrTags[idx][1] + 1
 	} else {
 		idx = uint32(len(old))
+		if idx > 0xFFFFFF {
+			return fmt.Errorf("adapter %s has used up its memory keys: restart the daemon", a.Name)
+		}
+		var b [1]byte
+		_, _ = rand.Read(b[:])
+		tag = b[0]
+		a.mrTags = append(a.mrTags, [2]uint8{tag, tag})
+		for len(a.mrTags) <= int(idx) {
+			a.mrTags = append(a.mrTags, [2]uint8{tag, tag})
+		}
 	}
-	var tag [1]byte
-	_, _ = rand.Read(tag[:])
-	mr.key = idx<<8 | uint32(tag[0])
+	a.mrTags[idx][1] = tag
+	mr.key = idx<<8 | uint32(tag)
 	size := max(len(old), int(idx)+1)
 	tbl := make([]*MR, size)
 	copy(tbl, old)
@@ -187,7 +212,9 @@ func (a *Adapter) removeMR(mr *MR) {
 	copy(tbl, old)
 	tbl[idx] = nil
 	a.mrs.Store(&tbl)
-	a.mrFree = append(a.mrFree, idx)
+	if t := a.mrTags[idx]; t[1]+1 != t[0] {
+		a.mrFree = append(a.mrFree, idx)
+	}
 	a.mrCount--
 }
 

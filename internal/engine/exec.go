@@ -121,9 +121,14 @@ func (q *QP) process() (time.Duration, bool) {
 }
 
 // stall arms the retry timer for the WQE at the head of the send queue. It
-// returns false when the retry budget (rnr_retry or retry_cnt) is spent.
+// returns false when the retry budget (rnr_retry or retry_cnt) is spent:
+// a budget of n allows n retries after the first attempt, so 0 fails on the
+// first RNR NAK or timeout (IBTA 9.7.5.2.8, 9.7.6.1.3; rxe's completer).
 func (q *QP) stall(k stallKind) (time.Duration, bool) {
 	d := q.dp.Load()
+	if k == stallRNR {
+		q.adapter.Counters.RNRNaks.Add(1)
+	}
 	if q.stallLeft < 0 || q.stallRNR != (k == stallRNR) {
 		q.stallRNR = k == stallRNR
 		if k == stallRNR {
@@ -131,7 +136,10 @@ func (q *QP) stall(k stallKind) (time.Duration, bool) {
 		} else {
 			q.stallLeft = int(d.retryCnt)
 		}
-	} else if !(k == stallRNR && d.rnrRetry == 7) {
+	}
+	// rnr_retry 7 retries for ever; timeout 0 waits for ever for an answer.
+	forever := (k == stallRNR && d.rnrRetry == 7) || (k == stallNoPeer && d.timeout == 0)
+	if !forever {
 		if q.stallLeft == 0 {
 			return 0, false
 		}
@@ -139,13 +147,11 @@ func (q *QP) stall(k stallKind) (time.Duration, bool) {
 	}
 	var wait time.Duration
 	if k == stallRNR {
-		q.adapter.Counters.RNRNaks.Add(1)
 		wait = time.Duration(abi.RNRTimer(d.minRNRTimer))
 	} else {
 		wait = time.Duration(abi.AckTimeout(d.timeout))
 		if wait == 0 {
 			wait = time.Second // timeout 0: wait for ever, looking once a second
-			q.stallLeft = max(q.stallLeft, 1)
 		}
 	}
 	q.stallUntil.Store(nanotime() + int64(wait))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // MR is a registered memory region mapped into the daemon. Work requests
@@ -57,6 +58,18 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 
 // PD returns the MR's protection domain.
 func (m *MR) PD() *PD { return m.pd }
+
+// Share returns a duplicate of the region's memfd (the caller closes it),
+// its owner's address, length and access; it fails once the region is
+// deregistered.
+func (m *MR) Share() (fd int, addr, length uint64, access abi.Access, err error) {
+	if !m.acquire() {
+		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
+	}
+	defer m.release()
+	fd, err = unix.Dup(m.region.FD())
+	return fd, m.addr, m.length, m.access, err
+}
 
 // Key returns the MR's lkey, which is also its rkey.
 func (m *MR) Key() uint32 { return m.key }

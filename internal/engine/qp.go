@@ -212,10 +212,60 @@ func (q *QP) Path() (path, reason string) {
 		return "", ""
 	}
 	dgid, _ := q.destination()
-	if q.adapter.host != nil && q.adapter.host.AdapterByGID(dgid) != nil {
-		return "memcpy", "same host"
+	if q.adapter.host != nil {
+		if a := q.adapter.host.AdapterByGID(dgid); a != nil {
+			if q.typ == abi.QPTypeRC && a.Trusts(q.adapter) {
+				return "memcpy", "same host, trusted: one-sided operations run in the initiator"
+			}
+			return "memcpy", "same host"
+		}
 	}
 	return "unreachable", "the destination GID is not on this host and this daemon has no uplink to other hosts yet"
+}
+
+// Peer returns the local QP this RC/UC QP is connected to, if it is live
+// and connected back; nil otherwise.
+func (q *QP) Peer() *QP {
+	if q.typ == abi.QPTypeUD {
+		return nil
+	}
+	return q.peer(q.dp.Load())
+}
+
+// Direct reports whether q may execute one-sided operations itself: an RC
+// QP in RTS whose peer is on this host, connected back, on an adapter that
+// trusts q's.
+func (q *QP) Direct() bool {
+	if q.typ != abi.QPTypeRC || q.State() != abi.QPStateRTS {
+		return false
+	}
+	p := q.Peer()
+	return p != nil && p.adapter.Trusts(q.adapter)
+}
+
+// DirectCapable reports whether q's destination is an adapter on this host
+// that trusts q's: the library may then ask for mappings (MapMR), which
+// succeed once the peer QP is connected back.
+func (q *QP) DirectCapable() bool {
+	if q.typ != abi.QPTypeRC || q.State() != abi.QPStateRTS || q.adapter.host == nil {
+		return false
+	}
+	dgid, _ := q.destination()
+	a := q.adapter.host.AdapterByGID(dgid)
+	return a != nil && a.Trusts(q.adapter)
+}
+
+// PeerAccess returns the access flags a connected peer grants remote sides.
+func (q *QP) PeerAccess() abi.Access { return q.dp.Load().access }
+
+// LookupMR returns the live region with key on q's adapter if it belongs to
+// q's protection domain.
+func (q *QP) LookupMR(key uint32) *MR {
+	m := q.adapter.lookupMR(key)
+	if m == nil || m.pd != q.pd {
+		return nil
+	}
+	return m
 }
 
 // Modify applies a state transition after checking it against the IBTA

@@ -40,7 +40,7 @@ func openSide(o vrdma.Options, typ vrdma.QPType, size int) (*side, error) {
 	}
 	// Twice the message: the first half is sent from, the second received
 	// into, so that the two directions of rc_bi_bw do not share bytes.
-	if s.mr, err = s.pd.AllocMR(2*size+64, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
+	if s.mr, err = s.pd.AllocMR(2*size+128, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
 		return fail(err)
 	}
 	if s.scq, err = dev.CreateCQ(cqDepth); err != nil {

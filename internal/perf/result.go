@@ -20,6 +20,8 @@ type Result struct {
 	Messages  uint64  `json:"msgs"`
 	CPU       float64 `json:"cpu"` // CPU seconds per second of this process and the daemon
 	Async     bool    `json:"async"`
+	Trusted   bool    `json:"trusted"`
+	Threads   int     `json:"threads,omitempty"` // ping-pong tests: threads driving the two ends
 	Path      string  `json:"path,omitempty"`
 }
 
@@ -42,6 +44,9 @@ func (r Result) WriteText(w io.Writer, verbose bool) {
 		fmt.Fprintf(w, "    cpu       =  %.0f%% (this process and the daemon)\n", r.CPU*100)
 		if r.Path != "" {
 			fmt.Fprintf(w, "    path      =  %s\n", r.Path)
+		}
+		if r.Threads > 0 {
+			fmt.Fprintf(w, "    threads   =  %d\n", r.Threads)
 		}
 	}
 }

@@ -20,6 +20,13 @@ type Config struct {
 	Duration time.Duration // per test; default 2 s (qperf's default)
 	A, B     vrdma.Options // the two ends' devices (vrdma0 of each instance)
 	Async    bool          // recorded in results: the instances were created in async mode
+	Trusted  bool          // recorded in results: the instances trust each other
+	// Threads is how ping-pong tests drive the two ends: 1, one goroutine
+	// plays both (each hop then crosses to the daemon's thread and back); 2,
+	// each end spins on its own thread pinned to its own CPU, as qperf's and
+	// UCX's two processes do. 0 picks 2 for trusted instances (their one-sided
+	// operations have no daemon thread to share the cores with) and 1 otherwise.
+	Threads int
 }
 
 // Validate checks the test names.
@@ -55,6 +62,12 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 	if cfg.Duration <= 0 {
 		cfg.Duration = 2 * time.Second
 	}
+	if cfg.Threads == 0 {
+		cfg.Threads = 1
+		if cfg.Trusted {
+			cfg.Threads = 2
+		}
+	}
 	for _, t := range cfg.Tests {
 		if t == "conf" {
 			continue
@@ -67,7 +80,10 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
-		r.Test, r.Async = t, cfg.Async
+		r.Test, r.Async, r.Trusted = t, cfg.Async, cfg.Trusted
+		if strings.HasSuffix(t, "_lat") && t != "rc_rdma_read_lat" {
+			r.Threads = cfg.Threads
+		}
 		if err := emit(r); err != nil {
 			return err
 		}

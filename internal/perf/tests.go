@@ -263,6 +263,13 @@ func sendLat(ctx context.Context, cfg *Config, typ vrdma.QPType) (Result, error)
 		}
 		return nil
 	}
+	if cfg.Threads == 2 {
+		n, elapsed, err := sendLat2(ctx, a, b, ab, ba, size, cfg.Duration)
+		if err != nil {
+			return Result{}, err
+		}
+		return latResult(size, n, 2, elapsed, meter, a), nil
+	}
 	var i uint64
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
@@ -302,6 +309,13 @@ func writeLat(ctx context.Context, cfg *Config) (Result, error) {
 	defer a.close()
 	defer b.close()
 	meter := startMeter(a.dev)
+	if cfg.Threads == 2 {
+		n, elapsed, err := writeLat2(ctx, a, b, size, cfg.Duration)
+		if err != nil {
+			return Result{}, err
+		}
+		return latResult(size, n, 2, elapsed, meter, a), nil
+	}
 	// The last byte of the message carries the sequence number, as qperf's
 	// rc_rdma_write_lat polls the last byte.
 	target := func(s *side) uint64 { return s.mr.Addr() + uint64(size+64) }

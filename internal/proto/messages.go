@@ -168,6 +168,7 @@ type ModifyQPReq struct {
 
 type ModifyQPResp struct {
 	State  uint8  `json:"state"`
+	Direct bool   `json:"direct,omitempty"` // one-sided operations may run in the initiator (MapMR)
 	Path   string `json:"path,omitempty"`   // "memcpy", once the destination is known
 	Reason string `json:"reason,omitempty"` // why that path ("same host")
 }
@@ -202,12 +203,31 @@ type InstanceSpec struct {
 	Name     string `json:"name"`
 	Adapters int    `json:"adapters"`
 	Async    bool   `json:"async"`
+	// TrustGroup: instances with the same non-empty group trust each other,
+	// as an instance trusts itself. Between trusting adapters the daemon
+	// steps out of the path of one-sided operations.
+	TrustGroup string `json:"trust_group,omitempty"`
+}
+
+// MapMRReq asks, for a QP whose path is direct, for the peer's region with
+// this rkey. The reply carries the region's memfd.
+type MapMRReq struct {
+	QP   uint32 `json:"qp"`
+	RKey uint32 `json:"rkey"`
+}
+
+type MapMRResp struct {
+	Addr       uint64 `json:"addr"`
+	Length     uint64 `json:"length"`
+	Access     uint32 `json:"access"`      // the region's access flags
+	PeerAccess uint32 `json:"peer_access"` // the responder QP's access flags
 }
 
 type InstanceInfo struct {
-	Name     string        `json:"name"`
-	Adapters []AdapterInfo `json:"adapters"`
-	Sessions int           `json:"sessions"`
+	Name       string        `json:"name"`
+	TrustGroup string        `json:"trust_group,omitempty"`
+	Adapters   []AdapterInfo `json:"adapters"`
+	Sessions   int           `json:"sessions"`
 }
 
 type ListInstancesResp struct {

@@ -28,13 +28,14 @@ const (
 	OpListInstances
 	OpStats
 	OpEvent // daemon to client: an asynchronous event
+	OpMapMR
 	opMax
 )
 
 var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr",
 	"create_cq", "destroy_cq", "create_qp", "modify_qp", "query_qp", "destroy_qp", "create_srq",
 	"destroy_srq", "create_ah", "destroy_ah", "create_instance", "delete_instance", "list_instances",
-	"stats", "event"}
+	"stats", "event", "map_mr"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

@@ -1,0 +1,192 @@
+package vrdma
+
+import (
+	"time"
+
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// The direct path. Between adapters that trust each other (the adapters of
+// one instance, or of instances in one trust group), an RC QP connected on
+// the same host runs its one-sided operations — RDMA WRITE, RDMA READ and
+// atomics — in the caller's own thread: the daemon hands it a mapping of the
+// peer's region on first use of each rkey (OpMapMR), and the library does
+// the checks the daemon would do (keys, bounds, access flags of the region
+// and of the responder QP, alignment) and the one copy, and puts the
+// completion straight on its own CQ. Anything the checks would refuse, and
+// any request behind one still queued for the daemon, takes the daemon's
+// path instead, so errors and ordering are exactly the daemon's.
+// docs/design/trusted-direct-path.md says why and what it buys.
+
+// mapRetryPause is how long a refused mapping keeps requests on the
+// daemon's path before the library asks again.
+const mapRetryPause = time.Millisecond
+
+type remoteMR struct {
+	region     *shm.Region
+	mem        []byte
+	addr       uint64
+	access     Access
+	peerAccess Access
+}
+
+// span returns n bytes at the owner's address addr, or nil.
+func (m *remoteMR) span(addr uint64, n uint32) []byte {
+	if addr < m.addr || addr-m.addr > uint64(len(m.mem)) || uint64(n) > uint64(len(m.mem))-(addr-m.addr) {
+		return nil
+	}
+	off := addr - m.addr
+	return m.mem[off : off+uint64(n)]
+}
+
+// remote returns the mapping of the peer's region with rkey, asking the
+// daemon the first time. q.smu is held.
+func (q *QP) remote(rkey uint32) *remoteMR {
+	if m, ok := q.rmrs[rkey]; ok {
+		return m
+	}
+	// A refusal (the peer not connected back yet, an unknown rkey) sends
+	// requests to the daemon's path; ask again only after a pause, so that
+	// a peer that never comes does not cost a round trip per request.
+	if now := time.Now(); now.Before(q.mapRetry) {
+		return nil
+	}
+	var r proto.MapMRResp
+	fds, err := q.d.c.call(proto.OpMapMR, proto.MapMRReq{QP: q.handle, RKey: rkey}, &r)
+	if err != nil || len(fds) != 1 {
+		proto.CloseFDs(fds)
+		q.mapRetry = time.Now().Add(mapRetryPause)
+		return nil
+	}
+	region, err := shm.MapRegion(fds[0], int(r.Length))
+	if err != nil {
+		return nil
+	}
+	m := &remoteMR{region: region, mem: region.Bytes(), addr: r.Addr, access: Access(r.Access), peerAccess: Access(r.PeerAccess)}
+	if q.rmrs == nil {
+		q.rmrs = make(map[uint32]*remoteMR)
+	}
+	q.rmrs[rkey] = m
+	return m
+}
+
+// unmapRemotes drops every cached peer mapping. q.smu is held.
+func (q *QP) unmapRemotes() {
+	for k, m := range q.rmrs {
+		m.region.Close()
+		delete(q.rmrs, k)
+	}
+}
+
+// localSpans resolves wr's SGEs in this process's regions of q's PD; the
+// daemon's rules: every key known, every range inside its region, and
+// LOCAL_WRITE where the operation writes local memory.
+func (q *QP) localSpans(sgl []SGE, needWrite bool) ([][]byte, uint64, bool) {
+	out := q.spans[:0]
+	var total uint64
+	q.d.mu.Lock()
+	defer q.d.mu.Unlock()
+	for _, s := range sgl {
+		if s.Length == 0 {
+			continue
+		}
+		m := q.d.mrs[s.LKey]
+		if m == nil || m.pd != q.pd || (needWrite && m.access&AccessLocalWrite == 0) {
+			return nil, 0, false
+		}
+		base := m.Addr()
+		if s.Addr < base || s.Addr-base > uint64(len(m.buf)) || uint64(s.Length) > uint64(len(m.buf))-(s.Addr-base) {
+			return nil, 0, false
+		}
+		off := s.Addr - base
+		out = append(out, m.buf[off:off+uint64(s.Length)])
+		total += uint64(s.Length)
+	}
+	return out, total, total <= 1<<31
+}
+
+// tryDirect runs wr in this thread if the direct path may and the checks
+// pass. It reports whether it did; if not, wr goes to the daemon. q.smu is
+// held and the send queue is empty.
+func (q *QP) tryDirect(wr *SendWR) bool {
+	var need Access
+	atomic := false
+	switch wr.Opcode {
+	case WRRDMAWrite:
+		need = AccessRemoteWrite
+	case WRRDMARead:
+		need = AccessRemoteRead
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		need, atomic = AccessRemoteAtomic, true
+	default:
+		return false
+	}
+	if wr.Inline != nil || wr.Flags&SendInline != 0 {
+		return false
+	}
+	signaled := q.sigAll || wr.Flags&SendSignaled != 0
+	if signaled && !q.sendCQ.canPushLocal() {
+		return false
+	}
+	local, total, ok := q.localSpans(wr.SGL, wr.Opcode != WRRDMAWrite)
+	if !ok || (atomic && (len(wr.SGL) != 1 || total != 8)) {
+		return false
+	}
+	m := q.remote(wr.RKey)
+	if m == nil || m.access&need != need || m.peerAccess&need != need {
+		return false
+	}
+	var rem []byte
+	if total > 0 || atomic {
+		if rem = m.span(wr.RemoteAddr, uint32(total)); rem == nil {
+			return false
+		}
+	}
+	switch {
+	case wr.Opcode == WRRDMAWrite:
+		n := 0
+		for _, s := range local {
+			n += copy(rem[n:], s)
+		}
+	case wr.Opcode == WRRDMARead:
+		n := 0
+		for _, s := range local {
+			n += copy(s, rem[n:])
+		}
+	default:
+		if wr.RemoteAddr%8 != 0 || !shm.Aligned8(rem, 0) {
+			return false
+		}
+		var orig uint64
+		if wr.Opcode == WRAtomicCmpAndSwp {
+			orig = shm.CompareAndSwap64(rem, 0, wr.CompareAdd, wr.Swap)
+		} else {
+			orig = shm.FetchAdd64(rem, 0, wr.CompareAdd)
+		}
+		b := local[0]
+		for i := 0; i < 8; i++ {
+			b[i] = byte(orig >> (8 * i))
+		}
+	}
+	if signaled {
+		q.sendCQ.pushLocal(WorkCompletion{ID: wr.ID, Status: WCSuccess, Opcode: wr.Opcode.CompletionOpcode(), ByteLen: uint32(total), QPNum: q.qpn})
+	}
+	return true
+}
+
+// canPushLocal reports whether a completion made in this process fits.
+func (cq *CQ) canPushLocal() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.mem != nil && cq.nlocal < len(cq.local)
+}
+
+// pushLocal queues a completion made in this process; Poll returns these
+// before the ring's.
+func (cq *CQ) pushLocal(wc WorkCompletion) {
+	cq.mu.Lock()
+	cq.local[(cq.hlocal+cq.nlocal)%len(cq.local)] = wc
+	cq.nlocal++
+	cq.mu.Unlock()
+}

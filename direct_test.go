@@ -1,0 +1,266 @@
+package vrdma_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemontest"
+)
+
+type directEnd struct {
+	dev *vrdma.Device
+	pd  *vrdma.PD
+	mr  *vrdma.MR
+	cq  *vrdma.CQ
+	qp  *vrdma.QP
+}
+
+// directPair connects two RC QPs on instances a and b; group puts both
+// instances in one trust group ("" = they do not trust each other).
+func directPair(t *testing.T, group string, access vrdma.Access) (a, b *directEnd) {
+	t.Helper()
+	sock := daemontest.Start(t)
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adm.Close() })
+	open := func(name string) *directEnd {
+		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}); err != nil {
+			t.Fatal(err)
+		}
+		e := &directEnd{}
+		if e.dev, err = vrdma.Open("vrdma0", vrdma.Options{Socket: sock, Instance: name}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.dev.Close() })
+		e.pd, _ = e.dev.AllocPD()
+		if e.mr, err = e.pd.AllocMR(1<<16, access); err != nil {
+			t.Fatal(err)
+		}
+		e.cq, _ = e.dev.CreateCQ(64)
+		if e.qp, err = e.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: e.cq, RecvCQ: e.cq,
+			Cap: vrdma.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 4, MaxRecvSGE: 4}}); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a, b = open("a"), open("b")
+	ea, _ := a.qp.Endpoint(0)
+	eb, _ := b.qp.Endpoint(0)
+	o := vrdma.DefaultConnectOptions()
+	if err := a.qp.Connect(eb, &o); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.qp.Connect(ea, &o); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func (e *directEnd) completion(t *testing.T) vrdma.WorkCompletion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wc := make([]vrdma.WorkCompletion, 1)
+	if _, err := e.cq.PollWait(ctx, wc, 100); err != nil {
+		t.Fatal(err)
+	}
+	return wc[0]
+}
+
+func (e *directEnd) daemonMessages(t *testing.T) uint64 {
+	t.Helper()
+	p, err := e.dev.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Counters.PathMemcpy
+}
+
+const directAccess = vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+
+// TestDirectPathOneSidedOperations: between trusting instances WRITE, READ
+// and both atomics run in the caller, with the daemon's results, and the
+// daemon's data path sees none of them; between instances that do not
+// trust each other the same requests go through the daemon.
+func TestDirectPathOneSidedOperations(t *testing.T) {
+	for _, tc := range []struct {
+		group  string
+		direct bool
+	}{{"g", true}, {"", false}} {
+		t.Run("trust="+tc.group, func(t *testing.T) {
+			a, b := directPair(t, tc.group, directAccess)
+			if _, reason := a.qp.Path(); strings.Contains(reason, "trusted") != tc.direct {
+				t.Fatalf("path reason %q", reason)
+			}
+			before := a.daemonMessages(t)
+			src, dst := a.mr.Bytes(), b.mr.Bytes()
+			for i := range src[:4096] {
+				src[i] = byte(i * 13)
+			}
+			// WRITE from four SGEs.
+			sgl := []vrdma.SGE{a.mr.SGE(0, 1000), a.mr.SGE(1000, 24), a.mr.SGE(1024, 2048), a.mr.SGE(3072, 1024)}
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: sgl, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.Opcode != vrdma.WCRDMAWrite || wc.ID != 1 || wc.ByteLen != 4096 || wc.QPNum != a.qp.QPN() {
+				t.Fatalf("write completion %+v", wc)
+			}
+			if !bytes.Equal(dst[8192:8192+4096], src[:4096]) {
+				t.Fatal("written bytes differ")
+			}
+			// READ into two SGEs.
+			for i := range dst[:512] {
+				dst[i] = byte(i * 7)
+			}
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled,
+				SGL: []vrdma.SGE{a.mr.SGE(20000, 100), a.mr.SGE(30000, 412)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
+				t.Fatal(err)
+			}
+			if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.Opcode != vrdma.WCRDMARead || wc.ByteLen != 512 {
+				t.Fatalf("read completion %+v", wc)
+			}
+			if !bytes.Equal(src[20000:20100], dst[:100]) || !bytes.Equal(src[30000:30412], dst[100:512]) {
+				t.Fatal("read bytes differ")
+			}
+			// Compare-and-swap, then fetch-and-add, on one word.
+			binary.LittleEndian.PutUint64(dst[64:], 41)
+			atomics := []struct {
+				op         vrdma.Opcode
+				cmp, swap  uint64
+				orig, then uint64
+			}{
+				{vrdma.WRAtomicCmpAndSwp, 40, 7, 41, 41}, // compare fails
+				{vrdma.WRAtomicCmpAndSwp, 41, 7, 41, 7},
+				{vrdma.WRAtomicFetchAndAdd, 5, 0, 7, 12},
+			}
+			for i, at := range atomics {
+				if err := a.qp.PostSend([]vrdma.SendWR{{ID: uint64(10 + i), Opcode: at.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(40000, 8)},
+					RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: at.cmp, Swap: at.swap}}); err != nil {
+					t.Fatal(err)
+				}
+				if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.ByteLen != 8 {
+					t.Fatalf("atomic %d completion %+v", i, wc)
+				}
+				if got, now := binary.LittleEndian.Uint64(src[40000:]), binary.LittleEndian.Uint64(dst[64:]); got != at.orig || now != at.then {
+					t.Fatalf("atomic %d: original %d (want %d), word %d (want %d)", i, got, at.orig, now, at.then)
+				}
+			}
+			// Unsignaled: no completion.
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 99, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(100 * time.Millisecond)
+			wc := make([]vrdma.WorkCompletion, 1)
+			for time.Now().Before(deadline) {
+				if n, _ := a.cq.Poll(wc); n > 0 {
+					t.Fatalf("an unsignaled request completed: %+v", wc[0])
+				}
+			}
+			through := a.daemonMessages(t) - before
+			if tc.direct && through != 0 {
+				t.Fatalf("%d requests went through the daemon between trusting instances", through)
+			}
+			if !tc.direct && through != 6 {
+				t.Fatalf("%d requests went through the daemon, want all 6", through)
+			}
+		})
+	}
+}
+
+// TestDirectPathErrorsAreTheDaemons: a request the checks would refuse
+// takes the daemon's path and gets the standard completion and state.
+func TestDirectPathErrorsAreTheDaemons(t *testing.T) {
+	tests := []struct {
+		name   string
+		access vrdma.Access
+		wr     func(a, b *directEnd) vrdma.SendWR
+		want   vrdma.Status
+	}{
+		{"wrong rkey", directAccess, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x1}
+		}, vrdma.WCRemAccessErr},
+		{"past the region", directAccess, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr() + 1<<16 - 32, RKey: b.mr.RKey()}
+		}, vrdma.WCRemAccessErr},
+		{"region without remote read", vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: vrdma.WRRDMARead, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, vrdma.WCRemAccessErr},
+		{"misaligned atomic", directAccess, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: vrdma.WRAtomicFetchAndAdd, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4, RKey: b.mr.RKey(), CompareAdd: 1}
+		}, vrdma.WCRemInvReqErr},
+		{"bad lkey", directAccess, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, vrdma.WCLocProtErr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := directPair(t, "g", tt.access)
+			before := append([]byte(nil), b.mr.Bytes()...)
+			wr := tt.wr(a, b)
+			wr.ID, wr.Flags = 5, vrdma.SendSignaled
+			if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
+				t.Fatal(err)
+			}
+			wc := a.completion(t)
+			var we *vrdma.WCError
+			if !errors.As(wc.Err(), &we) || we.Status != tt.want || wc.ID != 5 {
+				t.Fatalf("completion %+v, want %v", wc, tt.want)
+			}
+			if attr, _, err := a.qp.Query(); err != nil || attr.State != vrdma.QPSErr {
+				t.Fatalf("QP state %v (%v), want ERR", attr.State, err)
+			}
+			if !bytes.Equal(before, b.mr.Bytes()) {
+				t.Fatal("the target region changed")
+			}
+		})
+	}
+}
+
+// TestDirectPathKeepsOrder: a one-sided request posted behind one still
+// queued for the daemon (a SEND waiting for a receive) must not overtake it.
+func TestDirectPathKeepsOrder(t *testing.T) {
+	a, b := directPair(t, "g", directAccess)
+	copy(a.mr.Bytes(), "written after the send")
+	if err := a.qp.PostSend([]vrdma.SendWR{
+		{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(100, 16)}},
+		{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Also a request posted separately, later.
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 3, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the SEND is parked on RNR meanwhile
+	if n, _ := a.cq.Poll(make([]vrdma.WorkCompletion, 4)); n != 0 {
+		t.Fatalf("%d requests completed before the blocked SEND", n)
+	}
+	if bytes.Contains(b.mr.Bytes()[4096:4200], []byte("written")) || bytes.Contains(b.mr.Bytes()[8192:8300], []byte("written")) {
+		t.Fatal("a WRITE overtook the SEND queued before it")
+	}
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for len(ids) < 3 {
+		if wc := a.completion(t); wc.Status == vrdma.WCSuccess {
+			ids = append(ids, wc.ID)
+		} else {
+			t.Fatalf("completion %+v", wc)
+		}
+	}
+	if ids[0] != 1 || ids[1] != 2 || ids[2] != 3 {
+		t.Fatalf("completion order %v, want [1 2 3]", ids)
+	}
+	if !bytes.Equal(b.mr.Bytes()[4096:4118], []byte("written after the send")) || !bytes.Equal(b.mr.Bytes()[8192:8214], []byte("written after the send")) {
+		t.Fatal("the writes did not land")
+	}
+}
