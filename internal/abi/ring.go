@@ -69,7 +69,11 @@ func (l RingLayout) Validate(regionSize int) error {
 	if l.Stride < 16 || l.Stride&(l.Stride-1) != 0 {
 		return fmt.Errorf("ring stride %d: must be a power of two of at least 16", l.Stride)
 	}
-	if l.Offset < 0 || l.Offset%RingHeaderSize != 0 || l.Offset+l.Size() > regionSize {
+	// Compare without computing Offset+Size first: that sum can overflow int
+	// and wrap into a layout that seems to fit.
+	if l.Offset < 0 || l.Offset%RingHeaderSize != 0 || regionSize < RingHeaderSize ||
+		l.Offset > regionSize-RingHeaderSize ||
+		l.Stride > (regionSize-l.Offset-RingHeaderSize)/l.Entries {
 		return fmt.Errorf("ring at %d of %d bytes does not fit in a region of %d bytes", l.Offset, l.Size(), regionSize)
 	}
 	return nil

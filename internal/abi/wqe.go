@@ -171,7 +171,7 @@ func ParseRecvWQE(b []byte, w *RecvWQE, maxSGE int) error {
 	le := binary.LittleEndian
 	w.WRID = le.Uint64(b)
 	n := le.Uint32(b[8:])
-	if n > uint32(maxSGE) || n > MaxSGE || int(n)*SGESize > len(b)-RecvWQEHeader {
+	if int64(n) > int64(maxSGE) || n > MaxSGE || int(n)*SGESize > len(b)-RecvWQEHeader {
 		w.NumSGE = 0
 		return ErrTooManySGE
 	}

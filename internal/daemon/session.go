@@ -110,7 +110,11 @@ func (s *session) serve() {
 				}
 				continue
 			}
-			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(err))
+			code := proto.CodeInvalid
+			if errors.Is(err, proto.ErrVersionGap) {
+				code = proto.CodeVersion
+			}
+			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: code}, errBody(err))
 			if errors.Is(err, proto.ErrVersionGap) {
 				return
 			}
@@ -132,6 +136,9 @@ func (s *session) serve() {
 			continue
 		}
 		_ = s.conn.Send(rh, resp, outFDs...)
+		if h.Op == proto.OpMapMR {
+			proto.CloseFDs(outFDs) // duplicates made for this reply
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +17,27 @@ import (
 // through the Go runtime's poller and can be cancelled.
 type EventFD struct {
 	f   *os.File
+	raw syscall.RawConn // holds a reference on the descriptor while Signal writes
 	buf [8]byte
+}
+
+// one is the 8-byte counter increment Signal writes.
+var one = func() (b [8]byte) { binary.NativeEndian.PutUint64(b[:], 1); return }()
+
+// signal writes one to fd. EAGAIN means the counter is saturated: a wake-up
+// is pending anyway.
+func signal(fd uintptr) bool {
+	_, _ = unix.Write(int(fd), one[:])
+	return true
+}
+
+func newEventFD(f *os.File) (*EventFD, error) {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("shm: eventfd: %w", err)
+	}
+	return &EventFD{f: f, raw: raw}, nil
 }
 
 // NewEventFD creates a fresh eventfd.
@@ -25,7 +46,7 @@ func NewEventFD() (*EventFD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: eventfd: %w", err)
 	}
-	return &EventFD{f: os.NewFile(uintptr(fd), "eventfd")}, nil
+	return newEventFD(os.NewFile(uintptr(fd), "eventfd"))
 }
 
 // EventFDFrom adopts a received eventfd descriptor.
@@ -34,18 +55,17 @@ func EventFDFrom(fd int) (*EventFD, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: eventfd: %w", err)
 	}
-	return &EventFD{f: os.NewFile(uintptr(fd), "eventfd")}, nil
+	return newEventFD(os.NewFile(uintptr(fd), "eventfd"))
 }
 
 // FD returns the descriptor, to pass to a peer.
 func (e *EventFD) FD() int { return int(e.f.Fd()) }
 
-// Signal adds one to the counter, waking a waiter. It never blocks.
+// Signal adds one to the counter, waking a waiter. It never blocks, and it
+// is safe to call concurrently with Close: once the descriptor is closed it
+// does nothing (rather than write to a closed, or reused, descriptor number).
 func (e *EventFD) Signal() {
-	var b [8]byte
-	binary.NativeEndian.PutUint64(b[:], 1)
-	// EAGAIN means the counter is saturated: a wake-up is pending anyway.
-	_, _ = unix.Write(int(e.f.Fd()), b[:])
+	_ = e.raw.Write(signal)
 }
 
 // Wait blocks until the counter is non-zero or ctx ends, and clears it.
