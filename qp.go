@@ -218,6 +218,7 @@ var (
 	errSGE       = errorf("post_send", ErrInvalidArgument, "more scatter/gather entries than the QP's MaxSendSGE")
 	errRecvSGE   = errorf("post_recv", ErrInvalidArgument, "more scatter/gather entries than the queue's MaxRecvSGE")
 	errInline    = errorf("post_send", ErrInvalidArgument, "inline data longer than the QP's MaxInlineData")
+	errAtomicSGE = errorf("post_send", ErrInvalidArgument, "atomics take exactly one 8-byte SGE for the original value")
 	errNoAH      = errorf("post_send", ErrInvalidArgument, "UD sends need an address handle (SendWR.AH)")
 	errUsesSRQ   = errorf("post_recv", ErrInvalidArgument, "the QP receives from a shared receive queue: post to the SRQ")
 	errInlineSGL = errorf("post_send", ErrInvalidArgument, "inline SGEs must lie inside regions registered on this device")
@@ -265,6 +266,9 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 		}
 		if !wr.Opcode.AllowedOn(q.typ) {
 			return i, errOpcode
+		}
+		if wr.Opcode.IsAtomic() && (len(wr.SGL) != 1 || wr.SGL[0].Length != 8) {
+			return i, errAtomicSGE
 		}
 		if q.direct.Load() && q.sqProd == cons && q.State() == QPSRTS && q.tryDirect(wr) {
 			continue

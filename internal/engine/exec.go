@@ -12,6 +12,7 @@ type outcome struct {
 	status abi.Status
 	bytes  uint32
 	stall  stallKind
+	rnr    uint8 // stallRNR: the responder's min_rnr_timer, which its NAK carries
 }
 
 type stallKind uint8
@@ -94,7 +95,7 @@ func (q *QP) process() (time.Duration, bool) {
 			s.releaseAll()
 		}
 		if out.stall != noStall {
-			if wait, ok := q.stall(out.stall); ok {
+			if wait, ok := q.stall(out.stall, out.rnr); ok {
 				return wait, true
 			}
 			out.status = abi.StatusRetryExcErr
@@ -124,7 +125,7 @@ func (q *QP) process() (time.Duration, bool) {
 // returns false when the retry budget (rnr_retry or retry_cnt) is spent:
 // a budget of n allows n retries after the first attempt, so 0 fails on the
 // first RNR NAK or timeout (IBTA 9.7.5.2.8, 9.7.6.1.3; rxe's completer).
-func (q *QP) stall(k stallKind) (time.Duration, bool) {
+func (q *QP) stall(k stallKind, rnrTimer uint8) (time.Duration, bool) {
 	d := q.dp.Load()
 	if k == stallRNR {
 		q.adapter.Counters.RNRNaks.Add(1)
@@ -147,7 +148,7 @@ func (q *QP) stall(k stallKind) (time.Duration, bool) {
 	}
 	var wait time.Duration
 	if k == stallRNR {
-		wait = time.Duration(abi.RNRTimer(d.minRNRTimer))
+		wait = time.Duration(abi.RNRTimer(rnrTimer))
 	} else {
 		wait = time.Duration(abi.AckTimeout(d.timeout))
 		if wait == 0 {
@@ -311,7 +312,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 			p.adapter.Counters.RxDrops.Add(1)
 			return outcome{bytes: uint32(total)}
 		}
-		return outcome{stall: stallRNR}
+		return outcome{stall: stallRNR, rnr: pd.minRNRTimer}
 	}
 
 	switch w.Opcode {
@@ -394,7 +395,7 @@ func (q *QP) deliverRecv(p *QP, src [][]byte, total uint64, imm uint32, op abi.W
 			p.adapter.Counters.RxDrops.Add(1)
 			return outcome{bytes: uint32(total)}
 		}
-		return outcome{stall: stallRNR}
+		return outcome{stall: stallRNR, rnr: p.dp.Load().minRNRTimer}
 	case popCorrupt:
 		p.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
 		return outcome{status: abi.StatusRemOpErr}

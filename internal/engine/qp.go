@@ -61,6 +61,7 @@ type QP struct {
 
 	region   *shm.Region
 	mem      []byte
+	memMu    sync.Mutex // a leaf lock: held by release while it unmaps mem, and by writers that are not the worker
 	sq       abi.RingLayout
 	rqRing   abi.RingLayout
 	doorbell *shm.EventFD
@@ -319,10 +320,15 @@ func pathMTU(m, active abi.MTU) int {
 // enterError moves the QP to ERR; the worker flushes its queues.
 func (q *QP) enterError() bool {
 	prev := abi.QPState(q.state.Swap(uint32(abi.QPStateErr)))
-	if !q.srq && q.mem != nil {
+	if !q.srq {
 		// From now on the client rings the doorbell after posting receives, so
-		// that they are flushed.
-		shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+		// that they are flushed. Other goroutines call this (a peer's worker,
+		// a session's cleanup), so the mapping is guarded against release.
+		q.memMu.Lock()
+		if q.mem != nil {
+			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+		}
+		q.memMu.Unlock()
 	}
 	q.kickWorker()
 	return prev != abi.QPStateErr
@@ -366,6 +372,8 @@ func (q *QP) release() {
 	if q.ownBell {
 		q.doorbell.Close()
 	}
+	q.memMu.Lock()
 	q.region.Close()
 	q.mem = nil
+	q.memMu.Unlock()
 }

@@ -1,0 +1,531 @@
+package vrdma_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vrdma/vrdma"
+)
+
+// newMR registers a region of 4 KiB with the given access in pd, released
+// when the test ends.
+func newMR(t *testing.T, pd *vrdma.PD, access vrdma.Access) *vrdma.MR {
+	t.Helper()
+	mr, err := pd.AllocMR(4096, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mr.Dereg() })
+	return mr
+}
+
+func otherPD(t *testing.T, dev *vrdma.Device) *vrdma.PD {
+	t.Helper()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pd.Dealloc() })
+	return pd
+}
+
+// targetMR points wr at mr.
+func targetMR(wr *vrdma.SendWR, mr *vrdma.MR) { wr.RemoteAddr, wr.RKey = mr.Addr(), mr.RKey() }
+
+// TestConformanceRemoteErrors makes an RC responder refuse a request. The
+// requester's request completes with the error and its later ones are
+// flushed; both QPs end in ERR, the responder with an asynchronous event;
+// no byte of either side's memory changes; receives posted to the
+// responder once it is in ERR are flushed.
+func TestConformanceRemoteErrors(t *testing.T) {
+	e := newConfEnv(t)
+	noWrite := vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+	noRead := vrdma.AccessRemoteWrite | vrdma.AccessRemoteAtomic
+	noAtomic := vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead
+	cases := []struct {
+		name   string
+		op     vrdma.Opcode
+		access vrdma.Access // the responder QP's access flags; 0: all
+		mod    func(t *testing.T, wr *vrdma.SendWR, b *side)
+		status vrdma.Status
+		event  vrdma.EventType
+	}{
+		{"WRITE/wrong rkey", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/unknown rkey", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey = 0xffffff00 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE_WITH_IMM/wrong rkey", vrdma.WRRDMAWriteImm, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"READ/wrong rkey", vrdma.WRRDMARead, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"CMP_AND_SWP/wrong rkey", vrdma.WRAtomicCmpAndSwp, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/past the end", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() + mrSize - 4 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/before the start", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() - 32 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"READ/past the end", vrdma.WRRDMARead, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() + mrSize - 1 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"FETCH_AND_ADD/past the end", vrdma.WRAtomicFetchAndAdd, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() + mrSize }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/region without REMOTE_WRITE", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite|noWrite))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE_WITH_IMM/region without REMOTE_WRITE", vrdma.WRRDMAWriteImm, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"READ/region without REMOTE_READ", vrdma.WRRDMARead, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite|noRead))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"CMP_AND_SWP/region without REMOTE_ATOMIC", vrdma.WRAtomicCmpAndSwp, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite|noAtomic))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"FETCH_AND_ADD/region without REMOTE_ATOMIC", vrdma.WRAtomicFetchAndAdd, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite|noAtomic))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/region of another PD", vrdma.WRRDMAWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, otherPD(t, b.dev), allAccess))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"READ/region of another PD", vrdma.WRRDMARead, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, otherPD(t, b.dev), allAccess))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"CMP_AND_SWP/region of another PD", vrdma.WRAtomicCmpAndSwp, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, otherPD(t, b.dev), allAccess))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"WRITE/QP without REMOTE_WRITE", vrdma.WRRDMAWrite, noWrite, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"WRITE_WITH_IMM/QP without REMOTE_WRITE", vrdma.WRRDMAWriteImm, noWrite, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"READ/QP without REMOTE_READ", vrdma.WRRDMARead, noRead, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"CMP_AND_SWP/QP without REMOTE_ATOMIC", vrdma.WRAtomicCmpAndSwp, noAtomic, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"FETCH_AND_ADD/QP without REMOTE_ATOMIC", vrdma.WRAtomicFetchAndAdd, noAtomic, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"CMP_AND_SWP/misaligned", vrdma.WRAtomicCmpAndSwp, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr += 4 }, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"FETCH_AND_ADD/misaligned", vrdma.WRAtomicFetchAndAdd, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr++ }, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			optsB := vrdma.DefaultConnectOptions()
+			if c.access != 0 {
+				optsB.Access = c.access
+			}
+			a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsB: &optsB})
+			wr := vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, Imm: 1, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)},
+				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: 0, Swap: 0xffff}
+			if c.op == vrdma.WRRDMARead || c.op == vrdma.WRAtomicCmpAndSwp || c.op == vrdma.WRAtomicFetchAndAdd {
+				wr.SGL = []vrdma.SGE{a.mr.SGE(dstOff, 8)}
+			}
+			if c.mod != nil {
+				c.mod(t, &wr, b)
+			}
+			// Receives posted before the error are flushed with the QP.
+			postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 256)))
+			fill(a.mr.Bytes(), 1)
+			fill(b.mr.Bytes(), 2)
+			beforeA, beforeB := append([]byte(nil), a.mr.Bytes()...), append([]byte(nil), b.mr.Bytes()...)
+
+			post(t, a.qp, wr,
+				vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+				vrdma.SendWR{ID: 3, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}})
+			got := pollN(t, a.scq, 3)
+			checkWC(t, got[0], errWC(a, 1, c.status))
+			checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
+			checkWC(t, got[2], errWC(a, 3, vrdma.WCWRFlushErr))
+			expectState(t, a.qp, vrdma.QPSErr)
+
+			ev := waitEvent(t, b.dev, c.event, qpEvent(b.qp))
+			if ev.Reason == "" {
+				t.Errorf("%v event without a reason", ev.Type)
+			}
+			if got := b.qp.State(); got != vrdma.QPSErr {
+				t.Fatalf("responder QP in %v after %v, want ERR", got, ev.Type)
+			}
+			expectState(t, b.qp, vrdma.QPSErr)
+			postRecv(t, b.qp, recvWR(71, b.mr.SGE(recvOff, 256)))
+			rwcs := pollN(t, b.rcq, 2)
+			checkWC(t, rwcs[0], errWC(b, 70, vrdma.WCWRFlushErr))
+			checkWC(t, rwcs[1], errWC(b, 71, vrdma.WCWRFlushErr))
+
+			// Requests posted once the requester is in ERR are flushed.
+			post(t, a.qp, vrdma.SendWR{ID: 4, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			checkWC(t, pollOne(t, a.scq), errWC(a, 4, vrdma.WCWRFlushErr))
+			expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
+			expectBytes(t, "responder memory", b.mr.Bytes(), beforeB)
+			expectBytes(t, "requester memory", a.mr.Bytes(), beforeA)
+		})
+	}
+}
+
+// TestConformanceUCRemoteErrors checks that a UC responder drops what it
+// would refuse: the requester completes successfully, nothing changes.
+func TestConformanceUCRemoteErrors(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		name string
+		op   vrdma.Opcode
+		mod  func(t *testing.T, wr *vrdma.SendWR, b *side)
+	}{
+		{"WRITE/wrong rkey", vrdma.WRRDMAWrite, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }},
+		{"WRITE/past the end", vrdma.WRRDMAWrite, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() + mrSize - 4 }},
+		{"WRITE_WITH_IMM/region of another PD", vrdma.WRRDMAWriteImm, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, otherPD(t, b.dev), allAccess))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: vrdma.UC})
+			wr := vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)},
+				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()}
+			c.mod(t, &wr, b)
+			postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 256)))
+			fill(a.mr.Bytes(), 1)
+			beforeB := append([]byte(nil), b.mr.Bytes()...)
+			post(t, a.qp, wr)
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCRDMAWrite, 64))
+			expectEmpty(t, b.rcq)
+			expectBytes(t, "responder memory", b.mr.Bytes(), beforeB)
+			expectState(t, a.qp, vrdma.QPSRTS)
+			expectState(t, b.qp, vrdma.QPSRTS)
+			// The receive is still posted: the next SEND lands in it.
+			post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 16)}})
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCSend, 16))
+			checkWC(t, pollOne(t, b.rcq), recvWC(b, 70, 16, a))
+		})
+	}
+}
+
+// TestConformanceLocalErrors gives the requester a bad local buffer: the
+// request completes with LOC_PROT_ERR, the QP goes to ERR and flushes the
+// rest; the responder is untouched and stays in RTS.
+func TestConformanceLocalErrors(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		name string
+		typ  vrdma.QPType
+		op   vrdma.Opcode
+		sge  func(t *testing.T, a *side) vrdma.SGE
+	}{
+		{"SEND/wrong lkey", vrdma.RC, vrdma.WRSend, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(0, 64); s.LKey ^= 0x80; return s }},
+		{"SEND/unknown lkey", vrdma.RC, vrdma.WRSend, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(0, 64); s.LKey = 0xffffff00; return s }},
+		{"WRITE/wrong lkey", vrdma.RC, vrdma.WRRDMAWrite, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(0, 64); s.LKey ^= 0x80; return s }},
+		{"WRITE/past the end", vrdma.RC, vrdma.WRRDMAWrite, func(t *testing.T, a *side) vrdma.SGE { return a.mr.SGE(mrSize-8, 64) }},
+		{"WRITE/region of another PD", vrdma.RC, vrdma.WRRDMAWrite, func(t *testing.T, a *side) vrdma.SGE {
+			return newMR(t, otherPD(t, a.dev), allAccess).SGE(0, 64)
+		}},
+		{"READ/wrong lkey", vrdma.RC, vrdma.WRRDMARead, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(dstOff, 64); s.LKey ^= 0x80; return s }},
+		{"READ/into a region without LOCAL_WRITE", vrdma.RC, vrdma.WRRDMARead, func(t *testing.T, a *side) vrdma.SGE {
+			return newMR(t, a.pd, vrdma.AccessRemoteRead).SGE(0, 64)
+		}},
+		{"FETCH_AND_ADD/wrong lkey", vrdma.RC, vrdma.WRAtomicFetchAndAdd, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(dstOff, 8); s.LKey ^= 0x80; return s }},
+		{"UC/SEND/wrong lkey", vrdma.UC, vrdma.WRSend, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(0, 64); s.LKey ^= 0x80; return s }},
+		{"UD/SEND/wrong lkey", vrdma.UD, vrdma.WRSend, func(t *testing.T, a *side) vrdma.SGE { s := a.mr.SGE(0, 64); s.LKey ^= 0x80; return s }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: c.typ})
+			postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 256)))
+			fill(b.mr.Bytes(), 2)
+			beforeB := append([]byte(nil), b.mr.Bytes()...)
+			wrs := []vrdma.SendWR{
+				{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{c.sge(t, a)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()},
+				{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}},
+			}
+			if c.typ == vrdma.UD {
+				wrs[0], wrs[1] = a.sendTo(wrs[0], b), a.sendTo(wrs[1], b)
+			}
+			post(t, a.qp, wrs...)
+			got := pollN(t, a.scq, 2)
+			checkWC(t, got[0], errWC(a, 1, vrdma.WCLocProtErr))
+			checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
+			expectState(t, a.qp, vrdma.QPSErr)
+			expectState(t, b.qp, vrdma.QPSRTS)
+			expectEmpty(t, b.rcq)
+			expectBytes(t, "responder memory", b.mr.Bytes(), beforeB)
+		})
+	}
+}
+
+// TestConformanceReceiveErrors covers the responder's receive request not
+// fitting the message.
+func TestConformanceReceiveErrors(t *testing.T) {
+	e := newConfEnv(t)
+	t.Run("RC/buffer too small", func(t *testing.T) {
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 16)), recvWR(71, b.mr.SGE(recvOff+1024, 256)))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 17)}},
+			vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 1)}})
+		got := pollN(t, a.scq, 2)
+		checkWC(t, got[0], errWC(a, 1, vrdma.WCRemInvReqErr))
+		checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
+		rwcs := pollN(t, b.rcq, 2)
+		checkWC(t, rwcs[0], errWC(b, 70, vrdma.WCLocLenErr))
+		checkWC(t, rwcs[1], errWC(b, 71, vrdma.WCWRFlushErr))
+		expectState(t, a.qp, vrdma.QPSErr)
+		expectState(t, b.qp, vrdma.QPSErr)
+		expectZero(t, "past the receive buffer", b.mr.Bytes()[recvOff+16:])
+	})
+	t.Run("RC/wrong lkey in the receive", func(t *testing.T) {
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		s := b.mr.SGE(recvOff, 256)
+		s.LKey ^= 0x80
+		postRecv(t, b.qp, recvWR(70, s))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 17)}})
+		checkWC(t, pollOne(t, a.scq), errWC(a, 1, vrdma.WCRemOpErr))
+		checkWC(t, pollOne(t, b.rcq), errWC(b, 70, vrdma.WCLocProtErr))
+		expectState(t, a.qp, vrdma.QPSErr)
+		expectState(t, b.qp, vrdma.QPSErr)
+		expectZero(t, "responder memory", b.mr.Bytes())
+	})
+	t.Run("UC/buffer too small", func(t *testing.T) {
+		// UC has no NAK: the requester never hears of it.
+		a, b := e.pair(t, pairSpec{typ: vrdma.UC})
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 16)))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 17)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, 17))
+		checkWC(t, pollOne(t, b.rcq), errWC(b, 70, vrdma.WCLocLenErr))
+		expectState(t, a.qp, vrdma.QPSRTS)
+	})
+	t.Run("UD/buffer too small for the GRH and payload", func(t *testing.T) {
+		a, b := e.pair(t, pairSpec{typ: vrdma.UD})
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, grhLen+16)))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 17)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, 17))
+		checkWC(t, pollOne(t, b.rcq), errWC(b, 70, vrdma.WCLocLenErr))
+		expectState(t, a.qp, vrdma.QPSRTS)
+	})
+}
+
+// TestConformanceRNR covers a SEND that finds no receive posted.
+func TestConformanceRNR(t *testing.T) {
+	e := newConfEnv(t)
+	t.Run("rnr_retry 0", func(t *testing.T) {
+		o := vrdma.DefaultConnectOptions()
+		o.RNRRetry, o.MinRNRTimer = 0, 1
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsA: &o, optsB: &o})
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}},
+			vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		got := pollN(t, a.scq, 2)
+		checkWC(t, got[0], errWC(a, 1, vrdma.WCRNRRetryExcErr))
+		checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
+		expectState(t, a.qp, vrdma.QPSErr)
+		// RNR is not an error of the responder.
+		expectState(t, b.qp, vrdma.QPSRTS)
+		expectZero(t, "responder memory", b.mr.Bytes())
+	})
+	t.Run("rnr_retry 0 means no retry", func(t *testing.T) {
+		// With rnr_retry 0 the first RNR NAK ends the request, so a receive
+		// posted after it must not be used, however soon (min_rnr_timer 31
+		// would leave half a second for it).
+		o := vrdma.DefaultConnectOptions()
+		o.RNRRetry, o.MinRNRTimer = 0, 31
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsA: &o, optsB: &o})
+		before := rnrNaks(t, a.dev)
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}})
+		var wc [1]vrdma.WorkCompletion
+		done := 0
+		waitFor(t, "an RNR NAK or a completion", func() bool {
+			n, err := a.scq.Poll(wc[:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			done += n
+			return done > 0 || rnrNaks(t, a.dev) > before
+		})
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 256)))
+		if done == 0 {
+			wc[0] = pollOne(t, a.scq)
+		}
+		checkWC(t, wc[0], errWC(a, 1, vrdma.WCRNRRetryExcErr))
+		expectEmpty(t, b.rcq)
+	})
+	t.Run("infinite retry", func(t *testing.T) {
+		o := vrdma.DefaultConnectOptions()
+		o.RNRRetry, o.MinRNRTimer = 7, 1
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsA: &o, optsB: &o})
+		fill(a.mr.Bytes()[srcOff:srcOff+100], 5)
+		before := rnrNaks(t, a.dev)
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSendImm, Imm: 9, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 100)}})
+		// Let the requester be refused a few times before posting.
+		waitFor(t, "RNR NAKs", func() bool { return rnrNaks(t, a.dev) >= before+3 })
+		expectEmpty(t, a.scq)
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 256)))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, 100))
+		checkWC(t, pollOne(t, b.rcq), withImm(recvWC(b, 70, 100, a), 9))
+		expectBytes(t, "received", b.mr.Bytes()[recvOff:recvOff+100], a.mr.Bytes()[srcOff:srcOff+100])
+		expectState(t, a.qp, vrdma.QPSRTS)
+	})
+	t.Run("WRITE_WITH_IMM waits for a receive too", func(t *testing.T) {
+		o := vrdma.DefaultConnectOptions()
+		o.MinRNRTimer = 1
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsA: &o, optsB: &o})
+		fill(a.mr.Bytes()[srcOff:srcOff+100], 5)
+		before := rnrNaks(t, a.dev)
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWriteImm, Imm: 9, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 100)},
+			RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
+		waitFor(t, "an RNR NAK", func() bool { return rnrNaks(t, a.dev) > before })
+		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 0)))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCRDMAWrite, 100))
+		w := withImm(recvWC(b, 70, 100, a), 9)
+		w.Opcode = vrdma.WCRecvRDMAImm
+		checkWC(t, pollOne(t, b.rcq), w)
+		expectBytes(t, "written", b.mr.Bytes()[rdmaOff:rdmaOff+100], a.mr.Bytes()[srcOff:srcOff+100])
+	})
+}
+
+// TestConformanceRetryExceeded connects an RC QP to a QP that does not
+// exist: its request fails after retry_cnt retries, never hangs.
+func TestConformanceRetryExceeded(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		name string
+		qpn  func(b *side) uint32
+	}{
+		{"no such QPN", func(b *side) uint32 { return 0xabcde }},
+		{"QP not connected back", func(b *side) uint32 { return b.qp.QPN() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := newSide(t, e.a, qpSpec{typ: vrdma.RC})
+			b := newSide(t, e.b, qpSpec{typ: vrdma.RC})
+			// b is connected elsewhere: it would drop a's packets.
+			if err := b.qp.Connect(vrdma.Endpoint{GID: a.gid, QPN: 0xabcde}, nil); err != nil {
+				t.Fatal(err)
+			}
+			o := vrdma.DefaultConnectOptions()
+			o.Timeout, o.RetryCnt = 8, 1
+			ep := b.endpoint(t)
+			ep.QPN = c.qpn(b)
+			if err := a.qp.Connect(ep, &o); err != nil {
+				t.Fatal(err)
+			}
+			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+				vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}})
+			got := pollN(t, a.scq, 2)
+			checkWC(t, got[0], errWC(a, 1, vrdma.WCRetryExcErr))
+			checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
+			expectState(t, a.qp, vrdma.QPSErr)
+			expectZero(t, "unreached memory", b.mr.Bytes())
+		})
+	}
+}
+
+// TestConformancePostErrors covers requests refused at post time.
+func TestConformancePostErrors(t *testing.T) {
+	e := newConfEnv(t)
+	steps := map[vrdma.QPState]func(t *testing.T, x, y *side){
+		vrdma.QPSReset: func(t *testing.T, x, y *side) {},
+		vrdma.QPSInit: func(t *testing.T, x, y *side) {
+			if err := x.qp.Modify(initAttr(x.qp.Type()), initMask(x.qp.Type())); err != nil {
+				t.Fatal(err)
+			}
+		},
+		vrdma.QPSRTR: func(t *testing.T, x, y *side) {
+			if err := x.qp.Modify(initAttr(x.qp.Type()), initMask(x.qp.Type())); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.qp.Modify(rtrAttr(x.qp.Type(), y.endpoint(t)), rtrMask(x.qp.Type())); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC, vrdma.UD} {
+		for _, st := range []vrdma.QPState{vrdma.QPSReset, vrdma.QPSInit, vrdma.QPSRTR} {
+			t.Run(typ.String()+"/post_send in "+st.String(), func(t *testing.T) {
+				x := newSide(t, e.a, qpSpec{typ: typ})
+				y := newSide(t, e.b, qpSpec{typ: typ})
+				steps[st](t, x, y)
+				wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(0, 8)}}
+				if typ == vrdma.UD {
+					x.ah = newAH(t, x, y.gid)
+					wr = x.sendTo(wr, y)
+				}
+				err := x.qp.PostSend([]vrdma.SendWR{wr})
+				if !errors.Is(err, vrdma.ErrInvalidState) {
+					t.Fatalf("post_send in %v: %v, want ErrInvalidState", st, err)
+				}
+				expectEmpty(t, x.scq)
+			})
+		}
+	}
+	t.Run("send queue full", func(t *testing.T) {
+		// The peer never posts a receive and the requester retries RNR for
+		// ever: the first SEND holds the send queue.
+		o := vrdma.DefaultConnectOptions()
+		o.MinRNRTimer = 1
+		a, _ := e.pair(t, pairSpec{typ: vrdma.RC, cap: vrdma.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, optsA: &o, optsB: &o})
+		depth := a.qp.Cap().MaxSendWR
+		wrs := make([]vrdma.SendWR, depth+2)
+		for i := range wrs {
+			wrs[i] = vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}}
+		}
+		expectPostErr(t, a.qp.PostSend(wrs), depth, vrdma.ErrQueueFull)
+		expectPostErr(t, a.qp.PostSend(wrs[:1]), 0, vrdma.ErrQueueFull)
+		expectEmpty(t, a.scq)
+	})
+	t.Run("receive queue full", func(t *testing.T) {
+		a, _ := e.pair(t, pairSpec{typ: vrdma.RC, cap: vrdma.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		depth := a.qp.Cap().MaxRecvWR
+		wrs := make([]vrdma.RecvWR, depth+1)
+		for i := range wrs {
+			wrs[i] = recvWR(uint64(i), a.mr.SGE(recvOff, 8))
+		}
+		expectPostErr(t, a.qp.PostRecv(wrs), depth, vrdma.ErrQueueFull)
+	})
+	t.Run("too many SGEs", func(t *testing.T) {
+		a, _ := e.pair(t, pairSpec{typ: vrdma.RC})
+		sgl := make([]vrdma.SGE, a.qp.Cap().MaxSendSGE+1)
+		for i := range sgl {
+			sgl[i] = a.mr.SGE(i*8, 8)
+		}
+		expectPostErr(t, a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRSend, SGL: sgl}}), 0, vrdma.ErrInvalidArgument)
+		rsgl := make([]vrdma.SGE, a.qp.Cap().MaxRecvSGE+1)
+		for i := range rsgl {
+			rsgl[i] = a.mr.SGE(i*8, 8)
+		}
+		expectPostErr(t, a.qp.PostRecv([]vrdma.RecvWR{recvWR(1, rsgl...)}), 0, vrdma.ErrInvalidArgument)
+	})
+	t.Run("UD without an address handle", func(t *testing.T) {
+		a, _ := e.pair(t, pairSpec{typ: vrdma.UD})
+		expectPostErr(t, a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}}}), 0, vrdma.ErrInvalidArgument)
+	})
+}
+
+// TestConformanceFlush moves QPs to ERR with Modify: outstanding and later
+// requests of both queues complete with WR_FLUSH_ERR, in order.
+func TestConformanceFlush(t *testing.T) {
+	e := newConfEnv(t)
+	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC, vrdma.UD} {
+		t.Run(typ.String(), func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: typ})
+			postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, 64)), recvWR(2, b.mr.SGE(recvOff, 64)))
+			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSErr}, vrdma.AttrState); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.qp.State(); got != vrdma.QPSErr {
+				t.Fatalf("State() %v after modify to ERR", got)
+			}
+			postRecv(t, b.qp, recvWR(3, b.mr.SGE(recvOff, 64)))
+			got := pollN(t, b.rcq, 3)
+			for i := range got {
+				checkWC(t, got[i], errWC(b, uint64(i+1), vrdma.WCWRFlushErr))
+			}
+			wr := vrdma.SendWR{ID: 4, Opcode: vrdma.WRSend, Flags: 0, SGL: []vrdma.SGE{b.mr.SGE(srcOff, 8)}}
+			if typ == vrdma.UD {
+				wr = b.sendTo(wr, a)
+			}
+			post(t, b.qp, wr, wr)
+			sgot := pollN(t, b.scq, 2)
+			checkWC(t, sgot[0], errWC(b, 4, vrdma.WCWRFlushErr))
+			checkWC(t, sgot[1], errWC(b, 4, vrdma.WCWRFlushErr))
+			expectEmpty(t, b.scq, b.rcq)
+			// ERR -> RESET -> a working QP again.
+			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.qp.Connect(a.endpoint(t), nil); err != nil {
+				t.Fatal(err)
+			}
+			postRecv(t, b.qp, recvWR(5, b.mr.SGE(recvOff, 64)))
+			wr = vrdma.SendWR{ID: 6, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}}
+			if typ == vrdma.UD {
+				wr = a.sendTo(wr, b)
+			}
+			post(t, a.qp, wr)
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 6, vrdma.WCSend, 8))
+			w := recvWC(b, 5, 8, a)
+			if typ == vrdma.UD {
+				w.ByteLen += grhLen
+				w.Flags = vrdma.WCWithGRH
+			}
+			checkWC(t, pollOne(t, b.rcq), w)
+		})
+	}
+}

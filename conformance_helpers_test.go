@@ -1,0 +1,414 @@
+package vrdma_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemontest"
+)
+
+// The conformance suite runs every verb against a real in-process daemon:
+// two instances ("conf-a" and "conf-b") with one adapter each, so that a
+// pair of QPs crosses instances the way two processes on one host would.
+//
+// Timeouts in these tests only turn a hang into a failure; no test depends
+// on how fast anything happens.
+
+const (
+	confTimeout = 5 * time.Second
+
+	// Every side registers one region of mrSize bytes with all access, laid
+	// out as: bytes to send at srcOff, local destinations (READ, atomics) at
+	// dstOff, receive buffers at recvOff, RDMA targets at rdmaOff.
+	mrSize  = 32 << 10
+	srcOff  = 0
+	dstOff  = 8 << 10
+	recvOff = 16 << 10
+	rdmaOff = 24 << 10
+
+	allAccess = vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+	confQKey  = 0x11111111 // DefaultConnectOptions' Q_Key
+	grhLen    = 40
+)
+
+var confCap = vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
+
+// confEnv is a daemon with two instances and an opened device on each.
+type confEnv struct {
+	sock string
+	a, b *vrdma.Device
+}
+
+func newConfEnv(t *testing.T) *confEnv {
+	t.Helper()
+	sock := daemontest.Start(t)
+	o := vrdma.Options{Socket: sock}
+	adm, err := vrdma.DialAdmin(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	var devs [2]*vrdma.Device
+	for i, name := range []string{"conf-a", "conf-b"} {
+		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: 1}); err != nil {
+			t.Fatal(err)
+		}
+		oi := o
+		oi.Instance = name
+		d, err := vrdma.Open("vrdma0", oi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		devs[i] = d
+	}
+	// Move conf-b's QP numbers away from conf-a's, so that a completion's
+	// QPNum and SrcQP never coincide by accident.
+	x := newSide(t, devs[1], qpSpec{})
+	for i := 0; i < 0x40; i++ {
+		qp, err := x.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: x.scq, RecvCQ: x.rcq, Cap: confCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := qp.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &confEnv{sock: sock, a: devs[0], b: devs[1]}
+}
+
+// side is one end of a test connection: a QP with its own PD, send and
+// receive CQs and a registered region.
+type side struct {
+	dev      *vrdma.Device
+	pd       *vrdma.PD
+	scq, rcq *vrdma.CQ
+	qp       *vrdma.QP
+	mr       *vrdma.MR
+	ah       *vrdma.AH // UD: the address handle of the peer
+	gid      vrdma.GID
+}
+
+// qpSpec describes a side to build; the zero value is an RC QP with confCap.
+type qpSpec struct {
+	typ    vrdma.QPType
+	cap    vrdma.QPCap // zero: confCap
+	sigAll bool
+	pd     *vrdma.PD  // nil: a new PD
+	srq    *vrdma.SRQ // receive from this SRQ (pd must be its PD)
+	cqe    int        // 0: 256
+	access vrdma.Access
+}
+
+func newSide(t *testing.T, dev *vrdma.Device, s qpSpec) *side {
+	t.Helper()
+	if s.typ == 0 {
+		s.typ = vrdma.RC
+	}
+	if s.cap == (vrdma.QPCap{}) {
+		s.cap = confCap
+	}
+	if s.cqe == 0 {
+		s.cqe = 256
+	}
+	if s.access == 0 {
+		s.access = allAccess
+	}
+	x := &side{dev: dev, pd: s.pd}
+	if x.pd == nil {
+		pd, err := dev.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.pd = pd
+		t.Cleanup(func() { _ = pd.Dealloc() })
+	}
+	mr, err := x.pd.AllocMR(mrSize, s.access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mr.Dereg() })
+	x.mr = mr
+	for _, cq := range []**vrdma.CQ{&x.scq, &x.rcq} {
+		c, err := dev.CreateCQ(s.cqe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Destroy() })
+		*cq = c
+	}
+	qp, err := x.pd.CreateQP(vrdma.QPInitAttr{Type: s.typ, SendCQ: x.scq, RecvCQ: x.rcq, SRQ: s.srq, Cap: s.cap, SigAll: s.sigAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qp.Destroy() })
+	x.qp = qp
+	if x.gid, err = dev.GID(0); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func (x *side) endpoint(t *testing.T) vrdma.Endpoint {
+	t.Helper()
+	ep, err := x.qp.Endpoint(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+// connect takes x and y to RTS, connected to each other (RC, UC), or ready
+// to send with an address handle of the other (UD). Nil options are
+// DefaultConnectOptions.
+func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
+	t.Helper()
+	if err := x.qp.Connect(y.endpoint(t), ox); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.qp.Connect(x.endpoint(t), oy); err != nil {
+		t.Fatal(err)
+	}
+	if x.qp.Type() == vrdma.UD {
+		x.ah, y.ah = newAH(t, x, y.gid), newAH(t, y, x.gid)
+	}
+}
+
+func newAH(t *testing.T, x *side, dgid vrdma.GID) *vrdma.AH {
+	t.Helper()
+	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, PortNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ah.Destroy() })
+	return ah
+}
+
+// pairSpec describes a connected pair: a on instance conf-a, b on conf-b.
+type pairSpec struct {
+	typ    vrdma.QPType
+	cap    vrdma.QPCap
+	sigAll bool
+	optsA  *vrdma.ConnectOptions
+	optsB  *vrdma.ConnectOptions
+}
+
+func (e *confEnv) pair(t *testing.T, p pairSpec) (a, b *side) {
+	t.Helper()
+	a = newSide(t, e.a, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
+	b = newSide(t, e.b, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
+	connect(t, a, b, p.optsA, p.optsB)
+	return a, b
+}
+
+// sendTo addresses a UD work request to y's QP through x's address handle.
+func (x *side) sendTo(wr vrdma.SendWR, y *side) vrdma.SendWR {
+	wr.AH, wr.RemoteQPN, wr.RemoteQKey = x.ah, y.qp.QPN(), confQKey
+	return wr
+}
+
+func post(t *testing.T, qp *vrdma.QP, wrs ...vrdma.SendWR) {
+	t.Helper()
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatalf("post_send: %v", err)
+	}
+}
+
+func postRecv(t *testing.T, qp *vrdma.QP, wrs ...vrdma.RecvWR) {
+	t.Helper()
+	if err := qp.PostRecv(wrs); err != nil {
+		t.Fatalf("post_recv: %v", err)
+	}
+}
+
+func recvWR(id uint64, sgl ...vrdma.SGE) vrdma.RecvWR { return vrdma.RecvWR{ID: id, SGL: sgl} }
+
+// pollN waits for exactly n completions on cq and returns them in order.
+func pollN(t *testing.T, cq *vrdma.CQ, n int) []vrdma.WorkCompletion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
+	defer cancel()
+	out := make([]vrdma.WorkCompletion, 0, n)
+	buf := make([]vrdma.WorkCompletion, n)
+	for len(out) < n {
+		k, err := cq.PollWait(ctx, buf[:n-len(out)], 1000)
+		if err != nil {
+			t.Fatalf("waiting for %d completions, got %d %+v: %v", n, len(out), out, err)
+		}
+		out = append(out, buf[:k]...)
+	}
+	return out
+}
+
+func pollOne(t *testing.T, cq *vrdma.CQ) vrdma.WorkCompletion {
+	t.Helper()
+	return pollN(t, cq, 1)[0]
+}
+
+// expectEmpty checks that cq holds no completion. Callers use it only once
+// every completion that could precede the one not expected has been polled
+// (a QP's completions are produced in order).
+func expectEmpty(t *testing.T, cqs ...*vrdma.CQ) {
+	t.Helper()
+	var wc [4]vrdma.WorkCompletion
+	for _, cq := range cqs {
+		if n, err := cq.Poll(wc[:]); n != 0 || err != nil {
+			t.Fatalf("unexpected completions %+v (err %v)", wc[:n], err)
+		}
+	}
+}
+
+// checkWC compares a completion with the expected one: every field for a
+// successful completion; for an error completion the fields ibv_wc defines
+// on error (wr_id, status, qp_num).
+func checkWC(t *testing.T, got, want vrdma.WorkCompletion) {
+	t.Helper()
+	if want.Status != vrdma.WCSuccess {
+		if got.ID != want.ID || got.Status != want.Status || got.QPNum != want.QPNum {
+			t.Fatalf("error completion\n got {ID:%d Status:%v QPNum:%#x} (%+v)\nwant {ID:%d Status:%v QPNum:%#x}",
+				got.ID, got.Status, got.QPNum, got, want.ID, want.Status, want.QPNum)
+		}
+		return
+	}
+	if got != want {
+		t.Fatalf("completion\n got %+v (status %v, opcode %v)\nwant %+v (status %v, opcode %v)", got, got.Status, got.Opcode, want, want.Status, want.Opcode)
+	}
+}
+
+// sendWC is the successful send completion of work request id on x.
+func sendWC(x *side, id uint64, op vrdma.WCOpcode, n int) vrdma.WorkCompletion {
+	return vrdma.WorkCompletion{ID: id, Status: vrdma.WCSuccess, Opcode: op, ByteLen: uint32(n), QPNum: x.qp.QPN()}
+}
+
+// recvWC is the successful receive completion of id on y of n bytes from x.
+func recvWC(y *side, id uint64, n int, from *side) vrdma.WorkCompletion {
+	return vrdma.WorkCompletion{ID: id, Status: vrdma.WCSuccess, Opcode: vrdma.WCRecv, ByteLen: uint32(n), QPNum: y.qp.QPN(), SrcQP: from.qp.QPN()}
+}
+
+func withImm(wc vrdma.WorkCompletion, imm uint32) vrdma.WorkCompletion {
+	wc.Imm, wc.Flags = imm, wc.Flags|vrdma.WCWithImm
+	return wc
+}
+
+func errWC(x *side, id uint64, st vrdma.Status) vrdma.WorkCompletion {
+	return vrdma.WorkCompletion{ID: id, Status: st, QPNum: x.qp.QPN()}
+}
+
+// fill writes a pattern that differs for every seed and every offset.
+func fill(b []byte, seed byte) []byte {
+	for i := range b {
+		b[i] = seed + byte(i*7) + byte(i>>8)
+	}
+	return b
+}
+
+func pattern(n int, seed byte) []byte { return fill(make([]byte, n), seed) }
+
+func expectBytes(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("%s: %d bytes differ from byte %d on (len got %d, want %d)", what, len(got)-i, i, len(got), len(want))
+	}
+}
+
+func expectZero(t *testing.T, what string, b []byte) {
+	t.Helper()
+	expectBytes(t, what, b, make([]byte, len(b)))
+}
+
+// queryState returns the QP state the daemon holds.
+func queryState(t *testing.T, qp *vrdma.QP) vrdma.QPState {
+	t.Helper()
+	a, _, err := qp.Query()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.State
+}
+
+func expectState(t *testing.T, qp *vrdma.QP, want vrdma.QPState) {
+	t.Helper()
+	if got := queryState(t, qp); got != want {
+		t.Fatalf("QP 0x%x is in %v, want %v", qp.QPN(), got, want)
+	}
+	if got := qp.State(); got != want {
+		t.Fatalf("QP 0x%x: State() says %v after Query, want %v", qp.QPN(), got, want)
+	}
+}
+
+// waitEvent reads dev's asynchronous events until one of type typ matches.
+func waitEvent(t *testing.T, dev *vrdma.Device, typ vrdma.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
+	t.Helper()
+	timer := time.NewTimer(confTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-dev.Events():
+			if ev.Type == typ && match(ev) {
+				return ev
+			}
+		case <-timer.C:
+			t.Fatalf("no %v event", typ)
+		}
+	}
+}
+
+func qpEvent(qp *vrdma.QP) func(vrdma.AsyncEvent) bool {
+	return func(ev vrdma.AsyncEvent) bool { return ev.QP == qp }
+}
+
+// waitFor polls cond (a daemon query, never a clock) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(confTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+func rnrNaks(t *testing.T, dev *vrdma.Device) uint64 {
+	t.Helper()
+	p, err := dev.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Counters.RNRNaks
+}
+
+// expectPostErr checks that err is a *PostError for request index that
+// matches kind.
+func expectPostErr(t *testing.T, err error, index int, kind error) {
+	t.Helper()
+	var pe *vrdma.PostError
+	if !errors.As(err, &pe) || pe.Index != index || !errors.Is(err, kind) {
+		t.Fatalf("got %v (%T), want a *PostError for request %d matching %v", err, err, index, kind)
+	}
+}
+
+// word and putWord read and write the host-order (little-endian on every
+// platform vrdma runs on) 8-byte words atomics operate on.
+func word(b []byte) uint64 { return binary.NativeEndian.Uint64(b) }
+
+func putWord(b []byte, v uint64) { binary.NativeEndian.PutUint64(b, v) }
+
+// wcOpcode is the send completion opcode of a work request opcode
+// (ibv_wc_opcode as ibverbs documents it).
+func wcOpcode(op vrdma.Opcode) vrdma.WCOpcode {
+	return map[vrdma.Opcode]vrdma.WCOpcode{
+		vrdma.WRSend: vrdma.WCSend, vrdma.WRSendImm: vrdma.WCSend,
+		vrdma.WRRDMAWrite: vrdma.WCRDMAWrite, vrdma.WRRDMAWriteImm: vrdma.WCRDMAWrite,
+		vrdma.WRRDMARead: vrdma.WCRDMARead, vrdma.WRAtomicCmpAndSwp: vrdma.WCCompSwap, vrdma.WRAtomicFetchAndAdd: vrdma.WCFetchAdd,
+	}[op]
+}

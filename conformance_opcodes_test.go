@@ -1,0 +1,284 @@
+package vrdma_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vrdma/vrdma"
+)
+
+// TestConformanceOpcodes runs every data-moving opcode of RC and UC between
+// two instances and checks the bytes in memory and every completion field.
+func TestConformanceOpcodes(t *testing.T) {
+	e := newConfEnv(t)
+	const n = 1000
+	cases := []struct {
+		name    string
+		op      vrdma.Opcode
+		imm     uint32
+		sendOp  vrdma.WCOpcode
+		recvOp  vrdma.WCOpcode // with consumes: the responder's completion
+		consume bool           // the responder consumes a receive request
+		read    bool           // data flows from the responder to the requester
+		rcOnly  bool
+	}{
+		{name: "SEND", op: vrdma.WRSend, sendOp: vrdma.WCSend, recvOp: vrdma.WCRecv, consume: true},
+		{name: "SEND_WITH_IMM", op: vrdma.WRSendImm, imm: 0xdeadbeef, sendOp: vrdma.WCSend, recvOp: vrdma.WCRecv, consume: true},
+		{name: "RDMA_WRITE", op: vrdma.WRRDMAWrite, sendOp: vrdma.WCRDMAWrite},
+		{name: "RDMA_WRITE_WITH_IMM", op: vrdma.WRRDMAWriteImm, imm: 0x01020304, sendOp: vrdma.WCRDMAWrite, recvOp: vrdma.WCRecvRDMAImm, consume: true},
+		{name: "RDMA_READ", op: vrdma.WRRDMARead, sendOp: vrdma.WCRDMARead, read: true, rcOnly: true},
+	}
+	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC} {
+		for _, c := range cases {
+			if c.rcOnly && typ != vrdma.RC {
+				continue
+			}
+			t.Run(typ.String()+"/"+c.name, func(t *testing.T) {
+				a, b := e.pair(t, pairSpec{typ: typ})
+				src := fill(a.mr.Bytes()[srcOff:srcOff+n], 1)
+				remote := b.mr.Bytes()[rdmaOff : rdmaOff+n]
+				if c.read {
+					src = fill(remote, 2)
+				}
+				if c.consume {
+					postRecv(t, b.qp, recvWR(100, b.mr.SGE(recvOff, 2*n)))
+				}
+				wr := vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, Imm: c.imm,
+					SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()}
+				if c.read {
+					wr.SGL = []vrdma.SGE{a.mr.SGE(dstOff, n)}
+				}
+				post(t, a.qp, wr)
+				checkWC(t, pollOne(t, a.scq), sendWC(a, 1, c.sendOp, n))
+				if c.consume {
+					want := recvWC(b, 100, n, a)
+					want.Opcode = c.recvOp
+					if c.imm != 0 {
+						want = withImm(want, c.imm)
+					}
+					checkWC(t, pollOne(t, b.rcq), want)
+				}
+				expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
+
+				mb := b.mr.Bytes()
+				switch {
+				case c.read:
+					expectBytes(t, "read destination", a.mr.Bytes()[dstOff:dstOff+n], src)
+					expectZero(t, "past the read destination", a.mr.Bytes()[dstOff+n:recvOff])
+				case c.op == vrdma.WRSend || c.op == vrdma.WRSendImm:
+					expectBytes(t, "receive buffer", mb[recvOff:recvOff+n], src)
+					expectZero(t, "past the message", mb[recvOff+n:])
+				default:
+					expectBytes(t, "write target", remote, src)
+					expectZero(t, "before the write target", mb[:rdmaOff])
+					expectZero(t, "past the write target", mb[rdmaOff+n:])
+				}
+			})
+		}
+	}
+}
+
+// TestConformanceAtomics checks both RC atomics: the remote word after the
+// operation and the original value returned into the local 8-byte SGE.
+func TestConformanceAtomics(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		name       string
+		op         vrdma.Opcode
+		init       uint64
+		compareAdd uint64
+		swap       uint64
+		final      uint64
+		wcOp       vrdma.WCOpcode
+	}{
+		{"CMP_AND_SWP/equal", vrdma.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667788, 0xa5a5a5a5deadbeef, 0xa5a5a5a5deadbeef, vrdma.WCCompSwap},
+		{"CMP_AND_SWP/different", vrdma.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667789, 0xa5a5a5a5deadbeef, 0x1122334455667788, vrdma.WCCompSwap},
+		{"CMP_AND_SWP/zero", vrdma.WRAtomicCmpAndSwp, 0, 0, 1, 1, vrdma.WCCompSwap},
+		{"FETCH_AND_ADD", vrdma.WRAtomicFetchAndAdd, 0x00000000ffffffff, 1, 0, 0x0000000100000000, vrdma.WCFetchAdd},
+		{"FETCH_AND_ADD/wraps", vrdma.WRAtomicFetchAndAdd, 0xfffffffffffffffe, 3, 0, 1, vrdma.WCFetchAdd},
+		{"FETCH_AND_ADD/zero", vrdma.WRAtomicFetchAndAdd, 42, 0, 0, 42, vrdma.WCFetchAdd},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+			const off = rdmaOff + 64
+			putWord(b.mr.Bytes()[off:], c.init)
+			local := a.mr.Bytes()[dstOff : dstOff+16]
+			fill(local, 0xee)
+			post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff, 8)},
+				RemoteAddr: b.mr.Addr() + off, RKey: b.mr.RKey(), CompareAdd: c.compareAdd, Swap: c.swap})
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 9, c.wcOp, 8))
+			expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
+			if got := word(local); got != c.init {
+				t.Fatalf("original value returned: %#x, want %#x", got, c.init)
+			}
+			expectBytes(t, "past the local SGE", local[8:], pattern(16, 0xee)[8:])
+			if got := word(b.mr.Bytes()[off:]); got != c.final {
+				t.Fatalf("remote word: %#x, want %#x", got, c.final)
+			}
+			expectZero(t, "around the remote word", append(b.mr.Bytes()[:off:off], b.mr.Bytes()[off+8:]...))
+		})
+	}
+	t.Run("sequence", func(t *testing.T) {
+		// Successive atomics on one word see each other's results.
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		const k = 16
+		for i := 0; i < k; i++ {
+			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRAtomicFetchAndAdd, Flags: vrdma.SendSignaled,
+				SGL: []vrdma.SGE{a.mr.SGE(dstOff+8*i, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: uint64(i + 1)})
+		}
+		for i, wc := range pollN(t, a.scq, k) {
+			checkWC(t, wc, sendWC(a, uint64(i), vrdma.WCFetchAdd, 8))
+			if got, want := word(a.mr.Bytes()[dstOff+8*i:]), uint64(i*(i+1)/2); got != want {
+				t.Fatalf("FAA %d returned %d, want %d", i, got, want)
+			}
+		}
+		if got := word(b.mr.Bytes()[rdmaOff:]); got != k*(k+1)/2 {
+			t.Fatalf("remote word %d, want %d", got, k*(k+1)/2)
+		}
+	})
+}
+
+// TestConformanceOpcodeRefused checks the opcodes a QP type does not carry
+// are refused when posted, with nothing executed.
+func TestConformanceOpcodeRefused(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		typ vrdma.QPType
+		op  vrdma.Opcode
+	}{
+		{vrdma.UC, vrdma.WRRDMARead},
+		{vrdma.UC, vrdma.WRAtomicCmpAndSwp},
+		{vrdma.UC, vrdma.WRAtomicFetchAndAdd},
+		{vrdma.UD, vrdma.WRRDMAWrite},
+		{vrdma.UD, vrdma.WRRDMAWriteImm},
+		{vrdma.UD, vrdma.WRRDMARead},
+		{vrdma.UD, vrdma.WRAtomicCmpAndSwp},
+		{vrdma.UD, vrdma.WRAtomicFetchAndAdd},
+	}
+	for _, c := range cases {
+		t.Run(c.typ.String()+"/"+c.op.String(), func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: c.typ})
+			putWord(b.mr.Bytes()[rdmaOff:], 5)
+			ok := vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}}
+			bad := vrdma.SendWR{ID: 2, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff, 8)},
+				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: 5, Swap: 6}
+			if c.typ == vrdma.UD {
+				ok, bad = a.sendTo(ok, b), a.sendTo(bad, b)
+			}
+			err := a.qp.PostSend([]vrdma.SendWR{ok, bad, ok})
+			expectPostErr(t, err, 1, vrdma.ErrInvalidArgument)
+			if errors.Is(err, vrdma.ErrInvalidState) {
+				t.Fatalf("%v also matches ErrInvalidState", err)
+			}
+			// The request before the refused one was posted and runs; the
+			// QP is unaffected.
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, 8))
+			expectEmpty(t, a.scq)
+			if got := word(b.mr.Bytes()[rdmaOff:]); got != 5 {
+				t.Fatalf("remote word changed to %d", got)
+			}
+			expectState(t, a.qp, vrdma.QPSRTS)
+		})
+	}
+}
+
+// TestConformanceUD sends datagrams through address handles: GRH in front
+// of the payload, byte_len counting it, the sender's QPN, Q_Key filtering
+// and the MTU limit.
+func TestConformanceUD(t *testing.T) {
+	e := newConfEnv(t)
+	cases := []struct {
+		name   string
+		op     vrdma.Opcode
+		imm    uint32
+		n      int
+		qkey   uint32                // the Q_Key in the work request
+		optsA  *vrdma.ConnectOptions // the sender's attributes
+		status vrdma.Status          // of the send
+		drop   bool                  // no receive completion
+		inline bool
+	}{
+		{name: "SEND", op: vrdma.WRSend, n: 100, qkey: confQKey},
+		{name: "SEND/empty", op: vrdma.WRSend, n: 0, qkey: confQKey},
+		{name: "SEND/MTU", op: vrdma.WRSend, n: 4096, qkey: confQKey},
+		{name: "SEND_WITH_IMM", op: vrdma.WRSendImm, imm: 0xcafef00d, n: 333, qkey: confQKey},
+		{name: "SEND/inline", op: vrdma.WRSend, n: 50, qkey: confQKey, inline: true},
+		{name: "SEND_WITH_IMM/inline", op: vrdma.WRSendImm, imm: 7, n: 50, qkey: confQKey, inline: true},
+		{name: "wrong Q_Key", op: vrdma.WRSend, n: 100, qkey: 0x22222222, drop: true},
+		{name: "wrong Q_Key/imm", op: vrdma.WRSendImm, imm: 1, n: 100, qkey: confQKey + 1, drop: true},
+		{name: "QP Q_Key", op: vrdma.WRSend, n: 100, qkey: 0x80000000},
+		{name: "QP Q_Key/wrong", op: vrdma.WRSend, n: 100, qkey: 0x80000000, optsA: &vrdma.ConnectOptions{QKey: 0x12345678}, drop: true},
+		{name: "above MTU", op: vrdma.WRSend, n: 4097, qkey: confQKey, status: vrdma.WCLocLenErr, drop: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := e.pair(t, pairSpec{typ: vrdma.UD, optsA: c.optsA})
+			src := fill(a.mr.Bytes()[srcOff:srcOff+c.n], 3)
+			postRecv(t, b.qp, recvWR(50, b.mr.SGE(recvOff, grhLen+4096)), recvWR(51, b.mr.SGE(recvOff+8192-grhLen, grhLen+8)))
+			wr := a.sendTo(vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, Imm: c.imm, SGL: []vrdma.SGE{a.mr.SGE(srcOff, c.n)}}, b)
+			if c.inline {
+				wr.SGL, wr.Inline = nil, append([]byte(nil), src...)
+			}
+			wr.RemoteQKey = c.qkey
+			post(t, a.qp, wr)
+			if c.status != vrdma.WCSuccess {
+				checkWC(t, pollOne(t, a.scq), errWC(a, 1, c.status))
+			} else {
+				checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, c.n))
+			}
+			// The sender's completion comes after the datagram was delivered
+			// or dropped: the receive CQ is final now.
+			mb := b.mr.Bytes()
+			if c.drop {
+				expectEmpty(t, b.rcq)
+				expectZero(t, "receive buffer of a dropped datagram", mb)
+				if c.status != vrdma.WCSuccess {
+					return
+				}
+				// The receive request is still there for the next datagram.
+				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}}, b))
+				checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCSend, 8))
+				w := recvWC(b, 50, grhLen+8, a)
+				w.Flags = vrdma.WCWithGRH
+				checkWC(t, pollOne(t, b.rcq), w)
+				return
+			}
+			want := recvWC(b, 50, grhLen+c.n, a)
+			want.Flags = vrdma.WCWithGRH
+			if c.op == vrdma.WRSendImm {
+				want = withImm(want, c.imm)
+			}
+			checkWC(t, pollOne(t, b.rcq), want)
+			expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
+			grh := mb[recvOff : recvOff+grhLen]
+			if grh[0]>>4 != 6 || grh[6] != 0x1b {
+				t.Fatalf("GRH starts % x: want IP version 6 and next header 0x1b", grh[:8])
+			}
+			expectBytes(t, "GRH source GID", grh[8:24], a.gid[:])
+			expectBytes(t, "GRH destination GID", grh[24:40], b.gid[:])
+			expectBytes(t, "payload", mb[recvOff+grhLen:recvOff+grhLen+c.n], src)
+			expectZero(t, "past the payload", mb[recvOff+grhLen+c.n:])
+		})
+	}
+	t.Run("source QPN", func(t *testing.T) {
+		// Two senders into one receiver: each receive names its sender.
+		a, b := e.pair(t, pairSpec{typ: vrdma.UD})
+		c := newSide(t, e.a, qpSpec{typ: vrdma.UD})
+		if err := c.qp.Connect(vrdma.Endpoint{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		c.ah = newAH(t, c, b.gid)
+		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, 100)), recvWR(2, b.mr.SGE(recvOff+100, 100)))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 10, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 10)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 10, vrdma.WCSend, 10))
+		post(t, c.qp, c.sendTo(vrdma.SendWR{ID: 20, Opcode: vrdma.WRSendImm, Imm: 3, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{c.mr.SGE(srcOff, 20)}}, b))
+		checkWC(t, pollOne(t, c.scq), sendWC(c, 20, vrdma.WCSend, 20))
+		wcs := pollN(t, b.rcq, 2)
+		w1, w2 := recvWC(b, 1, grhLen+10, a), withImm(recvWC(b, 2, grhLen+20, c), 3)
+		w1.Flags |= vrdma.WCWithGRH
+		w2.Flags |= vrdma.WCWithGRH
+		checkWC(t, wcs[0], w1)
+		checkWC(t, wcs[1], w2)
+	})
+}
