@@ -26,7 +26,7 @@ func runPerf(args []string, stdout, stderr io.Writer) error {
 	size := fs.String("m", "", "message size (64, 4K, 1M; default 64K for bandwidth tests, 1 byte for latency)")
 	secs := fs.Float64("t", 2, "seconds per test")
 	verbose := fs.Bool("v", false, "verbose: more figures per test")
-	threads := fs.Int("threads", 0, "ping-pong tests: 1 = one thread plays both ends, 2 = each end on its own pinned CPU (default: 2 with --trusted, else 1)")
+	threads := fs.Int("threads", 0, "ping-pong tests: 1 = one thread plays both ends, 2 = each end on its own pinned CPU (default: 2 for rc_rdma_write_lat with --trusted, else 1)")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vrdma perf --loopback [--async] [--trusted] [--json] [-m SIZE] [-t SECS] [-v] TEST...\ntests: %s\n", strings.Join(perf.TestNames(), " "))
 		fs.SetOutput(os.Stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -133,8 +134,14 @@ func (s *side) postRecvs(n, size int) error {
 }
 
 // spinPoll polls cq until it returns at least one completion, yielding to
-// the Go scheduler now and then so that goroutines sharing the CPU run.
+// the Go scheduler and the OS now and then so that threads sharing the CPU run.
 func spinPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
+	return spinPollUntil(ctx, nil, cq, wc)
+}
+
+// spinPollUntil is spinPoll for the pinned threads of pingPong2: it gives up
+// once stop is set, and yields only to the OS (see pinnedYield).
+func spinPollUntil(ctx context.Context, stop *atomic.Bool, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
 	for i := 0; ; i++ {
 		n, err := cq.Poll(wc)
 		if err != nil {
@@ -148,10 +155,20 @@ func spinPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int
 			}
 			return n, nil
 		}
+		if stop != nil && i&1023 == 1023 {
+			pinnedYield()
+		}
 		if i&15 == 15 {
-			yield()
-			if i&4095 == 4095 && ctx.Err() != nil {
-				return 0, fmt.Errorf("no completion: %w", ctx.Err())
+			if stop == nil {
+				yield()
+			}
+			if i&4095 == 4095 {
+				if ctx.Err() != nil {
+					return 0, fmt.Errorf("no completion: %w", ctx.Err())
+				}
+				if stop != nil && stop.Load() {
+					return 0, errStopped
+				}
 			}
 		}
 	}
@@ -163,6 +180,11 @@ func yield() {
 	runtime.Gosched()
 	shm.Yield()
 }
+
+// pinnedYield is yield for a goroutine locked to its thread: only the OS's
+// sched_yield. runtime.Gosched would park the locked thread, and waking it
+// again is a cross-core wake-up, tens of microseconds here.
+func pinnedYield() { shm.Yield() }
 
 // waitPoll reaps completions, spinning briefly and then sleeping on the CQ.
 func waitPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {

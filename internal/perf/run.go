@@ -24,8 +24,7 @@ type Config struct {
 	// Threads is how ping-pong tests drive the two ends: 1, one goroutine
 	// plays both (each hop then crosses to the daemon's thread and back); 2,
 	// each end spins on its own thread pinned to its own CPU, as qperf's and
-	// UCX's two processes do. 0 picks 2 for trusted instances (their one-sided
-	// operations have no daemon thread to share the cores with) and 1 otherwise.
+	// UCX's two processes do. 0 picks per test (defaultThreads).
 	Threads int
 }
 
@@ -40,6 +39,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// defaultThreads: a ping-pong whose hops need no daemon thread (RDMA WRITE
+// between trusting instances) runs its ends on two pinned cores, as qperf
+// and UCX do; one whose hops go through the daemon runs both ends on one
+// thread, because two spinning ends plus the daemon's thread are more
+// threads than this project's 2-core machines have (docs/design/async-mode.md).
+func defaultThreads(test string, trusted bool) int {
+	if trusted && test == "rc_rdma_write_lat" {
+		return 2
+	}
+	return 1
 }
 
 // sizeFor is qperf's default message size: 64 KiB for bandwidth tests,
@@ -62,18 +73,16 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 	if cfg.Duration <= 0 {
 		cfg.Duration = 2 * time.Second
 	}
-	if cfg.Threads == 0 {
-		cfg.Threads = 1
-		if cfg.Trusted {
-			cfg.Threads = 2
-		}
-	}
+
 	for _, t := range cfg.Tests {
 		if t == "conf" {
 			continue
 		}
 		c := cfg
 		c.MsgSize = sizeFor(t, cfg.MsgSize)
+		if c.Threads == 0 {
+			c.Threads = defaultThreads(t, cfg.Trusted)
+		}
 		tctx, cancel := context.WithTimeout(ctx, c.Duration+30*time.Second)
 		r, err := tests[t](tctx, &c)
 		cancel()
@@ -82,7 +91,7 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 		}
 		r.Test, r.Async, r.Trusted = t, cfg.Async, cfg.Trusted
 		if strings.HasSuffix(t, "_lat") && t != "rc_rdma_read_lat" {
-			r.Threads = cfg.Threads
+			r.Threads = c.Threads
 		}
 		if err := emit(r); err != nil {
 			return err

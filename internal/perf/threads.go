@@ -26,8 +26,9 @@ func pinThread(cpu int) {
 // pingPong2 runs a ping-pong with each end on its own pinned thread: ping
 // sends message i and waits for the reply, pong waits for message i and
 // replies. It returns the round trips done and the time they took.
-func pingPong2(ctx context.Context, d time.Duration, ping, pong func(i uint64) error) (uint64, time.Duration, error) {
-	var stop atomic.Bool
+//
+// stop is set when ping is done; pong's waits must give up when they see it.
+func pingPong2(ctx context.Context, d time.Duration, stop *atomic.Bool, ping, pong func(i uint64) error) (uint64, time.Duration, error) {
 	pongErr := make(chan error, 1)
 	go func() {
 		pinThread(1)
@@ -69,8 +70,8 @@ func pingPong2(ctx context.Context, d time.Duration, ping, pong func(i uint64) e
 // stop is set or ctx ends.
 func spinUntil(ctx context.Context, stop *atomic.Bool, cond func() bool) error {
 	for n := 0; !cond(); n++ {
-		if n&15 == 15 {
-			yield()
+		if n&1023 == 1023 {
+			pinnedYield()
 			if n&4095 == 4095 {
 				if ctx.Err() != nil {
 					return fmt.Errorf("no reply: %w", ctx.Err())
@@ -104,7 +105,7 @@ func writeLat2(ctx context.Context, a, b *side, size int, d time.Duration) (uint
 			return err
 		}
 		if i%32 == 0 {
-			_, err := spinPoll(ctx, tx.scq, tx.wc[:1])
+			_, err := spinPollUntil(ctx, &stop, tx.scq, tx.wc[:1])
 			return err
 		}
 		return nil
@@ -133,17 +134,16 @@ func writeLat2(ctx context.Context, a, b *side, size int, d time.Duration) (uint
 		}
 		return send(b, ba, seqOf(i, true), i)
 	}
-	n, el, err := pingPong2(ctx, d, ping, pong)
-	stop.Store(true)
-	return n, el, err
+	return pingPong2(ctx, d, &stop, ping, pong)
 }
 
 // sendLat2 is rc_lat (or uc_lat, ud_lat) with each end on its own core.
 func sendLat2(ctx context.Context, a, b *side, ab, ba []vrdma.SendWR, size int, d time.Duration) (uint64, time.Duration, error) {
+	var stop atomic.Bool
 	hop := func(tx, rx *side, wr []vrdma.SendWR, i uint64, first bool) error {
 		if !first {
 			// wait for the peer's message, then answer
-			if _, err := spinPoll(ctx, rx.rcq, rx.wc[:1]); err != nil {
+			if _, err := spinPollUntil(ctx, &stop, rx.rcq, rx.wc[:1]); err != nil {
 				return err
 			}
 			if err := rx.postRecvs(1, size); err != nil {
@@ -158,7 +158,7 @@ func sendLat2(ctx context.Context, a, b *side, ab, ba []vrdma.SendWR, size int, 
 			return err
 		}
 		if i%32 == 0 {
-			if _, err := spinPoll(ctx, tx.scq, tx.wc[:1]); err != nil {
+			if _, err := spinPollUntil(ctx, &stop, tx.scq, tx.wc[:1]); err != nil {
 				return err
 			}
 		}
@@ -168,11 +168,11 @@ func sendLat2(ctx context.Context, a, b *side, ab, ba []vrdma.SendWR, size int, 
 		if err := hop(a, b, ab, i, true); err != nil {
 			return err
 		}
-		if _, err := spinPoll(ctx, a.rcq, a.wc[:1]); err != nil {
+		if _, err := spinPollUntil(ctx, &stop, a.rcq, a.wc[:1]); err != nil {
 			return err
 		}
 		return a.postRecvs(1, size)
 	}
 	pong := func(i uint64) error { return hop(b, b, ba, i, false) }
-	return pingPong2(ctx, d, ping, pong)
+	return pingPong2(ctx, d, &stop, ping, pong)
 }
