@@ -4,6 +4,7 @@
 #   - vrdma perf --loopback against a real daemon process, without and with
 #     --async: rc_rdma_write_bw, rc_rdma_read_bw, rc_bw at 1 MiB and 64 KiB,
 #     rc_lat and rc_rdma_write_lat at 8 B, 8-byte RDMA WRITE message rate;
+#     and with --trusted (the direct path) for the one-sided tests;
 #   - single-thread Go copy() at the same sizes (bench/anchor copy);
 #   - UCX's ucx_perftest over shared memory (UCX_TLS=posix): tag_lat,
 #     ucp_put_lat at 8 B, tag_bw, ucp_put_bw at 1 MiB (Debian's ucx-utils);
@@ -42,7 +43,10 @@ vperf() { # MODE SIZE TESTS...
 	local mode=$1 size=$2
 	shift 2
 	local flags=""
-	[ "$mode" = vrdma-async ] && flags=--async
+	case $mode in
+	vrdma-async) flags=--async ;;
+	vrdma-trusted) flags=--trusted ;;
+	esac
 	"$BIN/vrdma" perf --loopback $flags --json -t "$SECS" -m "$size" "$@" | tag "$mode" >>"$RES"
 }
 
@@ -74,9 +78,11 @@ for r in $(seq "$REPS"); do
 		"$BIN/anchor" copy "$size" "$SECS" >>"$RES"
 		vperf vrdma "$size" rc_rdma_write_bw rc_rdma_read_bw rc_bw
 		vperf vrdma-async "$size" rc_rdma_write_bw rc_rdma_read_bw rc_bw
+		vperf vrdma-trusted "$size" rc_rdma_write_bw rc_rdma_read_bw
 	done
 	vperf vrdma 8 rc_lat rc_rdma_write_lat rc_rdma_write_bw
 	vperf vrdma-async 8 rc_lat rc_rdma_write_lat rc_rdma_write_bw
+	vperf vrdma-trusted 8 rc_rdma_write_lat rc_rdma_write_bw rc_compare_swap_mr
 	ucx tag_lat 8 1000000 lat
 	ucx ucp_put_lat 8 1000000 lat
 	ucx tag_bw 1048576 10000 bw

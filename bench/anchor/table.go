@@ -123,7 +123,7 @@ func targets(data map[key]*series) {
 		fmt.Printf("| %s | %.2f%s | %s |\n", what, ratio, unit, verdict)
 	}
 	copy1M := med("go", "copy", 1<<20, bw)
-	for _, src := range []string{"vrdma", "vrdma-async"} {
+	for _, src := range []string{"vrdma", "vrdma-async", "vrdma-trusted"} {
 		for _, t := range []string{"rc_rdma_write_bw", "rc_rdma_read_bw"} {
 			r := med(src, t, 1<<20, bw) / copy1M
 			line(fmt.Sprintf("%s %s 1 MiB ≥ 0.9× Go copy 1 MiB", src, t), r, r >= 0.9, "×")
@@ -133,6 +133,8 @@ func targets(data map[key]*series) {
 	line("vrdma-async rc_lat 8 B ≤ 2× UCX posix tag_lat (p50)", r, r <= 2, "×")
 	r = med("vrdma-async", "rc_rdma_write_lat", 8, lat) / med("ucx-posix", "ucp_put_lat", 8, lat)
 	line("vrdma-async rc_rdma_write_lat 8 B ≤ 2× UCX posix ucp_put_lat (p50)", r, r <= 2, "×")
+	r = med("vrdma-trusted", "rc_rdma_write_lat", 8, lat) / med("ucx-posix", "ucp_put_lat", 8, lat)
+	line("vrdma-trusted rc_rdma_write_lat 8 B ≤ 2× UCX posix ucp_put_lat (p50)", r, r <= 2, "×")
 	r = med("vrdma", "rc_lat", 8, lat) / med("eventfd", "wake", 8, lat)
 	line("vrdma rc_lat 8 B (no async) next to an eventfd wake-up across cores (report)", r, true, "×")
 }

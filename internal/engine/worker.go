@@ -27,12 +27,9 @@ func (q *QP) run() {
 		}
 		// No context here: arming one per sleep would allocate on every
 		// wake-up. Destroy cancels q.ctx and rings the doorbell instead.
-		err := q.doorbell.Wait(context.Background())
-		if q.mem != nil {
-			shm.Store32(q.mem, abi.RingNotifyOff, 0)
-		}
-		if err != nil && q.ctx.Err() == nil {
-			return // the doorbell is gone: the QP is being destroyed
-		}
+		_ = q.doorbell.Wait(context.Background())
+		shm.Store32(q.mem, abi.RingNotifyOff, 0)
+		// Only Destroy ends the worker (the loop condition): it cancels q.ctx
+		// and rings the doorbell, and unmaps q.mem only after the worker is done.
 	}
 }

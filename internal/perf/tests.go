@@ -65,7 +65,9 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 		errMu.Unlock()
 	}
 	stream := func(tx, rx *side) {
-		// receiver
+		// The receiver keeps posting receives until its sender has seen its
+		// last SEND complete: a SEND left without a receive waits on RNR.
+		sent := make(chan struct{})
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -76,7 +78,7 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 			wc := make([]vrdma.WorkCompletion, depth)
 			for {
 				select {
-				case <-stop:
+				case <-sent:
 					return
 				default:
 				}
@@ -106,6 +108,7 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 		// sender
 		go func() {
 			defer wg.Done()
+			defer close(sent)
 			wr := []vrdma.SendWR{{Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{tx.mr.SGE(0, size)}, AH: tx.ah, RemoteQPN: rx.qp.QPN(), RemoteQKey: 0x11111111}}
 			inflight := 0
 			for {

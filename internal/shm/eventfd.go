@@ -69,19 +69,38 @@ func (e *EventFD) Signal() {
 }
 
 // Wait blocks until the counter is non-zero or ctx ends, and clears it.
+// One goroutine at a time may wait on an EventFD.
 func (e *EventFD) Wait(ctx context.Context) error {
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = e.f.SetReadDeadline(time.Unix(1, 0)) })
+		// A deadline is set before the read; a cancellation arrives through
+		// AfterFunc, which runs on its own goroutine, so before the deadline
+		// is cleared for the next Wait that goroutine must have finished:
+		// otherwise it could set its past deadline after the clearing, and
+		// the next Wait would fail at once.
+		if dl, ok := ctx.Deadline(); ok {
+			_ = e.f.SetReadDeadline(dl)
+		}
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = e.f.SetReadDeadline(time.Unix(1, 0))
+			close(fired)
+		})
 		defer func() {
 			if !stop() {
-				_ = e.f.SetReadDeadline(time.Time{})
+				<-fired
 			}
+			_ = e.f.SetReadDeadline(time.Time{})
 		}()
 	}
 	_, err := e.f.Read(e.buf[:])
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if _, ok := ctx.Deadline(); ok {
+				return context.DeadlineExceeded // the deadline passed a moment before ctx noticed
+			}
 		}
 		return err
 	}
