@@ -106,7 +106,7 @@ func (p *poller) run() {
 			continue
 		}
 		spins++
-		if spins&15 == 0 {
+		if spins&1023 == 0 {
 			shm.Yield()
 		}
 		if spins&1023 != 0 {

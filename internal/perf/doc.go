@@ -5,7 +5,8 @@
 // words and units or as JSON lines.
 //
 // In loopback both ends run in this process on two devices of two
-// instances. Bandwidth tests drive each end from its own goroutine; the
+// instances. Bandwidth tests drive each end from its own goroutine and
+// busy-poll their completion queues, as perftest and qperf do; the
 // ping-pong tests drive both ends from one goroutine that spins, so that a
 // round trip costs what the fabric costs and not a Go scheduler hand-off.
 //

@@ -158,7 +158,7 @@ func spinPollUntil(ctx context.Context, stop *atomic.Bool, cq *vrdma.CQ, wc []vr
 		if stop != nil && i&1023 == 1023 {
 			pinnedYield()
 		}
-		if i&15 == 15 {
+		if i&1023 == 1023 {
 			if stop == nil {
 				yield()
 			}
@@ -185,17 +185,3 @@ func yield() {
 // sched_yield. runtime.Gosched would park the locked thread, and waking it
 // again is a cross-core wake-up, tens of microseconds here.
 func pinnedYield() { shm.Yield() }
-
-// waitPoll reaps completions, spinning briefly and then sleeping on the CQ.
-func waitPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
-	n, err := cq.PollWait(ctx, wc, 200)
-	if err != nil {
-		return n, err
-	}
-	for j := 0; j < n; j++ {
-		if e := wc[j].Err(); e != nil {
-			return n, e
-		}
-	}
-	return n, nil
-}

@@ -76,21 +76,27 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 				return
 			}
 			wc := make([]vrdma.WorkCompletion, depth)
+			idle := 0
 			for {
 				select {
 				case <-sent:
 					return
 				default:
 				}
-				wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				n, err := rx.rcq.PollWait(wctx, wc, 200)
-				cancel()
+				n, err := rx.rcq.Poll(wc)
 				if err != nil {
-					if ctx.Err() != nil {
-						report(err)
-						return
+					report(err)
+					return
+				}
+				if n == 0 {
+					if idle++; idle&1023 == 0 {
+						yield()
+						if ctx.Err() != nil {
+							report(ctx.Err())
+							return
+						}
 					}
-					continue // quiet spell: look at stop again
+					continue
 				}
 				for i := 0; i < n; i++ {
 					if e := wc[i].Err(); e != nil {
@@ -115,7 +121,7 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 				select {
 				case <-stop:
 					for inflight > 0 {
-						n, err := waitPoll(ctx, tx.scq, tx.wc)
+						n, err := spinPoll(ctx, tx.scq, tx.wc)
 						if err != nil {
 							report(err)
 							return
@@ -132,7 +138,7 @@ func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result
 					}
 					inflight++
 				}
-				n, err := waitPoll(ctx, tx.scq, tx.wc)
+				n, err := spinPoll(ctx, tx.scq, tx.wc)
 				if err != nil {
 					report(err)
 					return
@@ -196,7 +202,7 @@ func oneSidedBW(ctx context.Context, cfg *Config, op vrdma.Opcode) (Result, erro
 			}
 			out++
 		}
-		n, err := waitPoll(ctx, a.scq, a.wc)
+		n, err := spinPoll(ctx, a.scq, a.wc)
 		if err != nil {
 			return Result{}, err
 		}
@@ -207,7 +213,7 @@ func oneSidedBW(ctx context.Context, cfg *Config, op vrdma.Opcode) (Result, erro
 		}
 	}
 	for out > 0 {
-		n, err := waitPoll(ctx, a.scq, a.wc)
+		n, err := spinPoll(ctx, a.scq, a.wc)
 		if err != nil {
 			return Result{}, err
 		}
@@ -337,7 +343,7 @@ func writeLat(ctx context.Context, cfg *Config) (Result, error) {
 		mem := rx.mr.Bytes()
 		reaped := false
 		for n := 0; mem[size+64+size-1] != seq; n++ {
-			if n&15 == 15 {
+			if n&1023 == 1023 {
 				yield()
 			}
 			if n&4095 == 4095 {
