@@ -21,7 +21,7 @@ func TestWaitAfterTimeoutStillWorks(t *testing.T) {
 		d := time.Duration(i%20) * time.Microsecond
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		go func() { time.Sleep(d); e.Signal() }() // races the timeout
-		_ = e.Wait(ctx)                            // either outcome is fine
+		_ = e.Wait(ctx)                           // either outcome is fine
 		cancel()
 		e.Signal()
 		if err := e.Wait(context.Background()); err != nil {
