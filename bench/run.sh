@@ -98,6 +98,8 @@ done
 	echo "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(uname -sr); $(go version | cut -d' ' -f3)."
 	echo
 	"$BIN/anchor" table "$RES"
+	echo
+	cat bench/perf-footer.md
 } >docs/perf.md.new
 mv docs/perf.md.new docs/perf.md
 echo "wrote docs/perf.md"

@@ -73,8 +73,8 @@ func table(path string) error {
 		runs := max(len(s.bw), len(s.lat), len(s.rate), len(s.perQP))
 		if k.test == "qp_memory" {
 			fmt.Printf("| %s | daemon memory per QP | %d QPs | | | | | %d |\n", k.source, 1000, runs)
-			fmt.Printf("|  | … resident bytes per QP (median, min–max) | | %s | | | | |\n", stat(s.perQP, 1, "%.0f"))
-			fmt.Printf("|  | … of which shared rings | | %s | | | | |\n", stat(s.ring, 1, "%.0f"))
+			fmt.Printf("|  | … daemon resident memory per QP, bytes | | %s | | | | |\n", stat(s.perQP, 1, "%.0f"))
+			fmt.Printf("|  | … ring memory allocated per QP (64+64 WRs, 4 SGEs), bytes; touched only as used | | %s | | | | |\n", stat(s.ring, 1, "%.0f"))
 			continue
 		}
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %d |\n", k.source, k.test, sizeText(k.size),
