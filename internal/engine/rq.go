@@ -90,6 +90,9 @@ func (r *RQ) empty() bool {
 }
 
 // Use, Unuse and Busy count the QPs attached to an SRQ.
+// PD returns the protection domain of an SRQ.
+func (r *RQ) PD() *PD { return r.pd }
+
 func (r *RQ) Use()       { r.mu.Lock(); r.users++; r.mu.Unlock() }
 func (r *RQ) Unuse()     { r.mu.Lock(); r.users--; r.mu.Unlock() }
 func (r *RQ) Busy() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.users > 0 }

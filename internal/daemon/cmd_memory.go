@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+func cmdQueryDevice(s *session, _ []byte, _ []int) (any, []int, error) {
+	return deviceAttr(s.adapter), nil, nil
+}
+
+func cmdQueryPort(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.QueryPortReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.Port != 1 {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "port %d does not exist: vrdma adapters have one port, number 1", req.Port)
+	}
+	return portAttr(s.adapter), nil, nil
+}
+
+func cmdAllocPD(s *session, _ []byte, _ []int) (any, []int, error) {
+	h := s.handleID()
+	s.pds[h] = s.adapter.NewPD()
+	return proto.HandleResp{Handle: h}, nil, nil
+}
+
+func cmdDeallocPD(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	pd, err := lookup(s.pds, req.Handle, "protection domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range s.mrs {
+		if m.PD() == pd {
+			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has memory regions: deregister them first", req.Handle)
+		}
+	}
+	for _, q := range s.qps {
+		if q.PD() == pd {
+			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has queue pairs: destroy them first", req.Handle)
+		}
+	}
+	for _, r := range s.srqs {
+		if r.PD() == pd {
+			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has shared receive queues: destroy them first", req.Handle)
+		}
+	}
+	s.ahMu.Lock()
+	defer s.ahMu.Unlock()
+	for ah, p := range s.ahPD {
+		if p == pd {
+			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has address handle %d: destroy it first", req.Handle, ah)
+		}
+	}
+	delete(s.pds, req.Handle)
+	return done, nil, nil
+}
+
+// cmdRegMR maps the sealed memfd that comes with the request as a region.
+func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
+	req, err := decode[proto.RegMRReq](body)
+	if err != nil {
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
+	if len(fds) != 1 {
+		proto.CloseFDs(fds)
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "reg_mr carries exactly one memfd, got %d descriptors", len(fds))
+	}
+	pd, err := lookup(s.pds, req.PD, "protection domain")
+	if err != nil {
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
+	if req.Length == 0 || req.Length > engine.MaxMRSize {
+		proto.CloseFDs(fds)
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
+	}
+	region, err := shm.MapRegion(fds[0], int(req.Length)) // owns fds[0] from here
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	if err := region.Lock(); err != nil {
+		region.Close()
+		return nil, nil, proto.Errorf(proto.CodeMemlock, "the daemon %v", err)
+	}
+	mr, err := engine.RegisterMR(pd, region, req.Addr, req.Length, abi.Access(req.Access))
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	h := s.handleID()
+	s.mrs[h] = mr
+	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
+}
+
+func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	mr, err := lookup(s.mrs, req.Handle, "memory region")
+	if err != nil {
+		return nil, nil, err
+	}
+	mr.Deregister()
+	delete(s.mrs, req.Handle)
+	return done, nil, nil
+}
+
+// cmdMapMR hands a direct-path initiator the peer's region with an rkey:
+// only for an RC QP in RTS connected to a live local QP of a trusting
+// adapter, and only a region of that QP's protection domain. The reply's
+// descriptor is a duplicate, closed once sent.
+func cmdMapMR(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.MapMRReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := lookup(s.qps, req.QP, "queue pair")
+	if err != nil {
+		return nil, nil, err
+	}
+	if !q.Direct() {
+		return nil, nil, proto.Errorf(proto.CodePermission, "QP 0x%x has no direct path: it must be an RC QP in RTS connected to a QP of a trusted adapter on this host", q.QPN())
+	}
+	p := q.Peer()
+	if p == nil {
+		return nil, nil, proto.Errorf(proto.CodeState, "QP 0x%x lost its peer", q.QPN())
+	}
+	mr := p.LookupMR(req.RKey)
+	if mr == nil {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "no region with rkey 0x%x in the peer's protection domain", req.RKey)
+	}
+	fd, addr, length, access, err := mr.Share()
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeNotFound, "%v", err)
+	}
+	return proto.MapMRResp{Addr: addr, Length: length, Access: uint32(access), PeerAccess: uint32(p.PeerAccess())}, []int{fd}, nil
+}
+
+func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.CreateAHReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	pd, err := lookup(s.pds, req.PD, "protection domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	if int(req.AV.SGIDIndex) >= len(s.adapter.GIDs) {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "sgid_index %d is outside the GID table of %d entries", req.AV.SGIDIndex, len(s.adapter.GIDs))
+	}
+	h := s.handleID()
+	s.ahMu.Lock()
+	s.ahs[h] = req.AV
+	s.ahPD[h] = pd
+	s.ahMu.Unlock()
+	return proto.HandleResp{Handle: h}, nil, nil
+}
+
+func cmdDestroyAH(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ahMu.Lock()
+	defer s.ahMu.Unlock()
+	if _, err := lookup(s.ahs, req.Handle, "address handle"); err != nil {
+		return nil, nil, err
+	}
+	delete(s.ahs, req.Handle)
+	delete(s.ahPD, req.Handle)
+	return done, nil, nil
+}

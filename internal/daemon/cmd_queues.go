@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/qpstate"
+)
+
+func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.CreateCQReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.CQE < 1 || req.CQE > engine.MaxCQE {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "cqe %d: a CQ holds 1 to %d completions", req.CQE, engine.MaxCQE)
+	}
+	cq, err := engine.NewCQ(req.CQE)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := s.handleID()
+	cq.Handle, cq.Events = h, s
+	s.cqs[h] = cq
+	r := cq.Ring()
+	return proto.CreateCQResp{Handle: h, CQE: r.Entries, Size: cq.Size(), Entries: r.Entries}, []int{cq.RegionFD(), cq.NotifyFD()}, nil
+}
+
+func cmdDestroyCQ(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	cq, err := lookup(s.cqs, req.Handle, "completion queue")
+	if err != nil {
+		return nil, nil, err
+	}
+	if cq.Busy() {
+		return nil, nil, proto.Errorf(proto.CodeBusy, "completion queue %d is still used by queue pairs: destroy them first", req.Handle)
+	}
+	cq.Close()
+	delete(s.cqs, req.Handle)
+	return done, nil, nil
+}
+
+func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.CreateSRQReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	pd, err := lookup(s.pds, req.PD, "protection domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.MaxWR < 1 || req.MaxWR > engine.MaxQPWR || req.MaxSGE < 1 || req.MaxSGE > engine.MaxSGE {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "SRQ max_wr %d / max_sge %d: must be 1..%d / 1..%d", req.MaxWR, req.MaxSGE, engine.MaxQPWR, engine.MaxSGE)
+	}
+	srq, err := engine.NewSRQ(pd, req.MaxWR, req.MaxSGE)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := s.handleID()
+	srq.Handle, srq.Events = h, s
+	s.srqs[h] = srq
+	r := srq.Ring()
+	return proto.CreateSRQResp{Handle: h, MaxWR: r.Entries, MaxSGE: req.MaxSGE, Size: srq.Size(),
+		Ring: proto.RingInfo{Offset: r.Offset, Entries: r.Entries, Stride: r.Stride}}, []int{srq.RegionFD()}, nil
+}
+
+func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	srq, err := lookup(s.srqs, req.Handle, "shared receive queue")
+	if err != nil {
+		return nil, nil, err
+	}
+	if srq.Busy() {
+		return nil, nil, proto.Errorf(proto.CodeBusy, "shared receive queue %d is still used by queue pairs: destroy them first", req.Handle)
+	}
+	srq.Close()
+	delete(s.srqs, req.Handle)
+	return done, nil, nil
+}
+
+func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.CreateQPReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	pd, err := lookup(s.pds, req.PD, "protection domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	scq, err := lookup(s.cqs, req.SendCQ, "send completion queue")
+	if err != nil {
+		return nil, nil, err
+	}
+	rcq, err := lookup(s.cqs, req.RecvCQ, "receive completion queue")
+	if err != nil {
+		return nil, nil, err
+	}
+	var srq *engine.RQ
+	if req.SRQ != 0 {
+		if srq, err = lookup(s.srqs, req.SRQ, "shared receive queue"); err != nil {
+			return nil, nil, err
+		}
+	}
+	h := s.handleID()
+	q, err := engine.NewQP(engine.QPConfig{
+		PD: pd, Type: abi.QPType(req.Type), SendCQ: scq, RecvCQ: rcq, SRQ: srq, SigAll: req.SigAll,
+		Caps: req.Caps, Handle: h, Events: s, AH: s.ah,
+	})
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	s.qps[h] = q
+	sq, rq := q.SQ(), q.RQ()
+	return proto.CreateQPResp{
+		Handle: h, QPN: q.QPN(), Caps: q.Caps(), Size: q.Size(),
+		SQ: proto.RingInfo{Offset: sq.Offset, Entries: sq.Entries, Stride: sq.Stride},
+		RQ: proto.RingInfo{Offset: rq.Offset, Entries: rq.Entries, Stride: rq.Stride},
+	}, []int{q.RegionFD(), q.DoorbellFD()}, nil
+}
+
+func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.ModifyQPReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := lookup(s.qps, req.Handle, "queue pair")
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := q.Modify(&req.Attr, qpstate.Mask(req.Mask))
+	if err != nil {
+		return nil, nil, &proto.Error{Code: proto.CodeState, Message: err.Error()}
+	}
+	path, reason := q.Path()
+	return proto.ModifyQPResp{State: uint8(st), Path: path, Reason: reason, Direct: q.DirectCapable()}, nil, nil
+}
+
+func cmdQueryQP(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := lookup(s.qps, req.Handle, "queue pair")
+	if err != nil {
+		return nil, nil, err
+	}
+	path, _ := q.Path()
+	return proto.QueryQPResp{Attr: q.Attr(), Caps: q.Caps(), Path: path}, nil, nil
+}
+
+func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.HandleReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := lookup(s.qps, req.Handle, "queue pair")
+	if err != nil {
+		return nil, nil, err
+	}
+	q.Destroy()
+	delete(s.qps, req.Handle)
+	return done, nil, nil
+}

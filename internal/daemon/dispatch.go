@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// command is how the daemon runs one kind of request.
+type command struct {
+	// device: the command works on the connection's opened device, under
+	// the session's lock.
+	device bool
+	// takesFDs: run owns the descriptors that came with the request;
+	// otherwise they are closed before it runs.
+	takesFDs bool
+	run      func(s *session, body []byte, fds []int) (resp any, out []int, err error)
+}
+
+var commands map[proto.Op]command
+
+func init() {
+	commands = map[proto.Op]command{
+		proto.OpHello:          {run: cmdHello},
+		proto.OpCreateInstance: {run: cmdCreateInstance},
+		proto.OpDeleteInstance: {run: cmdDeleteInstance},
+		proto.OpListInstances:  {run: cmdListInstances},
+		proto.OpStats:          {run: cmdStats},
+		proto.OpQueryDevice:    {device: true, run: cmdQueryDevice},
+		proto.OpQueryPort:      {device: true, run: cmdQueryPort},
+		proto.OpAllocPD:        {device: true, run: cmdAllocPD},
+		proto.OpDeallocPD:      {device: true, run: cmdDeallocPD},
+		proto.OpRegMR:          {device: true, takesFDs: true, run: cmdRegMR},
+		proto.OpDeregMR:        {device: true, run: cmdDeregMR},
+		proto.OpCreateCQ:       {device: true, run: cmdCreateCQ},
+		proto.OpDestroyCQ:      {device: true, run: cmdDestroyCQ},
+		proto.OpCreateSRQ:      {device: true, run: cmdCreateSRQ},
+		proto.OpDestroySRQ:     {device: true, run: cmdDestroySRQ},
+		proto.OpCreateQP:       {device: true, run: cmdCreateQP},
+		proto.OpModifyQP:       {device: true, run: cmdModifyQP},
+		proto.OpQueryQP:        {device: true, run: cmdQueryQP},
+		proto.OpDestroyQP:      {device: true, run: cmdDestroyQP},
+		proto.OpCreateAH:       {device: true, run: cmdCreateAH},
+		proto.OpDestroyAH:      {device: true, run: cmdDestroyAH},
+		proto.OpMapMR:          {device: true, run: cmdMapMR},
+	}
+}
+
+// handle runs one command. It owns fds: each is either consumed or closed.
+func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []int, err error) {
+	c, ok := commands[op]
+	if !c.takesFDs {
+		proto.CloseFDs(fds)
+		fds = nil
+	}
+	fail := func(err error) (any, []int, error) {
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
+	if op != proto.OpHello && s.instance() == nil {
+		return fail(proto.Errorf(proto.CodeInvalid, "%v before hello: open the device first", op))
+	}
+	if !ok {
+		return fail(proto.Errorf(proto.CodeInvalid, "unknown command %v: the library is newer than this daemon, upgrade the daemon", op))
+	}
+	if !c.device {
+		return c.run(s, body, fds)
+	}
+	if s.adapter == nil {
+		return fail(proto.Errorf(proto.CodeInvalid, "%v needs an opened device: this connection named none in hello", op))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.run(s, body, fds)
+}
+
+// decode reads a request body of type T.
+func decode[T any](body []byte) (T, error) {
+	var v T
+	err := proto.Decode(body, &v)
+	return v, err
+}
+
+// lookup finds the object with handle h, or says which kind is missing.
+func lookup[T any](m map[uint32]T, h uint32, what string) (T, error) {
+	v, ok := m[h]
+	if !ok {
+		return v, proto.Errorf(proto.CodeNotFound, "no %s with handle %d on this device", what, h)
+	}
+	return v, nil
+}
+
+var done = struct{}{} // the body of a reply that carries nothing
