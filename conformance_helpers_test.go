@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -44,6 +45,22 @@ type confEnv struct {
 	a, b *vrdma.Device
 }
 
+// confInstance is the spec of a conformance instance. The suite runs over
+// each way the engine can run a request (test.sh runs all three):
+// VRDMA_CONFORMANCE_MODE unset, the daemon's workers that sleep on doorbells;
+// "async", the host's spinning poller; "trusted", both instances in one trust
+// group, so that one-sided requests take the direct path in the library.
+func confInstance(name string) vrdma.InstanceSpec {
+	spec := vrdma.InstanceSpec{Name: name, Adapters: 1}
+	switch os.Getenv("VRDMA_CONFORMANCE_MODE") {
+	case "async":
+		spec.Async = true
+	case "trusted":
+		spec.TrustGroup = "conformance"
+	}
+	return spec
+}
+
 func newConfEnv(t *testing.T) *confEnv {
 	t.Helper()
 	sock := daemontest.Start(t)
@@ -55,7 +72,7 @@ func newConfEnv(t *testing.T) *confEnv {
 	defer adm.Close()
 	var devs [2]*vrdma.Device
 	for i, name := range []string{"conf-a", "conf-b"} {
-		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: 1}); err != nil {
+		if _, err := adm.CreateInstance(confInstance(name)); err != nil {
 			t.Fatal(err)
 		}
 		oi := o

@@ -108,6 +108,9 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 		cq.hlocal = (cq.hlocal + 1) % len(cq.local)
 		cq.nlocal--
 	}
+	if n > 0 {
+		shm.Store32(cq.mem, abi.RingHeldOff, uint32(cq.nlocal))
+	}
 	avail += n
 	for ; n < len(wc) && n < avail; n++ {
 		abi.ParseCQE(cq.mem[cq.ring.Entry(cq.cons):], &cq.e)

@@ -3,6 +3,7 @@ package vrdma
 import (
 	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
 )
@@ -175,18 +176,29 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 	return true
 }
 
-// canPushLocal reports whether a completion made in this process fits.
+// canPushLocal reports whether a completion made in this process fits: the
+// ring's completions and the local ones together stay within the CQ's size.
 func (cq *CQ) canPushLocal() bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.mem != nil && cq.nlocal < len(cq.local)
+	if cq.mem == nil || cq.nlocal >= len(cq.local) {
+		return false
+	}
+	pending, err := cq.ring.Pending(shm.Load32(cq.mem, abi.RingProdOff), cq.cons)
+	return err == nil && pending+cq.nlocal+1 < cq.ring.Entries
 }
 
 // pushLocal queues a completion made in this process; Poll returns these
-// before the ring's.
+// before the ring's. It tells the daemon how many it holds (the ring's held
+// word), and wakes a waiter if the CQ is armed.
 func (cq *CQ) pushLocal(wc WorkCompletion) {
 	cq.mu.Lock()
 	cq.local[(cq.hlocal+cq.nlocal)%len(cq.local)] = wc
 	cq.nlocal++
+	shm.Store32(cq.mem, abi.RingHeldOff, uint32(cq.nlocal))
+	armed := shm.Load32(cq.mem, abi.RingNotifyOff) != 0 && shm.Swap32(cq.mem, abi.RingNotifyOff, 0) != 0
 	cq.mu.Unlock()
+	if armed {
+		cq.notify.Signal()
+	}
 }

@@ -46,3 +46,8 @@ go run ./cmd/vrdma demo -t 0.2
 
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
+
+step "conformance suite again over async-mode adapters, then over trusted instances (the direct path)"
+for mode in async trusted; do
+	VRDMA_CONFORMANCE_MODE=$mode go test -race -count=1 -run Conformance .
+done

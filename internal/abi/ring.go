@@ -13,6 +13,9 @@ import (
 //	offset 128  notify word   (u32: the consumer sleeps and wants a doorbell,
 //	            or, for a completion queue, the CQ is armed)
 //	offset 132  error word    (u32, written by the daemon: RingErr* bits)
+//	offset 136  held word     (u32, completion queues: completions the library
+//	            holds outside the ring, made by the direct path; they count
+//	            toward the CQ's capacity)
 //	offset 256  entries: Entries × Stride bytes
 //
 // The indices run freely modulo 2^32; the slot of index i is i & (Entries-1);
@@ -26,6 +29,7 @@ const (
 	RingConsOff    = 64
 	RingNotifyOff  = 128
 	RingErrOff     = 132
+	RingHeldOff    = 136
 )
 
 // Error-word bits.

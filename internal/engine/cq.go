@@ -55,7 +55,8 @@ func (c *CQ) push(e *abi.CQE) bool {
 	}
 	cons := shm.Load32(c.mem, abi.RingConsOff)
 	n, err := c.ring.Pending(c.prod, cons)
-	if err != nil || n >= c.ring.Entries {
+	held := min(int(shm.Load32(c.mem, abi.RingHeldOff)), c.ring.Entries) // the library's own, untrusted
+	if err != nil || n+held >= c.ring.Entries {
 		c.failed = true
 		bits := uint32(abi.RingErrOverrun)
 		if err != nil {

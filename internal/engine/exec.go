@@ -57,7 +57,13 @@ func (q *QP) hasWork() bool {
 	if mem == nil {
 		return false
 	}
-	return shm.Load32(mem, abi.RingProdOff) != shm.Load32(mem, abi.RingConsOff)
+	if shm.Load32(mem, abi.RingProdOff) != shm.Load32(mem, abi.RingConsOff) {
+		return true
+	}
+	// A QP in ERR flushes receives posted after it got there.
+	off := q.rqRing.Offset
+	return !q.srq && q.State() == abi.QPStateErr &&
+		shm.Load32(mem, off+abi.RingProdOff) != shm.Load32(mem, off+abi.RingConsOff)
 }
 
 func (q *QP) process() (time.Duration, bool) {
