@@ -1,0 +1,206 @@
+package engine
+
+// Running a send queue: one step at a time, stalls for RNR and retries,
+// and the flush of a QP in the error state.
+
+import (
+	"time"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/shm"
+)
+
+// outcome is what executing one send work request came to.
+type outcome struct {
+	status abi.Status
+	bytes  uint32
+	stall  stallKind
+	rnr    uint8 // stallRNR: the responder's min_rnr_timer, which its NAK carries
+}
+
+type stallKind uint8
+
+const (
+	noStall     stallKind = iota
+	stallRNR              // the responder had no receive posted
+	stallNoPeer           // nothing answered: the transport would time out
+)
+
+var nanotimeBase = time.Now()
+
+func nanotime() int64 { return int64(time.Since(nanotimeBase)) }
+
+// step runs the QP once, under procMu. It returns how long the QP is
+// stalled (0 when idle or done) and whether it did any work.
+func (q *QP) step() (time.Duration, bool) {
+	q.procMu.Lock()
+	defer q.procMu.Unlock()
+	if q.dead {
+		return 0, false
+	}
+	q.kick.Store(false)
+	if until := q.stallUntil.Load(); until != 0 && q.State() != abi.QPStateErr {
+		if now := nanotime(); now < until {
+			return time.Duration(until - now), false
+		}
+		q.stallUntil.Store(0)
+	}
+	return q.process()
+}
+
+// hasWork reports, without locks, whether step would do anything now.
+func (q *QP) hasWork() bool {
+	if q.kick.Load() {
+		return true
+	}
+	if q.stallUntil.Load() != 0 {
+		return true
+	}
+	mem := q.mem
+	if mem == nil {
+		return false
+	}
+	if shm.Load32(mem, abi.RingProdOff) != shm.Load32(mem, abi.RingConsOff) {
+		return true
+	}
+	// A QP in ERR flushes receives posted after it got there.
+	off := q.rqRing.Offset
+	return !q.srq && q.State() == abi.QPStateErr &&
+		shm.Load32(mem, off+abi.RingProdOff) != shm.Load32(mem, off+abi.RingConsOff)
+}
+
+func (q *QP) process() (time.Duration, bool) {
+	st := q.State()
+	switch st {
+	case abi.QPStateErr:
+		return 0, q.flush()
+	case abi.QPStateRTS:
+	default:
+		return 0, false // the send queue only runs in RTS
+	}
+	worked := false
+	for {
+		prod := shm.Load32(q.mem, abi.RingProdOff)
+		n, err := q.sq.Pending(prod, q.sqCons)
+		if err != nil {
+			q.Fail(abi.EventQPFatal, "the send queue's producer index is corrupt")
+			return 0, true
+		}
+		if n == 0 || q.State() != abi.QPStateRTS {
+			return 0, worked
+		}
+		worked = true
+		s := &q.s
+		off := q.sq.Entry(q.sqCons)
+		copy(s.entry, q.mem[off:off+q.sq.Stride])
+		var out outcome
+		if perr := abi.ParseSendWQE(s.entry, &s.wqe, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData); perr != nil {
+			out.status = abi.StatusLocQPOpErr
+			if perr == abi.ErrInlineLen {
+				out.status = abi.StatusLocLenErr
+			}
+		} else {
+			out = q.execute(&s.wqe)
+			s.releaseAll()
+		}
+		if out.stall != noStall {
+			if wait, ok := q.stall(out.stall, out.rnr); ok {
+				return wait, true
+			}
+			out.status = abi.StatusRetryExcErr
+			if out.stall == stallRNR {
+				out.status = abi.StatusRNRRetryExcErr
+			}
+		}
+		q.stallLeft = -1
+		q.sqCons++
+		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		if out.status != abi.StatusSuccess || q.sigAll || s.wqe.Flags&abi.SendSignaled != 0 {
+			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: out.status, ByteLen: out.bytes}
+			if !q.sendCQ.push(&c) {
+				q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
+				return 0, true
+			}
+		}
+		if out.status != abi.StatusSuccess {
+			q.adapter.Counters.TxErrors.Add(1)
+			q.enterError()
+			return 0, true
+		}
+	}
+}
+
+// stall arms the retry timer for the WQE at the head of the send queue. It
+// returns false when the retry budget (rnr_retry or retry_cnt) is spent:
+// a budget of n allows n retries after the first attempt, so 0 fails on the
+// first RNR NAK or timeout (IBTA 9.7.5.2.8, 9.7.6.1.3; rxe's completer).
+func (q *QP) stall(k stallKind, rnrTimer uint8) (time.Duration, bool) {
+	d := q.dp.Load()
+	if k == stallRNR {
+		q.adapter.Counters.RNRNaks.Add(1)
+	}
+	if q.stallLeft < 0 || q.stallRNR != (k == stallRNR) {
+		q.stallRNR = k == stallRNR
+		if k == stallRNR {
+			q.stallLeft = int(d.rnrRetry)
+		} else {
+			q.stallLeft = int(d.retryCnt)
+		}
+	}
+	// rnr_retry 7 retries for ever; timeout 0 waits for ever for an answer.
+	forever := (k == stallRNR && d.rnrRetry == 7) || (k == stallNoPeer && d.timeout == 0)
+	if !forever {
+		if q.stallLeft == 0 {
+			return 0, false
+		}
+		q.stallLeft--
+	}
+	var wait time.Duration
+	if k == stallRNR {
+		wait = time.Duration(abi.RNRTimer(rnrTimer))
+	} else {
+		wait = time.Duration(abi.AckTimeout(d.timeout))
+		if wait == 0 {
+			wait = time.Second // timeout 0: wait for ever, looking once a second
+		}
+	}
+	q.stallUntil.Store(nanotime() + int64(wait))
+	return wait, true
+}
+
+// flush completes every outstanding request of a QP in ERR with WR_FLUSH_ERR.
+func (q *QP) flush() bool {
+	worked := false
+	prod := shm.Load32(q.mem, abi.RingProdOff)
+	n, err := q.sq.Pending(prod, q.sqCons)
+	if err != nil {
+		n = 0
+		q.sqCons = prod
+		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+	}
+	s := &q.s
+	for ; n > 0; n-- {
+		off := q.sq.Entry(q.sqCons)
+		copy(s.entry, q.mem[off:off+q.sq.Stride])
+		_ = abi.ParseSendWQE(s.entry, &s.wqe, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData)
+		q.sqCons++
+		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: abi.StatusWRFlushErr}
+		q.sendCQ.push(&c)
+		worked = true
+	}
+	q.stallUntil.Store(0)
+	q.stallLeft = -1
+	if q.srq {
+		return worked
+	}
+	for {
+		r := q.rq.pop(&s.rwqe)
+		if r == popEmpty || r == popCorrupt {
+			return worked
+		}
+		c := abi.CQE{WRID: s.rwqe.WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+		q.recvCQ.push(&c)
+		worked = true
+	}
+}

@@ -1,0 +1,93 @@
+package engine
+
+// UD datagrams on the same host.
+
+import (
+	"github.com/vrdma/vrdma/internal/abi"
+)
+
+// executeUD sends one datagram: address handle, Q_Key, MTU, then a receive
+// at the destination if one is posted; anything missing drops the datagram
+// silently, as the wire would.
+func (q *QP) executeUD(w *abi.SendWQE) outcome {
+	s := &q.s
+	a := q.adapter
+	d := q.dp.Load()
+	dgid, _, ok := q.ah(w.AH)
+	if !ok {
+		return outcome{status: abi.StatusLocQPOpErr}
+	}
+	var local [][]byte
+	var total uint64
+	if w.Inline != nil {
+		s.src[1] = w.Inline
+		local, total = s.src[1:2], uint64(len(w.Inline))
+	} else {
+		var st abi.Status
+		local, total, st = s.resolve(a, q.pd, w.SGL[:w.NumSGE], 0, s.src[1:1])
+		if st != abi.StatusSuccess {
+			return outcome{status: st}
+		}
+	}
+	if total > uint64(a.ActiveMTU.Bytes()) {
+		return outcome{status: abi.StatusLocLenErr}
+	}
+	a.Counters.TxPackets.Add(1)
+	a.Counters.TxBytes.Add(total)
+	a.Counters.PathMemcpy.Add(1)
+	sent := outcome{bytes: uint32(total)}
+	if a.host == nil {
+		return sent
+	}
+	p := a.host.LookupQP(dgid, w.RemoteQPN)
+	if p == nil || p.typ != abi.QPTypeUD {
+		return sent
+	}
+	if st := p.State(); st != abi.QPStateRTR && st != abi.QPStateRTS && st != abi.QPStateSQD && st != abi.QPStateSQE {
+		p.adapter.Counters.RxDrops.Add(1)
+		return sent
+	}
+	qkey := w.RemoteQKey
+	if qkey&0x80000000 != 0 {
+		qkey = d.qkey
+	}
+	if qkey != p.dp.Load().qkey {
+		p.adapter.Counters.RxDrops.Add(1)
+		return sent
+	}
+	switch p.rq.pop(&s.rwqe) {
+	case popEmpty:
+		p.adapter.Counters.RxDrops.Add(1)
+		return sent
+	case popCorrupt:
+		p.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
+		return sent
+	case popBad:
+		q.completeRecv(p, abi.StatusLocQPOpErr, 0, 0, abi.WCRecv, 0, 0)
+		return sent
+	}
+	dst, room, st := s.resolve(p.adapter, p.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, s.dst[:0])
+	if st != abi.StatusSuccess {
+		q.completeRecv(p, abi.StatusLocProtErr, 0, 0, abi.WCRecv, 0, 0)
+		return sent
+	}
+	if room < total+abi.GRHSize {
+		q.completeRecv(p, abi.StatusLocLenErr, 0, 0, abi.WCRecv, 0, 0)
+		return sent
+	}
+	sgid := a.GIDs[0]
+	if int(d.sgidIndex) < len(a.GIDs) {
+		sgid = a.GIDs[d.sgidIndex]
+	}
+	abi.PutGRH(s.grh[:], int(total), sgid, dgid, 64)
+	s.src[0] = s.grh[:]
+	scatter(dst, s.src[:1+len(local)])
+	fl, imm := abi.WCWithGRH, uint32(0)
+	if w.Opcode == abi.OpSendImm {
+		fl, imm = fl|abi.WCWithImm, w.Imm
+	}
+	q.completeRecv(p, abi.StatusSuccess, uint32(total)+abi.GRHSize, imm, abi.WCRecv, fl, 0)
+	p.adapter.Counters.RxPackets.Add(1)
+	p.adapter.Counters.RxBytes.Add(total)
+	return sent
+}
