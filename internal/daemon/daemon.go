@@ -69,7 +69,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.SocketPath), 0o755); err != nil {
-		return nil, fmt.Errorf("daemon: create socket directory: %w", err)
+		return nil, fmt.Errorf("daemon: create socket directory: %w (run the daemon as root, or give it --socket PATH in a directory you may write, and clients VRDMA_SOCKET=PATH)", err)
 	}
 	if c, err := net.Dial("unixpacket", cfg.SocketPath); err == nil {
 		c.Close()
@@ -78,7 +78,7 @@ func New(cfg Config) (*Daemon, error) {
 	_ = os.Remove(cfg.SocketPath)
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.SocketPath, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("daemon: listen on %s: %w", cfg.SocketPath, err)
+		return nil, fmt.Errorf("daemon: listen on %s: %w (give --socket a path in a directory you may write)", cfg.SocketPath, err)
 	}
 	ln.SetUnlinkOnClose(true)
 	if err := os.Chmod(cfg.SocketPath, cfg.SocketMode); err != nil {
