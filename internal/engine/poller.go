@@ -17,6 +17,9 @@ import (
 // sleeping after a quiet spell bounds what an idle adapter costs.
 const idleBeforeSleep = 50 * time.Millisecond
 
+// maxSleep bounds one sleep of an idle poller.
+const maxSleep = 10 * time.Millisecond
+
 // poller runs the send queues of all QPs of the host's async-mode adapters
 // on one dedicated OS thread, spinning.
 type poller struct {
@@ -87,22 +90,19 @@ func (p *poller) run() {
 	lastWork := time.Now()
 	spins := 0
 	for p.ctx.Err() == nil {
-		worked, stalled := false, false
+		worked := false
 		p.sweep.Lock()
 		for _, q := range *p.qps.Load() {
 			if !q.hasWork() {
 				continue
 			}
-			wait, did := q.step()
+			_, did := q.step()
 			worked = worked || did
-			stalled = stalled || wait > 0
 		}
 		p.sweep.Unlock()
-		if worked || stalled {
+		if worked {
 			spins = 0
-			if worked {
-				lastWork = time.Now()
-			}
+			lastWork = time.Now()
 			continue
 		}
 		spins++
@@ -136,7 +136,12 @@ func (p *poller) sleep() {
 	}
 	p.sweep.Unlock()
 	if !busy {
-		_ = p.bell.Wait(p.ctx)
+		// Every client of an async adapter holds this eventfd and could read
+		// a wake-up away; and stalled QPs' timers must run. So the sleep is
+		// bounded.
+		ctx, cancel := context.WithTimeout(p.ctx, maxSleep)
+		_ = p.bell.Wait(ctx)
+		cancel()
 	}
 	p.sweep.Lock()
 	for _, q := range *p.qps.Load() {

@@ -78,8 +78,9 @@ type QP struct {
 	procMu     sync.Mutex
 	dead       bool
 	sqCons     uint32
-	stallUntil atomic.Int64 // nanotime; 0 = not stalled
-	stallLeft  int          // retries left for the WQE at sqCons; -1 = not started
+	sqConsPub  atomic.Uint32 // sqCons, for hasWork: the shared word is the client's to scribble on
+	stallUntil atomic.Int64  // nanotime; 0 = not stalled
+	stallLeft  int           // retries left for the WQE at sqCons; -1 = not started
 	stallRNR   bool
 	s          scratch
 
@@ -292,7 +293,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	case abi.QPStateReset:
 		q.procMu.Lock()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
-		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		q.publishSQCons()
 		q.stallUntil.Store(0)
 		q.stallLeft = -1
 		q.procMu.Unlock()
@@ -346,13 +347,23 @@ func (q *QP) kickWorker() {
 	q.doorbell.Signal()
 }
 
+// publishSQCons tells the client how far the send queue has been consumed.
+func (q *QP) publishSQCons() {
+	shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+	q.sqConsPub.Store(q.sqCons)
+}
+
 // Destroy stops the QP's worker and frees it.
 func (q *QP) Destroy() {
 	q.procMu.Lock()
 	q.dead = true
 	q.procMu.Unlock()
 	q.cancel()
-	q.doorbell.Signal() // wake the worker so it sees the cancellation
+	if q.ownBell {
+		// Closing, not signalling, wakes the worker: the client holds a copy
+		// of this eventfd and could read a signal away before the worker does.
+		q.doorbell.Close()
+	}
 	<-q.done
 	q.adapter.removeQP(q)
 	q.release()
@@ -370,7 +381,7 @@ func (q *QP) release() {
 		q.rq.close()
 	}
 	if q.ownBell {
-		q.doorbell.Close()
+		q.doorbell.Close() // again, for a QP that never started its worker; a no-op otherwise
 	}
 	q.memMu.Lock()
 	q.region.Close()

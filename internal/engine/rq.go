@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -13,15 +14,16 @@ type RQ struct {
 	Handle uint32 // SRQs: the client's handle
 	Events EventSink
 
-	mu     sync.Mutex
-	mem    []byte // the shared region holding the ring; nil once closed
-	ring   abi.RingLayout
-	maxSGE int
-	cons   uint32 // the daemon's own copy
-	buf    []byte // private copy of the entry being parsed
-	pd     *PD
-	users  int
-	region *shm.Region // owned only by SRQs
+	mu      sync.Mutex
+	mem     []byte // the shared region holding the ring; nil once closed
+	ring    abi.RingLayout
+	maxSGE  int
+	cons    uint32        // the daemon's own copy
+	consPub atomic.Uint32 // cons, readable without the lock
+	buf     []byte        // private copy of the entry being parsed
+	pd      *PD
+	users   int
+	region  *shm.Region // owned only by SRQs
 }
 
 func newRQ(mem []byte, ring abi.RingLayout, maxSGE int, pd *PD) *RQ {
@@ -72,7 +74,7 @@ func (r *RQ) pop(w *abi.RecvWQE) popResult {
 	off := r.ring.Entry(r.cons)
 	copy(r.buf, r.mem[off:off+r.ring.Stride])
 	r.cons++
-	shm.Store32(r.mem, r.ring.Offset+abi.RingConsOff, r.cons)
+	r.publishCons()
 	if abi.ParseRecvWQE(r.buf, w, r.maxSGE) != nil {
 		return popBad
 	}
@@ -87,6 +89,17 @@ func (r *RQ) empty() bool {
 		return true
 	}
 	return shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff) == r.cons
+}
+
+func (r *RQ) publishCons() {
+	shm.Store32(r.mem, r.ring.Offset+abi.RingConsOff, r.cons)
+	r.consPub.Store(r.cons)
+}
+
+// pending reports, without the lock, whether requests are posted beyond
+// what the daemon consumed. mem is the caller's mapping of the ring.
+func (r *RQ) pending(mem []byte) bool {
+	return shm.Load32(mem, r.ring.Offset+abi.RingProdOff) != r.consPub.Load()
 }
 
 // Use, Unuse and Busy count the QPs attached to an SRQ.
@@ -120,5 +133,5 @@ func (r *RQ) discard() {
 		return
 	}
 	r.cons = shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff)
-	shm.Store32(r.mem, r.ring.Offset+abi.RingConsOff, r.cons)
+	r.publishCons()
 }

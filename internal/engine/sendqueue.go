@@ -48,25 +48,29 @@ func (q *QP) step() (time.Duration, bool) {
 	return q.process()
 }
 
-// hasWork reports, without locks, whether step would do anything now.
+// hasWork reports, without locks, whether step would do anything now. It
+// compares the client's producer words with the daemon's own consumer
+// counts, never with the shared consumer words, which a client may
+// overwrite: a scribbled index must not make the daemon spin.
 func (q *QP) hasWork() bool {
 	if q.kick.Load() {
 		return true
 	}
-	if q.stallUntil.Load() != 0 {
-		return true
+	if until := q.stallUntil.Load(); until != 0 {
+		return nanotime() >= until // a stalled request has work when its timer is due
 	}
 	mem := q.mem
 	if mem == nil {
 		return false
 	}
-	if shm.Load32(mem, abi.RingProdOff) != shm.Load32(mem, abi.RingConsOff) {
-		return true
+	switch q.State() {
+	case abi.QPStateRTS:
+		return shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+	case abi.QPStateErr:
+		// A QP in ERR flushes what is posted after it got there.
+		return shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() || (!q.srq && q.rq.pending(mem))
 	}
-	// A QP in ERR flushes receives posted after it got there.
-	off := q.rqRing.Offset
-	return !q.srq && q.State() == abi.QPStateErr &&
-		shm.Load32(mem, off+abi.RingProdOff) != shm.Load32(mem, off+abi.RingConsOff)
+	return false
 }
 
 func (q *QP) process() (time.Duration, bool) {
@@ -114,7 +118,7 @@ func (q *QP) process() (time.Duration, bool) {
 		}
 		q.stallLeft = -1
 		q.sqCons++
-		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		q.publishSQCons()
 		if out.status != abi.StatusSuccess || q.sigAll || s.wqe.Flags&abi.SendSignaled != 0 {
 			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: out.status, ByteLen: out.bytes}
 			if !q.sendCQ.push(&c) {
@@ -176,7 +180,7 @@ func (q *QP) flush() bool {
 	if err != nil {
 		n = 0
 		q.sqCons = prod
-		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		q.publishSQCons()
 	}
 	s := &q.s
 	for ; n > 0; n-- {
@@ -184,7 +188,7 @@ func (q *QP) flush() bool {
 		copy(s.entry, q.mem[off:off+q.sq.Stride])
 		_ = abi.ParseSendWQE(s.entry, &s.wqe, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData)
 		q.sqCons++
-		shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+		q.publishSQCons()
 		c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: abi.StatusWRFlushErr}
 		q.sendCQ.push(&c)
 		worked = true
