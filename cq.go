@@ -38,7 +38,7 @@ type CQ struct {
 	region *shm.Region
 	mem    []byte
 	ring   abi.RingLayout
-	notify *shm.EventFD
+	notify *shm.Doorbell
 
 	mu   sync.Mutex
 	cons uint32
@@ -57,9 +57,9 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(fds) != 2 {
+	if len(fds) != 3 {
 		proto.CloseFDs(fds)
-		return nil, errorf("create_cq", ErrVersion, "the daemon passed %d descriptors, 2 expected", len(fds))
+		return nil, errorf("create_cq", ErrVersion, "the daemon passed %d descriptors, 3 expected", len(fds))
 	}
 	ring := abi.RingLayout{Entries: r.Entries, Stride: abi.CQESize}
 	if err := ring.Validate(r.Size); err != nil {
@@ -71,7 +71,7 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 		proto.CloseFDs(fds[1:])
 		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}
 	}
-	ev, err := shm.EventFDFrom(fds[1])
+	ev, err := shm.DoorbellFrom(fds[1], fds[2])
 	if err != nil {
 		region.Close()
 		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}

@@ -60,7 +60,11 @@ func (q *QP) remote(rkey uint32) *remoteMR {
 		q.mapRetry = time.Now().Add(mapRetryPause)
 		return nil
 	}
-	region, err := shm.MapRegion(fds[0], int(r.Length))
+	mapRegion := shm.MapRegion
+	if Access(r.Access)&(AccessRemoteWrite|AccessRemoteAtomic) == 0 {
+		mapRegion = shm.MapRegionReadOnly // the daemon passed a read-only descriptor
+	}
+	region, err := mapRegion(fds[0], int(r.Length))
 	if err != nil {
 		return nil
 	}

@@ -85,7 +85,7 @@ type QP struct {
 	region *shm.Region
 	mem    []byte
 	sq, rq abi.RingLayout
-	bell   *shm.EventFD
+	bell   *shm.Doorbell
 
 	state  atomic.Uint32
 	path   atomic.Pointer[[2]string]
@@ -131,7 +131,7 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 		proto.CloseFDs(fds[1:])
 		return nil, &Error{Op: "create_qp", Kind: ErrVersion, Err: err}
 	}
-	bell, err := shm.EventFDFrom(fds[1])
+	bell, err := shm.DoorbellFrom(-1, fds[1])
 	if err != nil {
 		region.Close()
 		return nil, &Error{Op: "create_qp", Kind: ErrVersion, Err: err}

@@ -138,6 +138,9 @@ func cmdMapMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if mr == nil {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "no region with rkey 0x%x in the peer's protection domain", req.RKey)
 	}
+	if _, _, _, access := mr.Info(); access&(abi.AccessRemoteRead|abi.AccessRemoteWrite|abi.AccessRemoteAtomic) == 0 {
+		return nil, nil, proto.Errorf(proto.CodePermission, "region 0x%x grants no remote access", req.RKey)
+	}
 	fd, addr, length, access, err := mr.Share()
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "%v", err)

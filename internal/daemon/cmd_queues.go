@@ -5,6 +5,7 @@ import (
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
+	"golang.org/x/sys/unix"
 )
 
 func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
@@ -22,8 +23,14 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	h := s.handleID()
 	cq.Handle, cq.Events = h, s
 	s.cqs[h] = cq
+	fds, err := shareFDs(cq.RegionFD, cq.ShareNotify)
+	if err != nil {
+		cq.Close()
+		delete(s.cqs, h)
+		return nil, nil, err
+	}
 	r := cq.Ring()
-	return proto.CreateCQResp{Handle: h, CQE: r.Entries, Size: cq.Size(), Entries: r.Entries}, []int{cq.RegionFD(), cq.NotifyFD()}, nil
+	return proto.CreateCQResp{Handle: h, CQE: r.Entries, Size: cq.Size(), Entries: r.Entries}, fds, nil
 }
 
 func cmdDestroyCQ(s *session, body []byte, _ []int) (any, []int, error) {
@@ -62,9 +69,15 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	h := s.handleID()
 	srq.Handle, srq.Events = h, s
 	s.srqs[h] = srq
+	fds, err := shareFDs(srq.RegionFD, nil)
+	if err != nil {
+		srq.Close()
+		delete(s.srqs, h)
+		return nil, nil, err
+	}
 	r := srq.Ring()
 	return proto.CreateSRQResp{Handle: h, MaxWR: r.Entries, MaxSGE: req.MaxSGE, Size: srq.Size(),
-		Ring: proto.RingInfo{Offset: r.Offset, Entries: r.Entries, Stride: r.Stride}}, []int{srq.RegionFD()}, nil
+		Ring: proto.RingInfo{Offset: r.Offset, Entries: r.Entries, Stride: r.Stride}}, fds, nil
 }
 
 func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
@@ -115,13 +128,25 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
+	bell, err := q.ShareDoorbell()
+	if err != nil {
+		q.Destroy()
+		return nil, nil, err
+	}
+	fds, err := shareFDs(q.RegionFD, nil)
+	if err != nil {
+		unix.Close(bell)
+		q.Destroy()
+		return nil, nil, err
+	}
+	fds = append(fds, bell)
 	s.qps[h] = q
 	sq, rq := q.SQ(), q.RQ()
 	return proto.CreateQPResp{
 		Handle: h, QPN: q.QPN(), Caps: q.Caps(), Size: q.Size(),
 		SQ: proto.RingInfo{Offset: sq.Offset, Entries: sq.Entries, Stride: sq.Stride},
 		RQ: proto.RingInfo{Offset: rq.Offset, Entries: rq.Entries, Stride: rq.Stride},
-	}, []int{q.RegionFD(), q.DoorbellFD()}, nil
+	}, fds, nil
 }
 
 func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/vrdma/vrdma/internal/proto"
+	"golang.org/x/sys/unix"
 )
 
 // command is how the daemon runs one kind of request.
@@ -12,7 +13,9 @@ type command struct {
 	// takesFDs: run owns the descriptors that came with the request;
 	// otherwise they are closed before it runs.
 	takesFDs bool
-	run      func(s *session, body []byte, fds []int) (resp any, out []int, err error)
+	// run returns the reply and the descriptors it passes, which are new
+	// ones: the dispatcher closes them once the reply is sent.
+	run func(s *session, body []byte, fds []int) (resp any, out []int, err error)
 }
 
 var commands map[proto.Op]command
@@ -70,6 +73,25 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return c.run(s, body, fds)
+}
+
+// shareFDs returns the descriptors a reply passes, each a new one that the
+// dispatcher closes once sent: a duplicate of the object's memfd, then the
+// doorbell ends, if any.
+func shareFDs(region func() int, doorbell func() (int, int, error)) ([]int, error) {
+	m, err := unix.Dup(region())
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeLimit, "out of descriptors: %v", err)
+	}
+	if doorbell == nil {
+		return []int{m}, nil
+	}
+	r, w, err := doorbell()
+	if err != nil {
+		unix.Close(m)
+		return nil, proto.Errorf(proto.CodeLimit, "out of descriptors: %v", err)
+	}
+	return []int{m, r, w}, nil
 }
 
 // decode reads a request body of type T.

@@ -33,9 +33,11 @@ func hostileQP(t *testing.T, c *rawClient) (proto.CreateQPResp, []int) {
 	return qp, r.fds
 }
 
-// TestDestroyDespiteStolenDoorbell: a client that keeps reading its copy of
-// a QP's doorbell must not be able to keep the daemon from destroying the
-// QP (which used to wake its worker with a signal the client could take).
+// TestDestroyDespiteStolenDoorbell: a client that makes its doorbell
+// descriptor blocking and tries to read wake-ups from it must not be able to
+// keep the daemon from destroying the QP. (With a shared eventfd it could:
+// the flag is the open file description's, and the reads took the signal
+// that woke the worker.) Its end is now its own, and write-only.
 func TestDestroyDespiteStolenDoorbell(t *testing.T) {
 	sock := daemontest.Start(t)
 	for round := 0; round < 5; round++ {
@@ -45,11 +47,11 @@ func TestDestroyDespiteStolenDoorbell(t *testing.T) {
 		if err := unix.SetNonblock(bell, false); err != nil {
 			t.Fatal(err)
 		}
-		go func() { // a thief: reads every wake-up meant for the worker
+		go func() { // a thief: would read every wake-up meant for the worker
 			var b [8]byte
 			for {
 				if _, err := unix.Read(bell, b[:]); err != nil && err != syscall.EINTR {
-					return
+					return // a write-only end: nothing to steal
 				}
 			}
 		}()

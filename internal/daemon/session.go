@@ -136,9 +136,7 @@ func (s *session) serve() {
 			continue
 		}
 		_ = s.conn.Send(rh, resp, outFDs...)
-		if h.Op == proto.OpMapMR {
-			proto.CloseFDs(outFDs) // duplicates made for this reply
-		}
+		proto.CloseFDs(outFDs) // new descriptors made for this reply
 	}
 }
 

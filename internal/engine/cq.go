@@ -5,6 +5,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // CQ is a completion queue: the daemon produces, the client consumes.
@@ -16,7 +17,7 @@ type CQ struct {
 	region *shm.Region
 	mem    []byte
 	ring   abi.RingLayout
-	notify *shm.EventFD
+	notify *shm.Doorbell
 	prod   uint32 // the daemon's own copy; never read back from shared memory
 	failed bool
 	users  int // QPs that complete into this CQ
@@ -30,7 +31,7 @@ func NewCQ(cqe int) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev, err := shm.NewEventFD()
+	ev, err := shm.NewDoorbell()
 	if err != nil {
 		region.Close()
 		return nil, err
@@ -38,11 +39,24 @@ func NewCQ(cqe int) (*CQ, error) {
 	return &CQ{region: region, mem: region.Bytes(), ring: ring, notify: ev}, nil
 }
 
-// Ring returns the ring layout; RegionFD and NotifyFD the descriptors to pass.
+// Ring returns the ring layout; RegionFD the ring's memfd (the CQ's own).
 func (c *CQ) Ring() abi.RingLayout { return c.ring }
 func (c *CQ) RegionFD() int        { return c.region.FD() }
-func (c *CQ) NotifyFD() int        { return c.notify.FD() }
-func (c *CQ) Size() int            { return len(c.mem) }
+
+// ShareNotify returns new descriptors of the notification doorbell's read
+// and write ends for the client (its own open file descriptions); the
+// caller closes them once passed.
+func (c *CQ) ShareNotify() (r, w int, err error) {
+	if r, err = c.notify.ShareReader(); err != nil {
+		return -1, -1, err
+	}
+	if w, err = c.notify.ShareWriter(); err != nil {
+		unix.Close(r)
+		return -1, -1, err
+	}
+	return r, w, nil
+}
+func (c *CQ) Size() int { return len(c.mem) }
 
 // push appends a completion. It returns false when the CQ has overflowed
 // (or overflowed before): the completion is lost, so the CQ goes to error,

@@ -59,6 +59,11 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 // PD returns the MR's protection domain.
 func (m *MR) PD() *PD { return m.pd }
 
+// Info returns the region's owner address, length, key and access.
+func (m *MR) Info() (addr, length uint64, key uint32, access abi.Access) {
+	return m.addr, m.length, m.key, m.access
+}
+
 // Share returns a duplicate of the region's memfd (the caller closes it),
 // its owner's address, length and access; it fails once the region is
 // deregistered.
@@ -67,7 +72,13 @@ func (m *MR) Share() (fd int, addr, length uint64, access abi.Access, err error)
 		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
 	}
 	defer m.release()
-	fd, err = unix.Dup(m.region.FD())
+	if m.access&(abi.AccessRemoteWrite|abi.AccessRemoteAtomic) != 0 {
+		fd, err = unix.Dup(m.region.FD())
+	} else {
+		// Read-only for regions remote sides may only read: reopened O_RDONLY,
+		// the descriptor cannot be mapped writable.
+		fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", m.region.FD()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	return fd, m.addr, m.length, m.access, err
 }
 

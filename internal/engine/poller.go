@@ -23,7 +23,7 @@ const maxSleep = 10 * time.Millisecond
 // poller runs the send queues of all QPs of the host's async-mode adapters
 // on one dedicated OS thread, spinning.
 type poller struct {
-	bell *shm.EventFD // every QP of an async adapter rings this one
+	bell *shm.Doorbell // every QP of an async adapter rings this one
 
 	mu  sync.Mutex
 	qps atomic.Pointer[[]*QP]
@@ -38,9 +38,9 @@ type poller struct {
 }
 
 func newPoller() *poller {
-	bell, err := shm.NewEventFD()
+	bell, err := shm.NewDoorbell()
 	if err != nil {
-		panic(err) // eventfd creation fails only when descriptors run out
+		panic(err) // a pipe fails only when descriptors run out
 	}
 	p := &poller{bell: bell, done: make(chan struct{})}
 	empty := []*QP{}
@@ -136,9 +136,8 @@ func (p *poller) sleep() {
 	}
 	p.sweep.Unlock()
 	if !busy {
-		// Every client of an async adapter holds this eventfd and could read
-		// a wake-up away; and stalled QPs' timers must run. So the sleep is
-		// bounded.
+		// Stalled QPs' timers must run while the poller sleeps, so the sleep
+		// is bounded.
 		ctx, cancel := context.WithTimeout(p.ctx, maxSleep)
 		_ = p.bell.Wait(ctx)
 		cancel()

@@ -64,7 +64,7 @@ type QP struct {
 	memMu    sync.Mutex // a leaf lock: held by release while it unmaps mem, and by writers that are not the worker
 	sq       abi.RingLayout
 	rqRing   abi.RingLayout
-	doorbell *shm.EventFD
+	doorbell *shm.Doorbell
 	ownBell  bool
 
 	state atomic.Uint32 // abi.QPState
@@ -145,7 +145,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if a.poller != nil {
 		q.doorbell = a.poller.bell
 	} else {
-		if q.doorbell, err = shm.NewEventFD(); err != nil {
+		if q.doorbell, err = shm.NewDoorbell(); err != nil {
 			region.Close()
 			return nil, err
 		}
@@ -176,14 +176,18 @@ func (q *QP) Caps() proto.QPCaps { return q.caps }
 func (q *QP) Type() abi.QPType   { return q.typ }
 func (q *QP) State() abi.QPState { return abi.QPState(q.state.Load()) }
 func (q *QP) RegionFD() int      { return q.region.FD() }
-func (q *QP) DoorbellFD() int    { return q.doorbell.FD() }
-func (q *QP) Size() int          { return len(q.mem) }
-func (q *QP) SQ() abi.RingLayout { return q.sq }
-func (q *QP) RQ() abi.RingLayout { return q.rqRing }
-func (q *QP) Adapter() *Adapter  { return q.adapter }
-func (q *QP) PD() *PD            { return q.pd }
-func (q *QP) SendCQ() *CQ        { return q.sendCQ }
-func (q *QP) RecvCQ() *CQ        { return q.recvCQ }
+
+// ShareDoorbell returns a new write-only descriptor of the QP's doorbell for
+// the client, which can ring it but not read wake-ups away; the caller
+// closes it once passed.
+func (q *QP) ShareDoorbell() (int, error) { return q.doorbell.ShareWriter() }
+func (q *QP) Size() int                   { return len(q.mem) }
+func (q *QP) SQ() abi.RingLayout          { return q.sq }
+func (q *QP) RQ() abi.RingLayout          { return q.rqRing }
+func (q *QP) Adapter() *Adapter           { return q.adapter }
+func (q *QP) PD() *PD                     { return q.pd }
+func (q *QP) SendCQ() *CQ                 { return q.sendCQ }
+func (q *QP) RecvCQ() *CQ                 { return q.recvCQ }
 func (q *QP) SRQ() *RQ {
 	if q.srq {
 		return q.rq
@@ -281,6 +285,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	if err != nil {
 		return cur, err
 	}
+	prevAttr, prevDP := q.attr, q.dp.Load()
 	next := q.attr
 	qpstate.Apply(&next, attr, mask)
 	q.attr = next
@@ -305,7 +310,13 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	case abi.QPStateErr:
 		q.enterError()
 	default:
-		q.state.Store(uint32(to))
+		// The engine may have moved the QP to ERR since cur was read (a
+		// responder error, a dead peer); only RESET leaves ERR.
+		if !q.state.CompareAndSwap(uint32(cur), uint32(to)) {
+			q.attr = prevAttr
+			q.dp.Store(prevDP)
+			return q.State(), &qpstate.Error{Type: q.typ, From: q.State(), To: to, Reason: "the QP went to ERR meanwhile; only RESET leaves ERR"}
+		}
 		q.kickWorker()
 	}
 	return to, nil
@@ -360,8 +371,8 @@ func (q *QP) Destroy() {
 	q.procMu.Unlock()
 	q.cancel()
 	if q.ownBell {
-		// Closing, not signalling, wakes the worker: the client holds a copy
-		// of this eventfd and could read a signal away before the worker does.
+		// Closing wakes the worker for certain, whatever the client does with
+		// its end.
 		q.doorbell.Close()
 	}
 	<-q.done

@@ -1,6 +1,6 @@
 // Package proto is the command channel between the verbs library and the host
 // daemon: a versioned request/response protocol over a unix SOCK_SEQPACKET
-// socket, one message per datagram, file descriptors (memfds, eventfds)
+// socket, one message per datagram, file descriptors (memfds, doorbell pipe ends)
 // passed alongside with SCM_RIGHTS.
 //
 // A message is a 16-byte header followed by a JSON body:

@@ -117,7 +117,8 @@ type CreateCQReq struct {
 	CQE int `json:"cqe"`
 }
 
-// CreateCQResp comes with two descriptors: the ring memfd, the notify eventfd.
+// CreateCQResp comes with three descriptors: the ring's memfd, then the
+// read and the write end of its notification doorbell (a pipe).
 type CreateCQResp struct {
 	Handle  uint32 `json:"handle"`
 	CQE     int    `json:"cqe"`
@@ -150,7 +151,8 @@ type RingInfo struct {
 	Stride  int `json:"stride"`
 }
 
-// CreateQPResp comes with two descriptors: the rings' memfd, the doorbell eventfd.
+// CreateQPResp comes with two descriptors: the rings' memfd, the write end
+// of the QP's doorbell (a pipe).
 type CreateQPResp struct {
 	Handle uint32   `json:"handle"`
 	QPN    uint32   `json:"qpn"`

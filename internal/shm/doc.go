@@ -1,6 +1,6 @@
 // Package shm holds the operating-system pieces that the client library and
 // the daemon share: sealed memfd regions mapped into both processes, locked in
-// RAM, eventfd doorbells, and atomic access to words inside shared mappings.
+// RAM, doorbells (pipes whose ends each side holds as its own open file description), and atomic access to words inside shared mappings.
 //
 // All unsafe pointer arithmetic of the project lives in atomic_unsafe.go.
 //

@@ -51,6 +51,13 @@ var ErrNotSealed = errors.New("shm: descriptor is not a memfd sealed against shr
 // and at least size bytes long, so that no later action of the peer can make
 // the mapping fault.
 func MapRegion(fd int, size int) (*Region, error) {
+	return mapRegion(fd, size, unix.PROT_READ|unix.PROT_WRITE)
+}
+
+// MapRegionReadOnly is MapRegion for a descriptor opened read-only.
+func MapRegionReadOnly(fd int, size int) (*Region, error) { return mapRegion(fd, size, unix.PROT_READ) }
+
+func mapRegion(fd int, size int, prot int) (*Region, error) {
 	if size <= 0 {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: region size %d: must be positive", size)
@@ -69,7 +76,7 @@ func MapRegion(fd int, size int) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: memfd holds %d bytes, %d were declared", st.Size, size)
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: mmap %d bytes: %w", size, err)
