@@ -1,6 +1,11 @@
 package daemon
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -83,6 +88,10 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
 	}
+	if err := s.mayPin(req.Length); err != nil {
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
 	region, err := shm.MapRegion(fds[0], int(req.Length)) // owns fds[0] from here
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -97,6 +106,7 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	}
 	h := s.handleID()
 	s.mrs[h] = mr
+	s.pinned += req.Length
 	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
 }
 
@@ -109,9 +119,51 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	_, length, _, _ := mr.Info()
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
+	s.pinned -= length
 	return done, nil, nil
+}
+
+// mayPin checks that locking n more bytes for this session stays within
+// the client's own RLIMIT_MEMLOCK, as the kernel charges ibv_reg_mr to the
+// registering process: a daemon that may lock anything must not pin memory
+// on behalf of a client that may not. Root clients are not limited.
+func (s *session) mayPin(n uint64) error {
+	if s.uid == 0 || s.pid == 0 {
+		return nil
+	}
+	limit, ok := memlockLimit(int(s.pid))
+	if !ok {
+		return nil
+	}
+	if s.pinned+n > limit {
+		return proto.Errorf(proto.CodeMemlock, "registering %d more bytes would lock %d bytes in all for this process, above its RLIMIT_MEMLOCK of %d bytes: raise it with `ulimit -l` or limits.conf memlock lines", n, s.pinned+n, limit)
+	}
+	return nil
+}
+
+// memlockLimit reads a process's soft RLIMIT_MEMLOCK from /proc (prlimit on
+// another user's process needs CAP_SYS_RESOURCE; /proc/PID/limits does not).
+// ok is false when it is unlimited or unreadable.
+func memlockLimit(pid int) (limit uint64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "Max locked memory") {
+			continue
+		}
+		f := strings.Fields(strings.TrimPrefix(line, "Max locked memory"))
+		if len(f) == 0 || f[0] == "unlimited" {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(f[0], 10, 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // cmdMapMR hands a direct-path initiator the peer's region with an rkey:

@@ -19,6 +19,9 @@ type session struct {
 	d    *Daemon
 	conn *proto.Conn
 	pid  int32
+	uid  uint32
+
+	pinned uint64 // bytes of registered memory this session has the daemon lock
 
 	inst    atomic.Pointer[Instance]
 	adapter *engine.Adapter
@@ -53,7 +56,7 @@ func newSession(d *Daemon, c *proto.Conn) *session {
 	if raw, err := c.Raw().SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
 			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-				s.pid = cred.Pid
+				s.pid, s.uid = cred.Pid, cred.Uid
 			}
 		})
 	}
@@ -208,9 +211,9 @@ func (s *session) count(st *proto.StatsResp) {
 }
 
 // ah resolves an address handle for the engine (UD work requests).
-func (s *session) ah(handle uint32) ([16]byte, uint8, bool) {
+func (s *session) ah(handle uint32) ([16]byte, uint8, *engine.PD, bool) {
 	s.ahMu.Lock()
 	defer s.ahMu.Unlock()
 	av, ok := s.ahs[handle]
-	return av.DGID, av.SGIDIndex, ok
+	return av.DGID, av.SGIDIndex, s.ahPD[handle], ok
 }

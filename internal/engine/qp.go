@@ -23,8 +23,9 @@ type QPConfig struct {
 	Caps   proto.QPCaps
 	Handle uint32
 	Events EventSink
-	// AH resolves a UD work request's address handle to its destination GID.
-	AH func(handle uint32) ([16]byte, uint8, bool)
+	// AH resolves a UD work request's address handle to its destination GID,
+	// source GID index and protection domain.
+	AH func(handle uint32) ([16]byte, uint8, *PD, bool)
 }
 
 // dataAttrs is the part of a QP's attributes the data path reads, replaced
@@ -57,7 +58,7 @@ type QP struct {
 	srq     bool
 	sigAll  bool
 	caps    proto.QPCaps
-	ah      func(uint32) ([16]byte, uint8, bool)
+	ah      func(uint32) ([16]byte, uint8, *PD, bool)
 
 	region   *shm.Region
 	mem      []byte

@@ -13,8 +13,8 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	s := &q.s
 	a := q.adapter
 	d := q.dp.Load()
-	dgid, _, ok := q.ah(w.AH)
-	if !ok {
+	dgid, _, ahPD, ok := q.ah(w.AH)
+	if !ok || ahPD != q.pd {
 		return outcome{status: abi.StatusLocQPOpErr}
 	}
 	var local [][]byte
@@ -64,6 +64,7 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 		return sent
 	case popBad:
 		q.completeRecv(p, abi.StatusLocQPOpErr, 0, 0, abi.WCRecv, 0, 0)
+		p.enterError()
 		return sent
 	}
 	dst, room, st := s.resolve(p.adapter, p.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, s.dst[:0])

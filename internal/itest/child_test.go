@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,6 +25,8 @@ func TestMain(m *testing.M) {
 		os.Exit(holder())
 	case "memlock":
 		os.Exit(memlock())
+	case "rawpin":
+		os.Exit(rawPin())
 	case "open":
 		if _, err := vrdma.Open("vrdma0"); err != nil {
 			fmt.Println(err)
@@ -111,5 +115,67 @@ func memlock() int {
 		return 1
 	}
 	fmt.Println(err)
+	return 0
+}
+
+// rawPin lowers RLIMIT_MEMLOCK to 64 KiB and, skipping the library (which
+// would lock the memory itself first and fail), asks the daemon to register
+// a 1 MiB sealed memfd: the daemon, which may lock anything, must refuse to
+// pin it on behalf of a process that may not.
+func rawPin() int {
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 1
+	}
+	c, err := proto.Dial(os.Getenv("VRDMA_SOCKET"))
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 1
+	}
+	defer c.Close()
+	call := func(op proto.Op, id uint32, v any, fds ...int) (proto.Header, string) {
+		if err := c.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, v, fds...); err != nil {
+			return proto.Header{}, err.Error()
+		}
+		for {
+			h, body, rfds, err := c.Recv()
+			proto.CloseFDs(rfds)
+			if err != nil {
+				return h, err.Error()
+			}
+			if h.Kind == proto.KindReply {
+				var r struct {
+					Handle uint32 `json:"handle"`
+					Error  string `json:"error"`
+				}
+				_ = json.Unmarshal(body, &r)
+				return h, fmt.Sprintf("%d %s", r.Handle, r.Error)
+			}
+		}
+	}
+	if h, msg := call(proto.OpHello, 1, proto.HelloReq{Device: "vrdma0"}); h.Code != proto.CodeOK {
+		fmt.Println("hello:", msg)
+		return 1
+	}
+	h, msg := call(proto.OpAllocPD, 2, nil)
+	if h.Code != proto.CodeOK {
+		fmt.Println("alloc_pd:", msg)
+		return 1
+	}
+	var pd uint32
+	fmt.Sscanf(msg, "%d", &pd)
+	fd, err := unix.MemfdCreate("pin", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		fmt.Println("memfd:", err)
+		return 1
+	}
+	_ = unix.Ftruncate(fd, 1<<20)
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	h, msg = call(proto.OpRegMR, 3, proto.RegMRReq{PD: pd, Addr: 0x10000, Length: 1 << 20, Access: 1}, fd)
+	if h.Code != proto.CodeMemlock || !strings.Contains(msg, "RLIMIT_MEMLOCK") {
+		fmt.Printf("reg_mr of 1 MiB under a 64 KiB limit: code %v, %q; want a memlock refusal\n", h.Code, msg)
+		return 1
+	}
+	fmt.Println(msg)
 	return 0
 }

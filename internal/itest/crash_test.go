@@ -187,6 +187,22 @@ func TestMemlockLimitIsExplained(t *testing.T) {
 	t.Logf("the error a user sees: %s", strings.TrimSpace(string(out)))
 }
 
+// TestDaemonPinsOnlyWhatTheClientMay: the daemon (root here) counts the
+// memory it locks for a client against the client's own RLIMIT_MEMLOCK.
+func TestDaemonPinsOnlyWhatTheClientMay(t *testing.T) {
+	sock := publicDaemon(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=rawpin", "VRDMA_SOCKET="+sock)
+	if os.Geteuid() == 0 {
+		asNobody(t, cmd) // the daemon does not limit root clients
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rawpin child: %v\n%s", err, out)
+	}
+	t.Logf("the daemon said: %s", strings.TrimSpace(string(out)))
+}
+
 // TestSocketPermissionsDecide: a user the socket's mode leaves out cannot
 // open a device, and is told why.
 func TestSocketPermissionsDecide(t *testing.T) {

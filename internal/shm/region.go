@@ -67,6 +67,14 @@ func mapRegion(fd int, size int, prot int) (*Region, error) {
 		unix.Close(fd)
 		return nil, ErrNotSealed
 	}
+	// A hugetlbfs memfd gives up its pages' reservation when its owner
+	// punches a hole (sealing size does not stop that), and refaulting it
+	// with the pool empty is a SIGBUS in whoever touches it next.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type == unix.HUGETLBFS_MAGIC {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: memfd on hugetlbfs (or unreadable): use an ordinary memfd")
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
