@@ -115,8 +115,10 @@ func (p *poller) run() {
 		if time.Since(lastWork) < idleBeforeSleep {
 			continue
 		}
+		// Back to sleep at once unless the wake-up brought work: the bounded
+		// sleep ends every maxSleep, and an idle poller must not spin again
+		// for idleBeforeSleep each time.
 		p.sleep()
-		lastWork = time.Now()
 	}
 }
 
