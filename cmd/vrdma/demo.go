@@ -353,20 +353,31 @@ func (dm *demo) faa(ctx context.Context) (string, error) {
 	return dm.atomic(ctx, vrdma.WRAtomicFetchAndAdd, 5, 0, 0, 99, 104)
 }
 
+// openPair opens a fresh QP of type typ on each instance and connects them;
+// closing the two devices releases everything.
+func (dm *demo) openPair(typ vrdma.QPType) (a, b *end, err error) {
+	if a, err = dm.open("demo-a", typ); err != nil {
+		return nil, nil, err
+	}
+	if b, err = dm.open("demo-b", typ); err != nil {
+		a.dev.Close()
+		return nil, nil, err
+	}
+	if err = connect(a, b, nil); err != nil {
+		a.dev.Close()
+		b.dev.Close()
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
 func (dm *demo) udSend(ctx context.Context) (string, error) {
-	a, err := dm.open("demo-a", vrdma.UD)
+	a, b, err := dm.openPair(vrdma.UD)
 	if err != nil {
 		return "", err
 	}
 	defer a.dev.Close()
-	b, err := dm.open("demo-b", vrdma.UD)
-	if err != nil {
-		return "", err
-	}
 	defer b.dev.Close()
-	if err := connect(a, b, nil); err != nil {
-		return "", err
-	}
 	gid, _ := b.dev.GID(0)
 	ah, err := a.pd.CreateAH(vrdma.AHAttr{DGID: gid})
 	if err != nil {
@@ -399,19 +410,12 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 }
 
 func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
-	a, err := dm.open("demo-a", vrdma.RC)
+	a, b, err := dm.openPair(vrdma.RC)
 	if err != nil {
 		return "", err
 	}
 	defer a.dev.Close()
-	b, err := dm.open("demo-b", vrdma.RC)
-	if err != nil {
-		return "", err
-	}
 	defer b.dev.Close()
-	if err := connect(a, b, nil); err != nil {
-		return "", err
-	}
 	fill(b.mr.Bytes()[:4096], 5)
 	before := append([]byte(nil), b.mr.Bytes()[:4096]...)
 	wr := vrdma.SendWR{ID: 7, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 4096)},

@@ -34,20 +34,7 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdDestroyCQ(s *session, body []byte, _ []int) (any, []int, error) {
-	req, err := decode[proto.HandleReq](body)
-	if err != nil {
-		return nil, nil, err
-	}
-	cq, err := lookup(s.cqs, req.Handle, "completion queue")
-	if err != nil {
-		return nil, nil, err
-	}
-	if cq.Busy() {
-		return nil, nil, proto.Errorf(proto.CodeBusy, "completion queue %d is still used by queue pairs: destroy them first", req.Handle)
-	}
-	cq.Close()
-	delete(s.cqs, req.Handle)
-	return done, nil, nil
+	return destroyUnused(s.cqs, body, "completion queue")
 }
 
 func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
@@ -81,19 +68,27 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
+	return destroyUnused(s.srqs, body, "shared receive queue")
+}
+
+// destroyUnused destroys the queue a request names, unless QPs still use it.
+func destroyUnused[T interface {
+	Busy() bool
+	Close()
+}](m map[uint32]T, body []byte, what string) (any, []int, error) {
 	req, err := decode[proto.HandleReq](body)
 	if err != nil {
 		return nil, nil, err
 	}
-	srq, err := lookup(s.srqs, req.Handle, "shared receive queue")
+	q, err := lookup(m, req.Handle, what)
 	if err != nil {
 		return nil, nil, err
 	}
-	if srq.Busy() {
-		return nil, nil, proto.Errorf(proto.CodeBusy, "shared receive queue %d is still used by queue pairs: destroy them first", req.Handle)
+	if q.Busy() {
+		return nil, nil, proto.Errorf(proto.CodeBusy, "%s %d is still used by queue pairs: destroy them first", what, req.Handle)
 	}
-	srq.Close()
-	delete(s.srqs, req.Handle)
+	q.Close()
+	delete(m, req.Handle)
 	return done, nil, nil
 }
 
