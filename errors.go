@@ -68,21 +68,9 @@ func fromProto(op string, pe *proto.Error) *Error {
 	kind := map[proto.Code]error{
 		proto.CodeInvalid: ErrInvalidArgument, proto.CodeNotFound: ErrNotFound, proto.CodeLimit: ErrLimit,
 		proto.CodeBusy: ErrBusy, proto.CodeState: ErrInvalidState, proto.CodeMemlock: ErrMemlock,
-		proto.CodePermission: ErrPermission, proto.CodeVersion: ErrVersion,
+		proto.CodePermission: ErrPermission, proto.CodeVersion: ErrVersion, proto.CodeAttr: ErrInvalidAttr,
 	}[pe.Code]
-	if pe.Code == proto.CodeState && containsAttr(pe.Message) {
-		kind = ErrInvalidAttr
-	}
 	return &Error{Op: op, Kind: kind, Msg: pe.Message}
-}
-
-func containsAttr(msg string) bool {
-	for i := 0; i+10 <= len(msg); i++ {
-		if msg[i:i+10] == "attribute " {
-			return true
-		}
-	}
-	return false
 }
 
 // WCError is a work completion that did not succeed.

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"errors"
+
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -155,7 +157,11 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	st, err := q.Modify(&req.Attr, qpstate.Mask(req.Mask))
 	if err != nil {
-		return nil, nil, &proto.Error{Code: proto.CodeState, Message: err.Error()}
+		code := proto.CodeState
+		if errors.Is(err, qpstate.ErrInvalidAttr) {
+			code = proto.CodeAttr
+		}
+		return nil, nil, &proto.Error{Code: code, Message: err.Error()}
 	}
 	path, reason := q.Path()
 	return proto.ModifyQPResp{State: uint8(st), Path: path, Reason: reason, Direct: q.DirectCapable()}, nil, nil

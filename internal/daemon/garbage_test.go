@@ -239,7 +239,7 @@ func TestGarbageCommands(t *testing.T) {
 		{name: "modify_qp port 9", setup: "device", send: req(proto.OpModifyQP, func(o objects) any {
 			return proto.ModifyQPReq{Handle: o.qp, Mask: uint32(qpstate.MaskState | qpstate.MaskPort | qpstate.MaskPKeyIndex | qpstate.MaskAccessFlags),
 				Attr: qpstate.Attr{State: abi.QPStateInit, PortNum: 9}}
-		}), code: proto.CodeState, msg: []string{"attribute PORT", "port 9 does not exist"}, usableOp: true},
+		}), code: proto.CodeAttr, msg: []string{"attribute PORT", "port 9 does not exist"}, usableOp: true},
 		{name: "query_qp unknown handle", setup: "device", send: req(proto.OpQueryQP, proto.HandleReq{Handle: 0}),
 			code: proto.CodeNotFound, msg: []string{"no queue pair with handle 0"}, usableOp: true},
 		{name: "destroy_cq in use", setup: "device", send: req(proto.OpDestroyCQ, func(o objects) any { return proto.HandleReq{Handle: o.cq} }),

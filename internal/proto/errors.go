@@ -19,11 +19,13 @@ const (
 	CodePermission
 	CodeVersion
 	CodeInternal
+	CodeAttr // an attribute's value is out of range (CodeState: the transition or mask is wrong)
 	codeMax
 )
 
 var codeNames = [...]string{"ok", "invalid argument", "not found", "limit reached", "in use",
-	"invalid state transition", "cannot lock memory", "permission denied", "version mismatch", "internal error"}
+	"invalid state transition", "cannot lock memory", "permission denied", "version mismatch", "internal error",
+	"invalid attribute"}
 
 func (c Code) String() string {
 	if c < codeMax {
