@@ -80,6 +80,21 @@ func (s *side) close() {
 	s.dev.Close()
 }
 
+// openPair opens and connects both ends for messages of size bytes, which
+// it lowers to the MTU for UD, and returns the size used.
+func openPair(cfg *Config, typ vrdma.QPType, size int) (a, b *side, used int, err error) {
+	if typ == vrdma.UD {
+		size = min(size, 4096)
+	}
+	a, b, err = pair(cfg, typ, size)
+	return a, b, size, err
+}
+
+func closePair(a, b *side) {
+	a.close()
+	b.close()
+}
+
 // pair opens both ends and connects them.
 func pair(cfg *Config, typ vrdma.QPType, size int) (a, b *side, err error) {
 	if a, err = openSide(cfg.A, typ, size); err != nil {
@@ -136,12 +151,18 @@ func (s *side) postRecvs(n, size int) error {
 // spinPoll polls cq until it returns at least one completion, yielding to
 // the Go scheduler and the OS now and then so that threads sharing the CPU run.
 func spinPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
-	return spinPollUntil(ctx, nil, cq, wc)
+	return poll(ctx, nil, false, cq, wc)
 }
 
 // spinPollUntil is spinPoll for the pinned threads of pingPong2: it gives up
 // once stop is set, and yields only to the OS (see pinnedYield).
 func spinPollUntil(ctx context.Context, stop *atomic.Bool, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
+	return poll(ctx, stop, true, cq, wc)
+}
+
+// poll spins on cq until a completion comes, ctx ends or stop is set (if
+// given). A pinned caller yields only to the OS, others to Go's scheduler too.
+func poll(ctx context.Context, stop *atomic.Bool, pinned bool, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
 	for i := 0; ; i++ {
 		n, err := cq.Poll(wc)
 		if err != nil {
@@ -155,11 +176,10 @@ func spinPollUntil(ctx context.Context, stop *atomic.Bool, cq *vrdma.CQ, wc []vr
 			}
 			return n, nil
 		}
-		if stop != nil && i&1023 == 1023 {
-			pinnedYield()
-		}
 		if i&1023 == 1023 {
-			if stop == nil {
+			if pinned {
+				pinnedYield()
+			} else {
 				yield()
 			}
 			if i&4095 == 4095 {

@@ -41,16 +41,11 @@ func TestNames() []string {
 
 // sendBW streams SENDs from a to b (and b to a for bi) for the test's time.
 func sendBW(ctx context.Context, cfg *Config, typ vrdma.QPType, bi bool) (Result, error) {
-	size := cfg.MsgSize
-	if typ == vrdma.UD {
-		size = min(size, 4096)
-	}
-	a, b, err := pair(cfg, typ, size)
+	a, b, size, err := openPair(cfg, typ, cfg.MsgSize)
 	if err != nil {
 		return Result{}, err
 	}
-	defer a.close()
-	defer b.close()
+	defer closePair(a, b)
 	meter := startMeter(a.dev)
 	var received atomic.Uint64
 	stop := make(chan struct{})
@@ -175,12 +170,11 @@ func oneSidedBW(ctx context.Context, cfg *Config, op vrdma.Opcode) (Result, erro
 	if atomicOp {
 		size = 8
 	}
-	a, b, err := pair(cfg, vrdma.RC, size)
+	a, b, _, err := openPair(cfg, vrdma.RC, size)
 	if err != nil {
 		return Result{}, err
 	}
-	defer a.close()
-	defer b.close()
+	defer closePair(a, b)
 	meter := startMeter(a.dev)
 	local := a.mr.SGE(0, size)
 	if op == vrdma.WRRDMARead || atomicOp {
@@ -232,16 +226,11 @@ func oneSidedBW(ctx context.Context, cfg *Config, op vrdma.Opcode) (Result, erro
 
 // sendLat plays SEND ping-pong; one goroutine drives both ends.
 func sendLat(ctx context.Context, cfg *Config, typ vrdma.QPType) (Result, error) {
-	size := cfg.MsgSize
-	if typ == vrdma.UD {
-		size = min(size, 4096)
-	}
-	a, b, err := pair(cfg, typ, size)
+	a, b, size, err := openPair(cfg, typ, cfg.MsgSize)
 	if err != nil {
 		return Result{}, err
 	}
-	defer a.close()
-	defer b.close()
+	defer closePair(a, b)
 	if err := firstErr(a.postRecvs(depth, size), b.postRecvs(depth, size)); err != nil {
 		return Result{}, err
 	}
@@ -311,12 +300,11 @@ func latResult(size int, iters uint64, hops int, elapsed time.Duration, m *meter
 // other's region and spins on its own memory until the reply lands.
 func writeLat(ctx context.Context, cfg *Config) (Result, error) {
 	size := max(cfg.MsgSize, 1)
-	a, b, err := pair(cfg, vrdma.RC, size)
+	a, b, _, err := openPair(cfg, vrdma.RC, size)
 	if err != nil {
 		return Result{}, err
 	}
-	defer a.close()
-	defer b.close()
+	defer closePair(a, b)
 	meter := startMeter(a.dev)
 	if cfg.Threads == 2 {
 		n, elapsed, err := writeLat2(ctx, a, b, size, cfg.Duration)
@@ -391,12 +379,11 @@ func writeLat(ctx context.Context, cfg *Config) (Result, error) {
 // oneSidedLat times one READ (or atomic) at a time, round trip.
 func oneSidedLat(ctx context.Context, cfg *Config, op vrdma.Opcode) (Result, error) {
 	size := max(cfg.MsgSize, 1)
-	a, b, err := pair(cfg, vrdma.RC, size)
+	a, b, _, err := openPair(cfg, vrdma.RC, size)
 	if err != nil {
 		return Result{}, err
 	}
-	defer a.close()
-	defer b.close()
+	defer closePair(a, b)
 	meter := startMeter(a.dev)
 	wr := []vrdma.SendWR{{Opcode: op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(size+64, size)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}
 	var i uint64
