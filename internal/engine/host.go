@@ -14,6 +14,7 @@ type Host struct {
 	byGID  map[[16]byte]*Adapter
 	pdSeq  atomic.Uint64
 	poller *poller // shared by every async-mode adapter; started with the first
+	links  []Link
 }
 
 // NewHost returns an empty host.

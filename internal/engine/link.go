@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/vrdma/vrdma/internal/abi"
+)
+
+// Link is an uplink as the engine sees it: RoCEv2 packets on one host
+// interface (package uplink implements it on real sockets; tests wrap it to
+// inject faults).
+type Link interface {
+	// Name is the link's name, as `vrdma link add NAME` gave it.
+	Name() string
+	// GIDs returns the link's current GID table in rxe's order: the fe80::
+	// EUI-64 GID of the interface's MAC, then one per interface address
+	// (IPv4 as ::ffff:a.b.c.d). It follows address changes.
+	GIDs() [][16]byte
+	// ActiveMTU is the largest IB MTU the interface carries (its MTU − 80).
+	ActiveMTU() abi.MTU
+	// WriteBatch sends frames, each a whole IPv4 or IPv6 packet as package
+	// wire encodes it, and returns how many were sent.
+	WriteBatch(frames [][]byte) (int, error)
+	// Serve reads packets until Close, calling deliver with each whole IP
+	// packet; the slice is valid only during the call.
+	Serve(deliver func(frame []byte)) error
+	// Close stops Serve and releases the sockets.
+	Close() error
+}
+
+// AddLink attaches l to the host: its GIDs become the GIDs of every adapter
+// and packets it receives are delivered to the adapters' QPs.
+func (h *Host) AddLink(l Link) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range h.links {
+		if x.Name() == l.Name() {
+			return fmt.Errorf("link %s exists already: delete it first or pick another name", l.Name())
+		}
+	}
+	h.links = append(h.links, l)
+	return nil
+}
+
+// RemoveLink detaches and closes the link called name.
+func (h *Host) RemoveLink(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, x := range h.links {
+		if x.Name() == name {
+			h.links = append(h.links[:i], h.links[i+1:]...)
+			return x.Close()
+		}
+	}
+	return fmt.Errorf("no link called %s: `vrdma link show` lists them", name)
+}
+
+// Links returns the host's links.
+func (h *Host) Links() []Link {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return append([]Link(nil), h.links...)
+}
