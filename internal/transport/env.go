@@ -1,0 +1,99 @@
+package transport
+
+import (
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/wire"
+)
+
+// Env is what a QP's transport needs of the world. Every method is called
+// from inside Post, Receive, Tick or Flush, on the caller's goroutine.
+type Env interface {
+	// Output sends one packet. p has its transport fields set (for UD also
+	// Dst); the Env fills in the network fields from the QP's address
+	// vector, and n payload bytes gathered from src starting at byte off.
+	Output(p *wire.Packet, src [][]byte, off, n int)
+
+	// Complete reports that a send work request finished with status.
+	// Requests complete in the order they were posted, each exactly once.
+	Complete(w *WQE, status abi.Status)
+
+	// TakeRecv pops the QP's next receive work request into r, its
+	// scatter list resolved with local write access.
+	TakeRecv(r *Recv) RecvResult
+	// CompleteRecv reports a receive work request finished.
+	CompleteRecv(r *Recv, c *RecvCompletion)
+
+	// Remote returns n bytes at va of the region with rkey, if it belongs
+	// to the QP's PD and grants need; nil otherwise. n may be 0.
+	Remote(rkey uint32, va uint64, n uint32, need abi.Access) []byte
+	// Atomic executes an atomic on the 8 bytes of target and returns the
+	// original value; ok is false when target is not 8-byte aligned.
+	Atomic(target []byte, compareSwap bool, compareAdd, swap uint64) (orig uint64, ok bool)
+
+	// GRH returns the 40-byte GRH area for the UD packet p.
+	GRH(p *wire.Packet) []byte
+
+	// Fail reports an error that moves the QP to ERR: a responder's class
+	// A/C error or a requester error completion. The transport stops; the
+	// owner flushes it with Flush.
+	Fail(ev abi.EventType, reason string)
+
+	// Drop counts a packet the QP discarded, with the reason.
+	Drop(reason DropReason)
+}
+
+// NoEvent is the event of a Fail that raises no affiliated event: a
+// requester's error completion moves its QP to ERR silently.
+const NoEvent abi.EventType = 0xff
+
+// RecvResult is what TakeRecv found.
+type RecvResult uint8
+
+// TakeRecv results.
+const (
+	RecvOK    RecvResult = iota
+	RecvEmpty            // nothing posted: RNR
+	RecvBad              // a malformed or unresolvable receive request
+)
+
+// Recv is a receive work request taken from the receive queue.
+type Recv struct {
+	ID     uint64
+	Spans  [][]byte // resolved scatter list
+	Length uint32   // total bytes the spans hold
+	Tag    int      // the owner's bookkeeping
+}
+
+// RecvCompletion is what a receive completed with.
+type RecvCompletion struct {
+	Status  abi.Status
+	Opcode  abi.WCOpcode
+	Bytes   uint32
+	Imm     uint32
+	InvRKey uint32
+	Flags   abi.WCFlags
+	SrcQP   uint32
+}
+
+// DropReason says why a packet was discarded.
+type DropReason uint8
+
+// Drop reasons, each counted by the owner.
+const (
+	DropSequence  DropReason = iota // out of sequence (a NAK went out once) or UC gap
+	DropDuplicate                   // a duplicate with nothing to answer
+	DropState                       // the QP is in error
+	DropQKey                        // UD Q_Key mismatch
+	DropNoRecv                      // UC/UD: no receive posted
+	DropInvalid                     // UC/UD: a request the responder rejects
+	DropResponse                    // a response that matches nothing outstanding
+)
+
+var dropNames = [...]string{"sequence", "duplicate", "state", "qkey", "no receive", "invalid", "stray response"}
+
+func (d DropReason) String() string {
+	if int(d) < len(dropNames) {
+		return dropNames[d]
+	}
+	return "unknown"
+}

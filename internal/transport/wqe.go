@@ -1,0 +1,49 @@
+package transport
+
+import (
+	"net/netip"
+
+	"github.com/vrdma/vrdma/internal/abi"
+)
+
+// WQE is a send work request as the transport runs it: the owner resolves
+// the local scatter/gather list to spans, which stay valid until Complete.
+type WQE struct {
+	ID         uint64
+	Op         abi.Opcode
+	Signaled   bool
+	Fence      bool
+	Solicited  bool
+	Local      [][]byte // gather (SEND, WRITE) or scatter (READ, atomic result) spans
+	Length     uint32   // total bytes of Local
+	RemoteAddr uint64
+	RKey       uint32
+	Imm        uint32
+	CompareAdd uint64
+	Swap       uint64
+	Tag        int // the owner's bookkeeping
+
+	// UD only.
+	Dest    netip.Addr
+	DestQPN uint32
+	QKey    uint32
+
+	// Requester state.
+	firstPSN uint32
+	npkts    uint32 // PSNs the request consumes
+	resp     uint32 // READ: response packets received in order
+	started  bool
+}
+
+// LastPSN returns the last PSN the request consumes (valid once sent).
+func (w *WQE) LastPSN() uint32 { return (w.firstPSN + w.npkts - 1) & psnMask }
+
+func (w *WQE) readOrAtomic() bool { return w.Op == abi.OpRDMARead || w.Op.IsAtomic() }
+
+// packets returns how many PSNs a request of n bytes consumes at mtu.
+func packets(op abi.Opcode, n uint32, mtu uint32) uint32 {
+	if op.IsAtomic() || n == 0 {
+		return 1
+	}
+	return (n + mtu - 1) / mtu
+}
