@@ -376,14 +376,14 @@ func TestConformanceRetryExceeded(t *testing.T) {
 			a := newSide(t, e.a, qpSpec{typ: vrdma.RC})
 			b := newSide(t, e.b, qpSpec{typ: vrdma.RC})
 			// b is connected elsewhere: it would drop a's packets.
-			if err := b.qp.Connect(vrdma.Endpoint{GID: a.gid, QPN: 0xabcde}, nil); err != nil {
+			if err := b.qp.Connect(vrdma.Endpoint{GID: a.gid, QPN: 0xabcde}, withConfGID(nil)); err != nil {
 				t.Fatal(err)
 			}
 			o := vrdma.DefaultConnectOptions()
 			o.Timeout, o.RetryCnt = 8, 1
 			ep := b.endpoint(t)
 			ep.QPN = c.qpn(b)
-			if err := a.qp.Connect(ep, &o); err != nil {
+			if err := a.qp.Connect(ep, withConfGID(&o)); err != nil {
 				t.Fatal(err)
 			}
 			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
@@ -510,7 +510,7 @@ func TestConformanceFlush(t *testing.T) {
 			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.qp.Connect(a.endpoint(t), nil); err != nil {
+			if err := b.qp.Connect(a.endpoint(t), withConfGID(nil)); err != nil {
 				t.Fatal(err)
 			}
 			postRecv(t, b.qp, recvWR(5, b.mr.SGE(recvOff, 64)))

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/fakelink"
 )
 
 // The conformance suite runs every verb against a real in-process daemon:
@@ -41,8 +43,9 @@ var confCap = vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSG
 
 // confEnv is a daemon with two instances and an opened device on each.
 type confEnv struct {
-	sock string
-	a, b *vrdma.Device
+	sock  string // conf-a's daemon
+	sockB string // conf-b's daemon (the same one unless in a wire mode)
+	a, b  *vrdma.Device
 }
 
 // confInstance is the spec of a conformance instance. The suite runs over
@@ -61,18 +64,54 @@ func confInstance(name string) vrdma.InstanceSpec {
 	return spec
 }
 
+// confGID is the GID index the suite's QPs use: 0, the link-local GID;
+// "wire4" mode uses 1, the first link's IPv4-mapped GID.
+var confGID = func() int {
+	if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire4" {
+		return 1
+	}
+	return 0
+}()
+
+// confSockets returns the daemons of the two instances: one daemon, or in
+// "wire" and "wire4" modes two daemons whose hosts are joined by an
+// in-process link, so that every request runs the RoCEv2 transport.
+func confSockets(t *testing.T) [2]string {
+	switch os.Getenv("VRDMA_CONFORMANCE_MODE") {
+	case "wire", "wire4":
+	default:
+		s := daemontest.Start(t)
+		return [2]string{s, s}
+	}
+	n := fakelink.New(1)
+	var socks [2]string
+	for i := range socks {
+		d := daemontest.StartDaemon(t)
+		l := n.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0, byte(i + 1)}, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}))
+		if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire" {
+			l.SetMTU(vrdma.MTU4096) // a jumbo link; "wire4" keeps Ethernet's 1024
+		}
+		if err := d.AttachLink(l); err != nil {
+			t.Fatal(err)
+		}
+		socks[i] = d.SocketPath()
+	}
+	return socks
+}
+
 func newConfEnv(t *testing.T) *confEnv {
 	t.Helper()
-	sock := daemontest.Start(t)
-	o := vrdma.Options{Socket: sock}
-	adm, err := vrdma.DialAdmin(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
+	socks := confSockets(t)
 	var devs [2]*vrdma.Device
 	for i, name := range []string{"conf-a", "conf-b"} {
-		if _, err := adm.CreateInstance(confInstance(name)); err != nil {
+		o := vrdma.Options{Socket: socks[i]}
+		adm, err := vrdma.DialAdmin(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = adm.CreateInstance(confInstance(name))
+		adm.Close()
+		if err != nil {
 			t.Fatal(err)
 		}
 		oi := o
@@ -96,7 +135,7 @@ func newConfEnv(t *testing.T) *confEnv {
 			t.Fatal(err)
 		}
 	}
-	return &confEnv{sock: sock, a: devs[0], b: devs[1]}
+	return &confEnv{sock: socks[0], sockB: socks[1], a: devs[0], b: devs[1]}
 }
 
 // side is one end of a test connection: a QP with its own PD, send and
@@ -165,7 +204,7 @@ func newSide(t *testing.T, dev *vrdma.Device, s qpSpec) *side {
 	}
 	t.Cleanup(func() { _ = qp.Destroy() })
 	x.qp = qp
-	if x.gid, err = dev.GID(0); err != nil {
+	if x.gid, err = dev.GID(confGID); err != nil {
 		t.Fatal(err)
 	}
 	return x
@@ -173,7 +212,7 @@ func newSide(t *testing.T, dev *vrdma.Device, s qpSpec) *side {
 
 func (x *side) endpoint(t *testing.T) vrdma.Endpoint {
 	t.Helper()
-	ep, err := x.qp.Endpoint(0)
+	ep, err := x.qp.Endpoint(confGID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +224,7 @@ func (x *side) endpoint(t *testing.T) vrdma.Endpoint {
 // DefaultConnectOptions.
 func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
 	t.Helper()
+	ox, oy = withConfGID(ox), withConfGID(oy)
 	if err := x.qp.Connect(y.endpoint(t), ox); err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +236,19 @@ func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
 	}
 }
 
+// withConfGID returns o (nil: the defaults) with the suite's GID index.
+func withConfGID(o *vrdma.ConnectOptions) *vrdma.ConnectOptions {
+	c := vrdma.DefaultConnectOptions()
+	if o != nil {
+		c = *o
+	}
+	c.GIDIndex = uint8(confGID)
+	return &c
+}
+
 func newAH(t *testing.T, x *side, dgid vrdma.GID) *vrdma.AH {
 	t.Helper()
-	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, PortNum: 1})
+	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: uint8(confGID), PortNum: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +434,20 @@ func qpEvent(qp *vrdma.QP) func(vrdma.AsyncEvent) bool {
 }
 
 // waitFor polls cond (a daemon query, never a clock) until it holds.
+// arrived waits, for a UC RDMA WRITE, until got holds want: a UC request
+// completes once it is sent, so across hosts the bytes may land a moment
+// after the completion. RC and same-host UC complete after they landed.
+func arrived(t *testing.T, typ vrdma.QPType, got, want []byte) {
+	t.Helper()
+	if typ != vrdma.UC {
+		return
+	}
+	deadline := time.Now().Add(confTimeout)
+	for !bytes.Equal(got, want) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(confTimeout)

@@ -1,6 +1,7 @@
 package vrdma_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -69,6 +70,7 @@ func TestConformanceOpcodes(t *testing.T) {
 					expectBytes(t, "receive buffer", mb[recvOff:recvOff+n], src)
 					expectZero(t, "past the message", mb[recvOff+n:])
 				default:
+					arrived(t, typ, remote, src)
 					expectBytes(t, "write target", remote, src)
 					expectZero(t, "before the write target", mb[:rdmaOff])
 					expectZero(t, "past the write target", mb[rdmaOff+n:])
@@ -188,6 +190,11 @@ func TestConformanceOpcodeRefused(t *testing.T) {
 // and the MTU limit.
 func TestConformanceUD(t *testing.T) {
 	e := newConfEnv(t)
+	port, err := e.a.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtu := port.ActiveMTU.Bytes() // a datagram's largest payload
 	cases := []struct {
 		name   string
 		op     vrdma.Opcode
@@ -201,7 +208,7 @@ func TestConformanceUD(t *testing.T) {
 	}{
 		{name: "SEND", op: vrdma.WRSend, n: 100, qkey: confQKey},
 		{name: "SEND/empty", op: vrdma.WRSend, n: 0, qkey: confQKey},
-		{name: "SEND/MTU", op: vrdma.WRSend, n: 4096, qkey: confQKey},
+		{name: "SEND/MTU", op: vrdma.WRSend, n: mtu, qkey: confQKey},
 		{name: "SEND_WITH_IMM", op: vrdma.WRSendImm, imm: 0xcafef00d, n: 333, qkey: confQKey},
 		{name: "SEND/inline", op: vrdma.WRSend, n: 50, qkey: confQKey, inline: true},
 		{name: "SEND_WITH_IMM/inline", op: vrdma.WRSendImm, imm: 7, n: 50, qkey: confQKey, inline: true},
@@ -209,7 +216,7 @@ func TestConformanceUD(t *testing.T) {
 		{name: "wrong Q_Key/imm", op: vrdma.WRSendImm, imm: 1, n: 100, qkey: confQKey + 1, drop: true},
 		{name: "QP Q_Key", op: vrdma.WRSend, n: 100, qkey: 0x80000000},
 		{name: "QP Q_Key/wrong", op: vrdma.WRSend, n: 100, qkey: 0x80000000, optsA: &vrdma.ConnectOptions{QKey: 0x12345678}, drop: true},
-		{name: "above MTU", op: vrdma.WRSend, n: 4097, qkey: confQKey, status: vrdma.WCLocLenErr, drop: true},
+		{name: "above MTU", op: vrdma.WRSend, n: mtu + 1, qkey: confQKey, status: vrdma.WCLocLenErr, drop: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -251,12 +258,7 @@ func TestConformanceUD(t *testing.T) {
 			}
 			checkWC(t, pollOne(t, b.rcq), want)
 			expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
-			grh := mb[recvOff : recvOff+grhLen]
-			if grh[0]>>4 != 6 || grh[6] != 0x1b {
-				t.Fatalf("GRH starts % x: want IP version 6 and next header 0x1b", grh[:8])
-			}
-			expectBytes(t, "GRH source GID", grh[8:24], a.gid[:])
-			expectBytes(t, "GRH destination GID", grh[24:40], b.gid[:])
+			checkGRH(t, mb[recvOff:recvOff+grhLen], a.gid, b.gid)
 			expectBytes(t, "payload", mb[recvOff+grhLen:recvOff+grhLen+c.n], src)
 			expectZero(t, "past the payload", mb[recvOff+grhLen+c.n:])
 		})
@@ -281,4 +283,27 @@ func TestConformanceUD(t *testing.T) {
 		checkWC(t, wcs[0], w1)
 		checkWC(t, wcs[1], w2)
 	})
+}
+
+// checkGRH checks the 40-byte GRH area of a UD receive from src to dst: an
+// IPv6 header (next header 0x1b on the memcpy path, UDP on the wire), or,
+// between IPv4-mapped GIDs, 20 zero bytes and the IPv4 header, as rxe
+// writes them.
+func checkGRH(t *testing.T, grh []byte, src, dst vrdma.GID) {
+	t.Helper()
+	v4 := func(g vrdma.GID) bool { return bytes.Equal(g[:12], []byte{10: 0xff, 11: 0xff}) }
+	if v4(src) && v4(dst) {
+		expectZero(t, "GRH area before the IPv4 header", grh[:20])
+		if grh[20]>>4 != 4 || grh[29] != 17 {
+			t.Fatalf("GRH area holds % x: want an IPv4 header of a UDP packet at byte 20", grh[20:])
+		}
+		expectBytes(t, "IPv4 source address", grh[32:36], src[12:])
+		expectBytes(t, "IPv4 destination address", grh[36:40], dst[12:])
+		return
+	}
+	if grh[0]>>4 != 6 || grh[6] != 0x1b && grh[6] != 17 {
+		t.Fatalf("GRH starts % x: want IP version 6 and next header 0x1b (or UDP, from the wire)", grh[:8])
+	}
+	expectBytes(t, "GRH source GID", grh[8:24], src[:])
+	expectBytes(t, "GRH destination GID", grh[24:40], dst[:])
 }

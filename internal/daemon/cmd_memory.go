@@ -209,8 +209,8 @@ func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if int(req.AV.SGIDIndex) >= len(s.adapter.GIDs) {
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "sgid_index %d is outside the GID table of %d entries", req.AV.SGIDIndex, len(s.adapter.GIDs))
+	if n := len(s.adapter.GIDs()); int(req.AV.SGIDIndex) >= n {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "sgid_index %d is outside the GID table of %d entries", req.AV.SGIDIndex, n)
 	}
 	h := s.handleID()
 	s.ahMu.Lock()

@@ -54,14 +54,15 @@ func macFor(host, instance string, index, salt int) [6]byte {
 }
 
 func adapterInfo(a *engine.Adapter) proto.AdapterInfo {
-	gids := make([][]byte, len(a.GIDs))
-	for i := range a.GIDs {
-		g := a.GIDs[i]
+	table := a.GIDs()
+	gids := make([][]byte, len(table))
+	for i := range table {
+		g := table[i]
 		gids[i] = g[:]
 	}
 	return proto.AdapterInfo{
 		Name: a.Name, Index: a.Index, GUID: a.GUID, MAC: net.HardwareAddr(a.MAC[:]).String(),
-		GIDs: gids, Async: a.Async, State: "ACTIVE", ActiveMTU: uint8(a.ActiveMTU),
+		GIDs: gids, Async: a.Async, State: "ACTIVE", ActiveMTU: uint8(a.PortMTU()),
 	}
 }
 
@@ -81,8 +82,8 @@ func deviceAttr(a *engine.Adapter) *proto.DeviceAttr {
 func portAttr(a *engine.Adapter) *proto.PortAttr {
 	info := adapterInfo(a)
 	return &proto.PortAttr{
-		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.ActiveMTU),
-		GIDTblLen: len(a.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs,
+		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.PortMTU()),
+		GIDTblLen: len(info.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs,
 		LinkLayer: "Ethernet", Rate: "memcpy", Counters: a.Counters.Snapshot(),
 	}
 }

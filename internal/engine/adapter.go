@@ -31,7 +31,7 @@ type Adapter struct {
 	Index      int
 	GUID       uint64
 	MAC        [6]byte
-	GIDs       [][16]byte
+	own        [][16]byte // the adapter's own GID table, used while the host has no link
 	Async      bool
 	TrustGroup string // adapters of instances with the same non-empty group trust each other
 	ActiveMTU  abi.MTU
@@ -62,10 +62,48 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 		nextQPN:   firstQPN,
 	}
 	a.GUID = eui64(mac)
-	a.GIDs = [][16]byte{LinkLocalGID(mac)}
+	a.own = [][16]byte{LinkLocalGID(mac)}
 	empty := make([]*MR, 1) // index 0 is never used: key 0 is invalid
 	a.mrs.Store(&empty)
 	return a
+}
+
+// GIDs returns the adapter's GID table. While the host has links, it is
+// theirs (the links' GIDs in rxe's order), shared by every adapter of the
+// host: the adapters are native endpoints on the host's addresses, told
+// apart by QPN. Without links it is the adapter's own link-local GID.
+func (a *Adapter) GIDs() [][16]byte {
+	if h := a.host; h != nil {
+		if g := h.linkGIDs.Load(); g != nil && len(*g) > 0 {
+			return *g
+		}
+	}
+	return a.own
+}
+
+// PortMTU returns the adapter's active MTU: the smallest of its links'
+// (an interface MTU of 1500 gives 1024, as rxe computes it), or ActiveMTU
+// on a host without links.
+func (a *Adapter) PortMTU() abi.MTU {
+	m := a.ActiveMTU
+	if a.host != nil {
+		for _, l := range a.host.Links() {
+			if lm := l.ActiveMTU(); lm.Valid() && lm < m {
+				m = lm
+			}
+		}
+	}
+	return m
+}
+
+// OwnsGID reports whether gid is in the adapter's GID table.
+func (a *Adapter) OwnsGID(gid [16]byte) bool {
+	for _, g := range a.GIDs() {
+		if g == gid {
+			return true
+		}
+	}
+	return false
 }
 
 // Close releases the adapter. Its objects must be gone already.
@@ -122,16 +160,23 @@ func (a *Adapter) addQP(q *QP) error {
 	if len(a.qps) >= MaxQP {
 		return fmt.Errorf("adapter %s has %d QPs, its limit: destroy unused QPs", a.Name, MaxQP)
 	}
-	for {
-		n := a.nextQPN
-		a.nextQPN++
-		if a.nextQPN > 0xFFFFFF {
-			a.nextQPN = firstQPN
-		}
-		if _, used := a.qps[n]; !used {
-			q.qpn = n
-			a.qps[n] = q
-			break
+	if a.host != nil {
+		// QPNs are unique on the host: adapters share the links' addresses
+		// and packets find their QP by number.
+		q.qpn = a.host.addQP(q)
+		a.qps[q.qpn] = q
+	} else {
+		for {
+			n := a.nextQPN
+			a.nextQPN++
+			if a.nextQPN > 0xFFFFFF {
+				a.nextQPN = firstQPN
+			}
+			if _, used := a.qps[n]; !used {
+				q.qpn = n
+				a.qps[n] = q
+				break
+			}
 		}
 	}
 	if a.poller != nil {
@@ -146,6 +191,9 @@ func (a *Adapter) removeQP(q *QP) {
 		delete(a.qps, q.qpn)
 	}
 	a.qpMu.Unlock()
+	if a.host != nil {
+		a.host.removeQP(q)
+	}
 	if a.poller != nil {
 		a.poller.remove(q)
 	}

@@ -10,15 +10,83 @@ import (
 // Host is every adapter of one daemon, indexed by GID so that a destination
 // address resolves to the adapter that owns it.
 type Host struct {
-	mu     sync.RWMutex
-	byGID  map[[16]byte]*Adapter
-	pdSeq  atomic.Uint64
-	poller *poller // shared by every async-mode adapter; started with the first
-	links  []Link
+	mu        sync.RWMutex
+	byGID     map[[16]byte]*Adapter
+	pdSeq     atomic.Uint64
+	poller    *poller // shared by every async-mode adapter; started with the first
+	links     []Link
+	receivers map[Link]*receiver
+
+	linkGIDs atomic.Pointer[[][16]byte] // every link's GIDs, refreshed as addresses change
+	stopGIDs chan struct{}              // stops the refresher; nil while there are no links
+
+	qpMu    sync.RWMutex
+	qps     map[uint32]*QP // every QP of the host by number
+	nextQPN uint32
+
+	// Wire counts what the links received that reached no QP.
+	Wire WireCounters
+}
+
+// WireCounters count packets from the links that no QP took.
+type WireCounters struct {
+	RxPackets, RxBytes         atomic.Uint64
+	Malformed, ICRC            atomic.Uint64 // undecodable; wrong ICRC
+	NotOurs, UnknownQP, BadKey atomic.Uint64 // destination not ours; no such QP or wrong type/state/address; P_Key
+	TxErrors                   atomic.Uint64 // sends the link refused
 }
 
 // NewHost returns an empty host.
-func NewHost() *Host { return &Host{byGID: make(map[[16]byte]*Adapter)} }
+func NewHost() *Host {
+	return &Host{byGID: make(map[[16]byte]*Adapter), qps: make(map[uint32]*QP), nextQPN: firstQPN}
+}
+
+func (h *Host) addQP(q *QP) uint32 {
+	h.qpMu.Lock()
+	defer h.qpMu.Unlock()
+	for {
+		n := h.nextQPN
+		h.nextQPN++
+		if h.nextQPN > 0xFFFFFF {
+			h.nextQPN = firstQPN
+		}
+		if _, used := h.qps[n]; !used {
+			h.qps[n] = q
+			return n
+		}
+	}
+}
+
+func (h *Host) removeQP(q *QP) {
+	h.qpMu.Lock()
+	if h.qps[q.qpn] == q {
+		delete(h.qps, q.qpn)
+	}
+	h.qpMu.Unlock()
+}
+
+// qp returns the host's QP with number qpn, or nil.
+func (h *Host) qp(qpn uint32) *QP {
+	h.qpMu.RLock()
+	q := h.qps[qpn]
+	h.qpMu.RUnlock()
+	return q
+}
+
+// IsLocalGID reports whether gid belongs to an adapter of this host.
+func (h *Host) IsLocalGID(gid [16]byte) bool {
+	if h.AdapterByGID(gid) != nil {
+		return true
+	}
+	if g := h.linkGIDs.Load(); g != nil {
+		for _, x := range *g {
+			if x == gid {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // AddAdapter makes a's GIDs resolvable.
 func (h *Host) AddAdapter(a *Adapter) {
@@ -35,7 +103,7 @@ func (h *Host) AddAdapter(a *Adapter) {
 		}
 		a.poller = h.poller
 	}
-	for _, g := range a.GIDs {
+	for _, g := range a.own {
 		h.byGID[g] = a
 	}
 }
@@ -44,7 +112,7 @@ func (h *Host) AddAdapter(a *Adapter) {
 func (h *Host) RemoveAdapter(a *Adapter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, g := range a.GIDs {
+	for _, g := range a.own {
 		if h.byGID[g] == a {
 			delete(h.byGID, g)
 		}
@@ -56,7 +124,16 @@ func (h *Host) Close() {
 	h.mu.Lock()
 	p := h.poller
 	h.poller = nil
+	links := h.links
+	h.links = nil
+	if h.stopGIDs != nil {
+		close(h.stopGIDs)
+		h.stopGIDs = nil
+	}
 	h.mu.Unlock()
+	for _, l := range links {
+		l.Close()
+	}
 	if p != nil {
 		p.stop()
 	}
@@ -72,38 +149,29 @@ func (h *Host) AdapterByGID(gid [16]byte) *Adapter {
 
 // LookupQP resolves a destination (GID, QPN) to a live local QP, or nil.
 func (h *Host) LookupQP(gid [16]byte, qpn uint32) *QP {
-	a := h.AdapterByGID(gid)
-	if a == nil {
+	q := h.qp(qpn)
+	if q == nil || !q.adapter.OwnsGID(gid) {
 		return nil
 	}
-	return a.QP(qpn)
+	return q
 }
 
 // PeersOf returns the RC and UC QPs on this host whose destination is q.
 func (h *Host) PeersOf(q *QP) []*QP {
-	h.mu.RLock()
-	adapters := make(map[*Adapter]bool, len(h.byGID))
-	for _, a := range h.byGID {
-		adapters[a] = true
+	h.qpMu.RLock()
+	all := make([]*QP, 0, len(h.qps))
+	for _, p := range h.qps {
+		all = append(all, p)
 	}
-	h.mu.RUnlock()
-	var gids = q.adapter.GIDs
+	h.qpMu.RUnlock()
 	var out []*QP
-	for a := range adapters {
-		for _, p := range a.QPs() {
-			if p == q || p.typ == abi.QPTypeUD {
-				continue
-			}
-			dst, dqpn := p.destination()
-			if dqpn != q.qpn {
-				continue
-			}
-			for _, g := range gids {
-				if g == dst {
-					out = append(out, p)
-					break
-				}
-			}
+	for _, p := range all {
+		if p == q || p.typ == abi.QPTypeUD {
+			continue
+		}
+		dst, dqpn := p.destination()
+		if dqpn == q.qpn && q.adapter.OwnsGID(dst) {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 )
@@ -39,7 +40,56 @@ func (h *Host) AddLink(l Link) error {
 		}
 	}
 	h.links = append(h.links, l)
+	if h.receivers == nil {
+		h.receivers = make(map[Link]*receiver)
+	}
+	h.receivers[l] = newReceiver(h, l)
+	h.refreshGIDsLocked()
+	if h.stopGIDs == nil {
+		h.stopGIDs = make(chan struct{})
+		go h.followGIDs(h.stopGIDs)
+	}
 	return nil
+}
+
+// refreshGIDsLocked recomputes the links' GID table; h.mu is held.
+func (h *Host) refreshGIDsLocked() {
+	var all [][16]byte
+	for _, l := range h.links {
+		all = append(all, l.GIDs()...)
+	}
+	if old := h.linkGIDs.Load(); old != nil && equalGIDs(*old, all) {
+		return
+	}
+	h.linkGIDs.Store(&all)
+}
+
+func equalGIDs(a, b [][16]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// followGIDs keeps the GID table in step with the links' addresses.
+func (h *Host) followGIDs(stop chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			h.mu.Lock()
+			h.refreshGIDsLocked()
+			h.mu.Unlock()
+		}
+	}
 }
 
 // RemoveLink detaches and closes the link called name.
@@ -49,6 +99,8 @@ func (h *Host) RemoveLink(name string) error {
 	for i, x := range h.links {
 		if x.Name() == name {
 			h.links = append(h.links[:i], h.links[i+1:]...)
+			delete(h.receivers, x)
+			h.refreshGIDsLocked()
 			return x.Close()
 		}
 	}

@@ -76,14 +76,16 @@ type QP struct {
 	attr qpstate.Attr
 
 	// Owned by whoever holds procMu (the worker or the poller).
-	procMu     sync.Mutex
-	dead       bool
-	sqCons     uint32
-	sqConsPub  atomic.Uint32 // sqCons, for hasWork: the shared word is the client's to scribble on
-	stallUntil atomic.Int64  // nanotime; 0 = not stalled
-	stallLeft  int           // retries left for the WQE at sqCons; -1 = not started
-	stallRNR   bool
-	s          scratch
+	procMu       sync.Mutex
+	dead         bool
+	sqCons       uint32
+	sqConsPub    atomic.Uint32 // sqCons, for hasWork: the shared word is the client's to scribble on
+	stallUntil   atomic.Int64  // nanotime; 0 = not stalled
+	stallLeft    int           // retries left for the WQE at sqCons; -1 = not started
+	stallRNR     bool
+	s            scratch
+	rm           *remote      // the rdma path's state; nil on the memcpy path
+	wireDeadline atomic.Int64 // the transport's next timer (nanotime); 0 = none
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -218,16 +220,31 @@ func (q *QP) Path() (path, reason string) {
 	if q.State() < abi.QPStateRTR {
 		return "", ""
 	}
-	dgid, _ := q.destination()
-	if q.adapter.host != nil {
-		if a := q.adapter.host.AdapterByGID(dgid); a != nil {
-			if q.typ == abi.QPTypeRC && a.Trusts(q.adapter) {
-				return "memcpy", "same host, trusted: one-sided operations run in the initiator"
-			}
-			return "memcpy", "same host"
-		}
+	dgid, dqpn := q.destination()
+	h := q.adapter.host
+	if h == nil {
+		return "unreachable", "the adapter is not attached to a host"
 	}
-	return "unreachable", "the destination GID is not on this host and this daemon has no uplink to other hosts yet"
+	if p := h.LookupQP(dgid, dqpn); p != nil || h.IsLocalGID(dgid) {
+		if p != nil && q.typ == abi.QPTypeRC && p.adapter.Trusts(q.adapter) {
+			return "memcpy", "same host, trusted: one-sided operations run in the initiator"
+		}
+		return "memcpy", "same host"
+	}
+	q.procMu.Lock()
+	rm := q.rm
+	var link string
+	if rm != nil && rm.wired {
+		link = rm.path.link.Name()
+	}
+	q.procMu.Unlock()
+	if link != "" {
+		return "rdma", "RoCEv2 over link " + link
+	}
+	if len(h.Links()) == 0 {
+		return "unreachable", "the destination GID is not on this host and the host has no link: add one with `vrdma link add NAME type rxe netdev IFACE`"
+	}
+	return "unreachable", "the QP's source GID (sgid_index) is not an address of a link, or its address family differs from the destination's"
 }
 
 // Peer returns the local QP this RC/UC QP is connected to, if it is live
@@ -257,9 +274,9 @@ func (q *QP) DirectCapable() bool {
 	if q.typ != abi.QPTypeRC || q.State() != abi.QPStateRTS || q.adapter.host == nil {
 		return false
 	}
-	dgid, _ := q.destination()
-	a := q.adapter.host.AdapterByGID(dgid)
-	return a != nil && a.Trusts(q.adapter)
+	dgid, dqpn := q.destination()
+	p := q.adapter.host.LookupQP(dgid, dqpn)
+	return p != nil && p.adapter.Trusts(q.adapter)
 }
 
 // PeerAccess returns the access flags a connected peer grants remote sides.
@@ -281,7 +298,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	cur := q.State()
-	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: len(q.adapter.GIDs), MaxRdAtomic: MaxRdAtomic, ActiveMTU: q.adapter.ActiveMTU}
+	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: len(q.adapter.GIDs()), MaxRdAtomic: MaxRdAtomic, ActiveMTU: q.adapter.PortMTU()}
 	to, err := qpstate.Check(q.typ, cur, attr, mask, lim)
 	if err != nil {
 		return cur, err
@@ -292,12 +309,13 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	q.attr = next
 	q.dp.Store(&dataAttrs{
 		dgid: next.AV.DGID, sgidIndex: next.AV.SGIDIndex, dqpn: next.DestQPN, qkey: next.QKey,
-		access: next.AccessFlags, mtu: pathMTU(next.PathMTU, q.adapter.ActiveMTU), timeout: next.Timeout,
+		access: next.AccessFlags, mtu: pathMTU(next.PathMTU, q.adapter.PortMTU()), timeout: next.Timeout,
 		retryCnt: next.RetryCnt, rnrRetry: next.RNRRetry, minRNRTimer: next.MinRNRTimer,
 	})
 	switch to {
 	case abi.QPStateReset:
 		q.procMu.Lock()
+		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
 		q.publishSQCons()
 		q.stallUntil.Store(0)
@@ -318,6 +336,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 			q.dp.Store(prevDP)
 			return q.State(), &qpstate.Error{Type: q.typ, From: q.State(), To: to, Reason: "the QP went to ERR meanwhile; only RESET leaves ERR"}
 		}
+		q.setupWire(to, &next)
 		q.kickWorker()
 	}
 	return to, nil
@@ -360,8 +379,14 @@ func (q *QP) kickWorker() {
 }
 
 // publishSQCons tells the client how far the send queue has been consumed.
+// On the rdma path a slot stays taken until its request completes, as a
+// send queue's depth counts outstanding requests (IBTA 10.8.3).
 func (q *QP) publishSQCons() {
-	shm.Store32(q.mem, abi.RingConsOff, q.sqCons)
+	done := q.sqCons
+	if rm := q.rm; rm != nil && rm.wired {
+		done -= uint32(rm.tp.Outstanding())
+	}
+	shm.Store32(q.mem, abi.RingConsOff, done)
 	q.sqConsPub.Store(q.sqCons)
 }
 
@@ -395,6 +420,7 @@ func (q *QP) release() {
 	if q.ownBell {
 		q.doorbell.Close() // again, for a QP that never started its worker; a no-op otherwise
 	}
+	q.dropWire()
 	q.memMu.Lock()
 	q.region.Close()
 	q.mem = nil

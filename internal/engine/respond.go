@@ -92,10 +92,8 @@ func (q *QP) peer(d *dataAttrs) *QP {
 	if pd.dqpn != q.qpn {
 		return nil
 	}
-	for _, g := range q.adapter.GIDs {
-		if g == pd.dgid {
-			return p
-		}
+	if q.adapter.OwnsGID(pd.dgid) {
+		return p
 	}
 	return nil
 }

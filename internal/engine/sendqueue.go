@@ -59,6 +59,9 @@ func (q *QP) hasWork() bool {
 	if until := q.stallUntil.Load(); until != 0 {
 		return nanotime() >= until // a stalled request has work when its timer is due
 	}
+	if d := q.wireDeadline.Load(); d != 0 && nanotime() >= d {
+		return true // the transport's timer is due
+	}
 	mem := q.mem
 	if mem == nil {
 		return false
@@ -79,6 +82,13 @@ func (q *QP) process() (time.Duration, bool) {
 	case abi.QPStateErr:
 		return 0, q.flush()
 	case abi.QPStateRTS:
+		if q.rm != nil && q.rm.wired {
+			d, worked := q.processWire()
+			if d == 0 {
+				return 0, worked
+			}
+			return time.Duration(max(d-nanotime(), 1)), worked
+		}
 	default:
 		return 0, false // the send queue only runs in RTS
 	}
@@ -175,6 +185,12 @@ func (q *QP) stall(k stallKind, rnrTimer uint8) (time.Duration, bool) {
 // flush completes every outstanding request of a QP in ERR with WR_FLUSH_ERR.
 func (q *QP) flush() bool {
 	worked := false
+	if rm := q.rm; rm != nil {
+		// Requests the transport holds complete first, in order.
+		worked = rm.tp.Flush(rm)
+		releaseAll(&rm.callHeld)
+		q.wireDeadline.Store(0)
+	}
 	prod := shm.Load32(q.mem, abi.RingProdOff)
 	n, err := q.sq.Pending(prod, q.sqCons)
 	if err != nil {

@@ -29,8 +29,16 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 			return outcome{status: st}
 		}
 	}
-	if total > uint64(a.ActiveMTU.Bytes()) {
+	if total > uint64(a.PortMTU().Bytes()) {
 		return outcome{status: abi.StatusLocLenErr}
+	}
+	if h := a.host; h != nil && !h.IsLocalGID(dgid) {
+		qkey := w.RemoteQKey
+		if qkey&0x80000000 != 0 {
+			qkey = d.qkey
+		}
+		_, sgidIndex, _, _ := q.ah(w.AH)
+		return q.sendUDWire(w, dgid, sgidIndex, local, total, qkey)
 	}
 	a.Counters.TxPackets.Add(1)
 	a.Counters.TxBytes.Add(total)
@@ -76,9 +84,10 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 		q.completeRecv(p, abi.StatusLocLenErr, 0, 0, abi.WCRecv, 0, 0)
 		return sent
 	}
-	sgid := a.GIDs[0]
-	if int(d.sgidIndex) < len(a.GIDs) {
-		sgid = a.GIDs[d.sgidIndex]
+	gids := a.GIDs()
+	sgid := gids[0]
+	if int(d.sgidIndex) < len(gids) {
+		sgid = gids[d.sgidIndex]
 	}
 	abi.PutGRH(s.grh[:], int(total), sgid, dgid, 64)
 	s.src[0] = s.grh[:]

@@ -14,6 +14,16 @@ func (q *QP) run() {
 	defer close(q.done)
 	for q.ctx.Err() == nil {
 		wait, _ := q.step()
+		if wait > 0 && q.wireDeadline.Load() != 0 {
+			// The transport waits for a timer, and takes new requests
+			// meanwhile: sleep until either.
+			shm.Store32(q.mem, abi.RingNotifyOff, 1)
+			if !q.hasWork() {
+				_ = q.doorbell.WaitTimeout(wait)
+			}
+			shm.Store32(q.mem, abi.RingNotifyOff, 0)
+			continue
+		}
 		if wait > 0 {
 			ctx, cancel := context.WithTimeout(q.ctx, wait)
 			_ = q.doorbell.Wait(ctx)

@@ -163,6 +163,21 @@ func (d *Doorbell) Wait(ctx context.Context) error {
 	return nil
 }
 
+// WaitTimeout blocks until the doorbell has rung or d has passed, and
+// clears it. It allocates nothing, unlike Wait with a context.
+func (d *Doorbell) WaitTimeout(t time.Duration) error {
+	if d.r == nil {
+		return errors.New("shm: doorbell has no read end")
+	}
+	_ = d.r.SetReadDeadline(time.Now().Add(t))
+	_, err := d.r.Read(d.buf[:])
+	_ = d.r.SetReadDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
 // Close closes both ends; a blocked Wait returns an error.
 func (d *Doorbell) Close() error {
 	var err error

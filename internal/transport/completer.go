@@ -92,6 +92,7 @@ func (q *QP) progress(now int64) {
 // send again from psn, spending one of rnr_retry (7: for ever).
 func (q *QP) rnr(env Env, psn uint32, timer uint8, now int64) {
 	r := &q.req
+	env.RNR()
 	if q.cfg.RNRRetry != 7 {
 		if r.rnrLeft == 0 {
 			q.completeHeadError(env, abi.StatusRNRRetryExcErr, "the RNR retry count was exceeded: the peer posted no receive")

@@ -40,6 +40,9 @@ type Env interface {
 
 	// Drop counts a packet the QP discarded, with the reason.
 	Drop(reason DropReason)
+
+	// RNR counts an RNR NAK the requester received.
+	RNR()
 }
 
 // NoEvent is the event of a Fail that raises no affiliated event: a
@@ -62,6 +65,9 @@ type Recv struct {
 	Spans  [][]byte // resolved scatter list
 	Length uint32   // total bytes the spans hold
 	Tag    int      // the owner's bookkeeping
+	// Status is what a RecvBad request completes with (LOC_PROT_ERR for a
+	// bad key, LOC_QP_OP_ERR for a malformed entry); 0 means the latter.
+	Status abi.Status
 }
 
 // RecvCompletion is what a receive completed with.
@@ -96,4 +102,11 @@ func (d DropReason) String() string {
 		return dropNames[d]
 	}
 	return "unknown"
+}
+
+func badRecvStatus(r *Recv) abi.Status {
+	if r.Status != 0 {
+		return r.Status
+	}
+	return abi.StatusLocQPOpErr
 }

@@ -162,9 +162,11 @@ func (q *QP) Tick(env Env, now int64) {
 
 // Flush completes every request still held with WR_FLUSH_ERR, and a
 // receive taken for a message in progress, after the QP went to ERR.
-func (q *QP) Flush(env Env) {
+// It reports whether it completed anything.
+func (q *QP) Flush(env Env) bool {
 	q.err = true
 	r := &q.req
+	did := r.head != r.tail || q.rsp.haveRecv
 	for r.head != r.tail {
 		w := &r.wqes[r.head%uint64(len(r.wqes))]
 		r.head++
@@ -176,6 +178,7 @@ func (q *QP) Flush(env Env) {
 		q.rsp.haveRecv = false
 		env.CompleteRecv(&q.rsp.recv, &RecvCompletion{Status: abi.StatusWRFlushErr, Opcode: abi.WCRecv})
 	}
+	return did
 }
 
 // fail stops the QP with an error.
@@ -215,5 +218,18 @@ func (q *QP) Receive(env Env, p *wire.Packet, now int64) {
 		}
 	default:
 		env.Drop(DropInvalid)
+	}
+}
+
+// Ready updates the attributes at the move to RTS: the requester starts at
+// cfg.SQPSN when it has sent nothing yet.
+func (q *QP) Ready(cfg Config) {
+	q.Update(cfg)
+	r := &q.req
+	if r.head == r.tail && r.next == r.head {
+		r.psn = cfg.SQPSN & psnMask
+		r.ackPSN = r.psn
+		r.retryCnt = int(cfg.RetryCnt)
+		r.rnrLeft = int(cfg.RNRRetry)
 	}
 }

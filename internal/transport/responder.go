@@ -172,7 +172,7 @@ func (q *QP) recvSend(env Env, p *wire.Packet, f uint32) bool {
 			return false
 		case RecvBad:
 			q.sendAck(env, wire.SyndromeNAKOpError, p.PSN)
-			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusLocQPOpErr, Opcode: abi.WCRecv})
+			env.CompleteRecv(&s.recv, &RecvCompletion{Status: badRecvStatus(&s.recv), Opcode: abi.WCRecv})
 			q.fail(env, abi.EventQPFatal, "a receive request is malformed")
 			return false
 		}
@@ -186,7 +186,7 @@ func (q *QP) recvSend(env Env, p *wire.Packet, f uint32) bool {
 	scatterAt(s.recv.Spans, int(s.recvOff), p.Payload)
 	s.recvOff += n
 	if f&wire.IsLast != 0 {
-		c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: s.recvOff}
+		c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: s.recvOff, SrcQP: q.cfg.DestQPN}
 		if f&wire.HasImm != 0 {
 			c.Imm, c.Flags = p.Imm, abi.WCWithImm
 		}
@@ -224,7 +224,7 @@ func (q *QP) recvWrite(env Env, p *wire.Packet, f uint32) bool {
 			return false
 		case RecvBad:
 			q.sendAck(env, wire.SyndromeNAKOpError, p.PSN)
-			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusLocQPOpErr, Opcode: abi.WCRecvRDMAImm})
+			env.CompleteRecv(&s.recv, &RecvCompletion{Status: badRecvStatus(&s.recv), Opcode: abi.WCRecvRDMAImm})
 			q.fail(env, abi.EventQPFatal, "a receive request is malformed")
 			return false
 		}
@@ -244,7 +244,7 @@ func (q *QP) recvWrite(env Env, p *wire.Packet, f uint32) bool {
 		s.msn = psnAdd(s.msn, 1)
 		if f&wire.HasImm != 0 {
 			s.haveRecv = false
-			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecvRDMAImm, Bytes: s.wrLen, Imm: p.Imm, Flags: abi.WCWithImm})
+			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecvRDMAImm, Bytes: s.wrLen, Imm: p.Imm, Flags: abi.WCWithImm, SrcQP: q.cfg.DestQPN})
 		}
 	}
 	return true

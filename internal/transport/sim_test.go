@@ -45,6 +45,7 @@ type node struct {
 	event   abi.EventType
 	naks    int // sequence-error NAKs sent
 	rnrs    int
+	rnrIn   int // RNR NAKs received
 	grh     [40]byte
 }
 
@@ -109,6 +110,8 @@ func (n *node) GRH(p *wire.Packet) []byte { n.grh[0] = 0x60; return n.grh[:] }
 func (n *node) Fail(ev abi.EventType, reason string) { n.failed, n.event = reason, ev }
 
 func (n *node) Drop(r DropReason) { n.drops[r]++ }
+
+func (n *node) RNR() { n.rnrIn++ }
 
 // world is the simulated network and clock.
 type world struct {

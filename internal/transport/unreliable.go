@@ -37,7 +37,7 @@ func (q *QP) respondUC(env Env, p *wire.Packet) {
 				s.epsn = psnAdd(p.PSN, 1)
 				return
 			case RecvBad:
-				env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusLocQPOpErr, Opcode: abi.WCRecv})
+				env.CompleteRecv(&s.recv, &RecvCompletion{Status: badRecvStatus(&s.recv), Opcode: abi.WCRecv})
 				q.fail(env, abi.EventQPFatal, "a receive request is malformed")
 				return
 			}
@@ -57,7 +57,7 @@ func (q *QP) respondUC(env Env, p *wire.Packet) {
 		scatterAt(s.recv.Spans, int(s.recvOff), p.Payload)
 		s.recvOff += n
 		if f&wire.IsLast != 0 {
-			c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: s.recvOff}
+			c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: s.recvOff, SrcQP: q.cfg.DestQPN}
 			if f&wire.HasImm != 0 {
 				c.Imm, c.Flags = p.Imm, abi.WCWithImm
 			}
@@ -101,7 +101,7 @@ func (q *QP) respondUC(env Env, p *wire.Packet) {
 		s.inWrite = false
 		if f&wire.HasImm != 0 {
 			s.haveRecv = false
-			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecvRDMAImm, Bytes: s.wrLen, Imm: p.Imm, Flags: abi.WCWithImm})
+			env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecvRDMAImm, Bytes: s.wrLen, Imm: p.Imm, Flags: abi.WCWithImm, SrcQP: q.cfg.DestQPN})
 		}
 	}
 }
@@ -130,7 +130,7 @@ func (q *QP) respondUD(env Env, p *wire.Packet) {
 		env.Drop(DropNoRecv)
 		return
 	case RecvBad:
-		env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusLocQPOpErr, Opcode: abi.WCRecv})
+		env.CompleteRecv(&s.recv, &RecvCompletion{Status: badRecvStatus(&s.recv), Opcode: abi.WCRecv})
 		q.fail(env, abi.EventQPFatal, "a receive request is malformed")
 		return
 	}

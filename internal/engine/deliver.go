@@ -1,0 +1,142 @@
+package engine
+
+// The receive path of the links: decode, verify the ICRC, find the QP by
+// number, check what rxe checks (REFERENCE.md §1.11), hand the packet to
+// the QP's transport.
+
+import (
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/transport"
+	"github.com/vrdma/vrdma/internal/wire"
+)
+
+// receiver is one link's receive state: the packet being decoded and the
+// frames the transport answers with. It is used by one goroutine.
+type receiver struct {
+	h    *Host
+	link Link
+	pkt  wire.Packet
+	tx   txBatch
+}
+
+// Receiver returns the function a link's Serve calls with each packet.
+// It is not safe for concurrent use: one per Serve loop.
+func (h *Host) Receiver(l Link) func(frame []byte) {
+	return newReceiver(h, l).deliver
+}
+
+func newReceiver(h *Host, l Link) *receiver {
+	r := &receiver{h: h, link: l}
+	r.tx.errs = &h.Wire
+	return r
+}
+
+// Deliver hands a frame that link l received to the host; l's Serve loop
+// calls it (only one goroutine per link).
+func (h *Host) Deliver(l Link, frame []byte) {
+	h.mu.RLock()
+	r := h.receivers[l]
+	h.mu.RUnlock()
+	if r == nil {
+		h.Wire.NotOurs.Add(1)
+		return
+	}
+	r.deliver(frame)
+}
+
+func (r *receiver) deliver(frame []byte) {
+	h := r.h
+	h.Wire.RxPackets.Add(1)
+	h.Wire.RxBytes.Add(uint64(len(frame)))
+	p := &r.pkt
+	if err := wire.Decode(frame, p); err != nil {
+		h.Wire.Malformed.Add(1)
+		return
+	}
+	if err := wire.VerifyICRC(frame); err != nil {
+		h.Wire.ICRC.Add(1)
+		return
+	}
+	if !h.isLinkGID(addrGID(p.Dst)) {
+		h.Wire.NotOurs.Add(1)
+		return
+	}
+	if p.PKey&0x7fff != DefaultPKey&0x7fff {
+		h.Wire.BadKey.Add(1)
+		return
+	}
+	q := h.qp(p.DestQP)
+	if q == nil || !q.accepts(p) {
+		h.Wire.UnknownQP.Add(1)
+		return
+	}
+	q.procMu.Lock()
+	rm := q.rm
+	if q.dead || rm == nil || (q.typ != abi.QPTypeUD && (!rm.wired || p.Src != rm.path.dst || p.Dst != rm.path.src)) {
+		// RC and UC take packets only from their connection's addresses.
+		q.procMu.Unlock()
+		h.Wire.UnknownQP.Add(1)
+		return
+	}
+	q.adapter.Counters.RxPackets.Add(1)
+	q.adapter.Counters.RxBytes.Add(uint64(len(p.Payload)))
+	before := rm.tp.Deadline()
+	room := rm.tp.Room()
+	rm.cur = &r.tx
+	if q.typ == abi.QPTypeUD {
+		// Answers go back the way the datagram came (UD has none, but keep
+		// the path consistent for the GRH and counters).
+		rm.path.link = r.link
+	}
+	rm.tp.Receive(rm, p, nanotime())
+	rm.cur = nil
+	releaseAll(&rm.callHeld)
+	after := rm.tp.Deadline()
+	q.wireDeadline.Store(after)
+	// Wake the worker when it must act: a timer moved, or the transport
+	// freed room for requests waiting in the ring, or the QP failed.
+	kick := after != before || room == 0 && rm.tp.Room() > 0 || rm.tp.Failed()
+	q.procMu.Unlock()
+	r.tx.flush()
+	if kick {
+		q.kickWorker()
+	}
+}
+
+// accepts reports whether q takes packets like p: the opcode's transport
+// matches the QP's type, and its state receives.
+func (q *QP) accepts(p *wire.Packet) bool {
+	var want wire.Opcode
+	switch q.typ {
+	case abi.QPTypeRC:
+		want = wire.TransportRC
+	case abi.QPTypeUC:
+		want = wire.TransportUC
+	default:
+		want = wire.TransportUD
+	}
+	if p.Opcode.Transport() != want {
+		return false
+	}
+	switch q.State() {
+	case abi.QPStateRTR:
+		return p.Opcode.Flags()&wire.IsRequest != 0 // responses need a requester
+	case abi.QPStateRTS, abi.QPStateSQD, abi.QPStateSQE:
+		return true
+	}
+	return false
+}
+
+// isLinkGID reports whether gid is one of the links' GIDs.
+func (h *Host) isLinkGID(gid [16]byte) bool {
+	if g := h.linkGIDs.Load(); g != nil {
+		for _, x := range *g {
+			if x == gid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var _ transport.Env = (*remote)(nil)

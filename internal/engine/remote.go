@@ -1,0 +1,503 @@
+package engine
+
+// The rdma path: a QP whose destination is on another host runs the
+// InfiniBand transport (package transport) over one of the host's links.
+// The transport's Env is implemented here on the QP's memory, queues and
+// completion queues.
+
+import (
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/qpstate"
+	"github.com/vrdma/vrdma/internal/shm"
+	"github.com/vrdma/vrdma/internal/transport"
+	"github.com/vrdma/vrdma/internal/wire"
+)
+
+// wirePath is how packets of a QP leave: the link, the addresses of its
+// source and destination GIDs, the UDP source port, the TOS byte.
+type wirePath struct {
+	link     Link
+	src, dst netip.Addr
+	sport    uint16
+	tos      uint8
+}
+
+// remote is a QP's state on the rdma path. It is owned by whoever holds
+// the QP's procMu: the worker, the poller or a link's receiver.
+type remote struct {
+	q     *QP
+	tp    *transport.QP
+	path  wirePath // RC/UC: the connection's; UD: set per datagram
+	wired bool     // RC/UC: the destination is reached over a link
+
+	// Per send slot: the resolved local spans and the regions they pin,
+	// kept until the request completes.
+	spans [][][]byte
+	held  [][]*MR
+
+	inline [][]byte // per slot: a copy of inline data
+
+	recvSpans [][]byte
+	recvHeld  []*MR
+	callHeld  []*MR // regions pinned during one call into the transport
+
+	tx   txBatch // the worker's frames
+	cur  *txBatch
+	grh  [abi.GRHSize]byte
+	udSt abi.Status // UD: the status a datagram completed with
+	udOn bool       // UD: completions are taken by the poster
+	wqe  transport.WQE
+	mtu  uint32
+}
+
+var ipID atomic.Uint32
+
+// nextIPID returns a non-zero IPv4 Identification: the kernel replaces 0
+// with one of its own, which the ICRC computed here would not cover.
+func nextIPID() uint16 {
+	for {
+		if id := uint16(ipID.Add(1)); id != 0 {
+			return id
+		}
+	}
+}
+
+func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+func addrGID(a netip.Addr) [16]byte { return a.As16() }
+
+// linkFor returns the link whose GID table holds gid.
+func (h *Host) linkFor(gid [16]byte) Link {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, l := range h.links {
+		for _, g := range l.GIDs() {
+			if g == gid {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
+// rxeSourcePort is the UDP source port rxe gives an RC or UC connection:
+// from the flow label, or from the two QPNs when it is 0.
+func rxeSourcePort(lqpn, rqpn, flowLabel uint32) uint16 {
+	fl := flowLabel & 0xfffff
+	if fl == 0 {
+		v := uint64(lqpn) * uint64(rqpn)
+		v ^= v >> 20
+		v ^= v >> 40
+		fl = uint32(v & 0xfffff)
+	}
+	return uint16((fl&0x3fff)^((fl&0xfc000)>>14)) | 0xc000
+}
+
+// rxeUDSourcePort is the UDP source port rxe gives a UD QP.
+func rxeUDSourcePort(qpn uint32) uint16 {
+	return uint16(0xc000 + ((qpn * 0x61c88647) >> 18))
+}
+
+func (h *Host) tos(l Link) uint8 {
+	if d, ok := l.(interface{ DSCP() uint8 }); ok {
+		return d.DSCP() << 2
+	}
+	return 0
+}
+
+// setupWire runs after a transition to RTR or RTS (under q.mu): it gives
+// the QP a transport when its packets may travel over a link.
+func (q *QP) setupWire(to abi.QPState, a *qpstate.Attr) {
+	h := q.adapter.host
+	if h == nil {
+		return
+	}
+	q.procMu.Lock()
+	defer q.procMu.Unlock()
+	if q.dead {
+		return
+	}
+	cfg := transport.Config{
+		Type: q.typ, QPN: q.qpn, DestQPN: a.DestQPN, MTU: uint32(pathMTU(a.PathMTU, q.adapter.PortMTU())),
+		SendCap: q.caps.MaxSendWR, PKey: DefaultPKey, QKey: a.QKey, Access: a.AccessFlags,
+		SQPSN: a.SQPSN, RQPSN: a.RQPSN, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
+		MinRNRTimer: a.MinRNRTimer, MaxRdAtomic: int(a.MaxRdAtomic), MaxDestRdAtomic: MaxRdAtomic,
+	}
+	if q.typ == abi.QPTypeUD {
+		cfg.MTU = uint32(q.adapter.PortMTU().Bytes())
+	}
+	if q.rm != nil {
+		if to == abi.QPStateRTS {
+			q.rm.tp.Ready(cfg)
+		} else {
+			q.rm.tp.Update(cfg)
+		}
+		return
+	}
+	if to != abi.QPStateRTR && to != abi.QPStateRTS {
+		return
+	}
+	rm := &remote{q: q, tp: transport.New(cfg), mtu: cfg.MTU}
+	rm.tx.errs = &h.Wire
+	if q.typ != abi.QPTypeUD {
+		gids := q.adapter.GIDs()
+		if h.LookupQP(a.AV.DGID, a.DestQPN) != nil || h.IsLocalGID(a.AV.DGID) || int(a.AV.SGIDIndex) >= len(gids) {
+			return // the memcpy path, or no path at all
+		}
+		sgid := gids[a.AV.SGIDIndex]
+		l := h.linkFor(sgid)
+		if l == nil {
+			return
+		}
+		src, dst := gidAddr(sgid), gidAddr(a.AV.DGID)
+		if src.Is4() != dst.Is4() {
+			return
+		}
+		rm.path = wirePath{link: l, src: src, dst: dst, sport: rxeSourcePort(q.qpn, a.DestQPN, a.AV.FlowLabel), tos: h.tos(l)}
+		rm.wired = true
+	}
+	n := q.caps.MaxSendWR
+	rm.spans = make([][][]byte, n)
+	rm.held = make([][]*MR, n)
+	for i := range rm.spans {
+		rm.spans[i] = make([][]byte, 0, q.caps.MaxSendSGE+1)
+		rm.held[i] = make([]*MR, 0, q.caps.MaxSendSGE)
+	}
+	q.rm = rm
+}
+
+// dropWire discards the QP's transport (RESET, destroy): requests held are
+// dropped without completions, as IBTA's RESET does, and their regions
+// released. procMu is held.
+func (q *QP) dropWire() {
+	rm := q.rm
+	if rm == nil {
+		return
+	}
+	q.rm = nil
+	for i := range rm.held {
+		releaseAll(&rm.held[i])
+	}
+	releaseAll(&rm.recvHeld)
+	releaseAll(&rm.callHeld)
+	q.wireDeadline.Store(0)
+}
+
+func releaseAll(held *[]*MR) {
+	for i, m := range *held {
+		m.release()
+		(*held)[i] = nil
+	}
+	*held = (*held)[:0]
+}
+
+// resolveHeld resolves a scatter/gather list like scratch.resolve, pinning
+// the regions in held.
+func resolveHeld(a *Adapter, pd *PD, sgl []abi.SGE, need abi.Access, out [][]byte, held *[]*MR) ([][]byte, uint64, abi.Status) {
+	out = out[:0]
+	var total uint64
+	for _, e := range sgl {
+		if e.Length == 0 {
+			continue
+		}
+		mr := a.lookupMR(e.LKey)
+		if mr == nil || mr.pd != pd || mr.access&need != need || !mr.acquire() {
+			return out, 0, abi.StatusLocProtErr
+		}
+		*held = append(*held, mr)
+		b := mr.span(e.Addr, e.Length)
+		if b == nil {
+			return out, 0, abi.StatusLocProtErr
+		}
+		out = append(out, b)
+		total += uint64(e.Length)
+	}
+	if total > 1<<31 {
+		return out, 0, abi.StatusLocLenErr
+	}
+	return out, total, abi.StatusSuccess
+}
+
+// processWire runs an RC or UC send queue over the link: the transport's
+// timers, then every posted request the transport has room for. procMu is
+// held.
+func (q *QP) processWire() (int64, bool) {
+	rm := q.rm
+	now := nanotime()
+	rm.cur = &rm.tx
+	defer func() { rm.cur = nil }()
+	worked := false
+	if d := rm.tp.Deadline(); d != 0 && now >= d {
+		rm.tp.Tick(rm, now)
+		worked = true
+	}
+	s := &q.s
+	for !rm.tp.Failed() && rm.tp.Room() > 0 && q.State() == abi.QPStateRTS {
+		prod := shm.Load32(q.mem, abi.RingProdOff)
+		n, err := q.sq.Pending(prod, q.sqCons)
+		if err != nil {
+			q.Fail(abi.EventQPFatal, "the send queue's producer index is corrupt")
+			break
+		}
+		if n == 0 {
+			break
+		}
+		off := q.sq.Entry(q.sqCons)
+		copy(s.entry, q.mem[off:off+q.sq.Stride])
+		slot := int(q.sqCons) & (len(rm.spans) - 1)
+		st := abi.StatusSuccess
+		if perr := abi.ParseSendWQE(s.entry, &s.wqe, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData); perr != nil {
+			st = abi.StatusLocQPOpErr
+			if perr == abi.ErrInlineLen {
+				st = abi.StatusLocLenErr
+			}
+		}
+		w := &rm.wqe
+		*w = transport.WQE{}
+		if st == abi.StatusSuccess {
+			st = q.buildWQE(rm, slot, &s.wqe, w)
+		}
+		if st != abi.StatusSuccess {
+			// A local error completes in order: after what is outstanding.
+			if rm.tp.Outstanding() > 0 {
+				releaseAll(&rm.held[slot])
+				break
+			}
+			releaseAll(&rm.held[slot])
+			q.sqCons++
+			q.publishSQCons()
+			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: st}
+			q.sendCQ.push(&c)
+			q.adapter.Counters.TxErrors.Add(1)
+			q.enterError()
+			worked = true
+			break
+		}
+		// Into the transport first, then past the entry: the consumer index
+		// published counts the request as outstanding from the start.
+		if err := rm.tp.Post(rm, w, now); err != nil {
+			break // cannot happen: Room was checked
+		}
+		q.sqCons++
+		q.publishSQCons()
+		worked = true
+	}
+	rm.tx.flush()
+	releaseAll(&rm.callHeld)
+	d := rm.tp.Deadline()
+	q.wireDeadline.Store(d)
+	return d, worked
+}
+
+// buildWQE resolves a parsed work request's local memory into slot and
+// fills the transport's request.
+func (q *QP) buildWQE(rm *remote, slot int, sw *abi.SendWQE, w *transport.WQE) abi.Status {
+	a := q.adapter
+	spans := rm.spans[slot][:0]
+	var total uint64
+	st := abi.StatusSuccess
+	switch {
+	case sw.Inline != nil:
+		// Inline data lives in the private copy of the entry, which the next
+		// request overwrites: keep a copy with the slot.
+		buf := append(rm.inlineBuf(slot), sw.Inline...)
+		spans = append(spans, buf)
+		total = uint64(len(buf))
+	case sw.Opcode == abi.OpRDMARead:
+		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:sw.NumSGE], abi.AccessLocalWrite, spans, &rm.held[slot])
+	case sw.Opcode.IsAtomic():
+		if sw.NumSGE != 1 || sw.SGL[0].Length != 8 {
+			return abi.StatusLocLenErr
+		}
+		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:1], abi.AccessLocalWrite, spans, &rm.held[slot])
+	default:
+		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:sw.NumSGE], 0, spans, &rm.held[slot])
+	}
+	if st != abi.StatusSuccess {
+		return st
+	}
+	rm.spans[slot] = spans
+	*w = transport.WQE{
+		ID: sw.WRID, Op: sw.Opcode, Signaled: q.sigAll || sw.Flags&abi.SendSignaled != 0,
+		Fence: sw.Flags&abi.SendFence != 0, Solicited: sw.Flags&abi.SendSolicited != 0,
+		Local: spans, Length: uint32(total), RemoteAddr: sw.RemoteAddr, RKey: sw.RKey, Imm: sw.Imm,
+		CompareAdd: sw.CompareAdd, Swap: sw.Swap, Tag: slot,
+	}
+	return abi.StatusSuccess
+}
+
+// inlineBuf returns the slot's buffer for inline data, empty.
+func (rm *remote) inlineBuf(slot int) []byte {
+	if rm.inline == nil {
+		rm.inline = make([][]byte, len(rm.spans))
+	}
+	if rm.inline[slot] == nil {
+		rm.inline[slot] = make([]byte, 0, MaxInline)
+	}
+	return rm.inline[slot][:0]
+}
+
+// sendUDWire sends a datagram to another host. The transport completes it
+// at once; the caller posts the completion.
+func (q *QP) sendUDWire(w *abi.SendWQE, dgid [16]byte, sgidIndex uint8, local [][]byte, total uint64, qkey uint32) outcome {
+	rm := q.rm
+	h := q.adapter.host
+	gids := q.adapter.GIDs()
+	if rm == nil || int(sgidIndex) >= len(gids) {
+		return outcome{bytes: uint32(total)} // no way out: lost, as on a wire
+	}
+	sgid := gids[sgidIndex]
+	l := h.linkFor(sgid)
+	src, dst := gidAddr(sgid), gidAddr(dgid)
+	if l == nil || src.Is4() != dst.Is4() {
+		return outcome{bytes: uint32(total)}
+	}
+	rm.path = wirePath{link: l, src: src, sport: rxeUDSourcePort(q.qpn), tos: h.tos(l)}
+	rm.cur = &rm.tx
+	rm.udOn, rm.udSt = true, abi.StatusSuccess
+	wq := &rm.wqe
+	*wq = transport.WQE{ID: w.WRID, Op: w.Opcode, Imm: w.Imm, Local: local, Length: uint32(total), Dest: dst, DestQPN: w.RemoteQPN, QKey: qkey,
+		Solicited: w.Flags&abi.SendSolicited != 0}
+	_ = rm.tp.Post(rm, wq, nanotime())
+	rm.udOn, rm.cur = false, nil
+	rm.tx.flush()
+	return outcome{bytes: uint32(total), status: rm.udSt}
+}
+
+// --- transport.Env ---
+
+// Output encodes p into a frame of the current batch.
+func (rm *remote) Output(p *wire.Packet, src [][]byte, off, n int) {
+	q := rm.q
+	path := &rm.path
+	p.Src = path.src
+	if !p.Dst.IsValid() {
+		p.Dst = path.dst
+	}
+	p.TOS, p.TTL, p.DF = path.tos, 64, true
+	if p.Src.Is4() {
+		p.IPID = nextIPID()
+	}
+	p.SrcPort, p.DstPort = path.sport, wire.UDPPort
+	b := rm.cur
+	if b == nil {
+		b = &rm.tx
+	}
+	frame := wire.AppendHeaders(b.buffer(path.link), p, n)
+	frame = transport.Gather(frame, src, off, n)
+	frame = wire.AppendTrailer(frame)
+	b.add(frame)
+	q.adapter.Counters.TxPackets.Add(1)
+	q.adapter.Counters.TxBytes.Add(uint64(n))
+}
+
+// Complete posts a send completion and unpins the request's regions.
+func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
+	q := rm.q
+	if rm.udOn {
+		rm.udSt = st
+		return
+	}
+	if w.Tag >= 0 && w.Tag < len(rm.held) {
+		releaseAll(&rm.held[w.Tag])
+	}
+	if st != abi.StatusSuccess && st != abi.StatusWRFlushErr {
+		q.adapter.Counters.TxErrors.Add(1)
+	}
+	if st != abi.StatusSuccess || w.Signaled {
+		c := abi.CQE{WRID: w.ID, QPNum: q.qpn, Opcode: w.Op.CompletionOpcode(), Status: st}
+		if st == abi.StatusSuccess {
+			c.ByteLen = w.Length
+		}
+		if !q.sendCQ.push(&c) {
+			q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
+		}
+	}
+	if rm.wired {
+		q.publishSQCons() // the slot is free once its request completed
+	}
+}
+
+// TakeRecv pops the next receive request and pins its buffers.
+func (rm *remote) TakeRecv(r *transport.Recv) transport.RecvResult {
+	q := rm.q
+	s := &q.s
+	switch q.rq.pop(&s.rwqe) {
+	case popEmpty:
+		return transport.RecvEmpty
+	case popCorrupt:
+		q.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
+		return transport.RecvEmpty
+	case popBad:
+		r.ID, r.Status = s.rwqe.WRID, abi.StatusLocQPOpErr
+		return transport.RecvBad
+	}
+	releaseAll(&rm.recvHeld)
+	spans, total, st := resolveHeld(q.adapter, q.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, rm.recvSpans[:0], &rm.recvHeld)
+	rm.recvSpans = spans
+	r.ID, r.Status = s.rwqe.WRID, 0
+	if st != abi.StatusSuccess {
+		releaseAll(&rm.recvHeld)
+		r.Status = st
+		return transport.RecvBad
+	}
+	r.Spans, r.Length = spans, uint32(total)
+	return transport.RecvOK
+}
+
+// CompleteRecv posts a receive completion and unpins its buffers.
+func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
+	q := rm.q
+	releaseAll(&rm.recvHeld)
+	e := abi.CQE{WRID: r.ID, QPNum: q.qpn, Opcode: c.Opcode, Status: c.Status, ByteLen: c.Bytes, Imm: c.Imm, SrcQP: c.SrcQP, Flags: c.Flags}
+	if c.Status != abi.StatusSuccess {
+		e.Flags, e.ByteLen, e.Imm = 0, 0, 0
+	}
+	if !q.recvCQ.push(&e) {
+		q.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
+	}
+}
+
+// Remote resolves an rkey of the QP's PD; the region stays pinned until
+// the call into the transport returns.
+func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []byte {
+	q := rm.q
+	mr := q.adapter.lookupMR(rkey)
+	if mr == nil || mr.pd != q.pd || mr.access&need != need || !mr.acquire() {
+		return nil
+	}
+	rm.callHeld = append(rm.callHeld, mr)
+	return mr.span(va, n)
+}
+
+// Atomic runs a CPU atomic on the shared mapping.
+func (rm *remote) Atomic(t []byte, cas bool, compareAdd, swap uint64) (uint64, bool) {
+	if !shm.Aligned8(t, 0) {
+		return 0, false
+	}
+	if cas {
+		return shm.CompareAndSwap64(t, 0, compareAdd, swap), true
+	}
+	return shm.FetchAdd64(t, 0, compareAdd), true
+}
+
+// GRH returns the GRH area of a UD receive, as rxe fills it.
+func (rm *remote) GRH(p *wire.Packet) []byte { return wire.AppendGRH(rm.grh[:0], p) }
+
+// Fail moves the QP to ERR; the worker flushes the transport.
+func (rm *remote) Fail(ev abi.EventType, reason string) {
+	if ev == transport.NoEvent {
+		rm.q.enterError()
+		return
+	}
+	rm.q.Fail(ev, reason)
+}
+
+// RNR counts an RNR NAK received.
+func (rm *remote) RNR() { rm.q.adapter.Counters.RNRNaks.Add(1) }
+
+// Drop counts a packet the transport discarded.
+func (rm *remote) Drop(transport.DropReason) { rm.q.adapter.Counters.RxDrops.Add(1) }
