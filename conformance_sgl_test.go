@@ -404,3 +404,18 @@ func TestConformanceOrdering(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceTinyQueues runs a pair whose queues hold one request each:
+// the rings of such a QP still lie where the library expects them.
+func TestConformanceTinyQueues(t *testing.T) {
+	e := newConfEnv(t)
+	a, b := e.pair(t, pairSpec{typ: vrdma.RC, cap: vrdma.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	for i := uint64(1); i <= 3; i++ {
+		src := fill(a.mr.Bytes()[srcOff:srcOff+64], byte(i))
+		postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, 64)))
+		post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 64))
+		checkWC(t, pollOne(t, b.rcq), recvWC(b, i, 64, a))
+		expectBytes(t, "received", b.mr.Bytes()[recvOff:recvOff+64], src)
+	}
+}

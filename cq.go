@@ -2,6 +2,7 @@ package vrdma
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/vrdma/vrdma/internal/abi"
@@ -162,6 +163,9 @@ func (cq *CQ) Wait(ctx context.Context) error {
 		if err := cq.notify.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return context.DeadlineExceeded // the deadline passed a moment before ctx noticed
 			}
 			return &Error{Op: "wait_cq", Kind: ErrClosed, Err: err}
 		}

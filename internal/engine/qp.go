@@ -123,7 +123,9 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q.sq = abi.RingLayout{Offset: 0, Entries: c.MaxSendWR, Stride: abi.SendStride(c.MaxSendSGE, c.MaxInlineData)}
 	c.MaxInlineData = q.sq.Stride - abi.SendWQEHeader
-	size := q.sq.Size()
+	// Rings start on 256-byte boundaries, where the library's layout check
+	// expects them (a one-entry send ring would leave the next unaligned).
+	size := (q.sq.Size() + abi.RingHeaderSize - 1) &^ (abi.RingHeaderSize - 1)
 	if cfg.SRQ == nil {
 		c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 		c.MaxRecvWR = abi.RoundPow2(c.MaxRecvWR)
