@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/fakelink"
 )
@@ -83,25 +84,45 @@ func confSockets(t *testing.T) [2]string {
 		s := daemontest.Start(t)
 		return [2]string{s, s}
 	}
-	n := fakelink.New(1)
-	var socks [2]string
-	for i := range socks {
+	mtu := vrdma.MTU1024 // Ethernet's 1500 bytes; "wire" runs a jumbo link
+	if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire" {
+		mtu = vrdma.MTU4096
+	}
+	w := newWireHosts(t, fakelink.New(1), mtu)
+	return [2]string{w.daemons[0].SocketPath(), w.daemons[1].SocketPath()}
+}
+
+// wireHosts are two daemons whose hosts are joined by in-process links.
+type wireHosts struct {
+	net     *fakelink.Network
+	daemons [2]*daemon.Daemon
+	links   [2]*fakelink.Link
+	env     *confEnv // the instances on them, once opened
+}
+
+func newWireHosts(t *testing.T, n *fakelink.Network, mtu vrdma.MTU) *wireHosts {
+	w := &wireHosts{net: n}
+	for i := range w.daemons {
 		d := daemontest.StartDaemon(t)
 		l := n.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0, byte(i + 1)}, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}))
-		if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire" {
-			l.SetMTU(vrdma.MTU4096) // a jumbo link; "wire4" keeps Ethernet's 1024
-		}
+		l.SetMTU(mtu)
 		if err := d.AttachLink(l); err != nil {
 			t.Fatal(err)
 		}
-		socks[i] = d.SocketPath()
+		w.daemons[i], w.links[i] = d, l
 	}
-	return socks
+	return w
 }
 
 func newConfEnv(t *testing.T) *confEnv {
 	t.Helper()
-	socks := confSockets(t)
+	return newConfEnvOn(t, confSockets(t))
+}
+
+// newConfEnvOn creates the suite's two instances, conf-a on the daemon of
+// socks[0] and conf-b on that of socks[1], and opens their devices.
+func newConfEnvOn(t *testing.T, socks [2]string) *confEnv {
+	t.Helper()
 	var devs [2]*vrdma.Device
 	for i, name := range []string{"conf-a", "conf-b"} {
 		o := vrdma.Options{Socket: socks[i]}
