@@ -47,7 +47,7 @@ go run ./cmd/vrdma demo -t 0.2
 step "go test -race"
 go test -race -count=1 -timeout 20m ./...
 
-step "conformance suite again over async-mode adapters, then over trusted instances (the direct path)"
-for mode in async trusted; do
+step "conformance suite again: async-mode adapters, trusted instances (the direct path), two hosts over RoCEv2 (IPv6 jumbo, IPv4)"
+for mode in async trusted wire wire4; do
 	VRDMA_CONFORMANCE_MODE=$mode go test -race -count=1 -run Conformance .
 done
