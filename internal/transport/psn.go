@@ -1,9 +1,11 @@
 package transport
 
-const psnMask = 0xffffff
+import "github.com/vrdma/vrdma/internal/wire"
+
+const psnMask = wire.PSNMask
 
 // psnDiff returns a−b in 24-bit serial arithmetic: negative when a is
-// before b (rxe's psn_compare).
-func psnDiff(a, b uint32) int32 { return int32((a-b)<<8) >> 8 }
+// before b.
+func psnDiff(a, b uint32) int32 { return wire.PSNDiff(a, b) }
 
-func psnAdd(a uint32, n uint32) uint32 { return (a + n) & psnMask }
+func psnAdd(a uint32, n uint32) uint32 { return wire.PSNAdd(a, int(n)) }
