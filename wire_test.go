@@ -26,20 +26,25 @@ func wirePair(t *testing.T, w *wireHosts, typ vrdma.QPType) (a, b *side) {
 // wirePairRetry is wirePair with retry_cnt retry (7: for ever, as rxe reads it).
 func wirePairRetry(t *testing.T, w *wireHosts, typ vrdma.QPType, retry uint8) (a, b *side) {
 	t.Helper()
-	e := w.open(t)
+	return hostPair(t, w.open(t), typ, 1, retry)
+}
+
+// hostPair connects a QP of e.a's device to one of e.b's through GID gid.
+func hostPair(t *testing.T, e *confEnv, typ vrdma.QPType, gid int, retry uint8) (a, b *side) {
+	t.Helper()
 	a = newSide(t, e.a, qpSpec{typ: typ})
 	b = newSide(t, e.b, qpSpec{typ: typ})
 	o := vrdma.DefaultConnectOptions()
-	o.GIDIndex, o.Timeout, o.MinRNRTimer, o.RetryCnt = 1, 8, 1, retry // ~1 ms ACK timeout, 10 µs RNR
+	o.GIDIndex, o.Timeout, o.MinRNRTimer, o.RetryCnt = uint8(gid), 8, 1, retry // ~1 ms ACK timeout, 10 µs RNR
 	var err error
-	if a.gid, err = e.a.GID(1); err != nil {
+	if a.gid, err = e.a.GID(gid); err != nil {
 		t.Fatal(err)
 	}
-	if b.gid, err = e.b.GID(1); err != nil {
+	if b.gid, err = e.b.GID(gid); err != nil {
 		t.Fatal(err)
 	}
-	ea, _ := a.qp.Endpoint(1)
-	eb, _ := b.qp.Endpoint(1)
+	ea, _ := a.qp.Endpoint(gid)
+	eb, _ := b.qp.Endpoint(gid)
 	if err := a.qp.Connect(eb, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +52,8 @@ func wirePairRetry(t *testing.T, w *wireHosts, typ vrdma.QPType, retry uint8) (a
 		t.Fatal(err)
 	}
 	if typ == vrdma.UD {
-		a.ah = newAHIndex(t, a, b.gid, 1)
-		b.ah = newAHIndex(t, b, a.gid, 1)
+		a.ah = newAHIndex(t, a, b.gid, uint8(gid))
+		b.ah = newAHIndex(t, b, a.gid, uint8(gid))
 	}
 	return a, b
 }

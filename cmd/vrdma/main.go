@@ -1,12 +1,16 @@
 // Command vrdma is vrdma's one binary: the host daemon, rdma-core's tools
 // (devices, devinfo, stat) and qperf's (perf) over vrdma adapters, the
-// instance administration (vm) and a demonstration (demo).
+// instance administration (vm), the host's RoCEv2 links (link) and a
+// demonstration (demo).
 //
 //	vrdma demo                       # everything on an embedded daemon
 //	vrdma daemon [--socket PATH]     # the host daemon
 //	vrdma devices | devinfo [-d DEV] [-v] | stat [DEV]
 //	vrdma perf --loopback [--async] [--json] [-m SIZE] [-t SECS] TEST...
+//	vrdma pingpong [-g GIDIDX] [-s SIZE] [-n ITERS] [HOST] # ibv_rc_pingpong's options
+//	vrdma ping -S | ping [-c COUNT] [-f] [-w SECS] HOST
 //	vrdma vm create NAME [--adapters N] [--async] | vm show | vm delete NAME
+//	vrdma link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME
 package main
 
 import (
@@ -35,7 +39,10 @@ func init() {
 		{"devinfo", "show adapter attributes (like ibv_devinfo)", runDevinfo},
 		{"stat", "show adapter state and port counters (like ibstat)", runStat},
 		{"perf", "measure bandwidth and latency with qperf's tests", runPerf},
+		{"pingpong", "RC SEND ping-pong with a peer (like ibv_rc_pingpong, and with it)", runPingpong},
+		{"ping", "ping a responder over UD and print round trips (like ibping)", runPing},
 		{"vm", "create, show and delete instances", runVM},
+		{"link", "add, show and delete links: RoCEv2 on host interfaces (like rdma link)", runLink},
 		{"version", "print the version", func([]string, io.Writer, io.Writer) error { fmt.Println("vrdma 0.1.0"); return nil }},
 	}
 }

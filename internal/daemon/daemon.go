@@ -26,7 +26,8 @@ type Config struct {
 	SocketPath string      // default DefaultSocket
 	SocketMode os.FileMode // default 0660: owner and group may use the devices
 	Group      string      // group that owns the socket ("" = leave as created)
-	StateDir   string      // where instances persist ("" = nothing persists)
+	StateDir   string      // where instances and links persist ("" = nothing persists)
+	LinkPort   uint16      // UDP port of the links: 0 = 4791, the RoCEv2 port (tests use another)
 	HostName   string      // default os.Hostname
 	Logger     *slog.Logger
 }
@@ -43,6 +44,8 @@ type Daemon struct {
 	sessions  map[*session]struct{}
 	closed    bool
 	wg        sync.WaitGroup
+
+	links linkTable // cmd_link.go
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default
@@ -66,6 +69,10 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if err := d.loadInstances(); err != nil {
+		return nil, err
+	}
+	links, err := d.readLinks()
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.SocketPath), 0o755); err != nil {
@@ -98,6 +105,7 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	d.ln = ln
+	d.restoreLinks(links)
 	return d, nil
 }
 
@@ -168,6 +176,7 @@ func (d *Daemon) Close() error {
 		}
 	}
 	d.mu.Unlock()
+	d.closeLinks()
 	d.host.Close()
 	return err
 }

@@ -44,6 +44,9 @@ func init() {
 		proto.OpCreateAH:       {device: true, run: cmdCreateAH},
 		proto.OpDestroyAH:      {device: true, run: cmdDestroyAH},
 		proto.OpMapMR:          {device: true, run: cmdMapMR},
+		proto.OpLinkAdd:        {run: cmdLinkAdd},
+		proto.OpLinkDelete:     {run: cmdLinkDelete},
+		proto.OpListLinks:      {run: cmdListLinks},
 	}
 }
 

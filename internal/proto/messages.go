@@ -256,3 +256,41 @@ type Event struct {
 	QPN    uint32 `json:"qpn,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// LinkSpec is a link on a host interface, as `vrdma link add NAME type rxe
+// netdev IFACE [dscp N]` gives it; link_delete and list_links use Name
+// only ("" lists every link).
+type LinkSpec struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"` // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE
+	Netdev string `json:"netdev"`
+	DSCP   uint8  `json:"dscp"`
+}
+
+// LinkInfo is a link as `vrdma link show` prints it.
+type LinkInfo struct {
+	LinkSpec
+	State     string       `json:"state"`      // "ACTIVE", "DOWN"
+	PhysState string       `json:"phys_state"` // "LINK_UP", "DISABLED"
+	Problem   string       `json:"problem,omitempty"`
+	GIDs      [][]byte     `json:"gids"`
+	ActiveMTU uint8        `json:"active_mtu"`
+	Port      uint16       `json:"port"` // UDP port (4791)
+	Counters  LinkCounters `json:"counters"`
+}
+
+// LinkCounters are a link's traffic counters.
+type LinkCounters struct {
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxNotOurs uint64 `json:"rx_not_ours"` // to the port, for another address of the host
+	RxDropped uint64 `json:"rx_dropped"`
+	RxErrors  uint64 `json:"rx_errors"`
+	TxErrors  uint64 `json:"tx_errors"`
+}
+
+type ListLinksResp struct {
+	Links []LinkInfo `json:"links"`
+}

@@ -29,13 +29,16 @@ const (
 	OpStats
 	OpEvent // daemon to client: an asynchronous event
 	OpMapMR
+	OpLinkAdd
+	OpLinkDelete
+	OpListLinks
 	opMax
 )
 
 var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr",
 	"create_cq", "destroy_cq", "create_qp", "modify_qp", "query_qp", "destroy_qp", "create_srq",
 	"destroy_srq", "create_ah", "destroy_ah", "create_instance", "delete_instance", "list_instances",
-	"stats", "event", "map_mr"}
+	"stats", "event", "map_mr", "link_add", "link_delete", "list_links"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+const linkUsage = "link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME"
+
+// runLink manages the daemon's links (RoCEv2 on host interfaces) in
+// rdma-core's `rdma link` syntax; `vrdma link` alone shows them.
+func runLink(args []string, stdout, stderr io.Writer) error {
+	pos, flags := splitLinkFlags(args)
+	fs := flag.NewFlagSet("link", flag.ContinueOnError)
+	socket := fs.String("socket", "", "daemon socket (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: vrdma %s\n\n", linkUsage)
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, flags); err != nil {
+		return err
+	}
+	sub := "show"
+	if len(pos) > 0 {
+		sub, pos = pos[0], pos[1:]
+	}
+	switch sub {
+	case "add":
+		spec, err := parseLinkAdd(pos)
+		if err != nil {
+			return err
+		}
+		var info proto.LinkInfo
+		if err := adminCall(*socket, proto.OpLinkAdd, spec, &info); err != nil {
+			return err
+		}
+		printLink(stdout, info)
+	case "show", "list":
+		if len(pos) > 1 {
+			return usagef("link show [NAME]: one name at most, got %q", pos)
+		}
+		var req proto.LinkSpec
+		if len(pos) == 1 {
+			req.Name = strings.TrimSuffix(pos[0], "/1") // rdma's NAME/PORT
+		}
+		var resp proto.ListLinksResp
+		if err := adminCall(*socket, proto.OpListLinks, req, &resp); err != nil {
+			return err
+		}
+		for _, l := range resp.Links {
+			printLink(stdout, l)
+		}
+	case "delete", "del":
+		if len(pos) != 1 {
+			return usagef("link delete NAME: name the link to delete (`vrdma link show` lists them)")
+		}
+		return adminCall(*socket, proto.OpLinkDelete, proto.LinkSpec{Name: strings.TrimSuffix(pos[0], "/1")}, nil)
+	case "help":
+		fs.SetOutput(stderr)
+		fs.Usage()
+	default:
+		return usagef("unknown link command %q: %s", sub, linkUsage)
+	}
+	return nil
+}
+
+// splitLinkFlags separates the flags, wherever they are, from rdma's
+// keyword arguments, which the flag package would stop at.
+func splitLinkFlags(args []string) (pos, flags []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if strings.TrimLeft(a, "-") == "socket" && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return pos, flags
+}
+
+// parseLinkAdd reads `NAME type rxe netdev IFACE [dscp N]`.
+func parseLinkAdd(args []string) (proto.LinkSpec, error) {
+	const use = "link add NAME type rxe netdev IFACE [dscp N]"
+	var spec proto.LinkSpec
+	if len(args) == 0 || isLinkKeyword(args[0]) {
+		return spec, usagef("%s: the link needs a name (rxe0, say)", use)
+	}
+	spec.Name, args = args[0], args[1:]
+	seen := map[string]bool{}
+	for len(args) > 0 {
+		key := args[0]
+		if !isLinkKeyword(key) {
+			return spec, usagef("%s: unknown argument %q", use, key)
+		}
+		if len(args) < 2 {
+			return spec, usagef("%s: %s needs a value", use, key)
+		}
+		if seen[key] {
+			return spec, usagef("%s: %s given twice", use, key)
+		}
+		seen[key] = true
+		val := args[1]
+		args = args[2:]
+		switch key {
+		case "type":
+			if val != "rxe" {
+				return spec, usagef("link type %q: the only type is rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE)", val)
+			}
+			spec.Type = val
+		case "netdev":
+			spec.Netdev = val
+		case "dscp":
+			n, err := strconv.ParseUint(val, 10, 8)
+			if err != nil || n > 63 {
+				return spec, usagef("dscp %q: give a number from 0 to 63 (46 is EF, 26 AF31)", val)
+			}
+			spec.DSCP = uint8(n)
+		}
+	}
+	switch {
+	case spec.Type == "":
+		return spec, usagef("%s: type is missing: add `type rxe`", use)
+	case spec.Netdev == "":
+		return spec, usagef("%s: netdev is missing: add `netdev IFACE` (`ip link` lists the interfaces)", use)
+	}
+	return spec, nil
+}
+
+func isLinkKeyword(s string) bool { return s == "type" || s == "netdev" || s == "dscp" }
+
+// printLink prints a link as `rdma link show` does, then, indented, what
+// vrdma adds: the GID table, MTU, DSCP, counters and any problem.
+func printLink(w io.Writer, l proto.LinkInfo) {
+	fmt.Fprintf(w, "link %s/1 state %s physical_state %s netdev %s\n", l.Name, l.State, l.PhysState, l.Netdev)
+	for i, g := range l.GIDs {
+		a, ok := netip.AddrFromSlice(g)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "    gid %d %s RoCE v2\n", i, a)
+	}
+	mtu := "-"
+	if m := vrdma.MTU(l.ActiveMTU); m.Bytes() > 0 {
+		mtu = strconv.Itoa(m.Bytes())
+	}
+	fmt.Fprintf(w, "    type %s active_mtu %s dscp %d port %d\n", l.Type, mtu, l.DSCP, l.Port)
+	c := l.Counters
+	fmt.Fprintf(w, "    rx_packets %d rx_bytes %d tx_packets %d tx_bytes %d rx_dropped %d rx_not_ours %d rx_errors %d tx_errors %d\n",
+		c.RxPackets, c.RxBytes, c.TxPackets, c.TxBytes, c.RxDropped, c.RxNotOurs, c.RxErrors, c.TxErrors)
+	if l.Problem != "" {
+		fmt.Fprintf(w, "    problem: %s\n", l.Problem)
+	}
+}
+
+// adminCall sends one administration command to the daemon, after the
+// hello every connection starts with, and decodes the reply into resp.
+func adminCall(socket string, op proto.Op, req, resp any) error {
+	if socket == "" {
+		socket = os.Getenv("VRDMA_SOCKET")
+	}
+	if socket == "" {
+		socket = vrdma.DefaultSocket
+	}
+	c, err := proto.Dial(socket)
+	if err != nil {
+		return fmt.Errorf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", socket, err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, 1, proto.OpHello, proto.HelloReq{Client: "vrdma link"}, nil); err != nil {
+		return err
+	}
+	return roundTrip(c, 2, op, req, resp)
+}
+
+func roundTrip(c *proto.Conn, id uint32, op proto.Op, req, resp any) error {
+	if err := c.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req); err != nil {
+		return fmt.Errorf("sending %v to the daemon: %w", op, err)
+	}
+	for {
+		h, body, fds, err := c.Recv()
+		proto.CloseFDs(fds)
+		if err != nil {
+			return fmt.Errorf("the vrdma daemon closed the connection (%v)", err)
+		}
+		if h.Kind != proto.KindReply || h.ID != id {
+			continue // an event
+		}
+		if h.Code != proto.CodeOK {
+			var e struct {
+				Error string `json:"error"`
+			}
+			_ = json.Unmarshal(body, &e)
+			return errors.New(e.Error)
+		}
+		if resp != nil {
+			if err := json.Unmarshal(body, resp); err != nil {
+				return fmt.Errorf("the daemon's reply to %v did not decode (%v): run a vrdma and a daemon of the same release", op, err)
+			}
+		}
+		return nil
+	}
+}

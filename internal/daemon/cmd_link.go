@@ -1,0 +1,311 @@
+package daemon
+
+// Links: RoCEv2 on host interfaces (`vrdma link add|show|delete`), kept in
+// StateDir/links.json and opened again when the daemon starts.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/uplink"
+)
+
+const linksFile = "links.json"
+
+// linkType is the one kind of link there is: RoCEv2 over UDP, like the
+// kernel's Soft-RoCE driver, whose `rdma link add` calls it rxe.
+const linkType = "rxe"
+
+// linkTable is the daemon's links by name.
+type linkTable struct {
+	mu sync.Mutex
+	m  map[string]*linkEntry
+}
+
+// linkEntry is a configured link. l is nil when it could not be opened
+// when the daemon started (the port was taken, say); problem says why.
+type linkEntry struct {
+	spec    proto.LinkSpec
+	l       *uplink.Link
+	problem string
+}
+
+func cmdLinkAdd(s *session, body []byte, _ []int) (any, []int, error) {
+	if err := needRoot(s, "add links"); err != nil {
+		return nil, nil, err
+	}
+	req, err := decode[proto.LinkSpec](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := s.d.addLink(req)
+	return info, nil, err
+}
+
+func cmdLinkDelete(s *session, body []byte, _ []int) (any, []int, error) {
+	if err := needRoot(s, "delete links"); err != nil {
+		return nil, nil, err
+	}
+	req, err := decode[proto.LinkSpec](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	return done, nil, s.d.deleteLink(req.Name)
+}
+
+func cmdListLinks(s *session, body []byte, _ []int) (any, []int, error) {
+	var req proto.LinkSpec
+	if len(body) > 0 {
+		var err error
+		if req, err = decode[proto.LinkSpec](body); err != nil {
+			return nil, nil, err
+		}
+	}
+	links, err := s.d.listLinks(req.Name)
+	return proto.ListLinksResp{Links: links}, nil, err
+}
+
+// needRoot refuses clients that are not root: a link opens raw sockets on
+// a host interface and takes a UDP port on its addresses. pid 0 means the
+// socket's credentials were not known.
+func needRoot(s *session, what string) error {
+	if s.pid == 0 || s.uid != 0 {
+		return proto.Errorf(proto.CodePermission, "only root may %s (they open raw sockets on host interfaces): run it with sudo", what)
+	}
+	return nil
+}
+
+func validateLink(spec proto.LinkSpec) error {
+	if !instanceName.MatchString(spec.Name) {
+		return proto.Errorf(proto.CodeInvalid, "link name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit (rxe0, say)", spec.Name)
+	}
+	if spec.Type != linkType {
+		return proto.Errorf(proto.CodeInvalid, "link type %q: the only type is rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE)", spec.Type)
+	}
+	if spec.Netdev == "" {
+		return proto.Errorf(proto.CodeInvalid, "link %s: no netdev: say which interface, `netdev eth0`", spec.Name)
+	}
+	if spec.DSCP > 63 {
+		return proto.Errorf(proto.CodeInvalid, "link %s: DSCP %d is not in 0..63", spec.Name, spec.DSCP)
+	}
+	return nil
+}
+
+func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
+	if err := validateLink(spec); err != nil {
+		return proto.LinkInfo{}, err
+	}
+	t := &d.links
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[spec.Name]; ok {
+		return proto.LinkInfo{}, proto.Errorf(proto.CodeBusy, "link %s exists already: pick another name, or `vrdma link delete %s` first", spec.Name, spec.Name)
+	}
+	for _, e := range t.m {
+		if e.spec.Netdev == spec.Netdev {
+			return proto.LinkInfo{}, proto.Errorf(proto.CodeBusy, "%s has a link already, %s: one link per interface", spec.Netdev, e.spec.Name)
+		}
+	}
+	e := &linkEntry{spec: spec}
+	if err := d.openLink(e, false); err != nil {
+		return proto.LinkInfo{}, err
+	}
+	if t.m == nil {
+		t.m = make(map[string]*linkEntry)
+	}
+	t.m[spec.Name] = e
+	if err := d.saveLinksLocked(); err != nil {
+		d.log.Warn("could not save links", "err", err)
+	}
+	return linkInfo(e), nil
+}
+
+// openLink opens e's link and attaches it to the host. restoring: a
+// missing interface is no error, the link waits for it.
+func (d *Daemon) openLink(e *linkEntry, restoring bool) error {
+	l, err := uplink.Open(uplink.Config{Name: e.spec.Name, Netdev: e.spec.Netdev, DSCP: e.spec.DSCP,
+		Port: d.cfg.LinkPort, WaitNetdev: restoring})
+	if err != nil {
+		return linkError(e.spec, err)
+	}
+	if err := d.AttachLink(l); err != nil {
+		l.Close()
+		return proto.Errorf(proto.CodeBusy, "link %s: %v", e.spec.Name, err)
+	}
+	e.l, e.problem = l, ""
+	return nil
+}
+
+// linkError gives a failed uplink.Open its command code.
+func linkError(spec proto.LinkSpec, err error) error {
+	code := proto.CodeInternal
+	switch {
+	case errors.Is(err, uplink.ErrNoNetdev):
+		code = proto.CodeNotFound
+	case errors.Is(err, uplink.ErrPortBusy):
+		code = proto.CodeBusy
+	case errors.Is(err, uplink.ErrPermission):
+		code = proto.CodePermission
+	case errors.Is(err, uplink.ErrConfig):
+		code = proto.CodeInvalid
+	}
+	return proto.Errorf(code, "link %s on %s: %v", spec.Name, spec.Netdev, err)
+}
+
+func (d *Daemon) deleteLink(name string) error {
+	t := &d.links
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.m[name]
+	if !ok {
+		return proto.Errorf(proto.CodeNotFound, "no link %q: `vrdma link show` lists them", name)
+	}
+	if e.l != nil {
+		if err := d.host.RemoveLink(name); err != nil {
+			d.log.Warn("removing link", "link", name, "err", err)
+		}
+	}
+	delete(t.m, name)
+	if err := d.saveLinksLocked(); err != nil {
+		d.log.Warn("could not save links", "err", err)
+	}
+	return nil
+}
+
+// listLinks describes the links, or only the one called name.
+func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
+	t := &d.links
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []proto.LinkInfo{}
+	for _, e := range t.m {
+		if name == "" || e.spec.Name == name {
+			out = append(out, linkInfo(e))
+		}
+	}
+	if name != "" && len(out) == 0 {
+		return nil, proto.Errorf(proto.CodeNotFound, "no link %q: `vrdma link show` lists them", name)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func linkInfo(e *linkEntry) proto.LinkInfo {
+	info := proto.LinkInfo{LinkSpec: e.spec, State: "DOWN", PhysState: "DISABLED", Problem: e.problem, GIDs: [][]byte{}}
+	if e.l == nil {
+		return info
+	}
+	st := e.l.State()
+	info.State, info.PhysState, info.Problem = st.Port(), st.Phys(), st.Problem
+	for _, g := range e.l.GIDs() {
+		info.GIDs = append(info.GIDs, g[:])
+	}
+	info.ActiveMTU = uint8(e.l.ActiveMTU())
+	info.Port = e.l.Port()
+	c := e.l.Stats()
+	info.Counters = proto.LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
+		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors}
+	return info
+}
+
+func (d *Daemon) saveLinksLocked() error {
+	if d.cfg.StateDir == "" {
+		return nil
+	}
+	specs := []proto.LinkSpec{}
+	for _, e := range d.links.m {
+		specs = append(specs, e.spec)
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	b, err := json.MarshalIndent(specs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(d.cfg.StateDir, linksFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, linksFile))
+}
+
+// readLinks reads the saved links; a file that does not parse is an error,
+// so that the daemon does not start and then overwrite it.
+func (d *Daemon) readLinks() ([]proto.LinkSpec, error) {
+	if d.cfg.StateDir == "" {
+		return nil, nil
+	}
+	path := filepath.Join(d.cfg.StateDir, linksFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("daemon: read %s: %w", path, err)
+	}
+	var specs []proto.LinkSpec
+	if err := json.Unmarshal(b, &specs); err != nil {
+		return nil, fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
+	}
+	return specs, nil
+}
+
+// restoreLinks opens the saved links. One that cannot be opened now is
+// logged and kept, DOWN, with the reason: `vrdma link show` tells it and
+// `vrdma link delete` removes it. A missing interface is waited for.
+func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
+	t := &d.links
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[string]*linkEntry)
+	}
+	for _, spec := range specs {
+		e := &linkEntry{spec: spec}
+		err := validateLink(spec)
+		if _, dup := t.m[spec.Name]; err == nil && dup {
+			err = fmt.Errorf("link %s is saved twice", spec.Name)
+		}
+		if err == nil {
+			err = d.openLink(e, true)
+		}
+		if err != nil {
+			var pe *proto.Error
+			if errors.As(err, &pe) {
+				e.problem = pe.Message
+			} else {
+				e.problem = err.Error()
+			}
+			d.log.Warn("could not restore link", "link", spec.Name, "netdev", spec.Netdev, "err", e.problem)
+		} else if st := e.l.State(); !st.Netdev {
+			d.log.Warn("restored link waits for its interface", "link", spec.Name, "netdev", spec.Netdev)
+		}
+		if _, dup := t.m[spec.Name]; !dup {
+			t.m[spec.Name] = e
+		}
+	}
+}
+
+// closeLinks detaches and closes every link (the daemon is stopping; the
+// saved list stays).
+func (d *Daemon) closeLinks() {
+	t := &d.links
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, e := range t.m {
+		if e.l != nil {
+			if err := d.host.RemoveLink(name); err != nil {
+				e.l.Close()
+			}
+		}
+	}
+	t.m = nil
+}

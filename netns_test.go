@@ -1,0 +1,108 @@
+package vrdma_test
+
+// Two hosts as network namespaces joined by a veth pair, each running a
+// real daemon with a Soft-RoCE link on its eth0: every operation of RC, UC
+// and UD over real UDP sockets, over the IPv4 and the IPv6 link-local GID,
+// clean and under nftables loss. Needs root; skipped otherwise.
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/netns"
+)
+
+// netnsHosts starts a daemon with a link rxe0 on eth0 in each of two
+// namespace hosts and opens the conformance instances on them.
+func netnsHosts(t *testing.T) (*netns.Topology, [2]*netns.Daemon, *confEnv) {
+	t.Helper()
+	netns.Require(t)
+	top := netns.New(t, 2)
+	var ds [2]*netns.Daemon
+	var socks [2]string
+	for i, h := range top.Hosts {
+		ds[i] = h.StartDaemon(t)
+		ds[i].Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", h.Iface)
+		socks[i] = ds[i].Socket
+	}
+	return top, ds, newConfEnvOn(t, socks)
+}
+
+// gidIndex finds the index of the GID of dev that is addr's.
+func gidIndexOf(t *testing.T, dev *vrdma.Device, want vrdma.GID) int {
+	t.Helper()
+	for i := 0; i < 16; i++ {
+		g, err := dev.GID(i)
+		if err != nil {
+			break
+		}
+		if g == want {
+			return i
+		}
+	}
+	t.Fatalf("no GID %v on %s", want, dev.Name())
+	return -1
+}
+
+func TestNetnsHosts(t *testing.T) {
+	top, _, e := netnsHosts(t)
+	v4 := gidIndexOf(t, e.a, vrdma.GID(top.Hosts[0].IPv4.As16()))
+	v6 := gidIndexOf(t, e.a, vrdma.GID(top.Hosts[0].IPv6LL.As16()))
+	if v4b := gidIndexOf(t, e.b, vrdma.GID(top.Hosts[1].IPv4.As16())); v4b != v4 {
+		t.Fatalf("the IPv4 GID is at index %d on one host and %d on the other", v4, v4b)
+	}
+	for _, g := range []struct {
+		name  string
+		index int
+	}{{"IPv4", v4}, {"IPv6 link-local", v6}} {
+		t.Run(g.name+"/RC", func(t *testing.T) {
+			a, b := hostPair(t, e, vrdma.RC, g.index, 7)
+			rcWorkload(t, a, b, 10)
+		})
+		t.Run(g.name+"/UC", func(t *testing.T) {
+			a, b := hostPair(t, e, vrdma.UC, g.index, 7)
+			for i := uint64(0); i < 5; i++ {
+				src := fill(a.mr.Bytes()[srcOff:srcOff+2500], byte(i))
+				postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, 2500)))
+				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2500)}})
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 2500))
+				checkWC(t, pollOne(t, b.rcq), recvWC(b, i, 2500, a))
+				expectBytes(t, "UC SEND", b.mr.Bytes()[recvOff:recvOff+2500], src)
+				src = fill(a.mr.Bytes()[srcOff:srcOff+2500], byte(i+9))
+				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2500)},
+					RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCRDMAWrite, 2500))
+				arrived(t, vrdma.UC, b.mr.Bytes()[rdmaOff:rdmaOff+2500], src)
+				expectBytes(t, "UC WRITE", b.mr.Bytes()[rdmaOff:rdmaOff+2500], src)
+			}
+		})
+		t.Run(g.name+"/UD", func(t *testing.T) {
+			a, b := hostPair(t, e, vrdma.UD, g.index, 7)
+			for i := uint64(0); i < 5; i++ {
+				src := fill(a.mr.Bytes()[srcOff:srcOff+1000], byte(i))
+				postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, grhLen+1000)))
+				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: i, Opcode: vrdma.WRSendImm, Imm: 7, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 1000)}}, b))
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 1000))
+				want := withImm(recvWC(b, i, grhLen+1000, a), 7)
+				want.Flags |= vrdma.WCWithGRH
+				checkWC(t, pollOne(t, b.rcq), want)
+				checkGRH(t, b.mr.Bytes()[recvOff:recvOff+grhLen], a.gid, b.gid)
+				expectBytes(t, "UD SEND", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+1000], src)
+			}
+		})
+	}
+	for _, loss := range []int{1, 5} {
+		t.Run(fmt.Sprintf("RC under %d%% loss", loss), func(t *testing.T) {
+			top.Hosts[0].SetLoss(t, loss)
+			top.Hosts[1].SetLoss(t, loss)
+			defer top.Hosts[0].SetLoss(t, 0)
+			defer top.Hosts[1].SetLoss(t, 0)
+			a, b := hostPair(t, e, vrdma.RC, v4, 7)
+			rcWorkload(t, a, b, 30)
+			if top.Hosts[0].Dropped(t)+top.Hosts[1].Dropped(t) == 0 {
+				t.Log("no packet was dropped this time")
+			}
+		})
+	}
+}
