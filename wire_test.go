@@ -139,7 +139,7 @@ func TestWireFaults(t *testing.T) {
 			rcWorkload(t, a, b, 25)
 			expectState(t, a.qp, vrdma.QPSRTS)
 			expectState(t, b.qp, vrdma.QPSRTS)
-			icrc := w.daemons[0].Host().Wire.ICRC.Load() + w.daemons[1].Host().Wire.ICRC.Load()
+			icrc := w.daemons[0].Host().WireStats("").ICRC + w.daemons[1].Host().WireStats("").ICRC
 			if c.faults.Corrupt > 0 && w.net.Corrupted.Load() > 0 && icrc == 0 {
 				t.Fatalf("%d frames were corrupted and no ICRC error was counted", w.net.Corrupted.Load())
 			}
@@ -226,15 +226,15 @@ func TestWireBadInput(t *testing.T) {
 	counter := func(name string) uint64 {
 		switch name {
 		case "malformed":
-			return hb.Wire.Malformed.Load()
+			return hb.WireStats("rxe0").Malformed
 		case "icrc":
-			return hb.Wire.ICRC.Load()
+			return hb.WireStats("rxe0").ICRC
 		case "unknown QP":
-			return hb.Wire.UnknownQP.Load()
+			return hb.WireStats("rxe0").UnknownQP
 		case "P_Key":
-			return hb.Wire.BadKey.Load()
+			return hb.WireStats("rxe0").BadKey
 		case "not ours":
-			return hb.Wire.NotOurs.Load()
+			return hb.WireStats("rxe0").NotOurs
 		}
 		t.Fatalf("no counter %q", name)
 		return 0

@@ -123,7 +123,7 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 	if err := d.saveLinksLocked(); err != nil {
 		d.log.Warn("could not save links", "err", err)
 	}
-	return linkInfo(e), nil
+	return d.linkInfo(e), nil
 }
 
 // openLink opens e's link and attaches it to the host. restoring: a
@@ -186,7 +186,7 @@ func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 	out := []proto.LinkInfo{}
 	for _, e := range t.m {
 		if name == "" || e.spec.Name == name {
-			out = append(out, linkInfo(e))
+			out = append(out, d.linkInfo(e))
 		}
 	}
 	if name != "" && len(out) == 0 {
@@ -196,7 +196,7 @@ func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 	return out, nil
 }
 
-func linkInfo(e *linkEntry) proto.LinkInfo {
+func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
 	info := proto.LinkInfo{LinkSpec: e.spec, State: "DOWN", PhysState: "DISABLED", Problem: e.problem, GIDs: [][]byte{}}
 	if e.l == nil {
 		return info
@@ -211,6 +211,10 @@ func linkInfo(e *linkEntry) proto.LinkInfo {
 	c := e.l.Stats()
 	info.Counters = proto.LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
 		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors}
+	ws := d.host.WireStats(e.spec.Name)
+	info.Counters.RxMalformed, info.Counters.RxICRC, info.Counters.RxUnknownQP, info.Counters.RxBadPKey = ws.Malformed, ws.ICRC, ws.UnknownQP, ws.BadKey
+	info.Counters.RxNotOurs += ws.NotOurs
+	info.Counters.TxErrors += ws.TxErrors
 	return info
 }
 

@@ -17,6 +17,7 @@ type receiver struct {
 	link Link
 	pkt  wire.Packet
 	tx   txBatch
+	wire WireCounters
 }
 
 // Receiver returns the function a link's Serve calls with each packet.
@@ -27,7 +28,7 @@ func (h *Host) Receiver(l Link) func(frame []byte) {
 
 func newReceiver(h *Host, l Link) *receiver {
 	r := &receiver{h: h, link: l}
-	r.tx.errs = &h.Wire
+	r.tx.errs = &r.wire.TxErrors
 	return r
 }
 
@@ -38,36 +39,36 @@ func (h *Host) Deliver(l Link, frame []byte) {
 	r := h.receivers[l]
 	h.mu.RUnlock()
 	if r == nil {
-		h.Wire.NotOurs.Add(1)
-		return
+		return // a link that is going away
 	}
 	r.deliver(frame)
 }
 
 func (r *receiver) deliver(frame []byte) {
 	h := r.h
-	h.Wire.RxPackets.Add(1)
-	h.Wire.RxBytes.Add(uint64(len(frame)))
+	ctr := &r.wire
+	ctr.RxPackets.Add(1)
+	ctr.RxBytes.Add(uint64(len(frame)))
 	p := &r.pkt
 	if err := wire.Decode(frame, p); err != nil {
-		h.Wire.Malformed.Add(1)
+		ctr.Malformed.Add(1)
 		return
 	}
 	if err := wire.VerifyICRC(frame); err != nil {
-		h.Wire.ICRC.Add(1)
+		ctr.ICRC.Add(1)
 		return
 	}
 	if !h.isLinkGID(addrGID(p.Dst)) {
-		h.Wire.NotOurs.Add(1)
+		ctr.NotOurs.Add(1)
 		return
 	}
 	if p.PKey&0x7fff != DefaultPKey&0x7fff {
-		h.Wire.BadKey.Add(1)
+		ctr.BadKey.Add(1)
 		return
 	}
 	q := h.qp(p.DestQP)
 	if q == nil || !q.accepts(p) {
-		h.Wire.UnknownQP.Add(1)
+		ctr.UnknownQP.Add(1)
 		return
 	}
 	q.procMu.Lock()
@@ -75,7 +76,7 @@ func (r *receiver) deliver(frame []byte) {
 	if q.dead || rm == nil || (q.typ != abi.QPTypeUD && (!rm.wired || p.Src != rm.path.dst || p.Dst != rm.path.src)) {
 		// RC and UC take packets only from their connection's addresses.
 		q.procMu.Unlock()
-		h.Wire.UnknownQP.Add(1)
+		ctr.UnknownQP.Add(1)
 		return
 	}
 	q.adapter.Counters.RxPackets.Add(1)

@@ -24,16 +24,47 @@ type Host struct {
 	qps     map[uint32]*QP // every QP of the host by number
 	nextQPN uint32
 
-	// Wire counts what the links received that reached no QP.
-	Wire WireCounters
+	txErrors atomic.Uint64 // frames the workers' sends lost
 }
 
-// WireCounters count packets from the links that no QP took.
+// WireCounters count, per link, the packets it received and those that
+// reached no QP.
 type WireCounters struct {
 	RxPackets, RxBytes         atomic.Uint64
 	Malformed, ICRC            atomic.Uint64 // undecodable; wrong ICRC
 	NotOurs, UnknownQP, BadKey atomic.Uint64 // destination not ours; no such QP or wrong type/state/address; P_Key
-	TxErrors                   atomic.Uint64 // sends the link refused
+	TxErrors                   atomic.Uint64 // answers the link refused to send
+}
+
+// WireStats is a snapshot of WireCounters.
+type WireStats struct {
+	RxPackets, RxBytes, Malformed, ICRC, NotOurs, UnknownQP, BadKey, TxErrors uint64
+}
+
+// WireStats returns the counters of the link called name, or of all links
+// (and the workers' send errors) for "".
+func (h *Host) WireStats(name string) WireStats {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var s WireStats
+	if name == "" {
+		s.TxErrors = h.txErrors.Load()
+	}
+	for l, r := range h.receivers {
+		if name != "" && l.Name() != name {
+			continue
+		}
+		c := &r.wire
+		s.RxPackets += c.RxPackets.Load()
+		s.RxBytes += c.RxBytes.Load()
+		s.Malformed += c.Malformed.Load()
+		s.ICRC += c.ICRC.Load()
+		s.NotOurs += c.NotOurs.Load()
+		s.UnknownQP += c.UnknownQP.Load()
+		s.BadKey += c.BadKey.Load()
+		s.TxErrors += c.TxErrors.Load()
+	}
+	return s
 }
 
 // NewHost returns an empty host.

@@ -141,7 +141,7 @@ func (q *QP) setupWire(to abi.QPState, a *qpstate.Attr) {
 		return
 	}
 	rm := &remote{q: q, tp: transport.New(cfg), mtu: cfg.MTU}
-	rm.tx.errs = &h.Wire
+	rm.tx.errs = &h.txErrors
 	if q.typ != abi.QPTypeUD {
 		gids := q.adapter.GIDs()
 		if h.LookupQP(a.AV.DGID, a.DestQPN) != nil || h.IsLocalGID(a.AV.DGID) || int(a.AV.SGIDIndex) >= len(gids) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // txBufSize holds the largest frame: IPv6 + UDP + the longest headers + a
@@ -23,7 +24,7 @@ type txBatch struct {
 	bufs   [txBatchLen]*txBuf
 	frames [txBatchLen][]byte
 	n      int
-	errs   *WireCounters
+	errs   *atomic.Uint64 // counts frames the link did not take
 }
 
 // buffer returns an empty buffer for the next frame to l, sending what is
@@ -52,7 +53,7 @@ func (b *txBatch) flush() {
 	}
 	sent, err := b.link.WriteBatch(b.frames[:b.n])
 	if (err != nil || sent < b.n) && b.errs != nil {
-		b.errs.TxErrors.Add(uint64(b.n - sent))
+		b.errs.Add(uint64(b.n - sent))
 	}
 	for i := 0; i < b.n; i++ {
 		b.frames[i] = nil

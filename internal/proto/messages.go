@@ -289,6 +289,11 @@ type LinkCounters struct {
 	RxDropped uint64 `json:"rx_dropped"`
 	RxErrors  uint64 `json:"rx_errors"`
 	TxErrors  uint64 `json:"tx_errors"`
+	// What the engine dropped of what the link delivered.
+	RxMalformed uint64 `json:"rx_malformed"`   // not a RoCEv2 packet it can decode
+	RxICRC      uint64 `json:"rx_icrc_errors"` // the invariant CRC did not match
+	RxUnknownQP uint64 `json:"rx_unknown_qp"`  // no such QP, or one of another type, state or connection
+	RxBadPKey   uint64 `json:"rx_bad_pkey"`
 }
 
 type ListLinksResp struct {
