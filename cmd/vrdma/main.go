@@ -6,7 +6,7 @@
 //	vrdma demo                       # everything on an embedded daemon
 //	vrdma daemon [--socket PATH]     # the host daemon
 //	vrdma devices | devinfo [-d DEV] [-v] | stat [DEV]
-//	vrdma perf --loopback [--async] [--json] [-m SIZE] [-t SECS] TEST...
+//	vrdma perf [-lp PORT] | perf HOST [--json] [-m SIZE] [-t SECS] TEST... | perf --loopback [--async] TEST...
 //	vrdma pingpong [-g GIDIDX] [-s SIZE] [-n ITERS] [HOST] # ibv_rc_pingpong's options
 //	vrdma ping -S | ping [-c COUNT] [-f] [-w SECS] HOST
 //	vrdma vm create NAME [--adapters N] [--async] | vm show | vm delete NAME

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -10,7 +11,8 @@ import (
 	"github.com/vrdma/vrdma/internal/shm"
 )
 
-// side is one end of a test: a device with one QP, its CQs and one region.
+// side is one end's verbs objects: a device with one QP, its CQs and one
+// region.
 type side struct {
 	dev *vrdma.Device
 	pd  *vrdma.PD
@@ -27,27 +29,38 @@ type side struct {
 const (
 	depth   = 64 // work requests in flight per QP
 	cqDepth = 4 * depth
+	qkey    = 0x11111111 // DefaultConnectOptions' Q_Key
 )
 
-func openSide(o vrdma.Options, typ vrdma.QPType, size int) (*side, error) {
-	dev, err := vrdma.Open("vrdma0", o)
+// openSide opens device dev ("" for the instance's first) and makes one QP
+// of type typ with a region for messages of size bytes.
+func openSide(o vrdma.Options, dev string, typ vrdma.QPType, size int) (*side, error) {
+	if dev == "" {
+		devs, err := vrdma.Devices(o)
+		if err != nil {
+			return nil, err
+		}
+		if len(devs) == 0 {
+			return nil, errors.New("the instance has no adapters (`vrdma vm show` lists them): attach to another with VRDMA_INSTANCE or --instance")
+		}
+		dev = devs[0].Name
+	}
+	d, err := vrdma.Open(dev, o)
 	if err != nil {
 		return nil, err
 	}
-	s := &side{dev: dev, wc: make([]vrdma.WorkCompletion, cqDepth)}
+	s := &side{dev: d, wc: make([]vrdma.WorkCompletion, cqDepth)}
 	fail := func(err error) (*side, error) { s.close(); return nil, err }
-	if s.pd, err = dev.AllocPD(); err != nil {
+	if s.pd, err = d.AllocPD(); err != nil {
 		return fail(err)
 	}
-	// Twice the message: the first half is sent from, the second received
-	// into, so that the two directions of rc_bi_bw do not share bytes.
-	if s.mr, err = s.pd.AllocMR(2*size+128, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
+	if s.mr, err = s.pd.AllocMR(regionSize(size), vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
 		return fail(err)
 	}
-	if s.scq, err = dev.CreateCQ(cqDepth); err != nil {
+	if s.scq, err = d.CreateCQ(cqDepth); err != nil {
 		return fail(err)
 	}
-	if s.rcq, err = dev.CreateCQ(cqDepth); err != nil {
+	if s.rcq, err = d.CreateCQ(cqDepth); err != nil {
 		return fail(err)
 	}
 	s.qp, err = s.pd.CreateQP(vrdma.QPInitAttr{Type: typ, SendCQ: s.scq, RecvCQ: s.rcq,
@@ -80,48 +93,66 @@ func (s *side) close() {
 	s.dev.Close()
 }
 
-// openPair opens and connects both ends for messages of size bytes, which
-// it lowers to the MTU for UD, and returns the size used.
-func openPair(cfg *Config, typ vrdma.QPType, size int) (a, b *side, used int, err error) {
-	if typ == vrdma.UD {
-		size = min(size, 4096)
+// self returns what the other end needs to know of s, its GID the one at
+// gidIndex.
+func (s *side) self(gidIndex int) (peer, error) {
+	ep, err := s.qp.Endpoint(gidIndex)
+	if err != nil {
+		return peer{}, fmt.Errorf("%s: GID index %d: %w (`vrdma devinfo -v` lists the GIDs)", s.dev.Name(), gidIndex, err)
 	}
-	a, b, err = pair(cfg, typ, size)
-	return a, b, size, err
+	return peer{ep: ep, rkey: s.mr.RKey(), addr: s.mr.Addr(), len: s.mr.Len()}, nil
 }
 
-func closePair(a, b *side) {
-	a.close()
-	b.close()
+// regionSize is the size of the region openSide makes for messages of
+// size bytes: twice the message, so that the first half is sent from and
+// the second received into, and the two directions of rc_bi_bw do not
+// share bytes.
+func regionSize(size int) int { return 2*size + 128 }
+
+// fits checks that p's region is one for messages of size bytes.
+func (p peer) fits(size int) error {
+	if p.len < regionSize(size) {
+		return fmt.Errorf("the other end's region has %d bytes where messages of %d bytes need %d: the two ends disagree about the test", p.len, size, regionSize(size))
+	}
+	return nil
 }
 
-// pair opens both ends and connects them.
+// connect takes s's QP to RTS towards p, sending from the GID at
+// gidIndex, and for UD makes the address handle its sends go with.
+func (s *side) connect(p peer, gidIndex int) error {
+	o := vrdma.DefaultConnectOptions()
+	o.MinRNRTimer = 1 // 10 µs: a receiver that falls behind costs little
+	o.GIDIndex = uint8(gidIndex)
+	if err := s.qp.Connect(p.ep, &o); err != nil {
+		return fmt.Errorf("connecting the QP to QPN 0x%06x at GID %s: %w", p.ep.QPN, p.ep.GID, err)
+	}
+	if s.qp.Type() != vrdma.UD {
+		return nil
+	}
+	ah, err := s.pd.CreateAH(vrdma.AHAttr{DGID: p.ep.GID, SGIDIndex: uint8(gidIndex)})
+	if err != nil {
+		return fmt.Errorf("address handle to GID %s: %w", p.ep.GID, err)
+	}
+	s.ah = ah
+	return nil
+}
+
+// pair opens both ends of a loopback test on cfg.A and cfg.B and connects
+// them with GID 0.
 func pair(cfg *Config, typ vrdma.QPType, size int) (a, b *side, err error) {
-	if a, err = openSide(cfg.A, typ, size); err != nil {
+	if a, err = openSide(cfg.A, "vrdma0", typ, size); err != nil {
 		return nil, nil, err
 	}
-	if b, err = openSide(cfg.B, typ, size); err != nil {
+	if b, err = openSide(cfg.B, "vrdma0", typ, size); err != nil {
 		a.close()
 		return nil, nil, err
 	}
-	ea, err1 := a.qp.Endpoint(0)
-	eb, err2 := b.qp.Endpoint(0)
-	o := vrdma.DefaultConnectOptions()
-	o.MinRNRTimer = 1 // 10 µs: a receiver that falls behind costs little
-	if err = firstErr(err1, err2, a.qp.Connect(eb, &o), b.qp.Connect(ea, &o)); err != nil {
+	pa, err1 := a.self(0)
+	pb, err2 := b.self(0)
+	if err = firstErr(err1, err2, a.connect(pb, 0), b.connect(pa, 0)); err != nil {
 		a.close()
 		b.close()
 		return nil, nil, err
-	}
-	if typ == vrdma.UD {
-		if a.ah, err = a.pd.CreateAH(vrdma.AHAttr{DGID: eb.GID}); err == nil {
-			b.ah, err = b.pd.CreateAH(vrdma.AHAttr{DGID: ea.GID})
-		}
-		if err != nil {
-			a.close()
-			b.close()
-			return nil, nil, err
-		}
 	}
 	return a, b, nil
 }
@@ -154,12 +185,6 @@ func spinPoll(ctx context.Context, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int
 	return poll(ctx, nil, false, cq, wc)
 }
 
-// spinPollUntil is spinPoll for the pinned threads of pingPong2: it gives up
-// once stop is set, and yields only to the OS (see pinnedYield).
-func spinPollUntil(ctx context.Context, stop *atomic.Bool, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
-	return poll(ctx, stop, true, cq, wc)
-}
-
 // poll spins on cq until a completion comes, ctx ends or stop is set (if
 // given). A pinned caller yields only to the OS, others to Go's scheduler too.
 func poll(ctx context.Context, stop *atomic.Bool, pinned bool, cq *vrdma.CQ, wc []vrdma.WorkCompletion) (int, error) {
@@ -177,11 +202,7 @@ func poll(ctx context.Context, stop *atomic.Bool, pinned bool, cq *vrdma.CQ, wc 
 			return n, nil
 		}
 		if i&1023 == 1023 {
-			if pinned {
-				pinnedYield()
-			} else {
-				yield()
-			}
+			spinYield(pinned)
 			if i&4095 == 4095 {
 				if ctx.Err() != nil {
 					return 0, fmt.Errorf("no completion: %w", ctx.Err())
@@ -191,6 +212,18 @@ func poll(ctx context.Context, stop *atomic.Bool, pinned bool, cq *vrdma.CQ, wc 
 				}
 			}
 		}
+	}
+}
+
+// errStopped ends a wait the other end will never satisfy: it is done.
+var errStopped = errors.New("stopped")
+
+// spinYield is yield or, for a goroutine locked to its thread, pinnedYield.
+func spinYield(pinned bool) {
+	if pinned {
+		pinnedYield()
+	} else {
+		yield()
 	}
 }
 

@@ -29,6 +29,9 @@ func startMeter(dev *vrdma.Device) *meter {
 
 // stop returns CPU seconds used per wall-clock second (2.0 = two cores busy).
 func (m *meter) stop(wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
 	used := selfCPU() - m.self0 + procCPU(m.daemon) - m.d0
 	return used.Seconds() / wall.Seconds()
 }

@@ -10,6 +10,8 @@ import (
 // Result is one test's figures. BW is payload bytes per second in one
 // direction (both together for rc_bi_bw); LatencyUS is one-way for the
 // ping-pong tests and one operation for reads and atomics, as qperf reports.
+// A client's results are from its view, with the server's CPU load as
+// RemCPU.
 type Result struct {
 	Test      string  `json:"test"`
 	MsgSize   int     `json:"msg_size"`
@@ -18,7 +20,9 @@ type Result struct {
 	LatencyUS float64 `json:"latency_us,omitempty"`
 	Seconds   float64 `json:"time_s"`
 	Messages  uint64  `json:"msgs"`
-	CPU       float64 `json:"cpu"` // CPU seconds per second of this process and the daemon
+	CPU       float64 `json:"cpu"`               // CPU seconds per second of this process and its daemon
+	RemCPU    float64 `json:"rem_cpu,omitempty"` // the same of the server and its daemon, in a client
+	Server    string  `json:"server,omitempty"`  // the server's host:port, in a client
 	Async     bool    `json:"async"`
 	Trusted   bool    `json:"trusted"`
 	Threads   int     `json:"threads,omitempty"` // ping-pong tests: threads driving the two ends
@@ -41,7 +45,12 @@ func (r Result) WriteText(w io.Writer, verbose bool) {
 		fmt.Fprintf(w, "    msg_size  =  %s\n", sizeText(r.MsgSize))
 		fmt.Fprintf(w, "    time      =  %.3g sec\n", r.Seconds)
 		fmt.Fprintf(w, "    msgs      =  %d\n", r.Messages)
-		fmt.Fprintf(w, "    cpu       =  %.0f%% (this process and the daemon)\n", r.CPU*100)
+		if r.Server != "" {
+			fmt.Fprintf(w, "    loc_cpu   =  %.0f%% (this process and its daemon)\n", r.CPU*100)
+			fmt.Fprintf(w, "    rem_cpu   =  %.0f%% (the server and its daemon)\n", r.RemCPU*100)
+		} else {
+			fmt.Fprintf(w, "    cpu       =  %.0f%% (this process and the daemon)\n", r.CPU*100)
+		}
 		if r.Path != "" {
 			fmt.Fprintf(w, "    path      =  %s\n", r.Path)
 		}

@@ -3,17 +3,13 @@ package perf
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/vrdma/vrdma"
-	"golang.org/x/sys/unix"
 )
 
-// Config is a perf run.
+// Config is a loopback perf run: both ends of each test in this process.
 type Config struct {
 	Tests    []string
 	MsgSize  int           // 0: qperf's default of 64 KiB for bandwidth, 1 byte... see sizeFor
@@ -35,10 +31,14 @@ func (c *Config) Validate() error {
 			continue
 		}
 		if _, ok := tests[t]; !ok {
-			return fmt.Errorf("unknown test %q: vrdma perf knows %s", t, strings.Join(TestNames(), ", "))
+			return unknownTest(t)
 		}
 	}
 	return nil
+}
+
+func unknownTest(name string) error {
+	return fmt.Errorf("unknown test %q: vrdma perf knows %s", name, strings.Join(TestNames(), ", "))
 }
 
 // defaultThreads: a ping-pong whose hops need no daemon thread (RDMA WRITE
@@ -65,7 +65,8 @@ func sizeFor(test string, asked int) int {
 	return 1
 }
 
-// Run runs each test, calling emit with each result as it is ready.
+// Run runs each test in loopback, both ends in this process, calling emit
+// with each result as it is ready.
 func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -74,23 +75,24 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 		cfg.Duration = 2 * time.Second
 	}
 
-	for _, t := range cfg.Tests {
-		if t == "conf" {
+	for _, name := range cfg.Tests {
+		if name == "conf" {
 			continue
 		}
 		c := cfg
-		c.MsgSize = sizeFor(t, cfg.MsgSize)
+		c.MsgSize = sizeFor(name, cfg.MsgSize)
 		if c.Threads == 0 {
-			c.Threads = defaultThreads(t, cfg.Trusted)
+			c.Threads = defaultThreads(name, cfg.Trusted)
 		}
+		t := tests[name]
 		tctx, cancel := context.WithTimeout(ctx, c.Duration+30*time.Second)
-		r, err := tests[t](tctx, &c)
+		r, err := runLoopback(tctx, t, &c)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%s: %w", t, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		r.Test, r.Async, r.Trusted = t, cfg.Async, cfg.Trusted
-		if strings.HasSuffix(t, "_lat") && t != "rc_rdma_read_lat" {
+		r.Test, r.Async, r.Trusted = name, cfg.Async, cfg.Trusted
+		if t.lockstep != nil {
 			r.Threads = c.Threads
 		}
 		if err := emit(r); err != nil {
@@ -98,35 +100,4 @@ func Run(ctx context.Context, cfg Config, emit func(Result) error) error {
 		}
 	}
 	return nil
-}
-
-// WriteConf prints qperf's conf test: who and what is measuring.
-func WriteConf(w io.Writer, daemonPID int) {
-	host, _ := os.Hostname()
-	var u unix.Utsname
-	_ = unix.Uname(&u)
-	fmt.Fprintf(w, "conf:\n")
-	fmt.Fprintf(w, "    loc_node   =  %s\n", host)
-	fmt.Fprintf(w, "    loc_cpu    =  %d Cores: %s\n", runtime.NumCPU(), cpuModel())
-	fmt.Fprintf(w, "    loc_os     =  %s %s\n", unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]))
-	fmt.Fprintf(w, "    loc_vrdma  =  %s (%s)\n", Version, runtime.Version())
-	fmt.Fprintf(w, "    daemon_pid =  %d\n", daemonPID)
-}
-
-// Version is the vrdma release perf reports.
-const Version = "0.1.0"
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			if i := strings.IndexByte(line, ':'); i >= 0 {
-				return strings.TrimSpace(line[i+1:])
-			}
-		}
-	}
-	return "unknown"
 }
