@@ -22,7 +22,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE")
+		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE")
 		os.Exit(2)
 	}
 	var err error
@@ -34,7 +34,9 @@ func main() {
 	case "qpmem":
 		err = qpmem(os.Args[2:])
 	case "table":
-		err = table(os.Args[2])
+		err = table(os.Args[2], sameHostTargets)
+	case "wiretable":
+		err = table(os.Args[2], wireTargets)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -33,7 +33,7 @@ type series struct {
 
 // table prints, for every (source, test, size), the median and min–max of
 // each figure over the runs in the file.
-func table(path string) error {
+func table(path string, targets func(map[key]*series)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -87,31 +87,34 @@ func table(path string) error {
 	return nil
 }
 
-// targets prints the targets as ratios of medians measured in this run.
-func targets(data map[key]*series) {
-	med := func(src, test string, size int, pick func(*series) []float64) float64 {
-		s := data[key{src, test, size}]
-		if s == nil {
-			return 0
-		}
-		v := append([]float64(nil), pick(s)...)
-		if len(v) == 0 {
-			return 0
-		}
-		sort.Float64s(v)
-		if len(v)%2 == 0 {
-			return (v[len(v)/2-1] + v[len(v)/2]) / 2
-		}
-		return v[len(v)/2]
+// median returns the median of one figure of (src, test, size), or 0.
+func median(data map[key]*series, src, test string, size int, pick func(*series) []float64) float64 {
+	s := data[key{src, test, size}]
+	if s == nil {
+		return 0
 	}
-	bw := func(s *series) []float64 { return s.bw }
-	lat := func(s *series) []float64 { return s.lat }
+	v := append([]float64(nil), pick(s)...)
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+func bwOf(s *series) []float64  { return s.bw }
+func latOf(s *series) []float64 { return s.lat }
+
+// targetTable starts the table of targets and returns its line printer.
+func targetTable() func(what string, ratio float64, ok bool, unit string) {
 	fmt.Println()
 	fmt.Println("### Targets (ratios of the medians above)")
 	fmt.Println()
 	fmt.Println("| target | measured | verdict |")
 	fmt.Println("|---|---:|---|")
-	line := func(what string, ratio float64, ok bool, unit string) {
+	return func(what string, ratio float64, ok bool, unit string) {
 		if ratio == 0 || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
 			fmt.Printf("| %s | not measured | |\n", what)
 			return
@@ -122,6 +125,16 @@ func targets(data map[key]*series) {
 		}
 		fmt.Printf("| %s | %.2f%s | %s |\n", what, ratio, unit, verdict)
 	}
+}
+
+// sameHostTargets prints the same-host targets as ratios of medians
+// measured in this run.
+func sameHostTargets(data map[key]*series) {
+	med := func(src, test string, size int, pick func(*series) []float64) float64 {
+		return median(data, src, test, size, pick)
+	}
+	bw, lat := bwOf, latOf
+	line := targetTable()
 	copy1M := med("go", "copy", 1<<20, bw)
 	for _, src := range []string{"vrdma", "vrdma-async", "vrdma-trusted"} {
 		for _, t := range []string{"rc_rdma_write_bw", "rc_rdma_read_bw"} {
@@ -164,4 +177,33 @@ func sizeText(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// wireTargets prints the between-hosts targets: RC WRITE bandwidth against
+// iperf3 UDP's received rate at vrdma's datagram size (aim: one iperf3 TCP
+// stream), 8-byte RC latency against qperf udp_lat.
+func wireTargets(data map[key]*series) {
+	med := func(src, test string, size int, pick func(*series) []float64) float64 {
+		return median(data, src, test, size, pick)
+	}
+	line := targetTable()
+	udp := med("iperf3-udp", "udp_bw", 1040, bwOf)
+	tcp := med("iperf3-tcp", "tcp_bw", 131072, bwOf)
+	for _, src := range []string{"vrdma-wire", "vrdma-wire-async"} {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			r := med(src, "rc_rdma_write_bw", size, bwOf) / udp
+			line(fmt.Sprintf("%s rc_rdma_write_bw %s ≥ 0.7× iperf3 UDP received (1040-byte datagrams)", src, sizeText(size)), r, r >= 0.7, "×")
+			r = med(src, "rc_rdma_write_bw", size, bwOf) / tcp
+			line(fmt.Sprintf("%s rc_rdma_write_bw %s next to one iperf3 TCP stream (aim 1×)", src, sizeText(size)), r, r >= 1, "×")
+		}
+	}
+	udpLat := med("qperf", "udp_lat", 8, latOf)
+	r := med("vrdma-wire", "rc_lat", 8, latOf) / udpLat
+	line("vrdma-wire rc_lat 8 B ≤ 1.0× qperf udp_lat", r, r <= 1, "×")
+	r = med("vrdma-wire", "rc_rdma_write_lat", 8, latOf) / udpLat
+	line("vrdma-wire rc_rdma_write_lat 8 B ≤ 1.0× qperf udp_lat", r, r <= 1, "×")
+	r = med("vrdma-wire-async", "rc_lat", 8, latOf) / udpLat
+	line("vrdma-wire-async rc_lat 8 B next to qperf udp_lat (report)", r, true, "×")
+	r = med("vrdma-wire-async", "rc_rdma_write_lat", 8, latOf) / udpLat
+	line("vrdma-wire-async rc_rdma_write_lat 8 B next to qperf udp_lat (report)", r, true, "×")
 }

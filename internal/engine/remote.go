@@ -407,6 +407,12 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 	if st != abi.StatusSuccess && st != abi.StatusWRFlushErr {
 		q.adapter.Counters.TxErrors.Add(1)
 	}
+	if rm.wired {
+		// The slot is free once its request completed, and before its
+		// completion is seen: a client that posts again on seeing it must
+		// find the room.
+		q.publishSQCons()
+	}
 	if st != abi.StatusSuccess || w.Signaled {
 		c := abi.CQE{WRID: w.ID, QPNum: q.qpn, Opcode: w.Op.CompletionOpcode(), Status: st}
 		if st == abi.StatusSuccess {
@@ -415,9 +421,6 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		if !q.sendCQ.push(&c) {
 			q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
 		}
-	}
-	if rm.wired {
-		q.publishSQCons() // the slot is free once its request completed
 	}
 }
 
