@@ -29,9 +29,12 @@ A=vrdma-bench-a B=vrdma-bench-b
 ADDR_A=10.77.0.1 ADDR_B=10.77.0.2
 BIN=$(mktemp -d)
 PIDS=()
+DPIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	wait "${PIDS[@]}" 2>/dev/null || true
+	for p in "${DPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait "${DPIDS[@]}" 2>/dev/null || true # they write their profiles as they stop
 	ip netns del $A 2>/dev/null || true
 	ip netns del $B 2>/dev/null || true
 	rm -rf "$BIN"
@@ -49,13 +52,15 @@ for ns in $A $B; do ip -n $ns link set lo up; done
 ip -n $A link set veth-a up
 ip -n $B link set veth-b up
 
+# (Background processes are started with ip netns exec directly, not through
+# these functions, so that $! is their own PID and cleanup can stop them.)
 inA() { ip netns exec $A "$@"; }
 inB() { ip netns exec $B "$@"; }
 SA=$BIN/a.sock SB=$BIN/b.sock
-inA "$BIN/vrdma" daemon --socket "$SA" --state-dir "" >"$RAW/daemon-a.log" 2>&1 &
-PIDS+=($!)
-inB "$BIN/vrdma" daemon --socket "$SB" --state-dir "" >"$RAW/daemon-b.log" 2>&1 &
-PIDS+=($!)
+ip netns exec $A "$BIN/vrdma" daemon --socket "$SA" --state-dir "" ${PROFILE:+--cpuprofile $RAW/daemon-a.pprof} >"$RAW/daemon-a.log" 2>&1 &
+DPIDS+=($!)
+ip netns exec $B "$BIN/vrdma" daemon --socket "$SB" --state-dir "" ${PROFILE:+--cpuprofile $RAW/daemon-b.pprof} >"$RAW/daemon-b.log" 2>&1 &
+DPIDS+=($!)
 for _ in $(seq 50); do [ -S "$SA" ] && [ -S "$SB" ] && break; sleep 0.1; done
 VRDMA_SOCKET=$SA "$BIN/vrdma" link add rxe0 type rxe netdev veth-a >/dev/null
 VRDMA_SOCKET=$SB "$BIN/vrdma" link add rxe0 type rxe netdev veth-b >/dev/null
@@ -64,13 +69,13 @@ VRDMA_SOCKET=$SB "$BIN/vrdma" vm create fast --async >/dev/null
 
 # Servers in B: vrdma perf on the default instance (19765) and on the async
 # one (19766), iperf3, qperf.
-VRDMA_SOCKET=$SB inB "$BIN/vrdma" perf >"$RAW/perf-server.log" 2>&1 &
+VRDMA_SOCKET=$SB ip netns exec $B "$BIN/vrdma" perf >"$RAW/perf-server.log" 2>&1 &
 PIDS+=($!)
-VRDMA_SOCKET=$SB VRDMA_INSTANCE=fast inB "$BIN/vrdma" perf -lp 19766 >"$RAW/perf-server-async.log" 2>&1 &
+VRDMA_SOCKET=$SB VRDMA_INSTANCE=fast ip netns exec $B "$BIN/vrdma" perf -lp 19766 >"$RAW/perf-server-async.log" 2>&1 &
 PIDS+=($!)
-inB iperf3 -s -p 5201 >"$RAW/iperf3-server.log" 2>&1 &
+ip netns exec $B iperf3 -s -p 5201 >"$RAW/iperf3-server.log" 2>&1 &
 PIDS+=($!)
-inB qperf -lp 19799 >"$RAW/qperf-server.log" 2>&1 &
+ip netns exec $B qperf -lp 19799 >"$RAW/qperf-server.log" 2>&1 &
 PIDS+=($!)
 sleep 1
 
@@ -115,16 +120,23 @@ qperf_lat() {
 
 for r in $(seq "$REPS"); do
 	echo "rep $r/$REPS"
-	for mode in vrdma-wire vrdma-wire-async; do
-		for size in 65536 1048576; do
+	for mode in ${MODES:-vrdma-wire vrdma-wire-async}; do
+		for size in ${SIZES:-65536 1048576}; do
 			vperf $mode $size rc_rdma_write_bw rc_bw
 		done
-		vperf $mode 8 rc_lat rc_rdma_write_lat
+		[ -n "${NOLAT:-}" ] || vperf $mode 8 rc_lat rc_rdma_write_lat
 	done
+	[ -n "${NOANCHORS:-}" ] && continue
 	iperf_udp 1040
 	iperf_tcp
 	qperf_lat
 done
+
+# The links' counters after the run: retransmissions and drops show here.
+VRDMA_SOCKET=$SA "$BIN/vrdma" link show >"$RAW/link-a.txt"
+VRDMA_SOCKET=$SB "$BIN/vrdma" link show >"$RAW/link-b.txt"
+VRDMA_SOCKET=$SA "$BIN/vrdma" stat >"$RAW/stat-a.txt"
+VRDMA_SOCKET=$SB "$BIN/vrdma" stat >"$RAW/stat-b.txt"
 
 table=$BIN/table.md
 {

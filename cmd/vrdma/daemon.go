@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/vrdma/vrdma/internal/daemon"
@@ -19,6 +20,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	group := fs.String("group", "", "group that may use the devices: the socket is made group-owned by it (like the rdma group)")
 	mode := fs.Uint("mode", 0o660, "socket permission bits")
 	verbose := fs.Bool("v", false, "log each session and failure")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,6 +37,19 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "vrdma daemon serving %s\n", d.SocketPath())
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			d.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			d.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	errc := make(chan error, 1)
