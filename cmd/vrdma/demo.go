@@ -8,12 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/fakelink"
 	"github.com/vrdma/vrdma/internal/perf"
 )
 
@@ -31,21 +33,58 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), StateDir: filepath.Join(dir, "state")})
+	newDaemon := func(name string) (*daemon.Daemon, error) {
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, name+".sock"), StateDir: ""})
+		if err != nil {
+			return nil, err
+		}
+		go d.Serve()
+		return d, nil
+	}
+	d, err := newDaemon("vrdma")
 	if err != nil {
 		return err
 	}
-	go d.Serve()
 	defer d.Close()
 	fmt.Fprintf(stdout, "daemon: embedded, socket %s\n", d.SocketPath())
-
-	dm := &demo{w: stdout}
-	if err := dm.setup(d.SocketPath()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := runDemoPass(ctx, stdout, d.SocketPath(), d.SocketPath(), *secs); err != nil {
 		return err
 	}
+
+	// The same between two hosts: two embedded daemons whose hosts are
+	// joined by an in-process link, so every request travels as RoCEv2
+	// packets (UDP framing, ICRC checked) through the transport.
+	fmt.Fprintf(stdout, "\ntwo hosts: two embedded daemons, each with a link rxe0 on an in-process network (10.0.0.1, 10.0.0.2)\n")
+	net := fakelink.New(1)
+	var hosts [2]*daemon.Daemon
+	for i := range hosts {
+		if hosts[i], err = newDaemon(fmt.Sprintf("host%d", i+1)); err != nil {
+			return err
+		}
+		defer hosts[i].Close()
+		l := net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0, byte(i + 1)}, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}))
+		if err := hosts[i].AttachLink(l); err != nil {
+			return err
+		}
+	}
+	if err := runDemoPass(ctx, stdout, hosts[0].SocketPath(), hosts[1].SocketPath(), 0); err != nil {
+		return err
+	}
+	s1, s2 := hosts[0].Host().WireStats(""), hosts[1].Host().WireStats("")
+	fmt.Fprintf(stdout, "  packets received: %d and %d, every one's ICRC verified (%d failed)\n", s1.RxPackets, s2.RxPackets, s1.ICRC+s2.ICRC)
+	return nil
+}
+
+// runDemoPass runs every check between demo-a (on sockA's daemon) and
+// demo-b (on sockB's), then, if secs > 0, a short benchmark.
+func runDemoPass(ctx context.Context, stdout io.Writer, sockA, sockB string, secs float64) error {
+	dm := &demo{w: stdout}
 	defer dm.close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	if err := dm.setup(sockA, sockB); err != nil {
+		return err
+	}
 	steps := []struct {
 		name string
 		run  func(context.Context) (string, error)
@@ -74,10 +113,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d of %d checks failed", failed, len(steps))
 	}
 	fmt.Fprintf(stdout, "all %d checks held\n", len(steps))
-	if *secs <= 0 {
+	if secs <= 0 {
 		return nil
 	}
-	return dm.bench(ctx, *secs)
+	return dm.bench(ctx, secs)
 }
 
 type end struct {
@@ -92,27 +131,31 @@ type end struct {
 
 type demo struct {
 	w     io.Writer
-	sock  string
-	adm   *vrdma.Admin
+	socks map[string]string // instance -> its daemon's socket
+	adms  []*vrdma.Admin    // one per instance, on its daemon
 	a, b  *end
 	insts []string
 }
 
 const demoRegion = 1 << 20
 
-func (dm *demo) setup(sock string) error {
-	dm.sock = sock
-	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
-	if err != nil {
-		return err
-	}
-	dm.adm = adm
+// setup creates instance demo-a on the daemon of sockA and demo-b on that
+// of sockB (the same daemon, or two joined by a link) and connects an RC
+// QP of each.
+func (dm *demo) setup(sockA, sockB string) error {
+	dm.socks = map[string]string{"demo-a": sockA, "demo-b": sockB}
 	for _, n := range []string{"demo-a", "demo-b"} {
+		adm, err := vrdma.DialAdmin(vrdma.Options{Socket: dm.socks[n]})
+		if err != nil {
+			return err
+		}
+		dm.adms = append(dm.adms, adm)
 		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1}); err != nil {
 			return err
 		}
 		dm.insts = append(dm.insts, n)
 	}
+	var err error
 	if dm.a, err = dm.open("demo-a", vrdma.RC); err != nil {
 		return err
 	}
@@ -129,7 +172,7 @@ func (dm *demo) setup(sock string) error {
 }
 
 func (dm *demo) open(instance string, typ vrdma.QPType) (*end, error) {
-	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: dm.sock, Instance: instance, Client: "vrdma demo"})
+	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: dm.socks[instance], Instance: instance, Client: "vrdma demo"})
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +212,11 @@ func (dm *demo) close() {
 			e.dev.Close()
 		}
 	}
-	if dm.adm != nil {
-		for _, n := range dm.insts {
-			_ = dm.adm.DeleteInstance(n)
+	for i, adm := range dm.adms {
+		if i < len(dm.insts) {
+			_ = adm.DeleteInstance(dm.insts[i])
 		}
-		dm.adm.Close()
+		adm.Close()
 	}
 }
 
@@ -406,7 +449,11 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 	if !bytes.Equal(a.mr.Bytes()[:n], b.mr.Bytes()[40:40+n]) {
 		return "", errors.New("datagram bytes differ")
 	}
-	return fmt.Sprintf("%d bytes after the 40-byte GRH, from QPN 0x%x, checked (memcpy: same host)", n, wc.SrcQP), nil
+	via := "memcpy: same host"
+	if dm.socks["demo-a"] != dm.socks["demo-b"] {
+		via = "rdma: a RoCEv2 datagram over link rxe0"
+	}
+	return fmt.Sprintf("%d bytes after the 40-byte GRH, from QPN 0x%x, checked (%s)", n, wc.SrcQP, via), nil
 }
 
 func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
@@ -448,12 +495,11 @@ func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
 func (dm *demo) bench(ctx context.Context, secs float64) error {
 	fmt.Fprintf(dm.w, "\nbenchmark (vrdma perf --loopback, %.1f s per test, this process and the daemon sharing the CPUs):\n", secs)
 	fmt.Fprintf(dm.w, "  %-20s %10s %14s %14s %12s\n", "test", "msg_size", "bandwidth", "latency", "msg_rate")
-	dir := dm.sock
 	cfg := perf.Config{
 		Tests:    []string{"rc_lat", "rc_rdma_write_lat", "rc_bw", "rc_rdma_write_bw", "rc_rdma_read_bw"},
 		Duration: time.Duration(secs * float64(time.Second)),
-		A:        vrdma.Options{Socket: dir, Instance: "demo-a"},
-		B:        vrdma.Options{Socket: dir, Instance: "demo-b"},
+		A:        vrdma.Options{Socket: dm.socks["demo-a"], Instance: "demo-a"},
+		B:        vrdma.Options{Socket: dm.socks["demo-b"], Instance: "demo-b"},
 	}
 	return perf.Run(ctx, cfg, func(r perf.Result) error {
 		bw, lat := "-", "-"

@@ -217,7 +217,7 @@ func (q *QP) destination() ([16]byte, uint32) {
 // Path says how the QP's destination is reached from here.
 func (q *QP) Path() (path, reason string) {
 	if q.typ == abi.QPTypeUD {
-		return "memcpy", "UD: per work request, same host for local address handles"
+		return "per datagram", "UD: memcpy to address handles on this host, RoCEv2 over a link to others"
 	}
 	if q.State() < abi.QPStateRTR {
 		return "", ""
