@@ -100,7 +100,7 @@ type wireHosts struct {
 	env     *confEnv // the instances on them, once opened
 }
 
-func newWireHosts(t *testing.T, n *fakelink.Network, mtu vrdma.MTU) *wireHosts {
+func newWireHosts(t testing.TB, n *fakelink.Network, mtu vrdma.MTU) *wireHosts {
 	w := &wireHosts{net: n}
 	for i := range w.daemons {
 		d := daemontest.StartDaemon(t)
@@ -121,7 +121,7 @@ func newConfEnv(t *testing.T) *confEnv {
 
 // newConfEnvOn creates the suite's two instances, conf-a on the daemon of
 // socks[0] and conf-b on that of socks[1], and opens their devices.
-func newConfEnvOn(t *testing.T, socks [2]string) *confEnv {
+func newConfEnvOn(t testing.TB, socks [2]string) *confEnv {
 	t.Helper()
 	var devs [2]*vrdma.Device
 	for i, name := range []string{"conf-a", "conf-b"} {
@@ -182,7 +182,7 @@ type qpSpec struct {
 	access vrdma.Access
 }
 
-func newSide(t *testing.T, dev *vrdma.Device, s qpSpec) *side {
+func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 	t.Helper()
 	if s.typ == 0 {
 		s.typ = vrdma.RC

@@ -30,7 +30,7 @@ func wirePairRetry(t *testing.T, w *wireHosts, typ vrdma.QPType, retry uint8) (a
 }
 
 // hostPair connects a QP of e.a's device to one of e.b's through GID gid.
-func hostPair(t *testing.T, e *confEnv, typ vrdma.QPType, gid int, retry uint8) (a, b *side) {
+func hostPair(t testing.TB, e *confEnv, typ vrdma.QPType, gid int, retry uint8) (a, b *side) {
 	t.Helper()
 	a = newSide(t, e.a, qpSpec{typ: typ})
 	b = newSide(t, e.b, qpSpec{typ: typ})
@@ -59,14 +59,14 @@ func hostPair(t *testing.T, e *confEnv, typ vrdma.QPType, gid int, retry uint8) 
 }
 
 // open creates the conformance instances on w's daemons once.
-func (w *wireHosts) open(t *testing.T) *confEnv {
+func (w *wireHosts) open(t testing.TB) *confEnv {
 	if w.env == nil {
 		w.env = newConfEnvOn(t, [2]string{w.daemons[0].SocketPath(), w.daemons[1].SocketPath()})
 	}
 	return w.env
 }
 
-func newAHIndex(t *testing.T, x *side, dgid vrdma.GID, sgid uint8) *vrdma.AH {
+func newAHIndex(t testing.TB, x *side, dgid vrdma.GID, sgid uint8) *vrdma.AH {
 	t.Helper()
 	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: sgid, PortNum: 1})
 	if err != nil {
@@ -76,13 +76,15 @@ func newAHIndex(t *testing.T, x *side, dgid vrdma.GID, sgid uint8) *vrdma.AH {
 	return ah
 }
 
-// rcWorkload runs every RC operation rounds times, one at a time, and
+// rcWorkload runs every RC operation (SEND with immediate, WRITE, READ,
+// FetchAdd, CmpSwap, WRITE with immediate) rounds times, one at a time, and
 // checks each completed once with the right bytes and every atomic ran once.
 func rcWorkload(t *testing.T, a, b *side, rounds int) {
 	t.Helper()
 	const n = 3000 // three packets at an MTU of 1024
 	counter := b.mr.Bytes()[rdmaOff+8192-8:]
 	putWord(counter, 0)
+	putWord(b.mr.Bytes()[rdmaOff+8192-16:], 0)
 	for i := 0; i < rounds; i++ {
 		seed := byte(i)
 		src := fill(a.mr.Bytes()[srcOff:srcOff+n], seed)
@@ -110,6 +112,25 @@ func rcWorkload(t *testing.T, a, b *side, rounds int) {
 		if got := word(a.mr.Bytes()[dstOff+n+5:]); got != uint64(i) {
 			t.Fatalf("round %d: FetchAdd returned %d: an atomic ran twice or not at all", i, got)
 		}
+
+		// CmpSwap moves a second word from i to i+1: it succeeds once per round.
+		post(t, a.qp, vrdma.SendWR{ID: 5, Opcode: vrdma.WRAtomicCmpAndSwp, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff+n+13, 8)},
+			RemoteAddr: b.mr.Addr() + rdmaOff + 8192 - 16, RKey: b.mr.RKey(), CompareAdd: uint64(i), Swap: uint64(i + 1)})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, vrdma.WCCompSwap, 8))
+		if got := word(a.mr.Bytes()[dstOff+n+13:]); got != uint64(i) {
+			t.Fatalf("round %d: CmpSwap found %d", i, got)
+		}
+
+		// WRITE with immediate: the bytes, then a receive with the immediate.
+		src = fill(a.mr.Bytes()[srcOff:srcOff+n], seed+150)
+		postRecv(t, b.qp, recvWR(uint64(1000+i), b.mr.SGE(recvOff, 0)))
+		post(t, a.qp, vrdma.SendWR{ID: 6, Opcode: vrdma.WRRDMAWriteImm, Imm: uint32(0x100 + i), Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+			RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 6, vrdma.WCRDMAWrite, n))
+		wi := withImm(recvWC(b, uint64(1000+i), n, a), uint32(0x100+i))
+		wi.Opcode = vrdma.WCRecvRDMAImm
+		checkWC(t, pollOne(t, b.rcq), wi)
+		expectBytes(t, "WRITE with immediate", b.mr.Bytes()[rdmaOff:rdmaOff+n], src)
 	}
 	if got := word(counter); got != uint64(rounds) {
 		t.Fatalf("the counter is %d after %d FetchAdds", got, rounds)

@@ -23,7 +23,7 @@ type Network struct {
 	rng    *rand.Rand
 	faults Faults
 	byAddr map[netip.Addr]*Link
-	held   *delivery // a frame held back to be delivered after the next
+	held   delivery // a frame held back to be delivered after the next (held.to != nil)
 
 	// Counters of what the faults did.
 	Lost, Duplicated, Reordered, Corrupted, Unroutable atomic.Uint64
@@ -31,7 +31,19 @@ type Network struct {
 
 type delivery struct {
 	to    *Link
-	frame []byte
+	frame *frame
+}
+
+// frame is a copy of a frame in flight; frames are pooled, so the network
+// allocates nothing per packet once warm.
+type frame struct{ b []byte }
+
+var frames = sync.Pool{New: func() any { return &frame{b: make([]byte, 0, 9216)} }}
+
+func newFrame(b []byte) *frame {
+	f := frames.Get().(*frame)
+	f.b = append(f.b[:0], b...)
+	return f
 }
 
 // New returns an empty network whose faults draw from seed.
@@ -53,7 +65,7 @@ type Link struct {
 	gids   [][16]byte
 	addrs  []netip.Addr
 	mtu    abi.MTU
-	rx     chan []byte
+	rx     chan *frame
 	done   chan struct{}
 	closed atomic.Bool
 	once   sync.Once
@@ -66,7 +78,7 @@ var ErrClosed = errors.New("fakelink: link closed")
 // and addrs: the fe80::EUI-64 GID, then one per address.
 func (n *Network) Link(name string, mac [6]byte, addrs ...netip.Addr) *Link {
 	ll := [16]byte{0: 0xfe, 1: 0x80, 8: mac[0] ^ 2, 9: mac[1], 10: mac[2], 11: 0xff, 12: 0xfe, 13: mac[3], 14: mac[4], 15: mac[5]}
-	l := &Link{net: n, name: name, mtu: abi.MTU1024, rx: make(chan []byte, 4096), done: make(chan struct{})}
+	l := &Link{net: n, name: name, mtu: abi.MTU1024, rx: make(chan *frame, 4096), done: make(chan struct{})}
 	l.gids = append(l.gids, ll)
 	l.addrs = append(l.addrs, netip.AddrFrom16(ll))
 	for _, a := range addrs {
@@ -118,9 +130,9 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 			n.Lost.Add(1)
 			continue
 		}
-		c := append([]byte(nil), f...)
-		if n.rng.Float64() < n.faults.Corrupt && len(c) > 28 {
-			c[28+n.rng.Intn(len(c)-28)] ^= byte(1 + n.rng.Intn(255))
+		c := newFrame(f)
+		if n.rng.Float64() < n.faults.Corrupt && len(c.b) > 28 {
+			c.b[28+n.rng.Intn(len(c.b)-28)] ^= byte(1 + n.rng.Intn(255))
 			n.Corrupted.Add(1)
 		}
 		copies := 1
@@ -129,15 +141,18 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 			n.Duplicated.Add(1)
 		}
 		for i := 0; i < copies; i++ {
-			d := &delivery{to, c}
-			if n.held == nil && n.rng.Float64() < n.faults.Reorder {
+			if i > 0 {
+				c = newFrame(c.b)
+			}
+			d := delivery{to, c}
+			if n.held.to == nil && n.rng.Float64() < n.faults.Reorder {
 				n.held = d // goes out after the next frame
 				n.Reordered.Add(1)
 				continue
 			}
 			n.deliver(d)
-			if h := n.held; h != nil {
-				n.held = nil
+			if h := n.held; h.to != nil {
+				n.held = delivery{}
 				n.deliver(h)
 			}
 		}
@@ -149,13 +164,13 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 func (n *Network) Flush() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if h := n.held; h != nil {
-		n.held = nil
+	if h := n.held; h.to != nil {
+		n.held = delivery{}
 		n.deliver(h)
 	}
 }
 
-func (n *Network) deliver(d *delivery) {
+func (n *Network) deliver(d delivery) {
 	if n.faults.Delay > 0 {
 		time.AfterFunc(n.faults.Delay, func() { d.to.push(d.frame) })
 		return
@@ -163,14 +178,16 @@ func (n *Network) deliver(d *delivery) {
 	d.to.push(d.frame)
 }
 
-func (l *Link) push(f []byte) {
+func (l *Link) push(f *frame) {
 	if l.closed.Load() {
+		frames.Put(f)
 		return
 	}
 	select {
 	case l.rx <- f:
 	default: // a full receive queue drops, as a socket buffer would
 		l.net.Lost.Add(1)
+		frames.Put(f)
 	}
 }
 
@@ -184,7 +201,8 @@ func (l *Link) Serve(deliver func(frame []byte)) error {
 		case <-l.done:
 			return ErrClosed
 		case f := <-l.rx:
-			deliver(f)
+			deliver(f.b)
+			frames.Put(f)
 		case <-t.C:
 			l.net.Flush()
 		}
