@@ -5,10 +5,7 @@ package engine
 // the QP's transport.
 
 import (
-	"time"
-
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/shm"
 	"github.com/vrdma/vrdma/internal/transport"
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -92,15 +89,8 @@ func (r *receiver) deliver(frame []byte) {
 		// the path consistent for the GRH and counters).
 		rm.path.link = r.link
 	}
-	now := nanotime()
-	rm.tp.Receive(rm, p, now)
+	rm.tp.Receive(rm, p, nanotime())
 	rm.cur = nil
-	// The end of a request message to a QP that sends too: its application
-	// is likely to answer at once (a ping-pong). Then this thread, awake
-	// already, looks for the answer a moment instead of leaving it to the
-	// QP's worker, whose wake-up costs a cross-core hand-off.
-	follow := q.typ != abi.QPTypeUD && p.Opcode.Flags()&(wire.IsRequest|wire.IsLast) == wire.IsRequest|wire.IsLast &&
-		now-rm.lastPost.Load() < int64(followWindow)
 	releaseAll(&rm.callHeld)
 	after := rm.tp.Deadline()
 	q.wireDeadline.Store(after)
@@ -112,41 +102,6 @@ func (r *receiver) deliver(frame []byte) {
 	if kick {
 		q.kickWorker()
 	}
-	if follow {
-		r.follow(q)
-	}
-}
-
-const (
-	// followWindow: a QP that posted a request this recently sends too.
-	followWindow = time.Millisecond
-	// followSpin: how long the receiver looks for the answer. An
-	// application that polls its completion queue answers within a few
-	// microseconds; one that sleeps on it will not be waited for.
-	followSpin = 20 * time.Microsecond
-)
-
-// follow spins up to followSpin for q's application to post, and runs
-// q's send queue itself if it does.
-func (r *receiver) follow(q *QP) {
-	deadline := nanotime() + int64(followSpin)
-	for i := 0; ; i++ {
-		if q.sendPending() {
-			q.step()
-			return
-		}
-		if i&63 == 63 && nanotime() > deadline {
-			return
-		}
-	}
-}
-
-// sendPending reports, without locks, whether the client posted requests
-// the daemon has not taken yet.
-func (q *QP) sendPending() bool {
-	q.memMu.Lock()
-	defer q.memMu.Unlock()
-	return q.mem != nil && shm.Load32(q.mem, abi.RingProdOff) != q.sqConsPub.Load()
 }
 
 // accepts reports whether q takes packets like p: the opcode's transport

@@ -49,10 +49,8 @@ type remote struct {
 	grh  [abi.GRHSize]byte
 	udSt abi.Status // UD: the status a datagram completed with
 	udOn bool       // UD: completions are taken by the poster
-
-	lastPost atomic.Int64 // nanotime of the last request posted to the transport
-	wqe      transport.WQE
-	mtu      uint32
+	wqe  transport.WQE
+	mtu  uint32
 }
 
 var ipID atomic.Uint32
@@ -283,7 +281,6 @@ func (q *QP) processWire() (int64, bool) {
 		if err := rm.tp.Post(rm, w, now); err != nil {
 			break // cannot happen: Room was checked
 		}
-		rm.lastPost.Store(now)
 		q.sqCons++
 		q.publishSQCons()
 		worked = true
