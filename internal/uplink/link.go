@@ -75,7 +75,7 @@ func Open(cfg Config) (*Link, error) {
 		f6.Close()
 		return nil, err
 	}
-	if l.tx, err = newSender(); err != nil {
+	if l.tx, err = newSender(cfg.DSCP); err != nil {
 		return nil, err
 	}
 	if l.w, err = newWatcher(l); err != nil {

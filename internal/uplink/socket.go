@@ -125,10 +125,14 @@ func openRx6(port uint16) (*os.File, error) {
 // IPv6. The kernel fills in an IPv4 packet's checksum and total length (the
 // frame's own, when they are right) and its Identification when that is 0;
 // it leaves an IPv6 header as it is.
-func openTx(family int) (*os.File, error) {
+func openTx(family, priority int) (*os.File, error) {
 	fd, err := unix.Socket(family, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
 		return nil, socketErr("raw send socket", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PRIORITY, priority); err != nil {
+		unix.Close(fd)
+		return nil, socketErr("socket priority", err)
 	}
 	setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF)
 	return os.NewFile(uintptr(fd), "uplink-tx"), nil

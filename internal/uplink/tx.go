@@ -24,12 +24,16 @@ type sender struct {
 	writeFn  func(fd uintptr) bool
 }
 
-func newSender() (*sender, error) {
-	f4, err := openTx(unix.AF_INET)
+// newSender opens the send sockets. Their packets get the socket priority
+// dscp>>3 (the DSCP's class selector), which a VLAN device's egress-qos-map
+// turns into the 802.1Q PCP, so that the link's traffic can ride a lossless
+// (PFC) class when tagged.
+func newSender(dscp uint8) (*sender, error) {
+	f4, err := openTx(unix.AF_INET, int(dscp>>3))
 	if err != nil {
 		return nil, err
 	}
-	f6, err := openTx(unix.AF_INET6)
+	f6, err := openTx(unix.AF_INET6, int(dscp>>3))
 	if err != nil {
 		f4.Close()
 		return nil, err
