@@ -58,7 +58,12 @@ func TestNetnsHosts(t *testing.T) {
 	}{{"IPv4", v4}, {"IPv6 link-local", v6}} {
 		t.Run(g.name+"/RC", func(t *testing.T) {
 			a, b := hostPair(t, e, vrdma.RC, g.index, 7)
+			memcpy, rdma := pathCounters(t, a.dev)
 			rcWorkload(t, a, b, 10)
+			memcpy2, rdma2 := pathCounters(t, a.dev)
+			if rdma2-rdma < 60 || memcpy2 != memcpy {
+				t.Fatalf("path counters: rdma %d -> %d, memcpy %d -> %d: want 60 messages by rdma, none by memcpy", rdma, rdma2, memcpy, memcpy2)
+			}
 		})
 		t.Run(g.name+"/UC", func(t *testing.T) {
 			a, b := hostPair(t, e, vrdma.UC, g.index, 7)
@@ -105,4 +110,15 @@ func TestNetnsHosts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pathCounters returns the messages dev's port sent by the memcpy and by
+// the rdma path.
+func pathCounters(t *testing.T, dev *vrdma.Device) (memcpy, rdma uint64) {
+	t.Helper()
+	p, err := dev.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Counters.PathMemcpy, p.Counters.PathRDMA
 }

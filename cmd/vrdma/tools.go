@@ -185,6 +185,7 @@ func runStat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\t\t\tport_rcv_drops: %d\n", c.RxDrops)
 		fmt.Fprintf(stdout, "\t\t\trnr_nak_retry: %d\n", c.RNRNaks)
 		fmt.Fprintf(stdout, "\t\t\tpath_memcpy: %d\n", c.PathMemcpy)
+		fmt.Fprintf(stdout, "\t\t\tpath_rdma: %d\n", c.PathRDMA)
 	}
 	if !found {
 		return fmt.Errorf("no device %q: `vrdma devices` lists them", fs.Arg(0))

@@ -399,6 +399,9 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 	q := rm.q
 	if rm.udOn {
 		rm.udSt = st
+		if st == abi.StatusSuccess {
+			q.adapter.Counters.PathRDMA.Add(1)
+		}
 		return
 	}
 	if w.Tag >= 0 && w.Tag < len(rm.held) {
@@ -406,6 +409,9 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 	}
 	if st != abi.StatusSuccess && st != abi.StatusWRFlushErr {
 		q.adapter.Counters.TxErrors.Add(1)
+	}
+	if st == abi.StatusSuccess {
+		q.adapter.Counters.PathRDMA.Add(1)
 	}
 	if rm.wired {
 		// The slot is free once its request completed, and before its

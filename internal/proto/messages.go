@@ -86,6 +86,7 @@ type Counters struct {
 	RxDrops    uint64 `json:"rx_drops"`
 	RNRNaks    uint64 `json:"rnr_naks"`
 	PathMemcpy uint64 `json:"path_memcpy"`
+	PathRDMA   uint64 `json:"path_rdma"`
 }
 
 type QueryPortReq struct {
