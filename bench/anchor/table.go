@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 )
 
 // row is one line of the results file: what was measured, and its figures.
@@ -120,7 +121,9 @@ func targetTable() func(what string, ratio float64, ok bool, unit string) {
 			return
 		}
 		verdict := "met"
-		if !ok {
+		if strings.HasSuffix(what, "(report)") {
+			verdict = "reported"
+		} else if !ok {
 			verdict = "**missed**"
 		}
 		fmt.Printf("| %s | %.2f%s | %s |\n", what, ratio, unit, verdict)
