@@ -1,0 +1,127 @@
+package tcplink
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/abi"
+)
+
+// DefaultPort is the TCP port a link listens on unless told otherwise: the
+// RoCEv2 UDP port (4791) plus one. It is not registered with IANA; pick
+// another with Config.Listen if something on the host has it.
+const DefaultPort = 4792
+
+// Defaults of the tuning fields of Config.
+const (
+	DefaultQueueBytes       = 1 << 20         // per peer
+	DefaultKeepAlive        = 5 * time.Second // idle ping interval
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DeadAfter is how many keepalive intervals of silence make a peer
+	// dead.
+	DeadAfter = 3
+)
+
+// Config says what a link answers for, where it listens and how it finds
+// its peers.
+type Config struct {
+	Name string // the link's name, e.g. "tcp0"
+	// Addrs are the host's addresses the link answers for: frames to them
+	// come in over the link, and the link's GIDs are made of them (IPv4
+	// as ::ffff:a.b.c.d, IPv6 as is). At least one.
+	Addrs []netip.Addr
+	// MAC, if given, puts the fe80:: EUI-64 GID of the MAC first in the
+	// GID table, as rxe does for an interface.
+	MAC net.HardwareAddr
+	// Listen is the TCP address the link accepts connections on: "" means
+	// ":4792" (DefaultPort on every address); "127.0.0.1:0" picks a free
+	// port (ListenAddr says which).
+	Listen string
+	// Peers resolves a destination address to the TCP endpoint
+	// ("host:port") of the daemon that has it. The distributed switch
+	// provides it. Nil: the link only answers peers that connect to it.
+	// It is called from WriteBatch for an address no connected peer has
+	// announced, so it must be quick and must not block.
+	Peers func(dst netip.Addr) (string, bool)
+	// TLS, if set, protects every connection: the same config serves
+	// incoming connections and dials outgoing ones (its Certificates are
+	// the client's certificate too). With ClientCAs set, peers must
+	// present a certificate they sign (mutual TLS). An outgoing
+	// connection checks the peer's certificate for the endpoint's host
+	// unless ServerName is set.
+	TLS *tls.Config
+	// MTU is the active MTU the link reports: 0 means 4096, as TCP limits
+	// no frame size.
+	MTU    abi.MTU
+	Logger *slog.Logger // nil: slog.Default()
+
+	// Tuning; zero picks the default.
+
+	// QueueBytes bounds each peer's send queue (frames and their 4-byte
+	// length prefixes): frames that do not fit are dropped and counted,
+	// as a NIC drops on a full ring; the RC transport sends them again.
+	QueueBytes int
+	// KeepAlive is the idle interval after which a connection carries a
+	// keepalive (an empty frame); a peer silent for DeadAfter intervals is
+	// declared dead. It is also the TCP keepalive interval.
+	KeepAlive time.Duration
+	// HandshakeTimeout bounds connecting, TLS and the hello exchange.
+	HandshakeTimeout time.Duration
+}
+
+// check validates c and fills in the defaults.
+func (c *Config) check() error {
+	if c.Name == "" {
+		return fmt.Errorf("%w: no name: give the link one, e.g. \"tcp0\"", ErrConfig)
+	}
+	if len(c.Addrs) == 0 {
+		return fmt.Errorf("%w: link %s has no addresses: give it the host addresses it answers for", ErrConfig, c.Name)
+	}
+	for _, a := range c.Addrs {
+		switch {
+		case !a.IsValid() || a.IsUnspecified():
+			return fmt.Errorf("%w: link %s: address %v cannot be a GID: give the host's real addresses", ErrConfig, c.Name, a)
+		case a.Zone() != "":
+			return fmt.Errorf("%w: link %s: address %v has a zone: give it without %%%s", ErrConfig, c.Name, a, a.Zone())
+		}
+	}
+	if len(c.MAC) != 0 && len(c.MAC) != 6 {
+		return fmt.Errorf("%w: link %s: MAC %v is not 6 bytes long", ErrConfig, c.Name, c.MAC)
+	}
+	if n := len(gidTable(c.MAC, c.Addrs)); n > maxHelloAddrs {
+		return fmt.Errorf("%w: link %s has %d GIDs, at most %d fit a hello: give it fewer addresses", ErrConfig, c.Name, n, maxHelloAddrs)
+	}
+	if c.MTU == 0 {
+		c.MTU = abi.MTU4096
+	}
+	if !c.MTU.Valid() {
+		return fmt.Errorf("%w: link %s: MTU %d is not an IB MTU (1..5: 256..4096 bytes)", ErrConfig, c.Name, c.MTU)
+	}
+	if c.Listen == "" {
+		c.Listen = ":" + strconv.Itoa(DefaultPort)
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = DefaultQueueBytes
+	}
+	if c.QueueBytes < 4+MaxFrame {
+		return fmt.Errorf("%w: link %s: QueueBytes %d does not hold one largest frame (%d bytes)", ErrConfig, c.Name, c.QueueBytes, 4+MaxFrame)
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.KeepAlive < 0 || c.HandshakeTimeout < 0 {
+		return fmt.Errorf("%w: link %s: negative KeepAlive or HandshakeTimeout", ErrConfig, c.Name)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

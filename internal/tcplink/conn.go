@@ -1,0 +1,243 @@
+package tcplink
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+)
+
+// conn is one TCP connection to a peer.
+type conn struct {
+	l        *Link
+	raw      net.Conn // the TCP connection: Close closes it
+	nc       net.Conn // raw, or TLS over it; used by the connection's goroutines
+	remote   string
+	outgoing bool
+	dialFor  *peer  // outgoing: the peer it was dialled for
+	nonce    uint64 // the one our hello carried
+	hello    hello  // the peer's
+	addrs    []netip.Addr
+	p        *peer // the peer it serves, once attached (set under l.mu)
+
+	closeOnce sync.Once
+}
+
+func (l *Link) newConn(nc net.Conn, outgoing bool, dialFor *peer) *conn {
+	var n [8]byte
+	_, _ = rand.Read(n[:])
+	return &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:])}
+}
+
+// registerLocked adds c to the connections Close closes; false if the
+// link is closed. l.mu is held.
+func (l *Link) registerLocked(c *conn) bool {
+	if l.closed {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+// handshake runs TLS, if configured, and the hello exchange within
+// HandshakeTimeout. serverName is the host an outgoing TLS connection
+// checks the certificate for.
+func (c *conn) handshake(serverName string) error {
+	l := c.l
+	_ = c.nc.SetDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+	if l.cfg.TLS != nil {
+		var tc *tls.Conn
+		if c.outgoing {
+			cfg := l.cfg.TLS.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = serverName
+			}
+			tc = tls.Client(c.nc, cfg)
+		} else {
+			tc = tls.Server(c.nc, l.srvTLS)
+		}
+		c.nc = tc
+		if err := tc.HandshakeContext(l.ctx); err != nil {
+			return fmt.Errorf("tcplink: TLS handshake with %s failed: %w (do both ends use TLS, with certificates the other's CAs sign?)", c.remote, err)
+		}
+	}
+	h := hello{id: l.id, nonce: c.nonce, gids: l.gids}
+	if _, err := c.nc.Write(appendHello(make([]byte, 0, helloFixedLen+16*len(l.gids)), &h)); err != nil {
+		return fmt.Errorf("tcplink: sending the hello to %s: %w", c.remote, err)
+	}
+	var fixed [helloFixedLen]byte
+	if k, err := io.ReadFull(c.nc, fixed[:]); err != nil {
+		return c.helloErr(err, fixed[:k])
+	}
+	n, err := parseHelloFixed(fixed[:], &c.hello)
+	if err != nil {
+		return c.withRemote(err)
+	}
+	gids := make([]byte, 16*n)
+	if _, err := io.ReadFull(c.nc, gids); err != nil {
+		return c.helloErr(err, nil)
+	}
+	parseHelloGIDs(gids, &c.hello)
+	if c.hello.id == l.id {
+		return fmt.Errorf("%w: %s is this link's own listener: a Peers entry points back at this host", ErrSelf, c.remote)
+	}
+	c.addrs = make([]netip.Addr, len(c.hello.gids))
+	for i, g := range c.hello.gids {
+		c.addrs[i] = netip.AddrFrom16(g).Unmap()
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	return nil
+}
+
+// helloErr explains a failure to read a hello; got is what came of its
+// fixed part (nil: it came whole).
+func (c *conn) helloErr(err error, got []byte) error {
+	if perr := helloPrefixErr(got); perr != nil {
+		return c.withRemote(perr) // enough came to tell it is no hello we take
+	}
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &ProtocolError{Remote: c.remote, Stage: "hello", Reason: fmt.Sprintf("no complete hello within %v", c.l.cfg.HandshakeTimeout)}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &ProtocolError{Remote: c.remote, Stage: "hello", Reason: "connection closed before the hello was complete"}
+	}
+	return fmt.Errorf("tcplink: reading the hello from %s: %w", c.remote, err)
+}
+
+func (c *conn) withRemote(err error) error {
+	var pe *ProtocolError
+	var ve *VersionError
+	switch {
+	case errors.As(err, &pe):
+		pe.Remote = c.remote
+	case errors.As(err, &ve):
+		ve.Remote = c.remote
+	}
+	return err
+}
+
+// run is the goroutine of a connection: the handshake for an incoming
+// one, then reading frames until the connection ends.
+func (c *conn) run() {
+	l := c.l
+	if !c.outgoing {
+		err := c.handshake("")
+		<-l.hsSlots
+		if err != nil {
+			c.handshakeFailed(err)
+			return
+		}
+		if err := l.attach(c); err != nil {
+			c.close(err)
+			return
+		}
+	}
+	c.close(c.readLoop())
+}
+
+// handshakeFailed counts and closes a connection whose handshake failed,
+// and logs why if it was incoming (the writer that dialled an outgoing one
+// logs the failure with the frames it dropped).
+func (c *conn) handshakeFailed(err error) {
+	l := c.l
+	if !l.isClosed.Load() {
+		l.stats.handshakeErrors.Add(1)
+		if !c.outgoing {
+			l.log.Warn("tcplink: connection refused in its handshake", "remote", c.remote, "err", err)
+		}
+	}
+	c.close(nil)
+}
+
+// readLoop delivers the connection's frames until it ends, and returns
+// why it did.
+func (c *conn) readLoop() error {
+	l := c.l
+	select {
+	case <-l.serving:
+	case <-l.done:
+		return ErrClosed
+	}
+	fr := newFrameReader(&idleReader{c: c.nc, idle: DeadAfter * l.cfg.KeepAlive})
+	for {
+		f, err := fr.next()
+		switch {
+		case err != nil:
+			return c.readErr(err)
+		case len(f) == 0:
+			l.stats.pings.Add(1)
+		case !l.deliverFrame(f):
+			return ErrClosed
+		default:
+			l.stats.framesIn.Add(1)
+			l.stats.bytesIn.Add(uint64(len(f)))
+		}
+	}
+}
+
+// readErr explains why reading stopped.
+func (c *conn) readErr(err error) error {
+	switch {
+	case c.l.isClosed.Load():
+		return ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &SilentError{Remote: c.remote, Silence: (DeadAfter * c.l.cfg.KeepAlive).String()}
+	}
+	return c.withRemote(err)
+}
+
+// idleReader reads with a deadline that each read pushes back: a peer that
+// sends nothing, not even a keepalive, for idle is dead.
+type idleReader struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	_ = r.c.SetReadDeadline(time.Now().Add(r.idle))
+	return r.c.Read(b)
+}
+
+// close ends the connection once, for reason (nil: already reported),
+// which it counts and logs, and detaches it from its peer.
+func (c *conn) close(reason error) {
+	c.closeOnce.Do(func() {
+		c.raw.Close()
+		l := c.l
+		l.detach(c, reason)
+		if reason == nil || l.isClosed.Load() || errors.Is(reason, ErrClosed) {
+			return
+		}
+		var se *SilentError
+		switch {
+		case errors.As(reason, &se):
+			l.stats.timeouts.Add(1)
+			l.log.Warn("tcplink: peer declared dead", "remote", c.remote, "err", reason)
+		case errors.Is(reason, ErrProtocol):
+			l.stats.protocolErrors.Add(1)
+			l.log.Warn("tcplink: connection closed: the peer broke the protocol", "remote", c.remote, "err", reason)
+		case errors.Is(reason, io.EOF):
+			l.log.Info("tcplink: peer closed the connection", "remote", c.remote)
+		default:
+			l.log.Info("tcplink: connection ended", "remote", c.remote, "err", reason)
+		}
+	})
+}
+
+// closeWrite ends our side of a connection the tie-break gave up: the peer
+// reads what we sent, then EOF, and closes its side.
+func (c *conn) closeWrite() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	c.close(nil)
+}

@@ -1,0 +1,49 @@
+// Package tcplink is vrdma's TCP channel: the fallback path between two
+// host daemons when at least one has no RDMA uplink. A Link implements
+// engine.Link over TCP: the engine's frames — whole IPv4 or IPv6 packets,
+// UDP, BTH ... ICRC, exactly as package wire encodes them — travel inside
+// one TCP connection per pair of daemons, which carries all their QPs' RC,
+// UC and UD traffic. The ICRC stays in the frames, so the receiving engine
+// still checks it.
+//
+// The protocol (protocol.go has the byte layout): each side opens with a
+// hello — magic "vRtc", version 1, a random link ID, a random nonce for the
+// connection and its GIDs, so the receiver knows which peer it is and
+// which addresses route to it — then sends frames as a 4-byte big-endian
+// length and the packet. Length 0 is a keepalive. Anything else out of
+// place (no hello, another version, a length above MaxFrame, bytes that are
+// not one whole IP packet, a stream cut mid-frame) closes that connection
+// with a logged reason and a counter; the link keeps serving the others.
+//
+// Peers are found by destination address: an address a connected peer
+// announced in its hello, else Config.Peers, which resolves an address to
+// the TCP endpoint of the daemon that has it. The first frame for a peer
+// dials it; when both sides dial at once, both keep the connection whose
+// dialler ranks first (lowest GID, then link ID, then nonce) and close
+// their side of the other, after the frames already sent on it. A peer
+// that restarts shows a new link ID, which retires its old connection.
+//
+// Each peer has a bounded send queue: WriteBatch copies frames into it and
+// never blocks (a full queue drops, as a NIC ring does; the RC transport
+// sends again) and the peer's writer goroutine writes all that is queued
+// with one write, dials when there is no connection (backing off 20 ms to
+// 2 s after failures) and sends a keepalive on a connection idle for
+// Config.KeepAlive. A peer silent for DeadAfter keepalive intervals is
+// declared dead. Each connection has a reader goroutine that delivers
+// frames in place from its read buffer; the readers take turns (a mutex),
+// since the engine's receiver is single-threaded. Optional TLS wraps
+// every connection, mutual when Config.TLS has ClientCAs.
+//
+// Steady state allocates nothing per frame. docs/design/tcp-channel.md
+// tells why it is built this way and what it measured.
+//
+//	l, err := tcplink.Open(tcplink.Config{
+//		Name:  "tcp0",
+//		Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")},
+//		Peers: func(dst netip.Addr) (string, bool) { ep, ok := endpoints[dst]; return ep, ok },
+//	})
+//	if err != nil { ... }
+//	err = daemon.AttachLink(l) // or: go l.Serve(deliver); l.WriteBatch(frames)
+//	...
+//	l.Close()
+package tcplink

@@ -1,0 +1,77 @@
+package tcplink
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+)
+
+// Stats are a link's counters since Open.
+type Stats struct {
+	FramesOut, BytesOut uint64 // frames (and their bytes) written to connections
+	FramesIn, BytesIn   uint64 // frames delivered to Serve's callback
+	Pings               uint64 // keepalives received
+
+	Connects   uint64 // connections that completed the hello, either direction
+	Reconnects uint64 // of them, to a peer that had had a connection before
+	DialErrors uint64 // outgoing connections refused or timed out before the hello
+	// HandshakeErrors: connections closed before their hello completed: TLS
+	// refused, not a hello, a version we do not speak, a connection to
+	// ourselves, too slow, too many handshakes at once.
+	HandshakeErrors uint64
+	// ProtocolErrors: connections closed for a bad frame: a length above
+	// MaxFrame, bytes that are not a whole IP packet, a stream cut
+	// mid-frame.
+	ProtocolErrors uint64
+	Timeouts       uint64 // connections closed because the peer was silent
+	Duplicates     uint64 // connections given up by the tie-break (both sides dialled)
+
+	// Frames dropped on the way out: for an address no peer answers for,
+	// or to a peer that could not be reached; that did not fit the peer's
+	// send queue; that were being written when the connection failed.
+	DroppedNoPeer, DroppedQueueFull, DroppedConnLost uint64
+	BadFramesOut                                     uint64 // frames WriteBatch refused as malformed
+}
+
+type counters struct {
+	framesOut, bytesOut, framesIn, bytesIn, pings     atomic.Uint64
+	connects, reconnects, dialErrors, handshakeErrors atomic.Uint64
+	protocolErrors, timeouts, duplicates              atomic.Uint64
+	droppedNoPeer, droppedQueueFull, droppedConnLost  atomic.Uint64
+	badFramesOut                                      atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		FramesOut: c.framesOut.Load(), BytesOut: c.bytesOut.Load(),
+		FramesIn: c.framesIn.Load(), BytesIn: c.bytesIn.Load(), Pings: c.pings.Load(),
+		Connects: c.connects.Load(), Reconnects: c.reconnects.Load(), DialErrors: c.dialErrors.Load(),
+		HandshakeErrors: c.handshakeErrors.Load(), ProtocolErrors: c.protocolErrors.Load(),
+		Timeouts: c.timeouts.Load(), Duplicates: c.duplicates.Load(),
+		DroppedNoPeer: c.droppedNoPeer.Load(), DroppedQueueFull: c.droppedQueueFull.Load(),
+		DroppedConnLost: c.droppedConnLost.Load(), BadFramesOut: c.badFramesOut.Load(),
+	}
+}
+
+// PeerState is what a link knows about one peer, for display.
+type PeerState struct {
+	// Endpoint is the TCP endpoint the link dials for the peer; "" for a
+	// peer known only from a connection it opened.
+	Endpoint string
+	// Addrs are the addresses the peer announced in its last hello, or
+	// before any hello the ones Config.Peers resolved to it.
+	Addrs []netip.Addr
+	// State is "up" (a connection is open), "connecting", "backoff" (the
+	// last attempt failed; the next waits) or "idle" (no connection, and
+	// nothing to send).
+	State    string
+	Since    time.Time // when State began
+	Outgoing bool      // "up": this side dialled the connection
+	Local    string    // "up": the connection's local address
+	Remote   string    // "up": the connection's remote address
+	Queued   int       // bytes waiting in the send queue
+	Connects int       // connections the peer has had
+	// LastError is why the peer's last connection ended or the last
+	// attempt failed; nil if none did.
+	LastError error
+}

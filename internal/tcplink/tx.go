@@ -1,0 +1,125 @@
+package tcplink
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// WriteBatch queues frames, each a whole IPv4 or IPv6 packet as package
+// wire encodes it, on the send queues of the peers that have their
+// destination addresses, and returns how many it queued. A frame whose
+// destination no peer answers for, or that does not fit its peer's queue,
+// is dropped and counted (Stats), as a NIC drops; the RC transport sends
+// it again. A malformed frame stops the batch with a *FrameError: it and
+// the frames after it are not queued. After Close it returns ErrClosed.
+// WriteBatch does not block on the network and allocates nothing once the
+// queues have grown.
+func (l *Link) WriteBatch(frames [][]byte) (int, error) {
+	if l.isClosed.Load() {
+		return 0, ErrClosed
+	}
+	var (
+		p       *peer // the peer of the frames before, locked
+		dst     netip.Addr
+		queued  int
+		noPeer  uint64
+		full    uint64
+		lastErr error
+	)
+	unlock := func() {
+		if p != nil {
+			p.mu.Unlock()
+			p.signal()
+			p = nil
+		}
+	}
+	for i, f := range frames {
+		d, why := frameDst(f)
+		if why != "" {
+			lastErr = &FrameError{Index: i, Reason: why}
+			l.stats.badFramesOut.Add(1)
+			break
+		}
+		if p == nil || d != dst {
+			unlock()
+			dst = d
+			if p = l.lockPeer(d); p == nil {
+				noPeer++
+				continue
+			}
+		}
+		if len(p.pending)+frameHeaderLen+len(f) > l.cfg.QueueBytes {
+			full++
+			continue
+		}
+		p.pending = binary.BigEndian.AppendUint32(p.pending, uint32(len(f)))
+		p.pending = append(p.pending, f...)
+		p.pendingFrames++
+		queued++
+	}
+	unlock()
+	if noPeer != 0 {
+		l.stats.droppedNoPeer.Add(noPeer)
+	}
+	if full != 0 {
+		l.stats.droppedQueueFull.Add(full)
+	}
+	return queued, lastErr
+}
+
+// lockPeer returns the peer for frames to dst, locked, or nil if there is
+// none: a peer that announced dst, else one for the endpoint Config.Peers
+// resolves dst to (a new one if need be).
+func (l *Link) lockPeer(dst netip.Addr) *peer {
+	l.mu.RLock()
+	p := l.byAddr[dst]
+	l.mu.RUnlock()
+	if p == nil {
+		if p = l.resolve(dst); p == nil {
+			return nil
+		}
+	}
+	p.mu.Lock()
+	for p.merged != nil {
+		q := p.merged
+		p.mu.Unlock()
+		p = q
+		p.mu.Lock()
+	}
+	return p
+}
+
+// resolve finds or makes the peer for dst through Config.Peers.
+func (l *Link) resolve(dst netip.Addr) *peer {
+	var ep string
+	ok := false
+	if l.cfg.Peers != nil {
+		ep, ok = l.cfg.Peers(dst)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	if p := l.byAddr[dst]; p != nil {
+		return p
+	}
+	if !ok || ep == "" {
+		if _, logged := l.noEP[dst]; !logged && len(l.noEP) < 1024 {
+			l.noEP[dst] = struct{}{}
+			l.log.Warn("tcplink: dropping frames", "err", &NoEndpointError{Dst: dst})
+		}
+		return nil
+	}
+	p := l.byEP[ep]
+	if p == nil {
+		if p = l.newPeerLocked(ep); p == nil {
+			return nil
+		}
+	}
+	l.byAddr[dst] = p
+	if !p.hasID {
+		p.addrs = append(p.addrs, dst)
+	}
+	return p
+}

@@ -1,0 +1,156 @@
+package tcplink
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Reconnection backoff: the first retry after minBackoff, then doubling
+// up to maxBackoff, each ±25 %.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+var keepalive [frameHeaderLen]byte // an empty frame
+
+// run is the peer's writer: it writes the queue into the connection,
+// sends keepalives on an idle one, and starts a dial when there are frames
+// and no connection, backing off after failures. A dial runs on a
+// goroutine of its own, so a connection the peer opens meanwhile is
+// written to at once. The writer ends at Close, or when the peer is
+// merged into another.
+func (p *peer) run() {
+	l := p.l
+	spare := make([]byte, 0, 64<<10)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	dialDone := make(chan error, 1)
+	var (
+		cur       *conn     // the connection written to last
+		lastWrite time.Time // on cur
+		dialing   bool
+		backoff   time.Duration
+		notBefore time.Time // of the next dial
+		lastUp    time.Time // when a dial last succeeded
+	)
+	for {
+		p.mu.Lock()
+		if p.merged != nil {
+			p.mu.Unlock()
+			return
+		}
+		shut := p.toShut
+		p.toShut = nil
+		c := p.conn
+		var out []byte
+		frames := 0
+		if c != nil && len(p.pending) > 0 {
+			out, p.pending = p.pending, spare[:0]
+			frames, p.pendingFrames = p.pendingFrames, 0
+		}
+		needConn := c == nil && len(p.pending) > 0
+		p.mu.Unlock()
+
+		for _, x := range shut {
+			x.closeWrite()
+		}
+		if l.isClosed.Load() {
+			return
+		}
+		now := time.Now()
+		if c != cur {
+			cur, lastWrite = c, now
+		}
+		switch {
+		case out != nil:
+			_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
+			if _, err := c.nc.Write(out); err != nil {
+				l.stats.droppedConnLost.Add(uint64(frames))
+				c.close(err)
+			} else {
+				l.stats.framesOut.Add(uint64(frames))
+				l.stats.bytesOut.Add(uint64(len(out) - frameHeaderLen*frames))
+			}
+			spare, lastWrite = out[:0], now
+			continue
+		case needConn && dialing:
+			timer.Stop()
+		case needConn && now.Before(notBefore):
+			p.setStateLocking("backoff")
+			timer.Reset(notBefore.Sub(now))
+		case needConn:
+			// The backoff grows with every attempt, successful or not, and
+			// starts again once a connection has lasted: a peer that
+			// accepts and drops at once is not hammered.
+			if now.Sub(lastUp) > 2*maxBackoff {
+				backoff = 0
+			}
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			p.setStateLocking("connecting")
+			l.mu.Lock()
+			dialing = l.goRunLocked(func() { dialDone <- p.dial() })
+			l.mu.Unlock()
+			timer.Stop()
+		case c != nil:
+			idle := now.Sub(lastWrite)
+			if idle >= l.cfg.KeepAlive {
+				_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
+				if _, err := c.nc.Write(keepalive[:]); err != nil {
+					c.close(err)
+				}
+				lastWrite = now
+				continue
+			}
+			timer.Reset(l.cfg.KeepAlive - idle)
+		default:
+			timer.Stop()
+		}
+		select {
+		case <-p.wake:
+		case <-timer.C:
+		case err := <-dialDone:
+			dialing = false
+			notBefore = time.Now().Add(backoff * time.Duration(75+rand.IntN(51)) / 100)
+			if err != nil {
+				p.failed(err)
+			} else {
+				lastUp = time.Now()
+			}
+		case <-l.done:
+			return
+		}
+	}
+}
+
+func (p *peer) setStateLocking(s string) {
+	p.mu.Lock()
+	p.setState(s)
+	p.mu.Unlock()
+}
+
+// failed records a failed dial. Unless the peer has connected meanwhile,
+// the frames queued for it are dropped, as a NIC with no link drops them;
+// the next frames try again after the backoff.
+func (p *peer) failed(err error) {
+	l := p.l
+	p.mu.Lock()
+	dropped := 0
+	if p.conn == nil {
+		dropped = p.pendingFrames
+		p.pending, p.pendingFrames = p.pending[:0], 0
+		p.setState("backoff")
+	}
+	p.lastErr = err
+	p.mu.Unlock()
+	l.stats.droppedNoPeer.Add(uint64(dropped))
+	if !l.isClosed.Load() {
+		l.log.Warn("tcplink: cannot reach peer", "endpoint", p.endpointName(), "dropped", dropped, "err", err)
+	}
+}
+
+func (p *peer) endpointName() string {
+	p.l.mu.RLock()
+	defer p.l.mu.RUnlock()
+	return p.endpoint
+}
