@@ -58,9 +58,13 @@ type conn struct {
 	dead    chan struct{}
 	deadErr error
 	peerPID int
+
+	onCMEvent func(proto.CMEvent) // connection manager events (cm.go)
 }
 
-func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
+func dial(o Options, onEvent func(proto.Event)) (*conn, error) { return dialEvents(o, onEvent, nil) }
+
+func dialEvents(o Options, onEvent func(proto.Event), onCMEvent func(proto.CMEvent)) (*conn, error) {
 	pc, err := proto.Dial(o.Socket)
 	if errors.Is(err, unix.EACCES) {
 		return nil, &Error{Op: "open", Kind: ErrPermission, Err: err,
@@ -70,7 +74,7 @@ func dial(o Options, onEvent func(proto.Event)) (*conn, error) {
 		return nil, &Error{Op: "open", Kind: ErrNoDaemon, Err: err,
 			Msg: fmt.Sprintf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", o.Socket, err)}
 	}
-	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, dead: make(chan struct{})}
+	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, onCMEvent: onCMEvent, dead: make(chan struct{})}
 	if raw, err := pc.Raw().SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
 			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
@@ -96,6 +100,13 @@ func (c *conn) read() {
 			c.replies <- reply{h: h, body: append([]byte(nil), body...), fds: fds}
 		case proto.KindEvent:
 			proto.CloseFDs(fds)
+			if h.Op == proto.OpCMEvent {
+				var ev proto.CMEvent
+				if json.Unmarshal(body, &ev) == nil && c.onCMEvent != nil {
+					c.onCMEvent(ev)
+				}
+				continue
+			}
 			var ev proto.Event
 			if json.Unmarshal(body, &ev) == nil && c.onEvent != nil {
 				c.onEvent(ev)

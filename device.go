@@ -94,6 +94,8 @@ type Device struct {
 	mrs    map[uint32]*MR // by lkey
 	events chan AsyncEvent
 	closed bool
+
+	cm cmState // connection manager (cm.go)
 }
 
 // Open opens the adapter called name ("vrdma0" ... "vrdma9") of the
@@ -105,7 +107,7 @@ func Open(name string, opts ...Options) (*Device, error) {
 	}
 	o = o.withDefaults()
 	d := &Device{qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, srqs: map[uint32]*SRQ{}, events: make(chan AsyncEvent, 64)}
-	c, err := dial(o, d.dispatch)
+	c, err := dialEvents(o, d.dispatch, d.cmDispatch)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +133,7 @@ func (d *Device) watch() {
 		q.state.Store(uint32(QPSErr))
 	}
 	d.mu.Unlock()
+	d.cmLost()
 	if !closed {
 		d.push(AsyncEvent{Type: EventDeviceFatal, Reason: "the vrdma daemon went away"})
 	}
@@ -206,10 +209,16 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 
 // GID returns entry index of the port's GID table.
 func (d *Device) GID(index int) (GID, error) {
-	if index < 0 || index >= len(d.info.GIDs) {
-		return GID{}, errorf("query_gid", ErrInvalidArgument, "GID index %d is outside the table of %d entries", index, len(d.info.GIDs))
+	// The table follows the host's links and addresses: ask the daemon,
+	// as ibv_query_gid asks the kernel.
+	p, err := d.QueryPort(1)
+	if err != nil {
+		return GID{}, err
 	}
-	return d.info.GIDs[index], nil
+	if index < 0 || index >= len(p.GIDs) {
+		return GID{}, errorf("query_gid", ErrInvalidArgument, "GID index %d is outside the table of %d entries", index, len(p.GIDs))
+	}
+	return p.GIDs[index], nil
 }
 
 // Close closes the device. Objects not destroyed are released by the daemon;

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$PATH:$(go env GOPATH)/bin"
 FUZZTIME=${FUZZTIME:-4s}
-STATICCHECK_VERSION=2026.2.2
+STATICCHECK_VERSION=2026.2.2 # what `staticcheck -version` prints; its module version is:
+STATICCHECK_MODULE=v0.8.2
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -24,7 +25,7 @@ go vet ./...
 
 step staticcheck
 if ! staticcheck -version 2>/dev/null | grep -q "$STATICCHECK_VERSION"; then
-	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_MODULE"
 fi
 staticcheck ./...
 

@@ -21,7 +21,12 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	mode := fs.Uint("mode", 0o660, "socket permission bits")
 	verbose := fs.Bool("v", false, "log each session and failure")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
+	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	swCfg, hostName, err := sw.config()
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -32,7 +37,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log})
+	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log,
+		HostName: hostName, Switch: swCfg})
 	if err != nil {
 		return err
 	}

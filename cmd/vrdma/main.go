@@ -1,7 +1,8 @@
 // Command vrdma is vrdma's one binary: the host daemon, rdma-core's tools
 // (devices, devinfo, stat) and qperf's (perf) over vrdma adapters, the
-// instance administration (vm), the host's RoCEv2 links (link) and a
-// demonstration (demo).
+// instance administration (vm), the host's RoCEv2 links (link), the
+// distributed switch (switch, portgroup, host, path) and a demonstration
+// (demo).
 //
 //	vrdma demo                       # everything on an embedded daemon
 //	vrdma daemon [--socket PATH]     # the host daemon
@@ -9,8 +10,12 @@
 //	vrdma perf [-lp PORT] | perf HOST [--json] [-m SIZE] [-t SECS] TEST... | perf --loopback [--async] TEST...
 //	vrdma pingpong [-g GIDIDX] [-s SIZE] [-n ITERS] [HOST] # ibv_rc_pingpong's options
 //	vrdma ping -S | ping [-c COUNT] [-f] [-w SECS] HOST
-//	vrdma vm create NAME [--adapters N] [--async] | vm show | vm delete NAME
+//	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--file VMX] | vm show [NAME] | vm delete NAME
 //	vrdma link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME
+//	vrdma switch show [--json]       # the switch, its etcd, the subnet manager
+//	vrdma portgroup add NAME [--vlan N] [--pcp N] [--dscp N] [--mtu N] [--pkey 0xNNNN] | portgroup show [NAME] | portgroup delete NAME
+//	vrdma host show [NAME]           # the switch's live hosts, their uplinks and the path to each
+//	vrdma path INSTANCE[/vrdmaN] INSTANCE[/vrdmaN] [--json]   # memcpy, rdma or tcp, and why
 package main
 
 import (
@@ -41,8 +46,12 @@ func init() {
 		{"perf", "measure bandwidth and latency with qperf's tests", runPerf},
 		{"pingpong", "RC SEND ping-pong with a peer (like ibv_rc_pingpong, and with it)", runPingpong},
 		{"ping", "ping a responder over UD and print round trips (like ibping)", runPing},
-		{"vm", "create, show and delete instances", runVM},
+		{"vm", "create, show and delete instances (options also from a .vmx)", runVM},
 		{"link", "add, show and delete links: RoCEv2 on host interfaces (like rdma link)", runLink},
+		{"switch", "show the distributed switch: its etcd, subnet manager and counts", runSwitch},
+		{"portgroup", "add, show and delete the switch's port groups (VLAN, priority, MTU, P_Key)", runPortGroup},
+		{"host", "show the switch's live hosts, their uplinks and the path to each", runHost},
+		{"path", "show the path between two adapters (memcpy, rdma or tcp) and why", runPath},
 		{"version", "print the version", func([]string, io.Writer, io.Writer) error { fmt.Println("vrdma 0.1.0"); return nil }},
 	}
 }
@@ -93,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: vrdma COMMAND [ARGS]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nenvironment: VRDMA_SOCKET (daemon socket, default %s), VRDMA_INSTANCE (instance to attach to)\n", vrdma.DefaultSocket)
 }

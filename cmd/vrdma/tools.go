@@ -186,6 +186,7 @@ func runStat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\t\t\trnr_nak_retry: %d\n", c.RNRNaks)
 		fmt.Fprintf(stdout, "\t\t\tpath_memcpy: %d\n", c.PathMemcpy)
 		fmt.Fprintf(stdout, "\t\t\tpath_rdma: %d\n", c.PathRDMA)
+		fmt.Fprintf(stdout, "\t\t\tpath_tcp: %d\n", c.PathTCP)
 	}
 	if !found {
 		return fmt.Errorf("no device %q: `vrdma devices` lists them", fs.Arg(0))
@@ -211,76 +212,6 @@ func firstError(errs ...error) error {
 		if e != nil {
 			return e
 		}
-	}
-	return nil
-}
-
-// runVM manages instances.
-func runVM(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("vm create NAME [--adapters N] [--async] [--trust-group G] | vm show | vm delete NAME")
-	}
-	fs := flag.NewFlagSet("vm "+args[0], flag.ContinueOnError)
-	o := clientFlags(fs)
-	n := fs.Int("adapters", 1, "adapters of the instance (1..10)")
-	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
-	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon")
-	sub := args[0]
-	rest := args[1:]
-	var name string
-	if len(rest) > 0 && rest[0] != "" && rest[0][0] != '-' {
-		name, rest = rest[0], rest[1:]
-	}
-	if err := parse(fs, rest); err != nil {
-		return err
-	}
-	adm, err := vrdma.DialAdmin(*o)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	switch sub {
-	case "create":
-		if name == "" {
-			return usagef("vm create NAME [--adapters N] [--async]")
-		}
-		info, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: *n, Async: *async, TrustGroup: *trust})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "instance %s: %d adapters\n", info.Name, len(info.Adapters))
-	case "delete":
-		if name == "" {
-			return usagef("vm delete NAME")
-		}
-		return adm.DeleteInstance(name)
-	case "show":
-		list, err := adm.Instances()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%-20s %-8s %-6s %-9s %-12s %s\n", "INSTANCE", "ADAPTERS", "ASYNC", "PROCESSES", "TRUST-GROUP", "DEVICES")
-		for _, i := range list {
-			names := ""
-			async := false
-			for _, a := range i.Adapters {
-				if names != "" {
-					names += ","
-				}
-				names += a.Name
-				async = async || a.Async
-			}
-			if name != "" && i.Name != name {
-				continue
-			}
-			group := i.TrustGroup
-			if group == "" {
-				group = "-"
-			}
-			fmt.Fprintf(stdout, "%-20s %-8d %-6v %-9d %-12s %s\n", i.Name, len(i.Adapters), async, i.Sessions, group, names)
-		}
-	default:
-		return usagef("unknown vm command %q: create, show or delete", sub)
 	}
 	return nil
 }

@@ -40,15 +40,18 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.d.checkInstance(req); err != nil {
+		return nil, nil, err
+	}
 	inst, err := s.d.createInstance(req, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	info := proto.InstanceInfo{Name: inst.Name, TrustGroup: inst.TrustGroup}
-	for _, a := range inst.Adapters {
-		info.Adapters = append(info.Adapters, adapterInfo(a))
+	if err := s.d.publishInstance(inst); err != nil {
+		_ = s.d.deleteInstance(inst.Name)
+		return nil, nil, err
 	}
-	return info, nil, nil
+	return instanceInfo(inst, s.d.cfg.HostName), nil, nil
 }
 
 func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
@@ -56,7 +59,11 @@ func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return done, nil, s.d.deleteInstance(req.Name)
+	if err := s.d.deleteInstance(req.Name); err != nil {
+		return nil, nil, err
+	}
+	s.d.unpublishInstance(req.Name)
+	return done, nil, nil
 }
 
 func cmdListInstances(s *session, _ []byte, _ []int) (any, []int, error) {

@@ -45,6 +45,9 @@ func cmdLinkAdd(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	info, err := s.d.addLink(req)
+	if err == nil {
+		s.d.linksChanged()
+	}
 	return info, nil, err
 }
 
@@ -56,7 +59,11 @@ func cmdLinkDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return done, nil, s.d.deleteLink(req.Name)
+	if err := s.d.deleteLink(req.Name); err != nil {
+		return nil, nil, err
+	}
+	s.d.linksChanged()
+	return done, nil, nil
 }
 
 func cmdListLinks(s *session, body []byte, _ []int) (any, []int, error) {

@@ -30,6 +30,9 @@ type Config struct {
 	LinkPort   uint16      // UDP port of the links: 0 = 4791, the RoCEv2 port (tests use another)
 	HostName   string      // default os.Hostname
 	Logger     *slog.Logger
+	Switch     SwitchConfig // the distributed switch (switch.go); zero: none
+	CMListen   string       // the connection manager's TCP address: "" = ":4793" (DefaultCMPort, every address), CMListenOff = none (cm.go)
+	CMResolve  CMResolver   // a remote adapter's address to its daemon's CM endpoint; nil = DefaultCMResolve
 }
 
 // Daemon is a running host daemon.
@@ -45,7 +48,9 @@ type Daemon struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	links linkTable // cmd_link.go
+	links linkTable  // cmd_link.go
+	sw    *swState   // switch.go; nil when the daemon is on no switch
+	cm    *cmManager // connection manager (cm.go)
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default
@@ -106,6 +111,21 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.ln = ln
 	d.restoreLinks(links)
+	if d.cm, err = newCMManager(d); err != nil {
+		ln.Close()
+		d.closeLinks()
+		d.host.Close()
+		return nil, err
+	}
+	if cfg.Switch.Enable {
+		if err := d.startSwitch(); err != nil {
+			d.cm.close()
+			ln.Close()
+			d.closeLinks()
+			d.host.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -168,6 +188,7 @@ func (d *Daemon) Close() error {
 		s.conn.Close()
 	}
 	d.wg.Wait()
+	d.cm.close()
 	d.mu.Lock()
 	for _, inst := range d.instances {
 		for _, a := range inst.Adapters {
@@ -176,6 +197,9 @@ func (d *Daemon) Close() error {
 		}
 	}
 	d.mu.Unlock()
+	if d.sw != nil {
+		d.sw.close()
+	}
 	d.closeLinks()
 	d.host.Close()
 	return err
@@ -190,7 +214,8 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, persist bool) (*Instanc
 	if _, ok := d.instances[spec.Name]; ok {
 		return nil, proto.Errorf(proto.CodeBusy, "instance %q exists already: pick another name or delete it first", spec.Name)
 	}
-	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup}
+	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
+		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin}
 	for i := 0; i < spec.Adapters; i++ {
 		var a *engine.Adapter
 		for salt := 0; ; salt++ {
@@ -253,10 +278,7 @@ func (d *Daemon) listInstances() []proto.InstanceInfo {
 	defer d.mu.Unlock()
 	var out []proto.InstanceInfo
 	for _, inst := range d.instances {
-		info := proto.InstanceInfo{Name: inst.Name, TrustGroup: inst.TrustGroup}
-		for _, a := range inst.Adapters {
-			info.Adapters = append(info.Adapters, adapterInfo(a))
-		}
+		info := instanceInfo(inst, d.cfg.HostName)
 		for s := range d.sessions {
 			if s.instance() == inst {
 				info.Sessions++
@@ -277,7 +299,7 @@ func (d *Daemon) saveInstancesLocked() error {
 	var specs []proto.InstanceSpec
 	for _, inst := range d.instances {
 		if inst.Name != DefaultInstance {
-			specs = append(specs, proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup})
+			specs = append(specs, inst.spec())
 		}
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })

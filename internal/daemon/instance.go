@@ -22,7 +22,16 @@ type Instance struct {
 	Name       string
 	Async      bool
 	TrustGroup string
+	PortGroup  string // the switch's port group ("" = the default one)
+	Native     bool   // native endpoints (.vmx nativeEndpointSupport)
+	Pin        bool   // registered memory must be lockable (.vmx sched.mem.pin)
 	Adapters   []*engine.Adapter
+}
+
+// spec is what recreates the instance.
+func (inst *Instance) spec() proto.InstanceSpec {
+	return proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup,
+		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin}
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -33,6 +42,9 @@ func validateSpec(s proto.InstanceSpec) error {
 	}
 	if s.TrustGroup != "" && !instanceName.MatchString(s.TrustGroup) {
 		return proto.Errorf(proto.CodeInvalid, "trust group %q: use 1-63 letters, digits, '.', '_' or '-'", s.TrustGroup)
+	}
+	if s.PortGroup != "" && !instanceName.MatchString(s.PortGroup) {
+		return proto.Errorf(proto.CodeInvalid, "port group %q: use 1-63 letters, digits, '.', '_' or '-'", s.PortGroup)
 	}
 	if s.Adapters < 1 || s.Adapters > MaxAdapters {
 		return proto.Errorf(proto.CodeLimit, "instance %q asks for %d adapters: an instance has 1 to %d (vrdma0..vrdma9)", s.Name, s.Adapters, MaxAdapters)

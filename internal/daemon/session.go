@@ -43,6 +43,7 @@ type session struct {
 	events  chan proto.Event
 	dropped atomic.Uint64
 	done    chan struct{}
+	cmOut   *cmOutbox // connection manager events (cm_events.go)
 }
 
 func newSession(d *Daemon, c *proto.Conn) *session {
@@ -51,7 +52,7 @@ func newSession(d *Daemon, c *proto.Conn) *session {
 		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, cqs: map[uint32]*engine.CQ{},
 		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
-		events: make(chan proto.Event, 256), done: make(chan struct{}),
+		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
 	}
 	if raw, err := c.Raw().SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
@@ -82,6 +83,10 @@ func (s *session) sendEvents() {
 			if err := s.conn.Send(proto.Header{Kind: proto.KindEvent, Op: proto.OpEvent}, ev); err != nil {
 				return
 			}
+		case <-s.cmOut.ready:
+			if !s.sendCMEvents() {
+				return
+			}
 		case <-s.done:
 			return
 		}
@@ -93,6 +98,7 @@ func (s *session) serve() {
 	defer func() {
 		close(s.done)
 		s.conn.Close()
+		s.d.cm.closeSession(s)
 		s.cleanup()
 	}()
 	for {

@@ -10,7 +10,7 @@ import (
 type Counters struct {
 	TxBytes, TxPackets, RxBytes, RxPackets atomic.Uint64
 	TxErrors, RxErrors, RxDrops, RNRNaks   atomic.Uint64
-	PathMemcpy, PathRDMA                   atomic.Uint64 // messages sent by each path
+	PathMemcpy, PathRDMA, PathTCP          atomic.Uint64 // messages sent by each path
 }
 
 // Snapshot returns the counters as the command channel reports them.
@@ -20,6 +20,6 @@ func (c *Counters) Snapshot() proto.Counters {
 		RxBytes: c.RxBytes.Load(), RxPackets: c.RxPackets.Load(),
 		TxErrors: c.TxErrors.Load(), RxErrors: c.RxErrors.Load(),
 		RxDrops: c.RxDrops.Load(), RNRNaks: c.RNRNaks.Load(),
-		PathMemcpy: c.PathMemcpy.Load(), PathRDMA: c.PathRDMA.Load(),
+		PathMemcpy: c.PathMemcpy.Load(), PathRDMA: c.PathRDMA.Load(), PathTCP: c.PathTCP.Load(),
 	}
 }

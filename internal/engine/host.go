@@ -25,6 +25,8 @@ type Host struct {
 	nextQPN uint32
 
 	txErrors atomic.Uint64 // frames the workers' sends lost
+
+	router atomic.Pointer[Router] // route.go; nil: the default choice
 }
 
 // WireCounters count, per link, the packets it received and those that

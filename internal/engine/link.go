@@ -55,8 +55,22 @@ func (h *Host) AddLink(l Link) error {
 // refreshGIDsLocked recomputes the links' GID table; h.mu is held.
 func (h *Host) refreshGIDsLocked() {
 	var all [][16]byte
-	for _, l := range h.links {
-		all = append(all, l.GIDs()...)
+	seen := make(map[[16]byte]bool)
+	// RDMA links first, in the order they came, then the TCP channel,
+	// which answers for addresses an uplink may have too: one GID table
+	// entry each, and an uplink's GIDs keep the indexes rxe gives them.
+	for _, rdma := range []bool{true, false} {
+		for _, l := range h.links {
+			if (LinkPath(l) == PathRDMA) != rdma {
+				continue
+			}
+			for _, g := range l.GIDs() {
+				if !seen[g] {
+					seen[g] = true
+					all = append(all, g)
+				}
+			}
+		}
 	}
 	if old := h.linkGIDs.Load(); old != nil && equalGIDs(*old, all) {
 		return

@@ -23,6 +23,7 @@ type wirePath struct {
 	src, dst netip.Addr
 	sport    uint16
 	tos      uint8
+	tcp      bool // the TCP channel, for the path counters
 }
 
 // remote is a QP's state on the rdma path. It is owned by whoever holds
@@ -68,20 +69,6 @@ func nextIPID() uint16 {
 func gidAddr(g [16]byte) netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
 func addrGID(a netip.Addr) [16]byte { return a.As16() }
-
-// linkFor returns the link whose GID table holds gid.
-func (h *Host) linkFor(gid [16]byte) Link {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, l := range h.links {
-		for _, g := range l.GIDs() {
-			if g == gid {
-				return l
-			}
-		}
-	}
-	return nil
-}
 
 // rxeSourcePort is the UDP source port rxe gives an RC or UC connection:
 // from the flow label, or from the two QPNs when it is 0.
@@ -148,7 +135,7 @@ func (q *QP) setupWire(to abi.QPState, a *qpstate.Attr) {
 			return // the memcpy path, or no path at all
 		}
 		sgid := gids[a.AV.SGIDIndex]
-		l := h.linkFor(sgid)
+		l, kind := h.route(sgid, a.AV.DGID)
 		if l == nil {
 			return
 		}
@@ -156,7 +143,7 @@ func (q *QP) setupWire(to abi.QPState, a *qpstate.Attr) {
 		if src.Is4() != dst.Is4() {
 			return
 		}
-		rm.path = wirePath{link: l, src: src, dst: dst, sport: rxeSourcePort(q.qpn, a.DestQPN, a.AV.FlowLabel), tos: h.tos(l)}
+		rm.path = wirePath{link: l, src: src, dst: dst, sport: rxeSourcePort(q.qpn, a.DestQPN, a.AV.FlowLabel), tos: h.tos(l), tcp: kind == PathTCP}
 		rm.wired = true
 	}
 	n := q.caps.MaxSendWR
@@ -350,12 +337,12 @@ func (q *QP) sendUDWire(w *abi.SendWQE, dgid [16]byte, sgidIndex uint8, local []
 		return outcome{bytes: uint32(total)} // no way out: lost, as on a wire
 	}
 	sgid := gids[sgidIndex]
-	l := h.linkFor(sgid)
+	l, kind := h.route(sgid, dgid)
 	src, dst := gidAddr(sgid), gidAddr(dgid)
 	if l == nil || src.Is4() != dst.Is4() {
 		return outcome{bytes: uint32(total)}
 	}
-	rm.path = wirePath{link: l, src: src, sport: rxeUDSourcePort(q.qpn), tos: h.tos(l)}
+	rm.path = wirePath{link: l, src: src, sport: rxeUDSourcePort(q.qpn), tos: h.tos(l), tcp: kind == PathTCP}
 	rm.cur = &rm.tx
 	rm.udOn, rm.udSt = true, abi.StatusSuccess
 	wq := &rm.wqe
@@ -400,7 +387,7 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 	if rm.udOn {
 		rm.udSt = st
 		if st == abi.StatusSuccess {
-			q.adapter.Counters.PathRDMA.Add(1)
+			rm.countPath()
 		}
 		return
 	}
@@ -411,7 +398,7 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		q.adapter.Counters.TxErrors.Add(1)
 	}
 	if st == abi.StatusSuccess {
-		q.adapter.Counters.PathRDMA.Add(1)
+		rm.countPath()
 	}
 	if rm.wired {
 		// The slot is free once its request completed, and before its
@@ -491,6 +478,15 @@ func (rm *remote) Atomic(t []byte, cas bool, compareAdd, swap uint64) (uint64, b
 		return shm.CompareAndSwap64(t, 0, compareAdd, swap), true
 	}
 	return shm.FetchAdd64(t, 0, compareAdd), true
+}
+
+// countPath counts a message sent by the connection's path.
+func (rm *remote) countPath() {
+	if rm.path.tcp {
+		rm.q.adapter.Counters.PathTCP.Add(1)
+	} else {
+		rm.q.adapter.Counters.PathRDMA.Add(1)
+	}
 }
 
 // GRH returns the GRH area of a UD receive, as rxe fills it.

@@ -252,7 +252,7 @@ func ValidateInstanceIn(in Instance, groups []PortGroup, others []Instance) erro
 	}
 	for i, a := range in.Adapters {
 		if !known[a.PortGroup] {
-			fix := "create it first (`vrdma switch portgroup add " + a.PortGroup + "`)"
+			fix := "create it first (`vrdma portgroup add " + a.PortGroup + "`)"
 			if len(names) > 0 {
 				fix += " or use one of: " + strings.Join(names, ", ")
 			}

@@ -101,6 +101,19 @@ type Daemon struct {
 	out  syncBuffer    // stdout and stderr
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result, once done is closed
+
+	killed bool // Kill ended it: its exit is no failure
+}
+
+// Kill ends the daemon with SIGKILL, as a crash would, and waits until it
+// has exited; the test does not fail for it.
+func (d *Daemon) Kill(t testing.TB) {
+	t.Helper()
+	d.killed = true
+	if err := d.Cmd.Process.Kill(); err != nil {
+		t.Fatalf("netns: killing the daemon on %s: %v", d.Host.Name, err)
+	}
+	<-d.done
 }
 
 // StartDaemon starts `vrdma daemon --socket S --state-dir DIR ARGS...` in the
@@ -168,6 +181,15 @@ func (d *Daemon) waitReady(limit time.Duration) error {
 }
 
 func (d *Daemon) stop(t testing.TB) {
+	if d.killed {
+		if t.Failed() {
+			t.Logf("daemon on %s (killed), output:\n%s", d.Host.Name, d.out.String())
+		}
+		if err := os.RemoveAll(d.dir); err != nil {
+			t.Errorf("netns: %v", err)
+		}
+		return
+	}
 	exitedEarly := false
 	select {
 	case <-d.done:

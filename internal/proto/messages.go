@@ -87,6 +87,7 @@ type Counters struct {
 	RNRNaks    uint64 `json:"rnr_naks"`
 	PathMemcpy uint64 `json:"path_memcpy"`
 	PathRDMA   uint64 `json:"path_rdma"`
+	PathTCP    uint64 `json:"path_tcp"`
 }
 
 type QueryPortReq struct {
@@ -210,6 +211,15 @@ type InstanceSpec struct {
 	// as an instance trusts itself. Between trusting adapters the daemon
 	// steps out of the path of one-sided operations.
 	TrustGroup string `json:"trust_group,omitempty"`
+	// PortGroup is the switch's port group the adapters attach to ("" =
+	// the default one).
+	PortGroup string `json:"port_group,omitempty"`
+	// NativeEndpoints: the adapters' QPs are reachable by any RoCEv2 peer
+	// (.vmx vrdma0.nativeEndpointSupport).
+	NativeEndpoints bool `json:"native_endpoints,omitempty"`
+	// Pin: the instance's registered memory must be lockable (.vmx
+	// sched.mem.pin); creation fails when the daemon cannot lock memory.
+	Pin bool `json:"pin,omitempty"`
 }
 
 // MapMRReq asks, for a QP whose path is direct, for the peer's region with
@@ -228,7 +238,12 @@ type MapMRResp struct {
 
 type InstanceInfo struct {
 	Name       string        `json:"name"`
+	Host       string        `json:"host,omitempty"`
 	TrustGroup string        `json:"trust_group,omitempty"`
+	PortGroup  string        `json:"port_group,omitempty"`
+	Native     bool          `json:"native_endpoints,omitempty"`
+	Async      bool          `json:"async,omitempty"`
+	Pin        bool          `json:"pin,omitempty"`
 	Adapters   []AdapterInfo `json:"adapters"`
 	Sessions   int           `json:"sessions"`
 }

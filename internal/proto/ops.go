@@ -32,13 +32,28 @@ const (
 	OpLinkAdd
 	OpLinkDelete
 	OpListLinks
+	OpSwitchShow   // the switch, its subnet manager and counts
+	OpPortGroupAdd // create or replace a port group
+	OpPortGroupDelete
+	OpPortGroupList
+	OpHostList // the live hosts of the switch
+	OpPath     // the path between two adapters, with the reason
+	OpCMListen // connection manager (cm.go)
+	OpCMCancelListen
+	OpCMConnect
+	OpCMAccept
+	OpCMReject
+	OpCMDisconnect
+	OpCMEvent // daemon to client: a connection manager event
 	opMax
 )
 
 var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr",
 	"create_cq", "destroy_cq", "create_qp", "modify_qp", "query_qp", "destroy_qp", "create_srq",
 	"destroy_srq", "create_ah", "destroy_ah", "create_instance", "delete_instance", "list_instances",
-	"stats", "event", "map_mr", "link_add", "link_delete", "list_links"}
+	"stats", "event", "map_mr", "link_add", "link_delete", "list_links",
+	"switch_show", "portgroup_add", "portgroup_delete", "portgroup_list", "host_list", "path",
+	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

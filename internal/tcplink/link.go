@@ -134,6 +134,9 @@ func (l *Link) GIDs() [][16]byte { return slices.Clone(l.gids) }
 // ActiveMTU returns Config.MTU (4096 unless set).
 func (l *Link) ActiveMTU() abi.MTU { return l.cfg.MTU }
 
+// PathKind tells the engine that packets on this link take the tcp path.
+func (l *Link) PathKind() string { return "tcp" }
+
 // ListenAddr returns the address the link accepts connections on.
 func (l *Link) ListenAddr() net.Addr { return l.ln.Addr() }
 

@@ -1,0 +1,160 @@
+package vrdma_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/fakelink"
+)
+
+// startCMDaemon runs a daemon whose connection manager listens on listen
+// (daemon.CMListenOff: not at all) and resolves remote adapters with
+// resolve, until the test ends.
+func startCMDaemon(t testing.TB, host, listen string, resolve daemon.CMResolver) *daemon.Daemon {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vrdma-cm-") // short: a socket path has at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: host,
+		CMListen: listen, CMResolve: resolve})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	go d.Serve()
+	t.Cleanup(func() {
+		d.Close()
+		os.RemoveAll(dir)
+	})
+	return d
+}
+
+// cmHosts are two daemons joined by in-process links (10.0.0.1 and
+// 10.0.0.2), each with its connection manager on a loopback port; their
+// resolver maps a link's address to the daemon that has it.
+type cmHosts struct {
+	net     *fakelink.Network
+	daemons [2]*daemon.Daemon
+	links   [2]*fakelink.Link
+	addrs   [2]netip.Addr
+
+	mu  sync.Mutex
+	eps map[netip.Addr]string
+}
+
+func newCMHosts(t testing.TB, mtu vrdma.MTU) *cmHosts {
+	t.Helper()
+	h := &cmHosts{net: fakelink.New(1), eps: map[netip.Addr]string{}}
+	for i := range h.daemons {
+		d := startCMDaemon(t, fmt.Sprintf("cm-host-%d", i), "127.0.0.1:0", h.resolve)
+		h.addrs[i] = netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
+		l := h.net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0xc, byte(i + 1)}, h.addrs[i])
+		l.SetMTU(mtu)
+		if err := d.AttachLink(l); err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		h.eps[h.addrs[i]] = d.CMAddr().String()
+		h.mu.Unlock()
+		h.daemons[i], h.links[i] = d, l
+	}
+	return h
+}
+
+func (h *cmHosts) resolve(a netip.Addr) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ep, ok := h.eps[a]; ok {
+		return ep, nil
+	}
+	return "", fmt.Errorf("no test daemon has address %s", a)
+}
+
+func (h *cmHosts) env(t testing.TB) *confEnv {
+	return newConfEnvOn(t, [2]string{h.daemons[0].SocketPath(), h.daemons[1].SocketPath()})
+}
+
+// sameHostEnv is the conformance pair of instances on one daemon whose
+// connection manager has no TCP listener: CM messages stay in the daemon.
+func sameHostEnv(t testing.TB) *confEnv {
+	d := startCMDaemon(t, "cm-one", daemon.CMListenOff, nil)
+	return newConfEnvOn(t, [2]string{d.SocketPath(), d.SocketPath()})
+}
+
+func cmCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func listen(t testing.TB, dev *vrdma.Device, port uint16) *vrdma.Listener {
+	t.Helper()
+	l, err := dev.Listen(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// accepted is what the listener's side of cmConnect got.
+type accepted struct {
+	req  *vrdma.ConnRequest
+	conn *vrdma.Conn
+	err  error
+}
+
+// acceptOne accepts the next request on l with qp and reply, on its own
+// goroutine.
+func acceptOne(ctx context.Context, l *vrdma.Listener, qp *vrdma.QP, reply []byte) <-chan accepted {
+	out := make(chan accepted, 1)
+	go func() {
+		req, err := l.Accept(ctx)
+		if err != nil {
+			out <- accepted{err: err}
+			return
+		}
+		c, err := req.Accept(ctx, qp, reply)
+		out <- accepted{req: req, conn: c, err: err}
+	}()
+	return out
+}
+
+// cmConnect connects a's QP to b's through the connection manager: b
+// listens, a dials b's adapter at addr.
+func cmConnect(t testing.TB, a, b *side, addr netip.Addr) (ca, cb *vrdma.Conn) {
+	t.Helper()
+	ctx := cmCtx(t)
+	l := listen(t, b.dev, 0)
+	got := acceptOne(ctx, l, b.qp, []byte("welcome"))
+	ca, err := a.dev.Dial(ctx, a.qp, addr, l.Port(), []byte("hello"))
+	if err != nil {
+		t.Fatalf("dial %s port %d: %v", addr, l.Port(), err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("accept: %v", r.err)
+	}
+	if string(ca.PrivateData()) != "welcome" || string(r.conn.PrivateData()) != "hello" || string(r.req.PrivateData) != "hello" {
+		t.Fatalf("private data: the requester got %q, the listener %q (request %q)", ca.PrivateData(), r.conn.PrivateData(), r.req.PrivateData)
+	}
+	return ca, r.conn
+}
+
+// gidAddr is the address (GID) index i of dev's adapter.
+func gidAddr(t testing.TB, dev *vrdma.Device, i int) netip.Addr {
+	t.Helper()
+	g, err := dev.GID(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrFrom16(g).Unmap()
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+const hostUsage = "host show [NAME] [--json]"
+
+// runHost shows the switch's live hosts; `vrdma host` alone shows them.
+func runHost(args []string, stdout, stderr io.Writer) error {
+	sub, args := subcommand(args, "show")
+	if sub != "show" && sub != "list" {
+		return usagef("unknown host command %q: %s", sub, hostUsage)
+	}
+	fs, socket := newFlagSet("host show", hostUsage)
+	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("host show [NAME]: one name at most, got %q", pos)
+	}
+	var resp proto.HostListResp
+	if err := adminCall(*socket, proto.OpHostList, nil, &resp); err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		var one []proto.HostInfo
+		for _, h := range resp.Hosts {
+			if h.Name == pos[0] {
+				one = append(one, h)
+			}
+		}
+		if len(one) == 0 {
+			return fmt.Errorf("no host %q on the switch: `vrdma host show` lists the live ones (a host whose daemon stopped leaves when its lease ends)", pos[0])
+		}
+		resp.Hosts = one
+	}
+	if *asJSON {
+		return printJSON(stdout, resp)
+	}
+	sm := false
+	for _, h := range resp.Hosts {
+		printHost(stdout, h)
+		sm = sm || h.SM
+	}
+	if sm {
+		fmt.Fprintln(stdout, "* holds the subnet manager")
+	}
+	return nil
+}
+
+// printHost prints one host as a block, in `vrdma link show`'s keyword
+// style: the name (* when it holds the subnet manager), then indented its
+// record and the path this host's adapters take to it.
+func printHost(w io.Writer, h proto.HostInfo) {
+	head := "host " + h.Name
+	if h.SM {
+		head += " *"
+	}
+	if h.Self {
+		head += " (this host)"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintf(w, "    identity %s\n", orDash(h.Identity))
+	fmt.Fprintf(w, "    addresses %s\n", orDash(strings.Join(h.Addrs, " ")))
+	fmt.Fprintf(w, "    tcp %s\n", orDash(h.TCPEndpoint))
+	for _, u := range h.Uplinks {
+		fmt.Fprintf(w, "    uplink %s kind %s state %s", u.Name, u.Kind, orDash(u.State))
+		if u.MTU > 0 {
+			fmt.Fprintf(w, " mtu %d", u.MTU)
+		}
+		fmt.Fprintln(w)
+		for i, g := range u.GIDs {
+			fmt.Fprintf(w, "        gid %d %s\n", i, g)
+		}
+	}
+	fmt.Fprintf(w, "    path %s\n", orDash(h.Path))
+}

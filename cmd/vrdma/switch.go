@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+const switchUsage = "switch show [--json]"
+
+// runSwitch shows the distributed switch this daemon is on; `vrdma switch`
+// alone shows it too.
+func runSwitch(args []string, stdout, stderr io.Writer) error {
+	sub, args := subcommand(args, "show")
+	if sub != "show" {
+		return usagef("unknown switch command %q: %s", sub, switchUsage)
+	}
+	fs, socket := newFlagSet("switch show", switchUsage)
+	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("switch show takes no arguments, got %q", pos)
+	}
+	var info proto.SwitchInfo
+	if err := adminCall(*socket, proto.OpSwitchShow, nil, &info); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, info)
+	}
+	printSwitch(stdout, info)
+	return nil
+}
+
+func printSwitch(w io.Writer, s proto.SwitchInfo) {
+	t := newTable(w)
+	etcd := strings.Join(s.Endpoints, ", ")
+	if s.Embedded {
+		etcd += " (embedded in this daemon)"
+	}
+	sm := "none elected yet"
+	if s.SMHost != "" {
+		sm = fmt.Sprintf("%s (priority %d)", s.SMHost, s.SMPriority)
+	}
+	fmt.Fprintf(t, "switch:\t%s\n", s.Name)
+	fmt.Fprintf(t, "etcd:\t%s\n", orDash(etcd))
+	fmt.Fprintf(t, "this host:\t%s\n", s.Host)
+	fmt.Fprintf(t, "subnet manager:\t%s\n", sm)
+	fmt.Fprintf(t, "role:\t%s\n", orDash(s.Role))
+	fmt.Fprintf(t, "hosts:\t%d\n", s.Hosts)
+	fmt.Fprintf(t, "port groups:\t%d\n", s.PortGroups)
+	fmt.Fprintf(t, "instances:\t%d\n", s.Instances)
+	fmt.Fprintf(t, "fallbacks:\t%d (connections sent over tcp for want of an RDMA uplink)\n", s.Fallbacks)
+	fmt.Fprintf(t, "hosts gone:\t%d\n", s.HostsGone)
+	if s.SMReport != "" {
+		fmt.Fprintf(t, "sm report:\t%s\n", s.SMReport)
+	}
+	t.Flush()
+}

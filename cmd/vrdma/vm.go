@@ -1,0 +1,176 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+const (
+	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--file VMX]"
+	vmUsage       = vmCreateUsage + " | vm show [NAME] | vm delete NAME"
+)
+
+// runVM creates, shows and deletes the host's instances; `vrdma vm` alone
+// shows them.
+func runVM(args []string, stdout, stderr io.Writer) error {
+	sub, args := subcommand(args, "show")
+	switch sub {
+	case "create", "add":
+		return vmCreate(args, stdout)
+	case "show", "list":
+		return vmShow(args, stdout)
+	case "delete", "del":
+		return vmDelete(args)
+	}
+	return usagef("unknown vm command %q: %s", sub, vmUsage)
+}
+
+func vmCreate(args []string, stdout io.Writer) error {
+	fs, socket := newFlagSet("vm create", vmCreateUsage)
+	n := fs.Int("adapters", 1, fmt.Sprintf("adapters of the instance, 1 to %d (vrdma0...)", daemon.MaxAdapters))
+	pg := fs.String("portgroup", "", "the switch's port group the adapters attach to (default "+daemon.DefaultPortGroup+"; `vrdma portgroup show` lists them)")
+	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
+	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer")
+	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
+	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon")
+	file := fs.String("file", "", "read the options from a .vmx (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("%s: one instance name, got %q", vmCreateUsage, pos)
+	}
+	spec := proto.InstanceSpec{Adapters: 1}
+	if *file != "" {
+		o, err := readVMX(*file)
+		if err != nil {
+			return err
+		}
+		spec.Name, spec.PortGroup, spec.Async, spec.NativeEndpoints, spec.Pin = o.Name, o.PortGroup, o.Async, o.Native, o.Pin
+		if o.Adapters > 0 {
+			spec.Adapters = o.Adapters
+		}
+	}
+	// The flags given override the file.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "adapters":
+			spec.Adapters = *n
+		case "portgroup":
+			spec.PortGroup = *pg
+		case "async":
+			spec.Async = *async
+		case "native-endpoints":
+			spec.NativeEndpoints = *native
+		case "pin":
+			spec.Pin = *pin
+		case "trust-group":
+			spec.TrustGroup = *trust
+		}
+	})
+	if len(pos) == 1 {
+		spec.Name = pos[0]
+	}
+	if spec.Name == "" {
+		return usagef("%s: name the instance (or give --file a .vmx with a displayName)", vmCreateUsage)
+	}
+	var info proto.InstanceInfo
+	if err := adminCall(*socket, proto.OpCreateInstance, spec, &info); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, instanceSummary(info))
+	return nil
+}
+
+// instanceSummary says what vm create made, in one line.
+func instanceSummary(i proto.InstanceInfo) string {
+	var names []string
+	for _, a := range i.Adapters {
+		names = append(names, a.Name)
+	}
+	plural := "s"
+	if len(names) == 1 {
+		plural = ""
+	}
+	s := fmt.Sprintf("instance %s on host %s: %d adapter%s (%s), port group %s", i.Name, orDash(i.Host), len(names), plural, strings.Join(names, ", "), portGroupOf(i))
+	for _, opt := range []struct {
+		on   bool
+		text string
+	}{{instanceAsync(i), "async"}, {i.Native, "native endpoints"}, {i.Pin, "pinned memory"}, {i.TrustGroup != "", "trust group " + i.TrustGroup}} {
+		if opt.on {
+			s += ", " + opt.text
+		}
+	}
+	return s
+}
+
+func vmShow(args []string, stdout io.Writer) error {
+	fs, socket := newFlagSet("vm show", "vm show [NAME]")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("vm show [NAME]: one name at most, got %q", pos)
+	}
+	var resp proto.ListInstancesResp
+	if err := adminCall(*socket, proto.OpListInstances, nil, &resp); err != nil {
+		return err
+	}
+	t := newTable(stdout)
+	fmt.Fprintf(t, "INSTANCE\tHOST\tADAPTERS\tASYNC\tNATIVE\tPIN\tPORTGROUP\tPROCESSES\tTRUST-GROUP\tDEVICES\n")
+	found := false
+	for _, i := range resp.Instances {
+		if len(pos) == 1 && i.Name != pos[0] {
+			continue
+		}
+		found = true
+		var names []string
+		for _, a := range i.Adapters {
+			names = append(names, a.Name)
+		}
+		fmt.Fprintf(t, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%d\t%s\t%s\n", i.Name, orDash(i.Host), len(i.Adapters), instanceAsync(i), i.Native, i.Pin,
+			portGroupOf(i), i.Sessions, orDash(i.TrustGroup), orDash(strings.Join(names, ",")))
+	}
+	if len(pos) == 1 && !found {
+		return fmt.Errorf("no instance %q on this host: `vrdma vm show` lists them", pos[0])
+	}
+	return t.Flush()
+}
+
+func vmDelete(args []string) error {
+	fs, socket := newFlagSet("vm delete", "vm delete NAME")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("vm delete NAME: name one instance to delete (`vrdma vm show` lists them), got %q", pos)
+	}
+	return adminCall(*socket, proto.OpDeleteInstance, proto.InstanceSpec{Name: pos[0]}, nil)
+}
+
+// instanceAsync: the instance is in async mode (daemons before the switch
+// said so only on the adapters).
+func instanceAsync(i proto.InstanceInfo) bool {
+	for _, a := range i.Adapters {
+		if a.Async {
+			return true
+		}
+	}
+	return i.Async
+}
+
+// portGroupOf names the instance's port group; none means the default one.
+func portGroupOf(i proto.InstanceInfo) string {
+	if i.PortGroup == "" {
+		return daemon.DefaultPortGroup
+	}
+	return i.PortGroup
+}

@@ -1,0 +1,228 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/cm"
+)
+
+// cmPeer carries CM messages to and from one other daemon over a TCP
+// connection, or between the adapters of this host (local). Messages go
+// out through a queue that a writer goroutine drains, so that nobody who
+// sends (a command, a handler holding the manager's lock) ever waits for
+// a socket; one reader goroutine runs what arrives, in order.
+type cmPeer struct {
+	m        *cmManager
+	name     string // for messages: "this host", "10.0.0.2:4793", "from 10.0.0.2:41234"
+	endpoint string // dialled peers: where to
+	local    bool
+
+	ctx    context.Context // ends when the peer is closed (cancels a dial)
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	conn   net.Conn
+	q      [][]byte
+	qBytes int
+	dead   bool
+	ready  chan struct{} // something was queued
+}
+
+func newCMPeer(m *cmManager, name, endpoint string) *cmPeer {
+	p := &cmPeer{m: m, name: name, endpoint: endpoint, ready: make(chan struct{}, 1)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// peerFor returns the peer that reaches endpoint, dialling it if there is
+// none; m.mu is held.
+func (m *cmManager) peerFor(endpoint string) (*cmPeer, error) {
+	if p := m.peers[endpoint]; p != nil {
+		return p, nil
+	}
+	if len(m.peers) >= cmMaxPeers {
+		return nil, fmt.Errorf("this daemon has connections to %d other daemons' connection managers, the most it keeps", len(m.peers))
+	}
+	p := newCMPeer(m, endpoint, endpoint)
+	m.peers[endpoint] = p
+	m.wg.Add(1)
+	go p.runDialled()
+	return p, nil
+}
+
+// send encodes msg and queues it for p; m.mu is held. A message that does
+// not encode is a bug of this daemon: logged, not sent.
+func (m *cmManager) send(p *cmPeer, msg cm.Message) {
+	if p == nil {
+		return
+	}
+	if r, ok := msg.(*cm.REJ); ok {
+		r.Text = clip(r.Text)
+	}
+	b, err := msg.Append(nil)
+	if err != nil {
+		m.log.Error("connection manager: a message of this daemon does not encode", "type", msg.Type(), "err", err)
+		return
+	}
+	p.push(b)
+}
+
+// push queues a frame. A TCP peer whose queue overflows has stopped
+// reading: its connection is closed, which fails its connections.
+func (p *cmPeer) push(frame []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return
+	}
+	if !p.local && p.qBytes+len(frame) > cmMaxQueue {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		return
+	}
+	p.q = append(p.q, frame)
+	p.qBytes += len(frame)
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue.
+func (p *cmPeer) take() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.q
+	p.q, p.qBytes = nil, 0
+	return q
+}
+
+// runLocal delivers the frames this host sends itself, in order.
+func (p *cmPeer) runLocal() {
+	defer p.m.wg.Done()
+	for {
+		select {
+		case <-p.ready:
+		case <-p.ctx.Done():
+			return
+		}
+		for _, f := range p.take() {
+			msg, _, err := cm.Parse(f)
+			if err != nil {
+				p.m.log.Error("connection manager: a message of this daemon does not decode", "err", err)
+				continue
+			}
+			p.m.handle(p, msg)
+		}
+	}
+}
+
+// runDialled connects to the peer's endpoint, then writes until the peer
+// fails or is closed.
+func (p *cmPeer) runDialled() {
+	defer p.m.wg.Done()
+	d := net.Dialer{Timeout: cmDialTimeout}
+	c, err := d.DialContext(p.ctx, "tcp", p.endpoint)
+	if err != nil {
+		p.fail(fmt.Errorf("cannot reach the connection manager at %s (%w): is a vrdma daemon running there, with its CM port open?", p.endpoint, err))
+		return
+	}
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.conn = c
+	p.mu.Unlock()
+	p.m.wg.Add(2)
+	go p.readLoop(c)
+	go p.writeLoop(c)
+}
+
+// readLoop runs the messages that arrive, until the connection ends or a
+// frame is refused, which closes it.
+func (p *cmPeer) readLoop(c net.Conn) {
+	defer p.m.wg.Done()
+	r := bufio.NewReaderSize(c, 4096)
+	var buf [cm.MaxFrame]byte
+	for {
+		msg, err := cm.ReadFrame(r, &buf)
+		if err != nil {
+			var pe *cm.ProtocolError
+			if errors.As(err, &pe) {
+				p.m.log.Warn("connection manager: closing a connection that sent a bad frame", "peer", p.name, "err", err)
+			}
+			p.fail(err)
+			return
+		}
+		p.m.handle(p, msg)
+	}
+}
+
+// writeLoop writes what is queued; once the peer is closed it writes what
+// is left (the DREQs and REJs of sessions that ended) and closes the
+// connection.
+func (p *cmPeer) writeLoop(c net.Conn) {
+	defer p.m.wg.Done()
+	var buf []byte
+	write := func(timeout time.Duration) error {
+		buf = buf[:0]
+		for _, f := range p.take() {
+			buf = append(buf, f...)
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := c.Write(buf)
+		return err
+	}
+	for {
+		select {
+		case <-p.ready:
+			if err := write(cmWriteTimeout); err != nil {
+				p.fail(err)
+				return
+			}
+		case <-p.ctx.Done():
+			_ = write(time.Second) // the daemon is stopping: do not wait long for a peer that does not read
+			c.Close()
+			return
+		}
+	}
+}
+
+// fail ends the peer: its connection closes and the connections being set
+// up through it fail.
+func (p *cmPeer) fail(err error) {
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return
+	}
+	p.dead = true
+	c := p.conn
+	p.q, p.qBytes = nil, 0
+	p.mu.Unlock()
+	p.cancel()
+	if c != nil {
+		c.Close()
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		err = errors.New("the connection closed")
+	}
+	p.m.peerGone(p, err)
+}
+
+// close stops the peer (the daemon is stopping): the writer writes what is
+// queued, then closes the connection, which ends the reader.
+func (p *cmPeer) close() { p.cancel() }

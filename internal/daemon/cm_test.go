@@ -1,0 +1,355 @@
+package daemon_test
+
+// The connection manager's TCP port seen from a peer that speaks the wire
+// format by hand: garbage and truncated or oversized frames close the
+// connection and nothing else; unknown connection ids get a REJ (or a DREP)
+// and the connection goes on; requests reach a listening session as
+// events, and are rejected when they cannot.
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+const cmWait = 5 * time.Second // turns a hang into a failure; nothing depends on it
+
+// cmDaemon runs a daemon whose connection manager listens on a loopback
+// port and knows no other daemon.
+func cmDaemon(t testing.TB) *daemon.Daemon {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vrdma-cm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
+		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.Serve()
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// cmPeer is a hand-made connection manager peer.
+type cmPeer struct {
+	t   testing.TB
+	c   net.Conn
+	buf [cm.MaxFrame]byte
+}
+
+func dialCM(t testing.TB, d *daemon.Daemon) *cmPeer {
+	t.Helper()
+	c, err := net.Dial("tcp", d.CMAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &cmPeer{t: t, c: c}
+}
+
+func (p *cmPeer) write(b []byte) {
+	p.t.Helper()
+	if _, err := p.c.Write(b); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *cmPeer) send(m cm.Message) {
+	p.t.Helper()
+	b, err := m.Append(nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.write(b)
+}
+
+func (p *cmPeer) recv() cm.Message {
+	p.t.Helper()
+	_ = p.c.SetReadDeadline(time.Now().Add(cmWait))
+	m, err := cm.ReadFrame(p.c, &p.buf)
+	if err != nil {
+		p.t.Fatalf("no message from the daemon: %v", err)
+	}
+	return m
+}
+
+// expectREJ reads a REJ for the sender's connection id with reason and a
+// text that has text.
+func (p *cmPeer) expectREJ(id uint32, reason cm.Reason, text string) *cm.REJ {
+	p.t.Helper()
+	m := p.recv()
+	r, ok := m.(*cm.REJ)
+	if !ok || r.RemoteID != id || r.Reason != reason || !strings.Contains(r.Text, text) {
+		p.t.Fatalf("got %T %+v, want a REJ of %#x with %v and %q", m, m, id, reason, text)
+	}
+	return r
+}
+
+// closedByDaemon reports whether the daemon closed the connection. What
+// it sent before (the answer to a good frame ahead of the garbage, say) is
+// read and dropped.
+func (p *cmPeer) closedByDaemon() bool {
+	_ = p.c.SetReadDeadline(time.Now().Add(cmWait))
+	_, err := io.Copy(io.Discard, p.c)
+	return err == nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset")
+}
+
+func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
+	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
+		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
+}
+
+// noListener checks, on a fresh connection, that the connection manager
+// still answers.
+func noListener(t *testing.T, d *daemon.Daemon) {
+	t.Helper()
+	p := dialCM(t, d)
+	p.send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
+	p.expectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
+}
+
+func TestCMWireGarbage(t *testing.T) {
+	d := cmDaemon(t)
+	good, _ := req(1, 9, [16]byte{}).Append(nil)
+	cases := []struct {
+		name  string
+		bytes []byte
+		half  bool // stop writing after the bytes: the stream ends there
+	}{
+		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
+		{"tls hello", []byte{0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00}, false},
+		{"zeros", make([]byte, 64), false},
+		{"version 2", append([]byte{'v', 'C', 2}, good[3:]...), false},
+		{"unknown type", append([]byte{'v', 'C', 1, 9}, good[4:]...), false},
+		{"oversized length", []byte{'v', 'C', 1, 1, 0xFF, 0xFF}, false},
+		{"length 513", []byte{'v', 'C', 1, 3, 0x02, 0x01}, false},
+		{"malformed REQ (UD)", func() []byte { b := append([]byte(nil), good...); b[cm.HeaderSize+12] = 4; return b }(), false},
+		{"REQ with a trailing byte", func() []byte {
+			b := append(append([]byte(nil), good...), 0)
+			b[5]++
+			return b
+		}(), false},
+		{"truncated header", good[:4], true},
+		{"truncated body", good[:30], true},
+		{"a good frame then garbage", append(append([]byte(nil), good...), "garbage"...), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := dialCM(t, d)
+			p.write(c.bytes)
+			if c.half {
+				_ = p.c.(*net.TCPConn).CloseWrite()
+			}
+			if !p.closedByDaemon() {
+				t.Fatal("the daemon kept a connection that sent garbage")
+			}
+		})
+	}
+	noListener(t, d)
+	checkAlive(t, d.SocketPath())
+}
+
+// Messages for connections the daemon does not have: a REP or an RTU gets a
+// REJ (so that the sender's side ends too), a DREQ gets its DREP, a DREP or
+// a REJ nothing; the connection stays open.
+func TestCMWireUnknownIDs(t *testing.T) {
+	d := cmDaemon(t)
+	p := dialCM(t, d)
+	p.send(&cm.REP{LocalID: 5, RemoteID: 0x1234, MTU: 3, QPN: 1, PSN: 2})
+	p.expectREJ(5, cm.RejectInvalidCommID, "no request 0x1234")
+	p.send(&cm.RTU{LocalID: 6, RemoteID: 0x1234})
+	p.expectREJ(6, cm.RejectInvalidCommID, "0x1234")
+	p.send(&cm.DREQ{LocalID: 7, RemoteID: 0x1234})
+	if m, ok := p.recv().(*cm.DREP); !ok || m.RemoteID != 7 {
+		t.Fatalf("got %+v, want a DREP of 7", m)
+	}
+	p.send(&cm.DREP{LocalID: 8, RemoteID: 0x1234})
+	p.send(&cm.REJ{LocalID: 9, RemoteID: 0x1234, Reason: cm.RejectConsumer})
+	p.send(&cm.REJ{LocalID: 9, Reason: cm.RejectTimeout})
+	// Nothing answered those two: the next message is the answer to this.
+	p.send(req(10, 9, [16]byte{0xfe, 0x80, 15: 1}))
+	p.expectREJ(10, cm.RejectInvalidServiceID, "no listener on port 9")
+}
+
+// cmSession is a session that opened vrdma0 and listens.
+type cmSession struct {
+	*rawClient
+	gid [16]byte
+}
+
+func listenSession(t testing.TB, d *daemon.Daemon, port uint16, backlog int) *cmSession {
+	t.Helper()
+	c := dial(t, d.SocketPath())
+	var hello proto.HelloResp
+	c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0", Client: "cm-test"}, &hello)
+	var resp proto.CMListenResp
+	c.ok(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: port, Backlog: backlog}, &resp)
+	if resp.Port != port {
+		t.Fatalf("listening on %d, want %d", resp.Port, port)
+	}
+	return &cmSession{rawClient: c, gid: [16]byte(hello.Device.GIDs[0])}
+}
+
+// event reads the session's next connection manager event.
+func (c *cmSession) event() proto.CMEvent {
+	c.t.Helper()
+	for {
+		h, body, fds, err := c.conn.Recv()
+		proto.CloseFDs(fds)
+		if err != nil {
+			c.t.Fatalf("no event: %v", err)
+		}
+		if h.Kind == proto.KindEvent && h.Op == proto.OpCMEvent {
+			var ev proto.CMEvent
+			if err := proto.Decode(body, &ev); err != nil {
+				c.t.Fatal(err)
+			}
+			return ev
+		}
+	}
+}
+
+// A request reaches the listening session with the requester's attributes;
+// requests the daemon cannot serve are rejected with the reason.
+func TestCMWireRequests(t *testing.T) {
+	d := cmDaemon(t)
+	s := listenSession(t, d, 7000, 1)
+	p := dialCM(t, d)
+	r := req(21, 7000, s.gid)
+	r.PrivateData = []byte("hi")
+	p.send(r)
+	ev := s.event()
+	if ev.Type != proto.CMEventRequest || ev.Listener != 1 || ev.ID < proto.CMDaemonIDBase || ev.QPN != 0x77 || ev.PSN != 0x1234 ||
+		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(ev.PrivateData) != "hi" ||
+		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
+		t.Fatalf("request event %+v", ev)
+	}
+	p.send(r) // the same request again: already there, nothing happens
+
+	p.send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
+	p.expectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter")
+	p.send(req(23, 7000, s.gid))
+	p.expectREJ(23, cm.RejectNoResources, "backlog")
+	uc := req(24, 7001, s.gid)
+	p.send(uc)
+	p.expectREJ(24, cm.RejectInvalidServiceID, "no listener on port 7001")
+
+	// The requester gives up: the session hears of it.
+	p.send(&cm.REJ{LocalID: 21, Reason: cm.RejectTimeout, Text: "gave up"})
+	if ev := s.event(); ev.Type != proto.CMEventRejected || ev.Reason != uint16(cm.RejectTimeout) || ev.Text != "gave up" {
+		t.Fatalf("event %+v, want the request rejected", ev)
+	}
+	// A request the session holds when it ends is rejected.
+	p.send(req(25, 7000, s.gid))
+	if ev := s.event(); ev.Type != proto.CMEventRequest {
+		t.Fatalf("event %+v", ev)
+	}
+	s.Close()
+	p.expectREJ(25, cm.RejectInvalidServiceID, "went away")
+	noListener(t, d)
+}
+
+// A request nobody answers is withdrawn by the daemon after the
+// requester's timeout (and a grace period): the requester gets a REJ, the
+// session an event.
+func TestCMWireRequestExpires(t *testing.T) {
+	d := cmDaemon(t)
+	s := listenSession(t, d, 7000, 0)
+	p := dialCM(t, d)
+	r := req(31, 7000, s.gid)
+	r.TimeoutMillis = 1
+	p.send(r)
+	if ev := s.event(); ev.Type != proto.CMEventRequest {
+		t.Fatalf("event %+v", ev)
+	}
+	p.expectREJ(31, cm.RejectTimeout, "did not answer")
+	if ev := s.event(); ev.Type != proto.CMEventTimeout {
+		t.Fatalf("event %+v, want a timeout", ev)
+	}
+}
+
+// Commands with bad arguments get errors that say what to fix.
+func TestCMCommandErrors(t *testing.T) {
+	d := cmDaemon(t)
+	c := dial(t, d.SocketPath())
+	o := prepare(c)
+	c.fails(proto.OpCMListen, proto.CMListenReq{ID: 0, Port: 1}, proto.CodeInvalid, "the library's ids are 1 to")
+	c.fails(proto.OpCMListen, proto.CMListenReq{ID: proto.CMDaemonIDBase, Port: 1}, proto.CodeInvalid, "ids are")
+	c.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 1, Backlog: -1}, proto.CodeInvalid, "backlog")
+	c.ok(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 1}, nil)
+	c.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 2}, proto.CodeBusy, "id 1 is in use")
+	c.fails(proto.OpCMListen, proto.CMListenReq{ID: 2, Port: 1}, proto.CodeBusy, "port 1 is in use")
+	c.fails(proto.OpCMCancelListen, proto.CMCancelListenReq{ID: 9}, proto.CodeNotFound, "no listener 9")
+	gid := [16]byte{0xfe, 0x80, 15: 1}
+	connect := func(f func(r *proto.CMConnectReq)) proto.CMConnectReq {
+		r := proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: gid[:], Port: 1}
+		f(&r)
+		return r
+	}
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.PrivateData = make([]byte, 57) }), proto.CodeInvalid, "at most 56")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.PSN = 1 << 24 }), proto.CodeInvalid, "24 bits")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.Addr = gid[:4] }), proto.CodeInvalid, "a GID has 16")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.Addr = make([]byte, 16) }), proto.CodeInvalid, "address ::")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.Port = 0 }), proto.CodeInvalid, "port 0")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.QP = 99 }), proto.CodeNotFound, "no queue pair")
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.ID = 0 }), proto.CodeInvalid, "ids are")
+	remote := [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 9}
+	c.fails(proto.OpCMConnect, connect(func(r *proto.CMConnectReq) { r.Addr = remote[:] }), proto.CodeNotFound, "cannot find the connection manager of 192.0.2.9")
+	for _, op := range []proto.Op{proto.OpCMAccept, proto.OpCMReject, proto.OpCMDisconnect} {
+		c.fails(op, proto.CMAcceptReq{ID: 77}, proto.CodeNotFound, "no connection 77")
+	}
+	c.fails(proto.OpCMReject, proto.CMRejectReq{ID: 77, Text: strings.Repeat("x", 200)}, proto.CodeInvalid, "at most 128")
+	c.fails(proto.OpCMDisconnect, proto.CMDisconnectReq{ID: 77, PrivateData: make([]byte, 221)}, proto.CodeInvalid, "at most 220")
+	// An admin connection has no device.
+	a := dial(t, d.SocketPath())
+	a.ok(proto.OpHello, proto.HelloReq{Client: "cm-test"}, nil)
+	a.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 3}, proto.CodeInvalid, "needs an opened device")
+}
+
+// The daemon comes up with its connection manager off, or refuses an
+// address it cannot listen on.
+func TestCMListenConfig(t *testing.T) {
+	dir, err := os.MkdirTemp("", "vrdma-cm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "a.sock"), CMListen: daemon.CMListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.CMAddr() != nil {
+		t.Fatalf("CM listening on %v when off", d.CMAddr())
+	}
+	d.Close()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	_, err = daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "b.sock"), CMListen: taken.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), "connection manager: listen on "+taken.Addr().String()) {
+		t.Fatalf("err = %v, want the CM address refused", err)
+	}
+	if _, err := daemon.DefaultCMResolve(netip.MustParseAddr("fe80::1")); err == nil || !strings.Contains(err.Error(), "link-local") {
+		t.Fatalf("a link-local address resolved: %v", err)
+	}
+	if ep, err := daemon.DefaultCMResolve(netip.MustParseAddr("192.0.2.1")); err != nil || ep != "192.0.2.1:4793" {
+		t.Fatalf("192.0.2.1 resolves to %q, %v", ep, err)
+	}
+}

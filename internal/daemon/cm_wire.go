@@ -1,0 +1,296 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// handle runs a message that came from p. State changes happen under m.mu;
+// what needs a session's lock (a QP to the error state) runs after, in
+// order with the events that report it.
+func (m *cmManager) handle(p *cmPeer, msg cm.Message) {
+	var after []func()
+	m.mu.Lock()
+	if !m.closed {
+		switch v := msg.(type) {
+		case *cm.REQ:
+			m.onREQ(p, v)
+		case *cm.REP:
+			m.onREP(p, v)
+		case *cm.RTU:
+			m.onRTU(p, v)
+		case *cm.REJ:
+			after = m.onREJ(p, v)
+		case *cm.DREQ:
+			after = m.onDREQ(p, v)
+		case *cm.DREP:
+			m.onDREP(p, v)
+		}
+	}
+	m.mu.Unlock()
+	for _, f := range after {
+		f()
+	}
+}
+
+// connFor finds the connection a message from p is for: by this side's id
+// (which must have been given to p, and the sender must be the peer it
+// knows), or for a REJ naming only the sender's id, by that.
+func (m *cmManager) connFor(p *cmPeer, msg cm.Message) *cmConn {
+	local, remote := msg.IDs()
+	if remote == 0 {
+		return m.remote[remoteKey{p, local}]
+	}
+	c := m.conns[remote]
+	if c == nil || c.peer != p {
+		return nil
+	}
+	if c.remoteID != 0 && local != c.remoteID && (local != 0 || msg.Type() != cm.TypeREJ) {
+		return nil
+	}
+	return c
+}
+
+func (m *cmManager) onREQ(p *cmPeer, r *cm.REQ) {
+	if m.remote[remoteKey{p, r.LocalID}] != nil {
+		return // a request this daemon has already
+	}
+	reject := func(reason cm.Reason, format string, args ...any) {
+		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)})
+	}
+	l := m.listeners[r.DstPort]
+	switch {
+	case l == nil:
+		reject(cm.RejectInvalidServiceID, "no listener on port %d", r.DstPort)
+		return
+	case !m.d.host.IsLocalGID(r.DstGID):
+		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.d.cfg.HostName)
+		return
+	case l.pending >= l.backlog:
+		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
+		return
+	}
+	cs := m.session(l.s)
+	if len(cs.conns) >= cmMaxConns {
+		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(cs.conns))
+		return
+	}
+	a := l.s.adapter
+	c := &cmConn{s: l.s, state: cmReqRcvd, peer: p, remoteID: r.LocalID, listener: l, timeout: timeoutOf(r.TimeoutMillis),
+		qpType: r.QPType, localPort: r.DstPort, remoteGID: r.SrcGID, remotePort: r.SrcPort,
+		mtu: min(r.MTU, uint8(a.PortMTU()))}
+	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
+	id := cs.nextID
+	for cs.conns[id] != nil || id < proto.CMDaemonIDBase {
+		id++
+		if id < proto.CMDaemonIDBase {
+			id = proto.CMDaemonIDBase
+		}
+	}
+	cs.nextID = id + 1
+	m.add(c, id)
+	l.pending++
+	m.arm(c, c.timeout)
+	ev := c.event(proto.CMEventRequest)
+	ev.Listener, ev.QPType, ev.GID, ev.QPN, ev.PSN = l.id, r.QPType, r.SrcGID[:], r.QPN, r.PSN
+	ev.MTU, ev.RdAtomic, ev.SGIDIndex = c.mtu, min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
+	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
+	ev.PrivateData = r.PrivateData
+	m.emit(l.s, ev)
+}
+
+func (m *cmManager) onREP(p *cmPeer, r *cm.REP) {
+	c := m.connFor(p, r)
+	if c == nil {
+		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+			Text: fmt.Sprintf("no request %#x waits for a reply here: it timed out or was cancelled", r.RemoteID)})
+		return
+	}
+	if !c.active || c.state != cmReqSent {
+		return // a second reply: the first one counts
+	}
+	if r.MTU > c.mtu {
+		m.send(p, &cm.REJ{LocalID: c.id, RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU,
+			Text: fmt.Sprintf("path MTU %d is above the requester's %d", r.MTU, c.mtu)})
+		m.remove(c)
+		ev := c.event(proto.CMEventRejected)
+		ev.Reason, ev.Text = uint16(cm.RejectInvalidMTU), fmt.Sprintf("the reply chose MTU %d, above this port's %d", r.MTU, c.mtu)
+		m.emit(c.s, ev)
+		return
+	}
+	m.setRemote(c, r.LocalID)
+	m.to(c, cmRepRcvd)
+	c.mtu = r.MTU
+	m.arm(c, c.timeout)
+	ev := c.event(proto.CMEventReply)
+	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
+	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
+	ev.PrivateData = r.PrivateData
+	m.emit(c.s, ev)
+}
+
+func (m *cmManager) onRTU(p *cmPeer, r *cm.RTU) {
+	c := m.connFor(p, r)
+	if c == nil {
+		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+			Text: fmt.Sprintf("connection %#x does not wait for a confirmation here: it timed out or was rejected", r.RemoteID)})
+		return
+	}
+	if c.active || c.state != cmRepSent {
+		return
+	}
+	m.to(c, cmEstablished)
+	ev := c.event(proto.CMEventEstablished)
+	ev.PrivateData = r.PrivateData
+	m.emit(c.s, ev)
+}
+
+func (m *cmManager) onREJ(p *cmPeer, r *cm.REJ) []func() {
+	c := m.connFor(p, r)
+	if c == nil {
+		return nil // never answer a REJ: two daemons would bounce them for ever
+	}
+	st := c.state
+	m.remove(c)
+	ev := c.event(proto.CMEventRejected)
+	ev.Reason, ev.Text, ev.PrivateData = uint16(r.Reason), r.Text, r.PrivateData
+	switch st {
+	case cmRepSent:
+		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
+	case cmEstablished:
+		ev.Type = proto.CMEventDisconnected
+		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
+	case cmDreqSent:
+		ev.Type = proto.CMEventDisconnectDone
+	}
+	m.emit(c.s, ev)
+	return nil
+}
+
+func (m *cmManager) onDREQ(p *cmPeer, r *cm.DREQ) []func() {
+	c := m.connFor(p, r)
+	// The answer goes even for a connection that is gone here: the DREP
+	// of an earlier DREQ may have been lost with a connection.
+	m.send(p, &cm.DREP{LocalID: r.RemoteID, RemoteID: r.LocalID})
+	if c == nil {
+		return nil
+	}
+	switch c.state {
+	case cmEstablished, cmRepSent:
+		m.remove(c)
+		ev := c.event(proto.CMEventDisconnected)
+		ev.PrivateData = r.PrivateData
+		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
+	case cmDreqSent: // both sides disconnect at once
+		m.remove(c)
+		m.emit(c.s, c.event(proto.CMEventDisconnectDone))
+	}
+	return nil
+}
+
+func (m *cmManager) onDREP(p *cmPeer, r *cm.DREP) {
+	c := m.connFor(p, r)
+	if c == nil || c.state != cmDreqSent {
+		return
+	}
+	m.remove(c)
+	ev := c.event(proto.CMEventDisconnectDone)
+	ev.PrivateData = r.PrivateData
+	m.emit(c.s, ev)
+}
+
+// expire runs when c's timer fires in the state it was armed in.
+func (m *cmManager) expire(c *cmConn, gen uint32) {
+	var after func()
+	m.mu.Lock()
+	if m.closed || m.conns[c.id] != c || c.gen != gen {
+		m.mu.Unlock()
+		return
+	}
+	ev := c.event(proto.CMEventTimeout)
+	ev.Reason = uint16(cm.RejectTimeout)
+	rej := &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectTimeout}
+	switch c.state {
+	case cmReqSent:
+		rej.Text = fmt.Sprintf("the requester got no reply within %v and gave up", c.timeout)
+		ev.Text = fmt.Sprintf("no reply within %v", c.timeout)
+	case cmRepRcvd:
+		rej.Text = fmt.Sprintf("the requester did not connect its QP within %v", c.timeout)
+		ev.Text = fmt.Sprintf("the QP was not connected and confirmed within %v of the reply", c.timeout)
+	case cmReqRcvd:
+		rej.Text = fmt.Sprintf("the listener on port %d did not answer within %v", c.localPort, c.timeout)
+		ev.Text = fmt.Sprintf("the request was not answered within %v: the requester gave up", c.timeout)
+	case cmRepSent:
+		rej.Text = fmt.Sprintf("no confirmation (RTU) of the reply within %v", c.timeout)
+		ev.Text = rej.Text
+		after = func() { errQP(c) }
+	case cmDreqSent:
+		rej = nil
+		ev = c.event(proto.CMEventDisconnectDone)
+		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", c.timeout)
+	}
+	if rej != nil {
+		m.send(c.peer, rej)
+	}
+	m.remove(c)
+	if after == nil {
+		m.emit(c.s, ev)
+	}
+	m.mu.Unlock()
+	if after != nil {
+		after()
+		m.emit(c.s, ev)
+	}
+}
+
+// peerGone fails the connections being set up through p, whose connection
+// ended. Established connections stay: their QPs do not need it; only a
+// later disconnect cannot tell the peer.
+func (m *cmManager) peerGone(p *cmPeer, err error) {
+	var after []func()
+	m.mu.Lock()
+	defer func() {
+		m.mu.Unlock()
+		for _, f := range after {
+			f()
+		}
+	}()
+	if m.closed {
+		return
+	}
+	if m.peers[p.endpoint] == p {
+		delete(m.peers, p.endpoint)
+	}
+	delete(m.inbound, p)
+	for _, c := range m.conns {
+		if c.peer != p {
+			continue
+		}
+		switch c.state {
+		case cmEstablished:
+			k := remoteKey{p, c.remoteID}
+			if m.remote[k] == c {
+				delete(m.remote, k)
+			}
+			c.peer = nil
+			continue
+		case cmDreqSent:
+			m.remove(c)
+			ev := c.event(proto.CMEventDisconnectDone)
+			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
+			m.emit(c.s, ev)
+			continue
+		}
+		st := c.state
+		m.remove(c)
+		ev := c.event(proto.CMEventUnreachable)
+		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
+		if st == cmRepSent {
+			after = append(after, func() { errQP(c); m.emit(c.s, ev) })
+			continue
+		}
+		m.emit(c.s, ev)
+	}
+}

@@ -1,0 +1,243 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/pathsel"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// The switch's commands: `vrdma switch show`, `vrdma portgroup
+// add|show|delete`, `vrdma host show`, `vrdma path A B`.
+
+// switchCtx returns the daemon's switch and a context for one command, or
+// the error a daemon on no switch gives.
+func (s *session) switchCtx() (*swState, context.Context, context.CancelFunc, error) {
+	sw := s.d.sw
+	if sw == nil {
+		return nil, nil, nil, proto.Errorf(proto.CodeState, "this daemon is on no switch: start it without --no-switch (it then runs an embedded etcd), or with --etcd-endpoints")
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	return sw, ctx, cancel, nil
+}
+
+// switchErr gives a switch error its command code.
+func switchErr(err error) error {
+	var ve *fabric.ValidationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve):
+		return proto.Errorf(proto.CodeInvalid, "%v", err)
+	case errors.Is(err, fabric.ErrNotFound):
+		return proto.Errorf(proto.CodeNotFound, "%v", err)
+	case errors.Is(err, fabric.ErrInUse):
+		return proto.Errorf(proto.CodeBusy, "%v", err)
+	}
+	return proto.Errorf(proto.CodeInternal, "switch: %v", err)
+}
+
+func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	info := proto.SwitchInfo{Name: sw.cfg.Name, Embedded: sw.emb != nil, Host: s.d.cfg.HostName,
+		Fallbacks: sw.fallbck.Load(), HostsGone: sw.gone.Load()}
+	info.Endpoints = sw.cfg.Endpoints
+	if sw.emb != nil {
+		info.Endpoints = sw.emb.Endpoints()
+	}
+	if l, err := sw.fab.Leader(ctx); err == nil {
+		info.SMHost, info.SMPriority = l.Host, l.Priority
+	}
+	info.Role = sw.cand.Role().String()
+	if info.Role == fabric.Leader.String() {
+		info.SMReport = sw.cand.LastReport().String()
+	}
+	hosts, err := sw.fab.Hosts(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	pgs, err := sw.fab.PortGroups(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	insts, err := sw.fab.Instances(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	info.Hosts, info.PortGroups, info.Instances = len(hosts), len(pgs), len(insts)
+	return info, nil, nil
+}
+
+func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.PortGroupSpec](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	pg := fabric.PortGroup{Name: req.Name, VLAN: req.VLAN, PCP: req.PCP, DSCP: req.DSCP, MTU: req.MTU, PKey: req.PKey}
+	return done, nil, switchErr(sw.fab.PutPortGroup(ctx, pg))
+}
+
+func cmdPortGroupDelete(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.PortGroupSpec](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	if req.Name == DefaultPortGroup {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "port group %s cannot be deleted: adapters that name no port group join it", DefaultPortGroup)
+	}
+	return done, nil, switchErr(sw.fab.DeletePortGroup(ctx, req.Name))
+}
+
+func cmdPortGroupList(s *session, _ []byte, _ []int) (any, []int, error) {
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	pgs, err := sw.fab.PortGroups(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	insts, err := sw.fab.Instances(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	count := map[string]int{}
+	for _, in := range insts {
+		for _, a := range in.Adapters {
+			count[a.PortGroup]++
+		}
+	}
+	var resp proto.PortGroupListResp
+	for _, p := range pgs {
+		resp.PortGroups = append(resp.PortGroups, proto.PortGroupSpec{Name: p.Name, VLAN: p.VLAN, PCP: p.PCP, DSCP: p.DSCP,
+			MTU: p.PathMTU(), PKey: p.PartitionKey(), Adapters: count[p.Name]})
+	}
+	return resp, nil, nil
+}
+
+func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	hosts, err := sw.fab.Hosts(ctx)
+	if err != nil {
+		return nil, nil, switchErr(err)
+	}
+	sm := ""
+	if l, err := sw.fab.Leader(ctx); err == nil {
+		sm = l.Host
+	}
+	self := sw.hostRecord()
+	var resp proto.HostListResp
+	for _, h := range hosts {
+		hi := proto.HostInfo{Name: h.Name, Identity: h.Identity.String(), Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
+			SM: h.Name == sm, Self: h.Name == self.Name}
+		for _, u := range h.Uplinks {
+			st := u.State
+			if st == "" {
+				st = fabric.UplinkUp
+			}
+			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs})
+		}
+		if c, err := pathsel.Select(endOf(sw.cfg.Name, self), endOf(sw.cfg.Name, h)); err == nil {
+			hi.Path = c.String()
+		} else {
+			hi.Path = err.Error()
+		}
+		resp.Hosts = append(resp.Hosts, hi)
+	}
+	return resp, nil, nil
+}
+
+// splitAdapter parses INSTANCE/vrdmaN (or INSTANCE, meaning vrdma0).
+func splitAdapter(s string) (string, int, error) {
+	inst, dev, ok := strings.Cut(s, "/")
+	if !ok {
+		return inst, 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(dev, "vrdma"))
+	if !strings.HasPrefix(dev, "vrdma") || err != nil || n < 0 || n >= MaxAdapters {
+		return "", 0, proto.Errorf(proto.CodeInvalid, "adapter %q: name it INSTANCE/vrdmaN with N in 0..%d, e.g. vm1/vrdma0", s, MaxAdapters-1)
+	}
+	return inst, n, nil
+}
+
+func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.PathReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	sw, ctx, cancel, err := s.switchCtx()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	ea, ha, err := sw.adapterEnd(ctx, req.A)
+	if err != nil {
+		return nil, nil, err
+	}
+	eb, hb, err := sw.adapterEnd(ctx, req.B)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := pathsel.Select(ea, eb)
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb}, nil, nil
+}
+
+// adapterEnd reads what path selection needs of one adapter.
+func (sw *swState) adapterEnd(ctx context.Context, name string) (pathsel.End, string, error) {
+	inst, idx, err := splitAdapter(name)
+	if err != nil {
+		return pathsel.End{}, "", err
+	}
+	rec, err := sw.fab.Instance(ctx, inst)
+	if err != nil {
+		if errors.Is(err, fabric.ErrNotFound) {
+			return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "no instance %q on switch %s: `vrdma vm show` lists them (the default instance of each daemon is not on the switch)", inst, sw.cfg.Name)
+		}
+		return pathsel.End{}, "", switchErr(err)
+	}
+	var ad *fabric.Adapter
+	for i := range rec.Adapters {
+		if rec.Adapters[i].Index == idx {
+			ad = &rec.Adapters[i]
+		}
+	}
+	if ad == nil {
+		return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "instance %q has no adapter vrdma%d: it has %d", inst, idx, len(rec.Adapters))
+	}
+	h, err := sw.fab.Host(ctx, rec.Host)
+	if err != nil {
+		return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "instance %q is on host %s, which is not on the switch now: is its daemon running?", inst, rec.Host)
+	}
+	e := endOf(sw.cfg.Name, h)
+	e.Adapter = fmt.Sprintf("%s/vrdma%d", inst, idx)
+	e.PortGroup = ad.PortGroup
+	return e, h.Name, nil
+}

@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/proto"
+	"golang.org/x/sys/unix"
+)
+
+// instanceInfo describes inst as the command channel reports it.
+func instanceInfo(inst *Instance, host string) proto.InstanceInfo {
+	info := proto.InstanceInfo{Name: inst.Name, Host: host, TrustGroup: inst.TrustGroup, PortGroup: inst.PortGroup,
+		Native: inst.Native, Async: inst.Async, Pin: inst.Pin}
+	for _, a := range inst.Adapters {
+		info.Adapters = append(info.Adapters, adapterInfo(a))
+	}
+	return info
+}
+
+// checkInstance checks a new instance against the switch and the host
+// before it is created: its port group exists, no other host has an
+// instance of that name, and pinned memory can be locked.
+func (d *Daemon) checkInstance(spec proto.InstanceSpec) error {
+	if spec.Pin {
+		if err := canLockMemory(); err != nil {
+			return proto.Errorf(proto.CodeMemlock, "instance %q asks for pinned memory (sched.mem.pin) but %v", spec.Name, err)
+		}
+	}
+	sw := d.sw
+	if sw == nil {
+		if spec.PortGroup != "" && spec.PortGroup != DefaultPortGroup {
+			return proto.Errorf(proto.CodeInvalid, "instance %q: port group %q needs a switch and this daemon is on none: start it without --no-switch, or leave --portgroup out", spec.Name, spec.PortGroup)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	defer cancel()
+	pg := spec.PortGroup
+	if pg == "" {
+		pg = DefaultPortGroup
+	}
+	if _, err := sw.fab.PortGroup(ctx, pg); err != nil {
+		if errors.Is(err, fabric.ErrNotFound) {
+			return proto.Errorf(proto.CodeNotFound, "instance %q: port group %q does not exist on switch %s: create it with `vrdma portgroup add %s`, or pick one `vrdma portgroup show` lists", spec.Name, pg, sw.cfg.Name, pg)
+		}
+		return proto.Errorf(proto.CodeInternal, "instance %q: switch: %v", spec.Name, err)
+	}
+	if other, err := sw.fab.Instance(ctx, spec.Name); err == nil && other.Host != d.cfg.HostName {
+		return proto.Errorf(proto.CodeBusy, "instance %q exists on host %s: instance names are switch-wide; pick another name", spec.Name, other.Host)
+	}
+	return nil
+}
+
+// canLockMemory reports why this daemon could not lock an instance's
+// registered memory, or nil.
+func canLockMemory() error {
+	if os.Geteuid() == 0 {
+		return nil // CAP_IPC_LOCK
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		return fmt.Errorf("RLIMIT_MEMLOCK cannot be read (%v)", err)
+	}
+	if lim.Cur == unix.RLIM_INFINITY {
+		return nil
+	}
+	return fmt.Errorf("the daemon may lock only %d bytes (RLIMIT_MEMLOCK): run it as root, or with LimitMEMLOCK=infinity (ulimit -l unlimited)", lim.Cur)
+}
+
+// instanceRecord is inst as the switch keeps it.
+func (d *Daemon) instanceRecord(inst *Instance) fabric.Instance {
+	pg := inst.PortGroup
+	if pg == "" {
+		pg = DefaultPortGroup
+	}
+	rec := fabric.Instance{Name: inst.Name, Host: d.cfg.HostName}
+	for _, a := range inst.Adapters {
+		ra := fabric.Adapter{Index: a.Index, MAC: net.HardwareAddr(a.MAC[:]).String(), PortGroup: pg,
+			NativeEndpoint: inst.Native, Async: inst.Async}
+		ll := netip.AddrFrom16(engine.LinkLocalGID(a.MAC))
+		ra.GIDs = []string{ll.String()}
+		rec.Adapters = append(rec.Adapters, ra)
+	}
+	return rec
+}
+
+// publishInstance puts inst's record on the switch (the default instance,
+// which every daemon has, stays local).
+func (d *Daemon) publishInstance(inst *Instance) error {
+	sw := d.sw
+	if sw == nil || inst.Name == DefaultInstance {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	defer cancel()
+	if err := sw.fab.PutInstance(ctx, d.instanceRecord(inst)); err != nil {
+		var ve *fabric.ValidationError
+		if errors.As(err, &ve) {
+			return proto.Errorf(proto.CodeInvalid, "%v", err)
+		}
+		return proto.Errorf(proto.CodeInternal, "instance %q: switch: %v", inst.Name, err)
+	}
+	return nil
+}
+
+// unpublishInstance removes a deleted instance's record.
+func (d *Daemon) unpublishInstance(name string) {
+	sw := d.sw
+	if sw == nil || name == DefaultInstance {
+		return
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	defer cancel()
+	if err := sw.fab.DeleteInstance(ctx, name); err != nil {
+		d.log.Warn("could not remove the instance from the switch", "instance", name, "err", err)
+	}
+}
+
+// publishInstances puts every local instance on the switch (at start).
+func (d *Daemon) publishInstances() {
+	d.mu.Lock()
+	insts := make([]*Instance, 0, len(d.instances))
+	for _, inst := range d.instances {
+		insts = append(insts, inst)
+	}
+	d.mu.Unlock()
+	for _, inst := range insts {
+		if err := d.publishInstance(inst); err != nil {
+			d.log.Warn("could not publish an instance on the switch", "instance", inst.Name, "err", err)
+		}
+	}
+}

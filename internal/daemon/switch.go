@@ -1,0 +1,443 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/tcplink"
+)
+
+// DefaultSwitch is the name of the switch a daemon joins unless told
+// otherwise.
+const DefaultSwitch = "vrdma"
+
+// DefaultPortGroup is the port group every switch has and adapters join
+// unless told otherwise.
+const DefaultPortGroup = "default"
+
+// TCPLinkName is the name of the TCP channel's link.
+const TCPLinkName = "tcp"
+
+// SwitchConfig says how a daemon joins the distributed switch. The zero
+// value joins none: the daemon then serves its own host only (memcpy, and
+// RoCEv2 to peers addressed by hand).
+type SwitchConfig struct {
+	Enable bool
+	Name   string // the switch; "" = DefaultSwitch
+
+	// Endpoints are the etcd client URLs of an existing cluster; none
+	// runs an etcd member inside the daemon (Embed, EtcdDir).
+	Endpoints []string
+	TLS       *tls.Config // client TLS towards Endpoints
+	Embed     fabric.EmbedOptions
+	// EtcdDir holds the embedded member's data: "" = StateDir/etcd, or a
+	// temporary directory removed at Close when there is no StateDir.
+	EtcdDir string
+
+	SMPriority int // the subnet manager's election priority, 0..15 (OpenSM's)
+
+	// TCPListen is where the TCP channel listens: "" = ":4792".
+	TCPListen string
+	// TCPAddrs are the host addresses the TCP channel answers for (and
+	// the GIDs the adapters get from it); none = every address of the
+	// host's interfaces that are up, loopback last.
+	TCPAddrs []netip.Addr
+	TCPTLS   *tls.Config
+
+	HostTTL time.Duration // the host record's lease (0: fabric.DefaultHostTTL)
+	Grace   time.Duration // how long a vanished host may come back (0: fabric.DefaultGrace)
+}
+
+// swState is the daemon's membership of the switch.
+type swState struct {
+	d      *Daemon
+	cfg    SwitchConfig
+	emb    *fabric.Embedded
+	tmpDir string
+	store  *fabric.EtcdStore
+	fab    *fabric.Fabric
+	sess   fabric.Session
+	cand   *fabric.Candidacy
+	tcp    *tcplink.Link
+	ident  fabric.Identity
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	hosts   map[string]fabric.Host // every live host, this one included
+	told    map[string]string      // the fallback last logged per host
+	regMu   sync.Mutex             // serialises host record writes
+	routes  atomic.Pointer[routeTable]
+	fallbck atomic.Uint64 // connections that took tcp because a host has no RDMA uplink
+	gone    atomic.Uint64 // hosts reported gone
+}
+
+// startSwitch joins (or, embedded, creates) the switch: the store, the
+// TCP channel, the host record under the daemon's lease, the subnet
+// manager's candidacy and the watch on the other hosts.
+func (d *Daemon) startSwitch() error {
+	cfg := d.cfg.Switch
+	if cfg.Name == "" {
+		cfg.Name = DefaultSwitch
+	}
+	if cfg.SMPriority < 0 || cfg.SMPriority > fabric.MaxPriority {
+		return fmt.Errorf("switch: subnet manager priority %d: give one between 0 and %d", cfg.SMPriority, fabric.MaxPriority)
+	}
+	if cfg.HostTTL == 0 {
+		cfg.HostTTL = fabric.DefaultHostTTL
+	}
+	ident, err := fabric.LocalIdentity()
+	if err != nil {
+		return fmt.Errorf("switch: %w", err)
+	}
+	sw := &swState{d: d, cfg: cfg, ident: ident, hosts: map[string]fabric.Host{}, told: map[string]string{}}
+	sw.routes.Store(&routeTable{})
+	sw.ctx, sw.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			sw.close()
+		}
+	}()
+	if err := sw.openStore(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 30*time.Second)
+	defer cancel()
+	if sw.fab, err = fabric.New(sw.store, cfg.Name); err != nil {
+		return fmt.Errorf("switch %q: %w", cfg.Name, err)
+	}
+	if _, err := sw.fab.Init(ctx, fabric.Switch{Name: cfg.Name}); err != nil {
+		return fmt.Errorf("switch %q: %w", cfg.Name, err)
+	}
+	if _, err := sw.fab.PortGroup(ctx, DefaultPortGroup); errors.Is(err, fabric.ErrNotFound) {
+		if err := sw.fab.PutPortGroup(ctx, fabric.PortGroup{Name: DefaultPortGroup}); err != nil {
+			return fmt.Errorf("switch %q: create port group %s: %w", cfg.Name, DefaultPortGroup, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("switch %q: %w", cfg.Name, err)
+	}
+	if err := sw.openTCP(); err != nil {
+		return err
+	}
+	if sw.sess, err = sw.store.NewSession(ctx, cfg.HostTTL); err != nil {
+		return fmt.Errorf("switch %q: lease for the host record: %w", cfg.Name, err)
+	}
+	if err := sw.register(ctx); err != nil {
+		return err
+	}
+	hosts, err := sw.fab.WatchHosts(sw.ctx, fabric.LivenessOptions{Grace: cfg.Grace})
+	if err != nil {
+		return fmt.Errorf("switch %q: watch hosts: %w", cfg.Name, err)
+	}
+	sw.wg.Add(2)
+	go sw.followHosts(hosts)
+	go sw.followLinks()
+	if sw.cand, err = sw.fab.Campaign(sw.ctx, sw.sess, d.cfg.HostName, cfg.SMPriority, fabric.SMConfig{}); err != nil {
+		return fmt.Errorf("switch %q: subnet manager candidacy: %w", cfg.Name, err)
+	}
+	d.sw = sw
+	d.host.SetRouter(sw.route)
+	d.publishInstances()
+	ok = true
+	return nil
+}
+
+// openStore starts the embedded member or dials the cluster.
+func (sw *swState) openStore() error {
+	cfg, d := sw.cfg, sw.d
+	var err error
+	if len(cfg.Endpoints) > 0 {
+		if sw.store, err = fabric.Dial(cfg.Endpoints, cfg.TLS); err != nil {
+			return fmt.Errorf("switch: %w (check --etcd-endpoints and the TLS options)", err)
+		}
+		return nil
+	}
+	dir := cfg.EtcdDir
+	if dir == "" && d.cfg.StateDir != "" {
+		dir = filepath.Join(d.cfg.StateDir, "etcd")
+	}
+	if dir == "" {
+		if sw.tmpDir, err = os.MkdirTemp("", "vrdma-etcd-"); err != nil {
+			return fmt.Errorf("switch: directory for the embedded etcd: %w", err)
+		}
+		dir = sw.tmpDir
+	}
+	if sw.emb, err = fabric.StartEmbedded(dir, cfg.Embed); err != nil {
+		return fmt.Errorf("switch: embedded etcd in %s: %w (give --state-dir a directory you may write, or --etcd-endpoints of a running cluster)", dir, err)
+	}
+	if sw.store, err = fabric.Dial(sw.emb.Endpoints(), nil); err != nil {
+		return fmt.Errorf("switch: embedded etcd: %w", err)
+	}
+	return nil
+}
+
+// openTCP opens the TCP channel and attaches it as a link.
+func (sw *swState) openTCP() error {
+	addrs := sw.cfg.TCPAddrs
+	if len(addrs) == 0 {
+		var err error
+		if addrs, err = hostAddrs(); err != nil {
+			return fmt.Errorf("switch: the host's addresses for the TCP channel: %w", err)
+		}
+	}
+	l, err := tcplink.Open(tcplink.Config{Name: TCPLinkName, Addrs: addrs, Listen: sw.cfg.TCPListen,
+		Peers: sw.peerEndpoint, TLS: sw.cfg.TCPTLS, Logger: sw.d.log})
+	if err != nil {
+		return fmt.Errorf("switch: TCP channel: %w (give --tcp-listen another address, or stop what holds the port)", err)
+	}
+	if err := sw.d.AttachLink(l); err != nil {
+		l.Close()
+		return fmt.Errorf("switch: TCP channel: %w", err)
+	}
+	sw.tcp = l
+	return nil
+}
+
+// hostAddrs lists the addresses of the interfaces that are up, loopback
+// only if there is no other; link-local IPv6 ones (which need a zone) are
+// left out.
+func hostAddrs() ([]netip.Addr, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var global, loop []netip.Addr
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			pfx, err := netip.ParsePrefix(a.String())
+			if err != nil {
+				continue
+			}
+			ip := pfx.Addr()
+			switch {
+			case ip.IsLinkLocalUnicast() || ip.IsMulticast():
+			case ip.IsLoopback():
+				loop = append(loop, ip)
+			default:
+				global = append(global, ip)
+			}
+		}
+	}
+	// Loopback is this host's only when the host has nothing else: other
+	// hosts have it too.
+	if len(global) > 0 {
+		return global, nil
+	}
+	if len(loop) == 0 {
+		return nil, errors.New("no interface is up with an address: bring one up, or give --tcp-addr")
+	}
+	return loop, nil
+}
+
+// hostRecord describes this host as it is now.
+func (sw *swState) hostRecord() fabric.Host {
+	d := sw.d
+	h := fabric.Host{Name: d.cfg.HostName, Identity: sw.ident}
+	for _, g := range sw.tcp.GIDs() {
+		a := netip.AddrFrom16(g).Unmap()
+		if !a.IsLinkLocalUnicast() {
+			h.Addrs = append(h.Addrs, a.String())
+		}
+	}
+	d.links.mu.Lock()
+	names := make([]string, 0, len(d.links.m))
+	for n := range d.links.m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e := d.links.m[n]
+		u := fabric.Uplink{Name: n, Kind: fabric.UplinkRXE, RoCEVersion: 2, State: fabric.UplinkDown, MTU: 1024}
+		if e.l != nil {
+			u.State = fabric.UplinkUp
+			u.MTU = e.l.ActiveMTU().Bytes()
+			for _, g := range e.l.GIDs() {
+				u.GIDs = append(u.GIDs, netip.AddrFrom16(g).String())
+			}
+		}
+		if len(u.GIDs) == 0 {
+			u.State = fabric.UplinkDown
+		}
+		h.Uplinks = append(h.Uplinks, u)
+	}
+	d.links.mu.Unlock()
+	// The TCP channel answers for h.Addrs; the record keeps RoCE fields
+	// for RoCE uplinks.
+	h.Uplinks = append(h.Uplinks, fabric.Uplink{Name: TCPLinkName, Kind: fabric.UplinkTCP, State: fabric.UplinkUp})
+	h.TCPEndpoint = sw.tcpEndpoint()
+	return h
+}
+
+// tcpEndpoint is the TCP channel's address as peers should dial it.
+func (sw *swState) tcpEndpoint() string {
+	port := tcplink.DefaultPort
+	if ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String()); err == nil {
+		port = int(ap.Port())
+	}
+	ip := netip.MustParseAddr("127.0.0.1")
+	if addrs := sw.cfg.TCPAddrs; len(addrs) > 0 {
+		ip = addrs[0]
+	} else if addrs, err := hostAddrs(); err == nil {
+		ip = addrs[0]
+	}
+	if ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String()); err == nil && !ap.Addr().IsUnspecified() {
+		ip = ap.Addr()
+	}
+	return net.JoinHostPort(ip.Unmap().String(), strconv.Itoa(port))
+}
+
+// register puts (or replaces) the host record under the lease.
+func (sw *swState) register(ctx context.Context) error {
+	sw.regMu.Lock()
+	defer sw.regMu.Unlock()
+	if err := sw.fab.RegisterHost(ctx, sw.hostRecord(), sw.sess); err != nil {
+		return fmt.Errorf("switch %q: %w", sw.cfg.Name, err)
+	}
+	return nil
+}
+
+// linksChanged publishes the host's uplinks after `vrdma link add|delete`.
+func (d *Daemon) linksChanged() {
+	sw := d.sw
+	if sw == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	defer cancel()
+	if err := sw.register(ctx); err != nil {
+		d.log.Warn("could not publish the host's links", "err", err)
+	}
+}
+
+// followLinks republishes the host record when its links change without a
+// command: a link restored when its interface appears, addresses that
+// come and go.
+func (sw *swState) followLinks() {
+	defer sw.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last, _ := json.Marshal(sw.hostRecord())
+	for {
+		select {
+		case <-sw.ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, _ := json.Marshal(sw.hostRecord())
+		if bytes.Equal(cur, last) {
+			continue
+		}
+		last = cur
+		ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+		if err := sw.register(ctx); err != nil && sw.ctx.Err() == nil {
+			sw.d.log.Warn("could not publish the host's links", "err", err)
+		}
+		cancel()
+	}
+}
+
+// followHosts keeps the host table and the routes current, and fails the
+// QPs of hosts that left.
+func (sw *swState) followHosts(ch <-chan fabric.HostEvent) {
+	defer sw.wg.Done()
+	for ev := range ch {
+		if ev.Err != nil {
+			if sw.ctx.Err() == nil {
+				sw.d.log.Warn("switch: the watch on hosts ended", "err", ev.Err)
+			}
+			continue
+		}
+		sw.mu.Lock()
+		switch ev.Type {
+		case fabric.HostJoined, fabric.HostUpdated:
+			sw.hosts[ev.Host.Name] = ev.Host
+		case fabric.HostGone:
+			if cur, ok := sw.hosts[ev.Host.Name]; ok && cur.Identity.SameHost(ev.Host.Identity) {
+				delete(sw.hosts, ev.Host.Name)
+			}
+		}
+		sw.rebuildLocked()
+		sw.mu.Unlock()
+		if ev.Type == fabric.HostGone && ev.Host.Name != sw.d.cfg.HostName {
+			sw.gone.Add(1)
+			gids := hostGIDs(ev.Host)
+			n := sw.d.host.FailPeers(func(a netip.Addr) bool { return gids[a.As16()] }, fmt.Sprintf("host %s left the switch (its daemon stopped or lost etcd)", ev.Host.Name))
+			sw.d.log.Info("host left the switch", "host", ev.Host.Name, "qps_failed", n)
+		}
+	}
+}
+
+// closeWait bounds how long leaving the switch may take: without quorum
+// (the other etcd members gone) etcd calls would wait for ever.
+const closeWait = 5 * time.Second
+
+// close leaves the switch: the candidacy, the host record, the TCP
+// channel, the store and the embedded member. What etcd does not finish
+// within closeWait is abandoned: the lease then ends by itself.
+func (sw *swState) close() {
+	sw.d.host.SetRouter(nil)
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		if sw.cand != nil {
+			sw.cand.Close()
+		}
+		if sw.sess != nil && sw.fab != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = sw.fab.DeregisterHost(ctx, sw.d.cfg.HostName)
+			cancel()
+			_ = sw.sess.Close()
+		}
+	}()
+	select {
+	case <-left:
+	case <-time.After(closeWait):
+		sw.d.log.Warn("switch: leaving took too long (has etcd lost quorum?): the host record goes when its lease ends")
+	}
+	sw.cancel()
+	sw.wg.Wait()
+	if sw.tcp != nil {
+		_ = sw.d.host.RemoveLink(TCPLinkName)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if sw.store != nil {
+			_ = sw.store.Close()
+		}
+		if sw.emb != nil {
+			_ = sw.emb.Close()
+		}
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(closeWait):
+		sw.d.log.Warn("switch: the etcd member did not stop in time")
+	}
+	if sw.tmpDir != "" {
+		_ = os.RemoveAll(sw.tmpDir)
+	}
+}

@@ -1,0 +1,78 @@
+package proto
+
+// The distributed switch's commands (switch_show, portgroup_*, host_list,
+// path). The types mirror the switch's records without importing them, so
+// that the library does not link the etcd client.
+
+// SwitchInfo is what `vrdma switch show` prints.
+type SwitchInfo struct {
+	Name       string   `json:"name"`
+	Endpoints  []string `json:"endpoints"`
+	Embedded   bool     `json:"embedded"`
+	Host       string   `json:"host"`    // this daemon's host
+	SMHost     string   `json:"sm_host"` // the subnet manager's holder ("" while none)
+	SMPriority int      `json:"sm_prio"` // its priority
+	Role       string   `json:"role"`    // this daemon's: "master", "standby", ...
+	Hosts      int      `json:"hosts"`   // live hosts
+	PortGroups int      `json:"portgroups"`
+	Instances  int      `json:"instances"`
+	Fallbacks  uint64   `json:"fallbacks"`  // connections this host sent over tcp for want of an RDMA uplink
+	HostsGone  uint64   `json:"hosts_gone"` // hosts this daemon saw leave
+	SMReport   string   `json:"sm_report,omitempty"`
+}
+
+// PortGroupSpec is a port group of the switch.
+type PortGroupSpec struct {
+	Name string `json:"name"`
+	VLAN uint16 `json:"vlan"`
+	PCP  uint8  `json:"pcp"`
+	DSCP uint8  `json:"dscp"`
+	MTU  int    `json:"mtu,omitempty"`
+	PKey uint16 `json:"pkey,omitempty"`
+	// Adapters counts the adapters attached (list only).
+	Adapters int `json:"adapters,omitempty"`
+}
+
+type PortGroupListResp struct {
+	PortGroups []PortGroupSpec `json:"portgroups"`
+}
+
+// UplinkInfo is one uplink of a host record.
+type UplinkInfo struct {
+	Name  string   `json:"name"`
+	Kind  string   `json:"kind"` // "rxe" or "tcp"
+	State string   `json:"state"`
+	MTU   int      `json:"mtu,omitempty"`
+	GIDs  []string `json:"gids,omitempty"`
+}
+
+// HostInfo is a live host as `vrdma host show` prints it.
+type HostInfo struct {
+	Name        string       `json:"name"`
+	Identity    string       `json:"identity"`
+	Addrs       []string     `json:"addrs,omitempty"`
+	Uplinks     []UplinkInfo `json:"uplinks,omitempty"`
+	TCPEndpoint string       `json:"tcp_endpoint,omitempty"`
+	SM          bool         `json:"sm,omitempty"`
+	Self        bool         `json:"self,omitempty"`
+	// Path is how this daemon's adapters reach the host's, and why.
+	Path string `json:"path,omitempty"`
+}
+
+type HostListResp struct {
+	Hosts []HostInfo `json:"hosts"`
+}
+
+// PathReq names two adapters as INSTANCE/vrdmaN (or INSTANCE for vrdma0).
+type PathReq struct {
+	A string `json:"a"`
+	B string `json:"b"`
+}
+
+// PathResp is the path between two adapters and why.
+type PathResp struct {
+	Kind   string `json:"kind"` // "memcpy", "rdma" or "tcp"
+	Reason string `json:"reason"`
+	HostA  string `json:"host_a"`
+	HostB  string `json:"host_b"`
+}

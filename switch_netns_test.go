@@ -1,0 +1,321 @@
+package vrdma_test
+
+// Three hosts as network namespaces on one switch, each daemon running one
+// member of a three-member etcd cluster: a and b have a Soft-RoCE link, c
+// has none. Path selection, per-path counters, a host that dies and comes
+// back, a link added to c, the subnet manager moving when its holder dies.
+// Needs root; skipped otherwise.
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/netns"
+)
+
+// switchHost is one namespace host on the switch.
+type switchHost struct {
+	name string
+	h    *netns.Host
+	d    *netns.Daemon
+	dir  string // its etcd member's data, kept across restarts
+	prio int
+}
+
+func (s *switchHost) start(t *testing.T, cluster string) {
+	t.Helper()
+	ip := s.h.IPv4.String()
+	s.d = s.h.StartDaemon(t, "--host-name", s.name, "--sm-priority", fmt.Sprint(s.prio),
+		"--etcd-name", s.name, "--etcd-dir", s.dir,
+		"--etcd-client-url", "http://"+ip+":2379", "--etcd-peer-url", "http://"+ip+":2380",
+		"--etcd-initial-cluster", cluster, "-v")
+}
+
+func (s *switchHost) admin(t *testing.T) *vrdma.Admin {
+	t.Helper()
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: s.d.Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm
+}
+
+// eventually retries cond until it is true, failing after limit (a hang
+// guard, not a timing assertion).
+func eventually(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not so after %v: %s", what, limit, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hostPaths returns, as host a's daemon sees it, each live host's path.
+func hostPaths(t *testing.T, s *switchHost) map[string]string {
+	adm := s.admin(t)
+	defer adm.Close()
+	hosts, err := adm.Hosts()
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	out := map[string]string{}
+	for _, h := range hosts {
+		out[h.Name] = h.Path
+	}
+	return out
+}
+
+// openOn creates instance name on s and opens its vrdma0.
+func openOn(t *testing.T, s *switchHost, name string) *vrdma.Device {
+	t.Helper()
+	adm := s.admin(t)
+	_, err := adm.CreateInstance(vrdma.InstanceSpec{Name: name, Adapters: 1})
+	adm.Close()
+	if err != nil {
+		t.Fatalf("create %s on %s: %v", name, s.name, err)
+	}
+	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: s.d.Socket, Instance: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+// crossPair connects a QP on x to one on y, each with its own GID index.
+func crossPair(t *testing.T, x, y *vrdma.Device, typ vrdma.QPType, gx, gy vrdma.GID) (a, b *side) {
+	t.Helper()
+	a = newSide(t, x, qpSpec{typ: typ})
+	b = newSide(t, y, qpSpec{typ: typ})
+	ix, iy := gidIndexOf(t, x, gx), gidIndexOf(t, y, gy)
+	a.gid, b.gid = gx, gy
+	ea, _ := a.qp.Endpoint(ix)
+	eb, _ := b.qp.Endpoint(iy)
+	o := vrdma.DefaultConnectOptions()
+	o.Timeout, o.MinRNRTimer, o.RetryCnt = 10, 1, 7
+	o.PathMTU = vrdma.MTU1024 // both ends must agree: the veth's, what a CM would pick
+	o.GIDIndex = uint8(ix)
+	if err := a.qp.Connect(eb, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.GIDIndex = uint8(iy)
+	if err := b.qp.Connect(ea, &o); err != nil {
+		t.Fatal(err)
+	}
+	if typ == vrdma.UD {
+		a.ah = newAHIndex(t, a, b.gid, uint8(ix))
+		b.ah = newAHIndex(t, b, a.gid, uint8(iy))
+	}
+	return a, b
+}
+
+type pathCount struct{ memcpy, rdma, tcp uint64 }
+
+func pathsOf(t *testing.T, dev *vrdma.Device) pathCount {
+	t.Helper()
+	p, err := dev.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pathCount{p.Counters.PathMemcpy, p.Counters.PathRDMA, p.Counters.PathTCP}
+}
+
+// expectPath runs the RC workload (every RC opcode) and UD datagrams from
+// x to y and checks that they took path.
+func expectPath(t *testing.T, x, y *vrdma.Device, gx, gy vrdma.GID, path string) {
+	t.Helper()
+	before := pathsOf(t, x)
+	a, b := crossPair(t, x, y, vrdma.RC, gx, gy)
+	rcWorkload(t, a, b, 5)
+	if path != "memcpy" {
+		u, v := crossPair(t, x, y, vrdma.UD, gx, gy)
+		for i := uint64(0); i < 3; i++ {
+			src := fill(u.mr.Bytes()[srcOff:srcOff+900], byte(i))
+			postRecv(t, v.qp, recvWR(i, v.mr.SGE(recvOff, grhLen+900)))
+			post(t, u.qp, u.sendTo(vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{u.mr.SGE(srcOff, 900)}}, v))
+			checkWC(t, pollOne(t, u.scq), sendWC(u, i, vrdma.WCSend, 900))
+			pollOne(t, v.rcq)
+			expectBytes(t, "UD SEND over "+path, v.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+900], src)
+		}
+	}
+	after := pathsOf(t, x)
+	d := pathCount{after.memcpy - before.memcpy, after.rdma - before.rdma, after.tcp - before.tcp}
+	var took, others uint64
+	switch path {
+	case "memcpy":
+		took, others = d.memcpy, d.rdma+d.tcp
+	case "rdma":
+		took, others = d.rdma, d.memcpy+d.tcp
+	case "tcp":
+		took, others = d.tcp, d.memcpy+d.rdma
+	}
+	if took < 30 || others != 0 {
+		t.Fatalf("path counters moved by %+v: want at least 30 messages by %s and none by another path", d, path)
+	}
+}
+
+func TestSwitchThreeHosts(t *testing.T) {
+	netns.Require(t)
+	top := netns.New(t, 3)
+	hosts := []*switchHost{
+		{name: "a", h: top.Hosts[0], prio: 3},
+		{name: "b", h: top.Hosts[1], prio: 2},
+		{name: "c", h: top.Hosts[2], prio: 1},
+	}
+	var members []string
+	for _, s := range hosts {
+		s.dir = filepath.Join(t.TempDir(), "etcd")
+		members = append(members, s.name+"=http://"+s.h.IPv4.String()+":2380")
+	}
+	cluster := strings.Join(members, ",")
+	for _, s := range hosts {
+		s.start(t, cluster)
+	}
+	a, b, c := hosts[0], hosts[1], hosts[2]
+	topT := t // daemons restarted in subtests live until the test ends
+	a.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", a.h.Iface)
+	b.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", b.h.Iface)
+
+	eventually(t, 60*time.Second, "a sees b by rdma and c by tcp", func() (bool, string) {
+		p := hostPaths(t, a)
+		return strings.HasPrefix(p["b"], "rdma:") && strings.HasPrefix(p["c"], "tcp:") && len(p) == 3, fmt.Sprint(p)
+	})
+	if p := hostPaths(t, c); !strings.HasPrefix(p["a"], "tcp:") || !strings.Contains(p["a"], "host c has no RDMA uplink") {
+		t.Fatalf("c's view of a: %q; want tcp because host c has no RDMA uplink", p["a"])
+	}
+
+	a1, a2 := openOn(t, a, "a1"), openOn(t, a, "a2")
+	b1, c1 := openOn(t, b, "b1"), openOn(t, c, "c1")
+	ga, gb, gc := vrdma.GID(a.h.IPv4.As16()), vrdma.GID(b.h.IPv4.As16()), vrdma.GID(c.h.IPv4.As16())
+
+	t.Run("vrdma path", func(t *testing.T) {
+		adm := b.admin(t) // any host answers for the whole switch
+		defer adm.Close()
+		for _, x := range []struct{ a, b, kind, reason string }{
+			{"a1", "a2/vrdma0", "memcpy", "same host a"},
+			{"a1", "b1", "rdma", "hosts a (rxe0) and b (rxe0) both have an RDMA uplink on port group default"},
+			{"c1", "a1", "tcp", "host c has no RDMA uplink on port group default"},
+			{"a1", "c1", "tcp", "host c has no RDMA uplink on port group default"},
+		} {
+			p, err := adm.Path(x.a, x.b)
+			if err != nil {
+				t.Fatalf("path %s %s: %v", x.a, x.b, err)
+			}
+			if p.Kind != x.kind || p.Reason != x.reason {
+				t.Errorf("path %s %s = %s: %s; want %s: %s", x.a, x.b, p.Kind, p.Reason, x.kind, x.reason)
+			}
+		}
+		if _, err := adm.Path("a1", "nosuch"); err == nil || !strings.Contains(err.Error(), "vm show") {
+			t.Errorf("path to a missing instance: %v; want an error pointing at `vrdma vm show`", err)
+		}
+	})
+
+	t.Run("a-a memcpy", func(t *testing.T) { expectPath(t, a1, a2, ga, ga, "memcpy") })
+	t.Run("a-b rdma", func(t *testing.T) { expectPath(t, a1, b1, ga, gb, "rdma") })
+	t.Run("a-c tcp", func(t *testing.T) { expectPath(t, a1, c1, ga, gc, "tcp") })
+	t.Run("c-a tcp", func(t *testing.T) { expectPath(t, c1, a1, gc, ga, "tcp") })
+
+	t.Run("c dies", func(t *testing.T) {
+		x, _ := crossPair(t, a1, c1, vrdma.RC, ga, gc)
+		statsB := daemonStats(t, b)
+		c.d.Kill(t)
+		ev := waitEventFor(t, a1, 30*time.Second, vrdma.EventQPFatal, qpEvent(x.qp))
+		if !strings.Contains(ev.Reason, "host c left") {
+			t.Errorf("event reason %q; want it to name host c", ev.Reason)
+		}
+		expectState(t, x.qp, vrdma.QPSErr)
+		// The switch keeps working on two of its three etcd members.
+		eventually(t, 30*time.Second, "a sees only a and b", func() (bool, string) {
+			p := hostPaths(t, a)
+			_, hasC := p["c"]
+			return len(p) == 2 && !hasC, fmt.Sprint(p)
+		})
+		if got := daemonStats(t, b); got != statsB {
+			t.Errorf("b's objects changed from %+v to %+v while c died", statsB, got)
+		}
+		u, v := crossPair(t, a1, b1, vrdma.RC, ga, gb)
+		rcWorkload(t, u, v, 3)
+	})
+
+	t.Run("c comes back", func(t *testing.T) {
+		c.start(topT, cluster)
+		eventually(t, 60*time.Second, "a sees c again", func() (bool, string) {
+			p := hostPaths(t, a)
+			return strings.HasPrefix(p["c"], "tcp:"), fmt.Sprint(p)
+		})
+		c1 = openOn(topT, c, "c1")
+		expectPath(t, a1, c1, ga, gc, "tcp")
+	})
+
+	t.Run("c gets a link", func(t *testing.T) {
+		c.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", c.h.Iface)
+		eventually(t, 30*time.Second, "a reaches c by rdma", func() (bool, string) {
+			p := hostPaths(t, a)
+			return strings.HasPrefix(p["c"], "rdma:"), fmt.Sprint(p)
+		})
+		expectPath(t, a1, c1, ga, gc, "rdma")
+	})
+
+	t.Run("subnet manager moves", func(t *testing.T) {
+		smOf := func(s *switchHost) (string, string) {
+			adm := s.admin(t)
+			defer adm.Close()
+			info, err := adm.Switch()
+			if err != nil {
+				return "", err.Error()
+			}
+			return info.SMHost, fmt.Sprintf("%+v", info)
+		}
+		eventually(t, 30*time.Second, "a holds the subnet manager", func() (bool, string) {
+			h, why := smOf(b)
+			return h == "a", why
+		})
+		a.d.Kill(t)
+		eventually(t, 60*time.Second, "b holds the subnet manager", func() (bool, string) {
+			h, why := smOf(c)
+			return h == "b", why
+		})
+		expectPath(t, b1, c1, gb, gc, "rdma")
+	})
+}
+
+func daemonStats(t *testing.T, s *switchHost) vrdma.DaemonStats {
+	t.Helper()
+	adm := s.admin(t)
+	defer adm.Close()
+	st, err := adm.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Sessions = 0 // this connection
+	return st
+}
+
+// waitEventFor waits for an async event of type typ that match accepts.
+func waitEventFor(t *testing.T, dev *vrdma.Device, limit time.Duration, typ vrdma.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case ev := <-dev.Events():
+			if ev.Type == typ && match(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %v event within %v", typ, limit)
+		}
+	}
+}
