@@ -5,6 +5,9 @@
 //	anchor wake ITERATIONS        eventfd ping-pong between two threads on two cores, one-way µs
 //	anchor qpmem N                daemon memory per QP for N RC QPs ($VRDMA_SOCKET)
 //	anchor table RESULTS.jsonl    medians per row, as a Markdown table
+//	anchor wiretable RESULTS.jsonl    the same, with the between-hosts targets
+//	anchor tcptable RESULTS.jsonl     the same, with the TCP-channel targets (tcp.go)
+//	anchor topo SOCKET HOST KIND -- CMD...  time from CMD's return until HOST's path is KIND (tcp.go)
 //
 // Every figure is printed as one JSON object on one line, like vrdma perf --json.
 package main
@@ -22,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE")
+		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | topo SOCKET HOST KIND -- CMD...")
 		os.Exit(2)
 	}
 	var err error
@@ -37,6 +40,10 @@ func main() {
 		err = table(os.Args[2], sameHostTargets)
 	case "wiretable":
 		err = table(os.Args[2], wireTargets)
+	case "tcptable":
+		err = table(os.Args[2], tcpTargets)
+	case "topo":
+		err = topo(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

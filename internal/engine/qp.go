@@ -236,10 +236,14 @@ func (q *QP) Path() (path, reason string) {
 	q.procMu.Lock()
 	rm := q.rm
 	var link string
+	tcp := false
 	if rm != nil && rm.wired {
-		link = rm.path.link.Name()
+		link, tcp = rm.path.link.Name(), rm.path.tcp
 	}
 	q.procMu.Unlock()
+	if tcp {
+		return "tcp", "IBTA packets over the TCP channel (link " + link + ")"
+	}
 	if link != "" {
 		return "rdma", "RoCEv2 over link " + link
 	}
