@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -25,7 +26,8 @@ type conn struct {
 	nonce    uint64 // the one our hello carried
 	hello    hello  // the peer's
 	addrs    []netip.Addr
-	p        *peer // the peer it serves, once attached (set under l.mu)
+	p        *peer           // the peer it serves, once attached (set under l.mu)
+	sc       syscall.RawConn // plain TCP: for direct writes (direct.go); nil with TLS
 
 	closeOnce sync.Once
 }
@@ -33,7 +35,8 @@ type conn struct {
 func (l *Link) newConn(nc net.Conn, outgoing bool, dialFor *peer) *conn {
 	var n [8]byte
 	_, _ = rand.Read(n[:])
-	return &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:])}
+	return &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]),
+		sc: rawConnOf(nc, l.cfg.TLS != nil)}
 }
 
 // registerLocked adds c to the connections Close closes; false if the

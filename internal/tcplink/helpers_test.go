@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,9 +44,13 @@ type sink struct {
 	frames [][]byte
 	copy   bool // keep the frames, not only count them
 	n      int
+	hold   atomic.Pointer[chan struct{}] // if set, deliver waits until it is closed
 }
 
 func (s *sink) deliver(f []byte) {
+	if h := s.hold.Load(); h != nil {
+		<-*h
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++

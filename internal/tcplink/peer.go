@@ -28,10 +28,19 @@ type peer struct {
 	toShut        []*conn // connections the writer must end its side of
 	pending       []byte  // frames with their length prefixes, for the writer
 	pendingFrames int
-	state         string
-	since         time.Time
-	connects      int
-	lastErr       error
+	// writing: the writer or a direct write (direct.go) is writing to the
+	// connection; nobody else may start one.
+	writing bool
+	// headConn, if set, is the connection a direct write left a frame half
+	// written on: the first headLen bytes of pending are its rest and go
+	// on that connection only.
+	headConn *conn
+	headLen  int
+	dspare   []byte // the direct writer's spare queue buffer
+	state    string
+	since    time.Time
+	connects int
+	lastErr  error
 }
 
 // newPeerLocked adds a peer and starts its writer; nil if the link is
@@ -185,6 +194,7 @@ func (l *Link) mergeLocked(p, q *peer) *conn {
 	l.peers = slices.DeleteFunc(l.peers, func(x *peer) bool { return x == p })
 	p.mu.Lock()
 	q.mu.Lock()
+	p.dropHead()
 	if len(q.pending)+len(p.pending) <= l.cfg.QueueBytes {
 		q.pending = append(q.pending, p.pending...)
 		q.pendingFrames += p.pendingFrames

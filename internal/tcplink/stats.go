@@ -31,6 +31,11 @@ type Stats struct {
 	// send queue; that were being written when the connection failed.
 	DroppedNoPeer, DroppedQueueFull, DroppedConnLost uint64
 	BadFramesOut                                     uint64 // frames WriteBatch refused as malformed
+
+	// DirectWrites: queues WriteBatch wrote on its own goroutine (direct.go);
+	// DirectShort: of them, those the socket took only part of, the rest
+	// left to the writer.
+	DirectWrites, DirectShort uint64
 }
 
 type counters struct {
@@ -39,6 +44,7 @@ type counters struct {
 	protocolErrors, timeouts, duplicates              atomic.Uint64
 	droppedNoPeer, droppedQueueFull, droppedConnLost  atomic.Uint64
 	badFramesOut                                      atomic.Uint64
+	directWrites, directShort                         atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -50,6 +56,7 @@ func (c *counters) snapshot() Stats {
 		Timeouts: c.timeouts.Load(), Duplicates: c.duplicates.Load(),
 		DroppedNoPeer: c.droppedNoPeer.Load(), DroppedQueueFull: c.droppedQueueFull.Load(),
 		DroppedConnLost: c.droppedConnLost.Load(), BadFramesOut: c.badFramesOut.Load(),
+		DirectWrites: c.directWrites.Load(), DirectShort: c.directShort.Load(),
 	}
 }
 

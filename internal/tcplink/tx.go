@@ -28,8 +28,7 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 	)
 	unlock := func() {
 		if p != nil {
-			p.mu.Unlock()
-			p.signal()
+			p.flush() // unlocks
 			p = nil
 		}
 	}

@@ -45,11 +45,21 @@ func (p *peer) run() {
 		c := p.conn
 		var out []byte
 		frames := 0
-		if c != nil && len(p.pending) > 0 {
+		busy := p.writing // a direct write is under way: it wakes us after
+		if c != nil && p.headConn != nil && p.headConn != c {
+			p.dropHead() // its connection is gone, and the frame with it
+		}
+		if c != nil && len(p.pending) > 0 && !busy {
 			out, p.pending = p.pending, spare[:0]
 			frames, p.pendingFrames = p.pendingFrames, 0
+			p.headConn, p.headLen = nil, 0
+			p.writing = true
 		}
 		needConn := c == nil && len(p.pending) > 0
+		keepAlive := c != nil && out == nil && !busy && time.Since(lastWrite) >= l.cfg.KeepAlive
+		if keepAlive {
+			p.writing = true
+		}
 		p.mu.Unlock()
 
 		for _, x := range shut {
@@ -65,7 +75,9 @@ func (p *peer) run() {
 		switch {
 		case out != nil:
 			_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
-			if _, err := c.nc.Write(out); err != nil {
+			_, err := c.nc.Write(out)
+			p.doneWriting()
+			if err != nil {
 				l.stats.droppedConnLost.Add(uint64(frames))
 				c.close(err)
 			} else {
@@ -92,17 +104,19 @@ func (p *peer) run() {
 			dialing = l.goRunLocked(func() { dialDone <- p.dial() })
 			l.mu.Unlock()
 			timer.Stop()
-		case c != nil:
-			idle := now.Sub(lastWrite)
-			if idle >= l.cfg.KeepAlive {
-				_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
-				if _, err := c.nc.Write(keepalive[:]); err != nil {
-					c.close(err)
-				}
-				lastWrite = now
-				continue
+		case keepAlive:
+			_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
+			_, err := c.nc.Write(keepalive[:])
+			p.doneWriting()
+			if err != nil {
+				c.close(err)
 			}
-			timer.Reset(l.cfg.KeepAlive - idle)
+			lastWrite = now
+			continue
+		case c != nil && !busy:
+			timer.Reset(max(l.cfg.KeepAlive-now.Sub(lastWrite), time.Millisecond))
+		case c != nil:
+			timer.Reset(l.cfg.KeepAlive) // the direct write wakes us when it is done
 		default:
 			timer.Stop()
 		}
@@ -139,6 +153,7 @@ func (p *peer) failed(err error) {
 	if p.conn == nil {
 		dropped = p.pendingFrames
 		p.pending, p.pendingFrames = p.pending[:0], 0
+		p.headConn, p.headLen = nil, 0
 		p.setState("backoff")
 	}
 	p.lastErr = err
