@@ -58,10 +58,14 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 	if l, err := sw.fab.Leader(ctx); err == nil {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
-	info.Role = sw.cand.Role().String()
-	if info.Role == fabric.Leader.String() {
-		info.SMReport = sw.cand.LastReport().String()
+	info.Role = "none (standing again after a lost lease)"
+	if cand := sw.candidacy(); cand != nil {
+		info.Role = cand.Role().String()
+		if cand.Role() == fabric.Leader {
+			info.SMReport = cand.LastReport().String()
+		}
 	}
+	info.LeaseLost = sw.leaseLost.Load()
 	hosts, err := sw.fab.Hosts(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)

@@ -85,6 +85,9 @@ type swState struct {
 	routes  atomic.Pointer[routeTable]
 	fallbck atomic.Uint64 // connections that took tcp because a host has no RDMA uplink
 	gone    atomic.Uint64 // hosts reported gone
+	// leaseLost counts the times this host's lease ended under it
+	// (switch_lease.go); sess and cand are guarded by regMu.
+	leaseLost atomic.Uint64
 }
 
 // startSwitch joins (or, embedded, creates) the switch: the store, the
@@ -151,6 +154,8 @@ func (d *Daemon) startSwitch() error {
 	if sw.cand, err = sw.fab.Campaign(sw.ctx, sw.sess, d.cfg.HostName, cfg.SMPriority, fabric.SMConfig{}); err != nil {
 		return fmt.Errorf("switch %q: subnet manager candidacy: %w", cfg.Name, err)
 	}
+	sw.wg.Add(1)
+	go sw.keepLease()
 	d.sw = sw
 	d.host.SetRouter(sw.route)
 	d.publishInstances()
@@ -402,14 +407,17 @@ func (sw *swState) close() {
 	left := make(chan struct{})
 	go func() {
 		defer close(left)
-		if sw.cand != nil {
-			sw.cand.Close()
+		sw.regMu.Lock()
+		cand, sess := sw.cand, sw.sess
+		sw.regMu.Unlock()
+		if cand != nil {
+			cand.Close()
 		}
-		if sw.sess != nil && sw.fab != nil {
+		if sess != nil && sw.fab != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_ = sw.fab.DeregisterHost(ctx, sw.d.cfg.HostName)
 			cancel()
-			_ = sw.sess.Close()
+			_ = sess.Close()
 		}
 	}()
 	select {

@@ -19,6 +19,7 @@ type SwitchInfo struct {
 	Fallbacks  uint64   `json:"fallbacks"`  // connections this host sent over tcp for want of an RDMA uplink
 	HostsGone  uint64   `json:"hosts_gone"` // hosts this daemon saw leave
 	SMReport   string   `json:"sm_report,omitempty"`
+	LeaseLost  uint64   `json:"lease_lost"` // times this host's lease ended and it registered again
 }
 
 // PortGroupSpec is a port group of the switch.
