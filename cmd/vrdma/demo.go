@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vrdma/vrdma"
@@ -74,7 +75,60 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	s1, s2 := hosts[0].Host().WireStats(""), hosts[1].Host().WireStats("")
 	fmt.Fprintf(stdout, "  packets received: %d and %d, every one's ICRC verified (%d failed)\n", s1.RxPackets, s2.RxPackets, s1.ICRC+s2.ICRC)
-	return nil
+	return runDemoSwitch(ctx, stdout, dir)
+}
+
+// runDemoSwitch runs the checks between two daemons on one distributed
+// switch (an etcd embedded in the first) with no RDMA uplink: the switch
+// picks the TCP channel, on loopback.
+func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
+	fmt.Fprintf(stdout, "\ntwo hosts on one switch: daemon A runs an embedded etcd, daemon B joins it; neither has an RDMA uplink\n")
+	var hosts [2]*daemon.Daemon
+	for i := range hosts {
+		sw := daemon.SwitchConfig{Enable: true, HostTag: fmt.Sprint("demo", i+1), TCPListen: fmt.Sprintf("127.0.0.%d:0", i+1),
+			TCPAddrs: []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})}}
+		if i > 0 {
+			sw.Endpoints = hosts[0].SwitchEndpoints()
+		}
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("sw%d.sock", i+1)), HostName: fmt.Sprint("demo-host", i+1),
+			CMListen: daemon.CMListenOff, Switch: sw})
+		if err != nil {
+			return err
+		}
+		go d.Serve()
+		defer d.Close()
+		hosts[i] = d
+	}
+	if err := waitPath(ctx, hosts[0].SocketPath(), "demo-host2", "tcp:"); err != nil {
+		return err
+	}
+	return runDemoPass(ctx, stdout, hosts[0].SocketPath(), hosts[1].SocketPath(), 0)
+}
+
+// waitPath waits until the daemon at sock sees host with a path that
+// starts with prefix, and prints it.
+func waitPath(ctx context.Context, sock, host, prefix string) error {
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	for {
+		hs, err := adm.Hosts()
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if h.Name == host && strings.HasPrefix(h.Path, prefix) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("host %s did not appear on the switch with a %s path: %w", host, prefix, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // runDemoPass runs every check between demo-a (on sockA's daemon) and
@@ -428,6 +482,10 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 	}
 	const n = 1024
 	fill(a.mr.Bytes()[:n], 77)
+	before, err := a.dev.QueryPort(1)
+	if err != nil {
+		return "", err
+	}
 	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 9, SGL: []vrdma.SGE{b.mr.SGE(0, n+40)}}}); err != nil {
 		return "", err
 	}
@@ -449,9 +507,18 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 	if !bytes.Equal(a.mr.Bytes()[:n], b.mr.Bytes()[40:40+n]) {
 		return "", errors.New("datagram bytes differ")
 	}
-	via := "memcpy: same host"
-	if dm.socks["demo-a"] != dm.socks["demo-b"] {
-		via = "rdma: a RoCEv2 datagram over link rxe0"
+	after, err := a.dev.QueryPort(1)
+	if err != nil {
+		return "", err
+	}
+	via := "the path counters did not move"
+	switch c0, c1 := before.Counters, after.Counters; {
+	case c1.PathMemcpy > c0.PathMemcpy:
+		via = "memcpy: same host"
+	case c1.PathRDMA > c0.PathRDMA:
+		via = "rdma: a RoCEv2 datagram"
+	case c1.PathTCP > c0.PathTCP:
+		via = "tcp: a datagram over the TCP channel"
 	}
 	return fmt.Sprintf("%d bytes after the 40-byte GRH, from QPN 0x%x, checked (%s)", n, wc.SrcQP, via), nil
 }

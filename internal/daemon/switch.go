@@ -58,6 +58,11 @@ type SwitchConfig struct {
 	TCPAddrs []netip.Addr
 	TCPTLS   *tls.Config
 
+	// HostTag, if set, is added to this host's identity, so that two
+	// daemons in one network namespace count as two hosts (the demo runs
+	// two in one process); leave it empty on real hosts.
+	HostTag string
+
 	HostTTL time.Duration // the host record's lease (0: fabric.DefaultHostTTL)
 	Grace   time.Duration // how long a vanished host may come back (0: fabric.DefaultGrace)
 }
@@ -107,6 +112,9 @@ func (d *Daemon) startSwitch() error {
 	ident, err := fabric.LocalIdentity()
 	if err != nil {
 		return fmt.Errorf("switch: %w", err)
+	}
+	if cfg.HostTag != "" {
+		ident.NetNS += "+" + cfg.HostTag
 	}
 	sw := &swState{d: d, cfg: cfg, ident: ident, hosts: map[string]fabric.Host{}, told: map[string]string{}}
 	sw.routes.Store(&routeTable{})
@@ -161,6 +169,19 @@ func (d *Daemon) startSwitch() error {
 	d.publishInstances()
 	ok = true
 	return nil
+}
+
+// SwitchEndpoints returns the etcd endpoints the daemon's switch lives on
+// (its embedded member's, or those it joined); nil on no switch.
+func (d *Daemon) SwitchEndpoints() []string {
+	switch sw := d.sw; {
+	case sw == nil:
+		return nil
+	case sw.emb != nil:
+		return sw.emb.Endpoints()
+	default:
+		return sw.cfg.Endpoints
+	}
 }
 
 // openStore starts the embedded member or dials the cluster.
