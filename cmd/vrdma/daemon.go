@@ -38,7 +38,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log,
-		HostName: hostName, Switch: swCfg})
+		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen})
 	if err != nil {
 		return err
 	}

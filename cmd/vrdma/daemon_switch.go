@@ -20,6 +20,7 @@ type daemonSwitchFlags struct {
 	etcdName, etcdClient      *string
 	etcdPeer, etcdInitCluster *string
 	etcdDir                   *string
+	cmListen                  *string
 }
 
 func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
@@ -39,6 +40,7 @@ func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
 		etcdPeer:        fs.String("etcd-peer-url", "", "embedded member: where it talks to the other members"),
 		etcdInitCluster: fs.String("etcd-initial-cluster", "", "embedded member: every member as name=peerURL,... to bootstrap a multi-member cluster"),
 		etcdDir:         fs.String("etcd-dir", "", "embedded member: its data directory (default STATE-DIR/etcd)"),
+		cmListen:        fs.String("cm-listen", "", "address of the connection manager (default :4793; \"off\" for none)"),
 	}
 }
 

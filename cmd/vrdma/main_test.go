@@ -148,4 +148,14 @@ func TestDemoChecksEveryVerb(t *testing.T) {
 	if !strings.Contains(out, "memcpy: same host") || !strings.Contains(out, "REM_ACCESS_ERR") || !strings.Contains(out, "rc_rdma_write_bw") {
 		t.Errorf("demo output lacks the path, the error or the table:\n%s", out)
 	}
+	// Three passes — one host, two over RoCEv2, two on a switch over the
+	// TCP channel — each with every check, each on its path.
+	if n := strings.Count(out, "all 9 checks held"); n != 3 {
+		t.Errorf("%d passes held, want 3:\n%s", n, out)
+	}
+	for _, path := range []string{"path rdma: RoCEv2", "path tcp: IBTA packets over the TCP channel", "(tcp: a datagram over the TCP channel)"} {
+		if !strings.Contains(out, path) {
+			t.Errorf("demo output lacks %q:\n%s", path, out)
+		}
+	}
 }
