@@ -218,6 +218,12 @@ func TestSwitchThreeHosts(t *testing.T) {
 				t.Errorf("path %s %s = %s: %s; want %s: %s", x.a, x.b, p.Kind, p.Reason, x.kind, x.reason)
 			}
 		}
+		all := a.d.Vrdma(t, "vm", "show", "--all")
+		for _, want := range []string{"a1", "a2", "b1", "c1"} {
+			if !strings.Contains(all, want+" ") {
+				t.Errorf("vm show --all on a lacks %s:\n%s", want, all)
+			}
+		}
 		if _, err := adm.Path("a1", "nosuch"); err == nil || !strings.Contains(err.Error(), "vm show") {
 			t.Errorf("path to a missing instance: %v; want an error pointing at `vrdma vm show`", err)
 		}

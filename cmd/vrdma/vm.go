@@ -12,7 +12,7 @@ import (
 
 const (
 	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--file VMX]"
-	vmUsage       = vmCreateUsage + " | vm show [NAME] | vm delete NAME"
+	vmUsage       = vmCreateUsage + " | vm show [NAME] [--all] | vm delete NAME"
 )
 
 // runVM creates, shows and deletes the host's instances; `vrdma vm` alone
@@ -111,7 +111,8 @@ func instanceSummary(i proto.InstanceInfo) string {
 }
 
 func vmShow(args []string, stdout io.Writer) error {
-	fs, socket := newFlagSet("vm show", "vm show [NAME]")
+	fs, socket := newFlagSet("vm show", "vm show [NAME] [--all]")
+	all := fs.Bool("all", false, "every host's instances on the switch, not only this host's")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -120,7 +121,7 @@ func vmShow(args []string, stdout io.Writer) error {
 		return usagef("vm show [NAME]: one name at most, got %q", pos)
 	}
 	var resp proto.ListInstancesResp
-	if err := adminCall(*socket, proto.OpListInstances, nil, &resp); err != nil {
+	if err := adminCall(*socket, proto.OpListInstances, proto.ListInstancesReq{All: *all}, &resp); err != nil {
 		return err
 	}
 	t := newTable(stdout)
@@ -135,11 +136,15 @@ func vmShow(args []string, stdout io.Writer) error {
 		for _, a := range i.Adapters {
 			names = append(names, a.Name)
 		}
-		fmt.Fprintf(t, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%d\t%s\t%s\n", i.Name, orDash(i.Host), len(i.Adapters), instanceAsync(i), i.Native, i.Pin,
-			portGroupOf(i), i.Sessions, orDash(i.TrustGroup), orDash(strings.Join(names, ",")))
+		procs := fmt.Sprint(i.Sessions)
+		if i.Remote {
+			procs = "-" // another host's: its daemon knows
+		}
+		fmt.Fprintf(t, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%s\t%s\n", i.Name, orDash(i.Host), len(i.Adapters), instanceAsync(i), i.Native, i.Pin,
+			portGroupOf(i), procs, orDash(i.TrustGroup), orDash(strings.Join(names, ",")))
 	}
 	if len(pos) == 1 && !found {
-		return fmt.Errorf("no instance %q on this host: `vrdma vm show` lists them", pos[0])
+		return fmt.Errorf("no instance %q here: `vrdma vm show --all` lists the switch's", pos[0])
 	}
 	return t.Flush()
 }

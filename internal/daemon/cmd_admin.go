@@ -66,8 +66,23 @@ func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	return done, nil, nil
 }
 
-func cmdListInstances(s *session, _ []byte, _ []int) (any, []int, error) {
-	return proto.ListInstancesResp{Instances: s.d.listInstances()}, nil, nil
+func cmdListInstances(s *session, body []byte, _ []int) (any, []int, error) {
+	var req proto.ListInstancesReq
+	if len(body) > 0 && string(body) != "null" {
+		var err error
+		if req, err = decode[proto.ListInstancesReq](body); err != nil {
+			return nil, nil, err
+		}
+	}
+	list := s.d.listInstances()
+	if req.All {
+		remote, err := s.d.remoteInstances()
+		if err != nil {
+			return nil, nil, err
+		}
+		list = append(list, remote...)
+	}
+	return proto.ListInstancesResp{Instances: list}, nil, nil
 }
 
 func cmdStats(s *session, _ []byte, _ []int) (any, []int, error) {

@@ -138,3 +138,33 @@ func (d *Daemon) publishInstances() {
 		}
 	}
 }
+
+// remoteInstances lists the instances the switch has on other hosts, from
+// their records (an error on no switch).
+func (d *Daemon) remoteInstances() ([]proto.InstanceInfo, error) {
+	sw := d.sw
+	if sw == nil {
+		return nil, proto.Errorf(proto.CodeState, "this daemon is on no switch, so it knows only its own instances: leave --all out")
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	defer cancel()
+	recs, err := sw.fab.Instances(ctx)
+	if err != nil {
+		return nil, switchErr(err)
+	}
+	var out []proto.InstanceInfo
+	for _, r := range recs {
+		if r.Host == d.cfg.HostName {
+			continue
+		}
+		info := proto.InstanceInfo{Name: r.Name, Host: r.Host, Remote: true}
+		for _, a := range r.Adapters {
+			info.PortGroup = a.PortGroup
+			info.Native = info.Native || a.NativeEndpoint
+			info.Async = info.Async || a.Async
+			info.Adapters = append(info.Adapters, proto.AdapterInfo{Name: fmt.Sprintf("vrdma%d", a.Index), Index: a.Index, MAC: a.MAC, Async: a.Async})
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}

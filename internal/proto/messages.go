@@ -244,8 +244,15 @@ type InstanceInfo struct {
 	Native     bool          `json:"native_endpoints,omitempty"`
 	Async      bool          `json:"async,omitempty"`
 	Pin        bool          `json:"pin,omitempty"`
+	Remote     bool          `json:"remote,omitempty"` // on another host of the switch: from its record
 	Adapters   []AdapterInfo `json:"adapters"`
 	Sessions   int           `json:"sessions"`
+}
+
+// ListInstancesReq: All asks for the instances of every host of the
+// switch, not only this one's (an empty body means this host's).
+type ListInstancesReq struct {
+	All bool `json:"all,omitempty"`
 }
 
 type ListInstancesResp struct {
