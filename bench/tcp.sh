@@ -32,6 +32,8 @@ RES=$OUT/tcp.jsonl
 for p in iperf3 qperf; do
 	command -v $p >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $p >/dev/null; }
 done
+# UCX's tcp transport is an anchor too (anchors.md): Debian's ucx-utils.
+command -v ucx_perftest >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ucx-utils >/dev/null; } || true
 LOAD=$(cut -d' ' -f1 /proc/loadavg)
 
 A=vrdma-tcp-a B=vrdma-tcp-b

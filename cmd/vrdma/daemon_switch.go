@@ -1,8 +1,12 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
+	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/vrdma/vrdma/internal/daemon"
@@ -21,6 +25,7 @@ type daemonSwitchFlags struct {
 	etcdPeer, etcdInitCluster *string
 	etcdDir                   *string
 	cmListen                  *string
+	tcpCert, tcpKey, tcpCA    *string
 }
 
 func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
@@ -41,6 +46,9 @@ func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
 		etcdInitCluster: fs.String("etcd-initial-cluster", "", "embedded member: every member as name=peerURL,... to bootstrap a multi-member cluster"),
 		etcdDir:         fs.String("etcd-dir", "", "embedded member: its data directory (default STATE-DIR/etcd)"),
 		cmListen:        fs.String("cm-listen", "", "address of the connection manager (default :4793; \"off\" for none)"),
+		tcpCert:         fs.String("tcp-cert", "", "TLS certificate (PEM) of this daemon on the TCP channel: with --tcp-key, every connection uses TLS"),
+		tcpKey:          fs.String("tcp-key", "", "TLS key (PEM) for --tcp-cert"),
+		tcpCA:           fs.String("tcp-cacert", "", "CA bundle (PEM) the other daemons' TCP-channel certificates must chain to: makes the TLS mutual"),
 	}
 }
 
@@ -77,7 +85,39 @@ func (f *daemonSwitchFlags) config() (daemon.SwitchConfig, string, error) {
 		}
 		c.TLS = t
 	}
+	if *f.tcpCert != "" || *f.tcpKey != "" || *f.tcpCA != "" {
+		t, err := channelTLS(*f.tcpCert, *f.tcpKey, *f.tcpCA)
+		if err != nil {
+			return c, "", err
+		}
+		c.TCPTLS = t
+	}
 	return c, *f.hostName, nil
+}
+
+// channelTLS builds the TCP channel's TLS: this daemon's certificate
+// serves and dials; a CA makes every peer show a certificate it signed.
+func channelTLS(cert, key, ca string) (*tls.Config, error) {
+	if cert == "" || key == "" {
+		return nil, usagef("--tcp-cert and --tcp-key go together, and --tcp-cacert needs them: a daemon on a TLS channel needs its own certificate")
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("--tcp-cert/--tcp-key: %w", err)
+	}
+	t := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tcp-cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tcp-cacert: %s holds no PEM certificate", ca)
+		}
+		t.RootCAs, t.ClientCAs = pool, pool
+	}
+	return t, nil
 }
 
 func splitList(s string) []string {
