@@ -93,6 +93,7 @@ type swState struct {
 	// leaseLost counts the times this host's lease ended under it
 	// (switch_lease.go); sess and cand are guarded by regMu.
 	leaseLost atomic.Uint64
+	closing   atomic.Bool // close has begun: stand for nothing any more
 }
 
 // startSwitch joins (or, embedded, creates) the switch: the store, the
@@ -162,8 +163,9 @@ func (d *Daemon) startSwitch() error {
 	if sw.cand, err = sw.fab.Campaign(sw.ctx, sw.sess, d.cfg.HostName, cfg.SMPriority, fabric.SMConfig{}); err != nil {
 		return fmt.Errorf("switch %q: subnet manager candidacy: %w", cfg.Name, err)
 	}
-	sw.wg.Add(1)
+	sw.wg.Add(2)
 	go sw.keepLease()
+	go sw.keepCandidacy()
 	d.sw = sw
 	d.host.SetRouter(sw.route)
 	d.publishInstances()
@@ -424,6 +426,7 @@ const closeWait = 5 * time.Second
 // channel, the store and the embedded member. What etcd does not finish
 // within closeWait is abandoned: the lease then ends by itself.
 func (sw *swState) close() {
+	sw.closing.Store(true)
 	sw.d.host.SetRouter(nil)
 	left := make(chan struct{})
 	go func() {

@@ -106,3 +106,24 @@ func TestSwitchCommandsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A candidacy that ends while the lease lives is started again.
+func TestSwitchCandidacyEnds(t *testing.T) {
+	d := switchDaemon(t, "h3")
+	sw := d.sw
+	leader := func() bool {
+		c := sw.candidacy()
+		return c != nil && c.Role() == fabric.Leader
+	}
+	waitUntil(t, "h3 holds the subnet manager", leader)
+	old := sw.candidacy()
+	if err := old.Close(); err != nil { // as if its watch had failed for good
+		t.Fatal(err)
+	}
+	waitUntil(t, "h3 stands again and holds the subnet manager", func() bool {
+		return sw.candidacy() != old && leader()
+	})
+	if sw.leaseLost.Load() != 0 {
+		t.Errorf("the lease was counted lost: the candidacy alone ended")
+	}
+}

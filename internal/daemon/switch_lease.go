@@ -35,6 +35,9 @@ func (sw *swState) keepLease() {
 		if sw.ctx.Err() != nil {
 			return
 		}
+		if sw.closing.Load() {
+			return
+		}
 		sw.leaseLost.Add(1)
 		sw.d.log.Warn("switch: this host's lease ended (was etcd out of reach for longer than its TTL?): registering again", "ttl", sw.cfg.HostTTL)
 		backoff := 100 * time.Millisecond
@@ -86,4 +89,66 @@ func (sw *swState) renew() error {
 	sw.cand = cand
 	sw.regMu.Unlock()
 	return nil
+}
+
+// keepCandidacy stands again if the candidacy ends while the lease lives
+// (its watch failed for good, say): a daemon never silently stops
+// standing for the subnet manager.
+func (sw *swState) keepCandidacy() {
+	defer sw.wg.Done()
+	for {
+		sw.regMu.Lock()
+		cand, sess := sw.cand, sw.sess
+		sw.regMu.Unlock()
+		var done <-chan struct{}
+		if cand != nil {
+			done = cand.Done()
+		}
+		select {
+		case <-sw.ctx.Done():
+			return
+		case <-done:
+		case <-time.After(time.Second): // no candidacy: look again
+			if cand != nil {
+				continue
+			}
+		}
+		select {
+		case <-sess.Done():
+			continue // keepLease renews the lease, and stands again
+		case <-sw.ctx.Done():
+			return
+		default:
+		}
+		if sw.closing.Load() {
+			return
+		}
+		sw.regMu.Lock()
+		current := sw.cand == cand && sw.sess == sess
+		sw.regMu.Unlock()
+		if !current {
+			continue // renew replaced it
+		}
+		if cand != nil {
+			sw.d.log.Warn("switch: the subnet-manager candidacy ended; standing again", "err", cand.Err())
+		}
+		next, err := sw.fab.Campaign(sw.ctx, sess, sw.d.cfg.HostName, sw.cfg.SMPriority, fabric.SMConfig{})
+		if err != nil {
+			sw.d.log.Warn("switch: could not stand for the subnet manager; retrying", "err", err)
+			select {
+			case <-sw.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		sw.regMu.Lock()
+		if sw.sess == sess && sw.cand == cand {
+			sw.cand, next = next, nil
+		}
+		sw.regMu.Unlock()
+		if next != nil {
+			_ = next.Close() // renew got there first
+		}
+	}
 }

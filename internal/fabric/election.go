@@ -220,6 +220,7 @@ func (c *Candidacy) run(ctx context.Context, kvs []KV, wch <-chan WatchResponse)
 		close(c.changes)
 		close(c.done)
 	}()
+	c.standAgain(ctx, cands) // if our record went before the list was read
 	for {
 		list := make([]Candidate, 0, len(cands))
 		for _, cd := range cands {
@@ -260,17 +261,44 @@ func (c *Candidacy) run(ctx context.Context, kvs []KV, wch <-chan WatchResponse)
 					cands[name] = cd
 				}
 			}
-			if _, ok := cands[c.self.Host]; !ok {
-				// Our own record went: the lease ended (or someone deleted
-				// it). Put it back while the session lives.
-				select {
-				case <-c.sess.Done():
-				default:
-					if _, err := c.f.st.Put(ctx, c.f.keys.candidate(c.self.Host), encode(c.self), c.sess.Lease()); err == nil {
-						cands[c.self.Host] = c.self
-					}
-				}
-			}
+			c.standAgain(ctx, cands)
+		}
+	}
+}
+
+// resign gives the role up. It tries again while etcd cannot answer (a
+// member gone, a raft election under way) and the session lives: an
+// election key left behind would keep the role from every better
+// candidate, with nobody running the subnet manager, until the lease ends.
+func (c *Candidacy) resign(el Election) {
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := el.Resign(rctx)
+		cancel()
+		if err == nil || errors.Is(err, ErrClosed) {
+			return
+		}
+		select {
+		case <-c.sess.Done():
+			return // the lease ends: the key goes with it
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+// standAgain puts our candidate record back if it is missing from cands:
+// the lease ended, or someone (a candidacy of ours that was closed just
+// before this one began) deleted it. Nothing happens once the session is
+// gone.
+func (c *Candidacy) standAgain(ctx context.Context, cands map[string]Candidate) {
+	if _, ok := cands[c.self.Host]; ok {
+		return
+	}
+	select {
+	case <-c.sess.Done():
+	default:
+		if _, err := c.f.st.Put(ctx, c.f.keys.candidate(c.self.Host), encode(c.self), c.sess.Lease()); err == nil {
+			cands[c.self.Host] = c.self
 		}
 	}
 }
@@ -292,9 +320,7 @@ func (c *Candidacy) hold(ctx context.Context, stopped chan struct{}) {
 		return
 	}
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = el.Resign(rctx)
-		cancel()
+		c.resign(el)
 		c.setRole(Standby, nil, nil)
 	}()
 	sm := &subnetManager{f: c.f, el: el, cfg: c.cfg}
