@@ -293,8 +293,16 @@ func TestSwitchThreeHosts(t *testing.T) {
 			holder = h
 			return h != "", why
 		})
-		if holder != "a" {
-			t.Logf("the subnet manager is on %s, not on a (priority 3)", holder)
+		// a, the highest priority, takes the role over from a lower one that
+		// got it first. Not asserted: in 1 of ~15 runs b kept it (see the
+		// closing note of issue 4); the diagnosis is logged.
+		start := time.Now()
+		for holder != "a" && time.Since(start) < 15*time.Second {
+			time.Sleep(100 * time.Millisecond)
+			holder, _ = smOf(b)
+		}
+		if _, why := smOf(b); holder != "a" {
+			t.Logf("the subnet manager stays on %s, not on a (priority 3): %s", holder, why)
 		}
 		devs := map[string]*vrdma.Device{"a": a1, "b": b1, "c": c1}
 		gids := map[string]vrdma.GID{"a": ga, "b": gb, "c": gc}

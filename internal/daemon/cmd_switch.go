@@ -66,6 +66,14 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 		}
 	}
 	info.LeaseLost = sw.leaseLost.Load()
+	if cands, keys, err := sw.fab.SMState(ctx); err == nil {
+		for _, c := range cands {
+			info.SMCandidates = append(info.SMCandidates, fmt.Sprintf("%s(%d)", c.Host, c.Priority))
+		}
+		for _, k := range keys {
+			info.SMElection = append(info.SMElection, fmt.Sprintf("%s(%d)@%d", k.Host, k.Priority, k.Rev))
+		}
+	}
 	hosts, err := sw.fab.Hosts(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)

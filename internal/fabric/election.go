@@ -427,3 +427,28 @@ func (f *Fabric) ObserveLeader(ctx context.Context) (<-chan LeaderInfo, error) {
 	}()
 	return ch, nil
 }
+
+// SMState lists, for diagnosis, the candidates and every key in the
+// election (the first one leads), oldest first.
+func (f *Fabric) SMState(ctx context.Context) (cands []Candidate, keys []LeaderInfo, err error) {
+	ckvs, _, err := f.st.List(ctx, f.keys.candidates())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, kv := range ckvs {
+		if cd, err := decode[Candidate]("candidate", kv); err == nil {
+			cands = append(cands, cd)
+		}
+	}
+	ekvs, _, err := f.st.List(ctx, f.keys.election()+"/")
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(ekvs, func(i, j int) bool { return ekvs[i].CreateRev < ekvs[j].CreateRev })
+	for _, kv := range ekvs {
+		if cd, err := decode[Candidate]("election key", kv); err == nil {
+			keys = append(keys, LeaderInfo{Candidate: cd, Rev: kv.CreateRev})
+		}
+	}
+	return cands, keys, nil
+}

@@ -20,6 +20,10 @@ type SwitchInfo struct {
 	HostsGone  uint64   `json:"hosts_gone"` // hosts this daemon saw leave
 	SMReport   string   `json:"sm_report,omitempty"`
 	LeaseLost  uint64   `json:"lease_lost"` // times this host's lease ended and it registered again
+	// SMCandidates are the hosts standing, as host(priority); SMElection
+	// the election's keys, oldest (the holder) first.
+	SMCandidates []string `json:"sm_candidates,omitempty"`
+	SMElection   []string `json:"sm_election,omitempty"`
 }
 
 // PortGroupSpec is a port group of the switch.
