@@ -129,6 +129,14 @@ func (q *QP) process() (time.Duration, bool) {
 		q.stallLeft = -1
 		q.sqCons++
 		q.publishSQCons()
+		if out.status != abi.StatusSuccess {
+			// The QP is in ERR before its error completion is seen: a
+			// client that queries the QP on seeing it finds ERR. This worker
+			// flushes the rest after it returns, so the completion still
+			// comes first.
+			q.adapter.Counters.TxErrors.Add(1)
+			q.enterError()
+		}
 		if out.status != abi.StatusSuccess || q.sigAll || s.wqe.Flags&abi.SendSignaled != 0 {
 			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: out.status, ByteLen: out.bytes}
 			if !q.sendCQ.push(&c) {
@@ -137,8 +145,6 @@ func (q *QP) process() (time.Duration, bool) {
 			}
 		}
 		if out.status != abi.StatusSuccess {
-			q.adapter.Counters.TxErrors.Add(1)
-			q.enterError()
 			return 0, true
 		}
 	}

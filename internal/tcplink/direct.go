@@ -112,7 +112,7 @@ func (p *peer) flush() {
 		}
 		wake = true
 	}
-	wake = wake || len(p.pending) > 0
+	wake = wake || len(p.pending) > 0 || len(p.toShut) > 0
 	p.mu.Unlock()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		c.close(err)

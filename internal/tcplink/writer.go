@@ -40,12 +40,14 @@ func (p *peer) run() {
 			p.mu.Unlock()
 			return
 		}
-		shut := p.toShut
-		p.toShut = nil
 		c := p.conn
 		var out []byte
 		frames := 0
 		busy := p.writing // a direct write is under way: it wakes us after
+		var shut []*conn
+		if !busy { // a direct write may be on one of them: end them after it
+			shut, p.toShut = p.toShut, nil
+		}
 		if c != nil && p.headConn != nil && p.headConn != c {
 			p.dropHead() // its connection is gone, and the frame with it
 		}
