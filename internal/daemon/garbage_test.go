@@ -313,8 +313,10 @@ func TestGarbageCommands(t *testing.T) {
 
 	// Everything the bad requests carried or created is gone once their
 	// connections are: no descriptor leaked into the daemon.
+	// (Fewer is no leak: connections of earlier tests in this process may
+	// finish closing meanwhile.)
 	waitSessions(t, d, 0)
-	if got := openFDs(t); got != fdsBefore {
+	if got := openFDs(t); got > fdsBefore {
 		t.Errorf("%d descriptors open after the bad requests, %d before", got, fdsBefore)
 	}
 }
