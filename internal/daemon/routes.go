@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
@@ -22,6 +23,11 @@ type peerRoute struct {
 	endpoint string         // its TCP channel, "ip:port"
 	choice   pathsel.Choice // between the hosts, with the reason
 	viaRDMA  bool           // the address is on one of its RDMA uplinks
+	// fallback is why packets to the address take the TCP channel although
+	// the hosts' choice is rdma ("" when they do not); told is set once
+	// the fallback has been logged for this table.
+	fallback string
+	told     *atomic.Bool // shared by the host's addresses
 }
 
 // endOf is what path selection needs of a host (adapters of one host share
@@ -106,8 +112,13 @@ func (sw *swState) rebuildLocked() {
 				}
 			}
 		}
+		told := new(atomic.Bool)
 		for g := range hostGIDs(h) {
-			rt.byGID[g] = &peerRoute{host: name, endpoint: h.TCPEndpoint, choice: choice, viaRDMA: viaRDMA[g]}
+			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told}
+			if choice.Kind == pathsel.RDMA {
+				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason
+			}
+			rt.byGID[g] = pr
 		}
 	}
 	sw.routes.Store(rt)
@@ -127,25 +138,23 @@ func (sw *swState) route(sgid, dgid [16]byte) (engine.Route, bool) {
 			return engine.Route{Link: l, Path: engine.PathRDMA}, true
 		}
 	}
-	reason := pr.choice.String()
-	if pr.choice.Kind == pathsel.RDMA {
-		reason = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + pr.choice.Reason
-	}
-	sw.fellBack(pr.host, reason)
+	sw.fellBack(pr)
 	return engine.Route{Link: sw.tcp, Path: engine.PathTCP}, true
 }
 
-// fellBack counts a connection (or datagram) that takes the TCP channel
-// and logs the reason once per host and reason: a fallback is never silent.
-func (sw *swState) fellBack(host, reason string) {
+// fellBack counts a connection (or datagram) that takes the TCP channel and
+// logs why once per host and route table: a fallback is never silent. It
+// takes no lock and allocates nothing: UD asks per datagram.
+func (sw *swState) fellBack(pr *peerRoute) {
 	sw.fallbck.Add(1)
-	sw.mu.Lock()
-	last := sw.told[host]
-	sw.told[host] = reason
-	sw.mu.Unlock()
-	if last != reason {
-		sw.d.log.Info("path falls back to the TCP channel", "host", host, "reason", reason)
+	if pr.told.Swap(true) {
+		return
 	}
+	reason := pr.fallback
+	if reason == "" {
+		reason = pr.choice.String()
+	}
+	sw.d.log.Info("path falls back to the TCP channel", "host", pr.host, "reason", reason)
 }
 
 // peerEndpoint resolves an address to the TCP channel of the host that

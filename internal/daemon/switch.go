@@ -69,23 +69,23 @@ type SwitchConfig struct {
 
 // swState is the daemon's membership of the switch.
 type swState struct {
-	d      *Daemon
-	cfg    SwitchConfig
-	emb    *fabric.Embedded
-	tmpDir string
-	store  *fabric.EtcdStore
-	fab    *fabric.Fabric
-	sess   fabric.Session
-	cand   *fabric.Candidacy
-	tcp    *tcplink.Link
-	ident  fabric.Identity
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	d        *Daemon
+	cfg      SwitchConfig
+	emb      *fabric.Embedded
+	tmpDir   string
+	store    *fabric.EtcdStore
+	fab      *fabric.Fabric
+	sess     fabric.Session
+	cand     *fabric.Candidacy
+	tcp      *tcplink.Link
+	tcpAddrs []netip.Addr // what the TCP channel answers for
+	ident    fabric.Identity
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu      sync.Mutex
 	hosts   map[string]fabric.Host // every live host, this one included
-	told    map[string]string      // the fallback last logged per host
 	regMu   sync.Mutex             // serialises host record writes
 	routes  atomic.Pointer[routeTable]
 	fallbck atomic.Uint64 // connections that took tcp because a host has no RDMA uplink
@@ -117,7 +117,7 @@ func (d *Daemon) startSwitch() error {
 	if cfg.HostTag != "" {
 		ident.NetNS += "+" + cfg.HostTag
 	}
-	sw := &swState{d: d, cfg: cfg, ident: ident, hosts: map[string]fabric.Host{}, told: map[string]string{}}
+	sw := &swState{d: d, cfg: cfg, ident: ident, hosts: map[string]fabric.Host{}}
 	sw.routes.Store(&routeTable{})
 	sw.ctx, sw.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -224,6 +224,7 @@ func (sw *swState) openTCP() error {
 			return fmt.Errorf("switch: the host's addresses for the TCP channel: %w", err)
 		}
 	}
+	sw.tcpAddrs = addrs
 	l, err := tcplink.Open(tcplink.Config{Name: TCPLinkName, Addrs: addrs, Listen: sw.cfg.TCPListen,
 		Peers: sw.peerEndpoint, TLS: sw.cfg.TCPTLS, Logger: sw.d.log})
 	if err != nil {
@@ -319,22 +320,19 @@ func (sw *swState) hostRecord() fabric.Host {
 	return h
 }
 
-// tcpEndpoint is the TCP channel's address as peers should dial it.
+// tcpEndpoint is the TCP channel's address as peers should dial it: the
+// address it listens on, or if that is every address, the first it
+// answers for.
 func (sw *swState) tcpEndpoint() string {
-	port := tcplink.DefaultPort
-	if ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String()); err == nil {
-		port = int(ap.Port())
+	ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String())
+	if err != nil {
+		ap = netip.AddrPortFrom(netip.IPv4Unspecified(), tcplink.DefaultPort)
 	}
-	ip := netip.MustParseAddr("127.0.0.1")
-	if addrs := sw.cfg.TCPAddrs; len(addrs) > 0 {
-		ip = addrs[0]
-	} else if addrs, err := hostAddrs(); err == nil {
-		ip = addrs[0]
+	ip := ap.Addr()
+	if ip.IsUnspecified() {
+		ip = sw.tcpAddrs[0]
 	}
-	if ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String()); err == nil && !ap.Addr().IsUnspecified() {
-		ip = ap.Addr()
-	}
-	return net.JoinHostPort(ip.Unmap().String(), strconv.Itoa(port))
+	return net.JoinHostPort(ip.Unmap().String(), strconv.Itoa(int(ap.Port())))
 }
 
 // register puts (or replaces) the host record under the lease.
