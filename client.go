@@ -89,11 +89,21 @@ func dialEvents(o Options, onEvent func(proto.Event), onCMEvent func(proto.CMEve
 
 func (c *conn) read() {
 	defer close(c.dead)
+	reset := false
 	for {
 		h, body, fds, err := c.pc.Recv()
 		if err != nil {
 			proto.CloseFDs(fds)
-			c.deadErr = err
+			if c.deadErr == nil {
+				c.deadErr = err
+			}
+			// A daemon that refuses a session says why and closes it; if our
+			// first request was still unread then, the kernel reports a reset
+			// first. The reason may be queued behind it: read once more.
+			if errors.Is(err, unix.ECONNRESET) && !reset {
+				reset = true
+				continue
+			}
 			return
 		}
 		switch h.Kind {

@@ -102,8 +102,25 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 func refuse(c *net.UnixConn, err error) {
 	pc := proto.NewConn(c)
 	_ = pc.Send(proto.Header{Kind: proto.KindReply, Op: proto.OpHello, Code: proto.CodeOf(err)}, errBody(err))
+	// Closing with a request unread would reset the connection, which the
+	// client sees before the reason: discard what has arrived already (a
+	// few messages at most; none, or the peer's end, stops it).
+	if raw, err := c.SyscallConn(); err == nil {
+		_ = raw.Read(func(fd uintptr) bool {
+			var b [1]byte
+			for range refuseDrain {
+				if n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); err != nil || n == 0 {
+					break
+				}
+			}
+			return true
+		})
+	}
 	pc.Close()
 }
+
+// refuseDrain is how many waiting messages refuse discards at most.
+const refuseDrain = 4
 
 // shedWait is how long shedOne waits for the connection it expects.
 const shedWait = 10 * time.Millisecond

@@ -104,3 +104,38 @@ func TestRefusedSessionIsTold(t *testing.T) {
 	}
 	t.Logf("refusal: %s", body)
 }
+
+// TestRefuseReturnsWhenThePeerIsGone: refusing a connection whose peer
+// has sent a request and closed already (reads then return 0, not an
+// error) returns; the accept loop runs refuse itself.
+func TestRefuseReturnsWhenThePeerIsGone(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(dir, "s"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, sends := range []int{0, 1, 2 * refuseDrain} {
+		c, err := proto.Dial(ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < sends; i++ {
+			if err := c.Send(proto.Header{Kind: proto.KindRequest, Op: proto.OpHello, ID: uint32(i + 1)}, proto.HelloReq{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+		s, err := ln.AcceptUnix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { refuse(s, proto.Errorf(proto.CodeLimit, "no")); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatalf("refuse did not return for a peer gone after %d requests", sends)
+		}
+	}
+}
