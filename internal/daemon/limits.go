@@ -162,7 +162,7 @@ var fdCost = limitSet{Sessions: 1, CQs: 3, QPs: 3, SRQs: 1, MRs: 1}
 // to spare; defaultUserLimits scales the descriptor-holding ones down when
 // there are fewer.
 var nominalUserLimits = limitSet{
-	Sessions: 256, Instances: 256,
+	Sessions: 1024, Instances: 256,
 	PDs: 4096, CQs: 4096, QPs: 4096, MRs: 16384, SRQs: 1024, AHs: 65536,
 }
 
@@ -190,7 +190,7 @@ func defaultUserLimits(fdBudget, memBytes uint64) limitSet {
 			}
 			floor := uint64(16)
 			if Resource(r) == Sessions {
-				floor = 32
+				floor = 64 // a process opens one per device, and admin connections
 			}
 			l[r] = max(l[r]*share/need, floor)
 		}

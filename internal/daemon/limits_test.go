@@ -85,7 +85,7 @@ func TestDefaultUserLimits(t *testing.T) {
 				t.Errorf("budget %d: %v is limited to 0", budget, r)
 			}
 		}
-		floors := uint64(32*fdCost[Sessions] + 16*(fdCost[CQs]+fdCost[QPs]+fdCost[MRs]+fdCost[SRQs]))
+		floors := uint64(64*fdCost[Sessions] + 16*(fdCost[CQs]+fdCost[QPs]+fdCost[MRs]+fdCost[SRQs]))
 		if fds > budget/userShare+floors {
 			t.Errorf("budget %d: one uid may hold %d descriptors: %v", budget, fds, l)
 		}
