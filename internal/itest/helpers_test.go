@@ -22,9 +22,12 @@ func publicDaemon(t *testing.T) string {
 	return sock
 }
 
-// asNobody runs cmd as uid/gid 65534, without root's capabilities. The test
+// asNobody runs cmd as uid/gid 65534, without root's capabilities.
+func asNobody(t *testing.T, cmd *exec.Cmd) { t.Helper(); asUser(t, cmd, 65534, 65534) }
+
+// asUser runs cmd as uid and gid, without root's capabilities. The test
 // binary sits in a directory only root may enter, so it runs a copy.
-func asNobody(t *testing.T, cmd *exec.Cmd) {
+func asUser(t *testing.T, cmd *exec.Cmd, uid, gid uint32) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vrdma-itest-") // t.TempDir's parent is private
 	if err != nil {
@@ -48,5 +51,5 @@ func asNobody(t *testing.T, cmd *exec.Cmd) {
 	}
 	cmd.Path = copyPath
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 }
