@@ -130,18 +130,11 @@ func (d *Daemon) mayJoinTrustGroupLocked(c creds, name, g string, owner proto.Ow
 // descriptor limit the limits' defaults are scaled to.
 func (d *Daemon) setupAccess() error {
 	if g := d.cfg.AdminGroup; g != "" {
-		grp, err := user.LookupGroup(g)
-		if err != nil {
-			grp, err = user.LookupGroupId(g)
-		}
+		name, gid, err := lookupGroup(g)
 		if err != nil {
 			return fmt.Errorf("daemon: admin group %q: %w (create it, give its gid, or leave --admin-group out: root and the daemon's user administer)", g, err)
 		}
-		gid, err := strconv.ParseUint(grp.Gid, 10, 32)
-		if err != nil {
-			return fmt.Errorf("daemon: admin group %q has gid %q, not a number", g, grp.Gid)
-		}
-		d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = grp.Name, uint32(gid), true
+		d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = name, gid, true
 	}
 	if _, ok := d.cfg.InstanceLimits[Instances]; ok {
 		return fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
@@ -165,4 +158,24 @@ func (d *Daemon) setupAccess() error {
 	}
 	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits))
 	return nil
+}
+
+// lookupGroup resolves a group given by name or by number; a number need
+// not be in the group database.
+func lookupGroup(g string) (name string, gid uint32, err error) {
+	if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+		if grp, err := user.LookupGroupId(g); err == nil {
+			return grp.Name, uint32(n), nil
+		}
+		return g, uint32(n), nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseUint(grp.Gid, 10, 32)
+	if err != nil {
+		return "", 0, fmt.Errorf("its gid %q is not a number", grp.Gid)
+	}
+	return grp.Name, uint32(n), nil
 }

@@ -132,3 +132,15 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 		t.Fatalf("bob holds %d instances after one refusal and one success", n)
 	}
 }
+
+func TestLookupGroup(t *testing.T) {
+	if name, gid, err := lookupGroup("4242"); err != nil || gid != 4242 || name == "" {
+		t.Errorf("a gid with no entry: %q %d %v", name, gid, err)
+	}
+	if name, gid, err := lookupGroup("root"); err != nil || gid != 0 || name != "root" {
+		t.Errorf("root: %q %d %v", name, gid, err)
+	}
+	if _, _, err := lookupGroup("no-such-group-here"); err == nil {
+		t.Error("an unknown group name resolved")
+	}
+}

@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(ownerChild())
 	case "attacker":
 		os.Exit(attackerChild())
+	case "admin":
+		os.Exit(adminChild())
 	case "cqhog":
 		os.Exit(cqHog())
 	case "sessionhog":

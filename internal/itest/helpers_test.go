@@ -7,12 +7,16 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
 // publicDaemon starts a daemon whose socket any user may use.
-func publicDaemon(t *testing.T) string {
-	sock := daemontest.Start(t)
+func publicDaemon(t *testing.T) string { return publicDaemonWith(t, nil) }
+
+// publicDaemonWith is publicDaemon with a configuration edit changes.
+func publicDaemonWith(t *testing.T, edit func(*daemon.Config)) string {
+	sock := daemontest.StartWith(t, edit).SocketPath()
 	if err := os.Chmod(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}

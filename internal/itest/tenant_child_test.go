@@ -113,6 +113,40 @@ func attackerChild() int {
 	return c.exit()
 }
 
+// adminChild runs as a member of the daemon's admin group: it may
+// administer (instances for others, deleting them, links, the switch's
+// listings) but not attach to a tenant's instance or mix a trust group.
+func adminChild() int {
+	var c checker
+	adm, err := vrdma.DialAdmin(vrdma.Options{})
+	if err != nil {
+		fmt.Println("FAIL: dial:", err)
+		return 1
+	}
+	defer adm.Close()
+	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "for-a", Adapters: 1, Owner: &vrdma.Owner{UID: tenantA, GID: tenantA}})
+	c.expect("create an instance for A", err, nil)
+	insts, err := adm.Instances()
+	c.expect("vm show", err, nil)
+	seen := map[string]bool{}
+	for _, i := range insts {
+		seen[i.Name] = true
+	}
+	if !seen["a-vm"] || !seen["for-a"] {
+		c.failed = true
+		fmt.Printf("FAIL: vm show lists %v, want every instance\n", seen)
+	}
+	_, err = vrdma.Open("vrdma0", vrdma.Options{Instance: "a-vm"})
+	c.expect("attach to A's instance", err, vrdma.ErrPermission)
+	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "adm-spy", Adapters: 1, TrustGroup: "ga"})
+	c.expect("join A's trust group", err, vrdma.ErrPermission)
+	c.expect("link delete (allowed; there is none)", adm.DeleteLink("nope"), vrdma.ErrNotFound)
+	_, err = adm.SwitchInstances()
+	c.expect("vm show --all (allowed; there is no switch)", err, vrdma.ErrInvalidState)
+	c.expect("delete A's instance it made", adm.DeleteInstance("for-a"), nil)
+	return c.exit()
+}
+
 // cqHog opens the default instance's vrdma0 and creates CQs until it is
 // refused, prints "COUNT MAXCQ" and the refusal, and holds them until its
 // stdin closes.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemon"
 )
 
 // The outside review's attacks, played by real processes of other users
@@ -71,6 +72,29 @@ func TestTenantCannotTouchAnothersInstance(t *testing.T) {
 	want := map[string]uint32{"default": 0, "a-vm": tenantA, "a-own": tenantA, "b-own": attacker}
 	if fmt.Sprint(owners) != fmt.Sprint(want) {
 		t.Fatalf("root sees %v, want %v: B changed something", owners, want)
+	}
+}
+
+// TestAdminGroupAdministers: a member of --admin-group (a supplementary
+// group, read from /proc) administers, but does not get into tenants'
+// instances or trust groups.
+func TestAdminGroupAdministers(t *testing.T) {
+	needRoot(t)
+	sock := publicDaemonWith(t, func(c *daemon.Config) { c.AdminGroup = "4242" })
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: "a-vm", Adapters: 1, TrustGroup: "ga", Owner: &vrdma.Owner{UID: tenantA, GID: tenantA}}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := child(t, "admin", sock, 4002)
+	cmd.SysProcAttr.Credential.Groups = []uint32{4242}
+	out, err := cmd.CombinedOutput()
+	t.Logf("the administrator:\n%s", out)
+	if err != nil {
+		t.Fatalf("the administrator: %v", err)
 	}
 }
 
