@@ -114,3 +114,19 @@ func TestLedgerAccountsLiveWhileHeld(t *testing.T) {
 		t.Fatal("the account outlived its holders")
 	}
 }
+
+// BenchmarkLedgerChargeRelease is what the quota adds to creating and
+// destroying an object.
+func BenchmarkLedgerChargeRelease(b *testing.B) {
+	l := testLedger()
+	l.user[QPs], l.inst[QPs] = Unlimited, Unlimited
+	u, inst := l.join(1000), l.instanceAccount("vm")
+	var held limitSet
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.charge(&held, QPs, 1, u, inst); err != nil {
+			b.Fatal(err)
+		}
+		l.release(&held, QPs, 1, u, inst)
+	}
+}
