@@ -2,57 +2,135 @@ package vrdma
 
 import "github.com/vrdma/vrdma/internal/proto"
 
-// The distributed switch, as a daemon on it sees it.
+// The distributed switch, as a daemon on it sees it. The types carry JSON
+// tags: `vrdma switch show --json` and its kin print them.
 
 // SwitchInfo describes the switch: its etcd, its subnet manager, counts.
-type SwitchInfo = proto.SwitchInfo
+type SwitchInfo struct {
+	Name       string   `json:"name"`
+	Endpoints  []string `json:"endpoints"`
+	Embedded   bool     `json:"embedded"` // the etcd runs inside this daemon
+	Host       string   `json:"host"`     // this daemon's host
+	SMHost     string   `json:"sm_host"`  // the subnet manager's holder ("" while none)
+	SMPriority int      `json:"sm_prio"`  // its priority
+	Role       string   `json:"role"`     // this daemon's: "master", "standby", ...
+	Hosts      int      `json:"hosts"`    // live hosts
+	PortGroups int      `json:"portgroups"`
+	Instances  int      `json:"instances"`
+	Fallbacks  uint64   `json:"fallbacks"`  // connections this host sent over tcp for want of an RDMA uplink
+	HostsGone  uint64   `json:"hosts_gone"` // hosts this daemon saw leave
+	SMReport   string   `json:"sm_report,omitempty"`
+	LeaseLost  uint64   `json:"lease_lost"` // times this host's lease ended and it registered again
+	// SMCandidates are the hosts standing, as host(priority); SMElection
+	// the election's keys, oldest (the holder) first.
+	SMCandidates []string `json:"sm_candidates,omitempty"`
+	SMElection   []string `json:"sm_election,omitempty"`
+}
 
 // PortGroup is a segment of the switch: VLAN, priority, path MTU and
 // partition of the adapters attached to it.
-type PortGroup = proto.PortGroupSpec
+type PortGroup struct {
+	Name string `json:"name"`
+	VLAN uint16 `json:"vlan"`
+	PCP  uint8  `json:"pcp"`
+	DSCP uint8  `json:"dscp"`
+	MTU  int    `json:"mtu,omitempty"`  // bytes: 256 to 4096 (0: the switch's default)
+	PKey uint16 `json:"pkey,omitempty"` // 0: the default partition
+	// Adapters counts the adapters attached (PortGroups only).
+	Adapters int `json:"adapters,omitempty"`
+}
+
+// UplinkInfo is one uplink of a host.
+type UplinkInfo struct {
+	Name  string   `json:"name"`
+	Kind  string   `json:"kind"` // "rxe" or "tcp"
+	State string   `json:"state"`
+	MTU   int      `json:"mtu,omitempty"`
+	GIDs  []string `json:"gids,omitempty"`
+}
 
 // HostInfo is a live host of the switch, with the path from this one.
-type HostInfo = proto.HostInfo
+type HostInfo struct {
+	Name        string       `json:"name"`
+	Identity    string       `json:"identity"`
+	Addrs       []string     `json:"addrs,omitempty"`
+	Uplinks     []UplinkInfo `json:"uplinks,omitempty"`
+	TCPEndpoint string       `json:"tcp_endpoint,omitempty"`
+	SM          bool         `json:"sm,omitempty"`   // holds the subnet manager
+	Self        bool         `json:"self,omitempty"` // the daemon's own host
+	// Path is how this daemon's adapters reach the host's, and why.
+	Path string `json:"path,omitempty"`
+}
 
 // PathInfo is the path between two adapters, and why.
-type PathInfo = proto.PathResp
+type PathInfo struct {
+	Kind   string `json:"kind"` // "memcpy", "rdma" or "tcp"
+	Reason string `json:"reason"`
+	HostA  string `json:"host_a"`
+	HostB  string `json:"host_b"`
+}
 
 // Switch describes the switch the daemon is on (an error if none).
 func (a *Admin) Switch() (SwitchInfo, error) {
-	var s SwitchInfo
-	_, err := a.c.call(proto.OpSwitchShow, nil, &s)
-	return s, err
+	var s proto.SwitchInfo
+	if _, err := a.c.call(proto.OpSwitchShow, nil, &s); err != nil {
+		return SwitchInfo{}, err
+	}
+	return SwitchInfo{Name: s.Name, Endpoints: s.Endpoints, Embedded: s.Embedded, Host: s.Host,
+		SMHost: s.SMHost, SMPriority: s.SMPriority, Role: s.Role, Hosts: s.Hosts, PortGroups: s.PortGroups,
+		Instances: s.Instances, Fallbacks: s.Fallbacks, HostsGone: s.HostsGone, SMReport: s.SMReport,
+		LeaseLost: s.LeaseLost, SMCandidates: s.SMCandidates, SMElection: s.SMElection}, nil
 }
 
 // Hosts lists the switch's live hosts.
 func (a *Admin) Hosts() ([]HostInfo, error) {
 	var r proto.HostListResp
-	_, err := a.c.call(proto.OpHostList, nil, &r)
-	return r.Hosts, err
+	if _, err := a.c.call(proto.OpHostList, nil, &r); err != nil {
+		return nil, err
+	}
+	out := make([]HostInfo, 0, len(r.Hosts))
+	for _, h := range r.Hosts {
+		hi := HostInfo{Name: h.Name, Identity: h.Identity, Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
+			SM: h.SM, Self: h.Self, Path: h.Path}
+		for _, u := range h.Uplinks {
+			hi.Uplinks = append(hi.Uplinks, UplinkInfo{Name: u.Name, Kind: u.Kind, State: u.State, MTU: u.MTU, GIDs: u.GIDs})
+		}
+		out = append(out, hi)
+	}
+	return out, nil
 }
 
 // PortGroups lists the switch's port groups.
 func (a *Admin) PortGroups() ([]PortGroup, error) {
 	var r proto.PortGroupListResp
-	_, err := a.c.call(proto.OpPortGroupList, nil, &r)
-	return r.PortGroups, err
+	if _, err := a.c.call(proto.OpPortGroupList, nil, &r); err != nil {
+		return nil, err
+	}
+	out := make([]PortGroup, 0, len(r.PortGroups))
+	for _, p := range r.PortGroups {
+		out = append(out, PortGroup{Name: p.Name, VLAN: p.VLAN, PCP: p.PCP, DSCP: p.DSCP, MTU: p.MTU, PKey: p.PKey, Adapters: p.Adapters})
+	}
+	return out, nil
 }
 
-// AddPortGroup creates or replaces a port group.
+// AddPortGroup creates or replaces a port group (root and the admin group).
 func (a *Admin) AddPortGroup(p PortGroup) error {
-	_, err := a.c.call(proto.OpPortGroupAdd, p, nil)
+	_, err := a.c.call(proto.OpPortGroupAdd, proto.PortGroupSpec{Name: p.Name, VLAN: p.VLAN, PCP: p.PCP, DSCP: p.DSCP, MTU: p.MTU, PKey: p.PKey}, nil)
 	return err
 }
 
-// DeletePortGroup deletes a port group no adapter is attached to.
+// DeletePortGroup deletes a port group no adapter is attached to (root and
+// the admin group).
 func (a *Admin) DeletePortGroup(name string) error {
-	_, err := a.c.call(proto.OpPortGroupDelete, PortGroup{Name: name}, nil)
+	_, err := a.c.call(proto.OpPortGroupDelete, proto.PortGroupSpec{Name: name}, nil)
 	return err
 }
 
 // Path returns the path between two adapters named INSTANCE/vrdmaN.
 func (a *Admin) Path(adapterA, adapterB string) (PathInfo, error) {
-	var r PathInfo
-	_, err := a.c.call(proto.OpPath, proto.PathReq{A: adapterA, B: adapterB}, &r)
-	return r, err
+	var r proto.PathResp
+	if _, err := a.c.call(proto.OpPath, proto.PathReq{A: adapterA, B: adapterB}, &r); err != nil {
+		return PathInfo{}, err
+	}
+	return PathInfo{Kind: r.Kind, Reason: r.Reason, HostA: r.HostA, HostB: r.HostB}, nil
 }

@@ -57,6 +57,7 @@ type conn struct {
 	onEvent func(proto.Event)
 	dead    chan struct{}
 	deadErr error
+	refused *Error // the daemon refused the session: why (set before dead closes)
 	peerPID int
 
 	onCMEvent func(proto.CMEvent) // connection manager events (cm.go)
@@ -88,15 +89,33 @@ func dialEvents(o Options, onEvent func(proto.Event), onCMEvent func(proto.CMEve
 
 func (c *conn) read() {
 	defer close(c.dead)
+	reset := false
 	for {
 		h, body, fds, err := c.pc.Recv()
 		if err != nil {
 			proto.CloseFDs(fds)
-			c.deadErr = err
+			if c.deadErr == nil {
+				c.deadErr = err
+			}
+			// A daemon that refuses a session says why and closes it; if our
+			// first request was still unread then, the kernel reports a reset
+			// first. The reason may be queued behind it: read once more.
+			if errors.Is(err, unix.ECONNRESET) && !reset {
+				reset = true
+				continue
+			}
 			return
 		}
 		switch h.Kind {
 		case proto.KindReply:
+			if h.ID == 0 && h.Code != proto.CodeOK {
+				// A reply to no request: the daemon refused the session
+				// (a limit) and closes it.
+				proto.CloseFDs(fds)
+				c.refused = fromProto(h.Op.String(), &proto.Error{Op: h.Op, Code: h.Code, Message: errMessage(body)})
+				c.deadErr = c.refused
+				return
+			}
 			c.replies <- reply{h: h, body: append([]byte(nil), body...), fds: fds}
 		case proto.KindEvent:
 			proto.CloseFDs(fds)
@@ -125,6 +144,9 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 	c.nextID++
 	id := c.nextID
 	if err := c.pc.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req, fds...); err != nil {
+		if r := c.refusal(err); r != nil {
+			return nil, r
+		}
 		return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: err}
 	}
 	for {
@@ -136,11 +158,7 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 			}
 			if r.h.Code != proto.CodeOK {
 				proto.CloseFDs(r.fds)
-				var e struct {
-					Error string `json:"error"`
-				}
-				_ = json.Unmarshal(r.body, &e)
-				return nil, fromProto(op.String(), &proto.Error{Op: op, Code: r.h.Code, Message: e.Error})
+				return nil, fromProto(op.String(), &proto.Error{Op: op, Code: r.h.Code, Message: errMessage(r.body)})
 			}
 			if resp != nil {
 				if err := json.Unmarshal(r.body, resp); err != nil {
@@ -150,9 +168,32 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 			}
 			return r.fds, nil
 		case <-c.dead:
+			if c.refused != nil {
+				return nil, c.refused
+			}
 			return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: "the vrdma daemon closed the connection"}
 		}
 	}
+}
+
+// refusal is why the daemon refused the session, if it did, after a send
+// failed with err: a daemon that refuses says why, then closes the
+// connection, so the reader ends soon.
+func (c *conn) refusal(err error) *Error {
+	if !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+		return nil
+	}
+	<-c.dead
+	return c.refused
+}
+
+// errMessage reads the message of an error reply.
+func errMessage(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return e.Error
 }
 
 func (c *conn) close() error {

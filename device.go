@@ -50,8 +50,51 @@ func Devices(o Options) ([]DeviceInfo, error) {
 	return out, nil
 }
 
-// DeviceAttr is what ibv_query_device reports, where it applies.
-type DeviceAttr = proto.DeviceAttr
+// DeviceAttr is what ibv_query_device reports, where it applies. The
+// maxima of objects (MaxQP, MaxCQ, MaxMR, MaxPD, MaxSRQ, MaxAH) and
+// MaxMRSize are the limits the daemon enforces for this process's user and
+// instance: creating one more fails with ErrLimit.
+type DeviceAttr struct {
+	FWVer           string
+	NodeGUID        uint64
+	SysImageGUID    uint64
+	MaxMRSize       uint64
+	PageSizeCap     uint64
+	VendorID        uint32
+	VendorPartID    uint32
+	HWVer           uint32
+	MaxQP           int
+	MaxQPWR         int
+	MaxSGE          int
+	MaxCQ           int
+	MaxCQE          int
+	MaxMR           int
+	MaxPD           int
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
+	AtomicCap       string
+	MaxSRQ          int
+	MaxSRQWR        int
+	MaxSRQSGE       int
+	MaxAH           int
+	MaxInline       int
+	MaxPKeys        int
+	PhysPortCnt     int
+}
+
+func deviceAttr(a *proto.DeviceAttr) DeviceAttr {
+	if a == nil {
+		return DeviceAttr{}
+	}
+	return DeviceAttr{
+		FWVer: a.FWVer, NodeGUID: a.NodeGUID, SysImageGUID: a.SysImageGUID, MaxMRSize: a.MaxMRSize,
+		PageSizeCap: a.PageSizeCap, VendorID: a.VendorID, VendorPartID: a.VendorPartID, HWVer: a.HWVer,
+		MaxQP: a.MaxQP, MaxQPWR: a.MaxQPWR, MaxSGE: a.MaxSGE, MaxCQ: a.MaxCQ, MaxCQE: a.MaxCQE,
+		MaxMR: a.MaxMR, MaxPD: a.MaxPD, MaxQPRdAtom: a.MaxQPRdAtom, MaxQPInitRdAtom: a.MaxQPInitRdAtom,
+		AtomicCap: a.AtomicCap, MaxSRQ: a.MaxSRQ, MaxSRQWR: a.MaxSRQWR, MaxSRQSGE: a.MaxSRQSGE,
+		MaxAH: a.MaxAH, MaxInline: a.MaxInline, MaxPKeys: a.MaxPKeys, PhysPortCnt: a.PhysPortCnt,
+	}
+}
 
 // PortAttr is what ibv_query_port reports, where it applies, with the
 // port's traffic counters.
@@ -69,8 +112,26 @@ type PortAttr struct {
 }
 
 // Counters are a port's traffic counters (a message on the memcpy path
-// counts as one packet).
-type Counters = proto.Counters
+// counts as one packet) and how many messages each path carried.
+type Counters struct {
+	TxBytes    uint64
+	TxPackets  uint64
+	RxBytes    uint64
+	RxPackets  uint64
+	TxErrors   uint64
+	RxErrors   uint64
+	RxDrops    uint64
+	RNRNaks    uint64
+	PathMemcpy uint64
+	PathRDMA   uint64
+	PathTCP    uint64
+}
+
+func counters(c proto.Counters) Counters {
+	return Counters{TxBytes: c.TxBytes, TxPackets: c.TxPackets, RxBytes: c.RxBytes, RxPackets: c.RxPackets,
+		TxErrors: c.TxErrors, RxErrors: c.RxErrors, RxDrops: c.RxDrops, RNRNaks: c.RNRNaks,
+		PathMemcpy: c.PathMemcpy, PathRDMA: c.PathRDMA, PathTCP: c.PathTCP}
+}
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).
 type AsyncEvent struct {
@@ -118,7 +179,7 @@ func Open(name string, opts ...Options) (*Device, error) {
 	}
 	d.c = c
 	d.info = deviceInfo(*resp.Device, resp.Instance, resp.Host)
-	d.attr = *resp.Attr
+	d.attr = deviceAttr(resp.Attr)
 	go d.watch()
 	return d, nil
 }
@@ -186,9 +247,11 @@ func (d *Device) Name() string { return d.info.Name }
 
 // Query returns the device attributes (ibv_query_device).
 func (d *Device) Query() (DeviceAttr, error) {
-	var a DeviceAttr
-	_, err := d.c.call(proto.OpQueryDevice, nil, &a)
-	return a, err
+	var a proto.DeviceAttr
+	if _, err := d.c.call(proto.OpQueryDevice, nil, &a); err != nil {
+		return DeviceAttr{}, err
+	}
+	return deviceAttr(&a), nil
 }
 
 // QueryPort returns the attributes and counters of port (always 1).
@@ -198,7 +261,7 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 		return PortAttr{}, err
 	}
 	out := PortAttr{State: p.State, PhysState: p.PhysState, MaxMTU: MTU(p.MaxMTU), ActiveMTU: MTU(p.ActiveMTU),
-		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: p.Counters}
+		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: counters(p.Counters)}
 	for _, g := range p.GIDs {
 		var x GID
 		copy(x[:], g)
@@ -233,59 +296,3 @@ func (d *Device) Close() error {
 	d.mu.Unlock()
 	return d.c.close()
 }
-
-// Admin is a connection for managing the daemon rather than using a device.
-type Admin struct{ c *conn }
-
-// DialAdmin connects to the daemon for administration.
-func DialAdmin(o Options) (*Admin, error) {
-	o = o.withDefaults()
-	c, err := dial(o, nil)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.call(proto.OpHello, proto.HelloReq{Client: o.Client}, nil); err != nil {
-		c.close()
-		return nil, err
-	}
-	return &Admin{c: c}, nil
-}
-
-// InstanceSpec describes an instance to create.
-type InstanceSpec = proto.InstanceSpec
-
-// InstanceInfo describes an instance.
-type InstanceInfo = proto.InstanceInfo
-
-// DaemonStats counts the daemon's live objects.
-type DaemonStats = proto.StatsResp
-
-// CreateInstance creates an instance with its adapters.
-func (a *Admin) CreateInstance(s InstanceSpec) (InstanceInfo, error) {
-	var info InstanceInfo
-	_, err := a.c.call(proto.OpCreateInstance, s, &info)
-	return info, err
-}
-
-// DeleteInstance deletes an instance no process is attached to.
-func (a *Admin) DeleteInstance(name string) error {
-	_, err := a.c.call(proto.OpDeleteInstance, InstanceSpec{Name: name}, nil)
-	return err
-}
-
-// Instances lists the instances on the host.
-func (a *Admin) Instances() ([]InstanceInfo, error) {
-	var r proto.ListInstancesResp
-	_, err := a.c.call(proto.OpListInstances, nil, &r)
-	return r.Instances, err
-}
-
-// Stats returns the daemon's object counts.
-func (a *Admin) Stats() (DaemonStats, error) {
-	var s DaemonStats
-	_, err := a.c.call(proto.OpStats, nil, &s)
-	return s, err
-}
-
-// Close closes the connection.
-func (a *Admin) Close() error { return a.c.close() }

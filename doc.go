@@ -27,6 +27,13 @@
 // is a sealed memfd shared with the daemon and locked in RAM, so the daemon
 // can reach it without ptrace rights or copies through the kernel.
 //
+// Admin manages the daemon: instances, links, the distributed switch. An
+// instance belongs to the user who creates it (or the owner root names):
+// only the owner and root may attach to it, delete it or put it in a trust
+// group; other users get ErrPermission. Every user and instance has
+// limits on what it holds, which Device.Query reports (MaxQP, MaxCQ, ...);
+// one more fails with ErrLimit.
+//
 // Names follow ibverbs: an ibverbs user finds IBV_WR_RDMA_WRITE as
 // WRRDMAWrite, IBV_WC_REM_ACCESS_ERR as WCRemAccessErr, ibv_modify_qp as
 // QP.Modify with a QPAttr and a mask. Errors are typed values that

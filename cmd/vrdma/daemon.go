@@ -21,6 +21,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	mode := fs.Uint("mode", 0o660, "socket permission bits")
 	verbose := fs.Bool("v", false, "log each session and failure")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
+	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
+	userLimits := limitsFlag{}
+	instLimits := limitsFlag{}
+	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked; N a count, 16G, or unlimited); repeatable")
+	fs.Var(instLimits, "instance-limit", "per-instance limits, RESOURCE=N,... (as --limit, but not instance); repeatable")
 	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -38,7 +43,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log,
-		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen})
+		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
+		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits)})
 	if err != nil {
 		return err
 	}
@@ -68,6 +74,23 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		d.Close()
 		return err
 	}
+}
+
+// limitsFlag gathers --limit (or --instance-limit) flags: each a list of
+// RESOURCE=N; a later one overrides an earlier one for the same resource.
+type limitsFlag daemon.Limits
+
+func (f limitsFlag) String() string { return daemon.Limits(f).String() }
+
+func (f limitsFlag) Set(s string) error {
+	l, err := daemon.ParseLimits(s)
+	if err != nil {
+		return err
+	}
+	for r, n := range l {
+		f[r] = n
+	}
+	return nil
 }
 
 func envOr(k, def string) string {

@@ -204,7 +204,7 @@ func (dm *demo) setup(sockA, sockB string) error {
 			return err
 		}
 		dm.adms = append(dm.adms, adm)
-		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1}); err != nil {
+		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1, Temporary: true}); err != nil {
 			return err
 		}
 		dm.insts = append(dm.insts, n)

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma"
 )
 
 const hostUsage = "host show [NAME] [--json]"
@@ -25,12 +25,14 @@ func runHost(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 1 {
 		return usagef("host show [NAME]: one name at most, got %q", pos)
 	}
-	var resp proto.HostListResp
-	if err := adminCall(*socket, proto.OpHostList, nil, &resp); err != nil {
+	var resp struct {
+		Hosts []vrdma.HostInfo `json:"hosts"`
+	}
+	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp.Hosts, err = adm.Hosts(); return err }); err != nil {
 		return err
 	}
 	if len(pos) == 1 {
-		var one []proto.HostInfo
+		var one []vrdma.HostInfo
 		for _, h := range resp.Hosts {
 			if h.Name == pos[0] {
 				one = append(one, h)
@@ -58,7 +60,7 @@ func runHost(args []string, stdout, stderr io.Writer) error {
 // printHost prints one host as a block, in `vrdma link show`'s keyword
 // style: the name (* when it holds the subnet manager), then indented its
 // record and the path this host's adapters take to it.
-func printHost(w io.Writer, h proto.HostInfo) {
+func printHost(w io.Writer, h vrdma.HostInfo) {
 	head := "host " + h.Name
 	if h.SM {
 		head += " *"

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/vrdma/vrdma"
-	"github.com/vrdma/vrdma/internal/proto"
 )
 
 const linkUsage = "link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME"
@@ -40,31 +36,33 @@ func runLink(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		var info proto.LinkInfo
-		if err := adminCall(*socket, proto.OpLinkAdd, spec, &info); err != nil {
+		return withAdmin(*socket, func(adm *vrdma.Admin) error {
+			info, err := adm.AddLink(spec)
+			if err == nil {
+				printLink(stdout, info)
+			}
 			return err
-		}
-		printLink(stdout, info)
+		})
 	case "show", "list":
 		if len(pos) > 1 {
 			return usagef("link show [NAME]: one name at most, got %q", pos)
 		}
-		var req proto.LinkSpec
+		name := ""
 		if len(pos) == 1 {
-			req.Name = strings.TrimSuffix(pos[0], "/1") // rdma's NAME/PORT
+			name = strings.TrimSuffix(pos[0], "/1") // rdma's NAME/PORT
 		}
-		var resp proto.ListLinksResp
-		if err := adminCall(*socket, proto.OpListLinks, req, &resp); err != nil {
+		return withAdmin(*socket, func(adm *vrdma.Admin) error {
+			links, err := adm.Links(name)
+			for _, l := range links {
+				printLink(stdout, l)
+			}
 			return err
-		}
-		for _, l := range resp.Links {
-			printLink(stdout, l)
-		}
+		})
 	case "delete", "del":
 		if len(pos) != 1 {
 			return usagef("link delete NAME: name the link to delete (`vrdma link show` lists them)")
 		}
-		return adminCall(*socket, proto.OpLinkDelete, proto.LinkSpec{Name: strings.TrimSuffix(pos[0], "/1")}, nil)
+		return withAdmin(*socket, func(adm *vrdma.Admin) error { return adm.DeleteLink(strings.TrimSuffix(pos[0], "/1")) })
 	case "help":
 		fs.SetOutput(stderr)
 		fs.Usage()
@@ -93,9 +91,9 @@ func splitLinkFlags(args []string) (pos, flags []string) {
 }
 
 // parseLinkAdd reads `NAME type rxe netdev IFACE [dscp N]`.
-func parseLinkAdd(args []string) (proto.LinkSpec, error) {
+func parseLinkAdd(args []string) (vrdma.LinkSpec, error) {
 	const use = "link add NAME type rxe netdev IFACE [dscp N]"
-	var spec proto.LinkSpec
+	var spec vrdma.LinkSpec
 	if len(args) == 0 || isLinkKeyword(args[0]) {
 		return spec, usagef("%s: the link needs a name (rxe0, say)", use)
 	}
@@ -144,17 +142,13 @@ func isLinkKeyword(s string) bool { return s == "type" || s == "netdev" || s == 
 
 // printLink prints a link as `rdma link show` does, then, indented, what
 // vrdma adds: the GID table, MTU, DSCP, counters and any problem.
-func printLink(w io.Writer, l proto.LinkInfo) {
+func printLink(w io.Writer, l vrdma.LinkInfo) {
 	fmt.Fprintf(w, "link %s/1 state %s physical_state %s netdev %s\n", l.Name, l.State, l.PhysState, l.Netdev)
 	for i, g := range l.GIDs {
-		a, ok := netip.AddrFromSlice(g)
-		if !ok {
-			continue
-		}
-		fmt.Fprintf(w, "    gid %d %s RoCE v2\n", i, a)
+		fmt.Fprintf(w, "    gid %d %s RoCE v2\n", i, netip.AddrFrom16(g))
 	}
 	mtu := "-"
-	if m := vrdma.MTU(l.ActiveMTU); m.Bytes() > 0 {
+	if m := l.ActiveMTU; m.Bytes() > 0 {
 		mtu = strconv.Itoa(m.Bytes())
 	}
 	fmt.Fprintf(w, "    type %s active_mtu %s dscp %d port %d\n", l.Type, mtu, l.DSCP, l.Port)
@@ -164,54 +158,5 @@ func printLink(w io.Writer, l proto.LinkInfo) {
 	fmt.Fprintf(w, "    rx_malformed %d rx_icrc_errors %d rx_unknown_qp %d rx_bad_pkey %d\n", c.RxMalformed, c.RxICRC, c.RxUnknownQP, c.RxBadPKey)
 	if l.Problem != "" {
 		fmt.Fprintf(w, "    problem: %s\n", l.Problem)
-	}
-}
-
-// adminCall sends one administration command to the daemon, after the
-// hello every connection starts with, and decodes the reply into resp.
-func adminCall(socket string, op proto.Op, req, resp any) error {
-	if socket == "" {
-		socket = os.Getenv("VRDMA_SOCKET")
-	}
-	if socket == "" {
-		socket = vrdma.DefaultSocket
-	}
-	c, err := proto.Dial(socket)
-	if err != nil {
-		return fmt.Errorf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", socket, err)
-	}
-	defer c.Close()
-	if err := roundTrip(c, 1, proto.OpHello, proto.HelloReq{Client: "vrdma link"}, nil); err != nil {
-		return err
-	}
-	return roundTrip(c, 2, op, req, resp)
-}
-
-func roundTrip(c *proto.Conn, id uint32, op proto.Op, req, resp any) error {
-	if err := c.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req); err != nil {
-		return fmt.Errorf("sending %v to the daemon: %w", op, err)
-	}
-	for {
-		h, body, fds, err := c.Recv()
-		proto.CloseFDs(fds)
-		if err != nil {
-			return fmt.Errorf("the vrdma daemon closed the connection (%v)", err)
-		}
-		if h.Kind != proto.KindReply || h.ID != id {
-			continue // an event
-		}
-		if h.Code != proto.CodeOK {
-			var e struct {
-				Error string `json:"error"`
-			}
-			_ = json.Unmarshal(body, &e)
-			return errors.New(e.Error)
-		}
-		if resp != nil {
-			if err := json.Unmarshal(body, resp); err != nil {
-				return fmt.Errorf("the daemon's reply to %v did not decode (%v): run a vrdma and a daemon of the same release", op, err)
-			}
-		}
-		return nil
 	}
 }

@@ -10,7 +10,8 @@
 //	vrdma perf [-lp PORT] | perf HOST [--json] [-m SIZE] [-t SECS] TEST... | perf --loopback [--async] TEST...
 //	vrdma pingpong [-g GIDIDX] [-s SIZE] [-n ITERS] [HOST] # ibv_rc_pingpong's options
 //	vrdma ping -S | ping [-c COUNT] [-f] [-w SECS] HOST
-//	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--file VMX] | vm show [NAME] | vm delete NAME
+//	vrdma daemon [--admin-group G] [--limit RES=N,...] [--instance-limit RES=N,...]  # who administers, tenants' quotas
+//	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--owner USER[:GROUP]] [--file VMX] | vm show [NAME] [--all] | vm delete NAME
 //	vrdma link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME
 //	vrdma switch show [--json]       # the switch, its etcd, the subnet manager
 //	vrdma portgroup add NAME [--vlan N] [--pcp N] [--dscp N] [--mtu N] [--pkey 0xNNNN] | portgroup show [NAME] | portgroup delete NAME
@@ -87,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, flag.ErrHelp) {
 				return 0
 			}
-			fmt.Fprintf(stderr, "vrdma %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "vrdma %s: %s\n", c.name, errorText(err))
 			if errors.Is(err, errUsage) {
 				return 2
 			}
@@ -97,6 +98,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "vrdma: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// errorText is what the command line prints of err: the daemon's or the
+// library's message without the library's "vrdma: op:" prefix, which the
+// command's own prefix replaces.
+func errorText(err error) string {
+	if e, ok := err.(*vrdma.Error); ok && e.Msg != "" {
+		return e.Msg
+	}
+	return err.Error()
 }
 
 func usage(w io.Writer) {

@@ -39,7 +39,7 @@ func TestToolsFollowRdmaCoreLayouts(t *testing.T) {
 		{"stat", []string{"stat", "--socket", sock, "vrdma0"},
 			[]string{`(?m)^CA 'vrdma0'$`, `Number of ports: 1`, `State: Active`, `Link layer: Ethernet`, `port_xmit_data: \d+`, `port_rcv_packets: \d+`}},
 		{"vm show", []string{"vm", "show", "--socket", sock},
-			[]string{`(?m)^INSTANCE\s+HOST\s+ADAPTERS`, `(?m)^default\s+test\s+1\s`, `(?m)^two\s+test\s+2\s+false\s+false\s+false\s+default\s+\d+\s+-\s+vrdma0,vrdma1$`}},
+			[]string{`(?m)^INSTANCE\s+HOST\s+OWNER\s+ADAPTERS`, `(?m)^default\s+test\s+\S+\s+1\s`, `(?m)^two\s+test\s+\S+\s+2\s+false\s+false\s+false\s+default\s+\d+\s+-\s+vrdma0,vrdma1$`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

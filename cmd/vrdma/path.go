@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
-	"github.com/vrdma/vrdma/internal/proto"
 )
 
 const pathUsage = "path ADAPTER_A ADAPTER_B [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
@@ -30,8 +30,8 @@ func runPath(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var resp proto.PathResp
-	if err := adminCall(*socket, proto.OpPath, proto.PathReq{A: pos[0], B: pos[1]}, &resp); err != nil {
+	var resp vrdma.PathInfo
+	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp, err = adm.Path(pos[0], pos[1]); return err }); err != nil {
 		return err
 	}
 	if *asJSON {

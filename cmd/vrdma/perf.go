@@ -308,7 +308,9 @@ func loopbackInstances(o vrdma.Options, async, trusted bool, stderr io.Writer, v
 		group = fmt.Sprintf("perf-%d", os.Getpid())
 	}
 	for i, n := range names {
-		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1, Async: async, TrustGroup: group}); err != nil {
+		// Temporary: should this process die without cleaning up (SIGKILL),
+		// the daemon deletes the instances once its connections are gone.
+		if _, err := adm.CreateInstance(vrdma.InstanceSpec{Name: n, Adapters: 1, Async: async, TrustGroup: group, Temporary: true}); err != nil {
 			for _, m := range names[:i] {
 				adm.DeleteInstance(m)
 			}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma"
 )
 
 const (
@@ -46,8 +46,8 @@ func portGroupAdd(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("%s: name one port group, got %q", portGroupAddUsage, pos)
 	}
-	spec := proto.PortGroupSpec{Name: pos[0], VLAN: uint16(vlan.n), PCP: uint8(pcp.n), DSCP: uint8(dscp.n), MTU: int(mtu), PKey: uint16(pkey)}
-	if err := adminCall(*socket, proto.OpPortGroupAdd, spec, nil); err != nil {
+	spec := vrdma.PortGroup{Name: pos[0], VLAN: uint16(vlan.n), PCP: uint8(pcp.n), DSCP: uint8(dscp.n), MTU: int(mtu), PKey: uint16(pkey)}
+	if err := withAdmin(*socket, func(adm *vrdma.Admin) error { return adm.AddPortGroup(spec) }); err != nil {
 		return err
 	}
 	// Show it as the switch now has it, defaults filled in.
@@ -80,17 +80,19 @@ func portGroupDelete(args []string) error {
 	if len(pos) != 1 {
 		return usagef("portgroup delete NAME: name one port group to delete (`vrdma portgroup show` lists them), got %q", pos)
 	}
-	return adminCall(*socket, proto.OpPortGroupDelete, proto.PortGroupSpec{Name: pos[0]}, nil)
+	return withAdmin(*socket, func(adm *vrdma.Admin) error { return adm.DeletePortGroup(pos[0]) })
 }
 
 // showPortGroups prints the port groups, or only the one named.
 func showPortGroups(socket, name string, asJSON bool, w io.Writer) error {
-	var resp proto.PortGroupListResp
-	if err := adminCall(socket, proto.OpPortGroupList, nil, &resp); err != nil {
+	var resp struct {
+		PortGroups []vrdma.PortGroup `json:"portgroups"`
+	}
+	if err := withAdmin(socket, func(adm *vrdma.Admin) (err error) { resp.PortGroups, err = adm.PortGroups(); return err }); err != nil {
 		return err
 	}
 	if name != "" {
-		var one []proto.PortGroupSpec
+		var one []vrdma.PortGroup
 		for _, p := range resp.PortGroups {
 			if p.Name == name {
 				one = append(one, p)

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma"
 )
 
 const switchUsage = "switch show [--json]"
@@ -26,8 +26,8 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("switch show takes no arguments, got %q", pos)
 	}
-	var info proto.SwitchInfo
-	if err := adminCall(*socket, proto.OpSwitchShow, nil, &info); err != nil {
+	var info vrdma.SwitchInfo
+	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { info, err = adm.Switch(); return err }); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -37,7 +37,7 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func printSwitch(w io.Writer, s proto.SwitchInfo) {
+func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 	t := newTable(w)
 	etcd := strings.Join(s.Endpoints, ", ")
 	if s.Embedded {

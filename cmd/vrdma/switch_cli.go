@@ -55,6 +55,17 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// withAdmin runs f on an administration connection to the daemon at
+// socket ("" = $VRDMA_SOCKET or the default), closed afterwards.
+func withAdmin(socket string, f func(*vrdma.Admin) error) error {
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: socket, Client: "vrdma"})
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	return f(adm)
+}
+
 // newTable returns a writer that aligns tab-separated columns; Flush it.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
-	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +48,7 @@ func waitSM(t *testing.T, sock, host string) {
 	deadline := time.Now().Add(time.Minute) // a bound on a broken election, not a speed requirement
 	for {
 		code, out, errs := vrdmaCmd(t, "switch", "show", "--json", "--socket", sock)
-		var info proto.SwitchInfo
+		var info vrdma.SwitchInfo
 		if code == 0 && json.Unmarshal([]byte(out), &info) == nil && info.SMHost == host && info.Role == "leader" {
 			return
 		}
@@ -96,7 +96,9 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 		`(?m)^    uplink tcp kind tcp state up$`, `(?m)^    path memcpy: same host h1$`, `(?m)^\* holds the subnet manager$`)
 	matchAll(t, "host show h1", mustRun(t, "host", "show", "h1", "--socket", sock), `(?m)^host h1 \* \(this host\)$`)
 
-	var hosts proto.HostListResp
+	var hosts struct {
+		Hosts []vrdma.HostInfo `json:"hosts"`
+	}
 	if err := json.Unmarshal([]byte(mustRun(t, "host", "--json", "--socket", sock)), &hosts); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +110,7 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 	}
 }
 
-func hostSummary(h proto.HostInfo) string {
+func hostSummary(h vrdma.HostInfo) string {
 	s := h.Name
 	if h.Self {
 		s += " self"
@@ -133,7 +135,9 @@ func TestPortGroupAddShowDelete(t *testing.T) {
 	if strings.Contains(out, "default") || !strings.Contains(out, "storage") {
 		t.Errorf("portgroup show storage shows others or not it:\n%s", out)
 	}
-	var list proto.PortGroupListResp
+	var list struct {
+		PortGroups []vrdma.PortGroup `json:"portgroups"`
+	}
 	if err := json.Unmarshal([]byte(mustRun(t, "portgroup", "show", "--json", "--socket", sock)), &list); err != nil || len(list.PortGroups) != 3 {
 		t.Errorf("portgroup show --json: %v, %+v", err, list)
 	}
@@ -192,15 +196,15 @@ vrdma0.portGroup = "storage"
 vrdma0.nativeEndpointSupport = "TRUE"
 vrdma.asyncMode = "TRUE"
 memSize = "4096"
-`, create: `^instance db1 on host h1: 2 adapters \(vrdma0, vrdma1\), port group storage, async, native endpoints\n$`,
-			row: `(?m)^db1\s+h1\s+2\s+true\s+true\s+false\s+storage\s+0\s+-\s+vrdma0,vrdma1$`},
+`, create: `^instance db1 on host h1, owner \S+: 2 adapters \(vrdma0, vrdma1\), port group storage, async, native endpoints\n$`,
+			row: `(?m)^db1\s+h1\s+\S+\s+2\s+true\s+true\s+false\s+storage\s+0\s+-\s+vrdma0,vrdma1$`},
 		{name: "async, native and pin", vmx: "displayName = \"db2\"\nvrdma0.present = \"TRUE\"\nvrdma0.nativeEndpointSupport = \"TRUE\"\nvrdma.asyncMode = \"TRUE\"\nsched.mem.pin = \"TRUE\"\n",
-			pin: true, create: `^instance db2 on host h1: 1 adapter \(vrdma0\), port group default, async, native endpoints, pinned memory\n$`,
-			row: `(?m)^db2\s+h1\s+1\s+true\s+true\s+true\s+default\s+0\s+-\s+vrdma0$`},
+			pin: true, create: `^instance db2 on host h1, owner \S+: 1 adapter \(vrdma0\), port group default, async, native endpoints, pinned memory\n$`,
+			row: `(?m)^db2\s+h1\s+\S+\s+1\s+true\s+true\s+true\s+default\s+0\s+-\s+vrdma0$`},
 		{name: "flags override the file", vmx: "displayName = \"ignored\"\nvrdma0.present = \"TRUE\"\nvrdma.asyncMode = \"TRUE\"\nvrdma0.portGroup = \"storage\"\n",
 			args:   []string{"db3", "--async=false", "--adapters", "3", "--portgroup", "default", "--native-endpoints", "--trust-group", "g"},
-			create: `^instance db3 on host h1: 3 adapters \(vrdma0, vrdma1, vrdma2\), port group default, native endpoints, trust group g\n$`,
-			row:    `(?m)^db3\s+h1\s+3\s+false\s+true\s+false\s+default\s+0\s+g\s+vrdma0,vrdma1,vrdma2$`},
+			create: `^instance db3 on host h1, owner \S+: 3 adapters \(vrdma0, vrdma1, vrdma2\), port group default, native endpoints, trust group g\n$`,
+			row:    `(?m)^db3\s+h1\s+\S+\s+3\s+false\s+true\s+false\s+default\s+0\s+g\s+vrdma0,vrdma1,vrdma2$`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,7 +217,7 @@ memSize = "4096"
 			}
 			args := append([]string{"vm", "create", "--file", file, "--socket", sock}, tt.args...)
 			matchAll(t, "vm create", mustRun(t, args...), tt.create)
-			matchAll(t, "vm show", mustRun(t, "vm", "show", "--socket", sock), `(?m)^INSTANCE\s+HOST\s+ADAPTERS\s+ASYNC\s+NATIVE\s+PIN\s+PORTGROUP\s+PROCESSES\s+TRUST-GROUP\s+DEVICES$`, tt.row)
+			matchAll(t, "vm show", mustRun(t, "vm", "show", "--socket", sock), `(?m)^INSTANCE\s+HOST\s+OWNER\s+ADAPTERS\s+ASYNC\s+NATIVE\s+PIN\s+PORTGROUP\s+PROCESSES\s+TRUST-GROUP\s+DEVICES$`, tt.row)
 		})
 	}
 	matchAll(t, "vm show db1", mustRun(t, "vm", "show", "db1", "--socket", sock), `(?m)^db1\s`)
@@ -244,11 +248,11 @@ func TestPathBetweenInstances(t *testing.T) {
 			t.Errorf("path %q: %q, want memcpy: same host h1", args, out)
 		}
 	}
-	var resp proto.PathResp
+	var resp vrdma.PathInfo
 	if err := json.Unmarshal([]byte(mustRun(t, "path", "a", "b", "--json", "--socket", sock)), &resp); err != nil {
 		t.Fatal(err)
 	}
-	if resp != (proto.PathResp{Kind: "memcpy", Reason: "same host h1", HostA: "h1", HostB: "h1"}) {
+	if resp != (vrdma.PathInfo{Kind: "memcpy", Reason: "same host h1", HostA: "h1", HostB: "h1"}) {
 		t.Errorf("path --json: %+v", resp)
 	}
 	tests := []struct {

@@ -6,12 +6,12 @@ import (
 	"io"
 	"strings"
 
+	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
-	"github.com/vrdma/vrdma/internal/proto"
 )
 
 const (
-	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--file VMX]"
+	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--owner USER[:GROUP]] [--file VMX]"
 	vmUsage       = vmCreateUsage + " | vm show [NAME] [--all] | vm delete NAME"
 )
 
@@ -37,7 +37,8 @@ func vmCreate(args []string, stdout io.Writer) error {
 	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
 	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer")
 	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
-	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon")
+	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
+	owner := fs.String("owner", "", "the tenant the instance belongs to, USER[:GROUP] by name or number (default: you; another owner needs root or the daemon's admin group)")
 	file := fs.String("file", "", "read the options from a .vmx (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -46,7 +47,7 @@ func vmCreate(args []string, stdout io.Writer) error {
 	if len(pos) > 1 {
 		return usagef("%s: one instance name, got %q", vmCreateUsage, pos)
 	}
-	spec := proto.InstanceSpec{Adapters: 1}
+	spec := vrdma.InstanceSpec{Adapters: 1}
 	if *file != "" {
 		o, err := readVMX(*file)
 		if err != nil {
@@ -80,16 +81,24 @@ func vmCreate(args []string, stdout io.Writer) error {
 	if spec.Name == "" {
 		return usagef("%s: name the instance (or give --file a .vmx with a displayName)", vmCreateUsage)
 	}
-	var info proto.InstanceInfo
-	if err := adminCall(*socket, proto.OpCreateInstance, spec, &info); err != nil {
-		return err
+	if *owner != "" {
+		o, err := parseOwner(*owner, systemAccounts)
+		if err != nil {
+			return usagef("--owner %v", err)
+		}
+		spec.Owner = &o
 	}
-	fmt.Fprintln(stdout, instanceSummary(info))
-	return nil
+	return withAdmin(*socket, func(adm *vrdma.Admin) error {
+		info, err := adm.CreateInstance(spec)
+		if err == nil {
+			fmt.Fprintln(stdout, instanceSummary(info))
+		}
+		return err
+	})
 }
 
 // instanceSummary says what vm create made, in one line.
-func instanceSummary(i proto.InstanceInfo) string {
+func instanceSummary(i vrdma.InstanceInfo) string {
 	var names []string
 	for _, a := range i.Adapters {
 		names = append(names, a.Name)
@@ -98,11 +107,13 @@ func instanceSummary(i proto.InstanceInfo) string {
 	if len(names) == 1 {
 		plural = ""
 	}
-	s := fmt.Sprintf("instance %s on host %s: %d adapter%s (%s), port group %s", i.Name, orDash(i.Host), len(names), plural, strings.Join(names, ", "), portGroupOf(i))
+	s := fmt.Sprintf("instance %s on host %s, owner %s: %d adapter%s (%s), port group %s", i.Name, orDash(i.Host), ownerName(i.Owner, systemAccounts),
+		len(names), plural, strings.Join(names, ", "), portGroupOf(i))
 	for _, opt := range []struct {
 		on   bool
 		text string
-	}{{instanceAsync(i), "async"}, {i.Native, "native endpoints"}, {i.Pin, "pinned memory"}, {i.TrustGroup != "", "trust group " + i.TrustGroup}} {
+	}{{instanceAsync(i), "async"}, {i.Native, "native endpoints"}, {i.Pin, "pinned memory"}, {i.TrustGroup != "", "trust group " + i.TrustGroup},
+		{i.Temporary, "temporary"}} {
 		if opt.on {
 			s += ", " + opt.text
 		}
@@ -120,14 +131,22 @@ func vmShow(args []string, stdout io.Writer) error {
 	if len(pos) > 1 {
 		return usagef("vm show [NAME]: one name at most, got %q", pos)
 	}
-	var resp proto.ListInstancesResp
-	if err := adminCall(*socket, proto.OpListInstances, proto.ListInstancesReq{All: *all}, &resp); err != nil {
+	var insts []vrdma.InstanceInfo
+	err = withAdmin(*socket, func(adm *vrdma.Admin) (err error) {
+		if *all {
+			insts, err = adm.SwitchInstances()
+		} else {
+			insts, err = adm.Instances()
+		}
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	t := newTable(stdout)
-	fmt.Fprintf(t, "INSTANCE\tHOST\tADAPTERS\tASYNC\tNATIVE\tPIN\tPORTGROUP\tPROCESSES\tTRUST-GROUP\tDEVICES\n")
+	fmt.Fprintf(t, "INSTANCE\tHOST\tOWNER\tADAPTERS\tASYNC\tNATIVE\tPIN\tPORTGROUP\tPROCESSES\tTRUST-GROUP\tDEVICES\n")
 	found := false
-	for _, i := range resp.Instances {
+	for _, i := range insts {
 		if len(pos) == 1 && i.Name != pos[0] {
 			continue
 		}
@@ -140,7 +159,7 @@ func vmShow(args []string, stdout io.Writer) error {
 		if i.Remote {
 			procs = "-" // another host's: its daemon knows
 		}
-		fmt.Fprintf(t, "%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%s\t%s\n", i.Name, orDash(i.Host), len(i.Adapters), instanceAsync(i), i.Native, i.Pin,
+		fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%s\t%s\n", i.Name, orDash(i.Host), ownerName(i.Owner, systemAccounts), len(i.Adapters), instanceAsync(i), i.Native, i.Pin,
 			portGroupOf(i), procs, orDash(i.TrustGroup), orDash(strings.Join(names, ",")))
 	}
 	if len(pos) == 1 && !found {
@@ -158,12 +177,12 @@ func vmDelete(args []string) error {
 	if len(pos) != 1 {
 		return usagef("vm delete NAME: name one instance to delete (`vrdma vm show` lists them), got %q", pos)
 	}
-	return adminCall(*socket, proto.OpDeleteInstance, proto.InstanceSpec{Name: pos[0]}, nil)
+	return withAdmin(*socket, func(adm *vrdma.Admin) error { return adm.DeleteInstance(pos[0]) })
 }
 
 // instanceAsync: the instance is in async mode (daemons before the switch
 // said so only on the adapters).
-func instanceAsync(i proto.InstanceInfo) bool {
+func instanceAsync(i vrdma.InstanceInfo) bool {
 	for _, a := range i.Adapters {
 		if a.Async {
 			return true
@@ -173,7 +192,7 @@ func instanceAsync(i proto.InstanceInfo) bool {
 }
 
 // portGroupOf names the instance's port group; none means the default one.
-func portGroupOf(i proto.InstanceInfo) string {
+func portGroupOf(i vrdma.InstanceInfo) string {
 	if i.PortGroup == "" {
 		return daemon.DefaultPortGroup
 	}

@@ -10,45 +10,42 @@ func cmdHello(s *session, body []byte, _ []int) (any, []int, error) {
 	if s.instance() != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "hello sent twice on one connection")
 	}
-	inst := s.d.instance(req.Instance)
-	if inst == nil {
-		return nil, nil, proto.Errorf(proto.CodeNotFound, "no instance %q on this host: create it with `vrdma vm create %s`, or unset VRDMA_INSTANCE to use the default", req.Instance, req.Instance)
+	inst, err := s.d.attach(s, req.Instance, req.Device)
+	if err != nil {
+		return nil, nil, err
 	}
 	resp := proto.HelloResp{Version: proto.Version, Instance: inst.Name, Host: s.d.cfg.HostName}
 	for _, a := range inst.Adapters {
 		resp.Adapters = append(resp.Adapters, adapterInfo(a))
 	}
-	if req.Device != "" {
-		for _, a := range inst.Adapters {
-			if a.Name == req.Device {
-				s.adapter = a
-			}
-		}
-		if s.adapter == nil {
-			return nil, nil, proto.Errorf(proto.CodeNotFound, "no device %q in instance %q: `vrdma devices` lists them", req.Device, inst.Name)
-		}
+	if s.adapter != nil {
 		info := adapterInfo(s.adapter)
 		resp.Device = &info
-		resp.Attr = deviceAttr(s.adapter)
+		resp.Attr = deviceAttr(s.adapter, s.limits())
 	}
-	s.inst.Store(inst)
 	return resp, nil, nil
 }
 
+// cmdCreateInstance creates an instance for the peer, or, for an
+// administrator, for the owner the spec names.
 func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.InstanceSpec](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	owner, err := s.d.ownerFor(s.cred, req)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := s.d.checkInstance(req); err != nil {
 		return nil, nil, err
 	}
-	inst, err := s.d.createInstance(req, true)
+	inst, err := s.d.createInstance(req, owner, s, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := s.d.publishInstance(inst); err != nil {
-		_ = s.d.deleteInstance(inst.Name)
+		_ = s.d.deleteInstance(inst.Name, nil)
 		return nil, nil, err
 	}
 	return instanceInfo(inst, s.d.cfg.HostName), nil, nil
@@ -59,13 +56,16 @@ func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.d.deleteInstance(req.Name); err != nil {
+	if err := s.d.deleteInstance(req.Name, s); err != nil {
 		return nil, nil, err
 	}
 	s.d.unpublishInstance(req.Name)
 	return done, nil, nil
 }
 
+// cmdListInstances lists the instances the peer may see; All adds the
+// other hosts' from the switch, whose records carry no owner: for
+// administrators only.
 func cmdListInstances(s *session, body []byte, _ []int) (any, []int, error) {
 	var req proto.ListInstancesReq
 	if len(body) > 0 && string(body) != "null" {
@@ -74,8 +74,12 @@ func cmdListInstances(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	list := s.d.listInstances()
+	list := s.d.listInstances(s.cred)
 	if req.All {
+		if !s.d.isAdmin(s.cred) {
+			return nil, nil, proto.Errorf(proto.CodePermission, "other hosts' instances are listed for root, the daemon's user and %s (their records carry no owner); %s sees this host's own: leave --all out",
+				s.d.adminGroupName(), s.cred)
+		}
 		remote, err := s.d.remoteInstances()
 		if err != nil {
 			return nil, nil, err

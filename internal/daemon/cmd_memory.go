@@ -13,7 +13,7 @@ import (
 )
 
 func cmdQueryDevice(s *session, _ []byte, _ []int) (any, []int, error) {
-	return deviceAttr(s.adapter), nil, nil
+	return deviceAttr(s.adapter, s.limits()), nil, nil
 }
 
 func cmdQueryPort(s *session, body []byte, _ []int) (any, []int, error) {
@@ -28,6 +28,9 @@ func cmdQueryPort(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdAllocPD(s *session, _ []byte, _ []int) (any, []int, error) {
+	if err := s.take(PDs, 1); err != nil {
+		return nil, nil, err
+	}
 	h := s.handleID()
 	s.pds[h] = s.adapter.NewPD()
 	return proto.HandleResp{Handle: h}, nil, nil
@@ -65,6 +68,7 @@ func cmdDeallocPD(s *session, body []byte, _ []int) (any, []int, error) {
 		}
 	}
 	delete(s.pds, req.Handle)
+	s.give(PDs, 1)
 	return done, nil, nil
 }
 
@@ -92,16 +96,29 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
+	if err := s.take(MRs, 1); err != nil {
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
+	if err := s.take(Locked, req.Length); err != nil {
+		s.give(MRs, 1)
+		proto.CloseFDs(fds)
+		return nil, nil, err
+	}
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, req.Length) }
 	region, err := shm.MapRegion(fds[0], int(req.Length)) // owns fds[0] from here
 	if err != nil {
+		giveBack()
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
 	if err := region.Lock(); err != nil {
 		region.Close()
+		giveBack()
 		return nil, nil, proto.Errorf(proto.CodeMemlock, "the daemon %v", err)
 	}
 	mr, err := engine.RegisterMR(pd, region, req.Addr, req.Length, abi.Access(req.Access))
 	if err != nil {
+		giveBack()
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
 	h := s.handleID()
@@ -123,6 +140,8 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
 	s.pinned -= length
+	s.give(MRs, 1)
+	s.give(Locked, length)
 	return done, nil, nil
 }
 
@@ -131,10 +150,10 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 // registering process: a daemon that may lock anything must not pin memory
 // on behalf of a client that may not. Root clients are not limited.
 func (s *session) mayPin(n uint64) error {
-	if s.uid == 0 || s.pid == 0 {
+	if !s.cred.known || s.cred.uid == 0 || s.cred.pid == 0 {
 		return nil
 	}
-	limit, ok := memlockLimit(int(s.pid))
+	limit, ok := memlockLimit(int(s.cred.pid))
 	if !ok {
 		return nil
 	}
@@ -212,6 +231,9 @@ func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
 	if n := len(s.adapter.GIDs()); int(req.AV.SGIDIndex) >= n {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "sgid_index %d is outside the GID table of %d entries", req.AV.SGIDIndex, n)
 	}
+	if err := s.take(AHs, 1); err != nil {
+		return nil, nil, err
+	}
 	h := s.handleID()
 	s.ahMu.Lock()
 	s.ahs[h] = req.AV
@@ -232,5 +254,6 @@ func cmdDestroyAH(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	delete(s.ahs, req.Handle)
 	delete(s.ahPD, req.Handle)
+	s.give(AHs, 1)
 	return done, nil, nil
 }

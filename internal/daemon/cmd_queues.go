@@ -18,9 +18,13 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.CQE < 1 || req.CQE > engine.MaxCQE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "cqe %d: a CQ holds 1 to %d completions", req.CQE, engine.MaxCQE)
 	}
+	if err := s.take(CQs, 1); err != nil {
+		return nil, nil, err
+	}
 	cq, err := engine.NewCQ(req.CQE)
 	if err != nil {
-		return nil, nil, err
+		s.give(CQs, 1)
+		return nil, nil, s.d.creationError("completion queue", err)
 	}
 	h := s.handleID()
 	cq.Handle, cq.Events = h, s
@@ -29,6 +33,7 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		cq.Close()
 		delete(s.cqs, h)
+		s.give(CQs, 1)
 		return nil, nil, err
 	}
 	r := cq.Ring()
@@ -36,7 +41,7 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdDestroyCQ(s *session, body []byte, _ []int) (any, []int, error) {
-	return destroyUnused(s.cqs, body, "completion queue")
+	return destroyUnused(s, CQs, s.cqs, body, "completion queue")
 }
 
 func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
@@ -51,9 +56,13 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.MaxWR < 1 || req.MaxWR > engine.MaxQPWR || req.MaxSGE < 1 || req.MaxSGE > engine.MaxSGE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "SRQ max_wr %d / max_sge %d: must be 1..%d / 1..%d", req.MaxWR, req.MaxSGE, engine.MaxQPWR, engine.MaxSGE)
 	}
+	if err := s.take(SRQs, 1); err != nil {
+		return nil, nil, err
+	}
 	srq, err := engine.NewSRQ(pd, req.MaxWR, req.MaxSGE)
 	if err != nil {
-		return nil, nil, err
+		s.give(SRQs, 1)
+		return nil, nil, s.d.creationError("shared receive queue", err)
 	}
 	h := s.handleID()
 	srq.Handle, srq.Events = h, s
@@ -62,6 +71,7 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		srq.Close()
 		delete(s.srqs, h)
+		s.give(SRQs, 1)
 		return nil, nil, err
 	}
 	r := srq.Ring()
@@ -70,14 +80,15 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
-	return destroyUnused(s.srqs, body, "shared receive queue")
+	return destroyUnused(s, SRQs, s.srqs, body, "shared receive queue")
 }
 
-// destroyUnused destroys the queue a request names, unless QPs still use it.
+// destroyUnused destroys the queue a request names, unless QPs still use
+// it, and gives back the r it held.
 func destroyUnused[T interface {
 	Busy() bool
 	Close()
-}](m map[uint32]T, body []byte, what string) (any, []int, error) {
+}](s *session, r Resource, m map[uint32]T, body []byte, what string) (any, []int, error) {
 	req, err := decode[proto.HandleReq](body)
 	if err != nil {
 		return nil, nil, err
@@ -91,6 +102,7 @@ func destroyUnused[T interface {
 	}
 	q.Close()
 	delete(m, req.Handle)
+	s.give(r, 1)
 	return done, nil, nil
 }
 
@@ -117,23 +129,32 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
+	if err := s.take(QPs, 1); err != nil {
+		return nil, nil, err
+	}
 	h := s.handleID()
 	q, err := engine.NewQP(engine.QPConfig{
 		PD: pd, Type: abi.QPType(req.Type), SendCQ: scq, RecvCQ: rcq, SRQ: srq, SigAll: req.SigAll,
 		Caps: req.Caps, Handle: h, Events: s, AH: s.ah,
 	})
 	if err != nil {
+		s.give(QPs, 1)
+		if outOfDescriptors(err) {
+			return nil, nil, s.d.creationError("queue pair", err)
+		}
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
 	bell, err := q.ShareDoorbell()
 	if err != nil {
 		q.Destroy()
-		return nil, nil, err
+		s.give(QPs, 1)
+		return nil, nil, s.d.creationError("queue pair's doorbell", err)
 	}
 	fds, err := shareFDs(q.RegionFD, nil)
 	if err != nil {
 		unix.Close(bell)
 		q.Destroy()
+		s.give(QPs, 1)
 		return nil, nil, err
 	}
 	fds = append(fds, bell)
@@ -191,5 +212,6 @@ func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	q.Destroy()
 	delete(s.qps, req.Handle)
+	s.give(QPs, 1)
 	return done, nil, nil
 }

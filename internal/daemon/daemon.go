@@ -1,15 +1,12 @@
 package daemon
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
 
@@ -33,6 +30,18 @@ type Config struct {
 	Switch     SwitchConfig // the distributed switch (switch.go); zero: none
 	CMListen   string       // the connection manager's TCP address: "" = ":4793" (DefaultCMPort, every address), CMListenOff = none (cm.go)
 	CMResolve  CMResolver   // a remote adapter's address to its daemon's CM endpoint; nil = DefaultCMResolve
+
+	// AdminGroup names the group (or gid) whose members may administer
+	// the switch: links, port groups, instances for other owners. Root and
+	// the daemon's own uid always may. "" = no such group.
+	AdminGroup string
+	// UserLimits are every uid's limits; a resource not named has its
+	// default (defaultUserLimits: scaled to the descriptors the daemon may
+	// hold). InstanceLimits are every named instance's (default: none
+	// beyond the device's maxima). Instances cannot be limited per
+	// instance.
+	UserLimits     Limits
+	InstanceLimits Limits
 }
 
 // Daemon is a running host daemon.
@@ -40,7 +49,18 @@ type Daemon struct {
 	cfg  Config
 	log  *slog.Logger
 	host *engine.Host
-	ln   *net.UnixListener
+	ln   listener
+
+	selfUID    uint32 // the daemon's own uid: privileged like root
+	adminGroup struct {
+		name string
+		gid  uint32
+		set  bool
+	}
+	quota *ledger  // what every uid and instance holds (quota.go)
+	fds   *fdGuard // the daemon's descriptors (fds.go)
+	warns warnLimiter
+	spare int // a descriptor given up to shed a connection when none is left (accept.go)
 
 	mu        sync.Mutex
 	instances map[string]*Instance
@@ -68,9 +88,14 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, host: engine.NewHost(),
-		instances: make(map[string]*Instance), sessions: make(map[*session]struct{})}
-	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: 1}, false); err != nil {
+	d := &Daemon{cfg: cfg, log: cfg.Logger,
+		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
+		selfUID: uint32(os.Geteuid()), spare: -1}
+	if err := d.setupAccess(); err != nil {
+		return nil, err
+	}
+	d.host = engine.NewHost()
+	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: 1}, proto.Owner{}, nil, false); err != nil {
 		return nil, err
 	}
 	if err := d.loadInstances(); err != nil {
@@ -126,48 +151,12 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.reserveSpare()
 	return d, nil
 }
 
 // SocketPath returns where the daemon listens.
 func (d *Daemon) SocketPath() string { return d.cfg.SocketPath }
-
-// Serve accepts sessions until Close.
-func (d *Daemon) Serve() error {
-	for {
-		c, err := d.ln.AcceptUnix()
-		if err != nil {
-			d.mu.Lock()
-			closed := d.closed
-			d.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		s := newSession(d, proto.NewConn(c))
-		d.mu.Lock()
-		if d.closed {
-			d.mu.Unlock()
-			c.Close()
-			continue
-		}
-		d.sessions[s] = struct{}{}
-		d.wg.Add(1)
-		d.mu.Unlock()
-		go func() {
-			defer d.wg.Done()
-			s.serve()
-			d.mu.Lock()
-			delete(d.sessions, s)
-			d.mu.Unlock()
-		}()
-	}
-}
 
 // Close stops accepting, ends every session (clients see DEVICE_FATAL) and
 // stops the adapters.
@@ -188,6 +177,7 @@ func (d *Daemon) Close() error {
 		s.conn.Close()
 	}
 	d.wg.Wait()
+	d.closeSpare()
 	d.cm.close()
 	d.mu.Lock()
 	for _, inst := range d.instances {
@@ -203,142 +193,6 @@ func (d *Daemon) Close() error {
 	d.closeLinks()
 	d.host.Close()
 	return err
-}
-
-func (d *Daemon) createInstance(spec proto.InstanceSpec, persist bool) (*Instance, error) {
-	if err := validateSpec(spec); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.instances[spec.Name]; ok {
-		return nil, proto.Errorf(proto.CodeBusy, "instance %q exists already: pick another name or delete it first", spec.Name)
-	}
-	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
-		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin}
-	for i := 0; i < spec.Adapters; i++ {
-		var a *engine.Adapter
-		for salt := 0; ; salt++ {
-			mac := macFor(d.cfg.HostName, spec.Name, i, salt)
-			if d.host.AdapterByGID(engine.LinkLocalGID(mac)) == nil {
-				a = engine.NewAdapter(spec.Name, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
-				a.TrustGroup = spec.TrustGroup
-				break
-			}
-		}
-		d.host.AddAdapter(a)
-		inst.Adapters = append(inst.Adapters, a)
-	}
-	d.instances[spec.Name] = inst
-	if persist {
-		if err := d.saveInstancesLocked(); err != nil {
-			d.log.Warn("could not save instances", "err", err)
-		}
-	}
-	return inst, nil
-}
-
-func (d *Daemon) deleteInstance(name string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	inst, ok := d.instances[name]
-	if !ok {
-		return proto.Errorf(proto.CodeNotFound, "no instance %q: `vrdma vm show` lists them", name)
-	}
-	if name == DefaultInstance {
-		return proto.Errorf(proto.CodeInvalid, "the default instance cannot be deleted")
-	}
-	for s := range d.sessions {
-		if s.instance() == inst {
-			return proto.Errorf(proto.CodeBusy, "instance %q has attached processes: close them first", name)
-		}
-	}
-	for _, a := range inst.Adapters {
-		d.host.RemoveAdapter(a)
-		a.Close()
-	}
-	delete(d.instances, name)
-	if err := d.saveInstancesLocked(); err != nil {
-		d.log.Warn("could not save instances", "err", err)
-	}
-	return nil
-}
-
-func (d *Daemon) instance(name string) *Instance {
-	if name == "" {
-		name = DefaultInstance
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.instances[name]
-}
-
-func (d *Daemon) listInstances() []proto.InstanceInfo {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []proto.InstanceInfo
-	for _, inst := range d.instances {
-		info := instanceInfo(inst, d.cfg.HostName)
-		for s := range d.sessions {
-			if s.instance() == inst {
-				info.Sessions++
-			}
-		}
-		out = append(out, info)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-const instancesFile = "instances.json"
-
-func (d *Daemon) saveInstancesLocked() error {
-	if d.cfg.StateDir == "" {
-		return nil
-	}
-	var specs []proto.InstanceSpec
-	for _, inst := range d.instances {
-		if inst.Name != DefaultInstance {
-			specs = append(specs, inst.spec())
-		}
-	}
-	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	b, err := json.MarshalIndent(specs, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(d.cfg.StateDir, instancesFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, instancesFile))
-}
-
-func (d *Daemon) loadInstances() error {
-	if d.cfg.StateDir == "" {
-		return nil
-	}
-	path := filepath.Join(d.cfg.StateDir, instancesFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("daemon: read %s: %w", path, err)
-	}
-	var specs []proto.InstanceSpec
-	if err := json.Unmarshal(b, &specs); err != nil {
-		return fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
-	}
-	for _, s := range specs {
-		if _, err := d.createInstance(s, false); err != nil {
-			return fmt.Errorf("daemon: %s: %w", path, err)
-		}
-	}
-	return nil
 }
 
 // Stats counts live objects across all sessions.

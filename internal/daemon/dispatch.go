@@ -7,6 +7,9 @@ import (
 
 // command is how the daemon runs one kind of request.
 type command struct {
+	// who may run it: anyone (every user of the socket; a command on an
+	// instance checks that instance's owner itself, access.go) or admins.
+	who who
 	// device: the command works on the connection's opened device, under
 	// the session's lock.
 	device bool
@@ -44,12 +47,12 @@ func init() {
 		proto.OpCreateAH:        {device: true, run: cmdCreateAH},
 		proto.OpDestroyAH:       {device: true, run: cmdDestroyAH},
 		proto.OpMapMR:           {device: true, run: cmdMapMR},
-		proto.OpLinkAdd:         {run: cmdLinkAdd},
-		proto.OpLinkDelete:      {run: cmdLinkDelete},
+		proto.OpLinkAdd:         {who: admins, run: cmdLinkAdd},
+		proto.OpLinkDelete:      {who: admins, run: cmdLinkDelete},
 		proto.OpListLinks:       {run: cmdListLinks},
 		proto.OpSwitchShow:      {run: cmdSwitchShow},
-		proto.OpPortGroupAdd:    {run: cmdPortGroupAdd},
-		proto.OpPortGroupDelete: {run: cmdPortGroupDelete},
+		proto.OpPortGroupAdd:    {who: admins, run: cmdPortGroupAdd},
+		proto.OpPortGroupDelete: {who: admins, run: cmdPortGroupDelete},
 		proto.OpPortGroupList:   {run: cmdPortGroupList},
 		proto.OpHostList:        {run: cmdHostList},
 		proto.OpPath:            {run: cmdPath},
@@ -79,6 +82,9 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 	if !ok {
 		return fail(proto.Errorf(proto.CodeInvalid, "unknown command %v: the library is newer than this daemon, upgrade the daemon", op))
 	}
+	if err := s.mayRun(op, c.who); err != nil {
+		return fail(err)
+	}
 	if !c.device {
 		return c.run(s, body, fds)
 	}
@@ -96,7 +102,7 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 func shareFDs(region func() int, doorbell func() (int, int, error)) ([]int, error) {
 	m, err := unix.Dup(region())
 	if err != nil {
-		return nil, proto.Errorf(proto.CodeLimit, "out of descriptors: %v", err)
+		return nil, proto.Errorf(proto.CodeLimit, "the daemon is out of descriptors (%v): close objects or devices, or raise the daemon's RLIMIT_NOFILE", err)
 	}
 	if doorbell == nil {
 		return []int{m}, nil
@@ -104,7 +110,7 @@ func shareFDs(region func() int, doorbell func() (int, int, error)) ([]int, erro
 	r, w, err := doorbell()
 	if err != nil {
 		unix.Close(m)
-		return nil, proto.Errorf(proto.CodeLimit, "out of descriptors: %v", err)
+		return nil, proto.Errorf(proto.CodeLimit, "the daemon is out of descriptors (%v): close objects or devices, or raise the daemon's RLIMIT_NOFILE", err)
 	}
 	return []int{m, r, w}, nil
 }

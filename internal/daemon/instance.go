@@ -22,16 +22,30 @@ type Instance struct {
 	Name       string
 	Async      bool
 	TrustGroup string
-	PortGroup  string // the switch's port group ("" = the default one)
-	Native     bool   // native endpoints (.vmx nativeEndpointSupport)
-	Pin        bool   // registered memory must be lockable (.vmx sched.mem.pin)
+	PortGroup  string      // the switch's port group ("" = the default one)
+	Native     bool        // native endpoints (.vmx nativeEndpointSupport)
+	Pin        bool        // registered memory must be lockable (.vmx sched.mem.pin)
+	Owner      proto.Owner // who may attach to it, delete it, put it in a trust group
+	Temporary  bool        // ends with its creator's session and its last process; never saved
 	Adapters   []*engine.Adapter
+
+	// shared: the default instance, open to every user of the socket. Its
+	// users may be different uids, so its adapters trust nobody (their
+	// engine instance is "", see engine.Adapter.Trusts) and it has no
+	// account of its own: each user's uid limits are theirs.
+	shared bool
+	// creator is the session that created a temporary instance, nil once
+	// that session has ended (d.mu).
+	creator *session
+	acct    *account // what the instance's sessions hold (nil when shared)
+	owner   *account // the owner's uid account, charged one instance
 }
 
 // spec is what recreates the instance.
 func (inst *Instance) spec() proto.InstanceSpec {
+	owner := inst.Owner
 	return proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup,
-		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin}
+		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, Owner: &owner, Temporary: inst.Temporary}
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -78,16 +92,18 @@ func adapterInfo(a *engine.Adapter) proto.AdapterInfo {
 	}
 }
 
-func deviceAttr(a *engine.Adapter) *proto.DeviceAttr {
+// deviceAttr is what query_device reports of a, for a tenant whose limits
+// are lim: the maxima of objects are the ones the daemon enforces.
+func deviceAttr(a *engine.Adapter, lim limitSet) *proto.DeviceAttr {
 	return &proto.DeviceAttr{
 		FWVer: "1.0.0", NodeGUID: a.GUID, SysImageGUID: a.GUID,
-		MaxMRSize: engine.MaxMRSize, PageSizeCap: 0xfffff000,
+		MaxMRSize: min(engine.MaxMRSize, lim[Locked]), PageSizeCap: 0xfffff000,
 		VendorID: 0x1af4, VendorPartID: 0x7672, HWVer: 1,
-		MaxQP: engine.MaxQP, MaxQPWR: engine.MaxQPWR, MaxSGE: engine.MaxSGE,
-		MaxCQ: 1 << 14, MaxCQE: engine.MaxCQE, MaxMR: engine.MaxMR, MaxPD: 1 << 14,
+		MaxQP: int(lim[QPs]), MaxQPWR: engine.MaxQPWR, MaxSGE: engine.MaxSGE,
+		MaxCQ: int(lim[CQs]), MaxCQE: engine.MaxCQE, MaxMR: int(lim[MRs]), MaxPD: int(lim[PDs]),
 		MaxQPRdAtom: engine.MaxRdAtomic, MaxQPInitRdAtom: engine.MaxRdAtomic,
-		AtomicCap: "ATOMIC_GLOB", MaxSRQ: 1 << 12, MaxSRQWR: engine.MaxQPWR, MaxSRQSGE: engine.MaxSGE,
-		MaxAH: 1 << 16, MaxInline: engine.MaxInline, MaxPKeys: engine.PKeyTable, PhysPortCnt: 1,
+		AtomicCap: "ATOMIC_GLOB", MaxSRQ: int(lim[SRQs]), MaxSRQWR: engine.MaxQPWR, MaxSRQSGE: engine.MaxSGE,
+		MaxAH: int(lim[AHs]), MaxInline: engine.MaxInline, MaxPKeys: engine.PKeyTable, PhysPortCnt: 1,
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 
 // instanceInfo describes inst as the command channel reports it.
 func instanceInfo(inst *Instance, host string) proto.InstanceInfo {
+	owner := inst.Owner
 	info := proto.InstanceInfo{Name: inst.Name, Host: host, TrustGroup: inst.TrustGroup, PortGroup: inst.PortGroup,
-		Native: inst.Native, Async: inst.Async, Pin: inst.Pin}
+		Native: inst.Native, Async: inst.Async, Pin: inst.Pin, Owner: &owner, Temporary: inst.Temporary}
 	for _, a := range inst.Adapters {
 		info.Adapters = append(info.Adapters, adapterInfo(a))
 	}

@@ -219,14 +219,12 @@ func TestBadLinksFileStopsTheDaemon(t *testing.T) {
 	}
 }
 
-// Only root may add or delete links; anyone may look. As root the test runs
-// a client as nobody in a child process (the test binary again).
+// Only root (or the daemon's user, or its admin group) may add or delete
+// links; anyone may look. The test runs a client as nobody in a child
+// process (the test binary again).
 func TestLinkAddNeedsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		cfg := linkConfig(t)
-		startDaemon(t, cfg)
-		checkNotRoot(t, cfg.SocketPath)
-		return
+		t.Skip("needs root: the client must be another user than the daemon's (CI runs it as root)")
 	}
 	dir, err := os.MkdirTemp("", "vrdma-linkperm-")
 	if err != nil {
@@ -266,8 +264,8 @@ func TestLinkHelperProcess(t *testing.T) {
 
 func checkNotRoot(t *testing.T, sock string) {
 	c := admin(t, sock)
-	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "x", Type: "rxe", Netdev: "lo"}, proto.CodePermission, "only root may add links")
-	c.fails(proto.OpLinkDelete, proto.LinkSpec{Name: "x"}, proto.CodePermission, "only root may delete links")
+	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "x", Type: "rxe", Netdev: "lo"}, proto.CodePermission, "link_add is switch-wide administration, for root")
+	c.fails(proto.OpLinkDelete, proto.LinkSpec{Name: "x"}, proto.CodePermission, "link_delete is switch-wide administration, for root")
 	if ls := listLinks(c); len(ls) != 0 {
 		t.Errorf("link show: %+v", ls)
 	}

@@ -18,8 +18,14 @@ import (
 type session struct {
 	d    *Daemon
 	conn *proto.Conn
-	pid  int32
-	uid  uint32
+	cred creds // the peer: pid, uid, gid, groups
+
+	// user is the peer uid's account, charged this session; acct the
+	// attached instance's (nil for the default one), charged this session
+	// too. held is what the session's objects hold of both (d.quota.mu).
+	user *account
+	acct *account
+	held limitSet
 
 	pinned uint64 // bytes of registered memory this session has the daemon lock
 
@@ -46,22 +52,51 @@ type session struct {
 	cmOut   *cmOutbox // connection manager events (cm_events.go)
 }
 
-func newSession(d *Daemon, c *proto.Conn) *session {
+func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 	s := &session{
-		d: d, conn: c,
+		d: d, conn: c, cred: cred, user: user,
 		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, cqs: map[uint32]*engine.CQ{},
 		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
 	}
-	if raw, err := c.Raw().SyscallConn(); err == nil {
-		_ = raw.Control(func(fd uintptr) {
-			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-				s.pid, s.uid = cred.Pid, cred.Uid
-			}
-		})
-	}
 	return s
+}
+
+// take charges n of r to the session's uid and instance before an object
+// is created, and admits the descriptors it will hold; give gives them
+// back when it is destroyed.
+func (s *session) take(r Resource, n uint64) error {
+	if err := s.d.quota.charge(&s.held, r, n, s.user, s.acct); err != nil {
+		s.d.warnEvery("quota:"+r.String(), "a client reached a limit", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
+		return err
+	}
+	if err := s.d.fds.admit(n * fdCost[r]); err != nil {
+		s.give(r, n)
+		s.d.warnEvery("fd-reserve", "the daemon's descriptors are down to its reserve: client objects are refused", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (s *session) give(r Resource, n uint64) { s.d.quota.release(&s.held, r, n, s.user, s.acct) }
+
+// limits returns what the session may hold: the smaller of its uid's
+// limits and its instance's.
+func (s *session) limits() limitSet {
+	l := *s.user.limits
+	if s.acct != nil {
+		for r := range numResources {
+			l[r] = min(l[r], s.acct.limits[r])
+		}
+	}
+	return l
+}
+
+// leave gives back the session itself, once it has ended.
+func (s *session) leave() {
+	s.d.quota.release(nil, Sessions, 1, s.user, s.acct)
+	s.d.quota.leave(s.cred.uid, s.user)
 }
 
 func (s *session) instance() *Instance { return s.inst.Load() }
@@ -201,6 +236,7 @@ func (s *session) cleanup() {
 	clear(s.ahPD)
 	s.ahMu.Unlock()
 	clear(s.pds)
+	s.d.quota.releaseAll(&s.held, s.user, s.acct)
 }
 
 func (s *session) count(st *proto.StatsResp) {

@@ -24,11 +24,23 @@ func Start(t testing.TB) string {
 // StartDaemon is Start returning the daemon itself.
 func StartDaemon(t testing.TB) *daemon.Daemon {
 	t.Helper()
+	return StartWith(t, nil)
+}
+
+// StartWith is StartDaemon with a configuration that edit, if not nil,
+// changes (limits, an admin group, ...) after the socket and state
+// directory are filled in.
+func StartWith(t testing.TB, edit func(*daemon.Config)) *daemon.Daemon {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "vrdma-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), StateDir: filepath.Join(dir, "state"), HostName: "test"})
+	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), StateDir: filepath.Join(dir, "state"), HostName: "test"}
+	if edit != nil {
+		edit(&cfg)
+	}
+	d, err := daemon.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,8 +130,13 @@ func LinkLocalGID(mac [6]byte) [16]byte {
 // Trusts reports whether a and b trust each other: the adapters of one
 // instance do, and so do those of instances in the same trust group.
 // Between trusting adapters an initiator may be given a mapping of the
-// target's regions and do one-sided operations itself.
+// target's regions and do one-sided operations itself. An adapter of no
+// instance (Instance "": the daemon's default instance, which every user
+// of its socket shares, whoever they are) trusts nobody, not even itself.
 func (a *Adapter) Trusts(b *Adapter) bool {
+	if a.Instance == "" || b.Instance == "" {
+		return false
+	}
 	return a.Instance == b.Instance || (a.TrustGroup != "" && a.TrustGroup == b.TrustGroup)
 }
 

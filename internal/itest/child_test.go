@@ -27,6 +27,20 @@ func TestMain(m *testing.M) {
 		os.Exit(memlock())
 	case "rawpin":
 		os.Exit(rawPin())
+	case "owner":
+		os.Exit(ownerChild())
+	case "attacker":
+		os.Exit(attackerChild())
+	case "admin":
+		os.Exit(adminChild())
+	case "cqhog":
+		os.Exit(cqHog())
+	case "sessionhog":
+		os.Exit(sessionHog())
+	case "fdhog":
+		os.Exit(fdHog())
+	case "lowfd-daemon":
+		os.Exit(lowFDDaemon())
 	case "open":
 		if _, err := vrdma.Open("vrdma0"); err != nil {
 			fmt.Println(err)

@@ -7,12 +7,16 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
 // publicDaemon starts a daemon whose socket any user may use.
-func publicDaemon(t *testing.T) string {
-	sock := daemontest.Start(t)
+func publicDaemon(t *testing.T) string { return publicDaemonWith(t, nil) }
+
+// publicDaemonWith is publicDaemon with a configuration edit changes.
+func publicDaemonWith(t *testing.T, edit func(*daemon.Config)) string {
+	sock := daemontest.StartWith(t, edit).SocketPath()
 	if err := os.Chmod(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -22,9 +26,12 @@ func publicDaemon(t *testing.T) string {
 	return sock
 }
 
-// asNobody runs cmd as uid/gid 65534, without root's capabilities. The test
+// asNobody runs cmd as uid/gid 65534, without root's capabilities.
+func asNobody(t *testing.T, cmd *exec.Cmd) { t.Helper(); asUser(t, cmd, 65534, 65534) }
+
+// asUser runs cmd as uid and gid, without root's capabilities. The test
 // binary sits in a directory only root may enter, so it runs a copy.
-func asNobody(t *testing.T, cmd *exec.Cmd) {
+func asUser(t *testing.T, cmd *exec.Cmd, uid, gid uint32) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vrdma-itest-") // t.TempDir's parent is private
 	if err != nil {
@@ -48,5 +55,5 @@ func asNobody(t *testing.T, cmd *exec.Cmd) {
 	}
 	cmd.Path = copyPath
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 }

@@ -220,6 +220,19 @@ type InstanceSpec struct {
 	// Pin: the instance's registered memory must be lockable (.vmx
 	// sched.mem.pin); creation fails when the daemon cannot lock memory.
 	Pin bool `json:"pin,omitempty"`
+	// Owner is the tenant the instance belongs to; nil: the creator (the
+	// uid and gid of the session that asks). Naming another owner is for
+	// root and the daemon's admin group.
+	Owner *Owner `json:"owner,omitempty"`
+	// Temporary: the instance ends when the session that created it has
+	// ended and no process is attached any more; it is never persisted.
+	Temporary bool `json:"temporary,omitempty"`
+}
+
+// Owner is a tenant: the uid and gid that own an instance.
+type Owner struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // MapMRReq asks, for a QP whose path is direct, for the peer's region with
@@ -245,6 +258,8 @@ type InstanceInfo struct {
 	Async      bool          `json:"async,omitempty"`
 	Pin        bool          `json:"pin,omitempty"`
 	Remote     bool          `json:"remote,omitempty"` // on another host of the switch: from its record
+	Owner      *Owner        `json:"owner,omitempty"`  // nil for another host's (its record carries none)
+	Temporary  bool          `json:"temporary,omitempty"`
 	Adapters   []AdapterInfo `json:"adapters"`
 	Sessions   int           `json:"sessions"`
 }

@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/proto"
+	"golang.org/x/sys/unix"
+)
+
+// listener is what Serve accepts sessions from (a *net.UnixListener).
+type listener interface {
+	AcceptUnix() (*net.UnixConn, error)
+	Close() error
+}
+
+// Accept backs off from failures: it starts at acceptBackoffMin and
+// doubles up to acceptBackoffMax, like net/http's server.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// Serve accepts sessions until Close. A failure to accept — out of
+// descriptors (EMFILE, ENFILE), of memory, a connection aborted — is
+// logged (at most once a minute per kind) and retried after a pause: the
+// daemon never stops serving because a client exhausted something.
+func (d *Daemon) Serve() error {
+	var backoff time.Duration
+	for {
+		c, err := d.ln.AcceptUnix()
+		if err != nil {
+			if d.isClosed() {
+				return nil
+			}
+			if outOfDescriptors(err) {
+				d.shedOne()
+			}
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			d.warnEvery("accept:"+errKind(err), "accepting a session failed; retrying", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		d.admitSession(c)
+	}
+}
+
+// errKind names an accept error for the rate limit: its errno, if any.
+func errKind(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return "other"
+}
+
+func (d *Daemon) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// admitSession starts a session on c, or refuses it: its peer's uid is at
+// its session limit, or the daemon's descriptors are down to the reserve.
+func (d *Daemon) admitSession(c *net.UnixConn) {
+	cred := peerCreds(c)
+	user := d.quota.join(cred.uid)
+	err := d.quota.charge(nil, Sessions, 1, user)
+	if err == nil {
+		if err = d.fds.admit(fdCost[Sessions]); err != nil {
+			d.quota.release(nil, Sessions, 1, user)
+		}
+	}
+	if err != nil {
+		d.quota.leave(cred.uid, user)
+		d.warnEvery("session-refused", "refused a session", "peer", cred.String(), "pid", cred.pid, "err", err)
+		refuse(c, err)
+		return
+	}
+	s := newSession(d, proto.NewConn(c), cred, user)
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		s.leave()
+		c.Close()
+		return
+	}
+	d.sessions[s] = struct{}{}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.wg.Done()
+		s.serve()
+		d.endSession(s)
+	}()
+}
+
+// refuse tells a connection why it is refused, in a reply to no request
+// (id 0) that the library reports for the call it makes, and closes it.
+func refuse(c *net.UnixConn, err error) {
+	pc := proto.NewConn(c)
+	_ = pc.Send(proto.Header{Kind: proto.KindReply, Op: proto.OpHello, Code: proto.CodeOf(err)}, errBody(err))
+	// Closing with a request unread would reset the connection, which the
+	// client sees before the reason: discard what has arrived already (a
+	// few messages at most; none, or the peer's end, stops it).
+	if raw, err := c.SyscallConn(); err == nil {
+		_ = raw.Read(func(fd uintptr) bool {
+			var b [1]byte
+			for range refuseDrain {
+				if n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); err != nil || n == 0 {
+					break
+				}
+			}
+			return true
+		})
+	}
+	pc.Close()
+}
+
+// refuseDrain is how many waiting messages refuse discards at most.
+const refuseDrain = 4
+
+// shedWait is how long shedOne waits for the connection it expects.
+const shedWait = 10 * time.Millisecond
+
+// reserveSpare holds one descriptor for shedOne.
+func (d *Daemon) reserveSpare() {
+	if d.spare < 0 {
+		if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			d.spare = fd
+		}
+	}
+}
+
+func (d *Daemon) closeSpare() {
+	if d.spare >= 0 {
+		unix.Close(d.spare)
+		d.spare = -1
+	}
+}
+
+// shedOne, when accept finds no descriptor left, gives up the spare one to
+// accept the connection that waits, tells it the daemon is out of
+// descriptors and closes it, so that clients are answered instead of
+// left waiting in the backlog; then it takes the spare again.
+func (d *Daemon) shedOne() {
+	if d.spare < 0 {
+		return
+	}
+	d.closeSpare()
+	defer d.reserveSpare()
+	ul, ok := d.ln.(*net.UnixListener)
+	if !ok {
+		return
+	}
+	_ = ul.SetDeadline(time.Now().Add(shedWait)) // take one that waits, hardly wait for one
+	c, err := ul.AcceptUnix()
+	_ = ul.SetDeadline(time.Time{})
+	if err != nil {
+		return
+	}
+	refuse(c, proto.Errorf(proto.CodeLimit, "the vrdma daemon has no descriptor left for a new session: try again once other clients have closed theirs; its administrator may raise its RLIMIT_NOFILE (LimitNOFILE=) or lower the tenants' limits (--limit)"))
+}

@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"fmt"
+	"os/user"
+	"strconv"
+
+	"github.com/vrdma/vrdma/internal/proto"
+	"golang.org/x/sys/unix"
+)
+
+// Who may do what. Anyone who may open the socket may use the default
+// instance, create instances of their own and read the switch. An
+// instance belongs to its owner (a uid and gid): only the owner or a
+// privileged peer may attach to it or put it in a trust group. Switch-wide
+// administration (links, port groups, instances for another owner) is for
+// privileged peers and the admin group.
+
+// who says who may run a command (dispatch.go's table).
+type who uint8
+
+const (
+	anyone who = iota // every user of the socket
+	admins            // privileged peers and the admin group
+)
+
+// privileged reports whether c is root or the daemon's own uid (a daemon
+// that does not run as root is administered by the user who runs it).
+func (d *Daemon) privileged(c creds) bool {
+	return c.known && (c.uid == 0 || c.uid == d.selfUID)
+}
+
+// isAdmin reports whether c may administer the switch: privileged, or a
+// member of the daemon's admin group (primary or supplementary).
+func (d *Daemon) isAdmin(c creds) bool {
+	return d.privileged(c) || d.adminGroup.set && c.inGroup(d.adminGroup.gid)
+}
+
+// mayRun checks a command's who against the session's peer.
+func (s *session) mayRun(op proto.Op, w who) error {
+	if w == admins && !s.d.isAdmin(s.cred) {
+		return proto.Errorf(proto.CodePermission, "%v is switch-wide administration, for root, the daemon's user and %s; %s is none of them: run it with sudo%s",
+			op, s.d.adminGroupName(), s.cred, s.d.adminGroupHint())
+	}
+	return nil
+}
+
+func (d *Daemon) adminGroupName() string {
+	if d.adminGroup.set {
+		return "the admin group " + d.adminGroup.name
+	}
+	return "an admin group (the daemon has none: --admin-group)"
+}
+
+func (d *Daemon) adminGroupHint() string {
+	if d.adminGroup.set {
+		return ", or be made a member of " + d.adminGroup.name
+	}
+	return ""
+}
+
+// owns reports whether c is inst's owner.
+func (c creds) owns(inst *Instance) bool { return c.known && c.uid == inst.Owner.UID }
+
+// mayAttach checks that c may attach to inst (a hello naming it): the
+// default instance is open to every user of the socket; any other is its
+// owner's.
+func (d *Daemon) mayAttach(c creds, inst *Instance) error {
+	if inst.shared || d.privileged(c) || c.owns(inst) {
+		return nil
+	}
+	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not attach to it: only its owner and root may (unset VRDMA_INSTANCE for the default instance, or create one of your own with `vrdma vm create NAME`)",
+		inst.Name, inst.Owner.UID, c)
+}
+
+// mayDelete checks that c may delete inst: its owner, a privileged peer
+// or the admin group (which may create instances for others).
+func (d *Daemon) mayDelete(c creds, inst *Instance) error {
+	if d.isAdmin(c) || c.owns(inst) {
+		return nil
+	}
+	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not delete it: only its owner, root and %s may",
+		inst.Name, inst.Owner.UID, c, d.adminGroupName())
+}
+
+// maySee reports whether c may see inst in a listing: its owner,
+// administrators, and everyone the default instance.
+func (d *Daemon) maySee(c creds, inst *Instance) bool {
+	return inst.shared || d.isAdmin(c) || c.owns(inst)
+}
+
+// ownerFor returns the owner of an instance c asks for: c itself unless
+// the spec names another, which only administrators may.
+func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error) {
+	if spec.Owner == nil {
+		if !c.known {
+			return proto.Owner{}, proto.Errorf(proto.CodePermission, "the daemon cannot tell who is asking (no SO_PEERCRED), so the instance would have no owner: create it as root with --owner")
+		}
+		return proto.Owner{UID: c.uid, GID: c.gid}, nil
+	}
+	o := *spec.Owner
+	if c.known && o.UID == c.uid && c.inGroup(o.GID) {
+		return o, nil // one's own, with another of one's groups
+	}
+	if !d.isAdmin(c) {
+		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %q for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are for root, the daemon's user and %s",
+			spec.Name, o.UID, o.GID, c, c.uid, d.adminGroupName())
+	}
+	return o, nil
+}
+
+// mayJoinTrustGroup checks, with d.mu held, that an instance of owner may
+// join trust group g: its members map each other's memory, so every
+// instance already in it on this host must have the same owner. Only a
+// privileged peer may mix owners.
+func (d *Daemon) mayJoinTrustGroupLocked(c creds, name, g string, owner proto.Owner) error {
+	if g == "" || d.privileged(c) {
+		return nil
+	}
+	for _, inst := range d.instances {
+		if inst.TrustGroup == g && inst.Owner.UID != owner.UID {
+			return proto.Errorf(proto.CodePermission, "instance %q may not join trust group %q: instance %q in it belongs to uid %d, and the members of a trust group map each other's memory, so a group holds the instances of one owner; pick another group name",
+				name, g, inst.Name, inst.Owner.UID)
+		}
+	}
+	return nil
+}
+
+// setupAccess resolves the admin group and the limits, and raises the
+// descriptor limit the limits' defaults are scaled to.
+func (d *Daemon) setupAccess() error {
+	if g := d.cfg.AdminGroup; g != "" {
+		name, gid, err := lookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("daemon: admin group %q: %w (create it, give its gid, or leave --admin-group out: root and the daemon's user administer)", g, err)
+		}
+		d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = name, gid, true
+	}
+	if _, ok := d.cfg.InstanceLimits[Instances]; ok {
+		return fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
+	}
+	for _, l := range []Limits{d.cfg.UserLimits, d.cfg.InstanceLimits} {
+		for r := range l {
+			if r >= numResources {
+				return fmt.Errorf("daemon: limit on unknown resource %d", r)
+			}
+		}
+	}
+	d.fds = newFDGuard(raiseFDLimit())
+	var mem uint64
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		mem = uint64(si.Totalram) * uint64(si.Unit)
+	}
+	var none limitSet
+	for r := range numResources {
+		none[r] = Unlimited
+	}
+	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits))
+	return nil
+}
+
+// lookupGroup resolves a group given by name or by number; a number need
+// not be in the group database.
+func lookupGroup(g string) (name string, gid uint32, err error) {
+	if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+		if grp, err := user.LookupGroupId(g); err == nil {
+			return grp.Name, uint32(n), nil
+		}
+		return g, uint32(n), nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseUint(grp.Gid, 10, 32)
+	if err != nil {
+		return "", 0, fmt.Errorf("its gid %q is not a number", grp.Gid)
+	}
+	return grp.Name, uint32(n), nil
+}

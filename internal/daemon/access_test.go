@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// TestAccessRules: who may attach to, delete and see an instance, and run
+// switch-wide administration.
+func TestAccessRules(t *testing.T) {
+	d := &Daemon{selfUID: 500}
+	d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = "vrdma-admin", 600, true
+	var (
+		root    = creds{known: true, uid: 0, gid: 0}
+		self    = creds{known: true, uid: 500, gid: 500}
+		owner   = creds{known: true, uid: 1000, gid: 1000}
+		other   = creds{known: true, uid: 1001, gid: 1000} // same group, another user
+		admin   = creds{known: true, uid: 1002, gid: 1002, groups: []uint32{600}}
+		unknown = creds{uid: unknownUID, gid: unknownUID}
+	)
+	vm := &Instance{Name: "vm", Owner: proto.Owner{UID: 1000, GID: 1000}}
+	def := &Instance{Name: DefaultInstance, shared: true}
+	tests := []struct {
+		who                 string
+		c                   creds
+		attach, delete, see bool // on vm
+		admin               bool
+	}{
+		{"root", root, true, true, true, true},
+		{"the daemon's user", self, true, true, true, true},
+		{"the owner", owner, true, true, true, false},
+		{"another user of the owner's group", other, false, false, false, false},
+		{"a member of the admin group", admin, false, true, true, true},
+		{"a peer of unknown credentials", unknown, false, false, false, false},
+	}
+	for _, tt := range tests {
+		if got := d.mayAttach(tt.c, vm) == nil; got != tt.attach {
+			t.Errorf("%s may attach to vm: %v, want %v", tt.who, got, tt.attach)
+		}
+		if got := d.mayDelete(tt.c, vm) == nil; got != tt.delete {
+			t.Errorf("%s may delete vm: %v, want %v", tt.who, got, tt.delete)
+		}
+		if got := d.maySee(tt.c, vm); got != tt.see {
+			t.Errorf("%s sees vm: %v, want %v", tt.who, got, tt.see)
+		}
+		if got := d.isAdmin(tt.c); got != tt.admin {
+			t.Errorf("%s is an administrator: %v, want %v", tt.who, got, tt.admin)
+		}
+		if d.mayAttach(tt.c, def) != nil || !d.maySee(tt.c, def) {
+			t.Errorf("%s may not use the default instance", tt.who)
+		}
+	}
+	err := d.mayAttach(other, vm)
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code != proto.CodePermission || !strings.Contains(pe.Message, `instance "vm" belongs to uid 1000`) {
+		t.Errorf("refusal: %v", err)
+	}
+}
+
+// TestOwnerFor: one creates instances for oneself (with any of one's
+// groups); for another owner only as an administrator.
+func TestOwnerFor(t *testing.T) {
+	d := &Daemon{selfUID: 0}
+	d.adminGroup.gid, d.adminGroup.set = 600, true
+	user := creds{known: true, uid: 1000, gid: 1000, groups: []uint32{1000, 27}}
+	admin := creds{known: true, uid: 1002, gid: 1002, groups: []uint32{600}}
+	o := func(uid, gid uint32) *proto.Owner { return &proto.Owner{UID: uid, GID: gid} }
+	tests := []struct {
+		c     creds
+		owner *proto.Owner
+		want  proto.Owner
+		ok    bool
+	}{
+		{user, nil, proto.Owner{UID: 1000, GID: 1000}, true},
+		{user, o(1000, 27), proto.Owner{UID: 1000, GID: 27}, true},
+		{user, o(1000, 600), proto.Owner{}, false}, // a group it is not in
+		{user, o(1001, 1000), proto.Owner{}, false},
+		{user, o(0, 0), proto.Owner{}, false},
+		{admin, o(1001, 1001), proto.Owner{UID: 1001, GID: 1001}, true},
+		{creds{known: true}, o(1001, 5), proto.Owner{UID: 1001, GID: 5}, true}, // root
+		{creds{uid: unknownUID}, nil, proto.Owner{}, false},
+	}
+	for i, tt := range tests {
+		got, err := d.ownerFor(tt.c, proto.InstanceSpec{Name: "x", Owner: tt.owner})
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("case %d: %+v, %v; want %+v, ok %v", i, got, err, tt.want, tt.ok)
+		}
+		if err != nil && proto.CodeOf(err) != proto.CodePermission {
+			t.Errorf("case %d: code %v", i, proto.CodeOf(err))
+		}
+	}
+}
+
+// TestTrustGroupHoldsOneOwner: an instance may join a trust group only
+// if every instance in it has the same owner; root may mix.
+func TestTrustGroupHoldsOneOwner(t *testing.T) {
+	d := testDaemon(t, nil)
+	alice := &session{cred: creds{known: true, uid: 1000, gid: 1000}}
+	bob := &session{cred: creds{known: true, uid: 1001, gid: 1001}}
+	root := &session{cred: creds{known: true}}
+	create := func(by *session, name, group string) error {
+		owner, err := d.ownerFor(by.cred, proto.InstanceSpec{Name: name})
+		if err != nil {
+			return err
+		}
+		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false)
+		return err
+	}
+	if err := create(alice, "a1", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(alice, "a2", "g"); err != nil {
+		t.Fatalf("the owner's second instance in its group: %v", err)
+	}
+	err := create(bob, "b1", "g")
+	if proto.CodeOf(err) != proto.CodePermission || !strings.Contains(err.Error(), `instance "a1" in it belongs to uid 1000`) && !strings.Contains(err.Error(), `instance "a2" in it belongs to uid 1000`) {
+		t.Fatalf("another owner joining the group: %v", err)
+	}
+	if d.instance("b1") != nil {
+		t.Fatal("the refused instance exists")
+	}
+	if err := create(bob, "b1", "h"); err != nil {
+		t.Fatalf("another owner in a group of its own: %v", err)
+	}
+	if err := create(root, "r1", "g"); err != nil {
+		t.Fatalf("root mixing owners: %v", err)
+	}
+	if n := d.quota.usedBy(1001)[Instances]; n != 1 {
+		t.Fatalf("bob holds %d instances after one refusal and one success", n)
+	}
+}
+
+func TestLookupGroup(t *testing.T) {
+	if name, gid, err := lookupGroup("4242"); err != nil || gid != 4242 || name == "" {
+		t.Errorf("a gid with no entry: %q %d %v", name, gid, err)
+	}
+	if name, gid, err := lookupGroup("root"); err != nil || gid != 0 || name != "root" {
+		t.Errorf("root: %q %d %v", name, gid, err)
+	}
+	if _, _, err := lookupGroup("no-such-group-here"); err == nil {
+		t.Error("an unknown group name resolved")
+	}
+}

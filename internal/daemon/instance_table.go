@@ -1,0 +1,312 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// The daemon's instances: created, attached to, listed, deleted, saved
+// in StateDir/instances.json and, when temporary, reaped.
+
+// createInstance creates an instance of owner. by is the session that
+// asks (its peer's permissions were checked for the owner; the trust group
+// is checked here, under the lock that creation takes), nil for the
+// daemon's own (the default instance, the saved ones). persist saves the
+// table.
+func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *session, persist bool) (*Instance, error) {
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	if spec.Temporary && by == nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "instance %q: a temporary instance needs a session to live with", spec.Name)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, proto.Errorf(proto.CodeState, "the daemon is stopping")
+	}
+	if _, ok := d.instances[spec.Name]; ok {
+		return nil, proto.Errorf(proto.CodeBusy, "instance %q exists already: pick another name or delete it first", spec.Name)
+	}
+	if by != nil {
+		if err := d.mayJoinTrustGroupLocked(by.cred, spec.Name, spec.TrustGroup, owner); err != nil {
+			return nil, err
+		}
+	}
+	// The default instance is the daemon's, counted against nobody.
+	shared := spec.Name == DefaultInstance
+	var ownerAcct *account
+	if !shared {
+		ownerAcct = d.quota.join(owner.UID)
+		if by != nil {
+			if err := d.quota.charge(nil, Instances, 1, ownerAcct); err != nil {
+				d.quota.leave(owner.UID, ownerAcct)
+				return nil, err
+			}
+		} else {
+			d.quota.add(Instances, 1, ownerAcct) // the saved ones are never refused
+		}
+	}
+	if spec.Async && by != nil {
+		// The host's poller (created with the first async adapter) takes a
+		// doorbell pipe.
+		if err := d.fds.admit(2); err != nil {
+			if ownerAcct != nil {
+				d.quota.release(nil, Instances, 1, ownerAcct)
+				d.quota.leave(owner.UID, ownerAcct)
+			}
+			return nil, err
+		}
+	}
+	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
+		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin,
+		Owner: owner, Temporary: spec.Temporary, shared: shared, owner: ownerAcct}
+	if !shared {
+		inst.acct = d.quota.instanceAccount(spec.Name)
+	}
+	if spec.Temporary {
+		inst.creator = by
+	}
+	// The default instance's adapters are in no engine instance: its users
+	// may be different uids, so its adapters trust nobody.
+	trustDomain := spec.Name
+	if shared {
+		trustDomain = ""
+	}
+	for i := 0; i < spec.Adapters; i++ {
+		var a *engine.Adapter
+		for salt := 0; ; salt++ {
+			mac := macFor(d.cfg.HostName, spec.Name, i, salt)
+			if d.host.AdapterByGID(engine.LinkLocalGID(mac)) == nil {
+				a = engine.NewAdapter(trustDomain, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
+				a.TrustGroup = spec.TrustGroup
+				break
+			}
+		}
+		d.host.AddAdapter(a)
+		inst.Adapters = append(inst.Adapters, a)
+	}
+	d.instances[spec.Name] = inst
+	if persist && !spec.Temporary {
+		if err := d.saveInstancesLocked(); err != nil {
+			d.log.Warn("could not save instances", "err", err)
+		}
+	}
+	return inst, nil
+}
+
+// deleteInstance deletes the instance called name for by (nil: the daemon
+// itself), unless processes are attached to it.
+func (d *Daemon) deleteInstance(name string, by *session) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	inst, ok := d.instances[name]
+	if !ok {
+		return proto.Errorf(proto.CodeNotFound, "no instance %q: `vrdma vm show` lists them", name)
+	}
+	if inst.shared {
+		return proto.Errorf(proto.CodeInvalid, "the default instance cannot be deleted")
+	}
+	if by != nil {
+		if err := d.mayDelete(by.cred, inst); err != nil {
+			return err
+		}
+	}
+	if n := d.attachedLocked(inst); n > 0 {
+		return proto.Errorf(proto.CodeBusy, "instance %q has %d attached processes: close them first", name, n)
+	}
+	d.removeInstanceLocked(inst)
+	if !inst.Temporary {
+		if err := d.saveInstancesLocked(); err != nil {
+			d.log.Warn("could not save instances", "err", err)
+		}
+	}
+	return nil
+}
+
+// removeInstanceLocked takes inst's adapters off the host and gives its
+// owner's instance back.
+func (d *Daemon) removeInstanceLocked(inst *Instance) {
+	for _, a := range inst.Adapters {
+		d.host.RemoveAdapter(a)
+		a.Close()
+	}
+	delete(d.instances, inst.Name)
+	if inst.owner != nil {
+		d.quota.release(nil, Instances, 1, inst.owner)
+		d.quota.leave(inst.Owner.UID, inst.owner)
+	}
+}
+
+// attachedLocked counts the sessions attached to inst.
+func (d *Daemon) attachedLocked(inst *Instance) int {
+	n := 0
+	for s := range d.sessions {
+		if s.instance() == inst {
+			n++
+		}
+	}
+	return n
+}
+
+// attach attaches s to the instance called name ("" = the default), if
+// its peer may, binds it to the instance's adapter called device ("" =
+// none: an administration session), and charges the instance a session.
+// All of it is done under d.mu, so that the instance cannot be deleted
+// between the check and the attachment.
+func (d *Daemon) attach(s *session, name, device string) (*Instance, error) {
+	if name == "" {
+		name = DefaultInstance
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	inst := d.instances[name]
+	if inst == nil {
+		return nil, proto.Errorf(proto.CodeNotFound, "no instance %q on this host: create it with `vrdma vm create %s`, or unset VRDMA_INSTANCE to use the default", name, name)
+	}
+	if err := d.mayAttach(s.cred, inst); err != nil {
+		return nil, err
+	}
+	var adapter *engine.Adapter
+	if device != "" {
+		for _, a := range inst.Adapters {
+			if a.Name == device {
+				adapter = a
+			}
+		}
+		if adapter == nil {
+			return nil, proto.Errorf(proto.CodeNotFound, "no device %q in instance %q: `vrdma devices` lists them", device, inst.Name)
+		}
+	}
+	if err := d.quota.charge(nil, Sessions, 1, inst.acct); err != nil {
+		return nil, err
+	}
+	s.acct, s.adapter = inst.acct, adapter
+	s.inst.Store(inst)
+	return inst, nil
+}
+
+// instance returns the instance called name ("" = the default), or nil.
+func (d *Daemon) instance(name string) *Instance {
+	if name == "" {
+		name = DefaultInstance
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.instances[name]
+}
+
+// listInstances describes the instances viewer may see: administrators
+// all of them, others their own and the default one.
+func (d *Daemon) listInstances(viewer creds) []proto.InstanceInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []proto.InstanceInfo
+	for _, inst := range d.instances {
+		if !d.maySee(viewer, inst) {
+			continue
+		}
+		info := instanceInfo(inst, d.cfg.HostName)
+		info.Sessions = d.attachedLocked(inst)
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// endSession forgets a session that has ended and deletes the temporary
+// instances nothing holds any more: those whose creator has ended and to
+// which no process is attached.
+func (d *Daemon) endSession(s *session) {
+	d.mu.Lock()
+	delete(d.sessions, s)
+	var reaped []string
+	for _, inst := range d.instances {
+		if !inst.Temporary {
+			continue
+		}
+		if inst.creator == s {
+			inst.creator = nil
+		}
+		if inst.creator == nil && d.attachedLocked(inst) == 0 {
+			d.removeInstanceLocked(inst)
+			reaped = append(reaped, inst.Name)
+		}
+	}
+	d.mu.Unlock()
+	s.leave()
+	for _, name := range reaped {
+		d.log.Debug("temporary instance ended with its last session", "instance", name)
+		d.unpublishInstance(name)
+	}
+}
+
+const instancesFile = "instances.json"
+
+// saveInstancesLocked writes the instances that persist (not the default,
+// not the temporary ones), with their owners.
+func (d *Daemon) saveInstancesLocked() error {
+	if d.cfg.StateDir == "" {
+		return nil
+	}
+	specs := []proto.InstanceSpec{}
+	for _, inst := range d.instances {
+		if !inst.shared && !inst.Temporary {
+			specs = append(specs, inst.spec())
+		}
+	}
+	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
+	b, err := json.MarshalIndent(specs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(d.cfg.StateDir, instancesFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, instancesFile))
+}
+
+// loadInstances creates the saved instances. One saved without an owner
+// (by a daemon before owners) is root's; one marked temporary is dropped.
+func (d *Daemon) loadInstances() error {
+	if d.cfg.StateDir == "" {
+		return nil
+	}
+	path := filepath.Join(d.cfg.StateDir, instancesFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("daemon: read %s: %w", path, err)
+	}
+	var specs []proto.InstanceSpec
+	if err := json.Unmarshal(b, &specs); err != nil {
+		return fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
+	}
+	for _, s := range specs {
+		if s.Temporary {
+			continue
+		}
+		var owner proto.Owner // root
+		if s.Owner != nil {
+			owner = *s.Owner
+		}
+		s.Owner = nil
+		if _, err := d.createInstance(s, owner, nil, false); err != nil {
+			return fmt.Errorf("daemon: %s: %w", path, err)
+		}
+	}
+	return nil
+}

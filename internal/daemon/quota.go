@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// The daemon counts what every tenant holds: per uid (whoever created the
+// objects, whichever instance they are in) and per instance (whoever uses
+// it). A request that would take an account past its limit is refused with
+// CodeLimit before anything is created.
+
+// account is what one uid or one instance holds, against its limits.
+type account struct {
+	what   string    // "uid 1000", "instance vm1": who is refused
+	flag   string    // the daemon flag that raises its limits
+	limits *limitSet // the ledger's user or instance limits
+	used   limitSet
+	refs   int // sessions and instances that hold the account (users only)
+}
+
+// ledger keeps the accounts. Its lock is taken last: nothing is called
+// with it held.
+type ledger struct {
+	mu    sync.Mutex
+	user  limitSet // every uid's limits
+	inst  limitSet // every named instance's limits
+	users map[uint32]*account
+}
+
+func newLedger(user, inst limitSet) *ledger {
+	return &ledger{user: user, inst: inst, users: make(map[uint32]*account)}
+}
+
+// join returns uid's account, created if need be, and holds it until
+// leave: a session or an instance of uid's.
+func (l *ledger) join(uid uint32) *account {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.users[uid]
+	if a == nil {
+		what := fmt.Sprintf("uid %d", uid)
+		if uid == unknownUID {
+			what = "a peer of unknown uid"
+		}
+		a = &account{what: what, flag: "--limit", limits: &l.user}
+		l.users[uid] = a
+	}
+	a.refs++
+	return a
+}
+
+// leave lets go of an account join returned; the last one forgets it.
+func (l *ledger) leave(uid uint32, a *account) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a.refs--; a.refs <= 0 && l.users[uid] == a {
+		delete(l.users, uid)
+	}
+}
+
+// instanceAccount returns a new account for the named instance.
+func (l *ledger) instanceAccount(name string) *account {
+	return &account{what: "instance " + name, flag: "--instance-limit", limits: &l.inst}
+}
+
+// charge adds n of r to every account given (nil ones are skipped), or,
+// if that would take one past its limit, to none and says which. held,
+// if not nil, counts what the caller holds, for release.
+func (l *ledger) charge(held *limitSet, r Resource, n uint64, accts ...*account) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range accts {
+		if a == nil {
+			continue
+		}
+		if lim := a.limits[r]; a.used[r] > lim || n > lim-a.used[r] {
+			return limitError(a, r, n)
+		}
+	}
+	for _, a := range accts {
+		if a != nil {
+			a.used[r] += n
+		}
+	}
+	if held != nil {
+		held[r] += n
+	}
+	return nil
+}
+
+// add adds n of r to a without a limit: for what the daemon itself
+// creates (the saved instances at start).
+func (l *ledger) add(r Resource, n uint64, a *account) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a.used[r] += n
+}
+
+// release gives back n of r to every account given; held as for charge.
+// Giving back more than was taken is a bug: the count stops at zero.
+func (l *ledger) release(held *limitSet, r Resource, n uint64, accts ...*account) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range accts {
+		if a != nil {
+			a.used[r] -= min(n, a.used[r])
+		}
+	}
+	if held != nil {
+		held[r] -= min(n, held[r])
+	}
+}
+
+// releaseAll gives back everything held counts and zeroes it.
+func (l *ledger) releaseAll(held *limitSet, accts ...*account) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for r := range numResources {
+		for _, a := range accts {
+			if a != nil {
+				a.used[r] -= min(held[r], a.used[r])
+			}
+		}
+		held[r] = 0
+	}
+}
+
+// used returns what uid holds (zero for a uid that holds nothing).
+func (l *ledger) usedBy(uid uint32) limitSet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a := l.users[uid]; a != nil {
+		return a.used
+	}
+	return limitSet{}
+}
+
+// usage returns a's counts.
+func (l *ledger) usage(a *account) limitSet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return a.used
+}
+
+// limitError is the refusal of n more of r for a: the limit, the count
+// and how to raise it.
+func limitError(a *account, r Resource, n uint64) error {
+	lim := a.limits[r]
+	if r == Locked {
+		return proto.Errorf(proto.CodeLimit, "%s has %d bytes of registered memory locked and may lock %d (limit %s=%d): %d more would pass it; deregister regions, or have the daemon started with a higher `%s %s=BYTES`",
+			a.what, a.used[r], lim, r, lim, n, a.flag, r)
+	}
+	fix := "destroy some"
+	switch r {
+	case Sessions:
+		fix = "close some (every opened device and admin connection is one)"
+	case Instances:
+		fix = "delete some (`vrdma vm delete`)"
+	}
+	return proto.Errorf(proto.CodeLimit, "%s holds %d %s of %d allowed (limit %s=%d): %s, or have the daemon started with a higher `%s %s=N`",
+		a.what, a.used[r], plural(r), lim, r, lim, fix, a.flag, r)
+}
+
+func plural(r Resource) string {
+	switch r {
+	case Sessions:
+		return "sessions"
+	case Instances:
+		return "instances"
+	case PDs:
+		return "protection domains (pd)"
+	case CQs:
+		return "completion queues (cq)"
+	case QPs:
+		return "queue pairs (qp)"
+	case MRs:
+		return "memory regions (mr)"
+	case SRQs:
+		return "shared receive queues (srq)"
+	case AHs:
+		return "address handles (ah)"
+	}
+	return r.String()
+}
