@@ -256,10 +256,11 @@ func (q *QP) processWire() (int64, bool) {
 			releaseAll(&rm.held[slot])
 			q.sqCons++
 			q.publishSQCons()
+			q.adapter.Counters.TxErrors.Add(1)
+			q.enterError() // before the completion is seen, as on the memcpy path
 			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: st}
 			q.sendCQ.push(&c)
-			q.adapter.Counters.TxErrors.Add(1)
-			q.enterError()
+			q.publishSQDone()
 			worked = true
 			break
 		}
@@ -414,6 +415,9 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		if !q.sendCQ.push(&c) {
 			q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
 		}
+	}
+	if rm.wired {
+		q.publishSQDone()
 	}
 }
 
