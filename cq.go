@@ -179,6 +179,7 @@ func (cq *CQ) Wait(ctx context.Context) error {
 			return nil
 		}
 		if lost {
+			cq.wake() // for another waiter asleep on this CQ, if any
 			return errWaitLost
 		}
 		cq.mu.Lock()
@@ -233,7 +234,7 @@ func (cq *CQ) PollWait(ctx context.Context, wc []WorkCompletion, spin int) (int,
 
 // Destroy frees the CQ; no QP may still use it.
 func (cq *CQ) Destroy() error {
-	if _, err := cq.d.c.call(proto.OpDestroyCQ, proto.HandleReq{Handle: cq.handle}, nil); err != nil {
+	if err := cq.d.release(proto.OpDestroyCQ, cq.handle); err != nil {
 		return err
 	}
 	cq.d.mu.Lock()

@@ -1,5 +1,11 @@
 package vrdma
 
+import (
+	"errors"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
 // A lost device. When the daemon goes away (its connection closes) or
 // reports DEVICE_FATAL, nothing will execute a posted request, complete
 // one or ring a doorbell again. As a hardware device that resets, the
@@ -39,4 +45,16 @@ func (d *Device) markLost() {
 	for _, cq := range cqs {
 		cq.wake()
 	}
+}
+
+// release asks the daemon to free the object handle names. On a lost
+// device the daemon freed everything already, so it succeeds, and the
+// caller frees its own side, as ibv_destroy_* do after DEVICE_FATAL: a
+// program cleaning up after the loss sees no error for each object.
+func (d *Device) release(op proto.Op, handle uint32) error {
+	_, err := d.c.call(op, proto.HandleReq{Handle: handle}, nil)
+	if errors.Is(err, ErrDeviceFatal) {
+		return nil
+	}
+	return err
 }

@@ -410,7 +410,7 @@ func postRecv(mem []byte, ring abi.RingLayout, prod *uint32, maxSGE int, wrs []R
 
 // Destroy destroys the QP (ibv_destroy_qp).
 func (q *QP) Destroy() error {
-	if _, err := q.d.c.call(proto.OpDestroyQP, proto.HandleReq{Handle: q.handle}, nil); err != nil {
+	if err := q.d.release(proto.OpDestroyQP, q.handle); err != nil {
 		return err
 	}
 	q.d.mu.Lock()
@@ -488,7 +488,7 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 
 // Destroy destroys the SRQ; no QP may still use it.
 func (s *SRQ) Destroy() error {
-	if _, err := s.pd.d.c.call(proto.OpDestroySRQ, proto.HandleReq{Handle: s.handle}, nil); err != nil {
+	if err := s.pd.d.release(proto.OpDestroySRQ, s.handle); err != nil {
 		return err
 	}
 	s.pd.d.mu.Lock()
