@@ -407,6 +407,12 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		// find the room.
 		q.publishSQCons()
 	}
+	if st != abi.StatusSuccess && st != abi.StatusWRFlushErr && q.typ != abi.QPTypeUD {
+		// The transport stops the QP after an RC or UC request's error
+		// (without an event: the completion says it); in ERR before the
+		// completion is seen, as on the memcpy path.
+		q.enterError()
+	}
 	if st != abi.StatusSuccess || w.Signaled {
 		c := abi.CQE{WRID: w.ID, QPNum: q.qpn, Opcode: w.Op.CompletionOpcode(), Status: st}
 		if st == abi.StatusSuccess {
