@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -285,9 +286,13 @@ func connectPingpong(t *testing.T, sock string, args []string) (server, client *
 // interrupted, and its responder.
 func TestPingStopsWhenTheDaemonDies(t *testing.T) {
 	d, sock := startDaemonProc(t)
-	port := freePort(t)
-	responder := startVrdma(t, "the ping responder", "ping", "-S", "--socket", sock, "-p", port)
-	responder.awaitOutput(t, "rendezvous on TCP port")
+	responder := startVrdma(t, "the ping responder", "ping", "-S", "--socket", sock, "-p", "0")
+	responder.awaitOutput(t, "\n") // "... rendezvous on TCP port N": the port the system gave it
+	m := regexp.MustCompile(`rendezvous on TCP port (\d+)`).FindStringSubmatch(responder.out.String())
+	if m == nil {
+		t.Fatalf("the responder did not say its port: %s", responder.out.String())
+	}
+	port := m[1]
 	client := startVrdma(t, "the ping client", "ping", "--socket", sock, "-f", "-p", port, "127.0.0.1")
 	client.awaitOutput(t, "Pong from")
 	d.kill()
