@@ -141,6 +141,11 @@ func (c *conn) read() {
 func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	select {
+	case <-c.dead: // fail fast: no request to a daemon known gone
+		return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: lostMsg}
+	default:
+	}
 	c.nextID++
 	id := c.nextID
 	if err := c.pc.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req, fds...); err != nil {
@@ -171,7 +176,7 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 			if c.refused != nil {
 				return nil, c.refused
 			}
-			return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: "the vrdma daemon closed the connection"}
+			return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: lostMsg}
 		}
 	}
 }

@@ -386,10 +386,7 @@ func newConn(d *Device, id uint32, qp *QP, ep *cmEndpoint) *Conn {
 func (c *Conn) end(ev proto.CMEvent) {
 	c.endOnce.Do(func() {
 		c.endEv = ev
-		if ev.Type == proto.CMEventDisconnected {
-			c.qp.state.Store(uint32(QPSErr)) // the daemon moved it
-		}
-		close(c.done)
+		close(c.done) // a disconnection moved the QP to ERR: the daemon says so in its state word
 	})
 }
 
@@ -445,8 +442,6 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 			return err
 		}
 		// The peer ended it first: its event is on the way.
-	} else {
-		c.qp.state.Store(uint32(QPSErr))
 	}
 	select {
 	case <-c.done:

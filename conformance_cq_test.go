@@ -13,12 +13,13 @@ import (
 // TestConformanceCQOverrun fills a small CQ: the completions it held stay
 // pollable, then Poll reports ErrCQOverrun, the owner gets CQ_ERR and the
 // QP that could not complete goes to ERR with QP_FATAL.
-func TestConformanceCQOverrun(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceCQOverrun(t *testing.T) { inEveryMode(t, conformanceCQOverrun) }
+
+func conformanceCQOverrun(t *testing.T, e *confEnv) {
 	for _, size := range []int{1, 2, 4} {
 		t.Run("cqe "+strconv.Itoa(size), func(t *testing.T) {
-			a := newSide(t, e.a, qpSpec{cqe: size})
-			b := newSide(t, e.b, qpSpec{})
+			a := e.newSide(t, e.a, qpSpec{cqe: size})
+			b := e.newSide(t, e.b, qpSpec{})
 			connect(t, a, b, nil, nil)
 			n := a.scq.CQE()
 			if n < size {
@@ -58,8 +59,9 @@ func TestConformanceCQOverrun(t *testing.T) {
 
 // TestConformanceCQWait checks that Wait returns when a completion arrives
 // and with ctx.Err() when its context ends, and consumes nothing.
-func TestConformanceCQWait(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceCQWait(t *testing.T) { inEveryMode(t, conformanceCQWait) }
+
+func conformanceCQWait(t *testing.T, e *confEnv) {
 	a, b := e.pair(t, pairSpec{typ: vrdma.RC})
 	write := func(id uint64) {
 		post(t, a.qp, vrdma.SendWR{ID: id, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
@@ -138,8 +140,9 @@ func TestConformanceCQWait(t *testing.T) {
 }
 
 // TestConformanceSRQ has two QPs receive from one shared receive queue.
-func TestConformanceSRQ(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceSRQ(t *testing.T) { inEveryMode(t, conformanceSRQ) }
+
+func conformanceSRQ(t *testing.T, e *confEnv) {
 	setup := func(t *testing.T, o *vrdma.ConnectOptions) (srq *vrdma.SRQ, a1, a2, b1, b2 *side) {
 		pd := otherPD(t, e.b)
 		srq, err := pd.CreateSRQ(16, 4)
@@ -147,10 +150,10 @@ func TestConformanceSRQ(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srq.Destroy() })
-		b1 = newSide(t, e.b, qpSpec{pd: pd, srq: srq})
-		b2 = newSide(t, e.b, qpSpec{pd: pd, srq: srq})
-		a1 = newSide(t, e.a, qpSpec{})
-		a2 = newSide(t, e.a, qpSpec{})
+		b1 = e.newSide(t, e.b, qpSpec{pd: pd, srq: srq})
+		b2 = e.newSide(t, e.b, qpSpec{pd: pd, srq: srq})
+		a1 = e.newSide(t, e.a, qpSpec{})
+		a2 = e.newSide(t, e.a, qpSpec{})
 		connect(t, a1, b1, o, o)
 		connect(t, a2, b2, o, o)
 		return srq, a1, a2, b1, b2
@@ -225,8 +228,9 @@ func TestConformanceSRQ(t *testing.T) {
 
 // TestConformanceAsyncEvents checks the events a responder's device
 // reports for errors it detects, and for a peer that goes away.
-func TestConformanceAsyncEvents(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceAsyncEvents(t *testing.T) { inEveryMode(t, conformanceAsyncEvents) }
+
+func conformanceAsyncEvents(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name   string
 		access vrdma.Access
@@ -265,7 +269,7 @@ func TestConformanceAsyncEvents(t *testing.T) {
 			t.Skip("across hosts a peer that exits just stops answering: TestConformanceRetryExceeded covers that")
 		}
 		// A third process (device) on conf-b connects to a, then closes.
-		a := newSide(t, e.a, qpSpec{})
+		a := e.newSide(t, e.a, qpSpec{})
 		o := vrdma.Options{Socket: e.sockB, Instance: "conf-b"}
 		d, err := vrdma.Open("vrdma0", o)
 		if err != nil {
@@ -284,14 +288,14 @@ func TestConformanceAsyncEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ep, err := qp.Endpoint(0)
+		ep, err := qp.Endpoint(e.mode.gid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := qp.Connect(a.endpoint(t), withConfGID(nil)); err != nil {
+		if err := qp.Connect(a.endpoint(t), a.connectOptions(nil)); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.qp.Connect(ep, withConfGID(nil)); err != nil {
+		if err := a.qp.Connect(ep, a.connectOptions(nil)); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Close(); err != nil {

@@ -37,8 +37,9 @@ func targetMR(wr *vrdma.SendWR, mr *vrdma.MR) { wr.RemoteAddr, wr.RKey = mr.Addr
 // flushed; both QPs end in ERR, the responder with an asynchronous event;
 // no byte of either side's memory changes; receives posted to the
 // responder once it is in ERR are flushed.
-func TestConformanceRemoteErrors(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceRemoteErrors(t *testing.T) { inEveryMode(t, conformanceRemoteErrors) }
+
+func conformanceRemoteErrors(t *testing.T, e *confEnv) {
 	noWrite := vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
 	noRead := vrdma.AccessRemoteWrite | vrdma.AccessRemoteAtomic
 	noAtomic := vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead
@@ -115,10 +116,15 @@ func TestConformanceRemoteErrors(t *testing.T) {
 			post(t, a.qp, wr,
 				vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
 				vrdma.SendWR{ID: 3, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 64)}})
-			got := pollN(t, a.scq, 3)
-			checkWC(t, got[0], errWC(a, 1, c.status))
-			checkWC(t, got[1], errWC(a, 2, vrdma.WCWRFlushErr))
-			checkWC(t, got[2], errWC(a, 3, vrdma.WCWRFlushErr))
+			checkWC(t, pollOne(t, a.scq), errWC(a, 1, c.status))
+			// No event tells the requester: the error completion does, and the
+			// QP is in ERR once it can be polled.
+			if st := a.qp.State(); st != vrdma.QPSErr {
+				t.Fatalf("State() says %v when the error completion is polled, want ERR", st)
+			}
+			got := pollN(t, a.scq, 2)
+			checkWC(t, got[0], errWC(a, 2, vrdma.WCWRFlushErr))
+			checkWC(t, got[1], errWC(a, 3, vrdma.WCWRFlushErr))
 			expectState(t, a.qp, vrdma.QPSErr)
 
 			ev := waitEvent(t, b.dev, c.event, qpEvent(b.qp))
@@ -146,8 +152,9 @@ func TestConformanceRemoteErrors(t *testing.T) {
 
 // TestConformanceUCRemoteErrors checks that a UC responder drops what it
 // would refuse: the requester completes successfully, nothing changes.
-func TestConformanceUCRemoteErrors(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceUCRemoteErrors(t *testing.T) { inEveryMode(t, conformanceUCRemoteErrors) }
+
+func conformanceUCRemoteErrors(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name string
 		op   vrdma.Opcode
@@ -185,8 +192,9 @@ func TestConformanceUCRemoteErrors(t *testing.T) {
 // TestConformanceLocalErrors gives the requester a bad local buffer: the
 // request completes with LOC_PROT_ERR, the QP goes to ERR and flushes the
 // rest; the responder is untouched and stays in RTS.
-func TestConformanceLocalErrors(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceLocalErrors(t *testing.T) { inEveryMode(t, conformanceLocalErrors) }
+
+func conformanceLocalErrors(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name string
 		typ  vrdma.QPType
@@ -235,8 +243,9 @@ func TestConformanceLocalErrors(t *testing.T) {
 
 // TestConformanceReceiveErrors covers the responder's receive request not
 // fitting the message.
-func TestConformanceReceiveErrors(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceReceiveErrors(t *testing.T) { inEveryMode(t, conformanceReceiveErrors) }
+
+func conformanceReceiveErrors(t *testing.T, e *confEnv) {
 	t.Run("RC/buffer too small", func(t *testing.T) {
 		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
 		postRecv(t, b.qp, recvWR(70, b.mr.SGE(recvOff, 16)), recvWR(71, b.mr.SGE(recvOff+1024, 256)))
@@ -284,8 +293,9 @@ func TestConformanceReceiveErrors(t *testing.T) {
 }
 
 // TestConformanceRNR covers a SEND that finds no receive posted.
-func TestConformanceRNR(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceRNR(t *testing.T) { inEveryMode(t, conformanceRNR) }
+
+func conformanceRNR(t *testing.T, e *confEnv) {
 	t.Run("rnr_retry 0", func(t *testing.T) {
 		o := vrdma.DefaultConnectOptions()
 		o.RNRRetry, o.MinRNRTimer = 0, 1
@@ -362,8 +372,9 @@ func TestConformanceRNR(t *testing.T) {
 
 // TestConformanceRetryExceeded connects an RC QP to a QP that does not
 // exist: its request fails after retry_cnt retries, never hangs.
-func TestConformanceRetryExceeded(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceRetryExceeded(t *testing.T) { inEveryMode(t, conformanceRetryExceeded) }
+
+func conformanceRetryExceeded(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name string
 		qpn  func(b *side) uint32
@@ -373,17 +384,17 @@ func TestConformanceRetryExceeded(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := newSide(t, e.a, qpSpec{typ: vrdma.RC})
-			b := newSide(t, e.b, qpSpec{typ: vrdma.RC})
+			a := e.newSide(t, e.a, qpSpec{typ: vrdma.RC})
+			b := e.newSide(t, e.b, qpSpec{typ: vrdma.RC})
 			// b is connected elsewhere: it would drop a's packets.
-			if err := b.qp.Connect(vrdma.Endpoint{GID: a.gid, QPN: 0xabcde}, withConfGID(nil)); err != nil {
+			if err := b.qp.Connect(vrdma.Endpoint{GID: a.gid, QPN: 0xabcde}, a.connectOptions(nil)); err != nil {
 				t.Fatal(err)
 			}
 			o := vrdma.DefaultConnectOptions()
 			o.Timeout, o.RetryCnt = 8, 1
 			ep := b.endpoint(t)
 			ep.QPN = c.qpn(b)
-			if err := a.qp.Connect(ep, withConfGID(&o)); err != nil {
+			if err := a.qp.Connect(ep, a.connectOptions(&o)); err != nil {
 				t.Fatal(err)
 			}
 			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
@@ -398,8 +409,9 @@ func TestConformanceRetryExceeded(t *testing.T) {
 }
 
 // TestConformancePostErrors covers requests refused at post time.
-func TestConformancePostErrors(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformancePostErrors(t *testing.T) { inEveryMode(t, conformancePostErrors) }
+
+func conformancePostErrors(t *testing.T, e *confEnv) {
 	steps := map[vrdma.QPState]func(t *testing.T, x, y *side){
 		vrdma.QPSReset: func(t *testing.T, x, y *side) {},
 		vrdma.QPSInit: func(t *testing.T, x, y *side) {
@@ -419,8 +431,8 @@ func TestConformancePostErrors(t *testing.T) {
 	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC, vrdma.UD} {
 		for _, st := range []vrdma.QPState{vrdma.QPSReset, vrdma.QPSInit, vrdma.QPSRTR} {
 			t.Run(typ.String()+"/post_send in "+st.String(), func(t *testing.T) {
-				x := newSide(t, e.a, qpSpec{typ: typ})
-				y := newSide(t, e.b, qpSpec{typ: typ})
+				x := e.newSide(t, e.a, qpSpec{typ: typ})
+				y := e.newSide(t, e.b, qpSpec{typ: typ})
 				steps[st](t, x, y)
 				wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(0, 8)}}
 				if typ == vrdma.UD {
@@ -480,8 +492,9 @@ func TestConformancePostErrors(t *testing.T) {
 
 // TestConformanceFlush moves QPs to ERR with Modify: outstanding and later
 // requests of both queues complete with WR_FLUSH_ERR, in order.
-func TestConformanceFlush(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceFlush(t *testing.T) { inEveryMode(t, conformanceFlush) }
+
+func conformanceFlush(t *testing.T, e *confEnv) {
 	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC, vrdma.UD} {
 		t.Run(typ.String(), func(t *testing.T) {
 			a, b := e.pair(t, pairSpec{typ: typ})
@@ -510,7 +523,7 @@ func TestConformanceFlush(t *testing.T) {
 			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.qp.Connect(a.endpoint(t), withConfGID(nil)); err != nil {
+			if err := b.qp.Connect(a.endpoint(t), a.connectOptions(nil)); err != nil {
 				t.Fatal(err)
 			}
 			postRecv(t, b.qp, recvWR(5, b.mr.SGE(recvOff, 64)))

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -44,51 +43,59 @@ var confCap = vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSG
 
 // confEnv is a daemon with two instances and an opened device on each.
 type confEnv struct {
+	mode  confMode
 	sock  string // conf-a's daemon
 	sockB string // conf-b's daemon (the same one unless in a wire mode)
 	a, b  *vrdma.Device
 }
 
-// confInstance is the spec of a conformance instance. The suite runs over
-// each way the engine can run a request (test.sh runs all three):
-// VRDMA_CONFORMANCE_MODE unset, the daemon's workers that sleep on doorbells;
-// "async", the host's spinning poller; "trusted", both instances in one trust
-// group, so that one-sided requests take the direct path in the library.
-func confInstance(name string) vrdma.InstanceSpec {
-	spec := vrdma.InstanceSpec{Name: name, Adapters: 1}
-	switch os.Getenv("VRDMA_CONFORMANCE_MODE") {
-	case "async":
-		spec.Async = true
-	case "trusted":
+// confMode is one way the engine can run a request; the suite runs every
+// test in each (inEveryMode), as subtests named after the mode.
+type confMode struct {
+	name    string
+	async   bool      // the host's spinning poller instead of workers that sleep on doorbells
+	trusted bool      // both instances in one trust group: one-sided requests take the library's direct path
+	wire    bool      // two daemons whose hosts an in-process link joins: every request runs the RoCEv2 transport
+	mtu     vrdma.MTU // the link's MTU, in the wire modes
+	gid     int       // the GID index the QPs use: 0 the link-local GID, 1 the first link's IPv4-mapped one
+}
+
+// confModes are the suite's modes. "sync" is also what the other tests
+// that open the conformance instances (wire, CM, netns) use.
+var confModes = []confMode{
+	{name: "sync"},
+	{name: "async", async: true},
+	{name: "trusted", trusted: true},
+	{name: "wire", wire: true, mtu: vrdma.MTU4096},          // the IPv6 link-local GID, a jumbo link
+	{name: "wire4", wire: true, mtu: vrdma.MTU1024, gid: 1}, // the IPv4-mapped GID, Ethernet's 1500 bytes
+}
+
+// inEveryMode runs f as a subtest for each mode, on a fresh environment of
+// that mode: TestConformanceX/async, and so on (go test -run
+// 'Conformance/trusted' picks one mode).
+func inEveryMode(t *testing.T, f func(t *testing.T, e *confEnv)) {
+	for _, m := range confModes {
+		t.Run(m.name, func(t *testing.T) { f(t, newConfEnv(t, m)) })
+	}
+}
+
+// instance is the spec of a conformance instance in mode m.
+func (m confMode) instance(name string) vrdma.InstanceSpec {
+	spec := vrdma.InstanceSpec{Name: name, Adapters: 1, Async: m.async}
+	if m.trusted {
 		spec.TrustGroup = "conformance"
 	}
 	return spec
 }
 
-// confGID is the GID index the suite's QPs use: 0, the link-local GID;
-// "wire4" mode uses 1, the first link's IPv4-mapped GID.
-var confGID = func() int {
-	if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire4" {
-		return 1
-	}
-	return 0
-}()
-
-// confSockets returns the daemons of the two instances: one daemon, or in
-// "wire" and "wire4" modes two daemons whose hosts are joined by an
-// in-process link, so that every request runs the RoCEv2 transport.
-func confSockets(t *testing.T) [2]string {
-	switch os.Getenv("VRDMA_CONFORMANCE_MODE") {
-	case "wire", "wire4":
-	default:
+// sockets returns the daemons of the two instances: one daemon, or in the
+// wire modes two daemons whose hosts are joined by an in-process link.
+func (m confMode) sockets(t *testing.T) [2]string {
+	if !m.wire {
 		s := daemontest.Start(t)
 		return [2]string{s, s}
 	}
-	mtu := vrdma.MTU1024 // Ethernet's 1500 bytes; "wire" runs a jumbo link
-	if os.Getenv("VRDMA_CONFORMANCE_MODE") == "wire" {
-		mtu = vrdma.MTU4096
-	}
-	w := newWireHosts(t, fakelink.New(1), mtu)
+	w := newWireHosts(t, fakelink.New(1), m.mtu)
 	return [2]string{w.daemons[0].SocketPath(), w.daemons[1].SocketPath()}
 }
 
@@ -114,14 +121,21 @@ func newWireHosts(t testing.TB, n *fakelink.Network, mtu vrdma.MTU) *wireHosts {
 	return w
 }
 
-func newConfEnv(t *testing.T) *confEnv {
+// newConfEnv starts the daemons of mode m and opens the suite's instances.
+func newConfEnv(t *testing.T, m confMode) *confEnv {
 	t.Helper()
-	return newConfEnvOn(t, confSockets(t))
+	return newConfEnvMode(t, m.sockets(t), m)
 }
 
 // newConfEnvOn creates the suite's two instances, conf-a on the daemon of
 // socks[0] and conf-b on that of socks[1], and opens their devices.
 func newConfEnvOn(t testing.TB, socks [2]string) *confEnv {
+	t.Helper()
+	return newConfEnvMode(t, socks, confModes[0])
+}
+
+// newConfEnvMode is newConfEnvOn with the instances of mode m.
+func newConfEnvMode(t testing.TB, socks [2]string, m confMode) *confEnv {
 	t.Helper()
 	var devs [2]*vrdma.Device
 	for i, name := range []string{"conf-a", "conf-b"} {
@@ -130,7 +144,7 @@ func newConfEnvOn(t testing.TB, socks [2]string) *confEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = adm.CreateInstance(confInstance(name))
+		_, err = adm.CreateInstance(m.instance(name))
 		adm.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +170,7 @@ func newConfEnvOn(t testing.TB, socks [2]string) *confEnv {
 			t.Fatal(err)
 		}
 	}
-	return &confEnv{sock: socks[0], sockB: socks[1], a: devs[0], b: devs[1]}
+	return &confEnv{mode: m, sock: socks[0], sockB: socks[1], a: devs[0], b: devs[1]}
 }
 
 // side is one end of a test connection: a QP with its own PD, send and
@@ -169,6 +183,7 @@ type side struct {
 	mr       *vrdma.MR
 	ah       *vrdma.AH // UD: the address handle of the peer
 	gid      vrdma.GID
+	gidIndex int // the GID index of gid, which its QP connects through
 }
 
 // qpSpec describes a side to build; the zero value is an RC QP with confCap.
@@ -180,6 +195,14 @@ type qpSpec struct {
 	srq    *vrdma.SRQ // receive from this SRQ (pd must be its PD)
 	cqe    int        // 0: 256
 	access vrdma.Access
+	gid    int // the GID index to connect through
+}
+
+// newSide is newSide with the GID index of e's mode.
+func (e *confEnv) newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
+	t.Helper()
+	s.gid = e.mode.gid
+	return newSide(t, dev, s)
 }
 
 func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
@@ -196,7 +219,7 @@ func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 	if s.access == 0 {
 		s.access = allAccess
 	}
-	x := &side{dev: dev, pd: s.pd}
+	x := &side{dev: dev, pd: s.pd, gidIndex: s.gid}
 	if x.pd == nil {
 		pd, err := dev.AllocPD()
 		if err != nil {
@@ -225,7 +248,7 @@ func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 	}
 	t.Cleanup(func() { _ = qp.Destroy() })
 	x.qp = qp
-	if x.gid, err = dev.GID(confGID); err != nil {
+	if x.gid, err = dev.GID(s.gid); err != nil {
 		t.Fatal(err)
 	}
 	return x
@@ -233,7 +256,7 @@ func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 
 func (x *side) endpoint(t *testing.T) vrdma.Endpoint {
 	t.Helper()
-	ep, err := x.qp.Endpoint(confGID)
+	ep, err := x.qp.Endpoint(x.gidIndex)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +268,7 @@ func (x *side) endpoint(t *testing.T) vrdma.Endpoint {
 // DefaultConnectOptions.
 func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
 	t.Helper()
-	ox, oy = withConfGID(ox), withConfGID(oy)
+	ox, oy = x.connectOptions(ox), y.connectOptions(oy)
 	if err := x.qp.Connect(y.endpoint(t), ox); err != nil {
 		t.Fatal(err)
 	}
@@ -257,19 +280,19 @@ func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
 	}
 }
 
-// withConfGID returns o (nil: the defaults) with the suite's GID index.
-func withConfGID(o *vrdma.ConnectOptions) *vrdma.ConnectOptions {
+// connectOptions returns o (nil: the defaults) with x's GID index.
+func (x *side) connectOptions(o *vrdma.ConnectOptions) *vrdma.ConnectOptions {
 	c := vrdma.DefaultConnectOptions()
 	if o != nil {
 		c = *o
 	}
-	c.GIDIndex = uint8(confGID)
+	c.GIDIndex = uint8(x.gidIndex)
 	return &c
 }
 
 func newAH(t *testing.T, x *side, dgid vrdma.GID) *vrdma.AH {
 	t.Helper()
-	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: uint8(confGID), PortNum: 1})
+	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: uint8(x.gidIndex), PortNum: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +311,8 @@ type pairSpec struct {
 
 func (e *confEnv) pair(t *testing.T, p pairSpec) (a, b *side) {
 	t.Helper()
-	a = newSide(t, e.a, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
-	b = newSide(t, e.b, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
+	a = e.newSide(t, e.a, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
+	b = e.newSide(t, e.b, qpSpec{typ: p.typ, cap: p.cap, sigAll: p.sigAll})
 	connect(t, a, b, p.optsA, p.optsB)
 	return a, b
 }

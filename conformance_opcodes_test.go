@@ -10,8 +10,9 @@ import (
 
 // TestConformanceOpcodes runs every data-moving opcode of RC and UC between
 // two instances and checks the bytes in memory and every completion field.
-func TestConformanceOpcodes(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceOpcodes(t *testing.T) { inEveryMode(t, conformanceOpcodes) }
+
+func conformanceOpcodes(t *testing.T, e *confEnv) {
 	const n = 1000
 	cases := []struct {
 		name    string
@@ -82,8 +83,9 @@ func TestConformanceOpcodes(t *testing.T) {
 
 // TestConformanceAtomics checks both RC atomics: the remote word after the
 // operation and the original value returned into the local 8-byte SGE.
-func TestConformanceAtomics(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceAtomics(t *testing.T) { inEveryMode(t, conformanceAtomics) }
+
+func conformanceAtomics(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name       string
 		op         vrdma.Opcode
@@ -143,8 +145,9 @@ func TestConformanceAtomics(t *testing.T) {
 
 // TestConformanceOpcodeRefused checks the opcodes a QP type does not carry
 // are refused when posted, with nothing executed.
-func TestConformanceOpcodeRefused(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceOpcodeRefused(t *testing.T) { inEveryMode(t, conformanceOpcodeRefused) }
+
+func conformanceOpcodeRefused(t *testing.T, e *confEnv) {
 	cases := []struct {
 		typ vrdma.QPType
 		op  vrdma.Opcode
@@ -188,8 +191,9 @@ func TestConformanceOpcodeRefused(t *testing.T) {
 // TestConformanceUD sends datagrams through address handles: GRH in front
 // of the payload, byte_len counting it, the sender's QPN, Q_Key filtering
 // and the MTU limit.
-func TestConformanceUD(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceUD(t *testing.T) { inEveryMode(t, conformanceUD) }
+
+func conformanceUD(t *testing.T, e *confEnv) {
 	port, err := e.a.QueryPort(1)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +270,7 @@ func TestConformanceUD(t *testing.T) {
 	t.Run("source QPN", func(t *testing.T) {
 		// Two senders into one receiver: each receive names its sender.
 		a, b := e.pair(t, pairSpec{typ: vrdma.UD})
-		c := newSide(t, e.a, qpSpec{typ: vrdma.UD})
+		c := e.newSide(t, e.a, qpSpec{typ: vrdma.UD})
 		if err := c.qp.Connect(vrdma.Endpoint{}, nil); err != nil {
 			t.Fatal(err)
 		}

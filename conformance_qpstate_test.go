@@ -68,8 +68,9 @@ func stdMask(typ vrdma.QPType, from, to vrdma.QPState) vrdma.QPAttrMask {
 
 // TestConformanceQPStateMachine drives QPs through Modify: the IBTA
 // transitions, their required and allowed attributes, and value ranges.
-func TestConformanceQPStateMachine(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceQPStateMachine(t *testing.T) { inEveryMode(t, conformanceQPStateMachine) }
+
+func conformanceQPStateMachine(t *testing.T, e *confEnv) {
 	const (
 		reset = vrdma.QPSReset
 		initS = vrdma.QPSInit
@@ -193,7 +194,7 @@ func TestConformanceQPStateMachine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.typ.String()+"/"+c.name, func(t *testing.T) {
-			x := newSide(t, e.a, qpSpec{typ: c.typ})
+			x := e.newSide(t, e.a, qpSpec{typ: c.typ})
 			peer := vrdma.Endpoint{GID: x.gid, QPN: 0x777, PSN: 0x654321}
 			cur := vrdma.QPSReset
 			for _, s := range c.path {
@@ -234,7 +235,7 @@ func TestConformanceQPStateMachine(t *testing.T) {
 		})
 	}
 	t.Run("Query returns the attributes set", func(t *testing.T) {
-		x := newSide(t, e.a, qpSpec{typ: vrdma.RC})
+		x := e.newSide(t, e.a, qpSpec{typ: vrdma.RC})
 		peer := vrdma.Endpoint{GID: x.gid, QPN: 0x777, PSN: 0x654321}
 		cur := vrdma.QPSReset
 		for _, s := range []vrdma.QPState{initS, rtr, rts} {

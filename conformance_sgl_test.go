@@ -28,8 +28,9 @@ func gather(mr *vrdma.MR, spans []span) []byte {
 
 // TestConformanceScatterGather moves data between four local and four
 // remote scatter/gather elements of uneven sizes.
-func TestConformanceScatterGather(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceScatterGather(t *testing.T) { inEveryMode(t, conformanceScatterGather) }
+
+func conformanceScatterGather(t *testing.T, e *confEnv) {
 	// 3121 bytes in four pieces, out of order in the region.
 	local := []span{{srcOff + 5000, 1}, {srcOff + 100, 100}, {srcOff + 1000, 3003}, {srcOff + 7000, 17}}
 	// Receive buffers: 3237 bytes in four pieces, the first shorter than a GRH.
@@ -116,8 +117,9 @@ func TestConformanceScatterGather(t *testing.T) {
 
 // TestConformanceInline sends inline data, given directly or gathered from
 // the SGL at post time, and checks it is the data at post time that travels.
-func TestConformanceInline(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceInline(t *testing.T) { inEveryMode(t, conformanceInline) }
+
+func conformanceInline(t *testing.T, e *confEnv) {
 	cases := []struct {
 		typ    vrdma.QPType
 		op     vrdma.Opcode
@@ -211,8 +213,9 @@ func TestConformanceInline(t *testing.T) {
 
 // TestConformanceSignaling checks which requests complete: unsignaled ones
 // only on error, all of them on a SigAll QP.
-func TestConformanceSignaling(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceSignaling(t *testing.T) { inEveryMode(t, conformanceSignaling) }
+
+func conformanceSignaling(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name    string
 		typ     vrdma.QPType
@@ -304,8 +307,9 @@ func TestConformanceSignaling(t *testing.T) {
 
 // TestConformanceFence checks that a fenced request sees the results of the
 // READ and atomic requests before it.
-func TestConformanceFence(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceFence(t *testing.T) { inEveryMode(t, conformanceFence) }
+
+func conformanceFence(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name  string
 		first func(a, b *side) vrdma.SendWR
@@ -336,8 +340,9 @@ func TestConformanceFence(t *testing.T) {
 
 // TestConformanceOrdering posts many requests at once and checks that they
 // complete, and take effect, in order.
-func TestConformanceOrdering(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceOrdering(t *testing.T) { inEveryMode(t, conformanceOrdering) }
+
+func conformanceOrdering(t *testing.T, e *confEnv) {
 	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC} {
 		t.Run(typ.String()+"/WRITEs then SEND", func(t *testing.T) {
 			a, b := e.pair(t, pairSpec{typ: typ})
@@ -407,8 +412,9 @@ func TestConformanceOrdering(t *testing.T) {
 
 // TestConformanceTinyQueues runs a pair whose queues hold one request each:
 // the rings of such a QP still lie where the library expects them.
-func TestConformanceTinyQueues(t *testing.T) {
-	e := newConfEnv(t)
+func TestConformanceTinyQueues(t *testing.T) { inEveryMode(t, conformanceTinyQueues) }
+
+func conformanceTinyQueues(t *testing.T, e *confEnv) {
 	a, b := e.pair(t, pairSpec{typ: vrdma.RC, cap: vrdma.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	for i := uint64(1); i <= 3; i++ {
 		src := fill(a.mr.Bytes()[srcOff:srcOff+64], byte(i))

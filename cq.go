@@ -47,8 +47,16 @@ type CQ struct {
 
 	// Completions made in this process by the direct path (direct.go), a
 	// ring of cqe entries: hlocal is the oldest, nlocal how many.
-	local          []WorkCompletion
+	local          []localWC
 	hlocal, nlocal int
+}
+
+// localWC is a completion made by the direct path, with the ring's
+// producer index when it was made: it comes after the ring's completions
+// before that index and before the rest.
+type localWC struct {
+	wc   WorkCompletion
+	mark uint32
 }
 
 // CreateCQ creates a completion queue holding at least cqe completions.
@@ -78,7 +86,7 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 		return nil, &Error{Op: "create_cq", Kind: ErrVersion, Err: err}
 	}
 	cq := &CQ{d: d, handle: r.Handle, cqe: r.CQE, region: region, mem: region.Bytes(), ring: ring, notify: ev,
-		local: make([]WorkCompletion, r.CQE)}
+		local: make([]localWC, r.CQE)}
 	d.mu.Lock()
 	d.cqs[r.Handle] = cq
 	d.mu.Unlock()
@@ -89,10 +97,13 @@ func (d *Device) CreateCQ(cqe int) (*CQ, error) {
 func (cq *CQ) CQE() int { return cq.cqe }
 
 // Poll moves up to len(wc) completions into wc and returns how many
-// (ibv_poll_cq). It does not allocate. After an overrun it returns the
-// completions still held and ErrCQOverrun: completions were lost, the CQ
-// is in error and must be destroyed.
+// (ibv_poll_cq), in the order they were made. It does not allocate. After
+// an overrun it returns the completions still held and ErrCQOverrun:
+// completions were lost, the CQ is in error and must be destroyed. Once
+// the device is lost it returns the completions still held, then an error
+// matching ErrDeviceFatal.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	lost := cq.d.lost.Load() // before the ring is read: nothing comes after the loss
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.mem == nil {
@@ -103,28 +114,42 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if err != nil {
 		return 0, errCQCorrupt
 	}
-	n := 0
-	for ; n < len(wc) && cq.nlocal > 0; n++ {
-		wc[n] = cq.local[cq.hlocal]
-		cq.hlocal = (cq.hlocal + 1) % len(cq.local)
-		cq.nlocal--
-	}
-	if n > 0 {
-		shm.Store32(cq.mem, abi.RingHeldOff, uint32(cq.nlocal))
-	}
-	avail += n
-	for ; n < len(wc) && n < avail; n++ {
+	n, took, read := 0, 0, 0
+	for n < len(wc) {
+		// A local completion goes first once the ring's made before it are
+		// out (its mark is at most prod: marks are read under cq.mu).
+		if cq.nlocal > 0 && (read == avail || int32(cq.local[cq.hlocal].mark-cq.cons) <= 0) {
+			wc[n] = cq.local[cq.hlocal].wc
+			cq.hlocal = (cq.hlocal + 1) % len(cq.local)
+			cq.nlocal--
+			took++
+			n++
+			continue
+		}
+		if read == avail {
+			break
+		}
 		abi.ParseCQE(cq.mem[cq.ring.Entry(cq.cons):], &cq.e)
 		cq.cons++
+		read++
 		w := &wc[n]
 		w.ID, w.Status, w.Opcode, w.ByteLen = cq.e.WRID, cq.e.Status, cq.e.Opcode, cq.e.ByteLen
 		w.Imm, w.QPNum, w.SrcQP, w.Flags, w.PKeyIndex = cq.e.Imm, cq.e.QPNum, cq.e.SrcQP, cq.e.Flags, cq.e.PKeyIndex
+		n++
 	}
-	if n > 0 {
+	if took > 0 {
+		shm.Store32(cq.mem, abi.RingHeldOff, uint32(cq.nlocal))
+	}
+	if read > 0 {
 		shm.Store32(cq.mem, abi.RingConsOff, cq.cons)
 	}
-	if n == avail && shm.Load32(cq.mem, abi.RingErrOff) != 0 {
-		return n, errCQOverrun
+	if read == avail && cq.nlocal == 0 {
+		if shm.Load32(cq.mem, abi.RingErrOff) != 0 {
+			return n, errCQOverrun
+		}
+		if n == 0 && lost {
+			return 0, errPollLost
+		}
 	}
 	return n, nil
 }
@@ -144,11 +169,18 @@ func (cq *CQ) ready() bool {
 
 // Wait blocks until a completion is waiting to be polled or ctx ends. It
 // arms the CQ and sleeps on its completion channel (ibv_req_notify_cq and
-// ibv_get_cq_event in one call); it consumes no completion.
+// ibv_get_cq_event in one call); it consumes no completion. Once the
+// device is lost and no completion is left it returns an error matching
+// ErrDeviceFatal, at once, and so do waits that were asleep then.
 func (cq *CQ) Wait(ctx context.Context) error {
 	for {
+		lost := cq.d.lost.Load() // before ready: the loss wakes us after it is set
 		if cq.ready() {
 			return nil
+		}
+		if lost {
+			cq.wake() // for another waiter asleep on this CQ, if any
+			return errWaitLost
 		}
 		cq.mu.Lock()
 		if cq.mem == nil {
@@ -160,6 +192,9 @@ func (cq *CQ) Wait(ctx context.Context) error {
 		if cq.ready() {
 			return nil
 		}
+		if cq.d.lost.Load() {
+			continue
+		}
 		if err := cq.notify.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -169,6 +204,16 @@ func (cq *CQ) Wait(ctx context.Context) error {
 			}
 			return &Error{Op: "wait_cq", Kind: ErrClosed, Err: err}
 		}
+	}
+}
+
+// wake rings the CQ's doorbell from this side, for a waiter the daemon
+// will not wake.
+func (cq *CQ) wake() {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.mem != nil {
+		cq.notify.Signal()
 	}
 }
 
@@ -189,7 +234,7 @@ func (cq *CQ) PollWait(ctx context.Context, wc []WorkCompletion, spin int) (int,
 
 // Destroy frees the CQ; no QP may still use it.
 func (cq *CQ) Destroy() error {
-	if _, err := cq.d.c.call(proto.OpDestroyCQ, proto.HandleReq{Handle: cq.handle}, nil); err != nil {
+	if err := cq.d.release(proto.OpDestroyCQ, cq.handle); err != nil {
 		return err
 	}
 	cq.d.mu.Lock()

@@ -3,6 +3,7 @@ package vrdma
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -156,6 +157,11 @@ type Device struct {
 	events chan AsyncEvent
 	closed bool
 
+	// lost is set once the daemon is gone (or reported DEVICE_FATAL): the
+	// data path's verbs fail with ErrDeviceFatal instead of waiting for a
+	// daemon that will never answer (lost.go).
+	lost atomic.Bool
+
 	cm cmState // connection manager (cm.go)
 }
 
@@ -184,15 +190,13 @@ func Open(name string, opts ...Options) (*Device, error) {
 	return d, nil
 }
 
-// watch turns the loss of the daemon into a DEVICE_FATAL event and moves
-// every QP to the error state, as a device reset would.
+// watch turns the loss of the daemon into a DEVICE_FATAL event and a lost
+// device, whose QPs are in ERR, as a device reset would leave them.
 func (d *Device) watch() {
 	<-d.c.dead
+	d.markLost()
 	d.mu.Lock()
 	closed := d.closed
-	for _, q := range d.qps {
-		q.state.Store(uint32(QPSErr))
-	}
 	d.mu.Unlock()
 	d.cmLost()
 	if !closed {
@@ -205,16 +209,16 @@ func (d *Device) dispatch(ev proto.Event) {
 	d.mu.Lock()
 	switch e.Type {
 	case abi.EventQPFatal, abi.EventQPReqErr, abi.EventQPAccessErr, abi.EventCommEst, abi.EventSQDrained, abi.EventQPLastWQE:
-		e.QP = d.qps[ev.Handle]
-		if e.QP != nil && e.Type != abi.EventCommEst && e.Type != abi.EventSQDrained {
-			e.QP.state.Store(uint32(QPSErr))
-		}
+		e.QP = d.qps[ev.Handle] // the daemon published the QP's new state before it sent this
 	case abi.EventCQErr:
 		e.CQ = d.cqs[ev.Handle]
 	case abi.EventSRQErr, abi.EventSRQLimit:
 		e.SRQ = d.srqs[ev.Handle]
 	}
 	d.mu.Unlock()
+	if e.Type == EventDeviceFatal {
+		d.markLost()
+	}
 	d.push(e)
 }
 

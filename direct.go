@@ -24,6 +24,12 @@ import (
 // daemon's path before the library asks again.
 const mapRetryPause = time.Millisecond
 
+// maxDirectBytes is the largest request the direct path runs. A peer's
+// deregistration waits for a running direct operation (a bounded wait,
+// engine.RevokeWait), so each must be short; larger ones cost their copy
+// on the daemon's path as here, and the hop is nothing next to it.
+const maxDirectBytes = 16 << 20
+
 type remoteMR struct {
 	region     *shm.Region
 	mem        []byte
@@ -42,7 +48,8 @@ func (m *remoteMR) span(addr uint64, n uint32) []byte {
 }
 
 // remote returns the mapping of the peer's region with rkey, asking the
-// daemon the first time. q.smu is held.
+// daemon the first time. q.smu is held and no direct operation is marked
+// busy: a deregistration in this very process may be waiting for that.
 func (q *QP) remote(rkey uint32) *remoteMR {
 	if m, ok := q.rmrs[rkey]; ok {
 		return m
@@ -135,8 +142,15 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 		return false
 	}
 	local, total, ok := q.localSpans(wr.SGL, wr.Opcode != WRRDMAWrite)
-	if !ok || (atomic && (len(wr.SGL) != 1 || total != 8)) {
+	if !ok || total > maxDirectBytes || (atomic && (len(wr.SGL) != 1 || total != 8)) {
 		return false
+	}
+	// Mappings of a generation the daemon has revoked (the peer deregistered
+	// a region this QP mapped) are dropped; a dead rkey's mapping is then
+	// refused, and its request fails on the daemon's path.
+	if g := shm.Load32(q.mem, abi.QPRevokeOff); g != q.revoke {
+		q.unmapRemotes()
+		q.revoke = g
 	}
 	m := q.remote(wr.RKey)
 	if m == nil || m.access&need != need || m.peerAccess&need != need {
@@ -148,6 +162,28 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 			return false
 		}
 	}
+	if atomic && (wr.RemoteAddr%8 != 0 || !shm.Aligned8(rem, 0)) {
+		return false
+	}
+	// Busy, then the revoke word again (engine/revoke.go): either this sees
+	// a revocation that came after the mapping and touches nothing, or the
+	// daemon sees busy and its deregistration waits for the store of 0.
+	shm.Store32(q.mem, abi.QPDirectBusyOff, 1)
+	if shm.Load32(q.mem, abi.QPRevokeOff) != q.revoke {
+		shm.Store32(q.mem, abi.QPDirectBusyOff, 0)
+		return false
+	}
+	q.runDirect(wr, local, rem)
+	shm.Store32(q.mem, abi.QPDirectBusyOff, 0)
+	if signaled {
+		q.sendCQ.pushLocal(WorkCompletion{ID: wr.ID, Status: WCSuccess, Opcode: wr.Opcode.CompletionOpcode(), ByteLen: uint32(total), QPNum: q.qpn})
+	}
+	return true
+}
+
+// runDirect does the operation's copy or atomic between local and the
+// peer's rem, every check passed.
+func (q *QP) runDirect(wr *SendWR, local [][]byte, rem []byte) {
 	switch {
 	case wr.Opcode == WRRDMAWrite:
 		n := 0
@@ -160,9 +196,6 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 			n += copy(s, rem[n:])
 		}
 	default:
-		if wr.RemoteAddr%8 != 0 || !shm.Aligned8(rem, 0) {
-			return false
-		}
 		var orig uint64
 		if wr.Opcode == WRAtomicCmpAndSwp {
 			orig = shm.CompareAndSwap64(rem, 0, wr.CompareAdd, wr.Swap)
@@ -174,10 +207,6 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 			b[i] = byte(orig >> (8 * i))
 		}
 	}
-	if signaled {
-		q.sendCQ.pushLocal(WorkCompletion{ID: wr.ID, Status: WCSuccess, Opcode: wr.Opcode.CompletionOpcode(), ByteLen: uint32(total), QPNum: q.qpn})
-	}
-	return true
 }
 
 // canPushLocal reports whether a completion made in this process fits: the
@@ -192,12 +221,14 @@ func (cq *CQ) canPushLocal() bool {
 	return err == nil && pending+cq.nlocal+1 < cq.ring.Entries
 }
 
-// pushLocal queues a completion made in this process; Poll returns these
-// before the ring's. It tells the daemon how many it holds (the ring's held
-// word), and wakes a waiter if the CQ is armed.
+// pushLocal queues a completion made in this process, marked with the
+// ring's producer index: Poll returns it after the ring's completions made
+// before it and before those made after. It tells the daemon how many it
+// holds (the ring's held word), and wakes a waiter if the CQ is armed.
 func (cq *CQ) pushLocal(wc WorkCompletion) {
 	cq.mu.Lock()
-	cq.local[(cq.hlocal+cq.nlocal)%len(cq.local)] = wc
+	i := (cq.hlocal + cq.nlocal) % len(cq.local)
+	cq.local[i] = localWC{wc: wc, mark: shm.Load32(cq.mem, abi.RingProdOff)}
 	cq.nlocal++
 	shm.Store32(cq.mem, abi.RingHeldOff, uint32(cq.nlocal))
 	armed := shm.Load32(cq.mem, abi.RingNotifyOff) != 0 && shm.Swap32(cq.mem, abi.RingNotifyOff, 0) != 0

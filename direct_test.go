@@ -23,7 +23,7 @@ type directEnd struct {
 
 // directPair connects two RC QPs on instances a and b; group puts both
 // instances in one trust group ("" = they do not trust each other).
-func directPair(t *testing.T, group string, access vrdma.Access) (a, b *directEnd) {
+func directPair(t testing.TB, group string, access vrdma.Access) (a, b *directEnd) {
 	t.Helper()
 	sock := daemontest.Start(t)
 	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
@@ -262,5 +262,169 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 	}
 	if !bytes.Equal(b.mr.Bytes()[4096:4118], []byte("written after the send")) || !bytes.Equal(b.mr.Bytes()[8192:8214], []byte("written after the send")) {
 		t.Fatal("the writes did not land")
+	}
+}
+
+// TestDirectPathDeregisteredRegion: a WRITE through a mapping the library
+// cached before the peer deregistered the region must not reach it: it
+// completes with REM_ACCESS_ERR, as on the daemon's path, and the QP goes
+// to ERR.
+func TestDirectPathDeregisteredRegion(t *testing.T) {
+	a, b := directPair(t, "g", directAccess)
+	wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	before := a.daemonMessages(t)
+	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+		t.Fatalf("first write: %+v", wc)
+	}
+	if n := a.daemonMessages(t) - before; n != 0 {
+		t.Fatalf("the first write went through the daemon (%d messages): the test needs the direct path", n)
+	}
+	if err := b.mr.Dereg(); err != nil {
+		t.Fatal(err)
+	}
+	wr.ID = 2
+	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := a.completion(t); wc.Status != vrdma.WCRemAccessErr || wc.ID != 2 {
+		t.Fatalf("write after the peer's dereg_mr: %+v (%v), want REM_ACCESS_ERR", wc, wc.Status)
+	}
+	if st := a.qp.State(); st != vrdma.QPSErr {
+		t.Fatalf("requester QP in %v after REM_ACCESS_ERR, want ERR", st)
+	}
+}
+
+// TestDirectPathCompletionOrder: a signaled SEND whose completion waits
+// in the ring, then a WRITE that runs in the library: Poll returns them in
+// the order they completed, SEND first.
+func TestDirectPathCompletionOrder(t *testing.T) {
+	a, b := directPair(t, "g", directAccess)
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 16)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.cq.Wait(ctx); err != nil { // the SEND's completion is in the ring, not polled
+		t.Fatal(err)
+	}
+	before := a.daemonMessages(t)
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 16)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.daemonMessages(t) - before; n != 0 {
+		t.Fatalf("the write went through the daemon (%d messages): the test needs the direct path", n)
+	}
+	first, second := a.completion(t), a.completion(t)
+	if first.ID != 1 || second.ID != 2 {
+		t.Fatalf("completions polled as %d then %d, want the SEND (1) then the WRITE (2)", first.ID, second.ID)
+	}
+}
+
+// TestDirectPathCompletionOrderRacing: a SEND, then, as soon as its
+// message has arrived, a WRITE, many times: the WRITE sometimes finds the
+// SEND done in the daemon a moment before the daemon pushed its
+// completion. The completions come out in the order posted every time.
+func TestDirectPathCompletionOrderRacing(t *testing.T) {
+	a, b := directPair(t, "g", directAccess)
+	wc := make([]vrdma.WorkCompletion, 2)
+	rwc := make([]vrdma.WorkCompletion, 1)
+	poll := func(cq *vrdma.CQ, out []vrdma.WorkCompletion, what string) {
+		t.Helper()
+		got := 0
+		deadline := time.Now().Add(10 * time.Second)
+		for got < len(out) {
+			n, err := cq.Poll(out[got:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got += n; got < len(out) && time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d completions", what, got, len(out))
+			}
+		}
+	}
+	before := a.daemonMessages(t)
+	for i := uint64(0); i < 3000; i++ {
+		if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: i, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2 * i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+		poll(b.cq, rwc, "the SEND's receive") // the daemon is finishing the SEND now
+		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2*i + 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
+			t.Fatal(err)
+		}
+		poll(a.cq, wc, "the SEND and the WRITE")
+		if wc[0].ID != 2*i || wc[1].ID != 2*i+1 || wc[0].Status != vrdma.WCSuccess || wc[1].Status != vrdma.WCSuccess {
+			t.Fatalf("round %d: completions %d (%v) then %d (%v), want the SEND %d then the WRITE %d", i, wc[0].ID, wc[0].Status, wc[1].ID, wc[1].Status, 2*i, 2*i+1)
+		}
+	}
+	t.Logf("%d of 3000 WRITEs ran in the library", 3000-(a.daemonMessages(t)-before-3000))
+}
+
+// TestDirectPathAfterRequesterError: a requester error moves the QP to ERR
+// with an error completion and no event; the next WRITE, which the
+// direct path would have run, is flushed, and State says ERR without a
+// Query.
+func TestDirectPathAfterRequesterError(t *testing.T) {
+	a, b := directPair(t, "g", directAccess)
+	good := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	if err := a.qp.PostSend([]vrdma.SendWR{good}); err != nil { // maps the region
+		t.Fatal(err)
+	}
+	if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+		t.Fatalf("first write: %+v", wc)
+	}
+	bad := good
+	bad.ID, bad.SGL = 2, []vrdma.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}
+	if err := a.qp.PostSend([]vrdma.SendWR{bad}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := a.completion(t); wc.Status != vrdma.WCLocProtErr {
+		t.Fatalf("bad lkey: %+v (%v), want LOC_PROT_ERR", wc, wc.Status)
+	}
+	copy(a.mr.Bytes(), "must not land")
+	before := append([]byte(nil), b.mr.Bytes()...)
+	good.ID = 3
+	if err := a.qp.PostSend([]vrdma.SendWR{good}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := a.completion(t); wc.Status != vrdma.WCWRFlushErr || wc.ID != 3 {
+		t.Fatalf("write after the QP went to ERR: %+v (%v), want WR_FLUSH_ERR", wc, wc.Status)
+	}
+	if !bytes.Equal(before, b.mr.Bytes()) {
+		t.Fatal("a write posted in ERR changed the target region")
+	}
+	if st := a.qp.State(); st != vrdma.QPSErr {
+		t.Fatalf("State() is %v after a requester error, want ERR", st)
+	}
+}
+
+// BenchmarkDirectRDMAWrite: one signaled 8-byte WRITE and its completion
+// per operation, on the direct path. It allocates nothing.
+func BenchmarkDirectRDMAWrite(b *testing.B) {
+	x, y := directPair(b, "g", directAccess)
+	wr := []vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(0, 8)}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()}}
+	wc := make([]vrdma.WorkCompletion, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := x.qp.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			n, err := x.cq.Poll(wc)
+			if err != nil || (n == 1 && wc[0].Status != vrdma.WCSuccess) {
+				b.Fatalf("%v %+v", err, wc[0])
+			}
+			if n == 1 {
+				break
+			}
+		}
 	}
 }

@@ -39,4 +39,12 @@
 // QP.Modify with a QPAttr and a mask. Errors are typed values that
 // errors.Is and errors.As match (ErrNotFound, ErrInvalidState,
 // *MemlockError, *WCError, ...).
+//
+// When the daemon goes away (or reports DEVICE_FATAL) the device is lost,
+// as a hardware device that resets: an EventDeviceFatal arrives, QPs read
+// as ERR, posts fail with an error matching ErrDeviceFatal, Poll returns
+// the completions still in its ring and then that error, Wait and PollWait
+// return it at once (waits already asleep are woken), every other verb that
+// needs the daemon fails with it, and destroying objects succeeds so that a
+// program can clean up. Nothing spins or waits for a daemon that is gone.
 package vrdma

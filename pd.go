@@ -26,8 +26,7 @@ func (d *Device) AllocPD() (*PD, error) {
 
 // Dealloc frees the PD; it must have no regions, QPs or address handles left.
 func (pd *PD) Dealloc() error {
-	_, err := pd.d.c.call(proto.OpDeallocPD, proto.HandleReq{Handle: pd.handle}, nil)
-	return err
+	return pd.d.release(proto.OpDeallocPD, pd.handle)
 }
 
 // Device returns the PD's device.
@@ -123,7 +122,7 @@ func (m *MR) Dereg() error {
 	if m.region == nil {
 		return errorf("dereg_mr", ErrClosed, "region already deregistered")
 	}
-	_, err := m.pd.d.c.call(proto.OpDeregMR, proto.HandleReq{Handle: m.handle}, nil)
+	err := m.pd.d.release(proto.OpDeregMR, m.handle)
 	m.pd.d.mu.Lock()
 	delete(m.pd.d.mrs, m.lkey)
 	m.pd.d.mu.Unlock()
@@ -166,6 +165,5 @@ func (ah *AH) Attr() AHAttr { return ah.attr }
 
 // Destroy frees the address handle.
 func (ah *AH) Destroy() error {
-	_, err := ah.pd.d.c.call(proto.OpDestroyAH, proto.HandleReq{Handle: ah.handle}, nil)
-	return err
+	return ah.pd.d.release(proto.OpDestroyAH, ah.handle)
 }

@@ -87,14 +87,17 @@ type QP struct {
 	sq, rq abi.RingLayout
 	bell   *shm.Doorbell
 
-	state  atomic.Uint32
 	path   atomic.Pointer[[2]string]
 	direct atomic.Bool // one-sided operations may run here (direct.go)
 	sigAll bool
 
+	// smu guards the send side and the shared region's lifetime: mem is nil
+	// once the QP is destroyed, and final is then its last state.
 	smu      sync.Mutex
 	sqProd   uint32
+	final    QPState
 	rmrs     map[uint32]*remoteMR // peer regions mapped for the direct path
+	revoke   uint32               // the daemon's revoke generation the mappings are of
 	mapRetry time.Time            // no mapping requests before this
 	spans    [abi.MaxSGE][]byte
 	rmu      sync.Mutex
@@ -159,9 +162,26 @@ func (q *QP) Type() QPType { return q.typ }
 // Cap returns the capabilities granted, which may exceed those asked for.
 func (q *QP) Cap() QPCap { return q.caps }
 
-// State returns the QP state as last known to this process: what the last
-// Modify set, or ERR once the daemon reported an error event.
-func (q *QP) State() QPState { return QPState(q.state.Load()) }
+// State returns the QP's state. The daemon publishes it in the QP's shared
+// memory on every change, so it is current without a call: ERR as soon as
+// the daemon moved the QP there (an error completion's QP is in ERR before
+// the completion can be polled), and ERR once the device is lost.
+func (q *QP) State() QPState {
+	if q.d.lost.Load() {
+		return QPSErr
+	}
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	return q.stateLocked()
+}
+
+// stateLocked is State with q.smu held and the device not lost.
+func (q *QP) stateLocked() QPState {
+	if q.mem == nil {
+		return q.final
+	}
+	return QPState(shm.Load32(q.mem, abi.QPStateOff))
+}
 
 // Path returns how the QP reaches its destination ("memcpy") and why
 // ("same host"), once it is in RTR or later.
@@ -174,21 +194,28 @@ func (q *QP) Path() (path, reason string) {
 
 // Modify changes the QP's attributes and state (ibv_modify_qp). The
 // transition and every attribute are checked against the IBTA state
-// machine; errors match ErrInvalidState or ErrInvalidAttr.
+// machine; errors match ErrInvalidState or ErrInvalidAttr. The new state
+// is the daemon's to publish (State): a move to ERR that happens while the
+// reply is on its way is not undone by it.
 func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	var r proto.ModifyQPResp
 	if _, err := q.d.c.call(proto.OpModifyQP, proto.ModifyQPReq{Handle: q.handle, Mask: uint32(mask), Attr: *attr}, &r); err != nil {
 		return err
 	}
-	q.state.Store(uint32(r.State))
+	if testHookModified != nil {
+		testHookModified(q, QPState(r.State))
+	}
 	q.direct.Store(r.Direct)
 	if r.Path != "" {
 		q.path.Store(&[2]string{r.Path, r.Reason})
 	}
 	if QPState(r.State) == QPSReset {
 		q.smu.Lock()
-		q.sqProd = shm.Load32(q.mem, abi.RingConsOff)
-		shm.Store32(q.mem, abi.RingProdOff, q.sqProd)
+		if q.mem != nil {
+			q.sqProd = shm.Load32(q.mem, abi.RingConsOff)
+			shm.Store32(q.mem, abi.RingProdOff, q.sqProd)
+		}
+		q.unmapRemotes() // the next connection may be to another peer
 		q.smu.Unlock()
 		if q.srq == nil {
 			q.rmu.Lock()
@@ -200,13 +227,16 @@ func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	return nil
 }
 
+// testHookModified, if set (by tests), runs when a Modify has the daemon's
+// reply, with the state the daemon set.
+var testHookModified func(q *QP, st QPState)
+
 // Query returns the QP's attributes as the daemon holds them (ibv_query_qp).
 func (q *QP) Query() (QPAttr, QPCap, error) {
 	var r proto.QueryQPResp
 	if _, err := q.d.c.call(proto.OpQueryQP, proto.HandleReq{Handle: q.handle}, &r); err != nil {
 		return QPAttr{}, QPCap{}, err
 	}
-	q.state.Store(uint32(r.Attr.State))
 	return r.Attr, q.caps, nil
 }
 
@@ -228,14 +258,18 @@ var (
 // whole list. It does not allocate; on a refused request it returns a
 // *PostError naming it, the ones before it having been posted.
 func (q *QP) PostSend(wrs []SendWR) error {
-	switch q.State() {
-	case QPSReset, QPSInit, QPSRTR:
-		return errPostState
+	if q.d.lost.Load() {
+		return errPostSendLost
 	}
 	q.smu.Lock()
 	if q.mem == nil {
 		q.smu.Unlock()
 		return &PostError{Err: errorf("post_send", ErrClosed, "QP destroyed")}
+	}
+	switch q.stateLocked() {
+	case QPSReset, QPSInit, QPSRTR:
+		q.smu.Unlock()
+		return errPostState
 	}
 	before := q.sqProd
 	posted, err := q.postSend(wrs)
@@ -270,7 +304,11 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 		if wr.Opcode.IsAtomic() && (len(wr.SGL) != 1 || wr.SGL[0].Length != 8) {
 			return i, errAtomicSGE
 		}
-		if q.direct.Load() && q.sqProd == cons && q.State() == QPSRTS && q.tryDirect(wr) {
+		// The direct path runs a request only when every one before it has
+		// its completion in the CQ (the done index, read before the state:
+		// a request that failed has moved the QP to ERR by then), so that
+		// its own completion comes after theirs and never overtakes one.
+		if q.direct.Load() && q.sqProd == shm.Load32(q.mem, abi.SQDoneOff) && q.stateLocked() == QPSRTS && q.tryDirect(wr) {
 			continue
 		}
 		w = abi.SendWQE{WRID: wr.ID, Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm, RemoteAddr: wr.RemoteAddr, RKey: wr.RKey,
@@ -319,10 +357,17 @@ const MaxInlineGather = 256
 
 // PostRecv posts receive work requests (ibv_post_recv). It does not allocate.
 func (q *QP) PostRecv(wrs []RecvWR) error {
+	if q.d.lost.Load() {
+		return errPostRecvLost
+	}
 	if q.srq != nil {
 		return &PostError{Err: errUsesSRQ}
 	}
 	q.rmu.Lock()
+	if q.mem == nil {
+		q.rmu.Unlock()
+		return &PostError{Err: errorf("post_recv", ErrClosed, "QP destroyed")}
+	}
 	n, err := postRecv(q.mem, q.rq, &q.rqProd, q.caps.MaxRecvSGE, wrs)
 	if n > 0 && shm.Load32(q.mem, q.rq.Offset+abi.RingNotifyOff) != 0 {
 		q.bell.Signal() // the QP is in ERR: the daemon flushes what we post
@@ -365,7 +410,7 @@ func postRecv(mem []byte, ring abi.RingLayout, prod *uint32, maxSGE int, wrs []R
 
 // Destroy destroys the QP (ibv_destroy_qp).
 func (q *QP) Destroy() error {
-	if _, err := q.d.c.call(proto.OpDestroyQP, proto.HandleReq{Handle: q.handle}, nil); err != nil {
+	if err := q.d.release(proto.OpDestroyQP, q.handle); err != nil {
 		return err
 	}
 	q.d.mu.Lock()
@@ -374,6 +419,7 @@ func (q *QP) Destroy() error {
 	q.smu.Lock()
 	q.rmu.Lock()
 	q.unmapRemotes()
+	q.final = q.stateLocked()
 	q.region.Close()
 	q.bell.Close()
 	q.mem = nil
@@ -424,7 +470,14 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (*SRQ, error) {
 
 // PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv).
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
+	if s.pd.d.lost.Load() {
+		return errPostRecvLost
+	}
 	s.mu.Lock()
+	if s.mem == nil {
+		s.mu.Unlock()
+		return &PostError{Err: errorf("post_srq_recv", ErrClosed, "SRQ destroyed")}
+	}
 	n, err := postRecv(s.mem, s.ring, &s.prod, s.maxSGE, wrs)
 	s.mu.Unlock()
 	if err != nil {
@@ -435,7 +488,7 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 
 // Destroy destroys the SRQ; no QP may still use it.
 func (s *SRQ) Destroy() error {
-	if _, err := s.pd.d.c.call(proto.OpDestroySRQ, proto.HandleReq{Handle: s.handle}, nil); err != nil {
+	if err := s.pd.d.release(proto.OpDestroySRQ, s.handle); err != nil {
 		return err
 	}
 	s.pd.d.mu.Lock()

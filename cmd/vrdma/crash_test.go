@@ -12,17 +12,6 @@ import (
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
-// cmdChildEnv makes the test binary run the command line on its arguments
-// (a `vrdma` process the test can kill).
-const cmdChildEnv = "VRDMA_CMD_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(cmdChildEnv) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
 // TestKilledPerfLeavesNoInstance: `vrdma perf --loopback` killed with
 // SIGKILL mid-run cannot delete its two instances; they are temporary, so
 // the daemon does once the process's connections are gone.
@@ -34,7 +23,7 @@ func TestKilledPerfLeavesNoInstance(t *testing.T) {
 	}
 	defer adm.Close()
 	perf := exec.Command(os.Args[0], "perf", "--loopback", "--socket", sock, "-t", "600", "rc_bw")
-	perf.Env = append(os.Environ(), cmdChildEnv+"=1")
+	perf.Env = append(os.Environ(), cliEnv+"=1")
 	var out strings.Builder
 	perf.Stdout, perf.Stderr = &out, &out
 	if err := perf.Start(); err != nil {

@@ -212,7 +212,7 @@ func cmdMapMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if _, _, _, access := mr.Info(); access&(abi.AccessRemoteRead|abi.AccessRemoteWrite|abi.AccessRemoteAtomic) == 0 {
 		return nil, nil, proto.Errorf(proto.CodePermission, "region 0x%x grants no remote access", req.RKey)
 	}
-	fd, addr, length, access, err := mr.Share()
+	fd, addr, length, access, err := mr.ShareWith(q)
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "%v", err)
 	}

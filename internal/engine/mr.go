@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -24,7 +25,21 @@ type MR struct {
 
 	refs  atomic.Int64 // in-flight users; deadBit set once deregistered
 	unmap sync.Once
+
+	// The initiator QPs the region was handed to for the direct path
+	// (ShareWith); Deregister revokes their mappings. gone is set once
+	// Deregister has taken the list: no QP is added after that.
+	mapMu   sync.Mutex
+	mappers map[*QP]struct{}
+	gone    bool
 }
+
+// RevokeWait bounds how long a deregistration waits for a direct-path
+// operation of an initiator to finish. A trusted initiator's operation
+// takes microseconds (the library runs only requests up to a few MiB
+// itself); one still running after this is stuck or hostile, and its QP is
+// failed instead of holding the region's owner up for ever.
+var RevokeWait = time.Second
 
 const deadBit = int64(1) << 62
 
@@ -64,14 +79,30 @@ func (m *MR) Info() (addr, length uint64, key uint32, access abi.Access) {
 	return m.addr, m.length, m.key, m.access
 }
 
-// Share returns a duplicate of the region's memfd (the caller closes it),
-// its owner's address, length and access; it fails once the region is
-// deregistered.
-func (m *MR) Share() (fd int, addr, length uint64, access abi.Access, err error) {
+// ShareWith returns, for the direct path of initiator q, a duplicate of the
+// region's memfd (the caller closes it), its owner's address, length and
+// access; it fails once the region is deregistered. q's mappings are
+// revoked when the region is deregistered (Deregister).
+func (m *MR) ShareWith(q *QP) (fd int, addr, length uint64, access abi.Access, err error) {
 	if !m.acquire() {
 		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
 	}
 	defer m.release()
+	m.mapMu.Lock()
+	if m.gone {
+		m.mapMu.Unlock()
+		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
+	}
+	if m.mappers == nil {
+		m.mappers = make(map[*QP]struct{})
+	}
+	for p := range m.mappers { // QPs destroyed since they mapped it
+		if p.released() {
+			delete(m.mappers, p)
+		}
+	}
+	m.mappers[q] = struct{}{}
+	m.mapMu.Unlock()
 	if m.access&(abi.AccessRemoteWrite|abi.AccessRemoteAtomic) != 0 {
 		fd, err = unix.Dup(m.region.FD())
 	} else {
@@ -86,9 +117,22 @@ func (m *MR) Share() (fd int, addr, length uint64, access abi.Access, err error)
 func (m *MR) Key() uint32 { return m.key }
 
 // Deregister removes the MR; its memory is unmapped once the last copy in
-// flight is done.
+// flight is done. When it returns, no direct-path operation of an
+// initiator the region was shared with runs on it or will (RevokeDirect):
+// the owner may reuse the memory. An initiator that does not finish in
+// RevokeWait is failed with QP_FATAL.
 func (m *MR) Deregister() {
 	m.pd.adapter.removeMR(m)
+	m.mapMu.Lock()
+	m.gone = true
+	mappers := m.mappers
+	m.mappers = nil
+	m.mapMu.Unlock()
+	for q := range mappers {
+		if !q.RevokeDirect(RevokeWait) {
+			q.Fail(abi.EventQPFatal, fmt.Sprintf("a direct-path operation was still running %v after the peer deregistered region 0x%x: the QP is failed so that the region's owner can reuse its memory", RevokeWait, m.key))
+		}
+	}
 	if m.refs.Add(deadBit) == deadBit {
 		m.release0()
 	}

@@ -60,13 +60,14 @@ type QP struct {
 	caps    proto.QPCaps
 	ah      func(uint32) ([16]byte, uint8, *PD, bool)
 
-	region   *shm.Region
-	mem      []byte
-	memMu    sync.Mutex // a leaf lock: held by release while it unmaps mem, and by writers that are not the worker
-	sq       abi.RingLayout
-	rqRing   abi.RingLayout
-	doorbell *shm.Doorbell
-	ownBell  bool
+	region    *shm.Region
+	mem       []byte
+	memMu     sync.Mutex // a leaf lock: held by release while it unmaps mem, and by writers that are not the worker
+	revokeGen uint32     // the last revoke generation published (revoke.go); under memMu
+	sq        abi.RingLayout
+	rqRing    abi.RingLayout
+	doorbell  *shm.Doorbell
+	ownBell   bool
 
 	state atomic.Uint32 // abi.QPState
 	dp    atomic.Pointer[dataAttrs]
@@ -324,6 +325,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
 		q.publishSQCons()
+		q.publishSQDone()
 		q.stallUntil.Store(0)
 		q.stallLeft = -1
 		q.procMu.Unlock()
@@ -332,6 +334,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 0)
 		}
 		q.state.Store(uint32(to))
+		q.publishState()
 	case abi.QPStateErr:
 		q.enterError()
 	default:
@@ -342,6 +345,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 			q.dp.Store(prevDP)
 			return q.State(), &qpstate.Error{Type: q.typ, From: q.State(), To: to, Reason: "the QP went to ERR meanwhile; only RESET leaves ERR"}
 		}
+		q.publishState()
 		q.setupWire(to, &next)
 		q.kickWorker()
 	}
@@ -358,16 +362,18 @@ func pathMTU(m, active abi.MTU) int {
 // enterError moves the QP to ERR; the worker flushes its queues.
 func (q *QP) enterError() bool {
 	prev := abi.QPState(q.state.Swap(uint32(abi.QPStateErr)))
-	if !q.srq {
-		// From now on the client rings the doorbell after posting receives, so
-		// that they are flushed. Other goroutines call this (a peer's worker,
-		// a session's cleanup), so the mapping is guarded against release.
-		q.memMu.Lock()
-		if q.mem != nil {
+	// Other goroutines call this (a peer's worker, a session's cleanup), so
+	// the mapping is guarded against release.
+	q.memMu.Lock()
+	if q.mem != nil {
+		shm.Store32(q.mem, abi.QPStateOff, q.state.Load())
+		if !q.srq {
+			// From now on the client rings the doorbell after posting
+			// receives, so that they are flushed.
 			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
 		}
-		q.memMu.Unlock()
 	}
+	q.memMu.Unlock()
 	q.kickWorker()
 	return prev != abi.QPStateErr
 }
@@ -384,16 +390,43 @@ func (q *QP) kickWorker() {
 	q.doorbell.Signal()
 }
 
-// publishSQCons tells the client how far the send queue has been consumed.
-// On the rdma path a slot stays taken until its request completes, as a
-// send queue's depth counts outstanding requests (IBTA 10.8.3).
-func (q *QP) publishSQCons() {
+// publishState copies the QP's state into its shared region, where the
+// library reads it (State, and before every direct-path operation). Every
+// change of q.state is followed by a call; each publishes the state current
+// under memMu, so the last one leaves the latest.
+func (q *QP) publishState() {
+	q.memMu.Lock()
+	if q.mem != nil {
+		shm.Store32(q.mem, abi.QPStateOff, q.state.Load())
+	}
+	q.memMu.Unlock()
+}
+
+// sqFreed is how far the send queue's slots are free: on the rdma path a
+// slot stays taken until its request completes, as a send queue's depth
+// counts outstanding requests (IBTA 10.8.3).
+func (q *QP) sqFreed() uint32 {
 	done := q.sqCons
 	if rm := q.rm; rm != nil && rm.wired {
 		done -= uint32(rm.tp.Outstanding())
 	}
-	shm.Store32(q.mem, abi.RingConsOff, done)
+	return done
+}
+
+// publishSQCons tells the client how far the send queue has been consumed:
+// the slots it may reuse. It comes before the completion is pushed, so a
+// client that posts again on seeing a completion finds its slot free.
+func (q *QP) publishSQCons() {
+	shm.Store32(q.mem, abi.RingConsOff, q.sqFreed())
 	q.sqConsPub.Store(q.sqCons)
+}
+
+// publishSQDone tells the client that every request before the consumer
+// index has its completion, if it asked for one, in the CQ. It comes after
+// the push: the direct path runs a request only when nothing is left
+// before it, and its completion must follow theirs (abi.SQDoneOff).
+func (q *QP) publishSQDone() {
+	shm.Store32(q.mem, abi.SQDoneOff, q.sqFreed())
 }
 
 // Destroy stops the QP's worker and frees it.

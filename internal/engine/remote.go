@@ -256,10 +256,11 @@ func (q *QP) processWire() (int64, bool) {
 			releaseAll(&rm.held[slot])
 			q.sqCons++
 			q.publishSQCons()
+			q.adapter.Counters.TxErrors.Add(1)
+			q.enterError() // before the completion is seen, as on the memcpy path
 			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: st}
 			q.sendCQ.push(&c)
-			q.adapter.Counters.TxErrors.Add(1)
-			q.enterError()
+			q.publishSQDone()
 			worked = true
 			break
 		}
@@ -406,6 +407,12 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		// find the room.
 		q.publishSQCons()
 	}
+	if st != abi.StatusSuccess && st != abi.StatusWRFlushErr && q.typ != abi.QPTypeUD {
+		// The transport stops the QP after an RC or UC request's error
+		// (without an event: the completion says it); in ERR before the
+		// completion is seen, as on the memcpy path.
+		q.enterError()
+	}
 	if st != abi.StatusSuccess || w.Signaled {
 		c := abi.CQE{WRID: w.ID, QPNum: q.qpn, Opcode: w.Op.CompletionOpcode(), Status: st}
 		if st == abi.StatusSuccess {
@@ -414,6 +421,9 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		if !q.sendCQ.push(&c) {
 			q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
 		}
+	}
+	if rm.wired {
+		q.publishSQDone()
 	}
 }
 

@@ -141,9 +141,11 @@ func (q *QP) process() (time.Duration, bool) {
 			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: out.status, ByteLen: out.bytes}
 			if !q.sendCQ.push(&c) {
 				q.Fail(abi.EventQPFatal, "its send completion queue overflowed")
+				q.publishSQDone()
 				return 0, true
 			}
 		}
+		q.publishSQDone()
 		if out.status != abi.StatusSuccess {
 			return 0, true
 		}
@@ -203,6 +205,7 @@ func (q *QP) flush() bool {
 		n = 0
 		q.sqCons = prod
 		q.publishSQCons()
+		q.publishSQDone()
 	}
 	s := &q.s
 	for ; n > 0; n-- {
@@ -213,6 +216,7 @@ func (q *QP) flush() bool {
 		q.publishSQCons()
 		c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: abi.StatusWRFlushErr}
 		q.sendCQ.push(&c)
+		q.publishSQDone()
 		worked = true
 	}
 	q.stallUntil.Store(0)

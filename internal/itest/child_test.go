@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
 )
@@ -41,6 +42,8 @@ func TestMain(m *testing.M) {
 		os.Exit(fdHog())
 	case "lowfd-daemon":
 		os.Exit(lowFDDaemon())
+	case "daemon":
+		os.Exit(serveDaemon())
 	case "open":
 		if _, err := vrdma.Open("vrdma0"); err != nil {
 			fmt.Println(err)
@@ -191,5 +194,21 @@ func rawPin() int {
 		return 1
 	}
 	fmt.Println(msg)
+	return 0
+}
+
+// serveDaemon runs a daemon on VRDMA_SOCKET, says "ready" once it listens
+// and serves until it is killed (the tests that start it SIGKILL it).
+func serveDaemon() int {
+	d, err := daemon.New(daemon.Config{SocketPath: os.Getenv("VRDMA_SOCKET"), HostName: "itest"})
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	if err := d.Serve(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return 0
 }
