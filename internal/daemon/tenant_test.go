@@ -117,7 +117,19 @@ func TestAdvertisedLimitsAreEnforced(t *testing.T) {
 	for _, inst := range []string{"", "vm"} {
 		t.Run("instance="+inst, func(t *testing.T) {
 			c := dial(t, d.SocketPath())
-			defer c.Close()
+			defer func() {
+				// The next case starts from nothing held: the daemon releases
+				// a closed session's objects after the close returns.
+				c.Close()
+				uid := uint32(os.Getuid())
+				deadline := time.Now().Add(10 * time.Second)
+				for held := d.UsedBy(uid); held["pd"]+held["cq"]+held["mr"]+held["srq"]+held["ah"] != 0; held = d.UsedBy(uid) {
+					if time.Now().After(deadline) {
+						t.Fatalf("uid %d still holds %v after its session closed", uid, held)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
 			var hello proto.HelloResp
 			c.ok(proto.OpHello, proto.HelloReq{Instance: inst, Device: "vrdma0"}, &hello)
 			var attr proto.DeviceAttr
