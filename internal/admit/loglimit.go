@@ -71,3 +71,10 @@ func (r *LogLimit) Log(log *slog.Logger, level slog.Level, msg string, args ...a
 
 // Suppressed returns how many lines the limit has suppressed in all.
 func (r *LogLimit) Suppressed() uint64 { return r.total.Load() }
+
+// Reset starts a new interval at once, as if the last had ended.
+func (r *LogLimit) Reset() {
+	r.mu.Lock()
+	r.start, r.n = time.Time{}, 0
+	r.mu.Unlock()
+}

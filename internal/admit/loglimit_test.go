@@ -35,9 +35,7 @@ func TestLogLimit(t *testing.T) {
 	if len(rec.lines) != 3 || lim.Suppressed() != 997 {
 		t.Fatalf("%d lines logged, %d suppressed; want 3 and 997", len(rec.lines), lim.Suppressed())
 	}
-	lim.mu.Lock()
-	lim.start = time.Time{} // the interval is over
-	lim.mu.Unlock()
+	lim.Reset() // the interval is over
 	lim.Log(log, slog.LevelWarn, "refused")
 	var said uint64
 	rec.lines[3].Attrs(func(a slog.Attr) bool {
