@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -33,6 +36,12 @@ type Config struct {
 	Switch     SwitchConfig // the distributed switch (switch.go); zero: none
 	CMListen   string       // the connection manager's TCP address: "" = ":4793" (DefaultCMPort, every address), CMListenOff = none (cm.go)
 	CMResolve  CMResolver   // a remote adapter's address to its daemon's CM endpoint; nil = DefaultCMResolve
+
+	// Who gets in on the connection manager's port (cm_admit.go).
+	CMTLS         *tls.Config                                   // TLS on CM connections, both ways; mutual with ClientCAs; nil = plain TCP
+	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
+	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
+	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
 }
 
 // Daemon is a running host daemon.

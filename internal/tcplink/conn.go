@@ -151,8 +151,8 @@ func (c *conn) run() {
 	if !c.outgoing {
 		err := c.handshake()
 		c.slot.Leave()
-		if cut := c.slot.Err(); cut != nil && err != nil {
-			err = cut // the gate closed it to make room
+		if cut := c.slot.Err(); cut != nil {
+			err = cut // the gate closed it to make room, maybe just after its handshake
 		}
 		if err == nil {
 			err = l.attach(c)
