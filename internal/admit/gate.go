@@ -67,6 +67,7 @@ type Slot struct {
 	prev, next *Slot
 	in         bool // still counted by the gate; under g.mu
 	wasCut     atomic.Bool
+	progressed atomic.Bool // something came: cut after those that got nothing
 }
 
 // GateStats are a Gate's counters.
@@ -93,8 +94,9 @@ func (g *Gate) Limits() Limits { return g.lim }
 // *SourceFullError if src has PerSource handshakes in flight. cut must
 // abort the handshake (close its connection): the gate calls it, on the
 // goroutine of a later Enter and without its lock, when Total handshakes
-// are in flight and this one is the oldest. The slot is then no longer
-// counted; Slot.Cut tells the handshake why it failed.
+// are in flight and this one is the one to go: the oldest of those that
+// have received nothing yet (Slot.Progress), else the oldest. The slot is
+// then no longer counted; Slot.Cut tells the handshake why it failed.
 func (g *Gate) Enter(src netip.Addr, cut func()) (*Slot, error) {
 	src = src.Unmap().WithZone("")
 	g.mu.Lock()
@@ -106,6 +108,12 @@ func (g *Gate) Enter(src netip.Addr, cut func()) (*Slot, error) {
 	var victim *Slot
 	if g.n >= g.lim.Total {
 		victim = g.head
+		for v := g.head; v != nil; v = v.next {
+			if !v.progressed.Load() {
+				victim = v
+				break
+			}
+		}
 		g.removeLocked(victim)
 		victim.wasCut.Store(true)
 	}
@@ -160,6 +168,31 @@ func (s *Slot) Leave() {
 	s.g.mu.Lock()
 	s.g.removeLocked(s)
 	s.g.mu.Unlock()
+}
+
+// Progress records that the handshake has received something: a peer
+// that is handshaking, not an idle connection. The gate cuts those that
+// received nothing first. WatchConn calls it on the first bytes read.
+func (s *Slot) Progress() { s.progressed.Store(true) }
+
+// WatchConn returns c, reading through which calls s.Progress when bytes
+// come. Use it for the handshake's reads.
+func WatchConn(c net.Conn, s *Slot) net.Conn { return &watchedConn{Conn: c, s: s} }
+
+type watchedConn struct {
+	net.Conn
+	s *Slot
+}
+
+// Unwrap returns the connection WatchConn was given.
+func (c *watchedConn) Unwrap() net.Conn { return c.Conn }
+
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.s.Progress()
+	}
+	return n, err
 }
 
 // Cut reports whether the gate cut the handshake to make room for a newer

@@ -161,3 +161,44 @@ func TestSourceOf(t *testing.T) {
 		}
 	}
 }
+
+// When all are in flight, a handshake that received nothing is cut before
+// an older one that did.
+func TestGateCutsIdleFirst(t *testing.T) {
+	g := NewGate(Limits{PerSource: 10, Total: 3})
+	var cut []int
+	slots := make([]*Slot, 5)
+	for i := range 3 {
+		slots[i], _ = g.Enter(srcA, func() { cut = append(cut, i) })
+	}
+	slots[0].Progress() // the oldest is talking
+	slots[2].Progress()
+	slots[3], _ = g.Enter(srcB, func() { cut = append(cut, 3) }) // cuts 1, silent
+	slots[4], _ = g.Enter(srcB, func() { cut = append(cut, 4) }) // cuts 3, silent
+	if !equal(cut, []int{1, 3}) {
+		t.Fatalf("cut %v, want the silent ones: [1 3]", cut)
+	}
+	slots[4].Progress()
+	s, _ := g.Enter(srcB, func() {}) // all talking: the oldest goes
+	if !equal(cut, []int{1, 3, 0}) {
+		t.Fatalf("cut %v, want [1 3 0]", cut)
+	}
+	s.Leave()
+}
+
+// WatchConn marks progress on the first bytes read, not before.
+func TestWatchConn(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	g := NewGate(Limits{})
+	s, _ := g.Enter(srcA, nil)
+	w := WatchConn(a, s)
+	if s.progressed.Load() {
+		t.Fatal("progress before any read")
+	}
+	go func() { _, _ = b.Write([]byte("x")) }()
+	if _, err := w.Read(make([]byte, 1)); err != nil || !s.progressed.Load() {
+		t.Fatalf("read: %v; progress %v", err, s.progressed.Load())
+	}
+}

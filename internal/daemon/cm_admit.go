@@ -242,7 +242,9 @@ func (m *cmManager) admitInbound(c net.Conn) {
 func (m *cmManager) handshakeInbound(c net.Conn, slot *admit.Slot, src netip.Addr) {
 	defer m.wg.Done()
 	remote := c.RemoteAddr().String()
-	nc, ident, err := m.secure(context.Background(), c, false, "", "") // close ends it: closeHandshakesLocked
+	// The first bytes tell the gate this is a peer at work, not an idle
+	// connection (cut those first).
+	nc, ident, err := m.secure(context.Background(), admit.WatchConn(c, slot), false, "", "") // close ends it: closeHandshakesLocked
 	slot.Leave()
 	m.mu.Lock()
 	delete(m.adm.hs, c)
@@ -288,6 +290,9 @@ func (m *cmManager) secure(ctx context.Context, c net.Conn, outgoing bool, endpo
 	_ = c.SetDeadline(time.Now().Add(a.lim.HandshakeTimeout))
 	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	nc := c
+	if w, ok := c.(interface{ Unwrap() net.Conn }); ok {
+		nc = w.Unwrap() // plain TCP: read the connection itself after the handshake
+	}
 	var chain []*x509.Certificate
 	if a.cliTLS != nil {
 		var tc *tls.Conn

@@ -236,6 +236,12 @@ func (p *cmPeer) readLoop(c net.Conn) {
 			p.fail(err)
 			return
 		}
+		p.mu.Lock()
+		dead := p.dead
+		p.mu.Unlock()
+		if dead { // closed meanwhile (evicted, say): what it sent is not run
+			return
+		}
 		p.lastActive.Store(time.Now().UnixNano())
 		p.spoke.Store(true)
 		p.m.handle(p, msg)

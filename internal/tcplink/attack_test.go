@@ -8,6 +8,7 @@ package tcplink
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/admit"
 )
 
 // dialFrom connects to n from source address src.
@@ -188,7 +191,8 @@ func TestHelloFlood(t *testing.T) {
 					return
 				}
 				src := netip.AddrFrom4([4]byte{127, 0, 1, byte(1 + i%sources)})
-				c, err := dialFrom(t, a, src)
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: testTimeout}
+				c, err := d.Dial("tcp", a.ListenAddr().String()) // closed below: the test keeps nothing of it
 				if err != nil {
 					t.Error(err)
 					return
@@ -252,7 +256,7 @@ func TestSlowloris(t *testing.T) {
 	const (
 		sources = 40
 		perSrc  = 4
-		maxConn = 2000 // the attacker's budget of connections
+		maxConn = 100000 // the attacker's budget of connections: it must last until B is in
 	)
 	var eps endpoints
 	a := openNode(t, &eps, addrA, 0, func(c *Config) { c.HandshakeTimeout = time.Minute })
@@ -293,8 +297,46 @@ func TestSlowloris(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return a.sink.count() > 0
 	})
-	took := time.Since(start)
+	took, used := time.Since(start), opened.Load()
 	close(stop)
 	wg.Wait()
-	t.Logf("B got in after %v, with %d idle connections opened so far; A: %+v", took, opened.Load(), a.Stats())
+	t.Logf("B got in after %v, with %d idle connections opened so far; A: %+v", took, used, a.Stats())
+	if used >= maxConn {
+		t.Fatalf("the attack was over before B got in: give the attacker more than %d connections", maxConn)
+	}
+}
+
+// With an Authorizer that knows no such host, a flood of hellos creates no
+// peer at all; every refusal is counted, and few of them logged.
+func TestHelloFloodRefused(t *testing.T) {
+	const hellos = 500
+	var eps endpoints
+	a := openNode(t, &eps, addrA, 0, func(c *Config) {
+		c.Authorize = func(p admit.Peer) (string, error) { return "", errors.New("no such host in the switch") }
+	})
+	src := netip.MustParseAddr("127.0.1.9")
+	for i := range hellos {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: testTimeout}
+		c, err := d.Dial("tcp", a.ListenAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := hello{id: randomID(), nonce: uint64(i), gids: [][16]byte{src.As16()}}
+		_, _ = c.Write(appendHello(nil, &h))
+		_ = c.SetReadDeadline(time.Now().Add(testTimeout))
+		_, _ = io.Copy(io.Discard, c) // until the link closes it
+		c.Close()
+	}
+	waitFor(t, "every refusal", func() bool { s := a.Stats(); return s.Unauthorized+s.HandshakesRefused == hellos })
+	s := a.Stats()
+	a.logs.mu.Lock()
+	lines := len(a.logs.recs)
+	a.logs.mu.Unlock()
+	t.Logf("%d hellos: %d peers, %d log lines, %+v", hellos, a.peerCount(), lines, s)
+	if a.peerCount() != 0 || s.Connects != 0 {
+		t.Fatalf("%d peers, %d connects", a.peerCount(), s.Connects)
+	}
+	if lines > admit.DefaultLogBurst || s.LogsSuppressed == 0 {
+		t.Fatalf("%d lines logged, %d suppressed: want at most %d", lines, s.LogsSuppressed, admit.DefaultLogBurst)
+	}
 }

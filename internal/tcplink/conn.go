@@ -64,6 +64,17 @@ func (l *Link) registerLocked(c *conn) bool {
 func (c *conn) handshake() error {
 	l := c.l
 	_ = c.nc.SetDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+	if c.slot != nil {
+		// The handshake's first bytes tell the gate this is a peer at
+		// work, not an idle connection (cut those first). A plain
+		// connection reads raw again after the hello.
+		c.nc = admit.WatchConn(c.nc, c.slot)
+		defer func() {
+			if l.cfg.TLS == nil {
+				c.nc = c.raw
+			}
+		}()
+	}
 	if l.cfg.TLS != nil {
 		var tc *tls.Conn
 		if c.outgoing {
