@@ -38,6 +38,7 @@ type conn struct {
 	slot     *admit.Slot         // incoming: its place in the handshake gate
 	p        *peer               // the peer it serves, once attached (set under l.mu)
 	sc       syscall.RawConn     // plain TCP: for direct writes (direct.go); nil with TLS
+	dw       directWrite         // direct.go
 
 	closeOnce sync.Once
 }
@@ -45,8 +46,10 @@ type conn struct {
 func (l *Link) newConn(nc net.Conn, outgoing bool, dialFor *peer) *conn {
 	var n [8]byte
 	_, _ = rand.Read(n[:])
-	return &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), remoteAP: admit.AddrPortOf(nc.RemoteAddr()),
+	c := &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), remoteAP: admit.AddrPortOf(nc.RemoteAddr()),
 		outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]), sc: rawConnOf(nc, l.cfg.TLS != nil)}
+	c.dw.fn = c.dw.write
+	return c
 }
 
 // registerLocked adds c to the connections Close closes; false if the
