@@ -6,10 +6,12 @@
 //
 // A Gate bounds the handshakes in flight, per source address and in all.
 // A source that has Limits.PerSource handshakes in flight is refused its
-// next; when Limits.Total are in flight, the oldest is cut (its connection
-// closed) to admit the new one. A daemon's handshake takes milliseconds,
-// so idle connections that hold slots are what gets cut, and they cannot
-// lock legitimate peers out however fast they come back.
+// next; when Limits.Total are in flight, one is cut (its connection
+// closed) to admit the new one: the oldest of those that have received
+// nothing yet (WatchConn marks the first bytes), else the oldest. A
+// daemon's handshake takes milliseconds and sends at once, so idle
+// connections that hold slots are what gets cut, and they cannot lock
+// legitimate peers out however fast they come back.
 //
 // An Authorizer names the peer of a connection once its TLS handshake (if
 // any) and its greeting are done: from the remote address, the verified
@@ -34,7 +36,7 @@
 //		}
 //		go func() {
 //			_ = nc.SetDeadline(time.Now().Add(admit.DefaultHandshakeTimeout))
-//			err := handshake(nc) // TLS, greeting, Authorizer
+//			err := handshake(admit.WatchConn(nc, slot)) // TLS, greeting, Authorizer
 //			slot.Leave()
 //			...
 //		}()
