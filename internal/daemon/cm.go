@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -67,9 +68,10 @@ const (
 type cmManager struct {
 	d       *Daemon
 	log     *slog.Logger
-	resolve CMResolver
-	ln      net.Listener // nil: requests from other hosts are not served
-	local   *cmPeer      // connections between adapters of this host
+	resolve func(netip.Addr) (admit.Endpoint, error) // Config.CMResolvePeer, or CMResolve
+	ln      net.Listener                             // nil: requests from other hosts are not served
+	local   *cmPeer                                  // connections between adapters of this host
+	adm     *cmAdmission                             // who gets in (cm_admit.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -110,13 +112,14 @@ type cmListener struct {
 
 func newCMManager(d *Daemon) (*cmManager, error) {
 	m := &cmManager{
-		d: d, log: d.log.With("part", "cm"), resolve: d.cfg.CMResolve,
+		d: d, log: d.log.With("part", "cm"), resolve: cmResolvePeer(&d.cfg),
 		listeners: map[uint16]*cmListener{}, conns: map[uint32]*cmConn{}, remote: map[remoteKey]*cmConn{},
 		sessions: map[*session]*cmSession{}, peers: map[string]*cmPeer{}, inbound: map[*cmPeer]struct{}{},
 		ephemeral: cmEphemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
-	if m.resolve == nil {
-		m.resolve = DefaultCMResolve
+	var err error
+	if m.adm, err = newCMAdmission(&d.cfg); err != nil {
+		return nil, err
 	}
 	addr := d.cfg.CMListen
 	if addr != CMListenOff {
@@ -173,19 +176,7 @@ func (m *cmManager) acceptLoop() {
 			time.Sleep(50 * time.Millisecond) // out of descriptors: let some close
 			continue
 		}
-		m.mu.Lock()
-		if m.closed || len(m.inbound) >= cmMaxPeers {
-			m.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p := newCMPeer(m, "from "+c.RemoteAddr().String(), "")
-		p.conn = c
-		m.inbound[p] = struct{}{}
-		m.wg.Add(2)
-		m.mu.Unlock()
-		go p.readLoop(c)
-		go p.writeLoop(c)
+		m.admitInbound(c) // cm_admit.go
 	}
 }
 
@@ -199,6 +190,7 @@ func (m *cmManager) close() {
 		return
 	}
 	m.closed = true
+	m.closeHandshakesLocked()
 	for _, c := range m.conns {
 		c.stopTimer()
 	}

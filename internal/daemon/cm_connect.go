@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -42,10 +43,16 @@ func (m *cmManager) connect(s *session, req proto.CMConnectReq) (proto.CMConnect
 		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager takes a QP from RESET to RTS; modify it to RESET first, or create a new one", req.QP, st)
 	}
 	var peer *cmPeer
-	var endpoint string
+	var endpoint admit.Endpoint
 	if !m.d.host.IsLocalGID(dst) {
 		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
 			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)
+		}
+		if endpoint.Addr == "" {
+			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: the resolver gave no endpoint", gidString(dst))
+		}
+		if endpoint.Identity == "" && m.adm.authorize != nil {
+			return none, proto.Errorf(proto.CodeNotFound, "cannot tell whose connection manager %s is: the daemon's CMResolvePeer named no identity there, which CMAuthorize needs", endpoint.Addr)
 		}
 	}
 	m.mu.Lock()
@@ -57,9 +64,9 @@ func (m *cmManager) connect(s *session, req proto.CMConnectReq) (proto.CMConnect
 	if len(cs.conns) >= cmMaxConns {
 		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(cs.conns))
 	}
-	if endpoint == "" {
+	if endpoint.Addr == "" {
 		peer = m.local
-	} else if peer, err = m.peerFor(endpoint); err != nil {
+	} else if peer, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
 		return none, proto.Errorf(proto.CodeLimit, "%v", err)
 	}
 	c := &cmConn{s: s, active: true, state: cmReqSent, peer: peer, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/cm"
@@ -22,7 +26,16 @@ type cmPeer struct {
 	m        *cmManager
 	name     string // for messages: "this host", "10.0.0.2:4793", "from 10.0.0.2:41234"
 	endpoint string // dialled peers: where to
+	expect   string // dialled peers: the identity expected there ("" none)
 	local    bool
+	inbound  bool       // it connected to this daemon's listener
+	src      netip.Addr // inbound: its source address
+	ident    string     // the identity CMAuthorize named it ("" without one)
+	// lastActive is when a message last came or was queued (unix ns),
+	// spoke whether one ever came: the listener, when full, closes the
+	// idlest inbound peer (cm_admit.go).
+	lastActive atomic.Int64
+	spoke      atomic.Bool
 
 	ctx    context.Context // ends when the peer is closed (cancels a dial)
 	cancel context.CancelFunc
@@ -35,22 +48,30 @@ type cmPeer struct {
 	ready  chan struct{} // something was queued
 }
 
+// cmHandshakeTries is how many times a peer is dialled when its handshake
+// fails for another reason than its authorization.
+const cmHandshakeTries = 3
+
 func newCMPeer(m *cmManager, name, endpoint string) *cmPeer {
 	p := &cmPeer{m: m, name: name, endpoint: endpoint, ready: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
 
-// peerFor returns the peer that reaches endpoint, dialling it if there is
-// none; m.mu is held.
-func (m *cmManager) peerFor(endpoint string) (*cmPeer, error) {
+// peerFor returns the peer that reaches endpoint, where identity expect
+// is expected, dialling it if there is none; m.mu is held.
+func (m *cmManager) peerFor(endpoint, expect string) (*cmPeer, error) {
 	if p := m.peers[endpoint]; p != nil {
+		if p.expect != expect {
+			return nil, fmt.Errorf("the connection manager at %s is %q's, and the switch now says %q is there: try again once the connection to it is gone", endpoint, p.expect, expect)
+		}
 		return p, nil
 	}
 	if len(m.peers) >= cmMaxPeers {
 		return nil, fmt.Errorf("this daemon has connections to %d other daemons' connection managers, the most it keeps", len(m.peers))
 	}
 	p := newCMPeer(m, endpoint, endpoint)
+	p.expect = expect
 	m.peers[endpoint] = p
 	m.wg.Add(1)
 	go p.runDialled()
@@ -90,6 +111,7 @@ func (p *cmPeer) push(frame []byte) {
 	}
 	p.q = append(p.q, frame)
 	p.qBytes += len(frame)
+	p.lastActive.Store(time.Now().UnixNano())
 	select {
 	case p.ready <- struct{}{}:
 	default:
@@ -130,40 +152,98 @@ func (p *cmPeer) runLocal() {
 func (p *cmPeer) runDialled() {
 	defer p.m.wg.Done()
 	d := net.Dialer{Timeout: cmDialTimeout}
-	c, err := d.DialContext(p.ctx, "tcp", p.endpoint)
-	if err != nil {
-		p.fail(fmt.Errorf("cannot reach the connection manager at %s (%w): is a vrdma daemon running there, with its CM port open?", p.endpoint, err))
-		return
-	}
-	p.mu.Lock()
-	if p.dead {
+	for try := 1; ; try++ {
+		c, err := d.DialContext(p.ctx, "tcp", p.endpoint)
+		if err != nil {
+			p.fail(fmt.Errorf("cannot reach the connection manager at %s (%w): is a vrdma daemon running there, with its CM port open?", p.endpoint, err))
+			return
+		}
+		p.mu.Lock()
+		dead := p.dead
+		if !dead {
+			p.conn = c // fail closes it, ending the handshake below
+		}
 		p.mu.Unlock()
+		if dead {
+			c.Close()
+			return
+		}
+		nc, ident, err := p.m.secure(p.ctx, c, true, p.endpoint, p.expect) // cm_admit.go
+		if err == nil {
+			p.mu.Lock()
+			p.ident = ident
+			p.mu.Unlock()
+			p.m.wg.Add(2)
+			go p.readLoop(nc)
+			go p.writeLoop(nc)
+			return
+		}
 		c.Close()
+		var ae *CMAuthError
+		if try < cmHandshakeTries && !errors.As(err, &ae) && p.ctx.Err() == nil {
+			// Cut in its handshake, most likely (a listener under a flood
+			// cuts its oldest handshakes): dial again before the requests
+			// waiting for this peer fail.
+			select {
+			case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+				continue
+			case <-p.ctx.Done():
+			}
+		}
+		if p.ctx.Err() == nil {
+			p.m.countRefusal(err)
+			p.m.refused("connection manager: connection refused", "peer", p.name, "err", err)
+		}
+		p.fail(err)
 		return
 	}
-	p.conn = c
-	p.mu.Unlock()
-	p.m.wg.Add(2)
-	go p.readLoop(c)
-	go p.writeLoop(c)
 }
 
 // readLoop runs the messages that arrive, until the connection ends or a
-// frame is refused, which closes it.
+// frame is refused, which closes it. An inbound connection that carries
+// no CM connection and sends nothing for the idle timeout is closed, and
+// a frame must come whole within the handshake timeout of its first byte.
 func (p *cmPeer) readLoop(c net.Conn) {
 	defer p.m.wg.Done()
 	r := bufio.NewReaderSize(c, 4096)
 	var buf [cm.MaxFrame]byte
+	lim := p.m.adm.lim
 	for {
+		if p.inbound {
+			_ = c.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+			if _, err := r.Peek(1); err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					p.fail(err)
+					return
+				}
+				if p.m.carriesConns(p) {
+					continue
+				}
+				p.m.adm.idleClosed.Add(1)
+				err := &cmIdleError{idle: lim.IdleTimeout}
+				p.m.adm.log.Log(p.m.log, slog.LevelInfo, "connection manager: closed an idle inbound connection", "peer", p.name, "err", err)
+				p.fail(err)
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(lim.HandshakeTimeout))
+		}
 		msg, err := cm.ReadFrame(r, &buf)
 		if err != nil {
 			var pe *cm.ProtocolError
 			if errors.As(err, &pe) {
-				p.m.log.Warn("connection manager: closing a connection that sent a bad frame", "peer", p.name, "err", err)
+				p.m.refused("connection manager: closing a connection that sent a bad frame", "peer", p.name, "err", err)
 			}
 			p.fail(err)
 			return
 		}
+		p.mu.Lock()
+		dead := p.dead
+		p.mu.Unlock()
+		if dead { // closed meanwhile (evicted, say): what it sent is not run
+			return
+		}
+		p.lastActive.Store(time.Now().UnixNano())
+		p.spoke.Store(true)
 		p.m.handle(p, msg)
 	}
 }

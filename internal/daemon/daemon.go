@@ -1,15 +1,18 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -42,6 +45,11 @@ type Config struct {
 	// instance.
 	UserLimits     Limits
 	InstanceLimits Limits
+	// Who gets in on the connection manager's port (cm_admit.go).
+	CMTLS         *tls.Config                                   // TLS on CM connections, both ways; mutual with ClientCAs; nil = plain TCP
+	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
+	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
+	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
 }
 
 // Daemon is a running host daemon.

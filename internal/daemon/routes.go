@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pathsel"
@@ -158,11 +159,12 @@ func (sw *swState) fellBack(pr *peerRoute) {
 }
 
 // peerEndpoint resolves an address to the TCP channel of the host that
-// has it, for the TCP link.
-func (sw *swState) peerEndpoint(dst netip.Addr) (string, bool) {
+// has it, and the host's name (the identity the TCP link expects there
+// once it has an Authorizer), for the TCP link.
+func (sw *swState) peerEndpoint(dst netip.Addr) (admit.Endpoint, bool) {
 	pr := sw.routes.Load().byGID[dst.As16()]
 	if pr == nil || pr.endpoint == "" {
-		return "", false
+		return admit.Endpoint{}, false
 	}
-	return pr.endpoint, true
+	return admit.Endpoint{Addr: pr.endpoint, Identity: pr.host}, true
 }

@@ -81,6 +81,7 @@ func TestBadInput(t *testing.T) {
 			a.logs.mu.Lock()
 			a.logs.recs = nil
 			a.logs.mu.Unlock()
+			a.refuseLog.Reset() // this test reads every refusal's log line
 			before, delivered := tt.counter(a.Stats()), a.sink.count()
 			var c net.Conn
 			if tt.hello {
@@ -139,26 +140,74 @@ func TestHandshakeRefusals(t *testing.T) {
 	})
 }
 
-// More connections in their handshake than maxHandshakes: the extra one is
-// closed at once.
-func TestTooManyHandshakes(t *testing.T) {
+// Connections in their handshake are bounded per source: the source's
+// next is refused at once, and counted; a slot freed lets it in again.
+func TestHandshakesPerSource(t *testing.T) {
 	var eps endpoints
-	a := openNode(t, &eps, addrA, 0, func(c *Config) { c.HandshakeTimeout = time.Minute })
+	a := openNode(t, &eps, addrA, 0, func(c *Config) { c.HandshakeTimeout = time.Minute; c.Handshakes.PerSource = 3 })
+	src := netip.MustParseAddr("127.0.0.44")
 	var conns []net.Conn
-	for range maxHandshakes {
-		conns = append(conns, dialRaw(t, a))
+	for range 3 {
+		c, err := dialFrom(t, a, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readHelloOf(t, c, a) // it holds a slot once its hello has come
+		conns = append(conns, c)
 	}
-	// Each holds a slot once its hello has come.
-	for _, c := range conns {
-		readHelloOf(t, c, a)
+	extra, err := dialFrom(t, a, src)
+	if err != nil {
+		t.Fatal(err)
 	}
-	extra := dialRaw(t, a)
-	waitFor(t, "the refusal", func() bool { return a.Stats().HandshakeErrors == 1 })
+	waitFor(t, "the refusal", func() bool { return a.Stats().HandshakesRefused == 1 })
 	expectClosed(t, extra)
-	// A slot freed lets a connection in again.
+	// Another source is not held up.
+	other, err := dialFrom(t, a, netip.MustParseAddr("127.0.0.45"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readHelloOf(t, other, a)
+	// The freed slot comes when conns[0]'s handshake fails; then the
+	// source gets in again.
 	conns[0].Close()
-	// The freed slot comes when conns[0]'s handshake fails; then a new
-	// connection gets its hello.
-	waitFor(t, "the freed slot", func() bool { return a.Stats().HandshakeErrors == 2 })
-	readHelloOf(t, dialRaw(t, a), a)
+	waitFor(t, "the freed slot", func() bool { return a.Stats().HandshakeErrors == 1 })
+	again, err := dialFrom(t, a, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readHelloOf(t, again, a)
+	if s := a.Stats(); s.HandshakesRefused != 1 || s.HandshakesCut != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// When every handshake slot is taken, the oldest handshake is cut to let a
+// new connection in.
+func TestHandshakesCutOldest(t *testing.T) {
+	var eps endpoints
+	a := openNode(t, &eps, addrA, 0, func(c *Config) { c.HandshakeTimeout = time.Minute; c.Handshakes.Total = 4 })
+	var conns []net.Conn
+	for i := range 4 {
+		c, err := dialFrom(t, a, netip.AddrFrom4([4]byte{127, 0, 3, byte(i + 1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readHelloOf(t, c, a)
+		conns = append(conns, c)
+	}
+	fresh, err := dialFrom(t, a, netip.MustParseAddr("127.0.3.9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readHelloOf(t, fresh, a)
+	expectClosed(t, conns[0])
+	if s := a.Stats(); s.HandshakesCut != 1 || s.HandshakeErrors != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// The others are still in their handshake: a hello lets them in.
+	h := hello{id: randomID(), nonce: 1, gids: [][16]byte{netip.MustParseAddr("127.0.3.2").As16()}}
+	if _, err := conns[1].Write(appendHello(nil, &h)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection", func() bool { return a.Stats().Connects == 1 })
 }

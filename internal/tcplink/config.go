@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/admit"
 )
 
 // DefaultPort is the TCP port a link listens on unless told otherwise: the
@@ -21,9 +22,11 @@ const DefaultPort = 4792
 const (
 	DefaultQueueBytes       = 1 << 20         // per peer
 	DefaultKeepAlive        = 5 * time.Second // idle ping interval
-	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultHandshakeTimeout = admit.DefaultHandshakeTimeout
+	DefaultMaxPeers         = 1024
 	// DeadAfter is how many keepalive intervals of silence make a peer
-	// dead.
+	// dead, and how many without a connection or traffic make a peer
+	// forgotten (Config.PeerIdle).
 	DeadAfter = 3
 )
 
@@ -43,17 +46,43 @@ type Config struct {
 	// port (ListenAddr says which).
 	Listen string
 	// Peers resolves a destination address to the TCP endpoint
-	// ("host:port") of the daemon that has it. The distributed switch
-	// provides it. Nil: the link only answers peers that connect to it.
-	// It is called from WriteBatch for an address no connected peer has
-	// announced, so it must be quick and must not block.
-	Peers func(dst netip.Addr) (string, bool)
+	// ("host:port") of the daemon that has it, and the identity expected
+	// there (Endpoint.Identity: the host name Authorize returns for it).
+	// The distributed switch provides it. Nil: the link only answers
+	// peers that connect to it. It is called from WriteBatch for an
+	// address no connected peer has announced, and for each address a
+	// hello announces, so it must be quick and must not block.
+	//
+	// An outgoing connection whose identity is not the expected one is
+	// refused, and so is a hello that announces an address Peers places
+	// at another identity. Without Authorize identities are addresses and
+	// the expected identity is the endpoint's address (Endpoint.Identity
+	// is not used); with Authorize, Endpoint.Identity must be given.
+	Peers func(dst netip.Addr) (admit.Endpoint, bool)
+	// Authorize, if set, names the peer of every connection, in either
+	// direction, after TLS and the hello exchange and before the
+	// connection carries a frame: it gets the remote address, the
+	// peer's verified certificate chain (nil without TLS), whether this
+	// side dialled, and the addresses the hello announced, and returns the
+	// peer's identity (the host name the switch knows it by) or why the
+	// connection is refused (logged, and counted in Stats.Unauthorized).
+	// Connections attach to the peer of their identity, and only the
+	// addresses Authorize accepted route to it.
+	//
+	// Nil: the identity is the connection's remote IP address, and a
+	// hello may announce only addresses no other live peer holds and
+	// Peers places at no other identity.
+	Authorize admit.Authorizer
 	// TLS, if set, protects every connection: the same config serves
 	// incoming connections and dials outgoing ones (its Certificates are
 	// the client's certificate too). With ClientCAs set, peers must
 	// present a certificate they sign (mutual TLS). An outgoing
-	// connection checks the peer's certificate for the endpoint's host
-	// unless ServerName is set.
+	// connection verifies the server's certificate chain against RootCAs;
+	// with Authorize set it checks no name (certificates name hosts,
+	// endpoints are addresses: Authorize judges the verified chain and
+	// the link checks the identity it returns is the one Peers expected),
+	// without, it checks the certificate is the endpoint's host's unless
+	// ServerName is set.
 	TLS *tls.Config
 	// MTU is the active MTU the link reports: 0 means 4096, as TCP limits
 	// no frame size.
@@ -70,8 +99,22 @@ type Config struct {
 	// keepalive (an empty frame); a peer silent for DeadAfter intervals is
 	// declared dead. It is also the TCP keepalive interval.
 	KeepAlive time.Duration
-	// HandshakeTimeout bounds connecting, TLS and the hello exchange.
+	// HandshakeTimeout bounds connecting, TLS and the hello exchange:
+	// every read before a connection is authorized has this deadline.
 	HandshakeTimeout time.Duration
+	// Handshakes bounds the incoming connections in their handshake, per
+	// source address (a source at the limit is refused its next) and in
+	// all (at the limit the oldest is cut to admit the new one). Zero
+	// fields: admit's defaults, 4 per source and 64 in all.
+	Handshakes admit.Limits
+	// PeerIdle is how long a peer with no connection, nothing queued and
+	// no traffic is kept before it is forgotten (it leaves every table,
+	// and its writer ends). 0: DeadAfter keepalive intervals.
+	PeerIdle time.Duration
+	// MaxPeers bounds the peers known at once: a connection from a new
+	// identity when that many are known, none of them idle, is refused.
+	// 0: DefaultMaxPeers.
+	MaxPeers int
 }
 
 // check validates c and fills in the defaults.
@@ -117,8 +160,17 @@ func (c *Config) check() error {
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	if c.KeepAlive < 0 || c.HandshakeTimeout < 0 {
-		return fmt.Errorf("%w: link %s: negative KeepAlive or HandshakeTimeout", ErrConfig, c.Name)
+	if c.KeepAlive < 0 || c.HandshakeTimeout < 0 || c.PeerIdle < 0 || c.MaxPeers < 0 {
+		return fmt.Errorf("%w: link %s: negative KeepAlive, HandshakeTimeout, PeerIdle or MaxPeers", ErrConfig, c.Name)
+	}
+	if c.PeerIdle == 0 {
+		c.PeerIdle = DeadAfter * c.KeepAlive
+	}
+	if c.MaxPeers == 0 {
+		c.MaxPeers = DefaultMaxPeers
+	}
+	if err := c.Handshakes.Check(); err != nil {
+		return fmt.Errorf("%w: link %s: %v", ErrConfig, c.Name, err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -3,16 +3,20 @@ package tcplink
 import (
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/admit"
 )
 
 // conn is one TCP connection to a peer.
@@ -21,13 +25,20 @@ type conn struct {
 	raw      net.Conn // the TCP connection: Close closes it
 	nc       net.Conn // raw, or TLS over it; used by the connection's goroutines
 	remote   string
+	remoteAP netip.AddrPort // remote, unmapped
 	outgoing bool
 	dialFor  *peer  // outgoing: the peer it was dialled for
+	endpoint string // outgoing: the endpoint dialled
+	expect   string // outgoing: the identity expected there ("" none)
 	nonce    uint64 // the one our hello carried
 	hello    hello  // the peer's
 	addrs    []netip.Addr
-	p        *peer           // the peer it serves, once attached (set under l.mu)
-	sc       syscall.RawConn // plain TCP: for direct writes (direct.go); nil with TLS
+	chain    []*x509.Certificate // the peer's verified certificate chain, leaf first; nil without
+	ident    string              // the peer's identity, once the handshake named it
+	slot     *admit.Slot         // incoming: its place in the handshake gate
+	p        *peer               // the peer it serves, once attached (set under l.mu)
+	sc       syscall.RawConn     // plain TCP: for direct writes (direct.go); nil with TLS
+	dw       directWrite         // direct.go
 
 	closeOnce sync.Once
 }
@@ -35,8 +46,10 @@ type conn struct {
 func (l *Link) newConn(nc net.Conn, outgoing bool, dialFor *peer) *conn {
 	var n [8]byte
 	_, _ = rand.Read(n[:])
-	return &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]),
-		sc: rawConnOf(nc, l.cfg.TLS != nil)}
+	c := &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), remoteAP: admit.AddrPortOf(nc.RemoteAddr()),
+		outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]), sc: rawConnOf(nc, l.cfg.TLS != nil)}
+	c.dw.fn = c.dw.write
+	return c
 }
 
 // registerLocked adds c to the connections Close closes; false if the
@@ -49,26 +62,42 @@ func (l *Link) registerLocked(c *conn) bool {
 	return true
 }
 
-// handshake runs TLS, if configured, and the hello exchange within
-// HandshakeTimeout. serverName is the host an outgoing TLS connection
-// checks the certificate for.
-func (c *conn) handshake(serverName string) error {
+// handshake runs TLS, if configured, the hello exchange and the
+// identification of the peer (identity.go), all within HandshakeTimeout.
+func (c *conn) handshake() error {
 	l := c.l
 	_ = c.nc.SetDeadline(time.Now().Add(l.cfg.HandshakeTimeout))
+	if c.slot != nil {
+		// The handshake's first bytes tell the gate this is a peer at
+		// work, not an idle connection (cut those first). A plain
+		// connection reads raw again after the hello.
+		c.nc = admit.WatchConn(c.nc, c.slot)
+		defer func() {
+			if l.cfg.TLS == nil {
+				c.nc = c.raw
+			}
+		}()
+	}
 	if l.cfg.TLS != nil {
 		var tc *tls.Conn
 		if c.outgoing {
-			cfg := l.cfg.TLS.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName = serverName
+			// Without an Authorizer the certificate must be the endpoint
+			// host's; with one, the chain alone is verified here and the
+			// Authorizer judges whose it is.
+			name := ""
+			if l.cfg.Authorize == nil {
+				name = hostOf(c.endpoint)
 			}
-			tc = tls.Client(c.nc, cfg)
+			tc = tls.Client(c.nc, admit.ClientTLS(l.cfg.TLS, name, &c.chain))
 		} else {
 			tc = tls.Server(c.nc, l.srvTLS)
 		}
 		c.nc = tc
 		if err := tc.HandshakeContext(l.ctx); err != nil {
 			return fmt.Errorf("tcplink: TLS handshake with %s failed: %w (do both ends use TLS, with certificates the other's CAs sign?)", c.remote, err)
+		}
+		if !c.outgoing {
+			c.chain = admit.PeerChain(tc.ConnectionState())
 		}
 	}
 	h := hello{id: l.id, nonce: c.nonce, gids: l.gids}
@@ -94,6 +123,9 @@ func (c *conn) handshake(serverName string) error {
 	c.addrs = make([]netip.Addr, len(c.hello.gids))
 	for i, g := range c.hello.gids {
 		c.addrs[i] = netip.AddrFrom16(g).Unmap()
+	}
+	if err := l.identify(c); err != nil {
+		return err
 	}
 	_ = c.nc.SetDeadline(time.Time{})
 	return nil
@@ -131,29 +163,42 @@ func (c *conn) withRemote(err error) error {
 func (c *conn) run() {
 	l := c.l
 	if !c.outgoing {
-		err := c.handshake("")
-		<-l.hsSlots
+		err := c.handshake()
+		c.slot.Leave()
+		if cut := c.slot.Err(); cut != nil {
+			err = cut // the gate closed it to make room, maybe just after its handshake
+		}
+		if err == nil {
+			err = l.attach(c)
+		}
 		if err != nil {
 			c.handshakeFailed(err)
-			return
-		}
-		if err := l.attach(c); err != nil {
-			c.close(err)
 			return
 		}
 	}
 	c.close(c.readLoop())
 }
 
-// handshakeFailed counts and closes a connection whose handshake failed,
-// and logs why if it was incoming (the writer that dialled an outgoing one
-// logs the failure with the frames it dropped).
+// handshakeFailed counts and closes a connection refused in its
+// handshake or by attach, and logs why if it was incoming (the writer
+// that dialled an outgoing one logs the failure with the frames it
+// dropped).
 func (c *conn) handshakeFailed(err error) {
 	l := c.l
-	if !l.isClosed.Load() {
-		l.stats.handshakeErrors.Add(1)
+	if !l.isClosed.Load() && !errors.Is(err, ErrClosed) {
+		switch {
+		case errors.Is(err, admit.ErrCut): // counted by the gate
+		case errors.Is(err, ErrUnauthorized):
+			l.stats.unauthorized.Add(1)
+		case errors.Is(err, ErrWrongPeer):
+			l.stats.wrongPeer.Add(1)
+		case errors.Is(err, ErrPeerLimit):
+			l.stats.peerLimit.Add(1)
+		default:
+			l.stats.handshakeErrors.Add(1)
+		}
 		if !c.outgoing {
-			l.log.Warn("tcplink: connection refused in its handshake", "remote", c.remote, "err", err)
+			l.refuseLog.Log(l.log, slog.LevelWarn, "tcplink: connection refused in its handshake", "remote", c.remote, "err", err)
 		}
 	}
 	c.close(nil)
@@ -222,14 +267,14 @@ func (c *conn) close(reason error) {
 		switch {
 		case errors.As(reason, &se):
 			l.stats.timeouts.Add(1)
-			l.log.Warn("tcplink: peer declared dead", "remote", c.remote, "err", reason)
+			l.refuseLog.Log(l.log, slog.LevelWarn, "tcplink: peer declared dead", "remote", c.remote, "err", reason)
 		case errors.Is(reason, ErrProtocol):
 			l.stats.protocolErrors.Add(1)
-			l.log.Warn("tcplink: connection closed: the peer broke the protocol", "remote", c.remote, "err", reason)
+			l.refuseLog.Log(l.log, slog.LevelWarn, "tcplink: connection closed: the peer broke the protocol", "remote", c.remote, "err", reason)
 		case errors.Is(reason, io.EOF):
-			l.log.Info("tcplink: peer closed the connection", "remote", c.remote)
+			l.churnLog.Log(l.log, slog.LevelInfo, "tcplink: peer closed the connection", "remote", c.remote)
 		default:
-			l.log.Info("tcplink: connection ended", "remote", c.remote, "err", reason)
+			l.churnLog.Log(l.log, slog.LevelInfo, "tcplink: connection ended", "remote", c.remote, "err", reason)
 		}
 	})
 }

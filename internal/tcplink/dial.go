@@ -2,6 +2,7 @@ package tcplink
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 )
@@ -10,18 +11,23 @@ import (
 // connection, whose reader it starts.
 func (p *peer) dial() error {
 	l := p.l
-	ep := p.dialTarget()
+	ep, expect := p.dialTarget()
 	if ep == "" {
 		l.mu.RLock()
 		var dst netip.Addr
-		if len(p.addrs) > 0 {
-			dst = p.addrs[0]
+		if as := p.addrsLocked(); len(as) > 0 {
+			dst = as[0]
 		}
 		l.mu.RUnlock()
 		return &NoEndpointError{Dst: dst}
 	}
+	if expect == "" && l.cfg.Authorize != nil {
+		return fmt.Errorf("%w: Config.Peers named no identity for endpoint %s: with Authorize set, it must say whose endpoint it is (Endpoint.Identity)", ErrConfig, ep)
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
-	nc, err := l.dialer.DialContext(ctx, "tcp", ep)
+	d := l.dialer
+	d.LocalAddr = l.sourceFor(ep)
+	nc, err := d.DialContext(ctx, "tcp", ep)
 	cancel()
 	if err != nil {
 		if !l.isClosed.Load() {
@@ -30,6 +36,7 @@ func (p *peer) dial() error {
 		return err
 	}
 	c := l.newConn(nc, true, p)
+	c.endpoint, c.expect = ep, expect
 	l.mu.Lock()
 	ok := l.registerLocked(c)
 	l.mu.Unlock()
@@ -37,13 +44,12 @@ func (p *peer) dial() error {
 		nc.Close()
 		return ErrClosed
 	}
-	host, _, _ := net.SplitHostPort(ep)
-	if err := c.handshake(host); err != nil {
-		c.handshakeFailed(err)
-		return err
+	err = c.handshake()
+	if err == nil {
+		err = l.attach(c)
 	}
-	if err := l.attach(c); err != nil {
-		c.close(err)
+	if err != nil {
+		c.handshakeFailed(err)
 		return err
 	}
 	l.mu.Lock()
@@ -56,28 +62,56 @@ func (p *peer) dial() error {
 	return nil
 }
 
-// dialTarget is the endpoint to dial: the peer's own, else what
-// Config.Peers resolves one of its addresses to.
-func (p *peer) dialTarget() string {
+// sourceFor is the local address to dial ep from: the one Listen names,
+// if it names one of ep's family, so that the peer sees the connection
+// come from the address it would dial back (without an Authorizer, the
+// address is the identity); else nil, the kernel's choice.
+func (l *Link) sourceFor(ep string) net.Addr {
+	if !l.local.IsValid() {
+		return nil
+	}
+	a, err := netip.ParseAddr(hostOf(ep))
+	if err != nil || a.Unmap().Is4() != l.local.Is4() {
+		return nil
+	}
+	return &net.TCPAddr{IP: l.local.AsSlice()}
+}
+
+// dialTarget is the endpoint to dial and the identity expected there: the
+// peer's own, else what Config.Peers resolves one of its addresses to. A
+// peer whose identity is known expects that one.
+func (p *peer) dialTarget() (endpoint, expect string) {
 	l := p.l
 	l.mu.RLock()
-	ep, addrs := p.endpoint, p.addrs
+	ep, expect, ident, addrs := p.endpoint, p.expect, p.ident, p.addrsLocked()
 	l.mu.RUnlock()
+	if ident != "" {
+		expect = ident
+	}
 	if ep != "" || l.cfg.Peers == nil {
-		return ep
+		return ep, expect
 	}
 	for _, a := range addrs {
-		if ep, ok := l.cfg.Peers(a); ok && ep != "" {
-			l.mu.Lock()
-			if p.endpoint == "" {
-				p.endpoint = ep
-				if l.byEP[ep] == nil {
-					l.byEP[ep] = p
-				}
-			}
-			l.mu.Unlock()
-			return ep
+		e, ok := l.cfg.Peers(a)
+		if !ok || e.Addr == "" {
+			continue
 		}
+		want := l.expectFor(e)
+		if ident != "" && want != "" && want != ident {
+			continue // the switch places a at another host now
+		}
+		l.mu.Lock()
+		if p.endpoint == "" && !p.gone {
+			p.endpoint, p.expect = e.Addr, want
+			if l.byEP[epKey{e.Addr, want}] == nil {
+				l.byEP[epKey{e.Addr, want}] = p
+			}
+		}
+		l.mu.Unlock()
+		if ident == "" {
+			expect = want
+		}
+		return e.Addr, expect
 	}
-	return ""
+	return "", expect
 }

@@ -36,30 +36,45 @@ func rawConnOf(nc net.Conn, tls bool) syscall.RawConn {
 	return rc
 }
 
-// tryWrite writes what the socket takes now of b, without waiting.
+// tryWrite writes what the socket takes now of b, without waiting. Only
+// the peer's one writer at a time calls it (peer.writing).
 func (c *conn) tryWrite(b []byte) (int, error) {
-	var n int
-	var werr error
-	err := c.sc.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			k, err := unix.Write(int(fd), b[n:])
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				if err != unix.EAGAIN {
-					werr = err
-				}
-				break
-			}
-			n += k
-		}
-		return true // never wait for the socket
-	})
+	w := &c.dw
+	w.b, w.n, w.err = b, 0, nil
+	err := c.sc.Write(w.fn)
+	n, werr := w.n, w.err
+	w.b = nil
 	if err != nil {
 		return n, err
 	}
 	return n, werr
+}
+
+// directWrite is a connection's non-blocking write(2) loop, with its
+// arguments and results in fields: a closure capturing them would be
+// allocated on every write.
+type directWrite struct {
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool // write, bound once
+}
+
+func (w *directWrite) write(fd uintptr) bool {
+	for w.n < len(w.b) {
+		k, err := unix.Write(int(fd), w.b[w.n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			if err != unix.EAGAIN {
+				w.err = err
+			}
+			break
+		}
+		w.n += k
+	}
+	return true // never wait for the socket
 }
 
 // flush is called with p.mu held, after frames were queued, and unlocks

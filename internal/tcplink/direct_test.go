@@ -42,3 +42,26 @@ func TestDirectWrites(t *testing.T) {
 		t.Fatalf("losses or errors: %+v", st)
 	}
 }
+
+// A frame written directly allocates nothing (the write(2) loop's closure
+// used to be allocated on every write).
+func TestDirectWriteAllocs(t *testing.T) {
+	var eps endpoints
+	a := openNode(t, &eps, addrA, 0, nil)
+	b := openNode(t, &eps, addrB, 0, func(c *Config) { c.Logger = nil })
+	b.sink.copy = false
+	connectPair(t, a, b)
+	frames := [][]byte{testFrame(addrA, addrB, 1, make([]byte, 64))}
+	before := a.Stats().DirectWrites
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := a.WriteBatch(frames); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if d := a.Stats().DirectWrites - before; d == 0 {
+		t.Fatal("no direct write: the test must exercise them")
+	}
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame written directly", allocs)
+	}
+}

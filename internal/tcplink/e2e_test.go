@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/tcplink"
@@ -47,11 +48,11 @@ type peerTable struct {
 	m  map[netip.Addr]string
 }
 
-func (p *peerTable) lookup(a netip.Addr) (string, bool) {
+func (p *peerTable) lookup(a netip.Addr) (admit.Endpoint, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ep, ok := p.m[a]
-	return ep, ok
+	return admit.Endpoint{Addr: ep}, ok
 }
 
 func (p *peerTable) set(a netip.Addr, ep string) {

@@ -26,7 +26,74 @@ var (
 	ErrSilent = errors.New("tcplink: peer silent")
 	// ErrNoEndpoint: frames for an address that no peer answers for.
 	ErrNoEndpoint = errors.New("tcplink: no TCP endpoint for the address")
+	// ErrUnauthorized: a connection was refused after its hello: the
+	// Authorizer refused it, or its hello announced an address that is
+	// another peer's.
+	ErrUnauthorized = errors.New("tcplink: peer not authorized")
+	// ErrWrongPeer: an outgoing connection reached another identity than
+	// the one expected at the endpoint.
+	ErrWrongPeer = errors.New("tcplink: endpoint answered as another peer")
+	// ErrPeerLimit: a connection from a new identity was refused because
+	// the link knew Config.MaxPeers peers, none of them idle.
+	ErrPeerLimit = errors.New("tcplink: too many peers")
 )
+
+// UnauthorizedError says why a connection was refused after its hello.
+type UnauthorizedError struct {
+	Remote   string // the connection's remote address
+	Identity string // the identity it had, if it got one
+	Reason   string
+	Err      error // the Authorizer's error, if it refused
+}
+
+func (e *UnauthorizedError) Error() string {
+	return fmt.Sprintf("tcplink: connection from %s refused: %s", who(e.Remote, e.Identity), e.Reason)
+}
+
+// who names a connection's peer: its remote address, and its identity if
+// that says more.
+func who(remote, identity string) string {
+	if identity == "" || identity == hostOf(remote) {
+		return remote
+	}
+	return fmt.Sprintf("%s (%s)", remote, identity)
+}
+
+// Is makes an *UnauthorizedError match ErrUnauthorized.
+func (e *UnauthorizedError) Is(target error) bool { return target == ErrUnauthorized }
+
+// Unwrap returns the Authorizer's error.
+func (e *UnauthorizedError) Unwrap() error { return e.Err }
+
+// WrongPeerError says an outgoing connection reached another identity
+// than the one Config.Peers expected at the endpoint.
+type WrongPeerError struct {
+	Endpoint  string
+	Want, Got string
+}
+
+func (e *WrongPeerError) Error() string {
+	return fmt.Sprintf("tcplink: %s answered as %q, but %q is expected there: refused, nothing is sent to it (does the switch's record of the host point at another daemon?)",
+		e.Endpoint, e.Got, e.Want)
+}
+
+// Is makes a *WrongPeerError match ErrWrongPeer.
+func (e *WrongPeerError) Is(target error) bool { return target == ErrWrongPeer }
+
+// PeerLimitError says a connection from a new identity was refused because
+// the link knew Limit peers, none of them idle.
+type PeerLimitError struct {
+	Remote, Identity string
+	Limit            int
+}
+
+func (e *PeerLimitError) Error() string {
+	return fmt.Sprintf("tcplink: connection from %s refused: the link knows %d peers, the most it keeps, and none is idle (raise MaxPeers if there are that many hosts)",
+		who(e.Remote, e.Identity), e.Limit)
+}
+
+// Is makes a *PeerLimitError match ErrPeerLimit.
+func (e *PeerLimitError) Is(target error) bool { return target == ErrPeerLimit }
 
 // FrameError says why WriteBatch refused frame Index of a batch.
 type FrameError struct {

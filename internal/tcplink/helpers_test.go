@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/wire"
 )
 
@@ -119,26 +120,37 @@ type node struct {
 	serve chan error // Serve's result
 }
 
-// endpoints maps addresses to listen addresses, filled as nodes open.
+// endpoints maps addresses to listen addresses, filled as nodes open, and
+// to the identity expected there.
 type endpoints struct {
 	mu sync.Mutex
-	m  map[netip.Addr]string
+	m  map[netip.Addr]admit.Endpoint
 }
 
 func (e *endpoints) set(a netip.Addr, ep string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
-		e.m = make(map[netip.Addr]string)
+		e.m = make(map[netip.Addr]admit.Endpoint)
 	}
-	e.m[a] = ep
+	e.m[a] = admit.Endpoint{Addr: ep, Identity: e.m[a].Identity}
 }
 
-func (e *endpoints) lookup(a netip.Addr) (string, bool) {
+// setIdentity names the identity expected at a's endpoint.
+func (e *endpoints) setIdentity(a netip.Addr, id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = make(map[netip.Addr]admit.Endpoint)
+	}
+	e.m[a] = admit.Endpoint{Addr: e.m[a].Addr, Identity: id}
+}
+
+func (e *endpoints) lookup(a netip.Addr) (admit.Endpoint, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ep, ok := e.m[a]
-	return ep, ok
+	return ep, ok && ep.Addr != ""
 }
 
 // openNode opens a link for addr listening on addr:port (0: any port),

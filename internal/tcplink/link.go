@@ -15,13 +15,9 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/uplink"
 )
-
-// maxHandshakes bounds the connections in their handshake at once: more are
-// closed at once (a flood of idle connections costs a goroutine each until
-// HandshakeTimeout).
-const maxHandshakes = 64
 
 // acceptRetry is the pause after a failed accept.
 const acceptRetry = 50 * time.Millisecond
@@ -38,23 +34,29 @@ type Link struct {
 	ln     net.Listener
 	srvTLS *tls.Config
 	dialer net.Dialer
+	local  netip.Addr      // the address Listen names, if one: outgoing connections come from it
 	ctx    context.Context // ends at Close: aborts dials
 	cancel context.CancelFunc
 
-	mu     sync.RWMutex // guards the tables; taken before any peer's mu
-	byAddr map[netip.Addr]*peer
-	byEP   map[string]*peer
-	byID   map[[16]byte]*peer
-	peers  []*peer
-	conns  map[*conn]struct{} // every open connection, handshaking or not
-	closed bool
-	noEP   map[netip.Addr]struct{} // addresses whose lack of endpoint was logged
+	mu      sync.RWMutex // guards the tables; taken before any peer's mu
+	byAddr  map[netip.Addr]*peer
+	byEP    map[epKey]*peer
+	byIdent map[string]*peer
+	peers   []*peer
+	conns   map[*conn]struct{} // every open connection, handshaking or not
+	closed  bool
+	noEP    map[netip.Addr]struct{} // addresses whose lack of endpoint was logged
 
 	isClosed  atomic.Bool
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 	wg        sync.WaitGroup // every goroutine of the link
-	hsSlots   chan struct{}
+
+	// gate bounds the incoming connections in their handshake; refuseLog
+	// and churnLog bound the log lines about refused connections and
+	// about connections coming and going.
+	gate                *admit.Gate
+	refuseLog, churnLog admit.LogLimit
 
 	// rxMu makes the readers of all connections take turns calling
 	// deliver: the engine's receiver is single-threaded.
@@ -77,13 +79,13 @@ func Open(cfg Config) (*Link, error) {
 		log:     cfg.Logger.With("link", cfg.Name),
 		gids:    gidTable(cfg.MAC, cfg.Addrs),
 		byAddr:  make(map[netip.Addr]*peer),
-		byEP:    make(map[string]*peer),
-		byID:    make(map[[16]byte]*peer),
+		byEP:    make(map[epKey]*peer),
+		byIdent: make(map[string]*peer),
 		conns:   make(map[*conn]struct{}),
 		noEP:    make(map[netip.Addr]struct{}),
 		done:    make(chan struct{}),
 		serving: make(chan struct{}),
-		hsSlots: make(chan struct{}, maxHandshakes),
+		gate:    admit.NewGate(cfg.Handshakes),
 	}
 	if _, err := rand.Read(l.id[:]); err != nil {
 		return nil, err
@@ -91,18 +93,16 @@ func Open(cfg Config) (*Link, error) {
 	l.minGID = minGID(l.gids)
 	ka := net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive, Interval: cfg.KeepAlive, Count: DeadAfter}
 	l.dialer = net.Dialer{KeepAliveConfig: ka}
-	if cfg.TLS != nil {
-		l.srvTLS = cfg.TLS.Clone()
-		if l.srvTLS.ClientCAs != nil && l.srvTLS.ClientAuth == tls.NoClientCert {
-			l.srvTLS.ClientAuth = tls.RequireAndVerifyClientCert
-		}
-	}
+	l.srvTLS = admit.ServerTLS(cfg.TLS)
 	lc := net.ListenConfig{KeepAliveConfig: ka}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("tcplink: link %s cannot listen on %s: %w (pick another address or port with Listen; `ss -tlnp` shows who has it)", cfg.Name, cfg.Listen, err)
 	}
 	l.ln = ln
+	if a, err := netip.ParseAddr(hostOf(cfg.Listen)); err == nil && !a.IsUnspecified() {
+		l.local = a.Unmap()
+	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -141,7 +141,13 @@ func (l *Link) PathKind() string { return "tcp" }
 func (l *Link) ListenAddr() net.Addr { return l.ln.Addr() }
 
 // Stats returns the link's counters.
-func (l *Link) Stats() Stats { return l.stats.snapshot() }
+func (l *Link) Stats() Stats {
+	s := l.stats.snapshot()
+	g := l.gate.Stats()
+	s.HandshakesRefused, s.HandshakesCut = g.Refused, g.Cut
+	s.LogsSuppressed = l.refuseLog.Suppressed() + l.churnLog.Suppressed()
+	return s
+}
 
 // Serve delivers the frames of every connection until Close: deliver is
 // called with one whole IP packet at a time, never by two goroutines at
@@ -232,20 +238,19 @@ func (l *Link) acceptLoop() {
 			}
 			continue
 		}
-		select {
-		case l.hsSlots <- struct{}{}:
-		default:
-			l.stats.handshakeErrors.Add(1)
-			l.log.Warn("tcplink: too many connections in their handshake: closed a new one", "remote", nc.RemoteAddr().String(), "limit", maxHandshakes)
+		c := l.newConn(nc, false, nil)
+		slot, err := l.gate.Enter(c.remoteAP.Addr(), func() { nc.Close() })
+		if err != nil {
+			l.refuseLog.Log(l.log, slog.LevelWarn, "tcplink: connection refused before its handshake", "remote", c.remote, "err", err)
 			nc.Close()
 			continue
 		}
-		c := l.newConn(nc, false, nil)
+		c.slot = slot
 		l.mu.Lock()
 		ok := l.registerLocked(c) && l.goRunLocked(c.run)
 		l.mu.Unlock()
 		if !ok {
-			<-l.hsSlots
+			slot.Leave()
 			nc.Close()
 			return
 		}

@@ -17,8 +17,30 @@ type Stats struct {
 	DialErrors uint64 // outgoing connections refused or timed out before the hello
 	// HandshakeErrors: connections closed before their hello completed: TLS
 	// refused, not a hello, a version we do not speak, a connection to
-	// ourselves, too slow, too many handshakes at once.
+	// ourselves, too slow.
 	HandshakeErrors uint64
+	// HandshakesRefused: incoming connections closed at once because
+	// their source had Config.Handshakes.PerSource in their handshake.
+	HandshakesRefused uint64
+	// HandshakesCut: incoming connections cut in their handshake to admit
+	// a newer one, Config.Handshakes.Total being in theirs.
+	HandshakesCut uint64
+	// Unauthorized: connections refused after their hello: Authorize
+	// refused them, or their hello announced an address another live
+	// peer holds or Config.Peers places at another identity.
+	Unauthorized uint64
+	// WrongPeer: outgoing connections refused because the endpoint
+	// answered as another identity than Config.Peers expected there.
+	WrongPeer uint64
+	// PeerLimit: connections from a new identity refused because the link
+	// knew Config.MaxPeers peers, none of them idle.
+	PeerLimit uint64
+	// PeersForgotten: peers forgotten after Config.PeerIdle without a
+	// connection, queued frames or traffic.
+	PeersForgotten uint64
+	// LogsSuppressed: log lines about connections (refusals, connects,
+	// disconnects) left out because too many came at once.
+	LogsSuppressed uint64
 	// ProtocolErrors: connections closed for a bad frame: a length above
 	// MaxFrame, bytes that are not a whole IP packet, a stream cut
 	// mid-frame.
@@ -45,6 +67,7 @@ type counters struct {
 	droppedNoPeer, droppedQueueFull, droppedConnLost  atomic.Uint64
 	badFramesOut                                      atomic.Uint64
 	directWrites, directShort                         atomic.Uint64
+	unauthorized, wrongPeer, peerLimit, forgotten     atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -57,16 +80,22 @@ func (c *counters) snapshot() Stats {
 		DroppedNoPeer: c.droppedNoPeer.Load(), DroppedQueueFull: c.droppedQueueFull.Load(),
 		DroppedConnLost: c.droppedConnLost.Load(), BadFramesOut: c.badFramesOut.Load(),
 		DirectWrites: c.directWrites.Load(), DirectShort: c.directShort.Load(),
+		Unauthorized: c.unauthorized.Load(), WrongPeer: c.wrongPeer.Load(), PeerLimit: c.peerLimit.Load(),
+		PeersForgotten: c.forgotten.Load(),
 	}
 }
 
 // PeerState is what a link knows about one peer, for display.
 type PeerState struct {
+	// Identity is who the peer is: what Config.Authorize named it (its
+	// remote address without one); before its first connection, the
+	// identity expected at Endpoint.
+	Identity string
 	// Endpoint is the TCP endpoint the link dials for the peer; "" for a
 	// peer known only from a connection it opened.
 	Endpoint string
-	// Addrs are the addresses the peer announced in its last hello, or
-	// before any hello the ones Config.Peers resolved to it.
+	// Addrs are the addresses that route to the peer: those its last
+	// hello announced, then those Config.Peers resolved to it.
 	Addrs []netip.Addr
 	// State is "up" (a connection is open), "connecting", "backoff" (the
 	// last attempt failed; the next waits) or "idle" (no connection, and

@@ -3,6 +3,8 @@ package tcplink
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/vrdma/vrdma/internal/admit"
 )
 
 // WriteBatch queues frames, each a whole IPv4 or IPv6 packet as package
@@ -70,27 +72,35 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 // none: a peer that announced dst, else one for the endpoint Config.Peers
 // resolves dst to (a new one if need be).
 func (l *Link) lockPeer(dst netip.Addr) *peer {
-	l.mu.RLock()
-	p := l.byAddr[dst]
-	l.mu.RUnlock()
-	if p == nil {
-		if p = l.resolve(dst); p == nil {
-			return nil
+	for range 3 { // a peer forgotten meanwhile is looked up again
+		l.mu.RLock()
+		p := l.byAddr[dst]
+		l.mu.RUnlock()
+		if p == nil {
+			if p = l.resolve(dst); p == nil {
+				return nil
+			}
 		}
-	}
-	p.mu.Lock()
-	for p.merged != nil {
-		q := p.merged
-		p.mu.Unlock()
-		p = q
 		p.mu.Lock()
+		for p.merged != nil {
+			q := p.merged
+			p.mu.Unlock()
+			p = q
+			p.mu.Lock()
+		}
+		if !p.gone {
+			return p
+		}
+		p.mu.Unlock()
 	}
-	return p
+	return nil
 }
 
-// resolve finds or makes the peer for dst through Config.Peers.
+// resolve finds or makes the peer for dst through Config.Peers: the peer
+// of the identity expected at the endpoint if the link knows it, else
+// the one for the endpoint, else a new one.
 func (l *Link) resolve(dst netip.Addr) *peer {
-	var ep string
+	var ep admit.Endpoint
 	ok := false
 	if l.cfg.Peers != nil {
 		ep, ok = l.cfg.Peers(dst)
@@ -103,22 +113,33 @@ func (l *Link) resolve(dst netip.Addr) *peer {
 	if p := l.byAddr[dst]; p != nil {
 		return p
 	}
-	if !ok || ep == "" {
+	if !ok || ep.Addr == "" {
 		if _, logged := l.noEP[dst]; !logged && len(l.noEP) < 1024 {
 			l.noEP[dst] = struct{}{}
 			l.log.Warn("tcplink: dropping frames", "err", &NoEndpointError{Dst: dst})
 		}
 		return nil
 	}
-	p := l.byEP[ep]
+	expect := l.expectFor(ep)
+	var p *peer
+	if expect != "" {
+		if p = l.byIdent[expect]; p == nil {
+			p = l.expectingLocked(expect)
+		}
+	}
 	if p == nil {
-		if p = l.newPeerLocked(ep); p == nil {
+		p = l.byEP[epKey{ep.Addr, expect}]
+	}
+	if p == nil {
+		if p = l.newPeerLocked(ep.Addr, expect); p == nil {
 			return nil
 		}
 	}
-	l.byAddr[dst] = p
-	if !p.hasID {
-		p.addrs = append(p.addrs, dst)
+	if p.endpoint == "" { // known from its own connection: now it can be dialled back
+		p.endpoint, p.expect = ep.Addr, expect
+		l.byEP[epKey{ep.Addr, expect}] = p
 	}
+	l.byAddr[dst] = p
+	p.resolved = append(p.resolved, dst)
 	return p
 }

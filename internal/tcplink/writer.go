@@ -1,6 +1,7 @@
 package tcplink
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"time"
 )
@@ -18,11 +19,12 @@ var keepalive [frameHeaderLen]byte // an empty frame
 // sends keepalives on an idle one, and starts a dial when there are frames
 // and no connection, backing off after failures. A dial runs on a
 // goroutine of its own, so a connection the peer opens meanwhile is
-// written to at once. The writer ends at Close, or when the peer is
-// merged into another.
+// written to at once. A peer with no connection, nothing to send and no
+// dial for Config.PeerIdle is forgotten. The writer ends at Close, or when
+// the peer is merged into another or forgotten.
 func (p *peer) run() {
 	l := p.l
-	spare := make([]byte, 0, 64<<10)
+	var spare []byte // grows to the queue's high-water mark
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	dialDone := make(chan error, 1)
@@ -33,10 +35,11 @@ func (p *peer) run() {
 		backoff   time.Duration
 		notBefore time.Time // of the next dial
 		lastUp    time.Time // when a dial last succeeded
+		idleSince time.Time // since when the peer has had nothing to do; zero while it has
 	)
 	for {
 		p.mu.Lock()
-		if p.merged != nil {
+		if p.merged != nil || p.gone {
 			p.mu.Unlock()
 			return
 		}
@@ -62,6 +65,7 @@ func (p *peer) run() {
 		if keepAlive {
 			p.writing = true
 		}
+		quiet := c == nil && len(p.pending) == 0 && !busy && len(shut) == 0 && !dialing
 		p.mu.Unlock()
 
 		for _, x := range shut {
@@ -119,8 +123,23 @@ func (p *peer) run() {
 			timer.Reset(max(l.cfg.KeepAlive-now.Sub(lastWrite), time.Millisecond))
 		case c != nil:
 			timer.Reset(l.cfg.KeepAlive) // the direct write wakes us when it is done
+		case quiet:
+			if idleSince.IsZero() {
+				idleSince = now
+			}
+			if wait := l.cfg.PeerIdle - now.Sub(idleSince); wait > 0 {
+				timer.Reset(wait)
+			} else if p.forget() {
+				return
+			} else {
+				idleSince = time.Time{} // something came meanwhile
+				continue
+			}
 		default:
 			timer.Stop()
+		}
+		if !quiet {
+			idleSince = time.Time{}
 		}
 		select {
 		case <-p.wake:
@@ -137,6 +156,21 @@ func (p *peer) run() {
 			return
 		}
 	}
+}
+
+// forget forgets the idle peer (peer.go); false if it is in use again.
+func (p *peer) forget() bool {
+	l := p.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	if !l.forgetLocked(p) {
+		return false
+	}
+	l.churnLog.Log(l.log, slog.LevelInfo, "tcplink: forgot an idle peer", "peer", p.nameLocked(), "idle", l.cfg.PeerIdle)
+	return true
 }
 
 func (p *peer) setStateLocking(s string) {

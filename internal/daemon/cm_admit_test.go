@@ -1,0 +1,580 @@
+package daemon_test
+
+// The connection manager's port against an attacker: idle connections by
+// the thousand, hosts that are no members, an endpoint that answers as
+// another host. Every source address is a loopback address of its own.
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// cmDaemonWith runs a daemon like cmDaemon, with mod applied to its
+// config.
+func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vrdma-cm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
+		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }}
+	mod(&cfg)
+	d, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.Serve()
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// dialCMFrom connects to d's CM port from src.
+func dialCMFrom(t testing.TB, d *daemon.Daemon, src netip.Addr) (*cmPeer, error) {
+	t.Helper()
+	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: cmWait}
+	c, err := dl.Dial("tcp", d.CMAddr().String())
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return &cmPeer{t: t, c: c}, nil
+}
+
+func waitCM(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(cmWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var otherGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
+
+// answers checks, on p, that the daemon answers a request.
+func (p *cmPeer) answers(id uint32) {
+	p.t.Helper()
+	p.send(req(id, 7, otherGID))
+	p.expectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
+}
+
+// Idle connections from many hosts, opened again as soon as one is
+// closed, and more of them than the listener keeps: a daemon still gets
+// its requests answered. Without TLS they fill the inbound connections;
+// with TLS they hold the handshake slots.
+func TestCMSlowloris(t *testing.T) {
+	const (
+		sources = 60
+		perSrc  = 3
+		budget  = 100000 // the attacker's connections, in all: it must last until the request is through
+	)
+	ca := newTestCA(t)
+	tests := []struct {
+		name string
+		tls  bool
+	}{{"plain: inbound connections", false}, {"TLS: handshake slots", true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := cmDaemonWith(t, func(c *daemon.Config) {
+				c.CMLimits = daemon.CMLimits{Inbound: 64, PerSource: 4, IdleTimeout: time.Minute, HandshakeTimeout: time.Minute}
+				if tt.tls {
+					c.CMTLS = ca.config(t, "hosta")
+				}
+			})
+			s := listenSession(t, d, 7000, 16)
+			events := sessionEvents(s)
+			stop := make(chan struct{})
+			var opened atomic.Int64
+			var wg sync.WaitGroup
+			for s := range sources {
+				src := netip.AddrFrom4([4]byte{127, 0, 6, byte(1 + s)})
+				for range perSrc {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for opened.Add(1) <= budget {
+							dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+							c, err := dl.Dial("tcp", d.CMAddr().String())
+							if err != nil {
+								continue
+							}
+							done := make(chan struct{})
+							go func() { _, _ = io.Copy(io.Discard, c); close(done) }()
+							select {
+							case <-done:
+								c.Close()
+							case <-stop:
+								c.Close()
+								return
+							}
+						}
+					}()
+				}
+			}
+			t.Cleanup(func() { // also when the test fails
+				select {
+				case <-stop:
+				default:
+					close(stop)
+				}
+				wg.Wait()
+			})
+			waitCM(t, "the attack to be under way", func() bool { return opened.Load() >= sources*perSrc })
+			time.Sleep(100 * time.Millisecond) // let the accepts catch up
+			// A daemon dials and sends its request at once, as a daemon
+			// does; a connection cut before its request was read is
+			// dialled again, as the daemon's would be.
+			start := time.Now()
+			legit := netip.MustParseAddr("127.0.7.1")
+			tries := 0
+			var p *cmPeer
+			for p == nil {
+				if tries++; tries > 100 {
+					t.Fatalf("no connection lasted in %d tries: %+v", tries, d.CMStats())
+				}
+				q, err := dialCMFrom(t, d, legit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.tls {
+					tc := tls.Client(q.c, ca.client(t, "hostb", "hosta"))
+					if tc.Handshake() != nil {
+						continue // cut in its handshake
+					}
+					q.c = tc
+				}
+				r := req(0x71, 7000, s.gid)
+				r.PrivateData = []byte{byte(tries)} // tells this try's request from an earlier one's
+				b, _ := r.Append(nil)
+				if _, err := q.c.Write(b); err != nil {
+					continue // cut before its request went
+				}
+				msgs, ended := watch(q.c)
+				var ev proto.CMEvent
+				select {
+				case ev = <-events:
+				case <-ended:
+					continue
+				case <-time.After(cmWait):
+					t.Fatal("neither an event nor the end of the connection")
+				}
+				if ev.Type != proto.CMEventRequest || len(ev.PrivateData) != 1 || ev.PrivateData[0] != byte(tries) {
+					continue // an earlier try's request, read before its connection was cut
+				}
+				{
+					took := time.Since(start)
+					// The request is in progress: the connection is kept
+					// however many come, until the answer is read. (Unless
+					// it was closed just before its request was run: the
+					// requester then hears its connection was lost, and
+					// tries again.)
+					body, _ := json.Marshal(proto.CMRejectReq{ID: ev.ID, Text: "not today"})
+					s.id++
+					s.sendRaw(request(proto.OpCMReject, s.id, body)) // sessionEvents reads the reply
+					select {
+					case m := <-msgs:
+						if r, ok := m.(*cm.REJ); !ok || r.RemoteID != 0x71 || r.Text != "not today" {
+							t.Fatalf("got %T %+v, want the session's REJ", m, m)
+						}
+					case <-ended:
+						continue
+					case <-time.After(cmWait):
+						t.Fatal("no answer")
+					}
+					p = q
+					t.Logf("the request got through after %v (%d tries), with %d idle connections opened so far", took, tries, opened.Load())
+					if opened.Load() >= budget {
+						t.Fatalf("the attack was over before the request got through: give the attacker more than %d connections", budget)
+					}
+				}
+			}
+			close(stop)
+			wg.Wait()
+			st := d.CMStats()
+			t.Logf("%d idle connections opened; %+v", opened.Load(), st)
+			if st.Evicted+st.HandshakesCut == 0 {
+				t.Fatalf("nothing was closed to make room: %+v", st)
+			}
+		})
+	}
+}
+
+// sessionEvents delivers s's events until its connection ends; it reads
+// (and drops) the replies to the session's commands, which must be sent
+// without waiting for them.
+func sessionEvents(s *cmSession) <-chan proto.CMEvent {
+	ch := make(chan proto.CMEvent, 16)
+	go func() {
+		for {
+			h, body, fds, err := s.conn.Recv()
+			proto.CloseFDs(fds)
+			if err != nil {
+				return
+			}
+			var ev proto.CMEvent
+			if h.Kind == proto.KindEvent && h.Op == proto.OpCMEvent && proto.Decode(body, &ev) == nil {
+				ch <- ev
+			}
+		}
+	}()
+	return ch
+}
+
+// watch reads the CM messages that come on c, until it ends.
+func watch(c net.Conn) (<-chan cm.Message, <-chan error) {
+	msgs, ended := make(chan cm.Message, 4), make(chan error, 1)
+	go func() {
+		var buf [cm.MaxFrame]byte
+		for {
+			m, err := cm.ReadFrame(c, &buf)
+			if err != nil {
+				ended <- err
+				return
+			}
+			msgs <- m
+		}
+	}()
+	return msgs, ended
+}
+
+// An inbound connection that carries nothing is closed after the idle
+// timeout; one that carries a request in progress is not, until the
+// request is gone.
+func TestCMIdleTimeout(t *testing.T) {
+	d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.IdleTimeout = 100 * time.Millisecond })
+	s := listenSession(t, d, 7000, 1)
+	busy := dialCM(t, d)
+	busy.send(req(41, 7000, s.gid))
+	if ev := s.event(); ev.Type != proto.CMEventRequest {
+		t.Fatalf("event %+v", ev)
+	}
+	idle := dialCM(t, d)
+	waitCM(t, "the idle connection to be closed", func() bool { return d.CMStats().IdleClosed == 1 })
+	if !idle.closedByDaemon() {
+		t.Fatal("the idle connection is open")
+	}
+	// More than the idle timeout has passed since busy's request, which
+	// is still waiting: busy is open, and answers.
+	busy.answers(42)
+	// The requester gives up; then busy carries nothing, and goes too.
+	busy.send(&cm.REJ{LocalID: 41, Reason: cm.RejectTimeout, Text: "gave up"})
+	waitCM(t, "the second idle connection to be closed", func() bool { return d.CMStats().IdleClosed == 2 })
+	if !busy.closedByDaemon() {
+		t.Fatal("the connection is open")
+	}
+}
+
+// A source that has as many inbound connections as it may gets a new one
+// by losing its idlest; a connection that carries a request in progress
+// goes last.
+func TestCMPerSource(t *testing.T) {
+	d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.PerSource = 2 })
+	s := listenSession(t, d, 7000, 1)
+	src := netip.MustParseAddr("127.0.8.1")
+	first, err := dialCMFrom(t, d, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.send(req(51, 7000, s.gid)) // carries a request from now on
+	if ev := s.event(); ev.Type != proto.CMEventRequest {
+		t.Fatalf("event %+v", ev)
+	}
+	second, err := dialCMFrom(t, d, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.answers(52)
+	third, err := dialCMFrom(t, d, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third.answers(53)
+	if !second.closedByDaemon() {
+		t.Fatal("the idle connection is open")
+	}
+	first.answers(54)
+	if st := d.CMStats(); st.Evicted != 1 || st.Inbound != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Another source is not affected.
+	other, err := dialCMFrom(t, d, netip.MustParseAddr("127.0.8.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.answers(55)
+}
+
+// CMAuthorize refuses a host that is no member: its connection is closed
+// before anything it sends is read, counted and logged; members are
+// answered.
+func TestCMAuthorizeInbound(t *testing.T) {
+	member := netip.MustParseAddr("127.0.9.1")
+	var asked []admit.Peer
+	var mu sync.Mutex
+	d := cmDaemonWith(t, func(c *daemon.Config) {
+		c.CMAuthorize = func(p admit.Peer) (string, error) {
+			mu.Lock()
+			asked = append(asked, p)
+			mu.Unlock()
+			if p.Remote.Addr() != member {
+				return "", fmt.Errorf("%v is no member of the switch", p.Remote.Addr())
+			}
+			return "hostb", nil
+		}
+	})
+	stranger, err := dialCMFrom(t, d, netip.MustParseAddr("127.0.9.66"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger.send(req(61, 7, otherGID))
+	if !stranger.closedByDaemon() {
+		t.Fatal("the stranger's connection is open")
+	}
+	p, err := dialCMFrom(t, d, member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.answers(62)
+	if st := d.CMStats(); st.Unauthorized != 1 || st.Accepted != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || asked[0].Outgoing || asked[0].Chain != nil {
+		t.Fatalf("CMAuthorize was asked %+v", asked)
+	}
+}
+
+// cmConnect starts a connection from a new session of d to addr:port and
+// returns the session, which hears how it ends.
+func cmConnect(t *testing.T, d *daemon.Daemon, addr [16]byte) *cmSession {
+	t.Helper()
+	c := dial(t, d.SocketPath())
+	o := prepare(c)
+	c.ok(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: addr[:], Port: 7}, nil)
+	return &cmSession{rawClient: c}
+}
+
+// fakeCM is a listener that counts what it is sent and never answers.
+func fakeCM(t *testing.T) (string, *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var got atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				got.Add(n)
+			}()
+		}
+	}()
+	return ln.Addr().String(), &got
+}
+
+// An outgoing CM connection that reaches another identity than the one
+// CMResolvePeer expects (a record rewritten to point at another daemon)
+// is refused before anything is sent on it; the request fails with the
+// reason. With CMAuthorize, a resolver that names no identity fails the
+// request at once.
+func TestCMWrongPeer(t *testing.T) {
+	ep, got := fakeCM(t)
+	expect := "hostb"
+	d := cmDaemonWith(t, func(c *daemon.Config) {
+		c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: expect}, nil }
+		c.CMAuthorize = func(p admit.Peer) (string, error) { return "mallory", nil }
+	})
+	s := cmConnect(t, d, otherGID)
+	ev := s.event()
+	if ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "mallory", not "hostb"`) {
+		t.Fatalf("event %+v, want unreachable, with the reason", ev)
+	}
+	t.Log(ev.Text)
+	if st := d.CMStats(); st.WrongPeer != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	expect = ""
+	c := dial(t, d.SocketPath())
+	o := prepare(c)
+	c.fails(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: otherGID[:], Port: 7}, proto.CodeNotFound, "named no identity")
+	time.Sleep(10 * time.Millisecond) // a REQ sent by mistake would have arrived by now
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the endpoint got %d bytes", n)
+	}
+}
+
+// testCA issues certificates that name hosts, not addresses.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "switch CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// config is mutual TLS for host: its certificate, and trust in the CA.
+func (ca *testCA) config(t *testing.T, host string) *tls.Config {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, DNSNames: []string{host}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		RootCAs: ca.pool, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13}
+}
+
+// client is the config of a hand-made client with host's certificate that
+// dials the daemon whose certificate names server.
+func (ca *testCA) client(t *testing.T, host, server string) *tls.Config {
+	c := ca.config(t, host)
+	c.ServerName = server
+	return c
+}
+
+// byCertificate is an Authorizer for the members named: the peer is the
+// host its certificate names.
+func byCertificate(members ...string) admit.Authorizer {
+	return func(p admit.Peer) (string, error) {
+		if len(p.Chain) == 0 {
+			return "", errors.New("no certificate")
+		}
+		name := p.Chain[0].Subject.CommonName
+		for _, m := range members {
+			if m == name {
+				return name, nil
+			}
+		}
+		return "", fmt.Errorf("%q is no member of the switch", name)
+	}
+}
+
+// Two daemons with mutual TLS on the CM port and certificates that name
+// hosts: a request goes through and is answered; a plain client, and a
+// certificate holder that is no member, are refused; an endpoint whose
+// certificate names another host than the one expected gets nothing.
+func TestCMTLS(t *testing.T) {
+	ca := newTestCA(t)
+	b := cmDaemonWith(t, func(c *daemon.Config) {
+		c.CMTLS, c.CMAuthorize = ca.config(t, "hostb"), byCertificate("hosta", "hostb")
+	})
+	newA := func(expect string) *daemon.Daemon {
+		return cmDaemonWith(t, func(c *daemon.Config) {
+			c.CMTLS, c.CMAuthorize = ca.config(t, "hosta"), byCertificate("hosta", "hostb", "hostc")
+			c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) {
+				return admit.Endpoint{Addr: b.CMAddr().String(), Identity: expect}, nil
+			}
+		})
+	}
+	t.Run("members", func(t *testing.T) {
+		s := cmConnect(t, newA("hostb"), otherGID)
+		if ev := s.event(); ev.Type != proto.CMEventRejected || ev.Reason != uint16(cm.RejectInvalidServiceID) {
+			t.Fatalf("event %+v, want B's answer", ev)
+		}
+	})
+	t.Run("another host at the endpoint", func(t *testing.T) {
+		a := newA("hostc")
+		s := cmConnect(t, a, otherGID)
+		if ev := s.event(); ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "hostb", not "hostc"`) {
+			t.Fatalf("event %+v", ev)
+		}
+		if st := a.CMStats(); st.WrongPeer != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("plain client", func(t *testing.T) {
+		before := b.CMStats().HandshakeErrors
+		p := dialCM(t, b)
+		p.send(req(71, 7, otherGID))
+		if !p.closedByDaemon() {
+			t.Fatal("open")
+		}
+		waitCM(t, "the count", func() bool { return b.CMStats().HandshakeErrors == before+1 })
+	})
+	t.Run("no member", func(t *testing.T) {
+		before := b.CMStats().Unauthorized
+		p := dialCM(t, b)
+		tc := tls.Client(p.c, ca.client(t, "mallory", "hostb"))
+		p.c = tc
+		if err := tc.Handshake(); err == nil {
+			p.send(req(72, 7, otherGID))
+			if !p.closedByDaemon() {
+				t.Fatal("open")
+			}
+		}
+		waitCM(t, "the count", func() bool { return b.CMStats().Unauthorized == before+1 })
+	})
+}
+
+// A daemon stops at once while a CM connection it dialled, or one dialled
+// to it, is in its TLS handshake with a peer that says nothing.
+func TestCMCloseDuringHandshake(t *testing.T) {
+	ca := newTestCA(t)
+	ep, _ := fakeCM(t)
+	d := cmDaemonWith(t, func(c *daemon.Config) {
+		c.CMTLS = ca.config(t, "hosta")
+		c.CMLimits.HandshakeTimeout = time.Hour
+		c.CMResolve = func(netip.Addr) (string, error) { return ep, nil }
+	})
+	cmConnect(t, d, otherGID) // dials the silent endpoint
+	dialCM(t, d)              // says nothing in its handshake
+	done := make(chan struct{})
+	go func() { d.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cmWait):
+		t.Fatal("Close waits for the handshakes")
+	}
+}
