@@ -8,11 +8,14 @@ import (
 	"github.com/vrdma/vrdma"
 )
 
-const hostUsage = "host show [NAME] [--json]"
+const hostUsage = "host show [NAME] [--json] | " + hostCertUsage
 
 // runHost shows the switch's live hosts; `vrdma host` alone shows them.
 func runHost(args []string, stdout, stderr io.Writer) error {
 	sub, args := subcommand(args, "show")
+	if sub == "cert" {
+		return runHostCert(args, stdout)
+	}
 	if sub != "show" && sub != "list" {
 		return usagef("unknown host command %q: %s", sub, hostUsage)
 	}

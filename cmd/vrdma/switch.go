@@ -8,12 +8,15 @@ import (
 	"github.com/vrdma/vrdma"
 )
 
-const switchUsage = "switch show [--json]"
+const switchUsage = "switch show [--json] | switch ca init [--dir DIR]"
 
 // runSwitch shows the distributed switch this daemon is on; `vrdma switch`
 // alone shows it too.
 func runSwitch(args []string, stdout, stderr io.Writer) error {
 	sub, args := subcommand(args, "show")
+	if sub == "ca" {
+		return runSwitchCA(args, stdout)
+	}
 	if sub != "show" {
 		return usagef("unknown switch command %q: %s", sub, switchUsage)
 	}

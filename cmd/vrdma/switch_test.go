@@ -83,7 +83,7 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 	sock := startSwitchDaemon(t)
 	out := mustRun(t, "switch", "show", "--socket", sock)
 	matchAll(t, "switch show", out,
-		`(?m)^switch:\s+vrdma$`, `(?m)^etcd:\s+http://127\.0\.0\.1:\d+ \(embedded in this daemon\)$`, `(?m)^this host:\s+h1$`,
+		`(?m)^switch:\s+vrdma$`, `(?m)^etcd:\s+unix:///\S+/client\.sock \(embedded in this daemon\)$`, `(?m)^this host:\s+h1$`,
 		`(?m)^subnet manager:\s+h1 \(priority 0\)$`, `(?m)^role:\s+leader$`, `(?m)^hosts:\s+1$`, `(?m)^port groups:\s+1$`,
 		`(?m)^instances:\s+0$`, `(?m)^fallbacks:\s+0 `, `(?m)^hosts gone:\s+0$`)
 	if out2 := mustRun(t, "switch", "--socket", sock); out2 != out {

@@ -13,11 +13,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/pki"
 	"github.com/vrdma/vrdma/internal/tcplink"
 )
 
@@ -57,6 +59,16 @@ type SwitchConfig struct {
 	// host's interfaces that are up, loopback last.
 	TCPAddrs []netip.Addr
 	TCPTLS   *tls.Config
+
+	// Member is this host's certificate of the switch (package pki). With
+	// it, the TCP channel, the connection manager and etcd between hosts
+	// run mutual TLS, and a peer is the host its certificate names.
+	// Without it, nothing listens beyond loopback unless Insecure.
+	Member *pki.Member
+	// Insecure lets the TCP channel, the connection manager and etcd use
+	// plaintext on addresses other hosts reach: anyone there may then pose
+	// as a host of the switch. For isolated test networks only.
+	Insecure bool
 
 	// HostTag, if set, is added to this host's identity, so that two
 	// daemons in one network namespace count as two hosts (the demo runs
@@ -191,7 +203,14 @@ func (sw *swState) openStore() error {
 	cfg, d := sw.cfg, sw.d
 	var err error
 	if len(cfg.Endpoints) > 0 {
-		if sw.store, err = fabric.Dial(cfg.Endpoints, cfg.TLS); err != nil {
+		if err := fabric.CheckEndpoints(cfg.Endpoints, cfg.Insecure); err != nil {
+			return fmt.Errorf("switch: %w", err)
+		}
+		t := cfg.TLS
+		if t == nil && cfg.Member != nil {
+			t = cfg.Member.ClientTLS("") // another daemon's embedded member: the switch's CA
+		}
+		if sw.store, err = fabric.Dial(cfg.Endpoints, t); err != nil {
 			return fmt.Errorf("switch: %w (check --etcd-endpoints and the TLS options)", err)
 		}
 		return nil
@@ -206,13 +225,55 @@ func (sw *swState) openStore() error {
 		}
 		dir = sw.tmpDir
 	}
-	if sw.emb, err = fabric.StartEmbedded(dir, cfg.Embed); err != nil {
+	emb := cfg.Embed
+	emb.Insecure = emb.Insecure || cfg.Insecure
+	if emb.TLS == nil {
+		if emb.TLS, err = memberTLSFiles(cfg.Member, dir); err != nil {
+			return fmt.Errorf("switch: embedded etcd: %w", err)
+		}
+	}
+	if sw.emb, err = fabric.StartEmbedded(dir, emb); err != nil {
 		return fmt.Errorf("switch: embedded etcd in %s: %w (give --state-dir a directory you may write, or --etcd-endpoints of a running cluster)", dir, err)
 	}
-	if sw.store, err = fabric.Dial(sw.emb.Endpoints(), nil); err != nil {
+	var t *tls.Config
+	if eps := sw.emb.Endpoints(); len(eps) > 0 && strings.HasPrefix(eps[0], "https://") {
+		if cfg.Member == nil {
+			return fmt.Errorf("switch: embedded etcd serves https: give the daemon the switch's certificates (--pki)")
+		}
+		t = cfg.Member.ClientTLS("")
+	}
+	if sw.store, err = fabric.Dial(sw.emb.Endpoints(), t); err != nil {
 		return fmt.Errorf("switch: embedded etcd: %w", err)
 	}
 	return nil
+}
+
+// localPKIHost names the certificate of a member's own CA (localPKIDir).
+const localPKIHost = "etcd-local"
+
+// memberTLSFiles are the embedded member's certificate files: the
+// switch's, or, on a switch without a PKI, those of a CA of its own kept in
+// its directory, so that even a single node's peer port (on loopback)
+// admits nobody without its key.
+func memberTLSFiles(m *pki.Member, etcdDir string) (*fabric.TLSFiles, error) {
+	if m != nil {
+		return &fabric.TLSFiles{CertFile: m.CertPath, KeyFile: m.KeyPath, CAFile: m.CAPath}, nil
+	}
+	dir := filepath.Join(etcdDir, "pki")
+	if _, err := os.Stat(filepath.Join(dir, pki.CACertFile)); errors.Is(err, os.ErrNotExist) {
+		ca, err := pki.InitCA(dir, "local")
+		if err != nil {
+			return nil, err
+		}
+		if err := ca.IssueHost(dir, pki.HostSpec{Name: localPKIHost, IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}); err != nil {
+			return nil, err
+		}
+	}
+	local, err := pki.LoadMember(dir, localPKIHost)
+	if err != nil {
+		return nil, fmt.Errorf("%w (remove %s to make new ones)", err, dir)
+	}
+	return &fabric.TLSFiles{CertFile: local.CertPath, KeyFile: local.KeyPath, CAFile: local.CAPath}, nil
 }
 
 // openTCP opens the TCP channel and attaches it as a link.

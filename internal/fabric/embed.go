@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,26 +12,45 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // EmbedOptions configure StartEmbedded. The zero value runs a single-node
-// cluster on loopback with ports the kernel picks, logging warnings to
-// <dir>/etcd.log.
+// cluster that serves clients on a unix socket in its directory, which
+// only the daemon's user may use (ClientSocket), with its peer port on
+// loopback, logging warnings to <dir>/etcd.log.
 type EmbedOptions struct {
 	// Name is the member's name (default "vrdma").
 	Name string
-	// ClientURL and PeerURL are where the member listens for clients and
-	// for the other members. Default: http://127.0.0.1:0, a free port
-	// (Endpoints() tells which). A member of a multi-member cluster needs
-	// fixed URLs that the others know (FreeLoopbackURL picks some).
-	ClientURL, PeerURL string
+	// ClientURL is where the member serves clients. Default: a unix socket
+	// in the member's directory (unix:///DIR/client.sock), mode 0600 in a
+	// 0700 directory: the daemon is its only client. An https:// URL also
+	// serves the daemons of other hosts: it needs TLS, and clients must
+	// show a certificate of TLS.CAFile. http:// is refused on any address
+	// but loopback unless Insecure is set: whoever reaches it could rewrite
+	// the switch.
+	ClientURL string
+	// PeerURL is where the member talks to the other members. Default:
+	// https://127.0.0.1:0 with TLS, else http://127.0.0.1:0 (a free port).
+	// A member of a multi-member cluster needs a fixed URL that the others
+	// know; on any address but loopback it must be https:// (mutual TLS
+	// under TLS) unless Insecure is set.
+	PeerURL string
 	// InitialCluster lists every member as name=peerURL,... when several
 	// members bootstrap together; empty means Name=PeerURL, a single node.
 	InitialCluster string
 	// ClusterToken distinguishes clusters bootstrapped from the same
 	// member list (default "vrdma").
 	ClusterToken string
+	// TLS is the member's certificate and key and the CA its peers and
+	// clients must show certificates of (the switch's, package pki). Peer
+	// traffic is mutual TLS under it; https client URLs too.
+	TLS *TLSFiles
+	// Insecure allows plaintext on addresses other than loopback. Anyone
+	// who reaches them may read and rewrite the switch: for isolated test
+	// networks only.
+	Insecure bool
 	// LogFile receives etcd's log (default <dir>/etcd.log; "stderr" for
 	// the terminal). LogLevel is etcd's level (default "warn").
 	LogFile, LogLevel string
@@ -47,10 +67,17 @@ type EmbedOptions struct {
 	StartTimeout time.Duration
 }
 
+// TLSFiles are the PEM files of a member's TLS: its certificate and key,
+// and the CA whose certificates the other side must show.
+type TLSFiles struct {
+	CertFile, KeyFile, CAFile string
+}
+
 // Embedded is an etcd member running inside this process.
 type Embedded struct {
 	e     *embed.Etcd
 	dir   string
+	tls   *TLSFiles
 	close sync.Once
 	// StartTime is how long StartEmbedded took, from the call to ready.
 	StartTime time.Duration
@@ -64,11 +91,26 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	if opts.Name == "" {
 		opts.Name = "vrdma"
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("fabric: embedded etcd: %w; give a writable state directory", err)
+	}
+	// The directory holds the client socket and the data: nobody else may
+	// enter it, whatever mode an older version created it with.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("fabric: embedded etcd: %w", err)
+	}
 	if opts.ClientURL == "" {
-		opts.ClientURL = "http://127.0.0.1:0"
+		u, err := clientSocketURL(dir)
+		if err != nil {
+			return nil, err
+		}
+		opts.ClientURL = u
 	}
 	if opts.PeerURL == "" {
 		opts.PeerURL = "http://127.0.0.1:0"
+		if opts.TLS != nil {
+			opts.PeerURL = "https://127.0.0.1:0"
+		}
 	}
 	if opts.InitialCluster == "" {
 		opts.InitialCluster = opts.Name + "=" + opts.PeerURL
@@ -88,14 +130,11 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("fabric: embedded etcd: %w; give a writable state directory", err)
-	}
-	cu, err := parseURL("ClientURL", opts.ClientURL)
+	cu, err := memberURL("ClientURL", opts.ClientURL, opts, true)
 	if err != nil {
 		return nil, err
 	}
-	pu, err := parseURL("PeerURL", opts.PeerURL)
+	pu, err := memberURL("PeerURL", opts.PeerURL, opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +144,14 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	cfg.Dir = filepath.Join(dir, "member-data")
 	cfg.ListenClientUrls = []url.URL{*cu}
 	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	if cu.Scheme == "unix" {
+		// etcd wants host:port in the URLs a member advertises (it publishes
+		// them in the member list, which nothing here reads); a socket has
+		// neither, so the advertised one carries a placeholder.
+		adv := *cu
+		adv.Host = "localhost:0"
+		cfg.AdvertiseClientUrls = []url.URL{adv}
+	}
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = opts.InitialCluster
@@ -114,6 +161,14 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	cfg.LogLevel = opts.LogLevel
 	cfg.LogOutputs = []string{opts.LogFile}
 	cfg.UnsafeNoFsync = opts.UnsafeNoFsync
+	if t := opts.TLS; t != nil {
+		info := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+		cfg.PeerTLSInfo = info
+		if cu.Scheme == "https" {
+			cfg.ClientTLSInfo = info
+			cfg.ClientAutoTLS = false
+		}
+	}
 	if opts.Heartbeat > 0 {
 		cfg.TickMs = uint(opts.Heartbeat / time.Millisecond)
 	}
@@ -129,6 +184,13 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fabric: start embedded etcd in %s: %w (its log: %s)", dir, err, opts.LogFile)
 	}
+	if cu.Scheme == "unix" {
+		// Belt and braces: the socket's directory is private already.
+		if err := os.Chmod(cu.Path, 0o600); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("fabric: embedded etcd: restrict its socket: %w", err)
+		}
+	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
@@ -139,22 +201,100 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("fabric: embedded etcd in %s not ready after %v; with several members, start them all (quorum); see %s", dir, opts.StartTimeout, opts.LogFile)
 	}
-	return &Embedded{e: e, dir: dir, StartTime: time.Since(start)}, nil
+	return &Embedded{e: e, dir: dir, tls: opts.TLS, StartTime: time.Since(start)}, nil
 }
 
-func parseURL(field, s string) (*url.URL, error) {
+// ClientSocket is the file name of the member's default client socket in
+// its directory.
+const ClientSocket = "client.sock"
+
+// clientSocketURL is the default client URL: a socket in dir, or, when that
+// path is too long for a socket address, in a private temporary directory.
+func clientSocketURL(dir string) (string, error) {
+	abs, err := filepath.Abs(filepath.Join(dir, ClientSocket))
+	if err != nil {
+		return "", err
+	}
+	const maxSocketPath = 107 // sun_path less its terminating NUL
+	if len(abs) > maxSocketPath {
+		tmp, err := os.MkdirTemp("", "vrdma-etcd-")
+		if err != nil {
+			return "", fmt.Errorf("fabric: embedded etcd: a directory for its socket: %w", err)
+		}
+		abs = filepath.Join(tmp, ClientSocket)
+	}
+	return "unix://" + abs, nil
+}
+
+// memberURL parses a client or peer URL of the member and applies the
+// rules: plaintext only on loopback (or Insecure), https only with TLS.
+func memberURL(field, s string, opts EmbedOptions, client bool) (*url.URL, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Port() == "" {
-		return nil, fmt.Errorf("fabric: embedded etcd %s %q: want http://ip:port (port 0 picks a free one)", field, s)
+	if err != nil {
+		return nil, fmt.Errorf("fabric: embedded etcd %s %q: %v", field, s, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		if !client {
+			return nil, fmt.Errorf("fabric: embedded etcd %s %q: members talk over TCP: give https://ip:port", field, s)
+		}
+		if u.Host != "" || !filepath.IsAbs(u.Path) {
+			return nil, fmt.Errorf("fabric: embedded etcd %s %q: give a socket as unix:///absolute/path", field, s)
+		}
+		return u, nil
+	case "http", "https":
+	default:
+		return nil, fmt.Errorf("fabric: embedded etcd %s %q: want https://ip:port (port 0 picks a free one)", field, s)
+	}
+	if u.Port() == "" {
+		return nil, fmt.Errorf("fabric: embedded etcd %s %q: the URL needs a port (0 picks a free one)", field, s)
+	}
+	if u.Scheme == "https" && opts.TLS == nil {
+		return nil, fmt.Errorf("fabric: embedded etcd %s %q: https needs the member's certificates (the switch's PKI: `vrdma switch ca init`, `vrdma host cert`)", field, s)
+	}
+	if u.Scheme == "http" && !opts.Insecure && !isLoopbackHost(u.Hostname()) {
+		return nil, fmt.Errorf("%w: embedded etcd %s %q is plaintext on an address other hosts reach: anyone there could read and rewrite the switch; use https:// with the switch's certificates (`vrdma switch ca init`, `vrdma host cert`), or --insecure on an isolated test network", ErrInsecure, field, s)
 	}
 	return u, nil
+}
+
+// isLoopbackHost reports whether a URL's host is a loopback address.
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.IsLoopback()
+}
+
+// CheckEndpoints applies the plaintext rule to the client URLs of an
+// external cluster: http:// only on loopback unless insecure.
+func CheckEndpoints(endpoints []string, insecure bool) error {
+	for _, e := range endpoints {
+		u, err := url.Parse(e)
+		if err != nil || u.Host == "" && u.Scheme != "unix" {
+			return fmt.Errorf("%w: etcd endpoint %q is not a URL: give https://HOST:PORT", ErrInvalid, e)
+		}
+		if u.Scheme == "http" && !insecure && !isLoopbackHost(u.Hostname()) {
+			return fmt.Errorf("%w: etcd endpoint %q is plaintext on an address other hosts reach: use https:// with --etcd-cert/--etcd-key/--etcd-cacert, or --insecure on an isolated test network", ErrInsecure, e)
+		}
+	}
+	return nil
 }
 
 // Endpoints are the member's client URLs, with the ports actually bound.
 func (m *Embedded) Endpoints() []string {
 	var out []string
+	scheme := "http"
+	if m.tls != nil && len(m.e.Config().ListenClientUrls) > 0 && m.e.Config().ListenClientUrls[0].Scheme == "https" {
+		scheme = "https"
+	}
 	for _, l := range m.e.Clients {
-		out = append(out, "http://"+l.Addr().String())
+		if l.Addr().Network() == "unix" {
+			out = append(out, "unix://"+l.Addr().String())
+			continue
+		}
+		out = append(out, scheme+"://"+l.Addr().String())
 	}
 	return out
 }

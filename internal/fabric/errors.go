@@ -31,6 +31,9 @@ var (
 	ErrInUse = errors.New("fabric: still in use")
 	// ErrInvalid is wrapped by every *ValidationError.
 	ErrInvalid = errors.New("fabric: invalid record")
+	// ErrInsecure: a plaintext etcd URL on an address other hosts reach,
+	// without the operator's explicit consent (Insecure).
+	ErrInsecure = errors.New("fabric: unauthenticated etcd beyond this host")
 )
 
 // ValidationError says which field of which record is wrong, why, and how

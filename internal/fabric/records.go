@@ -99,6 +99,10 @@ type Host struct {
 	// TCPEndpoint is the daemon's TCP channel address ("ip:port"); required
 	// when the host has a tcp uplink.
 	TCPEndpoint string `json:"tcpEndpoint,omitempty"`
+	// CMEndpoint is the daemon's connection manager address ("ip:port"),
+	// where the other daemons send connection requests for its adapters;
+	// empty when it takes none from other hosts.
+	CMEndpoint string `json:"cmEndpoint,omitempty"`
 }
 
 // MaxAdapters is the most adapters an instance may have (vrdma0..vrdma9).

@@ -119,6 +119,11 @@ func ValidateHost(h Host) error {
 		}
 		hasTCP = hasTCP || u.Kind == UplinkTCP
 	}
+	if h.CMEndpoint != "" {
+		if _, err := netip.ParseAddrPort(h.CMEndpoint); err != nil {
+			return invalid(k, h.Name, "CMEndpoint", fmt.Sprintf("%q is not ip:port", h.CMEndpoint), "give the connection manager's listening address, e.g. 192.0.2.10:4793")
+		}
+	}
 	if h.TCPEndpoint != "" {
 		if _, err := netip.ParseAddrPort(h.TCPEndpoint); err != nil {
 			return invalid(k, h.Name, "TCPEndpoint", fmt.Sprintf("%q is not ip:port", h.TCPEndpoint), "give the TCP channel's listening address, e.g. 192.0.2.10:4792 or [2001:db8::10]:4792")

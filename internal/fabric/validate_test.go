@@ -112,6 +112,7 @@ func TestValidateHost(t *testing.T) {
 		{"state", func(h *Host) { h.Uplinks[0].State = "flapping" }, "Uplinks[0].State", "unknown state"},
 		{"tcp without endpoint", func(h *Host) { h.TCPEndpoint = "" }, "TCPEndpoint", "no TCP channel endpoint"},
 		{"bad endpoint", func(h *Host) { h.TCPEndpoint = "host:99" }, "TCPEndpoint", "not ip:port"},
+		{"bad CM endpoint", func(h *Host) { h.CMEndpoint = "10.0.0.1" }, "CMEndpoint", "not ip:port"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			h := testHost()
