@@ -8,6 +8,7 @@ package vrdma_test
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,15 +24,15 @@ type switchHost struct {
 	h    *netns.Host
 	d    *netns.Daemon
 	dir  string // its etcd member's data, kept across restarts
+	pki  string // the switch's certificates (every host's, for the test)
 	prio int
 }
 
 func (s *switchHost) start(t *testing.T, cluster string) {
 	t.Helper()
 	ip := s.h.IPv4.String()
-	s.d = s.h.StartDaemon(t, "--host-name", s.name, "--sm-priority", fmt.Sprint(s.prio),
-		"--etcd-name", s.name, "--etcd-dir", s.dir,
-		"--etcd-client-url", "http://"+ip+":2379", "--etcd-peer-url", "http://"+ip+":2380",
+	s.d = s.h.StartDaemon(t, "--host-name", s.name, "--sm-priority", fmt.Sprint(s.prio), "--pki", s.pki,
+		"--etcd-name", s.name, "--etcd-dir", s.dir, "--etcd-peer-url", "https://"+ip+":2380",
 		"--etcd-initial-cluster", cluster, "-v")
 }
 
@@ -175,10 +176,16 @@ func TestSwitchThreeHosts(t *testing.T) {
 		{name: "b", h: top.Hosts[1], prio: 2},
 		{name: "c", h: top.Hosts[2], prio: 1},
 	}
+	certs := map[string]netip.Addr{}
+	for _, s := range hosts {
+		certs[s.name] = s.h.IPv4
+	}
+	pkiDir := netns.SwitchPKI(t, certs)
 	var members []string
 	for _, s := range hosts {
 		s.dir = filepath.Join(t.TempDir(), "etcd")
-		members = append(members, s.name+"=http://"+s.h.IPv4.String()+":2380")
+		s.pki = pkiDir
+		members = append(members, s.name+"=https://"+s.h.IPv4.String()+":2380")
 	}
 	cluster := strings.Join(members, ",")
 	for _, s := range hosts {

@@ -37,6 +37,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", fs.Args())
 	}
+	if swCfg.Enable {
+		if swCfg.Member, err = sw.member(*state, hostName); err != nil {
+			return err
+		}
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelDebug

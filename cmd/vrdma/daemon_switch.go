@@ -1,16 +1,16 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/pki"
 )
 
 // daemonSwitchFlags are the daemon's options for the distributed switch.
@@ -25,7 +25,8 @@ type daemonSwitchFlags struct {
 	etcdPeer, etcdInitCluster *string
 	etcdDir                   *string
 	cmListen                  *string
-	tcpCert, tcpKey, tcpCA    *string
+	pki                       *string
+	insecure                  *bool
 }
 
 func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
@@ -38,23 +39,23 @@ func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
 		key:             fs.String("etcd-key", "", "client key (PEM) for --etcd-cert"),
 		ca:              fs.String("etcd-cacert", "", "CA bundle (PEM) that signed the etcd servers' certificates"),
 		smPriority:      fs.Int("sm-priority", 0, "subnet manager priority, 0..15: the highest live one holds the role (like OpenSM's)"),
-		tcpListen:       fs.String("tcp-listen", "", "address of the TCP channel (default :4792)"),
-		tcpAddrs:        fs.String("tcp-addr", "", "comma-separated host addresses the TCP channel answers for (default: every address of the interfaces that are up)"),
+		tcpListen:       fs.String("tcp-listen", "", "address of the TCP channel (default: the host's first address, port 4792; 127.0.0.1 on a switch of one host)"),
+		tcpAddrs:        fs.String("tcp-addr", "", "comma-separated addresses this host publishes and the TCP channel answers for (default: every address of the interfaces that are up)"),
 		etcdName:        fs.String("etcd-name", "", "embedded member: its name (default vrdma)"),
-		etcdClient:      fs.String("etcd-client-url", "", "embedded member: where it serves clients (default http://127.0.0.1:0)"),
-		etcdPeer:        fs.String("etcd-peer-url", "", "embedded member: where it talks to the other members"),
+		etcdClient:      fs.String("etcd-client-url", "", "embedded member: where it serves clients (default: a socket only the daemon may use; https://IP:PORT serves other hosts' daemons)"),
+		etcdPeer:        fs.String("etcd-peer-url", "", "embedded member: where it talks to the other members (https://IP:PORT; mutual TLS under the switch's CA)"),
 		etcdInitCluster: fs.String("etcd-initial-cluster", "", "embedded member: every member as name=peerURL,... to bootstrap a multi-member cluster"),
 		etcdDir:         fs.String("etcd-dir", "", "embedded member: its data directory (default STATE-DIR/etcd)"),
-		cmListen:        fs.String("cm-listen", "", "address of the connection manager (default :4793; \"off\" for none)"),
-		tcpCert:         fs.String("tcp-cert", "", "TLS certificate (PEM) of this daemon on the TCP channel: with --tcp-key, every connection uses TLS"),
-		tcpKey:          fs.String("tcp-key", "", "TLS key (PEM) for --tcp-cert"),
-		tcpCA:           fs.String("tcp-cacert", "", "CA bundle (PEM) the other daemons' TCP-channel certificates must chain to: makes the TLS mutual"),
+		cmListen:        fs.String("cm-listen", "", "address of the connection manager (default: the TCP channel's address, port 4793; \"off\" for none)"),
+		pki:             fs.String("pki", "", "directory of the switch's certificates: ca.pem, HOST.pem, HOST.key (default: STATE-DIR/pki if it has a ca.pem); `vrdma switch ca init` and `vrdma host cert` make them"),
+		insecure:        fs.Bool("insecure", false, "let the TCP channel, the connection manager and etcd listen beyond loopback without TLS: anyone who reaches them may pose as a host (isolated test networks only)"),
 	}
 }
 
 // config turns the flags into the daemon's switch configuration.
 func (f *daemonSwitchFlags) config() (daemon.SwitchConfig, string, error) {
-	c := daemon.SwitchConfig{Enable: !*f.noSwitch, Name: *f.name, SMPriority: *f.smPriority, TCPListen: *f.tcpListen, EtcdDir: *f.etcdDir}
+	c := daemon.SwitchConfig{Enable: !*f.noSwitch, Name: *f.name, SMPriority: *f.smPriority, TCPListen: *f.tcpListen, EtcdDir: *f.etcdDir,
+		Insecure: *f.insecure}
 	if *f.smPriority < 0 || *f.smPriority > fabric.MaxPriority {
 		return c, "", usagef("--sm-priority %d: give 0..%d", *f.smPriority, fabric.MaxPriority)
 	}
@@ -85,39 +86,34 @@ func (f *daemonSwitchFlags) config() (daemon.SwitchConfig, string, error) {
 		}
 		c.TLS = t
 	}
-	if *f.tcpCert != "" || *f.tcpKey != "" || *f.tcpCA != "" {
-		t, err := channelTLS(*f.tcpCert, *f.tcpKey, *f.tcpCA)
-		if err != nil {
-			return c, "", err
-		}
-		c.TCPTLS = t
-	}
 	return c, *f.hostName, nil
 }
 
-// channelTLS builds the TCP channel's TLS: this daemon's certificate
-// serves and dials; a CA makes every peer show a certificate it signed.
-func channelTLS(cert, key, ca string) (*tls.Config, error) {
-	if cert == "" || key == "" {
-		return nil, usagef("--tcp-cert and --tcp-key go together, and --tcp-cacert needs them: a daemon on a TLS channel needs its own certificate")
+// member loads this host's certificates of the switch: from --pki, or
+// from stateDir/pki when it holds a CA. None is no error unless --pki
+// named a directory.
+func (f *daemonSwitchFlags) member(stateDir, hostName string) (*pki.Member, error) {
+	dir := *f.pki
+	if dir == "" {
+		if stateDir == "" {
+			return nil, nil
+		}
+		dir = filepath.Join(stateDir, "pki")
+		if _, err := os.Stat(filepath.Join(dir, pki.CACertFile)); err != nil {
+			return nil, nil
+		}
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
+	if hostName == "" {
+		var err error
+		if hostName, err = os.Hostname(); err != nil {
+			return nil, err
+		}
+	}
+	m, err := pki.LoadMember(dir, hostName)
 	if err != nil {
-		return nil, fmt.Errorf("--tcp-cert/--tcp-key: %w", err)
+		return nil, fmt.Errorf("--pki %s: %w", dir, err)
 	}
-	t := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("--tcp-cacert: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tcp-cacert: %s holds no PEM certificate", ca)
-		}
-		t.RootCAs, t.ClientCAs = pool, pool
-	}
-	return t, nil
+	return m, nil
 }
 
 func splitList(s string) []string {

@@ -2,61 +2,40 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
-
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"flag"
-	"github.com/vrdma/vrdma/internal/daemon"
+	"fmt"
 	"io"
-	"math/big"
-	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/pki"
 )
 
-// writeCert writes a self-signed certificate for 127.0.0.1 and 127.0.0.2
-// and its key.
-func writeCert(t *testing.T, dir string) (cert, key string) {
+// switchPKI makes a CA and certificates for hosts in a new directory, as
+// `vrdma switch ca init` and `vrdma host cert` do.
+func switchPKI(t testing.TB, hosts ...string) string {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dir := t.TempDir()
+	ca, err := pki.InitCA(dir, daemon.DefaultSwitch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vrdma"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
+	for _, h := range hosts {
+		if err := ca.IssueHost(dir, pki.HostSpec{Name: h}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
+	return dir
 }
 
 func TestDaemonSwitchFlags(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
 	junk := filepath.Join(dir, "junk.pem")
 	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
@@ -70,8 +49,8 @@ func TestDaemonSwitchFlags(t *testing.T) {
 	}{
 		{name: "defaults: an embedded switch", check: func(t *testing.T, f *daemonSwitchFlags) {
 			c, _, _ := f.config()
-			if !c.Enable || len(c.Endpoints) != 0 || c.TCPTLS != nil {
-				t.Errorf("config %+v: want the switch on, embedded, no TLS", c)
+			if !c.Enable || len(c.Endpoints) != 0 || c.Member != nil || c.Insecure {
+				t.Errorf("config %+v: want the switch on, embedded, no certificates, not insecure", c)
 			}
 		}},
 		{name: "no switch", args: []string{"--no-switch"}, check: func(t *testing.T, f *daemonSwitchFlags) {
@@ -79,21 +58,16 @@ func TestDaemonSwitchFlags(t *testing.T) {
 				t.Error("--no-switch left the switch on")
 			}
 		}},
-		{name: "mutual TLS on the channel", args: []string{"--tcp-cert", cert, "--tcp-key", key, "--tcp-cacert", cert}, check: func(t *testing.T, f *daemonSwitchFlags) {
-			c, _, _ := f.config()
-			if c.TCPTLS == nil || len(c.TCPTLS.Certificates) != 1 || c.TCPTLS.ClientCAs == nil || c.TCPTLS.RootCAs == nil {
-				t.Errorf("TCPTLS %+v: want a certificate and the CA both ways", c.TCPTLS)
+		{name: "insecure", args: []string{"--insecure"}, check: func(t *testing.T, f *daemonSwitchFlags) {
+			if c, _, _ := f.config(); !c.Insecure {
+				t.Error("--insecure did not make it insecure")
 			}
 		}},
-		{name: "cert without key", args: []string{"--tcp-cert", cert}, usage: true, errText: "--tcp-cert and --tcp-key go together"},
-		{name: "CA without a certificate", args: []string{"--tcp-cacert", cert}, usage: true, errText: "needs them"},
-		{name: "a key that is not one", args: []string{"--tcp-cert", cert, "--tcp-key", junk}, errText: "--tcp-cert/--tcp-key"},
-		{name: "a CA file without certificates", args: []string{"--tcp-cert", cert, "--tcp-key", key, "--tcp-cacert", junk}, errText: "holds no PEM certificate"},
 		{name: "endpoint not a URL", args: []string{"--etcd-endpoints", "10.0.0.1:2379"}, usage: true, errText: "is not a URL"},
 		{name: "endpoints and an embedded member", args: []string{"--etcd-endpoints", "http://10.0.0.1:2379", "--etcd-peer-url", "http://10.0.0.2:2380"}, usage: true, errText: "one or the other"},
 		{name: "priority out of range", args: []string{"--sm-priority", "16"}, usage: true, errText: "0..15"},
 		{name: "bad channel address", args: []string{"--tcp-addr", "10.0.0.300"}, usage: true, errText: "not an IP address"},
-		{name: "etcd TLS without endpoints", args: []string{"--etcd-cert", cert}, usage: true, errText: "are for --etcd-endpoints"},
+		{name: "etcd TLS without endpoints", args: []string{"--etcd-cert", junk}, usage: true, errText: "are for --etcd-endpoints"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,13 +94,13 @@ func TestDaemonSwitchFlags(t *testing.T) {
 }
 
 // Two daemons on one switch whose TCP channel runs mutual TLS with the
-// certificates the flags load: every check of the demo holds over it.
+// certificates --pki loads: every check of the demo holds over it.
 func TestTCPChannelTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := writeCert(t, dir)
+	pkiDir := switchPKI(t, "tls-host1", "tls-host2")
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	f := switchFlags(fs)
-	if err := fs.Parse([]string{"--tcp-cert", cert, "--tcp-key", key, "--tcp-cacert", cert}); err != nil {
+	if err := fs.Parse([]string{"--pki", pkiDir}); err != nil {
 		t.Fatal(err)
 	}
 	sw, _, err := f.config()
@@ -136,6 +110,9 @@ func TestTCPChannelTLS(t *testing.T) {
 	var hosts [2]*daemon.Daemon
 	for i := range hosts {
 		c := sw
+		if c.Member, err = f.member("", fmt.Sprint("tls-host", i+1)); err != nil {
+			t.Fatal(err)
+		}
 		c.HostTag = fmt.Sprint("tls", i+1)
 		c.TCPListen = fmt.Sprintf("127.0.0.%d:0", i+1)
 		c.TCPAddrs = []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})}

@@ -123,7 +123,7 @@ func newCMManager(d *Daemon) (*cmManager, error) {
 	}
 	addr := d.cfg.CMListen
 	if addr != CMListenOff {
-		def := addr == ""
+		def := addr == "" || d.cmListenDefault
 		if def {
 			addr = ":" + strconv.Itoa(DefaultCMPort)
 		}

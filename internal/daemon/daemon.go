@@ -79,6 +79,9 @@ type Daemon struct {
 	links linkTable  // cmd_link.go
 	sw    *swState   // switch.go; nil when the daemon is on no switch
 	cm    *cmManager // connection manager (cm.go)
+	// cmListenDefault: Config.CMListen is the default applyListenPolicy
+	// chose, which may be taken without that being an error.
+	cmListenDefault bool
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default
@@ -144,6 +147,12 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.ln = ln
 	d.restoreLinks(links)
+	if err := d.applyListenPolicy(); err != nil {
+		ln.Close()
+		d.closeLinks()
+		d.host.Close()
+		return nil, err
+	}
 	if d.cm, err = newCMManager(d); err != nil {
 		ln.Close()
 		d.closeLinks()

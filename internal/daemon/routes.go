@@ -20,10 +20,11 @@ type routeTable struct {
 
 // peerRoute is how this host reaches one address of another host.
 type peerRoute struct {
-	host     string
-	endpoint string         // its TCP channel, "ip:port"
-	choice   pathsel.Choice // between the hosts, with the reason
-	viaRDMA  bool           // the address is on one of its RDMA uplinks
+	host       string
+	endpoint   string         // its TCP channel, "ip:port"
+	cmEndpoint string         // its connection manager, "ip:port" ("" = none)
+	choice     pathsel.Choice // between the hosts, with the reason
+	viaRDMA    bool           // the address is on one of its RDMA uplinks
 	// fallback is why packets to the address take the TCP channel although
 	// the hosts' choice is rdma ("" when they do not); told is set once
 	// the fallback has been logged for this table.
@@ -115,7 +116,7 @@ func (sw *swState) rebuildLocked() {
 		}
 		told := new(atomic.Bool)
 		for g := range hostGIDs(h) {
-			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told}
+			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, cmEndpoint: h.CMEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told}
 			if choice.Kind == pathsel.RDMA {
 				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason
 			}

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pki"
 	"github.com/vrdma/vrdma/internal/tcplink"
@@ -58,7 +59,6 @@ type SwitchConfig struct {
 	// the GIDs the adapters get from it); none = every address of the
 	// host's interfaces that are up, loopback last.
 	TCPAddrs []netip.Addr
-	TCPTLS   *tls.Config
 
 	// Member is this host's certificate of the switch (package pki). With
 	// it, the TCP channel, the connection manager and etcd between hosts
@@ -207,8 +207,8 @@ func (sw *swState) openStore() error {
 			return fmt.Errorf("switch: %w", err)
 		}
 		t := cfg.TLS
-		if t == nil && cfg.Member != nil {
-			t = cfg.Member.ClientTLS("") // another daemon's embedded member: the switch's CA
+		if t == nil && cfg.Member != nil && strings.HasPrefix(cfg.Endpoints[0], "https://") {
+			t = admit.ClientTLS(cfg.Member.TLSConfig(), "", nil) // another daemon's embedded member: the switch's CA
 		}
 		if sw.store, err = fabric.Dial(cfg.Endpoints, t); err != nil {
 			return fmt.Errorf("switch: %w (check --etcd-endpoints and the TLS options)", err)
@@ -240,7 +240,7 @@ func (sw *swState) openStore() error {
 		if cfg.Member == nil {
 			return fmt.Errorf("switch: embedded etcd serves https: give the daemon the switch's certificates (--pki)")
 		}
-		t = cfg.Member.ClientTLS("")
+		t = admit.ClientTLS(cfg.Member.TLSConfig(), "", nil)
 	}
 	if sw.store, err = fabric.Dial(sw.emb.Endpoints(), t); err != nil {
 		return fmt.Errorf("switch: embedded etcd: %w", err)
@@ -278,16 +278,14 @@ func memberTLSFiles(m *pki.Member, etcdDir string) (*fabric.TLSFiles, error) {
 
 // openTCP opens the TCP channel and attaches it as a link.
 func (sw *swState) openTCP() error {
-	addrs := sw.cfg.TCPAddrs
-	if len(addrs) == 0 {
-		var err error
-		if addrs, err = hostAddrs(); err != nil {
-			return fmt.Errorf("switch: the host's addresses for the TCP channel: %w", err)
-		}
-	}
+	addrs := sw.cfg.TCPAddrs // filled in by applyListenPolicy
 	sw.tcpAddrs = addrs
+	var t *tls.Config
+	if sw.cfg.Member != nil {
+		t = sw.cfg.Member.TLSConfig()
+	}
 	l, err := tcplink.Open(tcplink.Config{Name: TCPLinkName, Addrs: addrs, Listen: sw.cfg.TCPListen,
-		Peers: sw.peerEndpoint, TLS: sw.cfg.TCPTLS, Logger: sw.d.log})
+		Peers: sw.peerEndpoint, TLS: t, Authorize: sw.d.authorizePeer, Logger: sw.d.log})
 	if err != nil {
 		return fmt.Errorf("switch: TCP channel: %w (give --tcp-listen another address, or stop what holds the port)", err)
 	}
@@ -378,16 +376,28 @@ func (sw *swState) hostRecord() fabric.Host {
 	// for RoCE uplinks.
 	h.Uplinks = append(h.Uplinks, fabric.Uplink{Name: TCPLinkName, Kind: fabric.UplinkTCP, State: fabric.UplinkUp})
 	h.TCPEndpoint = sw.tcpEndpoint()
+	h.CMEndpoint = sw.cmEndpoint()
 	return h
 }
 
-// tcpEndpoint is the TCP channel's address as peers should dial it: the
-// address it listens on, or if that is every address, the first it
-// answers for.
-func (sw *swState) tcpEndpoint() string {
-	ap, err := netip.ParseAddrPort(sw.tcp.ListenAddr().String())
+// tcpEndpoint is the TCP channel's address as peers should dial it.
+func (sw *swState) tcpEndpoint() string { return sw.dialable(sw.tcp.ListenAddr()) }
+
+// cmEndpoint is the connection manager's, "" when it takes no requests.
+func (sw *swState) cmEndpoint() string {
+	if a := sw.d.CMAddr(); a != nil {
+		return sw.dialable(a)
+	}
+	return ""
+}
+
+// dialable is a listener's address as other hosts should dial it: the
+// address it listens on, or if that is every address, the first this host
+// publishes.
+func (sw *swState) dialable(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
-		ap = netip.AddrPortFrom(netip.IPv4Unspecified(), tcplink.DefaultPort)
+		return ""
 	}
 	ip := ap.Addr()
 	if ip.IsUnspecified() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pki"
 )
@@ -138,7 +139,7 @@ func TestEmbeddedHTTPSNeedsAMembersCertificate(t *testing.T) {
 	if eps := m.Endpoints(); len(eps) != 1 || eps[0] != client {
 		t.Fatalf("endpoints %v, want [%s]", eps, client)
 	}
-	st, err := fabric.Dial(m.Endpoints(), b.ClientTLS(""))
+	st, err := fabric.Dial(m.Endpoints(), admit.ClientTLS(b.TLSConfig(), "", nil))
 	if err != nil {
 		t.Fatalf("a member's client: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/pki"
 )
 
 // stopTimeout is how long a daemon has to exit after SIGTERM before it gets
@@ -253,4 +256,28 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// SwitchPKI makes a switch CA and a certificate for each host named in
+// hosts (its --host-name, with its address for etcd's peer checks) in a
+// new directory, as `vrdma switch ca init` and `vrdma host cert` do, and
+// returns the directory: every daemon of a test switch can take it as its
+// --pki.
+func SwitchPKI(t testing.TB, hosts map[string]netip.Addr) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vrdma-pki-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ca, err := pki.InitCA(dir, "vrdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ip := range hosts {
+		if err := ca.IssueHost(dir, pki.HostSpec{Name: name, IPs: []netip.Addr{ip}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -21,6 +21,7 @@
 //	ca, err := pki.InitCA(dir, "vrdma")               // once, on one host
 //	err = ca.IssueHost(dir, pki.HostSpec{Name: "a", IPs: ips}) // per host
 //	m, err := pki.LoadMember(dir, "a")               // on host a
-//	srv := m.ServerTLS()                             // mutual TLS, clients must be members
-//	name, err := m.VerifyPeer(cs.PeerCertificates)   // "b"
+//	srv := admit.ServerTLS(m.TLSConfig())            // mutual TLS: clients must be members
+//	cli := admit.ClientTLS(m.TLSConfig(), "", &chain) // the server's chain, without a name
+//	name, err := m.VerifyPeer(chain)                 // "b"
 package pki

@@ -89,53 +89,19 @@ func (m *Member) verify(chain []*x509.Certificate, now time.Time) (string, error
 	return name, nil
 }
 
-// ServerTLS is the TLS configuration of a listener only members may use:
-// it shows this host's certificate and requires one of the CA's from the
-// client. Which member the client is, is the caller's to check
-// (VerifyPeer, or the connection's PeerCertificates[0] with HostName).
-func (m *Member) ServerTLS() *tls.Config {
+// TLSConfig is the base TLS configuration of a member: its certificate,
+// shown to whoever it talks to, and the CA as the roots of both sides —
+// clients must show a certificate of it (mutual TLS) and servers too.
+// Endpoints are addresses while certificates name hosts, so the server's
+// name is not checked by TLS: admit.ClientTLS verifies the chain without a
+// name, and the caller's authorizer checks which member it is (VerifyPeer
+// or HostName on the verified leaf).
+func (m *Member) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{m.Cert},
+		RootCAs:      m.Pool,
 		ClientCAs:    m.Pool,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 	}
-}
-
-// ClientTLS is the TLS configuration for dialling a member: it shows this
-// host's certificate, and accepts a server whose certificate the CA signed
-// and which names the host expect ("" accepts any member: the caller then
-// checks the name itself). Endpoints are addresses while certificates name
-// hosts, so the usual host-name check is replaced by this one.
-func (m *Member) ClientTLS(expect string) *tls.Config {
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		Certificates:       []tls.Certificate{m.Cert},
-		RootCAs:            m.Pool,
-		InsecureSkipVerify: true, // the chain and the name are checked in VerifyConnection
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			name, err := m.VerifyPeer(cs.PeerCertificates)
-			if err != nil {
-				return err
-			}
-			if expect != "" && name != expect {
-				return fmt.Errorf("%w: the certificate names host %s, this connection is for %s", ErrNotMember, name, expect)
-			}
-			return nil
-		},
-	}
-}
-
-// MutualTLS is one configuration that serves and dials (both check the
-// other side's chain; the caller checks which member it is): for links
-// where the same config does both, like the TCP channel's.
-func (m *Member) MutualTLS() *tls.Config {
-	c := m.ServerTLS()
-	c.RootCAs = m.Pool
-	c.InsecureSkipVerify = true // for the dialling side: VerifyConnection checks the chain
-	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		_, err := m.VerifyPeer(cs.PeerCertificates)
-		return err
-	}
-	return c
 }

@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/vrdma/vrdma/internal/tcplink"
+)
+
+// Where the daemon's TCP listeners (the TCP channel and the connection
+// manager) listen, and who may use them — DESIGN.md's "Who is trusted":
+//
+//   - A daemon whose switch can have no other host (its etcd embedded and
+//     reachable only through the daemon's private socket) listens on
+//     loopback.
+//   - A daemon of a multi-host switch listens on the address it publishes
+//     in its host record (the first of its addresses), not on every one.
+//   - A listener beyond loopback needs the switch's certificates (mutual
+//     TLS; a peer is the host its certificate names), or the operator's
+//     explicit, logged --insecure.
+//   - On a switch, every connection is authorized against the host
+//     records: its identity must be a live host and what it announces that
+//     host's (switch_auth.go).
+
+// ErrInsecureListener is the error of a listener beyond loopback without
+// the switch's certificates and without Insecure.
+var ErrInsecureListener = errors.New("daemon: a listener beyond loopback without mutual TLS")
+
+// singleHost reports whether the switch can have no other host: its etcd
+// is embedded, alone, and serves clients on its socket or on loopback.
+func (c *SwitchConfig) singleHost() bool {
+	if len(c.Endpoints) > 0 || c.Embed.InitialCluster != "" {
+		return false
+	}
+	u, err := url.Parse(c.Embed.ClientURL)
+	if c.Embed.ClientURL == "" || err == nil && u.Scheme == "unix" {
+		return true
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	return err == nil && a.IsLoopback()
+}
+
+// applyListenPolicy fills in the listeners' default addresses, checks them
+// against the policy above and wires TLS and authorization into the
+// connection manager (the TCP channel gets them when the switch opens it).
+func (d *Daemon) applyListenPolicy() error {
+	cfg, sw := &d.cfg, &d.cfg.Switch
+	if sw.Enable {
+		if len(sw.TCPAddrs) == 0 {
+			addrs, err := hostAddrs()
+			if err != nil {
+				return fmt.Errorf("switch: the host's addresses: %w", err)
+			}
+			sw.TCPAddrs = addrs
+		}
+	}
+	// The address a daemon publishes and listens on by default.
+	home := netip.MustParseAddr("127.0.0.1")
+	if sw.Enable && !sw.singleHost() {
+		home = sw.TCPAddrs[0]
+	}
+	if sw.Enable && sw.TCPListen == "" {
+		sw.TCPListen = net.JoinHostPort(home.String(), strconv.Itoa(tcplink.DefaultPort))
+	}
+	if cfg.CMListen == "" {
+		// A default that is taken is no error: the CM then serves this
+		// host's adapters only (newCMManager warns).
+		cfg.CMListen = net.JoinHostPort(home.String(), strconv.Itoa(DefaultCMPort))
+		d.cmListenDefault = true
+	}
+	secure := sw.Enable && sw.Member != nil
+	type listener struct{ flag, addr string }
+	var ls []listener
+	if sw.Enable {
+		ls = append(ls, listener{"--tcp-listen", sw.TCPListen})
+	}
+	if cfg.CMListen != CMListenOff {
+		ls = append(ls, listener{"--cm-listen", cfg.CMListen})
+	}
+	for _, l := range ls {
+		if secure || isLoopbackListen(l.addr) {
+			continue
+		}
+		if !sw.Insecure {
+			why := "give it the switch's certificates (--pki: `vrdma switch ca init`, `vrdma host cert`)"
+			if !sw.Enable {
+				why = "a daemon on no switch has no certificates to check peers with"
+			}
+			return fmt.Errorf("%w: %s %s would let anyone who reaches that address pose as a host: %s, listen on loopback, or pass --insecure on an isolated test network", ErrInsecureListener, l.flag, l.addr, why)
+		}
+		d.log.Warn("INSECURE: listening beyond loopback without TLS: anyone who reaches this address may pose as a host of the switch", "listener", l.flag, "addr", l.addr)
+	}
+	if sw.Enable {
+		// Authorization holds on every switch: by certificate, or (insecure)
+		// by the address a connection comes from.
+		cfg.CMAuthorize = d.authorizePeer
+		cfg.CMResolvePeer = d.resolveCMPeer
+		if secure {
+			cfg.CMTLS = sw.Member.TLSConfig()
+		}
+	}
+	return nil
+}
+
+// isLoopbackListen reports whether a listen address ("host:port") is on
+// loopback only.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
