@@ -18,6 +18,7 @@ import (
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fakelink"
 	"github.com/vrdma/vrdma/internal/perf"
+	"github.com/vrdma/vrdma/internal/pki"
 )
 
 // runDemo starts a daemon in this process, creates two instances with one
@@ -83,14 +84,30 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 // picks the TCP channel, on loopback.
 func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
 	fmt.Fprintf(stdout, "\ntwo hosts on one switch: daemon A runs an embedded etcd, daemon B joins it; neither has an RDMA uplink\n")
+	// The switch's certificates, as `vrdma switch ca init` and `vrdma host
+	// cert` make them: the TCP channel between the two is mutual TLS, and
+	// each daemon is the host its certificate names.
+	pkiDir := filepath.Join(dir, "pki")
+	ca, err := pki.InitCA(pkiDir, daemon.DefaultSwitch)
+	if err != nil {
+		return err
+	}
 	var hosts [2]*daemon.Daemon
 	for i := range hosts {
+		name := fmt.Sprint("demo-host", i+1)
+		if err := ca.IssueHost(pkiDir, pki.HostSpec{Name: name}); err != nil {
+			return err
+		}
+		member, err := pki.LoadMember(pkiDir, name)
+		if err != nil {
+			return err
+		}
 		sw := daemon.SwitchConfig{Enable: true, HostTag: fmt.Sprint("demo", i+1), TCPListen: fmt.Sprintf("127.0.0.%d:0", i+1),
-			TCPAddrs: []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})}}
+			TCPAddrs: []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})}, Member: member}
 		if i > 0 {
 			sw.Endpoints = hosts[0].SwitchEndpoints()
 		}
-		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("sw%d.sock", i+1)), HostName: fmt.Sprint("demo-host", i+1),
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("sw%d.sock", i+1)), HostName: name,
 			CMListen: daemon.CMListenOff, Switch: sw})
 		if err != nil {
 			return err
@@ -102,6 +119,7 @@ func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
 	if err := waitPath(ctx, hosts[0].SocketPath(), "demo-host2", "tcp:"); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "  the TCP channel between them is mutual TLS under the switch's CA (%s)\n", filepath.Join(pkiDir, pki.CACertFile))
 	return runDemoPass(ctx, stdout, hosts[0].SocketPath(), hosts[1].SocketPath(), 0)
 }
 
