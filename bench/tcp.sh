@@ -70,14 +70,20 @@ inA() { ip netns exec $A "$@"; }
 SA=$BIN/a.sock SB=$BIN/b.sock
 va() { VRDMA_SOCKET=$SA "$BIN/vrdma" "$@"; }
 vb() { VRDMA_SOCKET=$SB "$BIN/vrdma" "$@"; }
+# The switch's certificates, as an operator makes them: the TCP channel,
+# the CM and etcd between the hosts are mutual TLS under them.
+PKI=$BIN/pki
+"$BIN/vrdma" switch ca init --dir "$PKI" >/dev/null
+"$BIN/vrdma" host cert a --ip $ADDR_A --dir "$PKI" >/dev/null
+"$BIN/vrdma" host cert b --ip $ADDR_B --dir "$PKI" >/dev/null
 # Host a runs the switch's etcd member, reachable from b over the veth.
-ip netns exec $A "$BIN/vrdma" daemon --socket "$SA" --state-dir "" --host-name a \
-	--etcd-client-url http://$ADDR_A:2379 --etcd-peer-url http://$ADDR_A:2380 ${PROFILE:+--cpuprofile $RAW/daemon-a.pprof} >"$RAW/daemon-a.log" 2>&1 &
+ip netns exec $A "$BIN/vrdma" daemon --socket "$SA" --state-dir "" --host-name a --pki "$PKI" \
+	--etcd-client-url https://$ADDR_A:2379 --etcd-peer-url https://$ADDR_A:2380 ${PROFILE:+--cpuprofile $RAW/daemon-a.pprof} >"$RAW/daemon-a.log" 2>&1 &
 DPIDS+=($!)
 for _ in $(seq 100); do [ -S "$SA" ] && break; sleep 0.1; done
 [ -S "$SA" ] || fail "daemon a did not start (see $RAW/daemon-a.log)"
-ip netns exec $B "$BIN/vrdma" daemon --socket "$SB" --state-dir "" --host-name b \
-	--etcd-endpoints http://$ADDR_A:2379 ${PROFILE:+--cpuprofile $RAW/daemon-b.pprof} >"$RAW/daemon-b.log" 2>&1 &
+ip netns exec $B "$BIN/vrdma" daemon --socket "$SB" --state-dir "" --host-name b --pki "$PKI" \
+	--etcd-endpoints https://$ADDR_A:2379 ${PROFILE:+--cpuprofile $RAW/daemon-b.pprof} >"$RAW/daemon-b.log" 2>&1 &
 DPIDS+=($!)
 
 # path_to HOST on A's daemon: the kind of path ("tcp", "rdma", ...) or "".
