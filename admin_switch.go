@@ -25,6 +25,26 @@ type SwitchInfo struct {
 	// the election's keys, oldest (the holder) first.
 	SMCandidates []string `json:"sm_candidates,omitempty"`
 	SMElection   []string `json:"sm_election,omitempty"`
+	// Security says how the switch's daemons authenticate each other:
+	// "mutual TLS", or "insecure" when an operator allowed plaintext
+	// beyond loopback. Channel and CM are what the TCP channel's and the
+	// connection manager's listeners let in and refused.
+	Security string        `json:"security"`
+	Channel  ListenerStats `json:"channel"`
+	CM       ListenerStats `json:"cm"`
+}
+
+// ListenerStats are what one of a daemon's listeners between daemons let
+// in and refused.
+type ListenerStats struct {
+	Listen       string `json:"listen,omitempty"` // its address ("" = none)
+	Peers        int    `json:"peers"`            // connected peers, or open inbound connections
+	Accepted     uint64 `json:"accepted"`         // connections authorized
+	Refused      uint64 `json:"refused"`          // turned away in their handshake: TLS, protocol, too many from one source
+	Cut          uint64 `json:"cut"`              // cut in their handshake to admit newer ones
+	Unauthorized uint64 `json:"unauthorized"`     // not a live host of the switch, or claiming another's addresses
+	WrongPeer    uint64 `json:"wrong_peer"`       // dialled, and another host answered
+	Dropped      uint64 `json:"dropped"`          // idle peers or connections let go
 }
 
 // PortGroup is a segment of the switch: VLAN, priority, path MTU and
@@ -79,7 +99,8 @@ func (a *Admin) Switch() (SwitchInfo, error) {
 	return SwitchInfo{Name: s.Name, Endpoints: s.Endpoints, Embedded: s.Embedded, Host: s.Host,
 		SMHost: s.SMHost, SMPriority: s.SMPriority, Role: s.Role, Hosts: s.Hosts, PortGroups: s.PortGroups,
 		Instances: s.Instances, Fallbacks: s.Fallbacks, HostsGone: s.HostsGone, SMReport: s.SMReport,
-		LeaseLost: s.LeaseLost, SMCandidates: s.SMCandidates, SMElection: s.SMElection}, nil
+		LeaseLost: s.LeaseLost, SMCandidates: s.SMCandidates, SMElection: s.SMElection,
+		Security: s.Security, Channel: ListenerStats(s.Channel), CM: ListenerStats(s.CM)}, nil
 }
 
 // Hosts lists the switch's live hosts.

@@ -63,5 +63,17 @@ func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 	if s.SMReport != "" {
 		fmt.Fprintf(t, "sm report:\t%s\n", s.SMReport)
 	}
+	fmt.Fprintf(t, "security:\t%s\n", orDash(s.Security))
+	for _, l := range []struct {
+		name string
+		st   vrdma.ListenerStats
+	}{{"tcp channel", s.Channel}, {"cm", s.CM}} {
+		if l.st.Listen == "" {
+			fmt.Fprintf(t, "%s:\tnot listening\n", l.name)
+			continue
+		}
+		fmt.Fprintf(t, "%s:\t%s peers %d accepted %d refused %d cut %d unauthorized %d wrong_peer %d dropped %d\n", l.name, l.st.Listen,
+			l.st.Peers, l.st.Accepted, l.st.Refused, l.st.Cut, l.st.Unauthorized, l.st.WrongPeer, l.st.Dropped)
+	}
 	t.Flush()
 }

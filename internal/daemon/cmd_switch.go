@@ -66,6 +66,7 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 		}
 	}
 	info.LeaseLost = sw.leaseLost.Load()
+	info.Security, info.Channel, info.CM = s.d.guardReport()
 	if cands, keys, err := sw.fab.SMState(ctx); err == nil {
 		for _, c := range cands {
 			info.SMCandidates = append(info.SMCandidates, fmt.Sprintf("%s(%d)", c.Host, c.Priority))

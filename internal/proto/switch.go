@@ -24,6 +24,24 @@ type SwitchInfo struct {
 	// the election's keys, oldest (the holder) first.
 	SMCandidates []string `json:"sm_candidates,omitempty"`
 	SMElection   []string `json:"sm_election,omitempty"`
+	// Security says how the daemons of the switch authenticate each other;
+	// Channel and CM are what the TCP channel's and the connection
+	// manager's listeners let in and refused.
+	Security string        `json:"security"`
+	Channel  ListenerStats `json:"channel"`
+	CM       ListenerStats `json:"cm"`
+}
+
+// ListenerStats are what a listener between daemons let in and refused.
+type ListenerStats struct {
+	Listen       string `json:"listen,omitempty"` // its address ("" = none)
+	Peers        int    `json:"peers"`            // connected peers, or open inbound connections
+	Accepted     uint64 `json:"accepted"`         // connections authorized
+	Refused      uint64 `json:"refused"`          // turned away in their handshake: TLS, protocol, too many from one source
+	Cut          uint64 `json:"cut"`              // cut in their handshake to admit newer ones
+	Unauthorized uint64 `json:"unauthorized"`     // not a live host of the switch, or claiming another's addresses
+	WrongPeer    uint64 `json:"wrong_peer"`       // dialled, and another host answered
+	Dropped      uint64 `json:"dropped"`          // idle peers or connections let go
 }
 
 // PortGroupSpec is a port group of the switch.
