@@ -83,10 +83,23 @@ func (sw *swState) liveHost(name string) (fabric.Host, bool) {
 }
 
 // hostWithAddr returns the live host other than this one whose record has
-// the address a.
+// the address a: from the route table, or, for a host that joined a moment
+// ago, from etcd.
 func (sw *swState) hostWithAddr(a netip.Addr) (fabric.Host, bool) {
-	if pr := sw.routes.Load().byGID[a.Unmap().As16()]; pr != nil {
+	g := a.Unmap().As16()
+	if pr := sw.routes.Load().byGID[g]; pr != nil {
 		return sw.liveHost(pr.host)
+	}
+	ctx, cancel := context.WithTimeout(sw.ctx, hostLookupWait)
+	defer cancel()
+	hosts, err := sw.fab.Hosts(ctx)
+	if err != nil {
+		return fabric.Host{}, false
+	}
+	for _, h := range hosts {
+		if h.Name != sw.d.cfg.HostName && hostGIDs(h)[g] {
+			return h, true
+		}
 	}
 	return fabric.Host{}, false
 }
@@ -98,12 +111,12 @@ func (d *Daemon) resolveCMPeer(a netip.Addr) (admit.Endpoint, error) {
 	if sw == nil {
 		return admit.Endpoint{}, fmt.Errorf("this daemon has not joined its switch yet")
 	}
-	pr := sw.routes.Load().byGID[a.As16()]
-	if pr == nil {
+	h, ok := sw.hostWithAddr(a)
+	if !ok {
 		return admit.Endpoint{}, fmt.Errorf("no host of switch %s has the address %s: `vrdma host show` lists the hosts and their addresses", sw.cfg.Name, a)
 	}
-	if pr.cmEndpoint == "" {
-		return admit.Endpoint{}, fmt.Errorf("host %s takes no connection requests from other hosts (its daemon runs with --cm-listen off)", pr.host)
+	if h.CMEndpoint == "" {
+		return admit.Endpoint{}, fmt.Errorf("host %s takes no connection requests from other hosts (its daemon runs with --cm-listen off)", h.Name)
 	}
-	return admit.Endpoint{Addr: pr.cmEndpoint, Identity: pr.host}, nil
+	return admit.Endpoint{Addr: h.CMEndpoint, Identity: h.Name}, nil
 }
