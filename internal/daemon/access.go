@@ -12,9 +12,11 @@ import (
 // Who may do what. Anyone who may open the socket may use the default
 // instance, create instances of their own and read the switch. An
 // instance belongs to its owner (a uid and gid): only the owner or a
-// privileged peer may attach to it or put it in a trust group. Switch-wide
-// administration (links, port groups, instances for another owner) is for
-// privileged peers and the admin group.
+// privileged peer (root, or the daemon's own user) may attach to it,
+// delete it, put it in a trust group or create it for someone else.
+// Switch-wide administration (links, port groups, other hosts' records) is
+// for privileged peers and the admin group, which administers the switch
+// but owns no tenant's instances.
 
 // who says who may run a command (dispatch.go's table).
 type who uint8
@@ -73,14 +75,13 @@ func (d *Daemon) mayAttach(c creds, inst *Instance) error {
 		inst.Name, inst.Owner.UID, c)
 }
 
-// mayDelete checks that c may delete inst: its owner, a privileged peer
-// or the admin group (which may create instances for others).
+// mayDelete checks that c may delete inst: its owner or a privileged peer.
 func (d *Daemon) mayDelete(c creds, inst *Instance) error {
-	if d.isAdmin(c) || c.owns(inst) {
+	if d.privileged(c) || c.owns(inst) {
 		return nil
 	}
-	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not delete it: only its owner, root and %s may",
-		inst.Name, inst.Owner.UID, c, d.adminGroupName())
+	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not delete it: only its owner and root may",
+		inst.Name, inst.Owner.UID, c)
 }
 
 // maySee reports whether c may see inst in a listing: its owner,
@@ -90,7 +91,7 @@ func (d *Daemon) maySee(c creds, inst *Instance) bool {
 }
 
 // ownerFor returns the owner of an instance c asks for: c itself unless
-// the spec names another, which only administrators may.
+// the spec names another, which only a privileged peer may.
 func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error) {
 	if spec.Owner == nil {
 		if !c.known {
@@ -102,9 +103,9 @@ func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error)
 	if c.known && o.UID == c.uid && c.inGroup(o.GID) {
 		return o, nil // one's own, with another of one's groups
 	}
-	if !d.isAdmin(c) {
-		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %q for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are for root, the daemon's user and %s",
-			spec.Name, o.UID, o.GID, c, c.uid, d.adminGroupName())
+	if !d.privileged(c) {
+		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %q for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are root's (and the daemon's user's)",
+			spec.Name, o.UID, o.GID, c, c.uid)
 	}
 	return o, nil
 }

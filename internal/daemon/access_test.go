@@ -33,7 +33,7 @@ func TestAccessRules(t *testing.T) {
 		{"the daemon's user", self, true, true, true, true},
 		{"the owner", owner, true, true, true, false},
 		{"another user of the owner's group", other, false, false, false, false},
-		{"a member of the admin group", admin, false, true, true, true},
+		{"a member of the admin group", admin, false, false, true, true},
 		{"a peer of unknown credentials", unknown, false, false, false, false},
 	}
 	for _, tt := range tests {
@@ -61,7 +61,7 @@ func TestAccessRules(t *testing.T) {
 }
 
 // TestOwnerFor: one creates instances for oneself (with any of one's
-// groups); for another owner only as an administrator.
+// groups); for another owner only as root (or the daemon's user).
 func TestOwnerFor(t *testing.T) {
 	d := &Daemon{selfUID: 0}
 	d.adminGroup.gid, d.adminGroup.set = 600, true
@@ -79,7 +79,8 @@ func TestOwnerFor(t *testing.T) {
 		{user, o(1000, 600), proto.Owner{}, false}, // a group it is not in
 		{user, o(1001, 1000), proto.Owner{}, false},
 		{user, o(0, 0), proto.Owner{}, false},
-		{admin, o(1001, 1001), proto.Owner{UID: 1001, GID: 1001}, true},
+		{admin, o(1001, 1001), proto.Owner{}, false}, // the admin group administers the switch, not tenants
+
 		{creds{known: true}, o(1001, 5), proto.Owner{UID: 1001, GID: 5}, true}, // root
 		{creds{uid: unknownUID}, nil, proto.Owner{}, false},
 	}
