@@ -413,9 +413,12 @@ func fakeCM(t *testing.T) (string, *atomic.Int64) {
 // request at once.
 func TestCMWrongPeer(t *testing.T) {
 	ep, got := fakeCM(t)
-	expect := "hostb"
+	var expect atomic.Value // the resolver runs on the session's goroutine
+	expect.Store("hostb")
 	d := cmDaemonWith(t, func(c *daemon.Config) {
-		c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: expect}, nil }
+		c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) {
+			return admit.Endpoint{Addr: ep, Identity: expect.Load().(string)}, nil
+		}
 		c.CMAuthorize = func(p admit.Peer) (string, error) { return "mallory", nil }
 	})
 	s := cmConnect(t, d, otherGID)
@@ -428,7 +431,7 @@ func TestCMWrongPeer(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 
-	expect = ""
+	expect.Store("")
 	c := dial(t, d.SocketPath())
 	o := prepare(c)
 	c.fails(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: otherGID[:], Port: 7}, proto.CodeNotFound, "named no identity")
