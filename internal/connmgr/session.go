@@ -23,9 +23,10 @@ type Session interface {
 	Adapter() *engine.Adapter
 	// Instance names the session's instance, for messages ("" if none).
 	Instance() string
-	// Emit queues ev for the session's client. It must not block, lose
-	// the event (a lost reply leaves a dial waiting for its timeout) or
-	// call the manager: the daemon's outbox grows instead.
+	// Emit queues ev for the session's client. It must not block or call
+	// the manager, and should not lose the event (a lost reply leaves a
+	// dial waiting for its timeout): the daemon's outbox grows, to far
+	// more events than a session's connections produce.
 	Emit(ev proto.CMEvent)
 	// QP returns the session's queue pair with handle h, or the error
 	// the command fails with (a *proto.Error, CodeNotFound). The
