@@ -1,10 +1,9 @@
 package daemon_test
 
-// The connection manager's TCP port seen from a peer that speaks the wire
-// format by hand: garbage and truncated or oversized frames close the
-// connection and nothing else; unknown connection ids get a REJ (or a DREP)
-// and the connection goes on; requests reach a listening session as
-// events, and are rejected when they cannot.
+// The daemon's side of the connection manager (package connmgr has the
+// manager's own tests): its commands, the events that reach a session's
+// client, what a session that ends leaves behind, and Config's CM fields
+// (cm_config_test.go).
 
 import (
 	"bytes"
