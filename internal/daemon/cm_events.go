@@ -6,8 +6,12 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
+// cmOutboxMaxEvents bounds a session's queued connection manager events:
+// far above what its connections can produce.
+const cmOutboxMaxEvents = 1 << 16
+
 // cmOutbox queues a session's connection manager events for its event
-// sender. Unlike the engine's events, none may be lost — a lost reply would
+// sender (cmSession.Emit). Unlike the engine's events, none may be lost — a lost reply would
 // leave a dial waiting for its timeout — and the connection manager must
 // never wait for a client, so the queue grows; each connection produces a
 // few events at most, and a session has a bounded number of them.

@@ -1,10 +1,9 @@
 package daemon_test
 
-// The connection manager's TCP port seen from a peer that speaks the wire
-// format by hand: garbage and truncated or oversized frames close the
-// connection and nothing else; unknown connection ids get a REJ (or a DREP)
-// and the connection goes on; requests reach a listening session as
-// events, and are rejected when they cannot.
+// The daemon's side of the connection manager (package connmgr has the
+// manager's own tests): its commands, the events that reach a session's
+// client, what a session that ends leaves behind, and Config's CM fields
+// (cm_config_test.go).
 
 import (
 	"bytes"
@@ -28,15 +27,21 @@ const cmWait = 5 * time.Second // turns a hang into a failure; nothing depends o
 
 // cmDaemon runs a daemon whose connection manager listens on a loopback
 // port and knows no other daemon.
-func cmDaemon(t testing.TB) *daemon.Daemon {
+func cmDaemon(t testing.TB) *daemon.Daemon { return cmDaemonWith(t, func(*daemon.Config) {}) }
+
+// cmDaemonWith runs a daemon like cmDaemon, with mod applied to its
+// config.
+func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vrdma-cm-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
-		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }})
+	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
+		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }}
+	mod(&cfg)
+	d, err := daemon.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,78 +119,6 @@ func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
 		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
 }
 
-// noListener checks, on a fresh connection, that the connection manager
-// still answers.
-func noListener(t *testing.T, d *daemon.Daemon) {
-	t.Helper()
-	p := dialCM(t, d)
-	p.send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
-	p.expectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
-}
-
-func TestCMWireGarbage(t *testing.T) {
-	d := cmDaemon(t)
-	good, _ := req(1, 9, [16]byte{}).Append(nil)
-	cases := []struct {
-		name  string
-		bytes []byte
-		half  bool // stop writing after the bytes: the stream ends there
-	}{
-		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
-		{"tls hello", []byte{0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00}, false},
-		{"zeros", make([]byte, 64), false},
-		{"version 2", append([]byte{'v', 'C', 2}, good[3:]...), false},
-		{"unknown type", append([]byte{'v', 'C', 1, 9}, good[4:]...), false},
-		{"oversized length", []byte{'v', 'C', 1, 1, 0xFF, 0xFF}, false},
-		{"length 513", []byte{'v', 'C', 1, 3, 0x02, 0x01}, false},
-		{"malformed REQ (UD)", func() []byte { b := append([]byte(nil), good...); b[cm.HeaderSize+12] = 4; return b }(), false},
-		{"REQ with a trailing byte", func() []byte {
-			b := append(append([]byte(nil), good...), 0)
-			b[5]++
-			return b
-		}(), false},
-		{"truncated header", good[:4], true},
-		{"truncated body", good[:30], true},
-		{"a good frame then garbage", append(append([]byte(nil), good...), "garbage"...), false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := dialCM(t, d)
-			p.write(c.bytes)
-			if c.half {
-				_ = p.c.(*net.TCPConn).CloseWrite()
-			}
-			if !p.closedByDaemon() {
-				t.Fatal("the daemon kept a connection that sent garbage")
-			}
-		})
-	}
-	noListener(t, d)
-	checkAlive(t, d.SocketPath())
-}
-
-// Messages for connections the daemon does not have: a REP or an RTU gets a
-// REJ (so that the sender's side ends too), a DREQ gets its DREP, a DREP or
-// a REJ nothing; the connection stays open.
-func TestCMWireUnknownIDs(t *testing.T) {
-	d := cmDaemon(t)
-	p := dialCM(t, d)
-	p.send(&cm.REP{LocalID: 5, RemoteID: 0x1234, MTU: 3, QPN: 1, PSN: 2})
-	p.expectREJ(5, cm.RejectInvalidCommID, "no request 0x1234")
-	p.send(&cm.RTU{LocalID: 6, RemoteID: 0x1234})
-	p.expectREJ(6, cm.RejectInvalidCommID, "0x1234")
-	p.send(&cm.DREQ{LocalID: 7, RemoteID: 0x1234})
-	if m, ok := p.recv().(*cm.DREP); !ok || m.RemoteID != 7 {
-		t.Fatalf("got %+v, want a DREP of 7", m)
-	}
-	p.send(&cm.DREP{LocalID: 8, RemoteID: 0x1234})
-	p.send(&cm.REJ{LocalID: 9, RemoteID: 0x1234, Reason: cm.RejectConsumer})
-	p.send(&cm.REJ{LocalID: 9, Reason: cm.RejectTimeout})
-	// Nothing answered those two: the next message is the answer to this.
-	p.send(req(10, 9, [16]byte{0xfe, 0x80, 15: 1}))
-	p.expectREJ(10, cm.RejectInvalidServiceID, "no listener on port 9")
-}
-
 // cmSession is a session that opened vrdma0 and listens.
 type cmSession struct {
 	*rawClient
@@ -224,9 +157,11 @@ func (c *cmSession) event() proto.CMEvent {
 	}
 }
 
-// A request reaches the listening session with the requester's attributes;
-// requests the daemon cannot serve are rejected with the reason.
-func TestCMWireRequests(t *testing.T) {
+// A request from another daemon reaches the client of the listening
+// session as an event, through the session's outbox; a request the daemon
+// cannot serve is rejected in the daemon's name; a request the session
+// holds when it ends is rejected, and its listener is gone.
+func TestCMSessionEvents(t *testing.T) {
 	d := cmDaemon(t)
 	s := listenSession(t, d, 7000, 1)
 	p := dialCM(t, d)
@@ -239,48 +174,13 @@ func TestCMWireRequests(t *testing.T) {
 		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
 		t.Fatalf("request event %+v", ev)
 	}
-	p.send(r) // the same request again: already there, nothing happens
-
 	p.send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
-	p.expectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter")
-	p.send(req(23, 7000, s.gid))
-	p.expectREJ(23, cm.RejectNoResources, "backlog")
-	uc := req(24, 7001, s.gid)
-	p.send(uc)
-	p.expectREJ(24, cm.RejectInvalidServiceID, "no listener on port 7001")
-
-	// The requester gives up: the session hears of it.
-	p.send(&cm.REJ{LocalID: 21, Reason: cm.RejectTimeout, Text: "gave up"})
-	if ev := s.event(); ev.Type != proto.CMEventRejected || ev.Reason != uint16(cm.RejectTimeout) || ev.Text != "gave up" {
-		t.Fatalf("event %+v, want the request rejected", ev)
-	}
-	// A request the session holds when it ends is rejected.
-	p.send(req(25, 7000, s.gid))
-	if ev := s.event(); ev.Type != proto.CMEventRequest {
-		t.Fatalf("event %+v", ev)
-	}
+	p.expectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
 	s.Close()
-	p.expectREJ(25, cm.RejectInvalidServiceID, "went away")
-	noListener(t, d)
-}
-
-// A request nobody answers is withdrawn by the daemon after the
-// requester's timeout (and a grace period): the requester gets a REJ, the
-// session an event.
-func TestCMWireRequestExpires(t *testing.T) {
-	d := cmDaemon(t)
-	s := listenSession(t, d, 7000, 0)
-	p := dialCM(t, d)
-	r := req(31, 7000, s.gid)
-	r.TimeoutMillis = 1
-	p.send(r)
-	if ev := s.event(); ev.Type != proto.CMEventRequest {
-		t.Fatalf("event %+v", ev)
-	}
-	p.expectREJ(31, cm.RejectTimeout, "did not answer")
-	if ev := s.event(); ev.Type != proto.CMEventTimeout {
-		t.Fatalf("event %+v, want a timeout", ev)
-	}
+	p.expectREJ(21, cm.RejectInvalidServiceID, "went away")
+	p.send(req(23, 7000, s.gid))
+	p.expectREJ(23, cm.RejectInvalidServiceID, "no listener on port 7000")
+	checkAlive(t, d.SocketPath())
 }
 
 // Commands with bad arguments get errors that say what to fix.

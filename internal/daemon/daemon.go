@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -45,7 +46,7 @@ type Config struct {
 	// instance.
 	UserLimits     Limits
 	InstanceLimits Limits
-	// Who gets in on the connection manager's port (cm_admit.go).
+	// Who gets in on the connection manager's port (package connmgr).
 	CMTLS         *tls.Config                                   // TLS on CM connections, both ways; mutual with ClientCAs; nil = plain TCP
 	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
 	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
@@ -76,9 +77,9 @@ type Daemon struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	links linkTable  // cmd_link.go
-	sw    *swState   // switch.go; nil when the daemon is on no switch
-	cm    *cmManager // connection manager (cm.go)
+	links linkTable        // cmd_link.go
+	sw    *swState         // switch.go; nil when the daemon is on no switch
+	cm    *connmgr.Manager // connection manager (cm.go)
 	// cmListenDefault: Config.CMListen is the default applyListenPolicy
 	// chose, which may be taken without that being an error.
 	cmListenDefault bool
@@ -153,7 +154,7 @@ func New(cfg Config) (*Daemon, error) {
 		d.host.Close()
 		return nil, err
 	}
-	if d.cm, err = newCMManager(d); err != nil {
+	if d.cm, err = newCM(d); err != nil {
 		ln.Close()
 		d.closeLinks()
 		d.host.Close()
@@ -161,7 +162,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.Switch.Enable {
 		if err := d.startSwitch(); err != nil {
-			d.cm.close()
+			d.cm.Close()
 			ln.Close()
 			d.closeLinks()
 			d.host.Close()
@@ -195,7 +196,7 @@ func (d *Daemon) Close() error {
 	}
 	d.wg.Wait()
 	d.closeSpare()
-	d.cm.close()
+	d.cm.Close()
 	d.mu.Lock()
 	for _, inst := range d.instances {
 		for _, a := range inst.Adapters {

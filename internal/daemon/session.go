@@ -133,7 +133,7 @@ func (s *session) serve() {
 	defer func() {
 		close(s.done)
 		s.conn.Close()
-		s.d.cm.closeSession(s)
+		s.d.cm.CloseSession(s.cm())
 		s.cleanup()
 	}()
 	for {

@@ -1,4 +1,4 @@
-package daemon
+package connmgr
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // handle runs a message that came from p. State changes happen under m.mu;
 // what needs a session's lock (a QP to the error state) runs after, in
 // order with the events that report it.
-func (m *cmManager) handle(p *cmPeer, msg cm.Message) {
+func (m *Manager) handle(p *peer, msg cm.Message) {
 	var after []func()
 	m.mu.Lock()
 	if !m.closed {
@@ -38,7 +38,7 @@ func (m *cmManager) handle(p *cmPeer, msg cm.Message) {
 // connFor finds the connection a message from p is for: by this side's id
 // (which must have been given to p, and the sender must be the peer it
 // knows), or for a REJ naming only the sender's id, by that.
-func (m *cmManager) connFor(p *cmPeer, msg cm.Message) *cmConn {
+func (m *Manager) connFor(p *peer, msg cm.Message) *connection {
 	local, remote := msg.IDs()
 	if remote == 0 {
 		return m.remote[remoteKey{p, local}]
@@ -53,7 +53,7 @@ func (m *cmManager) connFor(p *cmPeer, msg cm.Message) *cmConn {
 	return c
 }
 
-func (m *cmManager) onREQ(p *cmPeer, r *cm.REQ) {
+func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	if m.remote[remoteKey{p, r.LocalID}] != nil {
 		return // a request this daemon has already
 	}
@@ -65,31 +65,31 @@ func (m *cmManager) onREQ(p *cmPeer, r *cm.REQ) {
 	case l == nil:
 		reject(cm.RejectInvalidServiceID, "no listener on port %d", r.DstPort)
 		return
-	case !m.d.host.IsLocalGID(r.DstGID):
-		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.d.cfg.HostName)
+	case !m.host.IsLocalGID(r.DstGID):
+		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.hostName)
 		return
 	case l.pending >= l.backlog:
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
 		return
 	}
-	cs := m.session(l.s)
-	if len(cs.conns) >= cmMaxConns {
-		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(cs.conns))
+	sp := m.session(l.s)
+	if len(sp.conns) >= maxConns {
+		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(sp.conns))
 		return
 	}
-	a := l.s.adapter
-	c := &cmConn{s: l.s, state: cmReqRcvd, peer: p, remoteID: r.LocalID, listener: l, timeout: timeoutOf(r.TimeoutMillis),
+	a := l.s.Adapter()
+	c := &connection{s: l.s, state: reqRcvd, peer: p, remoteID: r.LocalID, listener: l, timeout: timeoutOf(r.TimeoutMillis),
 		qpType: r.QPType, localPort: r.DstPort, remoteGID: r.SrcGID, remotePort: r.SrcPort,
 		mtu: min(r.MTU, uint8(a.PortMTU()))}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
-	id := cs.nextID
-	for cs.conns[id] != nil || id < proto.CMDaemonIDBase {
+	id := sp.nextID
+	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
 		id++
 		if id < proto.CMDaemonIDBase {
 			id = proto.CMDaemonIDBase
 		}
 	}
-	cs.nextID = id + 1
+	sp.nextID = id + 1
 	m.add(c, id)
 	l.pending++
 	m.arm(c, c.timeout)
@@ -98,17 +98,17 @@ func (m *cmManager) onREQ(p *cmPeer, r *cm.REQ) {
 	ev.MTU, ev.RdAtomic, ev.SGIDIndex = c.mtu, min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
 	ev.PrivateData = r.PrivateData
-	m.emit(l.s, ev)
+	l.s.Emit(ev)
 }
 
-func (m *cmManager) onREP(p *cmPeer, r *cm.REP) {
+func (m *Manager) onREP(p *peer, r *cm.REP) {
 	c := m.connFor(p, r)
 	if c == nil {
 		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
 			Text: fmt.Sprintf("no request %#x waits for a reply here: it timed out or was cancelled", r.RemoteID)})
 		return
 	}
-	if !c.active || c.state != cmReqSent {
+	if !c.active || c.state != reqSent {
 		return // a second reply: the first one counts
 	}
 	if r.MTU > c.mtu {
@@ -117,37 +117,37 @@ func (m *cmManager) onREP(p *cmPeer, r *cm.REP) {
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidMTU), fmt.Sprintf("the reply chose MTU %d, above this port's %d", r.MTU, c.mtu)
-		m.emit(c.s, ev)
+		c.s.Emit(ev)
 		return
 	}
 	m.setRemote(c, r.LocalID)
-	m.to(c, cmRepRcvd)
+	m.to(c, repRcvd)
 	c.mtu = r.MTU
 	m.arm(c, c.timeout)
 	ev := c.event(proto.CMEventReply)
 	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
 	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
 	ev.PrivateData = r.PrivateData
-	m.emit(c.s, ev)
+	c.s.Emit(ev)
 }
 
-func (m *cmManager) onRTU(p *cmPeer, r *cm.RTU) {
+func (m *Manager) onRTU(p *peer, r *cm.RTU) {
 	c := m.connFor(p, r)
 	if c == nil {
 		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
 			Text: fmt.Sprintf("connection %#x does not wait for a confirmation here: it timed out or was rejected", r.RemoteID)})
 		return
 	}
-	if c.active || c.state != cmRepSent {
+	if c.active || c.state != repSent {
 		return
 	}
-	m.to(c, cmEstablished)
+	m.to(c, established)
 	ev := c.event(proto.CMEventEstablished)
 	ev.PrivateData = r.PrivateData
-	m.emit(c.s, ev)
+	c.s.Emit(ev)
 }
 
-func (m *cmManager) onREJ(p *cmPeer, r *cm.REJ) []func() {
+func (m *Manager) onREJ(p *peer, r *cm.REJ) []func() {
 	c := m.connFor(p, r)
 	if c == nil {
 		return nil // never answer a REJ: two daemons would bounce them for ever
@@ -157,19 +157,19 @@ func (m *cmManager) onREJ(p *cmPeer, r *cm.REJ) []func() {
 	ev := c.event(proto.CMEventRejected)
 	ev.Reason, ev.Text, ev.PrivateData = uint16(r.Reason), r.Text, r.PrivateData
 	switch st {
-	case cmRepSent:
-		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
-	case cmEstablished:
+	case repSent:
+		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+	case established:
 		ev.Type = proto.CMEventDisconnected
-		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
-	case cmDreqSent:
+		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+	case dreqSent:
 		ev.Type = proto.CMEventDisconnectDone
 	}
-	m.emit(c.s, ev)
+	c.s.Emit(ev)
 	return nil
 }
 
-func (m *cmManager) onDREQ(p *cmPeer, r *cm.DREQ) []func() {
+func (m *Manager) onDREQ(p *peer, r *cm.DREQ) []func() {
 	c := m.connFor(p, r)
 	// The answer goes even for a connection that is gone here: the DREP
 	// of an earlier DREQ may have been lost with a connection.
@@ -178,31 +178,31 @@ func (m *cmManager) onDREQ(p *cmPeer, r *cm.DREQ) []func() {
 		return nil
 	}
 	switch c.state {
-	case cmEstablished, cmRepSent:
+	case established, repSent:
 		m.remove(c)
 		ev := c.event(proto.CMEventDisconnected)
 		ev.PrivateData = r.PrivateData
-		return []func(){func() { errQP(c); m.emit(c.s, ev) }}
-	case cmDreqSent: // both sides disconnect at once
+		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+	case dreqSent: // both sides disconnect at once
 		m.remove(c)
-		m.emit(c.s, c.event(proto.CMEventDisconnectDone))
+		c.s.Emit(c.event(proto.CMEventDisconnectDone))
 	}
 	return nil
 }
 
-func (m *cmManager) onDREP(p *cmPeer, r *cm.DREP) {
+func (m *Manager) onDREP(p *peer, r *cm.DREP) {
 	c := m.connFor(p, r)
-	if c == nil || c.state != cmDreqSent {
+	if c == nil || c.state != dreqSent {
 		return
 	}
 	m.remove(c)
 	ev := c.event(proto.CMEventDisconnectDone)
 	ev.PrivateData = r.PrivateData
-	m.emit(c.s, ev)
+	c.s.Emit(ev)
 }
 
 // expire runs when c's timer fires in the state it was armed in.
-func (m *cmManager) expire(c *cmConn, gen uint32) {
+func (m *Manager) expire(c *connection, gen uint32) {
 	var after func()
 	m.mu.Lock()
 	if m.closed || m.conns[c.id] != c || c.gen != gen {
@@ -213,20 +213,20 @@ func (m *cmManager) expire(c *cmConn, gen uint32) {
 	ev.Reason = uint16(cm.RejectTimeout)
 	rej := &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectTimeout}
 	switch c.state {
-	case cmReqSent:
+	case reqSent:
 		rej.Text = fmt.Sprintf("the requester got no reply within %v and gave up", c.timeout)
 		ev.Text = fmt.Sprintf("no reply within %v", c.timeout)
-	case cmRepRcvd:
+	case repRcvd:
 		rej.Text = fmt.Sprintf("the requester did not connect its QP within %v", c.timeout)
 		ev.Text = fmt.Sprintf("the QP was not connected and confirmed within %v of the reply", c.timeout)
-	case cmReqRcvd:
+	case reqRcvd:
 		rej.Text = fmt.Sprintf("the listener on port %d did not answer within %v", c.localPort, c.timeout)
 		ev.Text = fmt.Sprintf("the request was not answered within %v: the requester gave up", c.timeout)
-	case cmRepSent:
+	case repSent:
 		rej.Text = fmt.Sprintf("no confirmation (RTU) of the reply within %v", c.timeout)
 		ev.Text = rej.Text
 		after = func() { errQP(c) }
-	case cmDreqSent:
+	case dreqSent:
 		rej = nil
 		ev = c.event(proto.CMEventDisconnectDone)
 		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", c.timeout)
@@ -236,19 +236,19 @@ func (m *cmManager) expire(c *cmConn, gen uint32) {
 	}
 	m.remove(c)
 	if after == nil {
-		m.emit(c.s, ev)
+		c.s.Emit(ev)
 	}
 	m.mu.Unlock()
 	if after != nil {
 		after()
-		m.emit(c.s, ev)
+		c.s.Emit(ev)
 	}
 }
 
 // peerGone fails the connections being set up through p, whose connection
 // ended. Established connections stay: their QPs do not need it; only a
 // later disconnect cannot tell the peer.
-func (m *cmManager) peerGone(p *cmPeer, err error) {
+func (m *Manager) peerGone(p *peer, err error) {
 	var after []func()
 	m.mu.Lock()
 	defer func() {
@@ -269,28 +269,28 @@ func (m *cmManager) peerGone(p *cmPeer, err error) {
 			continue
 		}
 		switch c.state {
-		case cmEstablished:
+		case established:
 			k := remoteKey{p, c.remoteID}
 			if m.remote[k] == c {
 				delete(m.remote, k)
 			}
 			c.peer = nil
 			continue
-		case cmDreqSent:
+		case dreqSent:
 			m.remove(c)
 			ev := c.event(proto.CMEventDisconnectDone)
 			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
-			m.emit(c.s, ev)
+			c.s.Emit(ev)
 			continue
 		}
 		st := c.state
 		m.remove(c)
 		ev := c.event(proto.CMEventUnreachable)
 		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
-		if st == cmRepSent {
-			after = append(after, func() { errQP(c); m.emit(c.s, ev) })
+		if st == repSent {
+			after = append(after, func() { errQP(c); c.s.Emit(ev) })
 			continue
 		}
-		m.emit(c.s, ev)
+		c.s.Emit(ev)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package connmgr
 
 import (
 	"bufio"
@@ -17,23 +17,23 @@ import (
 	"github.com/vrdma/vrdma/internal/cm"
 )
 
-// cmPeer carries CM messages to and from one other daemon over a TCP
+// peer carries CM messages to and from one other daemon over a TCP
 // connection, or between the adapters of this host (local). Messages go
 // out through a queue that a writer goroutine drains, so that nobody who
 // sends (a command, a handler holding the manager's lock) ever waits for
 // a socket; one reader goroutine runs what arrives, in order.
-type cmPeer struct {
-	m        *cmManager
+type peer struct {
+	m        *Manager
 	name     string // for messages: "this host", "10.0.0.2:4793", "from 10.0.0.2:41234"
 	endpoint string // dialled peers: where to
 	expect   string // dialled peers: the identity expected there ("" none)
 	local    bool
 	inbound  bool       // it connected to this daemon's listener
 	src      netip.Addr // inbound: its source address
-	ident    string     // the identity CMAuthorize named it ("" without one)
+	ident    string     // the identity Config.Authorize named it ("" without one)
 	// lastActive is when a message last came or was queued (unix ns),
 	// spoke whether one ever came: the listener, when full, closes the
-	// idlest inbound peer (cm_admit.go).
+	// idlest inbound peer (admit.go).
 	lastActive atomic.Int64
 	spoke      atomic.Bool
 
@@ -48,29 +48,29 @@ type cmPeer struct {
 	ready  chan struct{} // something was queued
 }
 
-// cmHandshakeTries is how many times a peer is dialled when its handshake
+// handshakeTries is how many times a peer is dialled when its handshake
 // fails for another reason than its authorization.
-const cmHandshakeTries = 3
+const handshakeTries = 3
 
-func newCMPeer(m *cmManager, name, endpoint string) *cmPeer {
-	p := &cmPeer{m: m, name: name, endpoint: endpoint, ready: make(chan struct{}, 1)}
+func newPeer(m *Manager, name, endpoint string) *peer {
+	p := &peer{m: m, name: name, endpoint: endpoint, ready: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
 
 // peerFor returns the peer that reaches endpoint, where identity expect
 // is expected, dialling it if there is none; m.mu is held.
-func (m *cmManager) peerFor(endpoint, expect string) (*cmPeer, error) {
+func (m *Manager) peerFor(endpoint, expect string) (*peer, error) {
 	if p := m.peers[endpoint]; p != nil {
 		if p.expect != expect {
 			return nil, fmt.Errorf("the connection manager at %s is %q's, and the switch now says %q is there: try again once the connection to it is gone", endpoint, p.expect, expect)
 		}
 		return p, nil
 	}
-	if len(m.peers) >= cmMaxPeers {
+	if len(m.peers) >= maxPeers {
 		return nil, fmt.Errorf("this daemon has connections to %d other daemons' connection managers, the most it keeps", len(m.peers))
 	}
-	p := newCMPeer(m, endpoint, endpoint)
+	p := newPeer(m, endpoint, endpoint)
 	p.expect = expect
 	m.peers[endpoint] = p
 	m.wg.Add(1)
@@ -80,7 +80,7 @@ func (m *cmManager) peerFor(endpoint, expect string) (*cmPeer, error) {
 
 // send encodes msg and queues it for p; m.mu is held. A message that does
 // not encode is a bug of this daemon: logged, not sent.
-func (m *cmManager) send(p *cmPeer, msg cm.Message) {
+func (m *Manager) send(p *peer, msg cm.Message) {
 	if p == nil {
 		return
 	}
@@ -97,13 +97,13 @@ func (m *cmManager) send(p *cmPeer, msg cm.Message) {
 
 // push queues a frame. A TCP peer whose queue overflows has stopped
 // reading: its connection is closed, which fails its connections.
-func (p *cmPeer) push(frame []byte) {
+func (p *peer) push(frame []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dead {
 		return
 	}
-	if !p.local && p.qBytes+len(frame) > cmMaxQueue {
+	if !p.local && p.qBytes+len(frame) > maxQueue {
 		if p.conn != nil {
 			p.conn.Close()
 		}
@@ -119,7 +119,7 @@ func (p *cmPeer) push(frame []byte) {
 }
 
 // take empties the queue.
-func (p *cmPeer) take() [][]byte {
+func (p *peer) take() [][]byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.q
@@ -128,7 +128,7 @@ func (p *cmPeer) take() [][]byte {
 }
 
 // runLocal delivers the frames this host sends itself, in order.
-func (p *cmPeer) runLocal() {
+func (p *peer) runLocal() {
 	defer p.m.wg.Done()
 	for {
 		select {
@@ -149,9 +149,9 @@ func (p *cmPeer) runLocal() {
 
 // runDialled connects to the peer's endpoint, then writes until the peer
 // fails or is closed.
-func (p *cmPeer) runDialled() {
+func (p *peer) runDialled() {
 	defer p.m.wg.Done()
-	d := net.Dialer{Timeout: cmDialTimeout}
+	d := net.Dialer{Timeout: dialTimeout}
 	for try := 1; ; try++ {
 		c, err := d.DialContext(p.ctx, "tcp", p.endpoint)
 		if err != nil {
@@ -168,7 +168,7 @@ func (p *cmPeer) runDialled() {
 			c.Close()
 			return
 		}
-		nc, ident, err := p.m.secure(p.ctx, c, true, p.endpoint, p.expect) // cm_admit.go
+		nc, ident, err := p.m.secure(p.ctx, c, true, p.endpoint, p.expect) // admit.go
 		if err == nil {
 			p.mu.Lock()
 			p.ident = ident
@@ -179,8 +179,8 @@ func (p *cmPeer) runDialled() {
 			return
 		}
 		c.Close()
-		var ae *CMAuthError
-		if try < cmHandshakeTries && !errors.As(err, &ae) && p.ctx.Err() == nil {
+		var ae *AuthError
+		if try < handshakeTries && !errors.As(err, &ae) && p.ctx.Err() == nil {
 			// Cut in its handshake, most likely (a listener under a flood
 			// cuts its oldest handshakes): dial again before the requests
 			// waiting for this peer fail.
@@ -203,7 +203,7 @@ func (p *cmPeer) runDialled() {
 // frame is refused, which closes it. An inbound connection that carries
 // no CM connection and sends nothing for the idle timeout is closed, and
 // a frame must come whole within the handshake timeout of its first byte.
-func (p *cmPeer) readLoop(c net.Conn) {
+func (p *peer) readLoop(c net.Conn) {
 	defer p.m.wg.Done()
 	r := bufio.NewReaderSize(c, 4096)
 	var buf [cm.MaxFrame]byte
@@ -220,7 +220,7 @@ func (p *cmPeer) readLoop(c net.Conn) {
 					continue
 				}
 				p.m.adm.idleClosed.Add(1)
-				err := &cmIdleError{idle: lim.IdleTimeout}
+				err := &idleError{idle: lim.IdleTimeout}
 				p.m.adm.log.Log(p.m.log, slog.LevelInfo, "connection manager: closed an idle inbound connection", "peer", p.name, "err", err)
 				p.fail(err)
 				return
@@ -251,7 +251,7 @@ func (p *cmPeer) readLoop(c net.Conn) {
 // writeLoop writes what is queued; once the peer is closed it writes what
 // is left (the DREQs and REJs of sessions that ended) and closes the
 // connection.
-func (p *cmPeer) writeLoop(c net.Conn) {
+func (p *peer) writeLoop(c net.Conn) {
 	defer p.m.wg.Done()
 	var buf []byte
 	write := func(timeout time.Duration) error {
@@ -269,7 +269,7 @@ func (p *cmPeer) writeLoop(c net.Conn) {
 	for {
 		select {
 		case <-p.ready:
-			if err := write(cmWriteTimeout); err != nil {
+			if err := write(writeTimeout); err != nil {
 				p.fail(err)
 				return
 			}
@@ -283,7 +283,7 @@ func (p *cmPeer) writeLoop(c net.Conn) {
 
 // fail ends the peer: its connection closes and the connections being set
 // up through it fail.
-func (p *cmPeer) fail(err error) {
+func (p *peer) fail(err error) {
 	p.mu.Lock()
 	if p.dead {
 		p.mu.Unlock()
@@ -305,4 +305,4 @@ func (p *cmPeer) fail(err error) {
 
 // close stops the peer (the daemon is stopping): the writer writes what is
 // queued, then closes the connection, which ends the reader.
-func (p *cmPeer) close() { p.cancel() }
+func (p *peer) close() { p.cancel() }

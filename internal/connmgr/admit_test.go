@@ -1,8 +1,8 @@
-package daemon_test
+package connmgr_test
 
-// The connection manager's port against an attacker: idle connections by
-// the thousand, hosts that are no members, an endpoint that answers as
-// another host. Every source address is a loopback address of its own.
+// The listener against an attacker: idle connections by the thousand,
+// hosts that are no members, an endpoint that answers as another host.
+// Every source address is a loopback address of its own.
 
 import (
 	"crypto/ecdsa"
@@ -11,79 +11,24 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
-	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/proto"
 )
-
-// cmDaemonWith runs a daemon like cmDaemon, with mod applied to its
-// config.
-func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "vrdma-cm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
-		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }}
-	mod(&cfg)
-	d, err := daemon.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go d.Serve()
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
-// dialCMFrom connects to d's CM port from src.
-func dialCMFrom(t testing.TB, d *daemon.Daemon, src netip.Addr) (*cmPeer, error) {
-	t.Helper()
-	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: cmWait}
-	c, err := dl.Dial("tcp", d.CMAddr().String())
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { c.Close() })
-	return &cmPeer{t: t, c: c}, nil
-}
-
-func waitCM(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(cmWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-var otherGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
-
-// answers checks, on p, that the daemon answers a request.
-func (p *cmPeer) answers(id uint32) {
-	p.t.Helper()
-	p.send(req(id, 7, otherGID))
-	p.expectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
-}
 
 // Idle connections from many hosts, opened again as soon as one is
 // closed, and more of them than the listener keeps: a daemon still gets
@@ -102,14 +47,14 @@ func TestCMSlowloris(t *testing.T) {
 	}{{"plain: inbound connections", false}, {"TLS: handshake slots", true}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := cmDaemonWith(t, func(c *daemon.Config) {
-				c.CMLimits = daemon.CMLimits{Inbound: 64, PerSource: 4, IdleTimeout: time.Minute, HandshakeTimeout: time.Minute}
+			m, h := newManager(t, func(c *connmgr.Config) {
+				c.Limits = connmgr.Limits{Inbound: 64, PerSource: 4, IdleTimeout: time.Minute, HandshakeTimeout: time.Minute}
 				if tt.tls {
-					c.CMTLS = ca.config(t, "hosta")
+					c.TLS = ca.config(t, "hosta")
 				}
 			})
-			s := listenSession(t, d, 7000, 16)
-			events := sessionEvents(s)
+			s := listenSession(t, m, h, 7000, 16)
+			events := s.events
 			stop := make(chan struct{})
 			var opened atomic.Int64
 			var wg sync.WaitGroup
@@ -121,7 +66,7 @@ func TestCMSlowloris(t *testing.T) {
 						defer wg.Done()
 						for opened.Add(1) <= budget {
 							dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
-							c, err := dl.Dial("tcp", d.CMAddr().String())
+							c, err := dl.Dial("tcp", m.Addr().String())
 							if err != nil {
 								continue
 							}
@@ -146,7 +91,7 @@ func TestCMSlowloris(t *testing.T) {
 				}
 				wg.Wait()
 			})
-			waitCM(t, "the attack to be under way", func() bool { return opened.Load() >= sources*perSrc })
+			waitFor(t, "the attack to be under way", func() bool { return opened.Load() >= sources*perSrc })
 			time.Sleep(100 * time.Millisecond) // let the accepts catch up
 			// A daemon dials and sends its request at once, as a daemon
 			// does; a connection cut before its request was read is
@@ -154,12 +99,12 @@ func TestCMSlowloris(t *testing.T) {
 			start := time.Now()
 			legit := netip.MustParseAddr("127.0.7.1")
 			tries := 0
-			var p *cmPeer
+			var p *wirePeer
 			for p == nil {
 				if tries++; tries > 100 {
-					t.Fatalf("no connection lasted in %d tries: %+v", tries, d.CMStats())
+					t.Fatalf("no connection lasted in %d tries: %+v", tries, m.Stats())
 				}
-				q, err := dialCMFrom(t, d, legit)
+				q, err := dialCMFrom(t, m, legit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,7 +115,7 @@ func TestCMSlowloris(t *testing.T) {
 					}
 					q.c = tc
 				}
-				r := req(0x71, 7000, s.gid)
+				r := req(0x71, 7000, h.gid())
 				r.PrivateData = []byte{byte(tries)} // tells this try's request from an earlier one's
 				b, _ := r.Append(nil)
 				if _, err := q.c.Write(b); err != nil {
@@ -182,7 +127,7 @@ func TestCMSlowloris(t *testing.T) {
 				case ev = <-events:
 				case <-ended:
 					continue
-				case <-time.After(cmWait):
+				case <-time.After(wait):
 					t.Fatal("neither an event nor the end of the connection")
 				}
 				if ev.Type != proto.CMEventRequest || len(ev.PrivateData) != 1 || ev.PrivateData[0] != byte(tries) {
@@ -195,9 +140,9 @@ func TestCMSlowloris(t *testing.T) {
 					// it was closed just before its request was run: the
 					// requester then hears its connection was lost, and
 					// tries again.)
-					body, _ := json.Marshal(proto.CMRejectReq{ID: ev.ID, Text: "not today"})
-					s.id++
-					s.sendRaw(request(proto.OpCMReject, s.id, body)) // sessionEvents reads the reply
+					if err := s.do(func() error { return m.Reject(s, proto.CMRejectReq{ID: ev.ID, Text: "not today"}) }); err != nil {
+						t.Fatal(err)
+					}
 					select {
 					case m := <-msgs:
 						if r, ok := m.(*cm.REJ); !ok || r.RemoteID != 0x71 || r.Text != "not today" {
@@ -205,7 +150,7 @@ func TestCMSlowloris(t *testing.T) {
 						}
 					case <-ended:
 						continue
-					case <-time.After(cmWait):
+					case <-time.After(wait):
 						t.Fatal("no answer")
 					}
 					p = q
@@ -217,7 +162,7 @@ func TestCMSlowloris(t *testing.T) {
 			}
 			close(stop)
 			wg.Wait()
-			st := d.CMStats()
+			st := m.Stats()
 			t.Logf("%d idle connections opened; %+v", opened.Load(), st)
 			if st.Evicted+st.HandshakesCut == 0 {
 				t.Fatalf("nothing was closed to make room: %+v", st)
@@ -226,58 +171,20 @@ func TestCMSlowloris(t *testing.T) {
 	}
 }
 
-// sessionEvents delivers s's events until its connection ends; it reads
-// (and drops) the replies to the session's commands, which must be sent
-// without waiting for them.
-func sessionEvents(s *cmSession) <-chan proto.CMEvent {
-	ch := make(chan proto.CMEvent, 16)
-	go func() {
-		for {
-			h, body, fds, err := s.conn.Recv()
-			proto.CloseFDs(fds)
-			if err != nil {
-				return
-			}
-			var ev proto.CMEvent
-			if h.Kind == proto.KindEvent && h.Op == proto.OpCMEvent && proto.Decode(body, &ev) == nil {
-				ch <- ev
-			}
-		}
-	}()
-	return ch
-}
-
-// watch reads the CM messages that come on c, until it ends.
-func watch(c net.Conn) (<-chan cm.Message, <-chan error) {
-	msgs, ended := make(chan cm.Message, 4), make(chan error, 1)
-	go func() {
-		var buf [cm.MaxFrame]byte
-		for {
-			m, err := cm.ReadFrame(c, &buf)
-			if err != nil {
-				ended <- err
-				return
-			}
-			msgs <- m
-		}
-	}()
-	return msgs, ended
-}
-
 // An inbound connection that carries nothing is closed after the idle
 // timeout; one that carries a request in progress is not, until the
 // request is gone.
 func TestCMIdleTimeout(t *testing.T) {
-	d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.IdleTimeout = 100 * time.Millisecond })
-	s := listenSession(t, d, 7000, 1)
-	busy := dialCM(t, d)
-	busy.send(req(41, 7000, s.gid))
+	m, h := newManager(t, func(c *connmgr.Config) { c.Limits.IdleTimeout = 100 * time.Millisecond })
+	s := listenSession(t, m, h, 7000, 1)
+	busy := dialCM(t, m)
+	busy.send(req(41, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
-	idle := dialCM(t, d)
-	waitCM(t, "the idle connection to be closed", func() bool { return d.CMStats().IdleClosed == 1 })
-	if !idle.closedByDaemon() {
+	idle := dialCM(t, m)
+	waitFor(t, "the idle connection to be closed", func() bool { return m.Stats().IdleClosed == 1 })
+	if !idle.closedByManager() {
 		t.Fatal("the idle connection is open")
 	}
 	// More than the idle timeout has passed since busy's request, which
@@ -285,8 +192,8 @@ func TestCMIdleTimeout(t *testing.T) {
 	busy.answers(42)
 	// The requester gives up; then busy carries nothing, and goes too.
 	busy.send(&cm.REJ{LocalID: 41, Reason: cm.RejectTimeout, Text: "gave up"})
-	waitCM(t, "the second idle connection to be closed", func() bool { return d.CMStats().IdleClosed == 2 })
-	if !busy.closedByDaemon() {
+	waitFor(t, "the second idle connection to be closed", func() bool { return m.Stats().IdleClosed == 2 })
+	if !busy.closedByManager() {
 		t.Fatal("the connection is open")
 	}
 }
@@ -295,51 +202,51 @@ func TestCMIdleTimeout(t *testing.T) {
 // by losing its idlest; a connection that carries a request in progress
 // goes last.
 func TestCMPerSource(t *testing.T) {
-	d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.PerSource = 2 })
-	s := listenSession(t, d, 7000, 1)
+	m, h := newManager(t, func(c *connmgr.Config) { c.Limits.PerSource = 2 })
+	s := listenSession(t, m, h, 7000, 1)
 	src := netip.MustParseAddr("127.0.8.1")
-	first, err := dialCMFrom(t, d, src)
+	first, err := dialCMFrom(t, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.send(req(51, 7000, s.gid)) // carries a request from now on
+	first.send(req(51, 7000, h.gid())) // carries a request from now on
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
-	second, err := dialCMFrom(t, d, src)
+	second, err := dialCMFrom(t, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	second.answers(52)
-	third, err := dialCMFrom(t, d, src)
+	third, err := dialCMFrom(t, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	third.answers(53)
-	if !second.closedByDaemon() {
+	if !second.closedByManager() {
 		t.Fatal("the idle connection is open")
 	}
 	first.answers(54)
-	if st := d.CMStats(); st.Evicted != 1 || st.Inbound != 2 {
+	if st := m.Stats(); st.Evicted != 1 || st.Inbound != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 	// Another source is not affected.
-	other, err := dialCMFrom(t, d, netip.MustParseAddr("127.0.8.2"))
+	other, err := dialCMFrom(t, m, netip.MustParseAddr("127.0.8.2"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	other.answers(55)
 }
 
-// CMAuthorize refuses a host that is no member: its connection is closed
+// Authorize refuses a host that is no member: its connection is closed
 // before anything it sends is read, counted and logged; members are
 // answered.
 func TestCMAuthorizeInbound(t *testing.T) {
 	member := netip.MustParseAddr("127.0.9.1")
 	var asked []admit.Peer
 	var mu sync.Mutex
-	d := cmDaemonWith(t, func(c *daemon.Config) {
-		c.CMAuthorize = func(p admit.Peer) (string, error) {
+	m, _ := newManager(t, func(c *connmgr.Config) {
+		c.Authorize = func(p admit.Peer) (string, error) {
 			mu.Lock()
 			asked = append(asked, p)
 			mu.Unlock()
@@ -349,37 +256,27 @@ func TestCMAuthorizeInbound(t *testing.T) {
 			return "hostb", nil
 		}
 	})
-	stranger, err := dialCMFrom(t, d, netip.MustParseAddr("127.0.9.66"))
+	stranger, err := dialCMFrom(t, m, netip.MustParseAddr("127.0.9.66"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stranger.send(req(61, 7, otherGID))
-	if !stranger.closedByDaemon() {
+	if !stranger.closedByManager() {
 		t.Fatal("the stranger's connection is open")
 	}
-	p, err := dialCMFrom(t, d, member)
+	p, err := dialCMFrom(t, m, member)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.answers(62)
-	if st := d.CMStats(); st.Unauthorized != 1 || st.Accepted != 1 {
+	if st := m.Stats(); st.Unauthorized != 1 || st.Accepted != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(asked) != 2 || asked[0].Outgoing || asked[0].Chain != nil {
-		t.Fatalf("CMAuthorize was asked %+v", asked)
+		t.Fatalf("Authorize was asked %+v", asked)
 	}
-}
-
-// cmConnect starts a connection from a new session of d to addr:port and
-// returns the session, which hears how it ends.
-func cmConnect(t *testing.T, d *daemon.Daemon, addr [16]byte) *cmSession {
-	t.Helper()
-	c := dial(t, d.SocketPath())
-	o := prepare(c)
-	c.ok(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: addr[:], Port: 7}, nil)
-	return &cmSession{rawClient: c}
 }
 
 // fakeCM is a listener that counts what it is sent and never answers.
@@ -407,31 +304,37 @@ func fakeCM(t *testing.T) (string, *atomic.Int64) {
 }
 
 // An outgoing CM connection that reaches another identity than the one
-// CMResolvePeer expects (a record rewritten to point at another daemon)
-// is refused before anything is sent on it; the request fails with the
-// reason. With CMAuthorize, a resolver that names no identity fails the
+// the resolver expects (a record rewritten to point at another daemon) is
+// refused before anything is sent on it; the request fails with the
+// reason. With an authorizer, a resolver that names no identity fails the
 // request at once.
 func TestCMWrongPeer(t *testing.T) {
 	ep, got := fakeCM(t)
 	expect := "hostb"
-	d := cmDaemonWith(t, func(c *daemon.Config) {
-		c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: expect}, nil }
-		c.CMAuthorize = func(p admit.Peer) (string, error) { return "mallory", nil }
+	m, h := newManager(t, func(c *connmgr.Config) {
+		c.Resolve = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: expect}, nil }
+		c.Authorize = func(p admit.Peer) (string, error) { return "mallory", nil }
 	})
-	s := cmConnect(t, d, otherGID)
+	s := connectSession(t, m, h, otherGID)
 	ev := s.event()
 	if ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "mallory", not "hostb"`) {
 		t.Fatalf("event %+v, want unreachable, with the reason", ev)
 	}
 	t.Log(ev.Text)
-	if st := d.CMStats(); st.WrongPeer != 1 {
+	if st := m.Stats(); st.WrongPeer != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 
 	expect = ""
-	c := dial(t, d.SocketPath())
-	o := prepare(c)
-	c.fails(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: otherGID[:], Port: 7}, proto.CodeNotFound, "named no identity")
+	s = newSession(t, h.adapter)
+	qp, _ := s.newQP(abi.QPTypeRC)
+	err := s.do(func() error {
+		_, err := m.Connect(s, proto.CMConnectReq{ID: 5, QP: qp, PSN: 1, Addr: otherGID[:], Port: 7})
+		return err
+	})
+	if proto.CodeOf(err) != proto.CodeNotFound || !strings.Contains(err.Error(), "named no identity") {
+		t.Fatalf("err = %v, want the request refused: the resolver named no identity", err)
+	}
 	time.Sleep(10 * time.Millisecond) // a REQ sent by mistake would have arrived by now
 	if n := got.Load(); n != 0 {
 		t.Fatalf("the endpoint got %d bytes", n)
@@ -507,74 +410,75 @@ func byCertificate(members ...string) admit.Authorizer {
 // certificate names another host than the one expected gets nothing.
 func TestCMTLS(t *testing.T) {
 	ca := newTestCA(t)
-	b := cmDaemonWith(t, func(c *daemon.Config) {
-		c.CMTLS, c.CMAuthorize = ca.config(t, "hostb"), byCertificate("hosta", "hostb")
+	b, _ := newManager(t, func(c *connmgr.Config) {
+		c.TLS, c.Authorize = ca.config(t, "hostb"), byCertificate("hosta", "hostb")
 	})
-	newA := func(expect string) *daemon.Daemon {
-		return cmDaemonWith(t, func(c *daemon.Config) {
-			c.CMTLS, c.CMAuthorize = ca.config(t, "hosta"), byCertificate("hosta", "hostb", "hostc")
-			c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) {
-				return admit.Endpoint{Addr: b.CMAddr().String(), Identity: expect}, nil
+	newA := func(expect string) (*connmgr.Manager, *testHost) {
+		return newManager(t, func(c *connmgr.Config) {
+			c.TLS, c.Authorize = ca.config(t, "hosta"), byCertificate("hosta", "hostb", "hostc")
+			c.Resolve = func(netip.Addr) (admit.Endpoint, error) {
+				return admit.Endpoint{Addr: b.Addr().String(), Identity: expect}, nil
 			}
 		})
 	}
 	t.Run("members", func(t *testing.T) {
-		s := cmConnect(t, newA("hostb"), otherGID)
+		a, h := newA("hostb")
+		s := connectSession(t, a, h, otherGID)
 		if ev := s.event(); ev.Type != proto.CMEventRejected || ev.Reason != uint16(cm.RejectInvalidServiceID) {
 			t.Fatalf("event %+v, want B's answer", ev)
 		}
 	})
 	t.Run("another host at the endpoint", func(t *testing.T) {
-		a := newA("hostc")
-		s := cmConnect(t, a, otherGID)
+		a, h := newA("hostc")
+		s := connectSession(t, a, h, otherGID)
 		if ev := s.event(); ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "hostb", not "hostc"`) {
 			t.Fatalf("event %+v", ev)
 		}
-		if st := a.CMStats(); st.WrongPeer != 1 {
+		if st := a.Stats(); st.WrongPeer != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
 	t.Run("plain client", func(t *testing.T) {
-		before := b.CMStats().HandshakeErrors
+		before := b.Stats().HandshakeErrors
 		p := dialCM(t, b)
 		p.send(req(71, 7, otherGID))
-		if !p.closedByDaemon() {
+		if !p.closedByManager() {
 			t.Fatal("open")
 		}
-		waitCM(t, "the count", func() bool { return b.CMStats().HandshakeErrors == before+1 })
+		waitFor(t, "the count", func() bool { return b.Stats().HandshakeErrors == before+1 })
 	})
 	t.Run("no member", func(t *testing.T) {
-		before := b.CMStats().Unauthorized
+		before := b.Stats().Unauthorized
 		p := dialCM(t, b)
 		tc := tls.Client(p.c, ca.client(t, "mallory", "hostb"))
 		p.c = tc
 		if err := tc.Handshake(); err == nil {
 			p.send(req(72, 7, otherGID))
-			if !p.closedByDaemon() {
+			if !p.closedByManager() {
 				t.Fatal("open")
 			}
 		}
-		waitCM(t, "the count", func() bool { return b.CMStats().Unauthorized == before+1 })
+		waitFor(t, "the count", func() bool { return b.Stats().Unauthorized == before+1 })
 	})
 }
 
-// A daemon stops at once while a CM connection it dialled, or one dialled
-// to it, is in its TLS handshake with a peer that says nothing.
+// A manager stops at once while a connection it dialled, or one dialled to
+// it, is in its TLS handshake with a peer that says nothing.
 func TestCMCloseDuringHandshake(t *testing.T) {
 	ca := newTestCA(t)
 	ep, _ := fakeCM(t)
-	d := cmDaemonWith(t, func(c *daemon.Config) {
-		c.CMTLS = ca.config(t, "hosta")
-		c.CMLimits.HandshakeTimeout = time.Hour
-		c.CMResolve = func(netip.Addr) (string, error) { return ep, nil }
+	m, h := newManager(t, func(c *connmgr.Config) {
+		c.TLS = ca.config(t, "hosta")
+		c.Limits.HandshakeTimeout = time.Hour
+		c.Resolve = connmgr.Resolver(func(netip.Addr) (string, error) { return ep, nil }).Endpoints()
 	})
-	cmConnect(t, d, otherGID) // dials the silent endpoint
-	dialCM(t, d)              // says nothing in its handshake
+	connectSession(t, m, h, otherGID) // dials the silent endpoint
+	dialCM(t, m)                      // says nothing in its handshake
 	done := make(chan struct{})
-	go func() { d.Close(); close(done) }()
+	go func() { m.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(cmWait):
+	case <-time.After(wait):
 		t.Fatal("Close waits for the handshakes")
 	}
 }

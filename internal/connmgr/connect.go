@@ -1,4 +1,4 @@
-package daemon
+package connmgr
 
 import (
 	"net/netip"
@@ -14,7 +14,11 @@ import (
 // A session's side of a connection: dial (REQ), answer a request (REP) or
 // a reply (RTU), refuse (REJ), end (DREQ).
 
-func (m *cmManager) connect(s *session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
+// Connect sends a request (REQ) from s's QP req.QP, in RESET, to the
+// listener on req.Port of the adapter whose GID is req.Addr, under the
+// library's id req.ID. It returns at once: the reply, a rejection or a
+// timeout reaches s as an event. The session's lock is held.
+func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
 	if err := checkClientID(req.ID, false); err != nil {
 		return none, err
@@ -35,16 +39,16 @@ func (m *cmManager) connect(s *session, req proto.CMConnectReq) (proto.CMConnect
 	if dst == ([16]byte{}) {
 		return none, proto.Errorf(proto.CodeInvalid, "address :: : name an address of the peer's adapter")
 	}
-	q, err := cmQP(s, req.QP)
+	q, err := qpOf(s, req.QP)
 	if err != nil {
 		return none, err
 	}
 	if st := q.State(); st != abi.QPStateReset {
 		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager takes a QP from RESET to RTS; modify it to RESET first, or create a new one", req.QP, st)
 	}
-	var peer *cmPeer
+	var p *peer
 	var endpoint admit.Endpoint
-	if !m.d.host.IsLocalGID(dst) {
+	if !m.host.IsLocalGID(dst) {
 		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
 			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)
 		}
@@ -57,57 +61,62 @@ func (m *cmManager) connect(s *session, req proto.CMConnectReq) (proto.CMConnect
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cs := m.session(s)
-	if err := checkClientID(req.ID, cs.conns[req.ID] != nil); err != nil {
+	sp := m.session(s)
+	if err := checkClientID(req.ID, sp.conns[req.ID] != nil); err != nil {
 		return none, err
 	}
-	if len(cs.conns) >= cmMaxConns {
-		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(cs.conns))
+	if len(sp.conns) >= maxConns {
+		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(sp.conns))
 	}
 	if endpoint.Addr == "" {
-		peer = m.local
-	} else if peer, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
+		p = m.local
+	} else if p, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
 		return none, proto.Errorf(proto.CodeLimit, "%v", err)
 	}
-	c := &cmConn{s: s, active: true, state: cmReqSent, peer: peer, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),
-		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port, mtu: uint8(s.adapter.PortMTU())}
-	c.sgidIndex, c.localGID = sourceGID(s.adapter, dst)
+	a := s.Adapter()
+	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),
+		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
+	c.sgidIndex, c.localGID = sourceGID(a, dst)
 	c.localPort, _ = m.nextEphemeral()
 	m.add(c, req.ID)
 	m.arm(c, c.timeout)
 	rd := min(req.RdAtomic, engine.MaxRdAtomic)
-	m.send(peer, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
+	m.send(p, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
 		ResponderResources: rd, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
 		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData})
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
 }
 
-// conn finds the connection a command names; m.mu is held.
-func (m *cmManager) conn(s *session, id uint32) (*cmConn, error) {
-	if cs := m.sessions[s]; cs != nil {
-		if c := cs.conns[id]; c != nil {
+// connOf finds the connection a command names; m.mu is held.
+func (m *Manager) connOf(s Session, id uint32) (*connection, error) {
+	if sp := m.sessions[s]; sp != nil {
+		if c := sp.conns[id]; c != nil {
 			return c, nil
 		}
 	}
 	return nil, proto.Errorf(proto.CodeNotFound, "no connection %d: it was rejected, timed out or ended (its event says which)", id)
 }
 
-func (m *cmManager) accept(s *session, req proto.CMAcceptReq) error {
+// Accept answers, for s, the request req.ID with a reply (REP) from QP
+// req.QP, connected to the requester's (RTR or RTS) — the listener's side;
+// or confirms the reply to s's request with an RTU once its QP is in RTS —
+// the dialling side. The session's lock is held.
+func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.conn(s, req.ID)
+	c, err := m.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
 	switch {
-	case !c.active && c.state == cmReqRcvd:
+	case !c.active && c.state == reqRcvd:
 		if err := checkPrivateData(cm.TypeREP, req.PrivateData); err != nil {
 			return err
 		}
 		if err := checkPSN(req.PSN); err != nil {
 			return err
 		}
-		q, err := cmQP(s, req.QP)
+		q, err := qpOf(s, req.QP)
 		if err != nil {
 			return err
 		}
@@ -120,19 +129,19 @@ func (m *cmManager) accept(s *session, req proto.CMAcceptReq) error {
 		c.listener.pending--
 		c.listener = nil
 		c.qpHandle, c.qp = req.QP, q
-		m.to(c, cmRepSent)
+		m.to(c, repSent)
 		m.arm(c, c.timeout)
 		rd := min(req.RdAtomic, engine.MaxRdAtomic)
 		m.send(c.peer, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
 			QPN: q.QPN(), PSN: req.PSN, GID: c.localGID, PrivateData: req.PrivateData})
-	case c.active && c.state == cmRepRcvd:
+	case c.active && c.state == repRcvd:
 		if err := checkPrivateData(cm.TypeRTU, req.PrivateData); err != nil {
 			return err
 		}
-		if st := c.qp.State(); s.qps[c.qpHandle] != c.qp || st != abi.QPStateRTS {
+		if st := c.qp.State(); !c.hasQP() || st != abi.QPStateRTS {
 			return proto.Errorf(proto.CodeState, "QP %d is in %v: connect it to the responder's QP (RTS) before confirming", c.qpHandle, st)
 		}
-		m.to(c, cmEstablished)
+		m.to(c, established)
 		m.send(c.peer, &cm.RTU{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData})
 	default:
 		return proto.Errorf(proto.CodeState, "connection %d is %v: accept answers a request (listener side) or a reply (dialling side)", req.ID, c.state)
@@ -140,7 +149,10 @@ func (m *cmManager) accept(s *session, req proto.CMAcceptReq) error {
 	return nil
 }
 
-func (m *cmManager) reject(s *session, req proto.CMRejectReq) error {
+// Reject refuses, for s, the request or reply req.ID with a REJ, the
+// reason req.Reason (0: the application's) and req.Text. The session's
+// lock is held.
+func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
 	if err := checkPrivateData(cm.TypeREJ, req.PrivateData); err != nil {
 		return err
 	}
@@ -149,14 +161,14 @@ func (m *cmManager) reject(s *session, req proto.CMRejectReq) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.conn(s, req.ID)
+	c, err := m.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
 	switch c.state {
-	case cmEstablished, cmDreqSent:
+	case established, dreqSent:
 		return proto.Errorf(proto.CodeState, "connection %d is %v: end it with disconnect", req.ID, c.state)
-	case cmRepSent:
+	case repSent:
 		errQPLocked(c)
 	}
 	reason := cm.Reason(req.Reason)
@@ -168,17 +180,20 @@ func (m *cmManager) reject(s *session, req proto.CMRejectReq) error {
 	return nil
 }
 
-func (m *cmManager) disconnect(s *session, req proto.CMDisconnectReq) error {
+// Disconnect ends s's established connection req.ID: its QP goes to the
+// error state and a DREQ to the peer; the peer's answer reaches s as an
+// event. The session's lock is held.
+func (m *Manager) Disconnect(s Session, req proto.CMDisconnectReq) error {
 	if err := checkPrivateData(cm.TypeDREQ, req.PrivateData); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.conn(s, req.ID)
+	c, err := m.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
-	if c.state != cmEstablished {
+	if c.state != established {
 		return proto.Errorf(proto.CodeState, "connection %d is %v, not established: reject it instead", req.ID, c.state)
 	}
 	errQPLocked(c)
@@ -186,10 +201,10 @@ func (m *cmManager) disconnect(s *session, req proto.CMDisconnectReq) error {
 		m.remove(c)
 		ev := c.event(proto.CMEventDisconnectDone)
 		ev.Text = "the connection to the peer's connection manager was lost: the peer was not told"
-		m.emit(s, ev)
+		s.Emit(ev)
 		return nil
 	}
-	m.to(c, cmDreqSent)
+	m.to(c, dreqSent)
 	m.arm(c, c.timeout)
 	m.send(c.peer, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData})
 	return nil

@@ -1,4 +1,4 @@
-package daemon
+package connmgr
 
 import (
 	"net/netip"

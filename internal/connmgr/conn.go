@@ -1,4 +1,4 @@
-package daemon
+package connmgr
 
 import (
 	"fmt"
@@ -10,40 +10,40 @@ import (
 	"github.com/vrdma/vrdma/internal/qpstate"
 )
 
-// cmState is where a connection is in the IBTA CM's state machine, from
+// state is where a connection is in the IBTA CM's state machine, from
 // this side.
-type cmState uint8
+type state uint8
 
 const (
-	cmReqSent     cmState = iota + 1 // requester: REQ sent, waiting for REP
-	cmRepRcvd                        // requester: REP in, waiting for the client to connect its QP
-	cmReqRcvd                        // responder: REQ handed to the listener's session
-	cmRepSent                        // responder: REP sent, waiting for RTU
-	cmEstablished                    // both QPs are in RTS
-	cmDreqSent                       // DREQ sent, waiting for DREP
+	reqSent     state = iota + 1 // requester: REQ sent, waiting for REP
+	repRcvd                      // requester: REP in, waiting for the client to connect its QP
+	reqRcvd                      // responder: REQ handed to the listener's session
+	repSent                      // responder: REP sent, waiting for RTU
+	established                  // both QPs are in RTS
+	dreqSent                     // DREQ sent, waiting for DREP
 )
 
-var cmStateNames = [...]string{"", "waiting for a reply", "replied to, waiting for the requester's QP",
+var stateNames = [...]string{"", "waiting for a reply", "replied to, waiting for the requester's QP",
 	"waiting for the listener to answer", "accepted, waiting for the requester's confirmation", "established",
 	"disconnecting"}
 
-func (s cmState) String() string {
-	if int(s) < len(cmStateNames) {
-		return cmStateNames[s]
+func (s state) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
-// cmConn is one connection (or request) this daemon takes part in.
-type cmConn struct {
+// connection is one connection (or request) this daemon takes part in.
+type connection struct {
 	id       uint32 // this side's, on the wire
 	remoteID uint32 // the peer's; 0 until known
-	s        *session
+	s        Session
 	clientID uint32 // the id s knows it by
 	active   bool   // this side dialled
-	state    cmState
-	peer     *cmPeer // nil once the connection to the peer's daemon is lost
-	listener *cmListener
+	state    state
+	peer     *peer // nil once the connection to the peer's daemon is lost
+	listener *listener
 	timeout  time.Duration
 
 	gen   uint32 // counts state changes: a timer armed before one does nothing
@@ -62,7 +62,7 @@ type cmConn struct {
 }
 
 // add registers c for s under clientID, with a new id.
-func (m *cmManager) add(c *cmConn, clientID uint32) {
+func (m *Manager) add(c *connection, clientID uint32) {
 	c.id = m.newID()
 	c.clientID = clientID
 	m.conns[c.id] = c
@@ -73,7 +73,7 @@ func (m *cmManager) add(c *cmConn, clientID uint32) {
 }
 
 // setRemote records the peer's id for c.
-func (m *cmManager) setRemote(c *cmConn, id uint32) {
+func (m *Manager) setRemote(c *connection, id uint32) {
 	c.remoteID = id
 	if c.peer != nil {
 		m.remote[remoteKey{c.peer, id}] = c
@@ -81,7 +81,7 @@ func (m *cmManager) setRemote(c *cmConn, id uint32) {
 }
 
 // remove forgets c.
-func (m *cmManager) remove(c *cmConn) {
+func (m *Manager) remove(c *connection) {
 	c.stopTimer()
 	if m.conns[c.id] == c {
 		delete(m.conns, c.id)
@@ -90,30 +90,30 @@ func (m *cmManager) remove(c *cmConn) {
 	if m.remote[k] == c {
 		delete(m.remote, k)
 	}
-	if cs := m.sessions[c.s]; cs != nil && cs.conns[c.clientID] == c {
-		delete(cs.conns, c.clientID)
+	if sp := m.sessions[c.s]; sp != nil && sp.conns[c.clientID] == c {
+		delete(sp.conns, c.clientID)
 	}
-	if c.listener != nil && c.state == cmReqRcvd {
+	if c.listener != nil && c.state == reqRcvd {
 		c.listener.pending--
 	}
 	c.listener = nil
 }
 
 // to moves c to state st; a timer armed before does nothing.
-func (m *cmManager) to(c *cmConn, st cmState) {
+func (m *Manager) to(c *connection, st state) {
 	c.state = st
 	c.gen++
 	c.stopTimer()
 }
 
 // arm starts c's timer for its current state.
-func (m *cmManager) arm(c *cmConn, d time.Duration) {
+func (m *Manager) arm(c *connection, d time.Duration) {
 	c.stopTimer()
 	gen := c.gen
 	c.timer = time.AfterFunc(d, func() { m.expire(c, gen) })
 }
 
-func (c *cmConn) stopTimer() {
+func (c *connection) stopTimer() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
@@ -121,26 +121,35 @@ func (c *cmConn) stopTimer() {
 }
 
 // event is an event for c's session about c.
-func (c *cmConn) event(t proto.CMEventType) proto.CMEvent {
+func (c *connection) event(t proto.CMEventType) proto.CMEvent {
 	return proto.CMEvent{Type: t, ID: c.clientID}
 }
 
+// hasQP reports whether c's session still has c's QP under its handle;
+// the session's lock is held.
+func (c *connection) hasQP() bool {
+	q, err := c.s.QP(c.qpHandle)
+	return err == nil && q == c.qp
+}
+
 // errQPLocked moves c's QP to the error state, as rdma_cm does when a
-// connection ends; s.mu is held. A QP destroyed meanwhile is left alone.
-func errQPLocked(c *cmConn) {
-	if c.qp == nil || c.s.qps[c.qpHandle] != c.qp {
+// connection ends; the session's lock is held. A QP destroyed meanwhile
+// is left alone.
+func errQPLocked(c *connection) {
+	if c.qp == nil || !c.hasQP() {
 		return
 	}
 	_, _ = c.qp.Modify(&qpstate.Attr{State: abi.QPStateErr}, qpstate.MaskState)
 }
 
-// errQP is errQPLocked for callers that do not hold s.mu (and must not
-// hold m.mu: a command holds s.mu and then takes m.mu).
-func errQP(c *cmConn) {
+// errQP is errQPLocked for callers that do not hold the session's lock
+// (and must not hold m.mu: a command holds the session's lock and then
+// takes m.mu).
+func errQP(c *connection) {
 	if c.qp == nil {
 		return
 	}
-	c.s.mu.Lock()
+	c.s.Lock()
 	errQPLocked(c)
-	c.s.mu.Unlock()
+	c.s.Unlock()
 }

@@ -1,0 +1,115 @@
+package connmgr_test
+
+// A connection's life through the manager's API, as the daemon's commands
+// drive it: dial, request, accept (REP), connect the QP, confirm (RTU),
+// established, disconnect (DREQ, DREP) — between two managers over TCP,
+// and between two sessions of one manager in process.
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/connmgr"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+func TestCMConnectLifecycle(t *testing.T) {
+	tests := []struct {
+		name string
+		// managers returns the requester's manager and host, and the
+		// listener's.
+		managers func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost)
+	}{
+		{"two managers over TCP", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
+			b, hb := newManager(t, nil)
+			a, ha := newManager(t, func(c *connmgr.Config) {
+				c.Listen = connmgr.ListenOff
+				c.Resolve = func(addr netip.Addr) (admit.Endpoint, error) {
+					if addr != netip.AddrFrom16(hb.gid()).Unmap() {
+						t.Errorf("resolving %v, want the listener's %v", addr, netip.AddrFrom16(hb.gid()))
+					}
+					return admit.Endpoint{Addr: b.Addr().String()}, nil
+				}
+			})
+			return a, ha, b, hb
+		}},
+		{"one manager, in process", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
+			m, h := newManager(t, func(c *connmgr.Config) { c.Listen = connmgr.ListenOff })
+			return m, h, m, h
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ma, ha, mb, hb := tt.managers(t)
+			sb := listenSession(t, mb, hb, 7000, 1)
+			sa := newSession(t, ha.adapter)
+			qa, qpA := sa.newQP(abi.QPTypeRC)
+			const psnA, psnB = 0x100, 0x200
+			dst := hb.gid()
+			var resp proto.CMConnectResp
+			if err := sa.do(func() (err error) {
+				resp, err = ma.Connect(sa, proto.CMConnectReq{ID: 5, QP: qa, PSN: psnA, Addr: dst[:], Port: 7000,
+					RdAtomic: 4, PrivateData: []byte("req")})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if src := ha.gid(); !bytes.Equal(resp.LocalAddr, src[:]) || resp.SGIDIndex != 0 {
+				t.Fatalf("connect answered %+v, want the requester's GID %x", resp, src)
+			}
+
+			ev := sb.event()
+			if ev.Type != proto.CMEventRequest || ev.QPN != qpA.QPN() || ev.PSN != psnA || ev.RdAtomic != 4 ||
+				!bytes.Equal(ev.GID, resp.LocalAddr) || string(ev.PrivateData) != "req" {
+				t.Fatalf("request %+v", ev)
+			}
+			qb, qpB := sb.newQP(abi.QPTypeRC)
+			connect(t, qpB, ev, psnB, false)
+			if err := sb.do(func() error {
+				return mb.Accept(sb, proto.CMAcceptReq{ID: ev.ID, QP: qb, PSN: psnB, RdAtomic: 2, PrivateData: []byte("rep")})
+			}); err != nil {
+				t.Fatal(err)
+			}
+
+			ev = sa.event()
+			if ev.Type != proto.CMEventReply || ev.ID != 5 || ev.QPN != qpB.QPN() || ev.PSN != psnB || ev.RdAtomic != 2 ||
+				!bytes.Equal(ev.GID, dst[:]) || string(ev.PrivateData) != "rep" {
+				t.Fatalf("reply %+v", ev)
+			}
+			connect(t, qpA, ev, psnA, true)
+			if err := sa.do(func() error {
+				return ma.Accept(sa, proto.CMAcceptReq{ID: 5, PrivateData: []byte("rtu")})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if ev := sb.event(); ev.Type != proto.CMEventEstablished || string(ev.PrivateData) != "rtu" {
+				t.Fatalf("event %+v, want established", ev)
+			}
+
+			if err := sa.do(func() error {
+				return ma.Disconnect(sa, proto.CMDisconnectReq{ID: 5, PrivateData: []byte("bye")})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if st := qpA.State(); st != abi.QPStateErr {
+				t.Fatalf("the requester's QP is in %v after its disconnect, want ERR", st)
+			}
+			if ev := sb.event(); ev.Type != proto.CMEventDisconnected || string(ev.PrivateData) != "bye" {
+				t.Fatalf("event %+v, want disconnected", ev)
+			}
+			if st := qpB.State(); st != abi.QPStateErr {
+				t.Fatalf("the listener's QP is in %v after the peer's disconnect, want ERR", st)
+			}
+			if ev := sa.event(); ev.Type != proto.CMEventDisconnectDone || ev.ID != 5 {
+				t.Fatalf("event %+v, want the disconnection done", ev)
+			}
+			err := sa.do(func() error { return ma.Disconnect(sa, proto.CMDisconnectReq{ID: 5}) })
+			if proto.CodeOf(err) != proto.CodeNotFound {
+				t.Fatalf("a second disconnect: %v, want CodeNotFound", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+// Package connmgr is the daemon's connection manager, rdma_cm's model
+// between vrdma daemons: sessions listen on ports of a host-wide port
+// space, dial an adapter's address and port, accept or reject with private
+// data and disconnect, and hear of the outcome through events; the
+// daemons exchange the IBTA CM messages of package cm, over TCP between
+// hosts and through an in-process queue between the adapters of one host,
+// and run the IBTA CM state machine on connection ids.
+//
+// The manager owns the listener and who gets in on it (handshake slots of
+// package admit, optional mutual TLS, an authorizer that names the daemon
+// at the other end, bounded and idle-closed inbound connections), the
+// peers (one TCP connection per pair of daemons, multiplexed, each with a
+// writer goroutine and a reader that runs what arrives in order), the
+// connections with their timers, and the sessions' listeners and
+// connections by the ids the library gave them. No call waits for a peer:
+// what a command starts ends with an event.
+//
+// What it needs of the daemon is small: a Host that says whether a GID is
+// local, and for every session a Session (its adapter, its QPs by handle
+// under its lock, and an Emit that queues an event for its client without
+// blocking). The daemon decodes the commands (proto.OpCMListen ...) and
+// calls the Manager's method of the same name with the session's lock
+// held; when a session ends it calls CloseSession.
+//
+//	m, err := connmgr.New(connmgr.Config{Listen: "10.0.0.1:4793", TLS: tlsCfg, Authorize: auth, Host: host, HostName: "a"})
+//	if err != nil { ... }
+//	defer m.Close()
+//	port, err := m.Listen(s, proto.CMListenReq{ID: 1, Port: 7000}) // s: a Session
+//	// s.Emit gets a proto.CMEvent of type CMEventRequest for each request
+//
+// docs/design/connection-manager.md says why it is built this way.
+package connmgr

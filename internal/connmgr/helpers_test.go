@@ -1,0 +1,367 @@
+package connmgr_test
+
+// The manager with a fake daemon: a host of engine adapters, and sessions
+// that hold engine QPs by handle and collect the events emitted to them;
+// and a hand-made peer that speaks the wire format on the listener.
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/connmgr"
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/qpstate"
+)
+
+const wait = 5 * time.Second // turns a hang into a failure; nothing depends on it
+
+// testHost is a host with one adapter, as a daemon has for its default
+// instance.
+type testHost struct {
+	*engine.Host
+	adapter *engine.Adapter
+}
+
+var macs atomic.Uint32
+
+func newHost(t testing.TB) *testHost {
+	t.Helper()
+	n := macs.Add(1)
+	h := &testHost{Host: engine.NewHost(),
+		adapter: engine.NewAdapter("default", "vrdma0", 0, [6]byte{0x52, 0x54, 0, byte(n >> 16), byte(n >> 8), byte(n)}, false)}
+	h.AddAdapter(h.adapter)
+	t.Cleanup(func() {
+		h.RemoveAdapter(h.adapter)
+		h.Close()
+	})
+	return h
+}
+
+// gid is the adapter's GID.
+func (h *testHost) gid() [16]byte { return h.adapter.GIDs()[0] }
+
+// noOtherDaemon is the resolver of a manager that knows no other daemon.
+func noOtherDaemon(netip.Addr) (admit.Endpoint, error) {
+	return admit.Endpoint{}, errors.New("this test knows no other daemon")
+}
+
+// newManager runs a manager that listens on a loopback port, with mod
+// applied to its config, until the test ends.
+func newManager(t testing.TB, mod func(*connmgr.Config)) (*connmgr.Manager, *testHost) {
+	t.Helper()
+	h := newHost(t)
+	cfg := connmgr.Config{Listen: "127.0.0.1:0", Resolve: noOtherDaemon, Host: h, HostName: "cm-test"}
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := connmgr.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m, h
+}
+
+// session is a fake daemon session: connmgr.Session over an adapter,
+// with QPs by handle and a queue of the events the manager emits.
+type session struct {
+	t        testing.TB
+	adapter  *engine.Adapter
+	instance string
+
+	mu   sync.Mutex // the session's lock
+	qps  map[uint32]*engine.QP
+	next uint32
+
+	events chan proto.CMEvent
+	lost   atomic.Int64
+}
+
+var _ connmgr.Session = (*session)(nil)
+
+func newSession(t testing.TB, a *engine.Adapter) *session {
+	s := &session{t: t, adapter: a, qps: map[uint32]*engine.QP{}, events: make(chan proto.CMEvent, 1<<12)}
+	t.Cleanup(func() {
+		if n := s.lost.Load(); n != 0 {
+			t.Errorf("%d events were lost: the test's queue is too short", n)
+		}
+	})
+	return s
+}
+
+func (s *session) Adapter() *engine.Adapter { return s.adapter }
+func (s *session) Instance() string         { return s.instance }
+func (s *session) Lock()                    { s.mu.Lock() }
+func (s *session) Unlock()                  { s.mu.Unlock() }
+
+func (s *session) Emit(ev proto.CMEvent) {
+	select {
+	case s.events <- ev:
+	default:
+		s.lost.Add(1)
+	}
+}
+
+func (s *session) QP(h uint32) (*engine.QP, error) {
+	if q := s.qps[h]; q != nil {
+		return q, nil
+	}
+	return nil, proto.Errorf(proto.CodeNotFound, "no queue pair with handle %d on this device", h)
+}
+
+// do runs a command of the session: under its lock, as the daemon runs
+// them.
+func (s *session) do(f func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f()
+}
+
+// newQP gives the session a QP of type t, in RESET, and returns its handle.
+func (s *session) newQP(t abi.QPType) (uint32, *engine.QP) {
+	s.t.Helper()
+	cq, err := engine.NewCQ(16)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	q, err := engine.NewQP(engine.QPConfig{PD: s.adapter.NewPD(), Type: t, SendCQ: cq, RecvCQ: cq,
+		Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		q.Destroy()
+		cq.Close()
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.qps[s.next] = q
+	return s.next, q
+}
+
+// event returns the session's next event.
+func (s *session) event() proto.CMEvent {
+	s.t.Helper()
+	select {
+	case ev := <-s.events:
+		return ev
+	case <-time.After(wait):
+		s.t.Fatal("no event")
+		return proto.CMEvent{}
+	}
+}
+
+// discardEvents drops the session's events from now on, until the test
+// ends.
+func (s *session) discardEvents() {
+	done := make(chan struct{})
+	s.t.Cleanup(func() { close(done) })
+	go func() {
+		for {
+			select {
+			case <-s.events:
+			case <-done:
+				return
+			}
+		}
+	}()
+}
+
+// listenSession is a session that listens on port.
+func listenSession(t testing.TB, m *connmgr.Manager, h *testHost, port uint16, backlog int) *session {
+	t.Helper()
+	s := newSession(t, h.adapter)
+	var got uint16
+	if err := s.do(func() (err error) {
+		got, err = m.Listen(s, proto.CMListenReq{ID: 1, Port: port, Backlog: backlog})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != port {
+		t.Fatalf("listening on %d, want %d", got, port)
+	}
+	return s
+}
+
+// connectSession is a new session with an RC QP that dials addr, port 7.
+func connectSession(t testing.TB, m *connmgr.Manager, h *testHost, addr [16]byte) *session {
+	t.Helper()
+	s := newSession(t, h.adapter)
+	qp, _ := s.newQP(abi.QPTypeRC)
+	if err := s.do(func() error {
+		_, err := m.Connect(s, proto.CMConnectReq{ID: 5, QP: qp, PSN: 1, Addr: addr[:], Port: 7})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// connect moves q from RESET to RTR towards the peer's QP that ev names,
+// and to RTS if rts: what the library's QP.Connect does.
+func connect(t testing.TB, q *engine.QP, ev proto.CMEvent, psn uint32, rts bool) {
+	t.Helper()
+	steps := []struct {
+		attr qpstate.Attr
+		mask qpstate.Mask
+	}{
+		{qpstate.Attr{State: abi.QPStateInit, PortNum: 1, AccessFlags: abi.AccessRemoteWrite},
+			qpstate.MaskState | qpstate.MaskPKeyIndex | qpstate.MaskPort | qpstate.MaskAccessFlags},
+		{qpstate.Attr{State: abi.QPStateRTR, AV: qpstate.AddressVector{DGID: [16]byte(ev.GID), SGIDIndex: ev.SGIDIndex, PortNum: 1},
+			PathMTU: abi.MTU(ev.MTU), DestQPN: ev.QPN, RQPSN: ev.PSN, MaxDestRdAtomic: ev.RdAtomic, MinRNRTimer: 12},
+			qpstate.MaskState | qpstate.MaskAV | qpstate.MaskPathMTU | qpstate.MaskDestQPN | qpstate.MaskRQPSN |
+				qpstate.MaskMaxDestRdAtomic | qpstate.MaskMinRNRTimer},
+	}
+	if rts {
+		steps = append(steps, struct {
+			attr qpstate.Attr
+			mask qpstate.Mask
+		}{qpstate.Attr{State: abi.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: psn, MaxRdAtomic: ev.RdAtomic},
+			qpstate.MaskState | qpstate.MaskTimeout | qpstate.MaskRetryCnt | qpstate.MaskRNRRetry | qpstate.MaskSQPSN | qpstate.MaskMaxQPRdAtomic})
+	}
+	for _, st := range steps {
+		if _, err := q.Modify(&st.attr, st.mask); err != nil {
+			t.Fatalf("modify QP to %v: %v", st.attr.State, err)
+		}
+	}
+}
+
+// wirePeer is a hand-made connection manager peer.
+type wirePeer struct {
+	t   testing.TB
+	c   net.Conn
+	buf [cm.MaxFrame]byte
+}
+
+func dialCM(t testing.TB, m *connmgr.Manager) *wirePeer {
+	t.Helper()
+	c, err := net.Dial("tcp", m.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &wirePeer{t: t, c: c}
+}
+
+// dialCMFrom connects to m's listener from src.
+func dialCMFrom(t testing.TB, m *connmgr.Manager, src netip.Addr) (*wirePeer, error) {
+	t.Helper()
+	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: wait}
+	c, err := dl.Dial("tcp", m.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return &wirePeer{t: t, c: c}, nil
+}
+
+func (p *wirePeer) write(b []byte) {
+	p.t.Helper()
+	if _, err := p.c.Write(b); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *wirePeer) send(m cm.Message) {
+	p.t.Helper()
+	b, err := m.Append(nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.write(b)
+}
+
+func (p *wirePeer) recv() cm.Message {
+	p.t.Helper()
+	_ = p.c.SetReadDeadline(time.Now().Add(wait))
+	m, err := cm.ReadFrame(p.c, &p.buf)
+	if err != nil {
+		p.t.Fatalf("no message from the manager: %v", err)
+	}
+	return m
+}
+
+// expectREJ reads a REJ for the sender's connection id with reason and a
+// text that has text.
+func (p *wirePeer) expectREJ(id uint32, reason cm.Reason, text string) *cm.REJ {
+	p.t.Helper()
+	m := p.recv()
+	r, ok := m.(*cm.REJ)
+	if !ok || r.RemoteID != id || r.Reason != reason || !strings.Contains(r.Text, text) {
+		p.t.Fatalf("got %T %+v, want a REJ of %#x with %v and %q", m, m, id, reason, text)
+	}
+	return r
+}
+
+// closedByManager reports whether the manager closed the connection. What
+// it sent before (the answer to a good frame ahead of the garbage, say) is
+// read and dropped.
+func (p *wirePeer) closedByManager() bool {
+	_ = p.c.SetReadDeadline(time.Now().Add(wait))
+	_, err := io.Copy(io.Discard, p.c)
+	return err == nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset")
+}
+
+var otherGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
+
+// answers checks, on p, that the manager answers a request.
+func (p *wirePeer) answers(id uint32) {
+	p.t.Helper()
+	p.send(req(id, 7, otherGID))
+	p.expectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
+}
+
+func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
+	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
+		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
+}
+
+// noListener checks, on a fresh connection, that the manager still
+// answers.
+func noListener(t *testing.T, m *connmgr.Manager) {
+	t.Helper()
+	p := dialCM(t, m)
+	p.send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
+	p.expectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// watch reads the CM messages that come on c, until it ends.
+func watch(c net.Conn) (<-chan cm.Message, <-chan error) {
+	msgs, ended := make(chan cm.Message, 4), make(chan error, 1)
+	go func() {
+		var buf [cm.MaxFrame]byte
+		for {
+			m, err := cm.ReadFrame(c, &buf)
+			if err != nil {
+				ended <- err
+				return
+			}
+			msgs <- m
+		}
+	}()
+	return msgs, ended
+}

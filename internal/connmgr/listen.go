@@ -1,0 +1,120 @@
+package connmgr
+
+import (
+	"fmt"
+
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// Listeners: one port space for the host, requests handed to the
+// listening session, and what a session that ends leaves behind.
+
+// Listen starts listening for s on req.Port (0: a free port of the
+// ephemeral range) under the library's id req.ID, and returns the port.
+// Requests for it reach s as CMEventRequest events. The session's lock is
+// held.
+func (m *Manager) Listen(s Session, req proto.CMListenReq) (uint16, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp := m.session(s)
+	if err := checkClientID(req.ID, sp.listeners[req.ID] != nil); err != nil {
+		return 0, err
+	}
+	if len(sp.listeners) >= maxListeners {
+		return 0, proto.Errorf(proto.CodeLimit, "this process listens on %d ports already, the most it may", len(sp.listeners))
+	}
+	backlog := req.Backlog
+	switch {
+	case backlog == 0:
+		backlog = defaultBacklog
+	case backlog < 0 || backlog > maxBacklog:
+		return 0, proto.Errorf(proto.CodeInvalid, "backlog %d: 1 to %d requests may wait for an answer", backlog, maxBacklog)
+	}
+	port := req.Port
+	if port == 0 {
+		p, ok := m.nextEphemeral()
+		if !ok {
+			return 0, proto.Errorf(proto.CodeLimit, "no port of %d-%d is free", ephemeralFirst, ephemeralLast)
+		}
+		port = p
+	}
+	if other := m.listeners[port]; other != nil {
+		inst := "another"
+		if name := other.s.Instance(); name != "" {
+			inst = fmt.Sprintf("instance %s's", name)
+		}
+		return 0, proto.Errorf(proto.CodeBusy, "port %d is in use: %s listener has it (one port space per host): pick another port, or 0 for a free one", port, inst)
+	}
+	l := &listener{id: req.ID, port: port, s: s, backlog: backlog}
+	m.listeners[port] = l
+	sp.listeners[req.ID] = l
+	return port, nil
+}
+
+// CancelListen stops s's listener id and rejects the requests it has not
+// answered. The session's lock is held.
+func (m *Manager) CancelListen(s Session, id uint32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp := m.session(s)
+	l := sp.listeners[id]
+	if l == nil {
+		return proto.Errorf(proto.CodeNotFound, "no listener %d on this connection", id)
+	}
+	m.dropListener(sp, l, "closed")
+	return nil
+}
+
+// dropListener stops l and rejects the requests it has not answered;
+// m.mu is held.
+func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
+	delete(sp.listeners, l.id)
+	if m.listeners[l.port] == l {
+		delete(m.listeners, l.port)
+	}
+	for _, c := range sp.conns {
+		if c.listener != l || c.state != reqRcvd {
+			continue
+		}
+		text := fmt.Sprintf("the listener on port %d %s before it answered", l.port, why)
+		m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
+		m.remove(c)
+		ev := c.event(proto.CMEventRejected)
+		ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
+		c.s.Emit(ev)
+	}
+}
+
+// CloseSession ends what a session that ended had of the connection
+// manager: its listeners stop, the requests they have not answered and
+// the connections it was setting up are rejected, and its established
+// connections are disconnected, so that every peer learns it. The daemon
+// calls it once the session has stopped serving commands, without its
+// lock.
+func (m *Manager) CloseSession(s Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp := m.sessions[s]
+	if sp == nil {
+		return
+	}
+	for _, l := range sp.listeners {
+		m.dropListener(sp, l, "went away (its process exited)")
+	}
+	for _, c := range sp.conns {
+		switch c.state {
+		case established:
+			m.send(c.peer, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
+		case dreqSent:
+		default:
+			reason, text := cm.RejectConsumer, "the process that accepted the request exited"
+			if c.active {
+				reason, text = cm.RejectTimeout, "the requesting process exited"
+			}
+			m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
+		}
+		m.remove(c)
+	}
+	delete(m.sessions, s)
+}

@@ -1,0 +1,286 @@
+package connmgr
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// ListenOff in Config.Listen runs no listener: connections between
+// adapters of this host still work, and so do connections this host dials;
+// requests from other hosts cannot arrive.
+const ListenOff = "off"
+
+// Limits and timeouts of the connection manager.
+const (
+	defaultTimeout = 60 * time.Second // a request's, when the client gives none
+	grace          = time.Second      // added to a timeout a client gave: its own deadline ends the wait first
+	maxTimeout     = 10 * time.Minute
+	defaultBacklog = 128
+	maxBacklog     = 4096
+	maxListeners   = 256  // per session
+	maxConns       = 8192 // per session
+	maxPeers       = 4096 // TCP connections to and from other daemons, each way
+	dialTimeout    = 10 * time.Second
+	writeTimeout   = 10 * time.Second
+	maxQueue       = 1 << 20 // bytes queued to one peer before it counts as stuck
+	ephemeralFirst = 32768   // ports the requesters' side of a connection gets
+	ephemeralLast  = 60999
+)
+
+// Config configures a Manager. The daemon fills it from its own Config's
+// CM fields.
+type Config struct {
+	// Listen is the TCP address of the listener: "" is 127.0.0.1:4793
+	// (DefaultPort, on loopback: nothing beyond the host unless asked),
+	// ListenOff none. A default that is taken is a warning; an explicit
+	// address that cannot be had, an error.
+	Listen string
+	// ListenIsDefault says Listen is a default the caller chose (the
+	// daemon's listen policy), taken like "".
+	ListenIsDefault bool
+	// Resolve finds the connection manager of a remote adapter's daemon
+	// and the identity expected there (needed with Authorize). nil:
+	// DefaultResolve, naming no identity.
+	Resolve PeerResolver
+	// TLS protects connections both ways (mutual with ClientCAs); nil:
+	// plain TCP.
+	TLS *tls.Config
+	// Authorize names the daemon at the other end of every connection,
+	// inbound and outbound, or refuses it; nil: anyone.
+	Authorize admit.Authorizer
+	// Limits bound what other hosts may hold of the listener; zero
+	// fields take the defaults.
+	Limits Limits
+	// Host answers whether a GID is one of this host's adapters': a
+	// request for one stays in process, and a request that arrives for
+	// another is refused.
+	Host Host
+	// HostName names this host in the reasons of refusals.
+	HostName string
+	// Logger gets refusals (a few lines at a time) and failures; nil: none.
+	Logger *slog.Logger
+}
+
+// Manager is the daemon's connection manager.
+type Manager struct {
+	log      *slog.Logger
+	host     Host
+	hostName string
+	resolve  PeerResolver
+	ln       net.Listener // nil: requests from other hosts are not served
+	local    *peer        // connections between adapters of this host
+	adm      *admission   // who gets in (admit.go)
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[uint16]*listener      // by port: one port space for the host
+	conns     map[uint32]*connection    // by this side's id
+	remote    map[remoteKey]*connection // by the peer and its id
+	sessions  map[Session]*sessionPart
+	peers     map[string]*peer // dialled, by endpoint
+	inbound   map[*peer]struct{}
+	ephemeral uint16
+	rng       *rand.Rand
+
+	wg sync.WaitGroup
+}
+
+// remoteKey names a connection by the peer's side of it.
+type remoteKey struct {
+	p  *peer
+	id uint32
+}
+
+// sessionPart is what one session has of the connection manager, by the
+// ids the session knows them by.
+type sessionPart struct {
+	listeners map[uint32]*listener
+	conns     map[uint32]*connection
+	nextID    uint32 // the next id the manager gives a request
+}
+
+// listener is a port a session listens on.
+type listener struct {
+	id      uint32
+	port    uint16
+	s       Session
+	backlog int
+	pending int // requests handed to the session and not answered yet
+}
+
+// New starts a connection manager: its listener (unless cfg.Listen is
+// ListenOff) and the in-process peer between the adapters of this host.
+// Close stops it.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Host == nil {
+		return nil, errors.New("connection manager: Config.Host is nil: give the host whose adapters' GIDs are local")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	resolve := cfg.Resolve
+	if resolve == nil {
+		resolve = Resolver(DefaultResolve).Endpoints()
+	}
+	m := &Manager{
+		log: log, host: cfg.Host, hostName: cfg.HostName, resolve: resolve,
+		listeners: map[uint16]*listener{}, conns: map[uint32]*connection{}, remote: map[remoteKey]*connection{},
+		sessions: map[Session]*sessionPart{}, peers: map[string]*peer{}, inbound: map[*peer]struct{}{},
+		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+	var err error
+	if m.adm, err = newAdmission(&cfg); err != nil {
+		return nil, err
+	}
+	addr := cfg.Listen
+	if addr != ListenOff {
+		def := addr == "" || cfg.ListenIsDefault
+		if addr == "" {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultPort))
+		}
+		ln, err := net.Listen("tcp", addr)
+		switch {
+		case err != nil && def && errors.Is(err, syscall.EADDRINUSE):
+			m.log.Warn("connection manager: TCP port in use, requests from other hosts will not reach this one",
+				"addr", addr, "fix", "stop what holds the port, or give the daemon another CM address (Config.CMListen)")
+		case err != nil:
+			return nil, fmt.Errorf("connection manager: listen on %s: %w (give another address, or %q for none)", addr, err, ListenOff)
+		default:
+			m.ln = ln
+		}
+	}
+	m.local = newPeer(m, "this host", "")
+	m.local.local = true
+	m.wg.Add(1)
+	go m.local.runLocal()
+	if m.ln != nil {
+		m.wg.Add(1)
+		go m.acceptLoop()
+	}
+	return m, nil
+}
+
+// Addr returns the address the listener listens on, or nil.
+func (m *Manager) Addr() net.Addr {
+	if m.ln == nil {
+		return nil
+	}
+	return m.ln.Addr()
+}
+
+func (m *Manager) acceptLoop() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			m.mu.Lock()
+			closed := m.closed
+			m.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.log.Warn("connection manager: accept", "err", err)
+			time.Sleep(50 * time.Millisecond) // out of descriptors: let some close
+			continue
+		}
+		m.admitInbound(c) // admit.go
+	}
+}
+
+// Close stops the listener and every peer and waits for their goroutines.
+// The daemon calls it once its sessions are gone (CloseSession): what they
+// sent on their way out is written first.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.closeHandshakesLocked()
+	for _, c := range m.conns {
+		c.stopTimer()
+	}
+	peers := []*peer{m.local}
+	for _, p := range m.peers {
+		peers = append(peers, p)
+	}
+	for p := range m.inbound {
+		peers = append(peers, p)
+	}
+	m.mu.Unlock()
+	if m.ln != nil {
+		m.ln.Close()
+	}
+	for _, p := range peers {
+		p.close()
+	}
+	m.wg.Wait()
+}
+
+// session returns s's part, creating it; m.mu is held.
+func (m *Manager) session(s Session) *sessionPart {
+	sp := m.sessions[s]
+	if sp == nil {
+		sp = &sessionPart{listeners: map[uint32]*listener{}, conns: map[uint32]*connection{}, nextID: proto.CMDaemonIDBase}
+		m.sessions[s] = sp
+	}
+	return sp
+}
+
+// newID returns an unused id for a connection of this side: random, so
+// that a peer cannot guess the ids of other connections.
+func (m *Manager) newID() uint32 {
+	for {
+		id := m.rng.Uint32()
+		if _, used := m.conns[id]; id != 0 && !used {
+			return id
+		}
+	}
+}
+
+// nextEphemeral returns a port no listener has, from the ephemeral range:
+// for a listener that asked for port 0, and for the requester's side of a
+// connection (where it is informational: it names the connection to the
+// peer, as rdma_cm's source port does).
+func (m *Manager) nextEphemeral() (uint16, bool) {
+	for i := 0; i <= ephemeralLast-ephemeralFirst; i++ {
+		p := m.ephemeral
+		m.ephemeral++
+		if m.ephemeral > ephemeralLast {
+			m.ephemeral = ephemeralFirst
+		}
+		if m.listeners[p] == nil {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// timeoutOf turns a client's or a peer's timeout in milliseconds into how
+// long this daemon waits: 0 is the default, and it is bounded. A timeout
+// that came with a request gets a grace period: the client (or the peer)
+// that gave it gives up first and says so with a REJ, and this daemon's
+// timer only cleans up after one that never did.
+func timeoutOf(ms uint32) time.Duration {
+	if ms == 0 {
+		return defaultTimeout
+	}
+	return min(time.Duration(ms)*time.Millisecond, maxTimeout) + grace
+}

@@ -1,0 +1,48 @@
+package connmgr
+
+import (
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// Session is a client session of the daemon as the manager sees it: the
+// owner of listeners and connections, which the library names by its own
+// ids. The manager keeps a session's listeners and connections until
+// CloseSession, and uses Session values as map keys: they must be
+// comparable (a pointer).
+//
+// Locks: the daemon calls Listen ... Disconnect holding the session's lock
+// (Lock), and the manager takes its own inside it; the manager takes the
+// session's lock only holding none of its own. It calls Emit holding its
+// own lock.
+type Session interface {
+	// Adapter is the adapter the session opened: the manager reads its
+	// GIDs (the source GID of a connection) and its port's active MTU.
+	Adapter() *engine.Adapter
+	// Instance names the session's instance, for messages ("" if none).
+	Instance() string
+	// Emit queues ev for the session's client. It must not block or call
+	// the manager, and should not lose the event (a lost reply leaves a
+	// dial waiting for its timeout): the daemon's outbox grows, to far
+	// more events than a session's connections produce.
+	Emit(ev proto.CMEvent)
+	// QP returns the session's queue pair with handle h, or the error
+	// the command fails with (a *proto.Error, CodeNotFound). The
+	// session's lock is held.
+	QP(h uint32) (*engine.QP, error)
+	// Lock and Unlock take and release the session's lock, the one its
+	// commands run under and that guards its QPs: the manager takes it
+	// to move a QP to the error state when a connection ends (a REJ,
+	// DREQ, timeout or lost peer).
+	sync.Locker
+}
+
+// Host is what the manager asks of the daemon's host.
+type Host interface {
+	// IsLocalGID reports whether gid is the GID of an adapter of this
+	// host: a connection to it stays in process, and a request for
+	// another GID is refused. *engine.Host has it.
+	IsLocalGID(gid [16]byte) bool
+}

@@ -1,0 +1,157 @@
+package daemon_test
+
+// Each of Config's CM fields reaches the connection manager: a daemon
+// built with it behaves as the field says, and Daemon.CMStats counts it.
+// How the manager behaves under each is tested in package connmgr.
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+func TestCMConfigReachesTheManager(t *testing.T) {
+	otherGID := [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
+	t.Run("CMLimits", func(t *testing.T) {
+		d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.IdleTimeout = 50 * time.Millisecond })
+		p := dialCM(t, d)
+		if !p.closedByDaemon() {
+			t.Fatal("an idle connection is open")
+		}
+		waitCM(t, "the idle close to be counted", func() bool { return d.CMStats().IdleClosed == 1 })
+	})
+	t.Run("CMAuthorize", func(t *testing.T) {
+		d := cmDaemonWith(t, func(c *daemon.Config) {
+			c.CMAuthorize = func(admit.Peer) (string, error) { return "", errors.New("no member") }
+		})
+		p := dialCM(t, d)
+		p.send(req(61, 7, otherGID))
+		if !p.closedByDaemon() {
+			t.Fatal("a refused connection is open")
+		}
+		waitCM(t, "the refusal to be counted", func() bool { return d.CMStats().Unauthorized == 1 })
+	})
+	t.Run("CMTLS", func(t *testing.T) {
+		d := cmDaemonWith(t, func(c *daemon.Config) { c.CMTLS = selfSigned(t) })
+		c, err := tls.Dial("tcp", d.CMAddr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("no TLS on the CM port: %v", err)
+		}
+		c.Close()
+		p := dialCM(t, d)
+		p.send(req(71, 7, otherGID))
+		if !p.closedByDaemon() {
+			t.Fatal("a plain connection is open")
+		}
+		waitCM(t, "the failed handshake to be counted", func() bool { return d.CMStats().HandshakeErrors == 1 })
+	})
+	t.Run("CMResolve", func(t *testing.T) {
+		ep, got := countingListener(t)
+		d := cmDaemonWith(t, func(c *daemon.Config) {
+			c.CMResolve = func(netip.Addr) (string, error) { return ep, nil }
+		})
+		cmConnect(t, d, otherGID)
+		waitCM(t, "the request at the resolved endpoint", func() bool { return got.Load() > 0 })
+	})
+	t.Run("CMResolvePeer", func(t *testing.T) {
+		ep, got := countingListener(t)
+		d := cmDaemonWith(t, func(c *daemon.Config) {
+			c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: "hostb"}, nil }
+			c.CMAuthorize = func(admit.Peer) (string, error) { return "mallory", nil }
+		})
+		s := cmConnect(t, d, otherGID)
+		if ev := s.event(); ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "mallory", not "hostb"`) {
+			t.Fatalf("event %+v, want unreachable, with the reason", ev)
+		}
+		if st := d.CMStats(); st.WrongPeer != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		if n := got.Load(); n != 0 {
+			t.Fatalf("the endpoint got %d bytes", n)
+		}
+	})
+}
+
+// cmConnect starts a connection from a new session of d to addr, port 7,
+// and returns the session, which hears how it ends.
+func cmConnect(t *testing.T, d *daemon.Daemon, addr [16]byte) *cmSession {
+	t.Helper()
+	c := dial(t, d.SocketPath())
+	o := prepare(c)
+	c.ok(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: addr[:], Port: 7}, nil)
+	return &cmSession{rawClient: c}
+}
+
+// countingListener is a TCP listener that counts what it is sent and never
+// answers.
+func countingListener(t *testing.T) (string, *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var got atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					got.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), &got
+}
+
+func waitCM(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(cmWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// selfSigned is a server TLS config with a self-signed certificate.
+func selfSigned(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cm-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"cm-test"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS13}
+}
