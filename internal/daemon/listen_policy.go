@@ -69,7 +69,7 @@ func (d *Daemon) applyListenPolicy() error {
 	}
 	if cfg.CMListen == "" {
 		// A default that is taken is no error: the CM then serves this
-		// host's adapters only (newCMManager warns).
+		// host's adapters only (connmgr.New warns).
 		cfg.CMListen = net.JoinHostPort(home.String(), strconv.Itoa(DefaultCMPort))
 		d.cmListenDefault = true
 	}
