@@ -218,18 +218,7 @@ func (d *Daemon) saveLinksLocked() error {
 		specs = append(specs, e.spec)
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	b, err := json.MarshalIndent(specs, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(d.cfg.StateDir, linksFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, linksFile))
+	return d.writeState(linksFile, specs)
 }
 
 // readLinks reads the saved links; a file that does not parse is an error,

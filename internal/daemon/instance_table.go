@@ -263,18 +263,7 @@ func (d *Daemon) saveInstancesLocked() error {
 		}
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	b, err := json.MarshalIndent(specs, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(d.cfg.StateDir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(d.cfg.StateDir, instancesFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, instancesFile))
+	return d.writeState(instancesFile, specs)
 }
 
 // loadInstances creates the saved instances. One saved without an owner
