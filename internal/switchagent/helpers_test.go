@@ -15,14 +15,16 @@ import (
 )
 
 // fakeHost is the daemon as an agent sees it, over a real engine host: it
-// attaches the TCP channel and has the uplinks and the CM address a test
-// gives it.
+// attaches the TCP channel, keeps the router the agent sets, and has the
+// uplinks and the CM address a test gives it.
 type fakeHost struct {
 	eng *engine.Host
 	cm  net.Addr // nil: no CM listener
 
 	mu      sync.Mutex
 	uplinks []Uplink
+	router  engine.Router
+	failed  []string // FailPeers' reasons
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -32,9 +34,17 @@ func newFakeHost(t *testing.T) *fakeHost {
 	return h
 }
 
-func (h *fakeHost) SetRouter(r engine.Router) { h.eng.SetRouter(r) }
+func (h *fakeHost) SetRouter(r engine.Router) {
+	h.mu.Lock()
+	h.router = r
+	h.mu.Unlock()
+	h.eng.SetRouter(r)
+}
 
 func (h *fakeHost) FailPeers(gone func(netip.Addr) bool, reason string) int {
+	h.mu.Lock()
+	h.failed = append(h.failed, reason)
+	h.mu.Unlock()
 	return h.eng.FailPeers(gone, reason)
 }
 
@@ -55,6 +65,17 @@ func (h *fakeHost) Uplinks() []Uplink {
 }
 
 func (h *fakeHost) CMAddr() net.Addr { return h.cm }
+
+// route asks the router the agent installed (false when there is none).
+func (h *fakeHost) route(sgid, dgid netip.Addr) (engine.Route, bool) {
+	h.mu.Lock()
+	r := h.router
+	h.mu.Unlock()
+	if r == nil {
+		return engine.Route{}, false
+	}
+	return r(sgid.As16(), dgid.As16())
+}
 
 // joined makes an agent for host name on h, joins it and leaves at the
 // test's end.
