@@ -11,6 +11,7 @@ import (
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/switchagent"
 )
 
 // The switch's commands: `vrdma switch show`, `vrdma portgroup
@@ -18,12 +19,12 @@ import (
 
 // switchCtx returns the daemon's switch and a context for one command, or
 // the error a daemon on no switch gives.
-func (s *session) switchCtx() (*swState, context.Context, context.CancelFunc, error) {
+func (s *session) switchCtx() (*switchagent.Agent, context.Context, context.CancelFunc, error) {
 	sw := s.d.sw
 	if sw == nil {
 		return nil, nil, nil, proto.Errorf(proto.CodeState, "this daemon is on no switch: start it without --no-switch (it then runs an embedded etcd), or with --etcd-endpoints")
 	}
-	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(sw.Context(), 10*time.Second)
 	return sw, ctx, cancel, nil
 }
 
@@ -49,25 +50,15 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	defer cancel()
-	info := proto.SwitchInfo{Name: sw.cfg.Name, Embedded: sw.emb != nil, Host: s.d.cfg.HostName,
-		Fallbacks: sw.fallbck.Load(), HostsGone: sw.gone.Load()}
-	info.Endpoints = sw.cfg.Endpoints
-	if sw.emb != nil {
-		info.Endpoints = sw.emb.Endpoints()
-	}
-	if l, err := sw.fab.Leader(ctx); err == nil {
+	fab := sw.Fabric()
+	st := sw.Status()
+	info := proto.SwitchInfo{Name: st.Name, Embedded: st.Embedded, Host: s.d.cfg.HostName, Endpoints: st.Endpoints,
+		Fallbacks: st.Fallbacks, HostsGone: st.HostsGone, Role: st.Role, SMReport: st.SMReport, LeaseLost: st.LeaseLost}
+	if l, err := fab.Leader(ctx); err == nil {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
-	info.Role = "none (standing again after a lost lease)"
-	if cand := sw.candidacy(); cand != nil {
-		info.Role = cand.Role().String()
-		if cand.Role() == fabric.Leader {
-			info.SMReport = cand.LastReport().String()
-		}
-	}
-	info.LeaseLost = sw.leaseLost.Load()
-	info.Security, info.Channel, info.CM = s.d.guardReport()
-	if cands, keys, err := sw.fab.SMState(ctx); err == nil {
+	info.Security, info.Channel, info.CM = s.d.guardReport(st)
+	if cands, keys, err := fab.SMState(ctx); err == nil {
 		for _, c := range cands {
 			info.SMCandidates = append(info.SMCandidates, fmt.Sprintf("%s(%d)", c.Host, c.Priority))
 		}
@@ -75,15 +66,15 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 			info.SMElection = append(info.SMElection, fmt.Sprintf("%s(%d)@%d", k.Host, k.Priority, k.Rev))
 		}
 	}
-	hosts, err := sw.fab.Hosts(ctx)
+	hosts, err := fab.Hosts(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
-	pgs, err := sw.fab.PortGroups(ctx)
+	pgs, err := fab.PortGroups(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
-	insts, err := sw.fab.Instances(ctx)
+	insts, err := fab.Instances(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
@@ -102,7 +93,7 @@ func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	defer cancel()
 	pg := fabric.PortGroup{Name: req.Name, VLAN: req.VLAN, PCP: req.PCP, DSCP: req.DSCP, MTU: req.MTU, PKey: req.PKey}
-	return done, nil, switchErr(sw.fab.PutPortGroup(ctx, pg))
+	return done, nil, switchErr(sw.Fabric().PutPortGroup(ctx, pg))
 }
 
 func cmdPortGroupDelete(s *session, body []byte, _ []int) (any, []int, error) {
@@ -118,7 +109,7 @@ func cmdPortGroupDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.Name == DefaultPortGroup {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "port group %s cannot be deleted: adapters that name no port group join it", DefaultPortGroup)
 	}
-	return done, nil, switchErr(sw.fab.DeletePortGroup(ctx, req.Name))
+	return done, nil, switchErr(sw.Fabric().DeletePortGroup(ctx, req.Name))
 }
 
 func cmdPortGroupList(s *session, _ []byte, _ []int) (any, []int, error) {
@@ -127,11 +118,11 @@ func cmdPortGroupList(s *session, _ []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	defer cancel()
-	pgs, err := sw.fab.PortGroups(ctx)
+	pgs, err := sw.Fabric().PortGroups(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
-	insts, err := sw.fab.Instances(ctx)
+	insts, err := sw.Fabric().Instances(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
@@ -155,15 +146,16 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	defer cancel()
-	hosts, err := sw.fab.Hosts(ctx)
+	fab := sw.Fabric()
+	hosts, err := fab.Hosts(ctx)
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
 	sm := ""
-	if l, err := sw.fab.Leader(ctx); err == nil {
+	if l, err := fab.Leader(ctx); err == nil {
 		sm = l.Host
 	}
-	self := sw.hostRecord()
+	self := sw.Record()
 	var resp proto.HostListResp
 	for _, h := range hosts {
 		hi := proto.HostInfo{Name: h.Name, Identity: h.Identity.String(), Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
@@ -175,7 +167,7 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 			}
 			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs})
 		}
-		if c, err := pathsel.Select(endOf(sw.cfg.Name, self), endOf(sw.cfg.Name, h)); err == nil {
+		if c, err := pathsel.Select(sw.HostEnd(self), sw.HostEnd(h)); err == nil {
 			hi.Path = c.String()
 		} else {
 			hi.Path = err.Error()
@@ -208,11 +200,11 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	defer cancel()
-	ea, ha, err := sw.adapterEnd(ctx, req.A)
+	ea, ha, err := adapterEnd(ctx, sw, req.A)
 	if err != nil {
 		return nil, nil, err
 	}
-	eb, hb, err := sw.adapterEnd(ctx, req.B)
+	eb, hb, err := adapterEnd(ctx, sw, req.B)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -223,16 +215,17 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb}, nil, nil
 }
 
-// adapterEnd reads what path selection needs of one adapter.
-func (sw *swState) adapterEnd(ctx context.Context, name string) (pathsel.End, string, error) {
+// adapterEnd reads what path selection needs of one adapter from the
+// switch's records.
+func adapterEnd(ctx context.Context, sw *switchagent.Agent, name string) (pathsel.End, string, error) {
 	inst, idx, err := splitAdapter(name)
 	if err != nil {
 		return pathsel.End{}, "", err
 	}
-	rec, err := sw.fab.Instance(ctx, inst)
+	rec, err := sw.Fabric().Instance(ctx, inst)
 	if err != nil {
 		if errors.Is(err, fabric.ErrNotFound) {
-			return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "no instance %q on switch %s: `vrdma vm show` lists them (the default instance of each daemon is not on the switch)", inst, sw.cfg.Name)
+			return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "no instance %q on switch %s: `vrdma vm show` lists them (the default instance of each daemon is not on the switch)", inst, sw.Name())
 		}
 		return pathsel.End{}, "", switchErr(err)
 	}
@@ -245,11 +238,11 @@ func (sw *swState) adapterEnd(ctx context.Context, name string) (pathsel.End, st
 	if ad == nil {
 		return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "instance %q has no adapter vrdma%d: it has %d", inst, idx, len(rec.Adapters))
 	}
-	h, err := sw.fab.Host(ctx, rec.Host)
+	h, err := sw.Fabric().Host(ctx, rec.Host)
 	if err != nil {
 		return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "instance %q is on host %s, which is not on the switch now: is its daemon running?", inst, rec.Host)
 	}
-	e := endOf(sw.cfg.Name, h)
+	e := sw.HostEnd(h)
 	e.Adapter = fmt.Sprintf("%s/vrdma%d", inst, idx)
 	e.PortGroup = ad.PortGroup
 	return e, h.Name, nil

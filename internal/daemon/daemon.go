@@ -16,6 +16,7 @@ import (
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/switchagent"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise; the
@@ -31,7 +32,7 @@ type Config struct {
 	LinkPort   uint16      // UDP port of the links: 0 = 4791, the RoCEv2 port (tests use another)
 	HostName   string      // default os.Hostname
 	Logger     *slog.Logger
-	Switch     SwitchConfig // the distributed switch (switch.go); zero: none
+	Switch     SwitchConfig // the distributed switch (package switchagent, switch.go); zero: none
 	CMListen   string       // the connection manager's TCP address: "" = ":4793" (DefaultCMPort, every address), CMListenOff = none (cm.go)
 	CMResolve  CMResolver   // a remote adapter's address to its daemon's CM endpoint; nil = DefaultCMResolve
 
@@ -77,9 +78,9 @@ type Daemon struct {
 	closed    bool
 	wg        sync.WaitGroup
 
-	links linkTable        // cmd_link.go
-	sw    *swState         // switch.go; nil when the daemon is on no switch
-	cm    *connmgr.Manager // connection manager (cm.go)
+	links linkTable          // cmd_link.go
+	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
+	cm    *connmgr.Manager   // connection manager (cm.go)
 	// cmListenDefault: Config.CMListen is the default applyListenPolicy
 	// chose, which may be taken without that being an error.
 	cmListenDefault bool
@@ -154,14 +155,22 @@ func New(cfg Config) (*Daemon, error) {
 		d.host.Close()
 		return nil, err
 	}
+	if d.cfg.Switch.Enable {
+		if d.sw, err = newAgent(d); err != nil {
+			ln.Close()
+			d.closeLinks()
+			d.host.Close()
+			return nil, err
+		}
+	}
 	if d.cm, err = newCM(d); err != nil {
 		ln.Close()
 		d.closeLinks()
 		d.host.Close()
 		return nil, err
 	}
-	if cfg.Switch.Enable {
-		if err := d.startSwitch(); err != nil {
+	if d.sw != nil {
+		if err := d.joinSwitch(); err != nil {
 			d.cm.Close()
 			ln.Close()
 			d.closeLinks()
@@ -206,7 +215,7 @@ func (d *Daemon) Close() error {
 	}
 	d.mu.Unlock()
 	if d.sw != nil {
-		d.sw.close()
+		d.sw.Close()
 	}
 	d.closeLinks()
 	d.host.Close()

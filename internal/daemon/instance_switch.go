@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"time"
 
-	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/internal/switchagent"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,19 +40,19 @@ func (d *Daemon) checkInstance(spec proto.InstanceSpec) error {
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(sw.Context(), 10*time.Second)
 	defer cancel()
 	pg := spec.PortGroup
 	if pg == "" {
 		pg = DefaultPortGroup
 	}
-	if _, err := sw.fab.PortGroup(ctx, pg); err != nil {
+	if _, err := sw.Fabric().PortGroup(ctx, pg); err != nil {
 		if errors.Is(err, fabric.ErrNotFound) {
-			return proto.Errorf(proto.CodeNotFound, "instance %q: port group %q does not exist on switch %s: create it with `vrdma portgroup add %s`, or pick one `vrdma portgroup show` lists", spec.Name, pg, sw.cfg.Name, pg)
+			return proto.Errorf(proto.CodeNotFound, "instance %q: port group %q does not exist on switch %s: create it with `vrdma portgroup add %s`, or pick one `vrdma portgroup show` lists", spec.Name, pg, sw.Name(), pg)
 		}
 		return proto.Errorf(proto.CodeInternal, "instance %q: switch: %v", spec.Name, err)
 	}
-	if other, err := sw.fab.Instance(ctx, spec.Name); err == nil && other.Host != d.cfg.HostName {
+	if other, err := sw.Fabric().Instance(ctx, spec.Name); err == nil && other.Host != d.cfg.HostName {
 		return proto.Errorf(proto.CodeBusy, "instance %q exists on host %s: instance names are switch-wide; pick another name", spec.Name, other.Host)
 	}
 	return nil
@@ -76,21 +74,9 @@ func canLockMemory() error {
 	return fmt.Errorf("the daemon may lock only %d bytes (RLIMIT_MEMLOCK): run it as root, or with LimitMEMLOCK=infinity (ulimit -l unlimited)", lim.Cur)
 }
 
-// instanceRecord is inst as the switch keeps it.
-func (d *Daemon) instanceRecord(inst *Instance) fabric.Instance {
-	pg := inst.PortGroup
-	if pg == "" {
-		pg = DefaultPortGroup
-	}
-	rec := fabric.Instance{Name: inst.Name, Host: d.cfg.HostName}
-	for _, a := range inst.Adapters {
-		ra := fabric.Adapter{Index: a.Index, MAC: net.HardwareAddr(a.MAC[:]).String(), PortGroup: pg,
-			NativeEndpoint: inst.Native, Async: inst.Async}
-		ll := netip.AddrFrom16(engine.LinkLocalGID(a.MAC))
-		ra.GIDs = []string{ll.String()}
-		rec.Adapters = append(rec.Adapters, ra)
-	}
-	return rec
+// switchInstance is inst as the switch agent publishes it.
+func switchInstance(inst *Instance) switchagent.Instance {
+	return switchagent.Instance{Name: inst.Name, PortGroup: inst.PortGroup, Native: inst.Native, Async: inst.Async, Adapters: inst.Adapters}
 }
 
 // publishInstance puts inst's record on the switch (the default instance,
@@ -100,9 +86,7 @@ func (d *Daemon) publishInstance(inst *Instance) error {
 	if sw == nil || inst.Name == DefaultInstance {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
-	defer cancel()
-	if err := sw.fab.PutInstance(ctx, d.instanceRecord(inst)); err != nil {
+	if err := sw.PublishInstance(switchInstance(inst)); err != nil {
 		var ve *fabric.ValidationError
 		if errors.As(err, &ve) {
 			return proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -118,11 +102,7 @@ func (d *Daemon) unpublishInstance(name string) {
 	if sw == nil || name == DefaultInstance {
 		return
 	}
-	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
-	defer cancel()
-	if err := sw.fab.DeleteInstance(ctx, name); err != nil {
-		d.log.Warn("could not remove the instance from the switch", "instance", name, "err", err)
-	}
+	sw.UnpublishInstance(name)
 }
 
 // publishInstances puts every local instance on the switch (at start).
@@ -147,9 +127,9 @@ func (d *Daemon) remoteInstances() ([]proto.InstanceInfo, error) {
 	if sw == nil {
 		return nil, proto.Errorf(proto.CodeState, "this daemon is on no switch, so it knows only its own instances: leave --all out")
 	}
-	ctx, cancel := context.WithTimeout(sw.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(sw.Context(), 10*time.Second)
 	defer cancel()
-	recs, err := sw.fab.Instances(ctx)
+	recs, err := sw.Fabric().Instances(ctx)
 	if err != nil {
 		return nil, switchErr(err)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/tcplink"
 )
 
@@ -25,34 +25,27 @@ import (
 //     explicit, logged --insecure.
 //   - On a switch, every connection is authorized against the host
 //     records: its identity must be a live host and what it announces that
-//     host's (switch_auth.go).
+//     host's (switchagent.Agent.Authorize; newAgent gives it to the
+//     connection manager, with the switch's certificates).
+//
+// The policy is the daemon's: it places both listeners, and the connection
+// manager's exists on a daemon with no switch too. What it asks of the
+// switch is package switchagent's: whether the switch can have another
+// host (Config.SingleHost) and which addresses the host publishes
+// (HostAddrs).
 
 // ErrInsecureListener is the error of a listener beyond loopback without
 // the switch's certificates and without Insecure.
 var ErrInsecureListener = errors.New("daemon: a listener beyond loopback without mutual TLS")
 
-// singleHost reports whether the switch can have no other host: its etcd
-// is embedded, alone, and serves clients on its socket or on loopback.
-func (c *SwitchConfig) singleHost() bool {
-	if len(c.Endpoints) > 0 || c.Embed.InitialCluster != "" {
-		return false
-	}
-	u, err := url.Parse(c.Embed.ClientURL)
-	if c.Embed.ClientURL == "" || err == nil && u.Scheme == "unix" {
-		return true
-	}
-	a, err := netip.ParseAddr(u.Hostname())
-	return err == nil && a.IsLoopback()
-}
-
-// applyListenPolicy fills in the listeners' default addresses, checks them
-// against the policy above and wires TLS and authorization into the
-// connection manager (the TCP channel gets them when the switch opens it).
+// applyListenPolicy fills in the listeners' default addresses (the switch's
+// in Config.Switch, before the agent is made) and checks them against the
+// policy above.
 func (d *Daemon) applyListenPolicy() error {
 	cfg, sw := &d.cfg, &d.cfg.Switch
 	if sw.Enable {
 		if len(sw.TCPAddrs) == 0 {
-			addrs, err := hostAddrs()
+			addrs, err := switchagent.HostAddrs()
 			if err != nil {
 				return fmt.Errorf("switch: the host's addresses: %w", err)
 			}
@@ -61,7 +54,7 @@ func (d *Daemon) applyListenPolicy() error {
 	}
 	// The address a daemon publishes and listens on by default.
 	home := netip.MustParseAddr("127.0.0.1")
-	if sw.Enable && !sw.singleHost() {
+	if sw.Enable && !sw.SingleHost() {
 		home = sw.TCPAddrs[0]
 	}
 	if sw.Enable && sw.TCPListen == "" {
@@ -94,15 +87,6 @@ func (d *Daemon) applyListenPolicy() error {
 			return fmt.Errorf("%w: %s %s would let anyone who reaches that address pose as a host: %s, listen on loopback, or pass --insecure on an isolated test network", ErrInsecureListener, l.flag, l.addr, why)
 		}
 		d.log.Warn("INSECURE: listening beyond loopback without TLS: anyone who reaches this address may pose as a host of the switch", "listener", l.flag, "addr", l.addr)
-	}
-	if sw.Enable {
-		// Authorization holds on every switch: by certificate, or (insecure)
-		// by the address a connection comes from.
-		cfg.CMAuthorize = d.authorizePeer
-		cfg.CMResolvePeer = d.resolveCMPeer
-		if secure {
-			cfg.CMTLS = sw.Member.TLSConfig()
-		}
 	}
 	return nil
 }

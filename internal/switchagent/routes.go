@@ -1,4 +1,4 @@
-package daemon
+package switchagent
 
 import (
 	"net/netip"
@@ -32,10 +32,11 @@ type peerRoute struct {
 	told     *atomic.Bool // shared by the host's addresses
 }
 
-// endOf is what path selection needs of a host (adapters of one host share
-// its uplinks; the port group is the switch's default one).
-func endOf(sw string, h fabric.Host) pathsel.End {
-	e := pathsel.End{Adapter: "host " + h.Name, Switch: sw, Host: h.Name, HostID: identityKey(h.Identity), PortGroup: DefaultPortGroup}
+// HostEnd is what path selection needs of a host of the switch (adapters
+// of one host share its uplinks; the port group is the switch's default
+// one): `vrdma path` sets the adapter and its port group.
+func (a *Agent) HostEnd(h fabric.Host) pathsel.End {
+	e := pathsel.End{Adapter: "host " + h.Name, Switch: a.cfg.Name, Host: h.Name, HostID: identityKey(h.Identity), PortGroup: DefaultPortGroup}
 	e.RDMA = rdmaUplinks(h)
 	return e
 }
@@ -76,31 +77,28 @@ func hostGIDs(h fabric.Host) map[[16]byte]bool {
 	return out
 }
 
-// rebuildLocked recomputes the route table; sw.mu is held.
-func (sw *swState) rebuildLocked() {
-	self := sw.hostRecord()
-	local := endOf(sw.cfg.Name, self)
+// rebuildLocked recomputes the route table; a.mu is held.
+func (a *Agent) rebuildLocked() {
+	self := a.Record()
+	local := a.HostEnd(self)
 	rt := &routeTable{byGID: map[[16]byte]*peerRoute{}, rdma: map[[16]byte]engine.Link{}}
-	d := sw.d
-	d.links.mu.Lock()
-	for _, e := range d.links.m {
-		if e.l == nil {
+	for _, up := range a.uplinks() {
+		if up.Link == nil {
 			continue
 		}
-		for _, g := range e.l.GIDs() {
+		for _, g := range up.Link.GIDs() {
 			if _, ok := rt.rdma[g]; !ok {
-				rt.rdma[g] = e.l
+				rt.rdma[g] = up.Link
 			}
 		}
 	}
-	d.links.mu.Unlock()
-	for name, h := range sw.hosts {
+	for name, h := range a.hosts {
 		if name == self.Name || identityKey(h.Identity) == local.HostID {
 			continue
 		}
-		choice, err := pathsel.Select(local, endOf(sw.cfg.Name, h))
+		choice, err := pathsel.Select(local, a.HostEnd(h))
 		if err != nil {
-			sw.d.log.Warn("switch: no path to host", "host", name, "err", err)
+			a.log.Warn("switch: no path to host", "host", name, "err", err)
 			continue
 		}
 		viaRDMA := map[[16]byte]bool{}
@@ -123,14 +121,14 @@ func (sw *swState) rebuildLocked() {
 			rt.byGID[g] = pr
 		}
 	}
-	sw.routes.Store(rt)
+	a.routes.Store(rt)
 }
 
 // route is the engine's router: DESIGN.md's path table between this host
 // and the host that has dgid. Destinations the switch does not know (a
 // native RoCEv2 peer) keep the default, an RDMA link.
-func (sw *swState) route(sgid, dgid [16]byte) (engine.Route, bool) {
-	rt := sw.routes.Load()
+func (a *Agent) route(sgid, dgid [16]byte) (engine.Route, bool) {
+	rt := a.routes.Load()
 	pr := rt.byGID[dgid]
 	if pr == nil {
 		return engine.Route{}, false
@@ -140,15 +138,15 @@ func (sw *swState) route(sgid, dgid [16]byte) (engine.Route, bool) {
 			return engine.Route{Link: l, Path: engine.PathRDMA}, true
 		}
 	}
-	sw.fellBack(pr)
-	return engine.Route{Link: sw.tcp, Path: engine.PathTCP}, true
+	a.fellBack(pr)
+	return engine.Route{Link: a.tcp, Path: engine.PathTCP}, true
 }
 
 // fellBack counts a connection (or datagram) that takes the TCP channel and
 // logs why once per host and route table: a fallback is never silent. It
 // takes no lock and allocates nothing: UD asks per datagram.
-func (sw *swState) fellBack(pr *peerRoute) {
-	sw.fallbck.Add(1)
+func (a *Agent) fellBack(pr *peerRoute) {
+	a.fallbck.Add(1)
 	if pr.told.Swap(true) {
 		return
 	}
@@ -156,14 +154,14 @@ func (sw *swState) fellBack(pr *peerRoute) {
 	if reason == "" {
 		reason = pr.choice.String()
 	}
-	sw.d.log.Info("path falls back to the TCP channel", "host", pr.host, "reason", reason)
+	a.log.Info("path falls back to the TCP channel", "host", pr.host, "reason", reason)
 }
 
 // peerEndpoint resolves an address to the TCP channel of the host that
 // has it, and the host's name (the identity the TCP link expects there
 // once it has an Authorizer), for the TCP link.
-func (sw *swState) peerEndpoint(dst netip.Addr) (admit.Endpoint, bool) {
-	pr := sw.routes.Load().byGID[dst.As16()]
+func (a *Agent) peerEndpoint(dst netip.Addr) (admit.Endpoint, bool) {
+	pr := a.routes.Load().byGID[dst.As16()]
 	if pr == nil || pr.endpoint == "" {
 		return admit.Endpoint{}, false
 	}

@@ -1,0 +1,55 @@
+package switchagent
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/vrdma/vrdma/internal/engine"
+)
+
+// Host is what the agent needs of the daemon it runs in: the engine's
+// host, to route packets and attach the TCP channel, and what the host
+// record announces. The daemon implements it; the agent calls it without
+// holding a lock of its own except in Uplinks (see the lock order in
+// doc.go).
+type Host interface {
+	// SetRouter installs the engine's router (nil: none): the agent's
+	// route table while it is on the switch.
+	SetRouter(engine.Router)
+	// FailPeers moves every connected QP whose destination GID gone
+	// matches to the error state, with reason, and returns how many.
+	FailPeers(gone func(netip.Addr) bool, reason string) int
+	// AttachLink attaches an open link (the TCP channel) to the engine
+	// and serves its packets until it is removed.
+	AttachLink(engine.Link) error
+	// RemoveLink detaches and closes the link called name.
+	RemoveLink(name string) error
+	// Uplinks lists the host's RDMA links (`vrdma link add`), open or
+	// not, in any order. The agent publishes them in the host record and
+	// routes by their GIDs.
+	Uplinks() []Uplink
+	// CMAddr is the address the connection manager listens on, nil when
+	// it takes no requests from other hosts; the host record announces
+	// it.
+	CMAddr() net.Addr
+}
+
+// Uplink is one of the host's RDMA links.
+type Uplink struct {
+	Name string
+	// Link is the open link, nil when it could not be opened (its port
+	// was taken, say): the record then says it is down.
+	Link engine.Link
+}
+
+// Local is the daemon an agent runs in.
+type Local struct {
+	HostName string // this host's name on the switch
+	// StateDir is the daemon's state directory: the embedded etcd keeps
+	// its data in STATE-DIR/etcd unless Config.EtcdDir says otherwise.
+	// "": a temporary directory, removed when the agent leaves.
+	StateDir string
+	Host     Host
+	Logger   *slog.Logger // nil: none
+}
