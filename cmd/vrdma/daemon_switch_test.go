@@ -18,7 +18,8 @@ import (
 )
 
 // switchPKI makes a CA and certificates for hosts in a new directory, as
-// `vrdma switch ca init` and `vrdma host cert` do.
+// `vrdma switch ca init` and `vrdma host cert` do: the Nth host's lists
+// 127.0.0.N, where the tests put it.
 func switchPKI(t testing.TB, hosts ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -26,8 +27,9 @@ func switchPKI(t testing.TB, hosts ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range hosts {
-		if err := ca.IssueHost(dir, pki.HostSpec{Name: h}); err != nil {
+	for i, h := range hosts {
+		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
+		if err := ca.IssueHost(dir, pki.HostSpec{Name: h, IPs: []netip.Addr{ip}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -95,15 +96,16 @@ func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
 	var hosts [2]*daemon.Daemon
 	for i := range hosts {
 		name := fmt.Sprint("demo-host", i+1)
-		if err := ca.IssueHost(pkiDir, pki.HostSpec{Name: name}); err != nil {
+		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
+		if err := ca.IssueHost(pkiDir, pki.HostSpec{Name: name, IPs: []netip.Addr{ip}}); err != nil {
 			return err
 		}
 		member, err := pki.LoadMember(pkiDir, name)
 		if err != nil {
 			return err
 		}
-		sw := daemon.SwitchConfig{Enable: true, HostTag: fmt.Sprint("demo", i+1), TCPListen: fmt.Sprintf("127.0.0.%d:0", i+1),
-			TCPAddrs: []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})}, Member: member}
+		sw := daemon.SwitchConfig{Enable: true, HostTag: fmt.Sprint("demo", i+1), TCPListen: net.JoinHostPort(ip.String(), "0"),
+			TCPAddrs: []netip.Addr{ip}, Member: member}
 		if i > 0 {
 			sw.Endpoints = hosts[0].SwitchEndpoints()
 		}

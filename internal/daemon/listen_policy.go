@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vrdma/vrdma/internal/pki"
 	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/tcplink"
 )
@@ -44,13 +45,27 @@ var ErrInsecureListener = errors.New("daemon: a listener beyond loopback without
 func (d *Daemon) applyListenPolicy() error {
 	cfg, sw := &d.cfg, &d.cfg.Switch
 	if sw.Enable {
-		if len(sw.TCPAddrs) == 0 {
+		given := len(sw.TCPAddrs) > 0
+		if !given {
 			addrs, err := switchagent.HostAddrs()
 			if err != nil {
 				return fmt.Errorf("switch: the host's addresses: %w", err)
 			}
 			sw.TCPAddrs = addrs
 		}
+		if sw.Member != nil && !sw.SingleHost() {
+			// The other hosts take only the addresses this host's
+			// certificate lists: publish and listen on those.
+			addrs, err := coveredAddrs(sw, given)
+			if err != nil {
+				return err
+			}
+			sw.TCPAddrs = addrs
+		}
+	} else if cfg.CMListen == "" {
+		// With no switch there is nobody to check a peer against: the CM
+		// serves this host's adapters only unless told otherwise.
+		cfg.CMListen = CMListenOff
 	}
 	// The address a daemon publishes and listens on by default.
 	home := netip.MustParseAddr("127.0.0.1")
@@ -104,4 +119,27 @@ func isLoopbackListen(addr string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsLoopback()
+}
+
+// coveredAddrs keeps the host's addresses its certificate lists; given:
+// the operator named them (--tcp-addr), so one it does not list is an
+// error rather than left out.
+func coveredAddrs(sw *SwitchConfig, given bool) ([]netip.Addr, error) {
+	m := sw.Member
+	var keep, left []netip.Addr
+	for _, a := range sw.TCPAddrs {
+		if pki.Covers(m.Leaf, a) {
+			keep = append(keep, a)
+		} else {
+			left = append(left, a)
+		}
+	}
+	fix := fmt.Sprintf("issue it a certificate that lists them: vrdma host cert %s --ip ADDR,... (where the switch's CA is)", m.Host)
+	switch {
+	case given && len(left) > 0:
+		return nil, fmt.Errorf("switch: --tcp-addr %v: host %s's certificate does not list them, so the other hosts would not route to them: %s", left, m.Host, fix)
+	case len(keep) == 0:
+		return nil, fmt.Errorf("switch: host %s's certificate lists none of its addresses (%v), so no other host would route to it: %s", m.Host, sw.TCPAddrs, fix)
+	}
+	return keep, nil
 }

@@ -25,8 +25,9 @@ func TestSwitchHooksReachTheCM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"host1", "host2", "ghost"} {
-		if err := ca.IssueHost(pkiDir, pki.HostSpec{Name: h}); err != nil {
+	for i, h := range []string{"host1", "host2", "ghost"} {
+		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}) // where switchPair's hosts are
+		if err := ca.IssueHost(pkiDir, pki.HostSpec{Name: h, IPs: []netip.Addr{ip}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -39,7 +39,7 @@ func TestThreeMemberCluster(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			members[i], errs[i] = StartEmbedded(t.TempDir(), EmbedOptions{
-				Name: names[i], ClientURL: clients[i], PeerURL: peers[i],
+				Name: names[i], ClientURL: clients[i], PeerURL: peers[i], Insecure: true, // plaintext on loopback: a test cluster
 				InitialCluster: cluster, ClusterToken: "test-" + t.Name(), UnsafeNoFsync: true,
 			})
 		}()

@@ -27,9 +27,9 @@ type EmbedOptions struct {
 	// in the member's directory (unix:///DIR/client.sock), mode 0600 in a
 	// 0700 directory: the daemon is its only client. An https:// URL also
 	// serves the daemons of other hosts: it needs TLS, and clients must
-	// show a certificate of TLS.CAFile. http:// is refused on any address
-	// but loopback unless Insecure is set: whoever reaches it could rewrite
-	// the switch.
+	// show a certificate of TLS.CAFile. http:// is refused unless Insecure
+	// is set: whoever reaches it — on loopback, every local user — could
+	// rewrite the switch.
 	ClientURL string
 	// PeerURL is where the member talks to the other members. Default:
 	// https://127.0.0.1:0 with TLS, else http://127.0.0.1:0 (a free port).
@@ -252,8 +252,14 @@ func memberURL(field, s string, opts EmbedOptions, client bool) (*url.URL, error
 	if u.Scheme == "https" && opts.TLS == nil {
 		return nil, fmt.Errorf("fabric: embedded etcd %s %q: https needs the member's certificates (the switch's PKI: `vrdma switch ca init`, `vrdma host cert`)", field, s)
 	}
-	if u.Scheme == "http" && !opts.Insecure && !isLoopbackHost(u.Hostname()) {
+	switch {
+	case u.Scheme != "http" || opts.Insecure:
+	case !isLoopbackHost(u.Hostname()):
 		return nil, fmt.Errorf("%w: embedded etcd %s %q is plaintext on an address other hosts reach: anyone there could read and rewrite the switch; use https:// with the switch's certificates (`vrdma switch ca init`, `vrdma host cert`), or --insecure on an isolated test network", ErrInsecure, field, s)
+	case client:
+		// Every user of this host reaches loopback: the default socket is
+		// the daemon's alone.
+		return nil, fmt.Errorf("%w: embedded etcd %s %q is plaintext on loopback, where every local user could read and rewrite the switch; leave it unset (a socket only the daemon may use), use https://, or --insecure on a test machine", ErrInsecure, field, s)
 	}
 	return u, nil
 }

@@ -72,6 +72,7 @@ func TestEmbeddedRefusesPlaintextBeyondLoopback(t *testing.T) {
 		{"http client URL on a host address", fabric.EmbedOptions{ClientURL: "http://10.1.2.3:2379"}, fabric.ErrInsecure, "plaintext"},
 		{"http peer URL on a host address", fabric.EmbedOptions{PeerURL: "http://10.1.2.3:2380"}, fabric.ErrInsecure, "plaintext"},
 		{"http on every address", fabric.EmbedOptions{ClientURL: "http://0.0.0.0:2379"}, fabric.ErrInsecure, "plaintext"},
+		{"an http client URL on loopback", fabric.EmbedOptions{ClientURL: "http://127.0.0.1:2379"}, fabric.ErrInsecure, "every local user"},
 		{"https without certificates", fabric.EmbedOptions{ClientURL: "https://10.1.2.3:2379"}, nil, "needs the member's certificates"},
 		{"a peer on a socket", fabric.EmbedOptions{PeerURL: "unix:///tmp/p.sock", TLS: files}, nil, "members talk over TCP"},
 		{"a relative socket", fabric.EmbedOptions{ClientURL: "unix://rel.sock"}, nil, "unix:///absolute/path"},

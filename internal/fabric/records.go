@@ -103,6 +103,13 @@ type Host struct {
 	// where the other daemons send connection requests for its adapters;
 	// empty when it takes none from other hosts.
 	CMEndpoint string `json:"cmEndpoint,omitempty"`
+	// Cert is the host's certificate of the switch's CA (PEM), and Sig the
+	// record's signature by its key (over the record with Sig empty), on a
+	// switch whose daemons have certificates: the other daemons take the
+	// record only from the host it names, and only the addresses the
+	// certificate lists (SECURITY.md).
+	Cert string `json:"cert,omitempty"`
+	Sig  string `json:"sig,omitempty"`
 }
 
 // MaxAdapters is the most adapters an instance may have (vrdma0..vrdma9).

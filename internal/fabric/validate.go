@@ -119,6 +119,9 @@ func ValidateHost(h Host) error {
 		}
 		hasTCP = hasTCP || u.Kind == UplinkTCP
 	}
+	if h.Sig != "" && h.Cert == "" {
+		return invalid(k, h.Name, "Cert", "the record is signed but carries no certificate", "sign records with a host certificate of the switch (vrdma host cert) and put it in Cert")
+	}
 	if h.CMEndpoint != "" {
 		if _, err := netip.ParseAddrPort(h.CMEndpoint); err != nil {
 			return invalid(k, h.Name, "CMEndpoint", fmt.Sprintf("%q is not ip:port", h.CMEndpoint), "give the connection manager's listening address, e.g. 192.0.2.10:4793")
@@ -144,8 +147,10 @@ func validateUplink(host, field string, u Uplink) error {
 		if !validMTU(u.MTU) {
 			return invalid(k, host, field+".MTU", fmt.Sprintf("MTU %d on rxe uplink %q is not a RoCE MTU", u.MTU, u.Name), mtuFix)
 		}
-		if len(u.GIDs) == 0 {
-			return invalid(k, host, field+".GIDs", fmt.Sprintf("rxe uplink %q has no GID", u.Name), "list the uplink's GIDs (`rdma link show` / sysfs gids)")
+		if len(u.GIDs) == 0 && u.State != UplinkDown {
+			// A link whose interface is missing, or whose port is taken,
+			// is down and has no GID yet; one that is up has at least one.
+			return invalid(k, host, field+".GIDs", fmt.Sprintf("rxe uplink %q is up but has no GID", u.Name), "list the uplink's GIDs (`rdma link show` / sysfs gids), or mark it down")
 		}
 	case UplinkTCP:
 		if u.RoCEVersion != 0 || u.MTU != 0 || len(u.GIDs) != 0 {

@@ -106,13 +106,15 @@ func TestValidateHost(t *testing.T) {
 		{"unknown kind", func(h *Host) { h.Uplinks[0].Kind = "ib" }, "Uplinks[0].Kind", `unknown uplink kind "ib"`},
 		{"roce version", func(h *Host) { h.Uplinks[0].RoCEVersion = 3 }, "Uplinks[0].RoCEVersion", "RoCE version 3"},
 		{"rxe mtu", func(h *Host) { h.Uplinks[0].MTU = 9000 }, "Uplinks[0].MTU", "not a RoCE MTU"},
-		{"rxe no gid", func(h *Host) { h.Uplinks[0].GIDs = nil }, "Uplinks[0].GIDs", "no GID"},
+		{"rxe up without a gid", func(h *Host) { h.Uplinks[0].GIDs = nil }, "Uplinks[0].GIDs", "up but has no GID"},
+		{"rxe down without a gid (its interface is missing)", func(h *Host) { h.Uplinks[0].GIDs, h.Uplinks[0].State = nil, UplinkDown }, "", ""},
 		{"bad gid", func(h *Host) { h.Uplinks[0].GIDs = []string{"zz"} }, "Uplinks[0].GIDs[0]", "not an address"},
 		{"tcp with gid", func(h *Host) { h.Uplinks[1].GIDs = []string{"fe80::2"} }, "Uplinks[1]", "RoCE fields"},
 		{"state", func(h *Host) { h.Uplinks[0].State = "flapping" }, "Uplinks[0].State", "unknown state"},
 		{"tcp without endpoint", func(h *Host) { h.TCPEndpoint = "" }, "TCPEndpoint", "no TCP channel endpoint"},
 		{"bad endpoint", func(h *Host) { h.TCPEndpoint = "host:99" }, "TCPEndpoint", "not ip:port"},
 		{"bad CM endpoint", func(h *Host) { h.CMEndpoint = "10.0.0.1" }, "CMEndpoint", "not ip:port"},
+		{"signed without a certificate", func(h *Host) { h.Sig = "c2ln" }, "Cert", "carries no certificate"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			h := testHost()

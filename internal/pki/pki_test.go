@@ -230,3 +230,47 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSignedRecords: a record signed by a member verifies as that member's;
+// another member's signature, an altered record, another CA's certificate
+// and a missing certificate do not.
+func TestSignedRecords(t *testing.T) {
+	dir := switchDir(t, "a", "b")
+	a, _ := LoadMember(dir, "a")
+	b, _ := LoadMember(dir, "b")
+	rec := []byte(`{"name":"a","addrs":["10.0.0.1"]}`)
+	sig, err := a.Sign(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, name, err := b.VerifySigned(a.CertPEM(), rec, sig)
+	if err != nil || name != "a" {
+		t.Fatalf("a's record as b reads it: %q, %v", name, err)
+	}
+	if !Covers(leaf, netip.MustParseAddr("10.0.0.1")) || !Covers(leaf, netip.MustParseAddr("::ffff:10.0.0.1")) || Covers(leaf, netip.MustParseAddr("10.0.0.2")) {
+		t.Error("Covers does not follow the certificate's IP addresses")
+	}
+	bsig, _ := b.Sign(rec)
+	foreign, err := LoadMember(switchDir(t, "a"), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsig, _ := foreign.Sign(rec)
+	tests := []struct {
+		name      string
+		cert, sig string
+		data      []byte
+		want      error
+	}{
+		{"b's signature under a's certificate", a.CertPEM(), bsig, rec, ErrBadSignature},
+		{"an altered record", a.CertPEM(), sig, []byte(`{"name":"a","addrs":["10.0.0.2"]}`), ErrBadSignature},
+		{"another switch's certificate", foreign.CertPEM(), fsig, rec, ErrNotMember},
+		{"no certificate", "", sig, rec, ErrNotMember},
+		{"a signature that is not base64", a.CertPEM(), "!!", rec, ErrBadSignature},
+	}
+	for _, tt := range tests {
+		if _, _, err := b.VerifySigned(tt.cert, tt.data, tt.sig); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/tcplink"
 )
@@ -50,6 +51,15 @@ type Agent struct {
 	// (lease.go).
 	leaseLost atomic.Uint64
 	closing   atomic.Bool // close has begun: stand for nothing any more
+
+	// Host records (records_trust.go): the last one this host wrote
+	// (guarded by regMu), the records of others refused, its own written
+	// again after someone else deleted or altered it.
+	written   fabric.Host
+	refused   atomic.Uint64
+	healed    atomic.Uint64
+	refuseLog admit.LogLimit
+	uncovered admit.LogLimit
 }
 
 // New checks cfg and makes the agent of the daemon local describes,
@@ -81,7 +91,8 @@ func New(cfg Config, local Local) (*Agent, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{cfg: cfg, hostName: local.HostName, stateDir: local.StateDir, host: local.Host, log: log,
-		ident: ident, hosts: map[string]fabric.Host{}}
+		ident: ident, hosts: map[string]fabric.Host{},
+		uncovered: admit.LogLimit{Interval: 10 * time.Minute, Burst: 1}}
 	a.routes.Store(&routeTable{})
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil

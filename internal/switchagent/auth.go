@@ -84,6 +84,10 @@ func (a *Agent) liveHost(name string) (fabric.Host, bool) {
 	ctx, cancel := context.WithTimeout(a.ctx, hostLookupWait)
 	defer cancel()
 	h, err := a.fab.Host(ctx, name)
+	if err != nil {
+		return fabric.Host{}, false
+	}
+	h, err = a.trusted(h)
 	return h, err == nil
 }
 
@@ -101,12 +105,19 @@ func (a *Agent) hostWithAddr(addr netip.Addr) (fabric.Host, bool) {
 	if err != nil {
 		return fabric.Host{}, false
 	}
+	var found []fabric.Host
 	for _, h := range hosts {
-		if h.Name != a.hostName && hostGIDs(h)[g] {
-			return h, true
+		if h.Name == a.hostName {
+			continue
+		}
+		if h, err := a.trusted(h); err == nil && hostGIDs(h)[g] {
+			found = append(found, h)
 		}
 	}
-	return fabric.Host{}, false
+	if len(found) != 1 {
+		return fabric.Host{}, false // nobody's, or claimed twice: nobody's (routes.go)
+	}
+	return found[0], true
 }
 
 // ResolveCM is the connection manager's resolver on a switch (the

@@ -156,7 +156,13 @@ func pkiFor(t *testing.T, hosts ...string) string {
 		t.Fatal(err)
 	}
 	for _, h := range hosts {
-		if err := ca.IssueHost(dir, pki.HostSpec{Name: h}); err != nil {
+		// hostN lives on 127.0.0.N (switchPair): its certificate says so.
+		var ips []netip.Addr
+		var n int
+		if _, err := fmt.Sscanf(h, "host%d", &n); err == nil {
+			ips = append(ips, netip.AddrFrom4([4]byte{127, 0, 0, byte(n)}))
+		}
+		if err := ca.IssueHost(dir, pki.HostSpec{Name: h, IPs: ips}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -68,11 +68,16 @@ func (a *Agent) renew() error {
 		return err
 	}
 	a.regMu.Lock()
-	if err := a.fab.RegisterHost(ctx, a.Record(), sess); err != nil {
+	h, err := a.signedRecord()
+	if err == nil {
+		err = a.fab.RegisterHost(ctx, h, sess)
+	}
+	if err != nil {
 		a.regMu.Unlock()
 		_ = sess.Close()
 		return err
 	}
+	a.written = h
 	old := a.cand
 	a.sess, a.cand = sess, nil
 	a.regMu.Unlock()

@@ -50,16 +50,21 @@ func (a *Agent) Record() fabric.Host {
 	h.Uplinks = append(h.Uplinks, fabric.Uplink{Name: TCPLinkName, Kind: fabric.UplinkTCP, State: fabric.UplinkUp})
 	h.TCPEndpoint = a.tcpEndpoint()
 	h.CMEndpoint = a.cmEndpoint()
-	return h
+	return a.ownRecord(h)
 }
 
 // register puts (or replaces) the host record under the lease.
 func (a *Agent) register(ctx context.Context) error {
 	a.regMu.Lock()
 	defer a.regMu.Unlock()
-	if err := a.fab.RegisterHost(ctx, a.Record(), a.sess); err != nil {
+	h, err := a.signedRecord()
+	if err != nil {
 		return fmt.Errorf("switch %q: %w", a.cfg.Name, err)
 	}
+	if err := a.fab.RegisterHost(ctx, h, a.sess); err != nil {
+		return fmt.Errorf("switch %q: %w", a.cfg.Name, err)
+	}
+	a.written = h
 	return nil
 }
 

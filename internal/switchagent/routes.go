@@ -1,6 +1,7 @@
 package switchagent
 
 import (
+	"log/slog"
 	"net/netip"
 	"sync/atomic"
 
@@ -92,6 +93,7 @@ func (a *Agent) rebuildLocked() {
 			}
 		}
 	}
+	contested := map[[16]byte]bool{}
 	for name, h := range a.hosts {
 		if name == self.Name || identityKey(h.Identity) == local.HostID {
 			continue
@@ -114,6 +116,15 @@ func (a *Agent) rebuildLocked() {
 		}
 		told := new(atomic.Bool)
 		for g := range hostGIDs(h) {
+			if prev := rt.byGID[g]; prev != nil || contested[g] {
+				// Two hosts claim the address: it routes to neither.
+				if prev != nil {
+					a.refuseLog.Log(a.log, slog.LevelWarn, "switch: two hosts claim one address: it routes to neither", "gid", netip.AddrFrom16(g), "hosts", []string{prev.host, name})
+				}
+				delete(rt.byGID, g)
+				contested[g] = true
+				continue
+			}
 			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, cmEndpoint: h.CMEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told}
 			if choice.Kind == pathsel.RDMA {
 				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason

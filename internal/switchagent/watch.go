@@ -2,6 +2,7 @@ package switchagent
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 
 	"github.com/vrdma/vrdma/internal/fabric"
@@ -17,6 +18,19 @@ func (a *Agent) followHosts(ch <-chan fabric.HostEvent) {
 				a.log.Warn("switch: the watch on hosts ended", "err", ev.Err)
 			}
 			continue
+		}
+		if ev.Host.Name == a.hostName {
+			a.selfHeal(ev.Host, ev.Type == fabric.HostGone)
+		}
+		if ev.Type != fabric.HostGone {
+			h, err := a.trusted(ev.Host)
+			if err != nil {
+				// Not as its host wrote it: keep what came before, if anything.
+				a.refused.Add(1)
+				a.refuseLog.Log(a.log, slog.LevelWarn, "switch: a host record refused", "host", ev.Host.Name, "err", err)
+				continue
+			}
+			ev.Host = h
 		}
 		a.mu.Lock()
 		switch ev.Type {
