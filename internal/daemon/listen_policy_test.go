@@ -48,3 +48,20 @@ func TestListenPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCMListenerWithoutASwitch: a daemon on no switch has nobody to
+// check a CM peer against, so its connection manager listens nowhere
+// unless told (an outside review held 3,000 idle loopback connections on
+// one): connections between this host's adapters still work.
+func TestNoCMListenerWithoutASwitch(t *testing.T) {
+	dir := t.TempDir()
+	d, err := New(Config{SocketPath: filepath.Join(dir, "a.sock"), HostName: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.Serve()
+	defer d.Close()
+	if a := d.CMAddr(); a != nil {
+		t.Errorf("a daemon on no switch listens for CM connections on %s", a)
+	}
+}
