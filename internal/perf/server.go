@@ -21,6 +21,9 @@ type ServerConfig struct {
 	Timeout    time.Duration // for each control message outside a test's run; 0: 10 s
 	Idle       time.Duration // how long a client may wait between tests; 0: 2 min
 	MaxClients int           // clients served at once; 0: 4. Others are told to come back.
+	Log        io.Writer     // a line per test served; nil: none
+	ErrLog     io.Writer     // a line per client that failed; nil: none
+
 	// MaxMemory is how many bytes of registered memory the server lends
 	// the tests it serves at once, all clients together (a test of
 	// messages of n bytes needs a region of about 2n); 0: 1 GiB. A test
@@ -31,8 +34,6 @@ type ServerConfig struct {
 	// to finish once the client has said "end"; then the server gives up
 	// on the client. 0: 30 s.
 	RunSlack time.Duration
-	Log      io.Writer // a line per test served; nil: none
-	ErrLog   io.Writer // a line per client that failed; nil: none
 
 	// served, if set, is told how each client's session ended, once the
 	// server is done with it: its connection closed and the line logged.
