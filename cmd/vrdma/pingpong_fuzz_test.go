@@ -63,7 +63,7 @@ func newPPRig(tb testing.TB) *ppRig {
 func shortBounds(tb testing.TB) {
 	oob, idle := oobTimeout, ppIdleTimeout
 	tb.Cleanup(func() { oobTimeout, ppIdleTimeout = oob, idle })
-	oobTimeout, ppIdleTimeout = 200*time.Millisecond, 50*time.Millisecond
+	oobTimeout, ppIdleTimeout = 200*time.Millisecond, 20*time.Millisecond
 }
 
 func FuzzPingpongServer(f *testing.F) {

@@ -59,7 +59,7 @@ func newServeRig(tb testing.TB) *serveRig {
 	return &serveRig{adm: adm, cfg: ServerConfig{
 		Local:    vrdma.Options{Socket: sock, Instance: "srv", Client: "perf fuzz"},
 		GIDIndex: AutoGID, Timeout: 300 * time.Millisecond, Idle: 300 * time.Millisecond, MaxClients: 2,
-		MaxMemory: 16 << 20, RunSlack: 300 * time.Millisecond,
+		MaxMemory: 16 << 20, RunSlack: 50 * time.Millisecond,
 	}}
 }
 
