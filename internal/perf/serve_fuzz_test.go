@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -308,7 +309,9 @@ func checkServerSaid(t *testing.T, out []byte, sessionErr error) {
 		}
 		prev = m.Type
 	}
+	var pe *PeerError
 	switch {
+	case errors.As(sessionErr, &pe): // the client gave up first, and said why
 	case sessionErr != nil && prev != msgError:
 		t.Fatalf("the server gave up on the client (%v) without telling it (its last message: %q)", sessionErr, prev)
 	case sessionErr == nil && prev == msgError:

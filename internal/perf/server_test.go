@@ -163,3 +163,38 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+func TestServerLogsAClientsWordsEscaped(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"a forged line", `bye\nclient 192.0.2.1:1: rc_bw: forged`, `bye\nclient 192.0.2.1:1: rc_bw: forged`},
+		{"terminal escapes", `\u001b[2J\u001b]0;pwned\u0007`, `\x1b[2J\x1b]0;pwned\a`},
+		{"plain words", `déjà vu`, `déjà vu`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startRig(t, ServerConfig{GIDIndex: AutoGID})
+			rc := dialRaw(t, r.server)
+			rc.say(goodHello)
+			if _, err := rc.c.recv(hangGuard, msgHello); err != nil {
+				t.Fatal(err)
+			}
+			rc.say(`{"type":"error","error":"` + tt.text + `"}` + "\n")
+			if _, err := rc.c.recv(hangGuard, msgSetup); !errors.Is(err, io.EOF) {
+				t.Fatalf("after the client's error the server sent %v; want it to close the connection", err)
+			}
+			var log string
+			for n := 0; !strings.HasSuffix(log, "\n"); n++ { // it logs once it has closed
+				if n == 1000 {
+					t.Fatalf("the server logged nothing about the client")
+				}
+				time.Sleep(10 * time.Millisecond)
+				log = r.errLog.String()
+			}
+			if strings.Count(log, "\n") != 1 || !strings.Contains(log, "the client: "+tt.want+"\n") {
+				t.Errorf("the server logged %q; want one line ending in %q", log, "the client: "+tt.want)
+			}
+		})
+	}
+}
