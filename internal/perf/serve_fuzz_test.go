@@ -71,7 +71,6 @@ type served struct {
 	ends   chan error // each client's session's end, as serveConn reports it
 	stop   context.CancelFunc
 	done   chan error // Serve's return
-	wrap   func(net.Conn) net.Conn
 }
 
 // serve starts Serve with the rig's configuration; wrap, if not nil, wraps
