@@ -31,8 +31,16 @@ import (
 //
 // Either side may send {"type":"error","error":"…"} where it would send
 // anything else (the server also during the test), and then closes the
-// connection. An "ep" is an end's address: {"qpn","psn","gid" (32 hex
-// digits),"rkey","addr","len"}.
+// connection; an end that receives an error message closes without
+// answering it. An "ep" is an end's address: {"qpn","psn","gid" (32 hex
+// digits),"rkey","addr","len"}. A peer's text (an error, a conf) is shown
+// and logged with what is not printable escaped.
+//
+// The server trusts no client: it refuses a setup whose region would take
+// more of its memory than it lends (ServerConfig.MaxMemory), gives up on a
+// test its client has not ended by its time and ServerConfig.RunSlack,
+// or that its own end has not finished within RunSlack of the "end", and
+// bounds every other wait by ServerConfig.Timeout or Idle.
 
 const (
 	protoName    = "vrdma-perf"
