@@ -87,10 +87,11 @@ func FuzzPingpongServer(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + strings.Repeat("x", 64),
 		"",
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), false)
 	}
-	f.Fuzz(func(t *testing.T, stream []byte) {
-		err := r.serveOne(t, func(vrdma.Endpoint) []byte { return stream })
+	f.Add([]byte(valid), true) // a client that leaves before reading the server's address
+	f.Fuzz(func(t *testing.T, stream []byte, hangup bool) {
+		err := r.serveOne(t, func(vrdma.Endpoint) []byte { return stream }, hangup)
 		if err == nil {
 			t.Fatalf("the server ran to its end with a client that sent only %q", stream)
 		}
@@ -98,11 +99,11 @@ func FuzzPingpongServer(f *testing.F) {
 }
 
 // serveOne runs a pingpong server for one client, which sends what say
-// makes of the server's address and then closes its sending half, reading
-// what the server says. It returns how the server ended, once it has
+// makes of the server's address and then closes the connection (hangup) or
+// its sending half, reading what the server says. It returns how the server ended, once it has
 // checked that its error is printable text and that it released what it
 // made.
-func (r *ppRig) serveOne(t *testing.T, say func(server vrdma.Endpoint) []byte) error {
+func (r *ppRig) serveOne(t *testing.T, say func(server vrdma.Endpoint) []byte, hangup bool) error {
 	t.Helper()
 	before, err := r.adm.Stats()
 	if err != nil {
@@ -137,7 +138,11 @@ func (r *ppRig) serveOne(t *testing.T, say func(server vrdma.Endpoint) []byte) e
 	go func() { _, _ = io.Copy(io.Discard, conn) }()
 	stream := say(server)
 	_, _ = conn.Write(stream)
-	_ = conn.(*net.TCPConn).CloseWrite()
+	if hangup {
+		conn.Close()
+	} else {
+		_ = conn.(*net.TCPConn).CloseWrite()
+	}
 	select {
 	case err = <-ended:
 	case <-time.After(hangGuard):

@@ -40,7 +40,7 @@ func TestPingpongServerGivenAnAddressThatLeadsNowhereEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := r.serveOne(t, tt.say)
+			err := r.serveOne(t, tt.say, false)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("the server ended with %v; want an error with %q", err, tt.want)
 			}
