@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,15 +139,16 @@ func (s *server) giveBack(n int64) {
 	s.lentMu.Unlock()
 }
 
-// bytesText is n bytes in binary units, rounded up to the unit.
+// bytesText is n bytes in binary units, to a tenth of the unit.
 func bytesText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%d GiB", (n+1<<30-1)>>30)
-	case n >= 1<<20:
-		return fmt.Sprintf("%d MiB", (n+1<<20-1)>>20)
-	case n >= 1<<10:
-		return fmt.Sprintf("%d KiB", (n+1<<10-1)>>10)
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift {
+			v := strconv.FormatFloat(float64(n)/float64(int64(1)<<u.shift), 'f', 1, 64)
+			return strings.TrimSuffix(v, ".0") + " " + u.name
+		}
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
