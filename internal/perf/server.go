@@ -300,7 +300,8 @@ func (s *server) drive(ctx context.Context, c *ctl, t *test, e *end) (tally, flo
 	peerDone := make(chan struct{})
 	g.run(func() error {
 		defer close(peerDone)
-		if _, err := c.recv(e.d+2*slack, msgEnd); err != nil {
+		// bound ends the test first; the read's own deadline only backs it up.
+		if _, err := c.recv(e.d+slack+s.cfg.timeout(), msgEnd); err != nil {
 			return err
 		}
 		ended.Store(true)
