@@ -26,6 +26,12 @@ import (
 // responder) cannot hang us. Waiting for a connection is not bounded.
 var oobTimeout = 30 * time.Second
 
+// ppIdleTimeout bounds how long a pingpong waits for a completion once its
+// QP is connected (ibv_rc_pingpong waits for ever): a peer that went away,
+// or an address that leads nowhere, ends the run with an error instead of
+// hanging it.
+var ppIdleTimeout = 30 * time.Second
+
 // ppMsgLen is the size of ibv_rc_pingpong's address message: the text
 // "LLLL:QQQQQQ:PPPPPP:GGGG…" (51 characters) and its NUL.
 const ppMsgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1

@@ -398,6 +398,9 @@ func (s *ppSide) connect(remote vrdma.Endpoint) error {
 	if !globalGID(remote.GID) {
 		return fmt.Errorf("failed to modify QP to RTR: the peer sent no GID (GID %s), and vrdma ports, like RoCE ports, route by GID only: run both sides with -g (e.g. -g 0)", gidText(remote.GID))
 	}
+	if err := rcPeer(remote); err != nil {
+		return fmt.Errorf("failed to modify QP to RTR: %w", err)
+	}
 	if cfg.gidIdx < 0 {
 		return errors.New("failed to modify QP to RTR: this side has no source GID: vrdma ports, like RoCE ports, route by GID only: run both sides with -g (e.g. -g 0)")
 	}
@@ -412,6 +415,23 @@ func (s *ppSide) connect(remote vrdma.Endpoint) error {
 	if err := s.qp.Modify(&rts, vrdma.AttrState|vrdma.AttrTimeout|vrdma.AttrRetryCnt|vrdma.AttrRNRRetry|
 		vrdma.AttrSQPSN|vrdma.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("failed to modify QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// rcPeer checks that remote can be the other end of an RC QP: one QP of
+// one port, not a special QP or a multicast group, which a hostile or
+// confused peer might send and which no pingpong has.
+func rcPeer(remote vrdma.Endpoint) error {
+	switch {
+	case remote.QPN == 0:
+		return errors.New("the peer's QPN 0x000000 is the subnet management QP, which no pingpong has: is the other end a pingpong?")
+	case remote.QPN == 1:
+		return errors.New("the peer's QPN 0x000001 is the general services QP, which no pingpong has: is the other end a pingpong?")
+	case remote.QPN == 0xffffff:
+		return errors.New("the peer's QPN 0xffffff is the multicast QPN: an RC QP connects to one QP; is the other end a pingpong?")
+	case remote.GID[0] == 0xff:
+		return fmt.Errorf("the peer's GID %s is a multicast group: an RC QP connects to one port's unicast GID; is the other end a pingpong?", gidText(remote.GID))
 	}
 	return nil
 }
@@ -508,13 +528,19 @@ func (s *ppSide) serve(local vrdma.Endpoint, ln net.Listener) (vrdma.Endpoint, e
 }
 
 // loop runs the exchanges until iters messages went each way, polling the
-// CQ (or sleeping on it with -e) two completions at a time.
+// CQ (or sleeping on it with -e) two completions at a time. It gives up
+// when no completion comes for ppIdleTimeout: the other end went away, or
+// the address it gave leads nowhere.
 func (s *ppSide) loop() error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	go watchFatal(ctx, s.dev, cancel)
+	idle := time.AfterFunc(ppIdleTimeout, func() {
+		cancel(fmt.Errorf("nothing completed in %v: the other end stopped, or cannot reach this QP or be reached from it (is each end's GID one the other can route to?)", ppIdleTimeout))
+	})
+	defer idle.Stop()
 	var wc [2]vrdma.WorkCompletion
-	idle := 0
+	spins := 0
 	for s.rcnt < s.cfg.iters || s.scnt < s.cfg.iters {
 		if s.cfg.events {
 			if err := s.cq.Wait(ctx); err != nil {
@@ -529,13 +555,16 @@ func (s *ppSide) loop() error {
 			return fmt.Errorf("poll CQ failed: %w", err)
 		}
 		if n == 0 && !s.cfg.events {
-			if idle++; idle%1024 == 0 {
+			if spins++; spins%1024 == 0 {
 				if ctx.Err() != nil {
 					return context.Cause(ctx)
 				}
 				runtime.Gosched()
 			}
 			continue
+		}
+		if n > 0 {
+			idle.Reset(ppIdleTimeout)
 		}
 		for i := range n {
 			if err := s.complete(&wc[i]); err != nil {

@@ -94,8 +94,10 @@ func (c *ctl) recv(timeout time.Duration, want ...string) (message, error) {
 }
 
 // fail tells the other end about err, as best it can, and closes the
-// connection.
+// connection. An error the other end reported itself is not sent back.
 func (c *ctl) fail(err error, timeout time.Duration) {
-	_ = c.send(errorMsg(err), timeout)
+	if pe := (*PeerError)(nil); !errors.As(err, &pe) {
+		_ = c.send(errorMsg(err), timeout)
+	}
 	c.conn.Close()
 }

@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/vrdma/vrdma"
 )
@@ -27,8 +31,16 @@ import (
 //
 // Either side may send {"type":"error","error":"…"} where it would send
 // anything else (the server also during the test), and then closes the
-// connection. An "ep" is an end's address: {"qpn","psn","gid" (32 hex
-// digits),"rkey","addr","len"}.
+// connection; an end that receives an error message closes without
+// answering it. An "ep" is an end's address: {"qpn","psn","gid" (32 hex
+// digits),"rkey","addr","len"}. A peer's text (an error, a conf) is shown
+// and logged with what is not printable escaped.
+//
+// The server trusts no client: it refuses a setup whose region would take
+// more of its memory than it lends (ServerConfig.MaxMemory), gives up on a
+// test its client has not ended by its time and ServerConfig.RunSlack,
+// or that its own end has not finished within RunSlack of the "end", and
+// bounds every other wait by ServerConfig.Timeout or Idle.
 
 const (
 	protoName    = "vrdma-perf"
@@ -107,6 +119,33 @@ func errorMsg(err error) *message {
 	return &message{Type: msgError, Error: clip(err.Error(), maxErrText)}
 }
 
+// printable returns a peer's text with every rune that is not printable
+// (control characters, invalid UTF-8) written as its Go escape, so that
+// what a peer says cannot start lines of its own or send terminal escapes
+// where it is logged or shown. Text that is printable comes back as it is.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, notPrintable) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case notPrintable(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
+
 // appendMessage appends m and its newline to b.
 func appendMessage(b []byte, m *message) ([]byte, error) {
 	j, err := json.Marshal(m)
@@ -133,12 +172,19 @@ func parseMessage(line []byte) (message, error) {
 		if m.Proto != protoName || m.Version < 1 {
 			return m, fmt.Errorf("%.80q is not a vrdma perf hello", line)
 		}
+		if c := m.Conf; c != nil {
+			c.Node, c.CPU, c.OS, c.Version = printable(c.Node), printable(c.CPU), printable(c.OS), printable(c.Version)
+		}
 	case msgSetup:
-		if _, ok := tests[m.Test]; !ok {
+		t, ok := tests[m.Test]
+		if !ok {
 			return m, fmt.Errorf("setup for unknown test %.40q", m.Test)
 		}
 		if m.Size < 1 || m.Size > maxMsgSize {
 			return m, fmt.Errorf("setup for message size %d: want 1 byte to 2 GiB", m.Size)
+		}
+		if n := t.size(m.Size); n != m.Size {
+			return m, fmt.Errorf("setup for %s with messages of %d bytes, where its messages are of %d", m.Test, m.Size, n)
 		}
 		if m.TimeNS <= 0 || m.TimeNS > int64(maxTestTime) {
 			return m, fmt.Errorf("setup for %v: want more than 0 and at most %v", time.Duration(m.TimeNS), maxTestTime)
@@ -159,6 +205,7 @@ func parseMessage(line []byte) (message, error) {
 		if m.Error == "" {
 			return m, errors.New("an error message without its text")
 		}
+		m.Error = printable(m.Error)
 	default:
 		return m, fmt.Errorf("message of unknown type %.20q", m.Type)
 	}

@@ -61,6 +61,8 @@ func TestParseMessageSaysWhatIsWrong(t *testing.T) {
 		{`{"type":"setup","test":"rc_bw","size":-1,"time_ns":1,` + ep + `}`, "message size -1"},
 		{`{"type":"setup","test":"rc_bw","size":4294967296,"time_ns":1,` + ep + `}`, "message size"},
 		{`{"type":"setup","test":"rc_bw","size":1,"time_ns":0,` + ep + `}`, "want more than 0"},
+		{`{"type":"setup","test":"ud_bw","size":1048576,"time_ns":1,` + ep + `}`, "where its messages are of 4096"},
+		{`{"type":"setup","test":"rc_fetch_add_mr","size":65536,"time_ns":1,` + ep + `}`, "where its messages are of 8"},
 		{`{"type":"setup","test":"rc_bw","size":1,"time_ns":1}`, `no "ep"`},
 		{`{"type":"ready","ep":{"qpn":16777216,"gid":"fe800000000000000000000000000001"}}`, "wider than 24 bits"},
 		{`{"type":"ready","ep":{"qpn":1,"gid":"fe80"}}`, "32 hex digits"},
@@ -118,4 +120,34 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("%q parsed as %+v, then as %+v", line, m, again)
 		}
 	})
+}
+
+func TestPeerTextComesBackPrintable(t *testing.T) {
+	tests := []struct {
+		line string
+		want string // the error message's text, or the hello's node
+	}{
+		{`{"type":"error","error":"the server is busy: try again"}`, "the server is busy: try again"},
+		{`{"type":"error","error":"déjà vu, 2 µs"}`, "déjà vu, 2 µs"},
+		{`{"type":"error","error":"no\nclient 10.0.0.1: forged"}`, `no\nclient 10.0.0.1: forged`},
+		{`{"type":"error","error":"\u001b[31mred\u001b[0m\r"}`, `\x1b[31mred\x1b[0m\r`},
+		{`{"type":"error","error":"a\u2028b\u0000c"}`, `a\u2028b\x00c`},
+		{`{"type":"hello","proto":"vrdma-perf","version":1,"conf":{"node":"host\n\u001b]0;title\u0007"}}`, `host\n\x1b]0;title\a`},
+	}
+	for _, tt := range tests {
+		m, err := parseMessage([]byte(tt.line))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.line, err)
+		}
+		got := m.Error
+		if m.Conf != nil {
+			got = m.Conf.Node
+		}
+		if got != tt.want {
+			t.Errorf("%s: text %q, want %q", tt.line, got, tt.want)
+		}
+		if printable(got) != got {
+			t.Errorf("printable(%q) = %q: not the same text", got, printable(got))
+		}
+	}
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vrdma/vrdma"
@@ -22,6 +25,21 @@ type ServerConfig struct {
 	MaxClients int           // clients served at once; 0: 4. Others are told to come back.
 	Log        io.Writer     // a line per test served; nil: none
 	ErrLog     io.Writer     // a line per client that failed; nil: none
+
+	// MaxMemory is how many bytes of registered memory the server lends
+	// the tests it serves at once, all clients together (a test of
+	// messages of n bytes needs a region of about 2n); 0: 1 GiB. A test
+	// that needs more is refused, and told why.
+	MaxMemory int64
+	// RunSlack is how much longer than the time it asked for a client's
+	// test may take, and how long the server waits for its end of a test
+	// to finish once the client has said "end"; then the server gives up
+	// on the client. 0: 30 s.
+	RunSlack time.Duration
+
+	// served, if set, is told how each client's session ended, once the
+	// server is done with it: its connection closed and the line logged.
+	served func(remote net.Addr, err error)
 }
 
 func (c *ServerConfig) timeout() time.Duration {
@@ -30,6 +48,16 @@ func (c *ServerConfig) timeout() time.Duration {
 	}
 	return defaultTimeout
 }
+
+func (c *ServerConfig) runSlack() time.Duration {
+	if c.RunSlack > 0 {
+		return c.RunSlack
+	}
+	return runSlack
+}
+
+// defaultMaxMemory is ServerConfig.MaxMemory's default.
+const defaultMaxMemory = 1 << 30
 
 // Serve serves perf clients that connect to ln, each on its own goroutine,
 // until ctx ends; then it closes ln, waits for the clients being served
@@ -40,6 +68,9 @@ func Serve(ctx context.Context, ln net.Listener, cfg ServerConfig) error {
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = 4
+	}
+	if cfg.MaxMemory <= 0 {
+		cfg.MaxMemory = defaultMaxMemory
 	}
 	s := &server{cfg: cfg}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -80,6 +111,46 @@ func Serve(ctx context.Context, ln net.Listener, cfg ServerConfig) error {
 type server struct {
 	cfg ServerConfig
 	mu  sync.Mutex // serializes the logs
+
+	lentMu sync.Mutex
+	lent   int64 // bytes of registered memory the tests being served hold
+}
+
+// lend takes n bytes of the memory the server lends its tests, or says
+// why it cannot; give them back with giveBack.
+func (s *server) lend(n int64, size int) error {
+	s.lentMu.Lock()
+	defer s.lentMu.Unlock()
+	switch {
+	case n > s.cfg.MaxMemory:
+		return fmt.Errorf("messages of %s need %s of registered memory on the server, more than it lends a test (%s): ask for smaller messages (-m)",
+			sizeText(size), bytesText(n), bytesText(s.cfg.MaxMemory))
+	case s.lent+n > s.cfg.MaxMemory:
+		return fmt.Errorf("messages of %s need %s of registered memory on the server, and its other clients' tests hold %s of the %s it lends: try again when they are done, or ask for smaller messages (-m)",
+			sizeText(size), bytesText(n), bytesText(s.lent), bytesText(s.cfg.MaxMemory))
+	}
+	s.lent += n
+	return nil
+}
+
+func (s *server) giveBack(n int64) {
+	s.lentMu.Lock()
+	s.lent -= n
+	s.lentMu.Unlock()
+}
+
+// bytesText is n bytes in binary units, to a tenth of the unit.
+func bytesText(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift {
+			v := strconv.FormatFloat(float64(n)/float64(int64(1)<<u.shift), 'f', 1, 64)
+			return strings.TrimSuffix(v, ".0") + " " + u.name
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (s *server) errorf(format string, args ...any) { s.printf(s.cfg.ErrLog, format, args...) }
@@ -100,8 +171,13 @@ func (s *server) serveConn(ctx context.Context, conn net.Conn) {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	c := newCtl(conn, "the client")
-	if err := s.session(ctx, c); err != nil && ctx.Err() == nil {
+	err := s.session(ctx, c)
+	if err != nil && ctx.Err() == nil {
 		s.errorf("client %s: %v", conn.RemoteAddr(), err)
+	}
+	if s.cfg.served != nil {
+		conn.Close()
+		s.cfg.served(conn.RemoteAddr(), err)
 	}
 }
 
@@ -140,10 +216,32 @@ func (s *server) session(ctx context.Context, c *ctl) error {
 // test serves one test the client set up with m. On an error it has told
 // the client, as far as it could, and closed the connection.
 func (s *server) test(ctx context.Context, c *ctl, m message) error {
+	res, err := s.run(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	if err := c.send(res, s.cfg.timeout()); err != nil {
+		c.fail(err, s.cfg.timeout())
+		return err
+	}
+	s.logf("client %s: %s, messages of %s for %v: served", c.conn.RemoteAddr(), m.Test, sizeText(m.Size), time.Duration(m.TimeNS))
+	return nil
+}
+
+// run plays the server's end of the test m sets up and returns its result
+// message. Its memory and verbs objects are released when it returns, so
+// that a client that has its result may start another test at once, on
+// this connection or another. On an error it has told the client, as far
+// as it could, and closed the connection.
+func (s *server) run(ctx context.Context, c *ctl, m message) (*message, error) {
 	to := s.cfg.timeout()
-	fail := func(err error) error { c.fail(err, to); return err }
+	fail := func(err error) (*message, error) { c.fail(err, to); return nil, err }
 	t := tests[m.Test] // parseMessage has checked the name
-	d := time.Duration(m.TimeNS)
+	need := int64(regionSize(m.Size))
+	if err := s.lend(need, m.Size); err != nil {
+		return fail(err)
+	}
+	defer s.giveBack(need)
 	side, err := openSide(s.cfg.Local, s.cfg.Device, t.typ, m.Size)
 	if err != nil {
 		return fail(fmt.Errorf("the server could not open its end: %w", err))
@@ -157,7 +255,7 @@ func (s *server) test(ctx context.Context, c *ctl, m message) error {
 	if err != nil {
 		return fail(fmt.Errorf("the server's end: %w", err))
 	}
-	e := &end{side: side, peer: m.EP.peer(), size: m.Size, d: d, pin: -1}
+	e := &end{side: side, peer: m.EP.peer(), size: m.Size, d: time.Duration(m.TimeNS), pin: -1}
 	if err := e.peer.fits(m.Size); err != nil {
 		return fail(fmt.Errorf("the client's end: %w", err))
 	}
@@ -177,27 +275,38 @@ func (s *server) test(ctx context.Context, c *ctl, m message) error {
 	}
 	pas, cpu, err := s.drive(ctx, c, t, e)
 	if err != nil {
-		return err // drive has told the client
+		return nil, err // drive has told the client
 	}
-	if err := c.send(&message{Type: msgResult, Tally: &pas, CPU: cpu}, to); err != nil {
-		return fail(err)
-	}
-	s.logf("client %s: %s, messages of %s for %v: served", c.conn.RemoteAddr(), m.Test, sizeText(m.Size), d)
-	return nil
+	return &message{Type: msgResult, Tally: &pas, CPU: cpu}, nil
 }
 
 // drive runs t's passive role on e while a goroutine waits for the
 // client's "end", and returns the role's tally and this end's CPU load.
-// If the client goes away or the role fails, the other is cut short.
+// If the client goes away or the role fails, the other is cut short; so
+// is the role if the client has not said "end" by the test's time and the
+// server's slack, or the role has not finished within the slack after it.
 func (s *server) drive(ctx context.Context, c *ctl, t *test, e *end) (tally, float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.d+runSlack)
-	defer cancel()
+	slack := s.cfg.runSlack()
 	ctx, g := newGroup(ctx)
+	var ended atomic.Bool
+	bound := time.AfterFunc(e.d+slack, func() {
+		if ended.Load() {
+			g.fail(fmt.Errorf("the server's end of the test did not finish within %v of the client's \"end\": did the client's end stop taking part?", slack))
+			return
+		}
+		g.fail(fmt.Errorf("the client did not end the test within %v of its %v: the server gave up on it", slack, e.d))
+	})
+	defer bound.Stop()
 	peerDone := make(chan struct{})
 	g.run(func() error {
 		defer close(peerDone)
-		_, err := c.recv(e.d+2*runSlack, msgEnd)
-		return err
+		// bound ends the test first; the read's own deadline only backs it up.
+		if _, err := c.recv(e.d+slack+s.cfg.timeout(), msgEnd); err != nil {
+			return err
+		}
+		ended.Store(true)
+		bound.Reset(slack)
+		return nil
 	})
 	e.peerDone, e.done = peerDone, func() {}
 	m := startMeter(e.dev)

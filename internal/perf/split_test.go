@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -300,8 +301,42 @@ func TestServerTellsABadClientWhatIsWrong(t *testing.T) {
 	}
 }
 
+// serverSessions returns how many devices the server has open: one per
+// test it is serving.
+func serverSessions(adm *vrdma.Admin) (int, error) {
+	insts, err := adm.Instances()
+	if err != nil {
+		return 0, err
+	}
+	for _, in := range insts {
+		if in.Name == "srv" {
+			return in.Sessions, nil
+		}
+	}
+	return 0, errors.New("no instance srv")
+}
+
+// waitSessions waits until the server has n devices open or, with more,
+// at least n.
+func waitSessions(adm *vrdma.Admin, n int, more bool) error {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		got, err := serverSessions(adm)
+		if err != nil || got == n || more && got > n {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server has %d devices open after a minute; want %d", got, n)
+		}
+	}
+}
+
 func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 	r := startRig(t, ServerConfig{GIDIndex: AutoGID})
+	adm, err := vrdma.DialAdmin(r.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
 	for i, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
 		t.Run(name, func(t *testing.T) {
 			c, err := Dial(context.Background(), r.config(time.Minute))
@@ -309,9 +344,22 @@ func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			// Cut the client short once the server serves its test (its
+			// device is open), however slow the machine.
+			if err := waitSessions(adm, 0, false); err != nil {
+				t.Fatal(err)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(300*time.Millisecond, cancel)
+			serving := make(chan struct{})
+			go func() {
+				defer close(serving)
+				defer cancel()
+				if err := waitSessions(adm, 1, true); err != nil {
+					t.Error(err)
+				}
+			}()
 			_, err = within(t, func() (Result, error) { return c.Run(ctx, name) })
+			<-serving
 			if err == nil || !strings.Contains(err.Error(), "interrupted") {
 				t.Fatalf("Run cut short = %v; want it interrupted", err)
 			}
