@@ -16,12 +16,16 @@
 #     delete rxe0`. The links are deleted again before the next rep;
 #   - the connection setup rate, `BenchmarkCMConnect` in the root package,
 #     if the connection manager is in the tree.
+# The channel runs mutual TLS under the switch's certificates, as a
+# deployment does (SECURITY.md); CHANNEL=plain runs it in plaintext
+# (--insecure) instead, to see what TLS costs.
 # It writes the table of medians into docs/perf.md, between the
 # "tcp channel" markers. Needs root (namespaces).
 # Usage: bench/tcp.sh [REPS]   (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-${REPS:-3}}
+CHANNEL=${CHANNEL:-tls}
 SECS=${SECS:-2}
 OUT=bench/results
 RAW=$OUT/raw-tcp
@@ -76,14 +80,16 @@ PKI=$BIN/pki
 "$BIN/vrdma" switch ca init --dir "$PKI" >/dev/null
 "$BIN/vrdma" host cert a --ip $ADDR_A --dir "$PKI" >/dev/null
 "$BIN/vrdma" host cert b --ip $ADDR_B --dir "$PKI" >/dev/null
+SEC=(--pki "$PKI") SCHEME=https
+if [ "$CHANNEL" = plain ]; then SEC=(--insecure) SCHEME=http; fi
 # Host a runs the switch's etcd member, reachable from b over the veth.
-ip netns exec $A "$BIN/vrdma" daemon --socket "$SA" --state-dir "" --host-name a --pki "$PKI" \
-	--etcd-client-url https://$ADDR_A:2379 --etcd-peer-url https://$ADDR_A:2380 ${PROFILE:+--cpuprofile $RAW/daemon-a.pprof} >"$RAW/daemon-a.log" 2>&1 &
+ip netns exec $A "$BIN/vrdma" daemon --socket "$SA" --state-dir "" --host-name a "${SEC[@]}" \
+	--etcd-client-url $SCHEME://$ADDR_A:2379 --etcd-peer-url $SCHEME://$ADDR_A:2380 ${PROFILE:+--cpuprofile $RAW/daemon-a.pprof} >"$RAW/daemon-a.log" 2>&1 &
 DPIDS+=($!)
 for _ in $(seq 100); do [ -S "$SA" ] && break; sleep 0.1; done
 [ -S "$SA" ] || fail "daemon a did not start (see $RAW/daemon-a.log)"
-ip netns exec $B "$BIN/vrdma" daemon --socket "$SB" --state-dir "" --host-name b --pki "$PKI" \
-	--etcd-endpoints https://$ADDR_A:2379 ${PROFILE:+--cpuprofile $RAW/daemon-b.pprof} >"$RAW/daemon-b.log" 2>&1 &
+ip netns exec $B "$BIN/vrdma" daemon --socket "$SB" --state-dir "" --host-name b "${SEC[@]}" \
+	--etcd-endpoints $SCHEME://$ADDR_A:2379 ${PROFILE:+--cpuprofile $RAW/daemon-b.pprof} >"$RAW/daemon-b.log" 2>&1 &
 DPIDS+=($!)
 
 # path_to HOST on A's daemon: the kind of path ("tcp", "rdma", ...) or "".
@@ -238,6 +244,11 @@ table=$BIN/table.md
 	echo "namespaces joined by a veth pair (MTU 1500), a daemon in each on one switch (a runs the embedded etcd, b joins it)"
 	echo "and no Soft-RoCE link, so every connection takes the TCP channel (port 4792; the script checks \`vrdma stat\`'s"
 	echo "path_tcp); \`vrdma perf\` server in b, client in a; iperf3 and qperf on the same veth."
+	if [ "$CHANNEL" = plain ]; then
+		echo "The channel ran in plaintext (\`--insecure\`, CHANNEL=plain), not as deployed."
+	else
+		echo "The channel runs mutual TLS under the switch's certificates, as deployed (\`vrdma switch ca init\`, \`vrdma host cert\`)."
+	fi
 	echo "The topology change is timed from the return of b's \`vrdma link add rxe0\` (a's link added first) until a's"
 	echo "daemon reports the rdma path to b, asked every 10 ms; \"back to tcp\" from b's \`vrdma link delete rxe0\`."
 	polls=$(python3 -c '
