@@ -26,6 +26,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	instLimits := limitsFlag{}
 	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked; N a count, 16G, or unlimited); repeatable")
 	fs.Var(instLimits, "instance-limit", "per-instance limits, RESOURCE=N,... (as --limit, but not instance); repeatable")
+	totalLimits := limitsFlag{}
+	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, the rest unlimited); repeatable")
 	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -49,7 +51,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log,
 		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
-		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits)})
+		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
+		TotalLimits: daemon.Limits(totalLimits)})
 	if err != nil {
 		return err
 	}

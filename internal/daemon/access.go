@@ -140,7 +140,7 @@ func (d *Daemon) setupAccess() error {
 	if _, ok := d.cfg.InstanceLimits[Instances]; ok {
 		return fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
 	}
-	for _, l := range []Limits{d.cfg.UserLimits, d.cfg.InstanceLimits} {
+	for _, l := range []Limits{d.cfg.UserLimits, d.cfg.InstanceLimits, d.cfg.TotalLimits} {
 		for r := range l {
 			if r >= numResources {
 				return fmt.Errorf("daemon: limit on unknown resource %d", r)
@@ -157,7 +157,8 @@ func (d *Daemon) setupAccess() error {
 	for r := range numResources {
 		none[r] = Unlimited
 	}
-	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits))
+	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits),
+		resolveTotal(defaultTotalLimits(mem), d.cfg.TotalLimits))
 	return nil
 }
 

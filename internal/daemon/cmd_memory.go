@@ -92,20 +92,22 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
 	}
-	if err := s.mayPin(req.Length); err != nil {
+	if err := s.pin(req.Length); err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
+		s.unpin(req.Length)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, req.Length); err != nil {
 		s.give(MRs, 1)
+		s.unpin(req.Length)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(MRs, 1); s.give(Locked, req.Length) }
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, req.Length); s.unpin(req.Length) }
 	region, err := shm.MapRegion(fds[0], int(req.Length)) // owns fds[0] from here
 	if err != nil {
 		giveBack()
@@ -123,7 +125,6 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	}
 	h := s.handleID()
 	s.mrs[h] = mr
-	s.pinned += req.Length
 	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
 }
 
@@ -139,28 +140,10 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	_, length, _, _ := mr.Info()
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
-	s.pinned -= length
+	s.unpin(length)
 	s.give(MRs, 1)
 	s.give(Locked, length)
 	return done, nil, nil
-}
-
-// mayPin checks that locking n more bytes for this session stays within
-// the client's own RLIMIT_MEMLOCK, as the kernel charges ibv_reg_mr to the
-// registering process: a daemon that may lock anything must not pin memory
-// on behalf of a client that may not. Root clients are not limited.
-func (s *session) mayPin(n uint64) error {
-	if !s.cred.known || s.cred.uid == 0 || s.cred.pid == 0 {
-		return nil
-	}
-	limit, ok := memlockLimit(int(s.cred.pid))
-	if !ok {
-		return nil
-	}
-	if s.pinned+n > limit {
-		return proto.Errorf(proto.CodeMemlock, "registering %d more bytes would lock %d bytes in all for this process, above its RLIMIT_MEMLOCK of %d bytes: raise it with `ulimit -l` or limits.conf memlock lines", n, s.pinned+n, limit)
-	}
-	return nil
 }
 
 // memlockLimit reads a process's soft RLIMIT_MEMLOCK from /proc (prlimit on

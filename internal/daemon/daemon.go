@@ -47,6 +47,12 @@ type Config struct {
 	// instance.
 	UserLimits     Limits
 	InstanceLimits Limits
+	// TotalLimits cap what all tenants hold together (default: half of the
+	// host's memory locked, nothing else beyond the descriptor reserve), so
+	// that many uids, each within its own limits, cannot together take the
+	// host: the memory the daemon locks is charged to the daemon's cgroup,
+	// not the tenants'.
+	TotalLimits Limits
 	// Who gets in on the connection manager's port (package connmgr).
 	CMTLS         *tls.Config                                   // TLS on CM connections, both ways; mutual with ClientCAs; nil = plain TCP
 	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
@@ -67,8 +73,9 @@ type Daemon struct {
 		gid  uint32
 		set  bool
 	}
-	quota *ledger  // what every uid and instance holds (quota.go)
-	fds   *fdGuard // the daemon's descriptors (fds.go)
+	quota *ledger    // what every uid and instance holds (quota.go)
+	pins  *pinLedger // what every client process has the daemon lock (pinned.go)
+	fds   *fdGuard   // the daemon's descriptors (fds.go)
 	warns warnLimiter
 	spare int // a descriptor given up to shed a connection when none is left (accept.go)
 
@@ -103,7 +110,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
 		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		selfUID: uint32(os.Geteuid()), spare: -1}
+		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger()}
 	if err := d.setupAccess(); err != nil {
 		return nil, err
 	}

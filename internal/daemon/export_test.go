@@ -16,6 +16,11 @@ func (d *Daemon) InstanceUsage(name string) map[string]uint64 {
 	return named(d.quota.usage(inst.acct))
 }
 
+// TotalUsage returns what all tenants together hold, by resource name.
+func (d *Daemon) TotalUsage() map[string]uint64 {
+	return named(d.quota.usage(d.quota.total))
+}
+
 func named(l limitSet) map[string]uint64 {
 	out := map[string]uint64{}
 	for r := range numResources {

@@ -202,6 +202,37 @@ func defaultUserLimits(fdBudget, memBytes uint64) limitSet {
 	return l
 }
 
+// totalShare is the part of the host's memory all tenants together may
+// have the daemon lock by default: 1/totalShare.
+const totalShare = 2
+
+// defaultTotalLimits returns the daemon-wide defaults for a host of
+// memBytes of RAM: all tenants together may lock half of it; nothing else
+// is capped daemon-wide (the descriptor reserve bounds what holds
+// descriptors).
+func defaultTotalLimits(memBytes uint64) limitSet {
+	var l limitSet
+	for r := range numResources {
+		l[r] = Unlimited
+	}
+	if memBytes > 0 {
+		l[Locked] = memBytes / totalShare
+	}
+	return l
+}
+
+// resolveTotal fills the daemon-wide limits: the defaults, then what the
+// configuration says. One adapter's maxima do not cap them.
+func resolveTotal(defaults limitSet, cfg Limits) limitSet {
+	out := defaults
+	for r, v := range cfg {
+		if r < numResources {
+			out[r] = v
+		}
+	}
+	return out
+}
+
 // resolve fills a limit set: the defaults, then what the configuration
 // says, each capped by what the device can hold.
 func resolve(defaults limitSet, cfg Limits) limitSet {

@@ -95,6 +95,29 @@ func TestDefaultUserLimits(t *testing.T) {
 	}
 }
 
+// TestDefaultTotalLimits: all tenants together may lock half of the
+// host's memory by default (each uid a quarter), and nothing else is
+// capped daemon-wide by default beyond the descriptor reserve; a
+// configured total is taken as given, not capped at one adapter's maxima.
+func TestDefaultTotalLimits(t *testing.T) {
+	l := defaultTotalLimits(8 << 30)
+	for r := range numResources {
+		want := uint64(Unlimited)
+		if Resource(r) == Locked {
+			want = 4 << 30
+		}
+		if l[r] != want {
+			t.Errorf("default total %v = %d, want %d", Resource(r), l[r], want)
+		}
+	}
+	if l := defaultTotalLimits(0); l[Locked] != Unlimited {
+		t.Errorf("memory unknown: total locked %d, want unlimited", l[Locked])
+	}
+	if l := resolveTotal(defaultTotalLimits(8<<30), Limits{QPs: 1 << 20, Locked: 1 << 30}); l[QPs] != 1<<20 || l[Locked] != 1<<30 {
+		t.Errorf("configured totals: %v", l)
+	}
+}
+
 // TestResolveCapsAtTheDevice: a limit above what an adapter can hold is
 // what it can hold; unset resources keep their defaults.
 func TestResolveCapsAtTheDevice(t *testing.T) {

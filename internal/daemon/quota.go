@@ -18,20 +18,31 @@ type account struct {
 	flag   string    // the daemon flag that raises its limits
 	limits *limitSet // the ledger's user or instance limits
 	used   limitSet
-	refs   int // sessions and instances that hold the account (users only)
+	refs   int      // sessions and instances that hold the account (users only)
+	up     *account // charged along with this one: a uid's account is also the daemon's total
 }
 
 // ledger keeps the accounts. Its lock is taken last: nothing is called
 // with it held.
+//
+// Every uid's account charges the daemon's total with it: what all tenants
+// hold together, against limits of its own (--total-limit), so that many
+// uids — subordinate uids of rootless containers appear as many, each with
+// a fresh quota — cannot together take the host. An instance's account
+// does not (what its sessions hold is their uids' too, and counted there).
 type ledger struct {
 	mu    sync.Mutex
 	user  limitSet // every uid's limits
 	inst  limitSet // every named instance's limits
+	all   limitSet // all tenants' together
 	users map[uint32]*account
+	total *account // what all tenants hold together, against all
 }
 
-func newLedger(user, inst limitSet) *ledger {
-	return &ledger{user: user, inst: inst, users: make(map[uint32]*account)}
+func newLedger(user, inst, all limitSet) *ledger {
+	l := &ledger{user: user, inst: inst, all: all, users: make(map[uint32]*account)}
+	l.total = &account{what: "the daemon (all tenants together)", flag: "--total-limit", limits: &l.all}
+	return l
 }
 
 // join returns uid's account, created if need be, and holds it until
@@ -45,7 +56,7 @@ func (l *ledger) join(uid uint32) *account {
 		if uid == unknownUID {
 			what = "a peer of unknown uid"
 		}
-		a = &account{what: what, flag: "--limit", limits: &l.user}
+		a = &account{what: what, flag: "--limit", limits: &l.user, up: l.total}
 		l.users[uid] = a
 	}
 	a.refs++
@@ -72,18 +83,15 @@ func (l *ledger) instanceAccount(name string) *account {
 func (l *ledger) charge(held *limitSet, r Resource, n uint64, accts ...*account) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, a := range accts {
-		if a == nil {
-			continue
-		}
+	var buf [4]*account
+	all := withUp(buf[:0], accts)
+	for _, a := range all {
 		if lim := a.limits[r]; a.used[r] > lim || n > lim-a.used[r] {
 			return limitError(a, r, n)
 		}
 	}
-	for _, a := range accts {
-		if a != nil {
-			a.used[r] += n
-		}
+	for _, a := range all {
+		a.used[r] += n
 	}
 	if held != nil {
 		held[r] += n
@@ -91,12 +99,37 @@ func (l *ledger) charge(held *limitSet, r Resource, n uint64, accts ...*account)
 	return nil
 }
 
-// add adds n of r to a without a limit: for what the daemon itself
-// creates (the saved instances at start).
+// withUp appends to out the accounts given (not the nil ones) and those
+// charged with them, each once.
+func withUp(out []*account, accts []*account) []*account {
+	add := func(a *account) {
+		for _, b := range out {
+			if b == a {
+				return
+			}
+		}
+		out = append(out, a)
+	}
+	for _, a := range accts {
+		if a != nil {
+			add(a)
+			if a.up != nil {
+				add(a.up)
+			}
+		}
+	}
+	return out
+}
+
+// add adds n of r to a (and what is charged with it) without a limit: for
+// what the daemon itself creates (the saved instances at start).
 func (l *ledger) add(r Resource, n uint64, a *account) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a.used[r] += n
+	var buf [2]*account
+	for _, a := range withUp(buf[:0], []*account{a}) {
+		a.used[r] += n
+	}
 }
 
 // release gives back n of r to every account given; held as for charge.
@@ -104,10 +137,9 @@ func (l *ledger) add(r Resource, n uint64, a *account) {
 func (l *ledger) release(held *limitSet, r Resource, n uint64, accts ...*account) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, a := range accts {
-		if a != nil {
-			a.used[r] -= min(n, a.used[r])
-		}
+	var buf [4]*account
+	for _, a := range withUp(buf[:0], accts) {
+		a.used[r] -= min(n, a.used[r])
 	}
 	if held != nil {
 		held[r] -= min(n, held[r])
@@ -118,11 +150,11 @@ func (l *ledger) release(held *limitSet, r Resource, n uint64, accts ...*account
 func (l *ledger) releaseAll(held *limitSet, accts ...*account) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var buf [4]*account
+	all := withUp(buf[:0], accts)
 	for r := range numResources {
-		for _, a := range accts {
-			if a != nil {
-				a.used[r] -= min(held[r], a.used[r])
-			}
+		for _, a := range all {
+			a.used[r] -= min(held[r], a.used[r])
 		}
 		held[r] = 0
 	}

@@ -9,11 +9,11 @@ import (
 )
 
 func testLedger() *ledger {
-	var user, inst limitSet
+	var user, inst, total limitSet
 	for r := range numResources {
-		user[r], inst[r] = 4, 3
+		user[r], inst[r], total[r] = 4, 3, Unlimited
 	}
-	return newLedger(user, inst)
+	return newLedger(user, inst, total)
 }
 
 // TestLedgerChargesBothOrNeither: a charge goes to the uid and the
@@ -76,6 +76,56 @@ func TestLedgerLockedBytes(t *testing.T) {
 	l.release(nil, Locked, 1<<20, u)
 	if err := l.charge(nil, Locked, Unlimited, u); err == nil {
 		t.Fatal("a charge of 2^64-1 bytes passed")
+	}
+}
+
+// TestLedgerTotalBindsEveryUid: what every uid holds is also the daemon's
+// total, and a charge that would take the total past its limit is refused
+// whichever uid makes it, naming the daemon-wide limit and its flag; the
+// uids' own counts are left as they were. Many uids (subordinate uids of
+// rootless containers, say) each with a fresh quota cannot together pass it.
+func TestLedgerTotalBindsEveryUid(t *testing.T) {
+	l := testLedger()
+	l.user[Locked] = 1 << 20
+	l.all[Locked] = 3 << 19 // 1.5 MiB: one and a half uids' worth
+	l.inst[Locked] = Unlimited
+	a, b := l.join(1000), l.join(100000)
+	inst := l.instanceAccount("vm")
+	var heldA, heldB limitSet
+	if err := l.charge(&heldA, Locked, 1<<20, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := l.charge(&heldB, Locked, 1<<20, b, inst)
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code != proto.CodeLimit {
+		t.Fatalf("a second uid's 1 MiB past a 1.5 MiB total: %v", err)
+	}
+	for _, want := range []string{"all tenants together", "1048576 bytes of registered memory locked", "limit locked=1572864", "--total-limit locked=BYTES"} {
+		if !strings.Contains(pe.Message, want) {
+			t.Errorf("refusal %q lacks %q", pe.Message, want)
+		}
+	}
+	if l.usedBy(100000)[Locked] != 0 || heldB[Locked] != 0 || l.usage(inst)[Locked] != 0 {
+		t.Fatalf("a refused charge stuck: uid %d, held %d, instance %d", l.usedBy(100000)[Locked], heldB[Locked], l.usage(inst)[Locked])
+	}
+	if err := l.charge(&heldB, Locked, 1<<19, b, inst); err != nil {
+		t.Fatalf("the half MiB left: %v", err)
+	}
+	if got := l.usage(l.total)[Locked]; got != 3<<19 {
+		t.Fatalf("total %d, want %d", got, 3<<19)
+	}
+	// An instance's charge alone (a session attaching) is not the uid's, and
+	// not counted twice in the total.
+	if err := l.charge(nil, Sessions, 1, inst); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.usage(l.total)[Sessions]; got != 0 {
+		t.Fatalf("an instance-only charge reached the total: %d", got)
+	}
+	l.release(&heldA, Locked, 1<<20, a, nil)
+	l.releaseAll(&heldB, b, inst)
+	if got := l.usage(l.total); got != (limitSet{}) {
+		t.Fatalf("total after everything was given back: %v", got)
 	}
 }
 

@@ -27,7 +27,8 @@ type session struct {
 	acct *account
 	held limitSet
 
-	pinned uint64 // bytes of registered memory this session has the daemon lock
+	pinned uint64    // bytes of registered memory this session has the daemon lock (mu)
+	proc   *procPins // what the peer process has locked in all (pinned.go); nil: pid unknown
 
 	inst    atomic.Pointer[Instance]
 	adapter *engine.Adapter
@@ -60,6 +61,9 @@ func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
 	}
+	if cred.known && cred.pid > 0 {
+		s.proc = d.pins.join(cred.pid)
+	}
 	return s
 }
 
@@ -81,12 +85,13 @@ func (s *session) take(r Resource, n uint64) error {
 
 func (s *session) give(r Resource, n uint64) { s.d.quota.release(&s.held, r, n, s.user, s.acct) }
 
-// limits returns what the session may hold: the smaller of its uid's
-// limits and its instance's.
+// limits returns what the session may hold: the smallest of its uid's
+// limits, its instance's and the daemon's total.
 func (s *session) limits() limitSet {
 	l := *s.user.limits
-	if s.acct != nil {
-		for r := range numResources {
+	for r := range numResources {
+		l[r] = min(l[r], s.d.quota.all[r])
+		if s.acct != nil {
 			l[r] = min(l[r], s.acct.limits[r])
 		}
 	}
@@ -97,6 +102,9 @@ func (s *session) limits() limitSet {
 func (s *session) leave() {
 	s.d.quota.release(nil, Sessions, 1, s.user, s.acct)
 	s.d.quota.leave(s.cred.uid, s.user)
+	if s.proc != nil {
+		s.d.pins.leave(s.proc)
+	}
 }
 
 func (s *session) instance() *Instance { return s.inst.Load() }
@@ -231,6 +239,7 @@ func (s *session) cleanup() {
 		m.Deregister()
 		delete(s.mrs, h)
 	}
+	s.unpin(s.pinned)
 	s.ahMu.Lock()
 	clear(s.ahs)
 	clear(s.ahPD)

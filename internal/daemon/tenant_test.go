@@ -179,6 +179,52 @@ func TestAdvertisedLimitsAreEnforced(t *testing.T) {
 	}
 }
 
+// TestTotalLockedLimit: the daemon-wide cap on locked bytes binds every
+// session together, under each uid's own limit, is advertised as
+// max_mr_size, and its refusal names the flag that raises it.
+func TestTotalLockedLimit(t *testing.T) {
+	d := daemontest.StartWith(t, func(c *daemon.Config) {
+		c.UserLimits = daemon.Limits{daemon.Locked: daemon.Unlimited}
+		c.TotalLimits = daemon.Limits{daemon.Locked: 1 << 20}
+	})
+	reg := func(c *rawClient, n int) reply {
+		var pd proto.HandleResp
+		c.ok(proto.OpAllocPD, nil, &pd)
+		return c.call(proto.OpRegMR, mustJSON(proto.RegMRReq{PD: pd.Handle, Addr: 0x10000, Length: uint64(n), Access: 1}), memfd(t, n, true))
+	}
+	c1, c2 := dial(t, d.SocketPath()), dial(t, d.SocketPath())
+	var attr proto.DeviceAttr
+	for _, c := range []*rawClient{c1, c2} {
+		c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0"}, nil)
+	}
+	c1.ok(proto.OpQueryDevice, nil, &attr)
+	if attr.MaxMRSize != 1<<20 {
+		t.Errorf("max_mr_size %d under a 1 MiB total, want %d", attr.MaxMRSize, 1<<20)
+	}
+	if r := reg(c1, 768<<10); r.h.Code != proto.CodeOK {
+		t.Fatalf("768 KiB of a 1 MiB total: %v %s", r.h.Code, r.msg())
+	}
+	r := reg(c2, 512<<10)
+	if r.h.Code != proto.CodeLimit || !strings.Contains(r.msg(), "all tenants together") || !strings.Contains(r.msg(), "--total-limit locked=BYTES") {
+		t.Fatalf("512 KiB more, past the 1 MiB total: %v %q", r.h.Code, r.msg())
+	}
+	if got := d.TotalUsage()["locked"]; got != 768<<10 {
+		t.Fatalf("the daemon counts %d bytes locked, want %d", got, 768<<10)
+	}
+	if r := reg(c2, 256<<10); r.h.Code != proto.CodeOK {
+		t.Fatalf("the 256 KiB left: %v %s", r.h.Code, r.msg())
+	}
+	c1.Close()
+	c2.Close()
+	deadline := time.Now().Add(10 * time.Second) // hang guard: sessions end asynchronously
+	for d.TotalUsage()["locked"] != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon still counts %v after the sessions ended", d.TotalUsage())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestTemporaryInstance: a temporary instance lives while its creator's
 // session does or a process is attached, and is never saved.
 func TestTemporaryInstance(t *testing.T) {

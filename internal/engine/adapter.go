@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"crypto/rand"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
 )
@@ -40,11 +38,7 @@ type Adapter struct {
 
 	host *Host
 
-	mrs     atomic.Pointer[[]*MR] // copy-on-write, indexed by key>>8
-	mrMu    sync.Mutex
-	mrFree  []uint32
-	mrTags  [][2]uint8 // per index: the first tag it had, the last it had
-	mrCount int
+	mrs mrTable // the live regions by key (mrtable.go)
 
 	qpMu    sync.RWMutex
 	qps     map[uint32]*QP
@@ -63,8 +57,7 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 	}
 	a.GUID = eui64(mac)
 	a.own = [][16]byte{LinkLocalGID(mac)}
-	empty := make([]*MR, 1) // index 0 is never used: key 0 is invalid
-	a.mrs.Store(&empty)
+	a.mrs.init()
 	return a
 }
 
@@ -212,85 +205,15 @@ func (a *Adapter) NumQPs() int {
 }
 
 // addMR assigns mr a key and publishes it.
-func (a *Adapter) addMR(mr *MR) error {
-	a.mrMu.Lock()
-	defer a.mrMu.Unlock()
-	if a.mrCount >= MaxMR {
-		return fmt.Errorf("adapter %s has %d memory regions, its limit: deregister unused regions", a.Name, MaxMR)
-	}
-	old := *a.mrs.Load()
-	// A key is index<<8 | tag. A freed index comes back with the next tag,
-	// and an index whose tags have gone round is retired: a key value is
-	// never handed out twice, so a cached mapping of a deregistered region
-	// can never be taken for a new one.
-	var idx uint32
-	var tag uint8
-	if n := len(a.mrFree); n > 0 {
-		idx = a.mrFree[n-1]
-		a.mrFree = a.mrFree[:n-1]
-		tag = a.mrTags[idx][1] + 1
-	} else {
-		idx = uint32(len(old))
-		if idx > 0xFFFFFF {
-			return fmt.Errorf("adapter %s has used up its memory keys: restart the daemon", a.Name)
-		}
-		var b [1]byte
-		_, _ = rand.Read(b[:])
-		tag = b[0]
-		a.mrTags = append(a.mrTags, [2]uint8{tag, tag})
-		for len(a.mrTags) <= int(idx) {
-			a.mrTags = append(a.mrTags, [2]uint8{tag, tag})
-		}
-	}
-	a.mrTags[idx][1] = tag
-	mr.key = idx<<8 | uint32(tag)
-	size := max(len(old), int(idx)+1)
-	tbl := make([]*MR, size)
-	copy(tbl, old)
-	tbl[idx] = mr
-	a.mrs.Store(&tbl)
-	a.mrCount++
-	return nil
-}
+func (a *Adapter) addMR(mr *MR) error { return a.mrs.add(mr, a.Name) }
 
-func (a *Adapter) removeMR(mr *MR) {
-	a.mrMu.Lock()
-	defer a.mrMu.Unlock()
-	old := *a.mrs.Load()
-	idx := mr.key >> 8
-	if int(idx) >= len(old) || old[idx] != mr {
-		return
-	}
-	tbl := make([]*MR, len(old))
-	copy(tbl, old)
-	tbl[idx] = nil
-	a.mrs.Store(&tbl)
-	if t := a.mrTags[idx]; t[1]+1 != t[0] {
-		a.mrFree = append(a.mrFree, idx)
-	}
-	a.mrCount--
-}
+func (a *Adapter) removeMR(mr *MR) { a.mrs.remove(mr) }
 
 // lookupMR returns the live MR with this exact key, or nil.
-func (a *Adapter) lookupMR(key uint32) *MR {
-	tbl := *a.mrs.Load()
-	idx := key >> 8
-	if int(idx) >= len(tbl) {
-		return nil
-	}
-	mr := tbl[idx]
-	if mr == nil || mr.key != key {
-		return nil
-	}
-	return mr
-}
+func (a *Adapter) lookupMR(key uint32) *MR { return a.mrs.lookup(key) }
 
 // NumMRs returns the count of live MRs.
-func (a *Adapter) NumMRs() int {
-	a.mrMu.Lock()
-	defer a.mrMu.Unlock()
-	return a.mrCount
-}
+func (a *Adapter) NumMRs() int { return a.mrs.count() }
 
 // PD is a protection domain: objects of different PDs never reach each other.
 type PD struct {

@@ -321,6 +321,11 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	})
 	switch to {
 	case abi.QPStateReset:
+		defer func() {
+			if receiving(cur) {
+				q.revokePeers() // once RESET is published
+			}
+		}()
 		q.procMu.Lock()
 		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
@@ -348,6 +353,11 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.publishState()
 		q.setupWire(to, &next)
 		q.kickWorker()
+		if receiving(cur) && (next.AccessFlags != prevAttr.AccessFlags || next.DestQPN != prevAttr.DestQPN || next.AV.DGID != prevAttr.AV.DGID) {
+			// The initiators mapped q's regions under the old grant, or are no
+			// longer the QP q answers.
+			q.revokePeers()
+		}
 	}
 	return to, nil
 }
@@ -375,6 +385,9 @@ func (q *QP) enterError() bool {
 	}
 	q.memMu.Unlock()
 	q.kickWorker()
+	if receiving(prev) {
+		q.revokePeers()
+	}
 	return prev != abi.QPStateErr
 }
 
@@ -442,6 +455,9 @@ func (q *QP) Destroy() {
 	}
 	<-q.done
 	q.adapter.removeQP(q)
+	if receiving(q.State()) {
+		q.revokePeers() // no lookup finds q any more
+	}
 	q.release()
 	q.sendCQ.Unuse()
 	q.recvCQ.Unuse()

@@ -28,14 +28,9 @@ import (
 // client's, and a stuck or hostile one must not hold the caller for ever.
 // A QP released meanwhile (its process gone) has nothing running.
 func (q *QP) RevokeDirect(bound time.Duration) bool {
-	q.memMu.Lock()
-	if q.mem == nil {
-		q.memMu.Unlock()
+	if !q.bumpRevoke() {
 		return true
 	}
-	q.revokeGen++
-	shm.Store32(q.mem, abi.QPRevokeOff, q.revokeGen)
-	q.memMu.Unlock()
 	deadline := time.Now().Add(bound)
 	for i := 0; ; i++ {
 		if !q.directBusy() {
@@ -50,6 +45,53 @@ func (q *QP) RevokeDirect(bound time.Duration) bool {
 			time.Sleep(50 * time.Microsecond)
 		}
 	}
+}
+
+// bumpRevoke publishes a new revoke generation in q's shared region; false
+// once q is released.
+func (q *QP) bumpRevoke() bool {
+	q.memMu.Lock()
+	defer q.memMu.Unlock()
+	if q.mem == nil {
+		return false
+	}
+	q.revokeGen++
+	shm.Store32(q.mem, abi.QPRevokeOff, q.revokeGen)
+	return true
+}
+
+// revokePeers revokes the direct-path mappings of the initiators connected
+// to q (Host.PeersOf): q was destroyed, stopped receiving or changed what it
+// grants, after they mapped its regions under what it was. The caller has
+// made the change visible first (no lookup finds q, or its new state or
+// attributes are stored), so a mapping handed out from now on is refused or
+// carries the new grant, and one handed out before is caught by the
+// library's second read of the revoke word. Nothing waits: the regions are
+// still registered, and an operation that read the old generation is one
+// already under way when q changed, as a packet in flight would be. Their
+// next request goes to the daemon, which completes it as it would for any
+// initiator (RETRY_EXC_ERR from a QP that no longer answers,
+// REM_INV_REQ_ERR from one that refuses the operation).
+func (q *QP) revokePeers() {
+	if q.typ != abi.QPTypeRC {
+		return // the direct path is RC's alone
+	}
+	h := q.adapter.host
+	if h == nil {
+		return
+	}
+	for _, p := range h.PeersOf(q) {
+		p.bumpRevoke()
+	}
+}
+
+// receiving reports whether a QP in state s answers its peer's requests.
+func receiving(s abi.QPState) bool {
+	switch s {
+	case abi.QPStateRTR, abi.QPStateRTS, abi.QPStateSQD, abi.QPStateSQE:
+		return true
+	}
+	return false
 }
 
 // directBusy reads the library's busy word; false once q is released.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
@@ -28,6 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(memlock())
 	case "rawpin":
 		os.Exit(rawPin())
+	case "rawpin-sessions":
+		os.Exit(rawPinSessions())
 	case "owner":
 		os.Exit(ownerChild())
 	case "attacker":
@@ -135,6 +138,68 @@ func memlock() int {
 	return 0
 }
 
+// rawSession is a session on the daemon's socket that skips the library:
+// what a client that does not lock its own memory can ask.
+type rawSession struct {
+	c  *proto.Conn
+	id uint32
+}
+
+// dialRaw connects to VRDMA_SOCKET and opens vrdma0.
+func dialRaw() (*rawSession, error) {
+	c, err := proto.Dial(os.Getenv("VRDMA_SOCKET"))
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	r := &rawSession{c: c}
+	if h, msg := r.call(proto.OpHello, proto.HelloReq{Device: "vrdma0"}); h.Code != proto.CodeOK {
+		c.Close()
+		return nil, fmt.Errorf("hello: %s", msg)
+	}
+	return r, nil
+}
+
+// call sends a request and returns the reply's header and "HANDLE ERROR".
+func (r *rawSession) call(op proto.Op, v any, fds ...int) (proto.Header, string) {
+	r.id++
+	if err := r.c.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: r.id}, v, fds...); err != nil {
+		return proto.Header{}, err.Error()
+	}
+	for {
+		h, body, rfds, err := r.c.Recv()
+		proto.CloseFDs(rfds)
+		if err != nil {
+			return h, err.Error()
+		}
+		if h.Kind == proto.KindReply {
+			var resp struct {
+				Handle uint32 `json:"handle"`
+				Error  string `json:"error"`
+			}
+			_ = json.Unmarshal(body, &resp)
+			return h, fmt.Sprintf("%d %s", resp.Handle, resp.Error)
+		}
+	}
+}
+
+// regMR allocates a PD and registers a sealed memfd of n bytes, which this
+// process never touches, let alone locks.
+func (r *rawSession) regMR(n int) (proto.Header, string) {
+	h, msg := r.call(proto.OpAllocPD, nil)
+	if h.Code != proto.CodeOK {
+		return h, "alloc_pd: " + msg
+	}
+	var pd uint32
+	fmt.Sscanf(msg, "%d", &pd)
+	fd, err := unix.MemfdCreate("pin", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
+	if err != nil {
+		return proto.Header{Code: proto.CodeInternal}, "memfd: " + err.Error()
+	}
+	_ = unix.Ftruncate(fd, int64(n))
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
+	return r.call(proto.OpRegMR, proto.RegMRReq{PD: pd, Addr: 0x10000, Length: uint64(n), Access: 1}, fd)
+}
+
 // rawPin lowers RLIMIT_MEMLOCK to 64 KiB and, skipping the library (which
 // would lock the memory itself first and fail), asks the daemon to register
 // a 1 MiB sealed memfd: the daemon, which may lock anything, must refuse to
@@ -144,57 +209,72 @@ func rawPin() int {
 		fmt.Println("setrlimit:", err)
 		return 1
 	}
-	c, err := proto.Dial(os.Getenv("VRDMA_SOCKET"))
+	r, err := dialRaw()
 	if err != nil {
-		fmt.Println("dial:", err)
+		fmt.Println(err)
 		return 1
 	}
-	defer c.Close()
-	call := func(op proto.Op, id uint32, v any, fds ...int) (proto.Header, string) {
-		if err := c.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, v, fds...); err != nil {
-			return proto.Header{}, err.Error()
-		}
-		for {
-			h, body, rfds, err := c.Recv()
-			proto.CloseFDs(rfds)
-			if err != nil {
-				return h, err.Error()
-			}
-			if h.Kind == proto.KindReply {
-				var r struct {
-					Handle uint32 `json:"handle"`
-					Error  string `json:"error"`
-				}
-				_ = json.Unmarshal(body, &r)
-				return h, fmt.Sprintf("%d %s", r.Handle, r.Error)
-			}
-		}
-	}
-	if h, msg := call(proto.OpHello, 1, proto.HelloReq{Device: "vrdma0"}); h.Code != proto.CodeOK {
-		fmt.Println("hello:", msg)
-		return 1
-	}
-	h, msg := call(proto.OpAllocPD, 2, nil)
-	if h.Code != proto.CodeOK {
-		fmt.Println("alloc_pd:", msg)
-		return 1
-	}
-	var pd uint32
-	fmt.Sscanf(msg, "%d", &pd)
-	fd, err := unix.MemfdCreate("pin", unix.MFD_ALLOW_SEALING|unix.MFD_CLOEXEC)
-	if err != nil {
-		fmt.Println("memfd:", err)
-		return 1
-	}
-	_ = unix.Ftruncate(fd, 1<<20)
-	_, _ = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
-	h, msg = call(proto.OpRegMR, 3, proto.RegMRReq{PD: pd, Addr: 0x10000, Length: 1 << 20, Access: 1}, fd)
+	defer r.c.Close()
+	h, msg := r.regMR(1 << 20)
 	if h.Code != proto.CodeMemlock || !strings.Contains(msg, "RLIMIT_MEMLOCK") {
 		fmt.Printf("reg_mr of 1 MiB under a 64 KiB limit: code %v, %q; want a memlock refusal\n", h.Code, msg)
 		return 1
 	}
 	fmt.Println(msg)
 	return 0
+}
+
+// rawPinSessions lowers RLIMIT_MEMLOCK to 64 KiB and registers 48 KiB on
+// each of several sessions: the kernel charges locked memory to the
+// process, so the daemon must too, and refuse the second.
+func rawPinSessions() int {
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 1
+	}
+	var sessions []*rawSession
+	defer func() {
+		for _, r := range sessions {
+			r.c.Close()
+		}
+	}()
+	for i := 0; i < 4; i++ {
+		r, err := dialRaw()
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		sessions = append(sessions, r)
+		h, msg := r.regMR(48 << 10)
+		switch {
+		case i == 0 && h.Code != proto.CodeOK:
+			fmt.Printf("the first 48 KiB under a 64 KiB limit: code %v, %q\n", h.Code, msg)
+			return 1
+		case i > 0 && h.Code == proto.CodeOK:
+			fmt.Printf("session %d locked 48 KiB more: %d KiB in all for one process under a 64 KiB RLIMIT_MEMLOCK\n", i+1, 48*(i+1))
+			return 1
+		case i > 0 && (h.Code != proto.CodeMemlock || !strings.Contains(msg, "RLIMIT_MEMLOCK") || !strings.Contains(msg, "this process")):
+			fmt.Printf("session %d: code %v, %q; want a memlock refusal for the process\n", i+1, h.Code, msg)
+			return 1
+		case i == 1:
+			fmt.Println(msg)
+		}
+	}
+	// Giving the first session's region back frees the process's room.
+	sessions[0].c.Close()
+	sessions = sessions[1:]
+	deadline := time.Now().Add(10 * time.Second) // the daemon cleans up closed sessions asynchronously
+	for {
+		h, msg := sessions[0].regMR(48 << 10)
+		if h.Code == proto.CodeOK {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("after the first session ended: code %v, %q; want room for 48 KiB again\n", h.Code, msg)
+			return 1
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // serveDaemon runs a daemon on VRDMA_SOCKET, says "ready" once it listens

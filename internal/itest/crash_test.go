@@ -203,6 +203,23 @@ func TestDaemonPinsOnlyWhatTheClientMay(t *testing.T) {
 	t.Logf("the daemon said: %s", strings.TrimSpace(string(out)))
 }
 
+// TestDaemonPinsPerProcess: the daemon charges the memory it locks to the
+// client process, across all its sessions, as the kernel charges
+// ibv_reg_mr to the process: opening more sessions buys no more.
+func TestDaemonPinsPerProcess(t *testing.T) {
+	sock := publicDaemon(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=rawpin-sessions", "VRDMA_SOCKET="+sock)
+	if os.Geteuid() == 0 {
+		asNobody(t, cmd) // the daemon does not limit root clients
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rawpin-sessions child: %v\n%s", err, out)
+	}
+	t.Logf("the daemon said: %s", strings.TrimSpace(string(out)))
+}
+
 // TestSocketPermissionsDecide: a user the socket's mode leaves out cannot
 // open a device, and is told why.
 func TestSocketPermissionsDecide(t *testing.T) {
