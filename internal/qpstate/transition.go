@@ -179,6 +179,13 @@ func checkValues(t abi.QPType, a *Attr, m Mask, lim Limits) *Error {
 	if m&MaskDestQPN != 0 && a.DestQPN > 0xFFFFFF {
 		return bad(MaskDestQPN, fmt.Sprintf("QPN 0x%x does not fit in 24 bits", a.DestQPN))
 	}
+	connected := t == abi.QPTypeRC || t == abi.QPTypeUC
+	if connected && m&MaskDestQPN != 0 && (a.DestQPN <= 1 || a.DestQPN == 0xFFFFFF) {
+		return bad(MaskDestQPN, fmt.Sprintf("QPN 0x%x cannot be a connected QP's peer: 0 and 1 are the subnet management and general services QPs, 0xffffff is multicast", a.DestQPN))
+	}
+	if connected && m&MaskAV != 0 && a.AV.DGID[0] == 0xff {
+		return bad(MaskAV, "a multicast destination GID (ff00::/8) is for UD QPs only: give the peer's unicast GID")
+	}
 	if m&MaskRQPSN != 0 && a.RQPSN > 0xFFFFFF {
 		return bad(MaskRQPSN, fmt.Sprintf("PSN 0x%x does not fit in 24 bits", a.RQPSN))
 	}
@@ -203,6 +210,5 @@ func checkValues(t abi.QPType, a *Attr, m Mask, lim Limits) *Error {
 	if m&MaskMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > lim.MaxRdAtomic {
 		return bad(MaskMaxDestRdAtomic, fmt.Sprintf("max_dest_rd_atomic %d is above the device's max_qp_init_rd_atom %d", a.MaxDestRdAtomic, lim.MaxRdAtomic))
 	}
-	_ = t
 	return nil
 }

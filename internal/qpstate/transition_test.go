@@ -25,7 +25,7 @@ func goodAttr(to, cur abi.QPState) Attr {
 		State: to, CurState: cur, AccessFlags: abi.AccessAll, PKeyIndex: 3, PortNum: 1, QKey: 0x11111111,
 		AV:      AddressVector{DGID: [16]byte{0xfe, 0x80, 15: 1}, SGIDIndex: 1, HopLimit: 64, SL: 0, PortNum: 1},
 		PathMTU: abi.MTU4096, Timeout: 31, RetryCnt: 7, RNRRetry: 7, RQPSN: 0xFFFFFF, SQPSN: 0xFFFFFF,
-		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 31, DestQPN: 0xFFFFFF,
+		MaxRdAtomic: 16, MaxDestRdAtomic: 16, MinRNRTimer: 31, DestQPN: 0xFFFFFE,
 	}
 }
 
@@ -344,6 +344,11 @@ func TestCheckAttrRanges(t *testing.T) {
 		{"sgid index at table end", rc, init, rtr, MaskAV, func(a *Attr) { a.AV.SGIDIndex = 2 }, testLimits, false},
 		{"sgid index 255", rc, sqd, sqd, MaskAV, func(a *Attr) { a.AV.SGIDIndex = 255 }, testLimits, false},
 		{"dest qpn 25 bits", rc, init, rtr, MaskDestQPN, func(a *Attr) { a.DestQPN = 1 << 24 }, testLimits, false},
+		{"dest qpn 0 (SMI)", rc, init, rtr, MaskDestQPN, func(a *Attr) { a.DestQPN = 0 }, testLimits, false},
+		{"dest qpn 1 (GSI)", rc, init, rtr, MaskDestQPN, func(a *Attr) { a.DestQPN = 1 }, testLimits, false},
+		{"dest qpn multicast", rc, init, rtr, MaskDestQPN, func(a *Attr) { a.DestQPN = 0xFFFFFF }, testLimits, false},
+		{"dest qpn 2", rc, init, rtr, MaskDestQPN, func(a *Attr) { a.DestQPN = 2 }, testLimits, true},
+		{"multicast dgid", rc, init, rtr, MaskAV, func(a *Attr) { a.AV.DGID = [16]byte{0: 0xff, 1: 0x0e, 15: 1} }, testLimits, false},
 		{"rq psn 25 bits", rc, init, rtr, MaskRQPSN, func(a *Attr) { a.RQPSN = 0xFFFFFFFF }, testLimits, false},
 		{"sq psn 25 bits", ud, rtr, rts, MaskSQPSN, func(a *Attr) { a.SQPSN = 1 << 24 }, testLimits, false},
 		{"timeout 32", rc, rtr, rts, MaskTimeout, func(a *Attr) { a.Timeout = 32 }, testLimits, false},
