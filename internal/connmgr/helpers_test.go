@@ -79,6 +79,7 @@ type session struct {
 	t        testing.TB
 	adapter  *engine.Adapter
 	instance string
+	hidden   bool // InstanceFor names the instance to no other session
 
 	mu   sync.Mutex // the session's lock
 	qps  map[uint32]*engine.QP
@@ -101,9 +102,15 @@ func newSession(t testing.TB, a *engine.Adapter) *session {
 }
 
 func (s *session) Adapter() *engine.Adapter { return s.adapter }
-func (s *session) Instance() string         { return s.instance }
 func (s *session) Lock()                    { s.mu.Lock() }
 func (s *session) Unlock()                  { s.mu.Unlock() }
+
+func (s *session) InstanceFor(asker connmgr.Session) string {
+	if s.hidden && asker != connmgr.Session(s) {
+		return ""
+	}
+	return s.instance
+}
 
 func (s *session) Emit(ev proto.CMEvent) {
 	select {

@@ -15,14 +15,17 @@ import (
 //
 // Locks: the daemon calls Listen ... Disconnect holding the session's lock
 // (Lock), and the manager takes its own inside it; the manager takes the
-// session's lock only holding none of its own. It calls Emit holding its
-// own lock.
+// session's lock only holding none of its own. It calls InstanceFor and
+// Emit holding its own lock.
 type Session interface {
 	// Adapter is the adapter the session opened: the manager reads its
 	// GIDs (the source GID of a connection) and its port's active MTU.
 	Adapter() *engine.Adapter
-	// Instance names the session's instance, for messages ("" if none).
-	Instance() string
+	// InstanceFor names the session's instance in a message for asker's
+	// client (a port asker wants is this session's): "" if it has none,
+	// or if asker may not know it (another tenant's instance, which the
+	// daemon lists to its owner and administrators only).
+	InstanceFor(asker Session) string
 	// Emit queues ev for the session's client. It must not block or call
 	// the manager, and should not lose the event (a lost reply leaves a
 	// dial waiting for its timeout): the daemon's outbox grows, to far

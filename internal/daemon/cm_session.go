@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -17,12 +18,16 @@ func (s *session) cm() *cmSession { return (*cmSession)(s) }
 // Adapter is the adapter the session opened.
 func (c *cmSession) Adapter() *engine.Adapter { return c.adapter }
 
-// Instance names the session's instance ("" if none).
-func (c *cmSession) Instance() string {
-	if i := (*session)(c).instance(); i != nil {
-		return i.Name
+// InstanceFor names the session's instance to asker if asker may see it
+// (`vm show` would list it to asker: its owner's, the administrators',
+// everyone's for the default instance), and "" otherwise.
+func (c *cmSession) InstanceFor(asker connmgr.Session) string {
+	inst := (*session)(c).instance()
+	a, ok := asker.(*cmSession)
+	if inst == nil || !ok || !c.d.maySee(a.cred, inst) {
+		return ""
 	}
-	return ""
+	return inst.Name
 }
 
 // Emit queues ev for the session's event sender.
