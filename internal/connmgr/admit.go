@@ -40,6 +40,9 @@ type admission struct {
 	hs        map[net.Conn]struct{} // inbound connections in their handshake; under m.mu
 
 	accepted, hsErrors, unauthorized, wrongPeer, idleClosed, evicted atomic.Uint64
+	// Requests refused: for a listener whose session is not reading its
+	// events; at the limit of the listener's owner.
+	lagging, overLimit atomic.Uint64
 }
 
 func newAdmission(cfg *Config) (*admission, error) {

@@ -27,6 +27,13 @@ type Stats struct {
 	// LogsSuppressed: log lines about refused or closed connections left
 	// out because too many came at once.
 	LogsSuppressed uint64
+
+	// Lagging: requests refused because the listening session was not
+	// reading its events (Session.Lagging).
+	Lagging uint64
+	// OverLimit: requests refused because the listening session's tenant
+	// had all the connections its quota allows (Session.Charge).
+	OverLimit uint64
 }
 
 // Stats returns the listener's counters.
@@ -38,5 +45,6 @@ func (m *Manager) Stats() Stats {
 	m.mu.Unlock()
 	return Stats{Inbound: n, Accepted: a.accepted.Load(), HandshakesRefused: g.Refused, HandshakesCut: g.Cut,
 		HandshakeErrors: a.hsErrors.Load(), Unauthorized: a.unauthorized.Load(), WrongPeer: a.wrongPeer.Load(),
-		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed()}
+		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed(),
+		Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load()}
 }

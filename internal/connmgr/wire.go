@@ -71,10 +71,19 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	case l.pending >= l.backlog:
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
 		return
+	case l.s.Lagging():
+		m.adm.lagging.Add(1)
+		reject(cm.RejectNoResources, "the listener on port %d is not reading its events (receiver not ready): try again later", r.DstPort)
+		return
 	}
 	sp := m.session(l.s)
 	if len(sp.conns) >= maxConns {
 		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(sp.conns))
+		return
+	}
+	if err := l.s.Charge(Connections); err != nil {
+		m.adm.overLimit.Add(1)
+		reject(cm.RejectNoResources, "the listener on port %d may have no more connections (its owner's limit): try again later", r.DstPort)
 		return
 	}
 	a := l.s.Adapter()
