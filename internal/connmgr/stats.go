@@ -28,6 +28,10 @@ type Stats struct {
 	// out because too many came at once.
 	LogsSuppressed uint64
 
+	// WrongSource: requests refused because their source GID is not an
+	// address of the host that sent them (Config.PeerOwns), or is one of
+	// this host's.
+	WrongSource uint64
 	// Lagging: requests refused because the listening session was not
 	// reading its events (Session.Lagging).
 	Lagging uint64
@@ -46,5 +50,5 @@ func (m *Manager) Stats() Stats {
 	return Stats{Inbound: n, Accepted: a.accepted.Load(), HandshakesRefused: g.Refused, HandshakesCut: g.Cut,
 		HandshakeErrors: a.hsErrors.Load(), Unauthorized: a.unauthorized.Load(), WrongPeer: a.wrongPeer.Load(),
 		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed(),
-		Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load()}
+		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load()}
 }
