@@ -40,6 +40,10 @@ type admission struct {
 	hs        map[net.Conn]struct{} // inbound connections in their handshake; under m.mu
 
 	accepted, hsErrors, unauthorized, wrongPeer, idleClosed, evicted atomic.Uint64
+	// Requests refused: from a source their sender does not own; for a
+	// listener whose session is not reading its events; at the limit of
+	// the listener's owner.
+	wrongSource, lagging, overLimit atomic.Uint64
 }
 
 func newAdmission(cfg *Config) (*admission, error) {

@@ -59,6 +59,8 @@ type connection struct {
 	remoteGID  [16]byte
 	remotePort uint16
 	mtu        uint8
+
+	removed bool // forgotten, and given back to the session's quota
 }
 
 // add registers c for s under clientID, with a new id.
@@ -80,9 +82,13 @@ func (m *Manager) setRemote(c *connection, id uint32) {
 	}
 }
 
-// remove forgets c.
+// remove forgets c and gives it back to its session's quota.
 func (m *Manager) remove(c *connection) {
 	c.stopTimer()
+	if !c.removed {
+		c.removed = true
+		c.s.Uncharge(Connections)
+	}
 	if m.conns[c.id] == c {
 		delete(m.conns, c.id)
 	}

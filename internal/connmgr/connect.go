@@ -68,9 +68,13 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	if len(sp.conns) >= maxConns {
 		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(sp.conns))
 	}
+	if err := s.Charge(Connections); err != nil {
+		return none, err
+	}
 	if endpoint.Addr == "" {
 		p = m.local
 	} else if p, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
+		s.Uncharge(Connections)
 		return none, proto.Errorf(proto.CodeLimit, "%v", err)
 	}
 	a := s.Adapter()

@@ -88,6 +88,9 @@ func TestCMConnectLifecycle(t *testing.T) {
 			if ev := sb.event(); ev.Type != proto.CMEventEstablished || string(ev.PrivateData) != "rtu" {
 				t.Fatalf("event %+v, want established", ev)
 			}
+			if a, b, l := sa.holds(connmgr.Connections), sb.holds(connmgr.Connections), sb.holds(connmgr.Listeners); a != 1 || b != 1 || l != 1 {
+				t.Fatalf("established: the requester is charged %d connections, the listener %d and %d listeners; want 1, 1, 1", a, b, l)
+			}
 
 			if err := sa.do(func() error {
 				return ma.Disconnect(sa, proto.CMDisconnectReq{ID: 5, PrivateData: []byte("bye")})
@@ -109,6 +112,9 @@ func TestCMConnectLifecycle(t *testing.T) {
 			err := sa.do(func() error { return ma.Disconnect(sa, proto.CMDisconnectReq{ID: 5}) })
 			if proto.CodeOf(err) != proto.CodeNotFound {
 				t.Fatalf("a second disconnect: %v, want CodeNotFound", err)
+			}
+			if a, b := sa.holds(connmgr.Connections), sb.holds(connmgr.Connections); a != 0 || b != 0 {
+				t.Fatalf("disconnected: the requester is still charged %d connections, the listener %d", a, b)
 			}
 		})
 	}

@@ -17,12 +17,15 @@
 //
 // What it needs of the daemon is small: a Host that says whether a GID is
 // local, and for every session a Session (its adapter, its QPs by handle
-// under its lock, and an Emit that queues an event for its client without
-// blocking). The daemon decodes the commands (proto.OpCMListen ...) and
+// under its lock, an Emit that queues an event for its client without
+// blocking, whether its client has stopped reading them, and a quota its
+// listeners and connections are charged to, so that what a tenant makes
+// the manager hold is bounded by it). With an authorizer, a request's
+// source GID must be its sending host's (Config.PeerOwns). The daemon decodes the commands (proto.OpCMListen ...) and
 // calls the Manager's method of the same name with the session's lock
 // held; when a session ends it calls CloseSession.
 //
-//	m, err := connmgr.New(connmgr.Config{Listen: "10.0.0.1:4793", TLS: tlsCfg, Authorize: auth, Host: host, HostName: "a"})
+//	m, err := connmgr.New(connmgr.Config{Listen: "10.0.0.1:4793", TLS: tlsCfg, Authorize: auth, PeerOwns: routes.Owns, Host: host, HostName: "a"})
 //	if err != nil { ... }
 //	defer m.Close()
 //	port, err := m.Listen(s, proto.CMListenReq{ID: 1, Port: 7000}) // s: a Session

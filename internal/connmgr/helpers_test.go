@@ -74,24 +74,32 @@ func newManager(t testing.TB, mod func(*connmgr.Config)) (*connmgr.Manager, *tes
 }
 
 // session is a fake daemon session: connmgr.Session over an adapter,
-// with QPs by handle and a queue of the events the manager emits.
+// with QPs by handle, a queue of the events the manager emits, and a
+// quota of listeners and connections.
 type session struct {
 	t        testing.TB
 	adapter  *engine.Adapter
 	instance string
+	hidden   bool // InstanceFor names the instance to no other session
 
 	mu   sync.Mutex // the session's lock
 	qps  map[uint32]*engine.QP
 	next uint32
 
-	events chan proto.CMEvent
-	lost   atomic.Int64
+	events  chan proto.CMEvent
+	lost    atomic.Int64
+	lagging atomic.Bool
+
+	qmu   sync.Mutex
+	limit map[connmgr.Resource]int // none: unlimited
+	held  map[connmgr.Resource]int
 }
 
 var _ connmgr.Session = (*session)(nil)
 
 func newSession(t testing.TB, a *engine.Adapter) *session {
-	s := &session{t: t, adapter: a, qps: map[uint32]*engine.QP{}, events: make(chan proto.CMEvent, 1<<12)}
+	s := &session{t: t, adapter: a, qps: map[uint32]*engine.QP{}, events: make(chan proto.CMEvent, 1<<12),
+		limit: map[connmgr.Resource]int{}, held: map[connmgr.Resource]int{}}
 	t.Cleanup(func() {
 		if n := s.lost.Load(); n != 0 {
 			t.Errorf("%d events were lost: the test's queue is too short", n)
@@ -101,9 +109,50 @@ func newSession(t testing.TB, a *engine.Adapter) *session {
 }
 
 func (s *session) Adapter() *engine.Adapter { return s.adapter }
-func (s *session) Instance() string         { return s.instance }
 func (s *session) Lock()                    { s.mu.Lock() }
 func (s *session) Unlock()                  { s.mu.Unlock() }
+func (s *session) Lagging() bool            { return s.lagging.Load() }
+
+func (s *session) InstanceFor(asker connmgr.Session) string {
+	if s.hidden && asker != connmgr.Session(s) {
+		return ""
+	}
+	return s.instance
+}
+
+func (s *session) Charge(r connmgr.Resource) error {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if lim, ok := s.limit[r]; ok && s.held[r] >= lim {
+		return proto.Errorf(proto.CodeLimit, "the test's session holds %d %v of %d allowed", s.held[r], r, lim)
+	}
+	s.held[r]++
+	return nil
+}
+
+func (s *session) Uncharge(r connmgr.Resource) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.held[r] == 0 {
+		s.t.Errorf("%v given back and none held", r)
+		return
+	}
+	s.held[r]--
+}
+
+// holds returns how many r the session is charged for.
+func (s *session) holds(r connmgr.Resource) int {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return s.held[r]
+}
+
+// limitTo limits the session to n r.
+func (s *session) limitTo(r connmgr.Resource, n int) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	s.limit[r] = n
+}
 
 func (s *session) Emit(ev proto.CMEvent) {
 	select {

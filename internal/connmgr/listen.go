@@ -40,11 +40,16 @@ func (m *Manager) Listen(s Session, req proto.CMListenReq) (uint16, error) {
 		port = p
 	}
 	if other := m.listeners[port]; other != nil {
+		// Another tenant's instance is named to its owner and the
+		// administrators only, as the daemon lists it.
 		inst := "another"
-		if name := other.s.Instance(); name != "" {
+		if name := other.s.InstanceFor(s); name != "" {
 			inst = fmt.Sprintf("instance %s's", name)
 		}
 		return 0, proto.Errorf(proto.CodeBusy, "port %d is in use: %s listener has it (one port space per host): pick another port, or 0 for a free one", port, inst)
+	}
+	if err := s.Charge(Listeners); err != nil {
+		return 0, err
 	}
 	l := &listener{id: req.ID, port: port, s: s, backlog: backlog}
 	m.listeners[port] = l
@@ -73,6 +78,7 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 	if m.listeners[l.port] == l {
 		delete(m.listeners, l.port)
 	}
+	l.s.Uncharge(Listeners)
 	for _, c := range sp.conns {
 		if c.listener != l || c.state != reqRcvd {
 			continue

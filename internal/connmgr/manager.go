@@ -59,6 +59,15 @@ type Config struct {
 	// Authorize names the daemon at the other end of every connection,
 	// inbound and outbound, or refuses it; nil: anyone.
 	Authorize admit.Authorizer
+	// PeerOwns reports whether the host that a connection was authorized
+	// as (the identity Authorize named) owns gid: a request from that
+	// connection must come from one of its host's addresses (its SrcGID),
+	// or it is rejected (REJ, invalid GID) and counted. Used only with
+	// Authorize, which also makes every request whose source is one of
+	// this host's addresses rejected when it comes over TCP. nil, with
+	// Authorize: only that last check; without Authorize: no check of the
+	// source at all.
+	PeerOwns func(identity string, gid [16]byte) bool
 	// Limits bound what other hosts may hold of the listener; zero
 	// fields take the defaults.
 	Limits Limits
@@ -78,9 +87,10 @@ type Manager struct {
 	host     Host
 	hostName string
 	resolve  PeerResolver
-	ln       net.Listener // nil: requests from other hosts are not served
-	local    *peer        // connections between adapters of this host
-	adm      *admission   // who gets in (admit.go)
+	peerOwns func(identity string, gid [16]byte) bool // Config.PeerOwns
+	ln       net.Listener                             // nil: requests from other hosts are not served
+	local    *peer                                    // connections between adapters of this host
+	adm      *admission                               // who gets in (admit.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -135,7 +145,7 @@ func New(cfg Config) (*Manager, error) {
 		resolve = Resolver(DefaultResolve).Endpoints()
 	}
 	m := &Manager{
-		log: log, host: cfg.Host, hostName: cfg.HostName, resolve: resolve,
+		log: log, host: cfg.Host, hostName: cfg.HostName, resolve: resolve, peerOwns: cfg.PeerOwns,
 		listeners: map[uint16]*listener{}, conns: map[uint32]*connection{}, remote: map[remoteKey]*connection{},
 		sessions: map[Session]*sessionPart{}, peers: map[string]*peer{}, inbound: map[*peer]struct{}{},
 		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),

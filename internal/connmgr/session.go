@@ -15,19 +15,39 @@ import (
 //
 // Locks: the daemon calls Listen ... Disconnect holding the session's lock
 // (Lock), and the manager takes its own inside it; the manager takes the
-// session's lock only holding none of its own. It calls Emit holding its
-// own lock.
+// session's lock only holding none of its own. It calls InstanceFor, Emit,
+// Lagging, Charge and Uncharge holding its own lock.
 type Session interface {
 	// Adapter is the adapter the session opened: the manager reads its
 	// GIDs (the source GID of a connection) and its port's active MTU.
 	Adapter() *engine.Adapter
-	// Instance names the session's instance, for messages ("" if none).
-	Instance() string
+	// InstanceFor names the session's instance in a message for asker's
+	// client (a port asker wants is this session's): "" if it has none,
+	// or if asker may not know it (another tenant's instance, which the
+	// daemon lists to its owner and administrators only).
+	InstanceFor(asker Session) string
 	// Emit queues ev for the session's client. It must not block or call
 	// the manager, and should not lose the event (a lost reply leaves a
-	// dial waiting for its timeout): the daemon's outbox grows, to far
-	// more events than a session's connections produce.
+	// dial waiting for its timeout). What it queues is bounded by the
+	// session's charges: every event is about a connection the session
+	// was charged for (Charge, Uncharge).
 	Emit(ev proto.CMEvent)
+	// Lagging reports whether the session's client is behind on its
+	// events: so many wait to be delivered that it has stopped reading
+	// them. The manager then refuses requests to the session's listeners
+	// (REJ, no resources, as a receiver not ready) instead of queueing
+	// more.
+	Lagging() bool
+	// Charge takes one r from the quota of the session's tenant before
+	// the manager creates it, or returns why it may not (a *proto.Error,
+	// CodeLimit, that names the limit and how to raise it). It must not
+	// block or call the manager.
+	Charge(r Resource) error
+	// Uncharge gives back one r the manager no longer holds. The session
+	// may keep a connection's charge until the events it queued before
+	// are delivered to its client, so that its quota bounds its queued
+	// events too. It must not block or call the manager.
+	Uncharge(r Resource)
 	// QP returns the session's queue pair with handle h, or the error
 	// the command fails with (a *proto.Error, CodeNotFound). The
 	// session's lock is held.

@@ -27,6 +27,17 @@ type Stats struct {
 	// LogsSuppressed: log lines about refused or closed connections left
 	// out because too many came at once.
 	LogsSuppressed uint64
+
+	// WrongSource: requests refused because their source GID is not an
+	// address of the host that sent them (Config.PeerOwns), or is one of
+	// this host's.
+	WrongSource uint64
+	// Lagging: requests refused because the listening session was not
+	// reading its events (Session.Lagging).
+	Lagging uint64
+	// OverLimit: requests refused because the listening session's tenant
+	// had all the connections its quota allows (Session.Charge).
+	OverLimit uint64
 }
 
 // Stats returns the listener's counters.
@@ -38,5 +49,6 @@ func (m *Manager) Stats() Stats {
 	m.mu.Unlock()
 	return Stats{Inbound: n, Accepted: a.accepted.Load(), HandshakesRefused: g.Refused, HandshakesCut: g.Cut,
 		HandshakeErrors: a.hsErrors.Load(), Unauthorized: a.unauthorized.Load(), WrongPeer: a.wrongPeer.Load(),
-		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed()}
+		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed(),
+		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load()}
 }

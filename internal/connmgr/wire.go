@@ -60,6 +60,13 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	reject := func(reason cm.Reason, format string, args ...any) {
 		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)})
 	}
+	if why := m.wrongSource(p, r.SrcGID); why != "" {
+		m.adm.wrongSource.Add(1)
+		m.refused("connection manager: refused a request from a source its sender does not own", "peer", p.name, "identity", p.ident,
+			"source", gidString(r.SrcGID))
+		reject(cm.RejectInvalidGID, "%s", why)
+		return
+	}
 	l := m.listeners[r.DstPort]
 	switch {
 	case l == nil:
@@ -71,10 +78,19 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	case l.pending >= l.backlog:
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
 		return
+	case l.s.Lagging():
+		m.adm.lagging.Add(1)
+		reject(cm.RejectNoResources, "the listener on port %d is not reading its events (receiver not ready): try again later", r.DstPort)
+		return
 	}
 	sp := m.session(l.s)
 	if len(sp.conns) >= maxConns {
 		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(sp.conns))
+		return
+	}
+	if err := l.s.Charge(Connections); err != nil {
+		m.adm.overLimit.Add(1)
+		reject(cm.RejectNoResources, "the listener on port %d may have no more connections (its owner's limit): try again later", r.DstPort)
 		return
 	}
 	a := l.s.Adapter()
@@ -99,6 +115,25 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
 	ev.PrivateData = r.PrivateData
 	l.s.Emit(ev)
+}
+
+// wrongSource says why a request from p may not come from src, or "" if
+// it may. Only with Config.Authorize, which names the daemon behind
+// every connection: the daemon at the other end of a TCP connection
+// speaks for its own host's addresses, never for this host's, and with
+// Config.PeerOwns only for the addresses the switch gives its host. The
+// in-process peer is this daemon.
+func (m *Manager) wrongSource(p *peer, src [16]byte) string {
+	if p.local || m.adm.authorize == nil {
+		return ""
+	}
+	if m.host.IsLocalGID(src) {
+		return fmt.Sprintf("source %s is an address of host %s: a request from another daemon cannot come from it", gidString(src), m.hostName)
+	}
+	if m.peerOwns != nil && !m.peerOwns(p.ident, src) {
+		return fmt.Sprintf("source %s is not an address of host %s, which sent the request", gidString(src), p.ident)
+	}
+	return ""
 }
 
 func (m *Manager) onREP(p *peer, r *cm.REP) {

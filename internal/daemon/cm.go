@@ -64,7 +64,7 @@ var (
 // newCM starts the connection manager of d's config.
 func newCM(d *Daemon) (*connmgr.Manager, error) {
 	m, err := connmgr.New(connmgr.Config{Listen: d.cfg.CMListen, ListenIsDefault: d.cmListenDefault, Resolve: cmResolve(&d.cfg), TLS: d.cfg.CMTLS,
-		Authorize: d.cfg.CMAuthorize, Limits: d.cfg.CMLimits, Host: d.host, HostName: d.cfg.HostName,
+		Authorize: d.cfg.CMAuthorize, PeerOwns: d.cfg.CMPeerOwns, Limits: d.cfg.CMLimits, Host: d.host, HostName: d.cfg.HostName,
 		Logger: d.log.With("part", "cm")})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)

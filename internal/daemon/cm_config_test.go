@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -45,6 +46,23 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 			t.Fatal("a refused connection is open")
 		}
 		waitCM(t, "the refusal to be counted", func() bool { return d.CMStats().Unauthorized == 1 })
+	})
+	t.Run("CMPeerOwns", func(t *testing.T) {
+		var asked atomic.Int64
+		d := cmDaemonWith(t, func(c *daemon.Config) {
+			c.CMAuthorize = func(admit.Peer) (string, error) { return "hostb", nil }
+			c.CMPeerOwns = func(identity string, gid [16]byte) bool {
+				asked.Add(1)
+				return identity == "hostb" && gid == [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 2}
+			}
+		})
+		s := listenSession(t, d, 7000, 4)
+		p := dialCM(t, d)
+		p.send(req(81, 7000, s.gid)) // from 192.0.2.1, which is not hostb's
+		p.expectREJ(81, cm.RejectInvalidGID, "source 192.0.2.1 is not an address of host hostb")
+		if st := d.CMStats(); st.WrongSource != 1 || asked.Load() != 1 {
+			t.Fatalf("stats %+v, PeerOwns asked %d times; want one request refused for its source", st, asked.Load())
+		}
 	})
 	t.Run("CMTLS", func(t *testing.T) {
 		d := cmDaemonWith(t, func(c *daemon.Config) { c.CMTLS = selfSigned(t) })

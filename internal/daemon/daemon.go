@@ -58,6 +58,7 @@ type Config struct {
 	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
 	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
 	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
+	CMPeerOwns    func(identity string, gid [16]byte) bool      // with CMAuthorize: does the host a CM connection is authorized as own this GID (a request's source)? nil = only this host's GIDs are refused as sources
 }
 
 // Daemon is a running host daemon.

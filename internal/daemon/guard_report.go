@@ -21,7 +21,7 @@ func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel, c
 		st := d.CMStats()
 		cm = proto.ListenerStats{Listen: a.String(), Peers: st.Inbound, Accepted: st.Accepted,
 			Refused: st.HandshakeErrors + st.HandshakesRefused, Cut: st.HandshakesCut,
-			Unauthorized: st.Unauthorized, WrongPeer: st.WrongPeer, Dropped: st.IdleClosed + st.Evicted}
+			Unauthorized: st.Unauthorized + st.WrongSource, WrongPeer: st.WrongPeer, Dropped: st.IdleClosed + st.Evicted}
 	}
 	return security, channel, cm
 }

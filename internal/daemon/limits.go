@@ -15,19 +15,21 @@ type Resource uint8
 
 // The resources the daemon limits, per uid and per instance.
 const (
-	Sessions  Resource = iota // connections to the daemon
-	Instances                 // instances owned (per uid only)
-	PDs                       // protection domains
-	CQs                       // completion queues
-	QPs                       // queue pairs
-	MRs                       // memory regions
-	SRQs                      // shared receive queues
-	AHs                       // address handles
-	Locked                    // bytes of registered memory the daemon locks
+	Sessions    Resource = iota // connections to the daemon
+	Instances                   // instances owned (per uid only)
+	PDs                         // protection domains
+	CQs                         // completion queues
+	QPs                         // queue pairs
+	MRs                         // memory regions
+	SRQs                        // shared receive queues
+	AHs                         // address handles
+	Locked                      // bytes of registered memory the daemon locks
+	CMListeners                 // connection manager listeners: ports of the host's one port space
+	CMConns                     // connection manager connections and requests, until their last event is delivered
 	numResources
 )
 
-var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked"}
+var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn"}
 
 // String returns the name a limit flag uses for r ("qp", "locked", ...).
 func (r Resource) String() string {
@@ -70,8 +72,8 @@ func (l Limits) String() string {
 
 // ParseLimits reads "qp=4096,cq=4096,locked=16G,session=unlimited": a
 // comma-separated list of RESOURCE=N, where RESOURCE is session, instance,
-// pd, cq, qp, mr, srq, ah or locked (bytes), and N a count with an optional
-// binary suffix (K, M, G, T: 16G is 16 GiB) or "unlimited". A resource may
+// pd, cq, qp, mr, srq, ah, locked (bytes), cmlisten or cmconn, and N a
+// count with an optional binary suffix (K, M, G, T: 16G is 16 GiB) or "unlimited". A resource may
 // appear once; an empty string is no limit at all (the defaults).
 func ParseLimits(s string) (Limits, error) {
 	l := Limits{}
@@ -149,7 +151,7 @@ type limitSet [numResources]uint64
 var deviceMax = limitSet{
 	Sessions: Unlimited, Instances: Unlimited,
 	PDs: 1 << 14, CQs: 1 << 14, QPs: engine.MaxQP, MRs: engine.MaxMR, SRQs: 1 << 12, AHs: 1 << 16,
-	Locked: Unlimited,
+	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited,
 }
 
 // fdCost is how many descriptors the daemon holds for one of each
@@ -161,9 +163,17 @@ var fdCost = limitSet{Sessions: 1, CQs: 3, QPs: 3, SRQs: 1, MRs: 1}
 // nominalUserLimits are the per-uid defaults on a daemon with descriptors
 // to spare; defaultUserLimits scales the descriptor-holding ones down when
 // there are fewer.
+//
+// The connection manager's are about the daemon's memory and the host's
+// port space, not descriptors: a listener holds one of 65,535 ports that
+// all tenants share (256 per uid: a few hundred uids before they run
+// out, not three); a connection holds its state and up to three events
+// for its client, about 1 KiB (4096 per uid, one per QP: a few MiB
+// however many sessions the uid opens).
 var nominalUserLimits = limitSet{
 	Sessions: 1024, Instances: 256,
 	PDs: 4096, CQs: 4096, QPs: 4096, MRs: 16384, SRQs: 1024, AHs: 65536,
+	CMListeners: 256, CMConns: 4096,
 }
 
 // userShare is the part of the daemon's descriptors one uid may hold with

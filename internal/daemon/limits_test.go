@@ -24,6 +24,7 @@ func TestParseLimits(t *testing.T) {
 		{"session=unlimited", Limits{Sessions: Unlimited}, ""},
 		{"instance=0", Limits{Instances: 0}, ""},
 		{"pd=1,srq=2,ah=3,instance=4", Limits{PDs: 1, SRQs: 2, AHs: 3, Instances: 4}, ""},
+		{"cmlisten=16,cmconn=1K", Limits{CMListeners: 16, CMConns: 1 << 10}, ""},
 		{"qp", nil, "write RESOURCE=N"},
 		{"=5", nil, "write RESOURCE=N"},
 		{"qp=", nil, "not a count"},

@@ -132,11 +132,16 @@ func (l *ledger) add(r Resource, n uint64, a *account) {
 	}
 }
 
-// release gives back n of r to every account given; held as for charge.
+// release gives back n of r to every account given; held as for charge,
+// and if not nil, no more than it counts is given back (what a session
+// gives back after its end, which gave back everything, is nothing).
 // Giving back more than was taken is a bug: the count stops at zero.
 func (l *ledger) release(held *limitSet, r Resource, n uint64, accts ...*account) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if held != nil {
+		n = min(n, held[r])
+	}
 	var buf [4]*account
 	for _, a := range withUp(buf[:0], accts) {
 		a.used[r] -= min(n, a.used[r])
@@ -191,6 +196,10 @@ func limitError(a *account, r Resource, n uint64) error {
 		fix = "close some (every opened device and admin connection is one)"
 	case Instances:
 		fix = "delete some (`vrdma vm delete`)"
+	case CMListeners:
+		fix = "stop listening on some ports"
+	case CMConns:
+		fix = "disconnect or reject some (one counts until the process has read its last event)"
 	}
 	return proto.Errorf(proto.CodeLimit, "%s holds %d %s of %d allowed (limit %s=%d): %s, or have the daemon started with a higher `%s %s=N`",
 		a.what, a.used[r], plural(r), lim, r, lim, fix, a.flag, r)
@@ -214,6 +223,10 @@ func plural(r Resource) string {
 		return "shared receive queues (srq)"
 	case AHs:
 		return "address handles (ah)"
+	case CMListeners:
+		return "connection manager listeners (cmlisten)"
+	case CMConns:
+		return "connection manager connections (cmconn)"
 	}
 	return r.String()
 }

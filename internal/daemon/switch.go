@@ -50,6 +50,7 @@ func newAgent(d *Daemon) (*switchagent.Agent, error) {
 	// by the address a connection comes from.
 	d.cfg.CMAuthorize = a.Authorize
 	d.cfg.CMResolvePeer = a.ResolveCM
+	d.cfg.CMPeerOwns = a.PeerOwns
 	if m := d.cfg.Switch.Member; m != nil {
 		d.cfg.CMTLS = m.TLSConfig()
 	}

@@ -137,3 +137,11 @@ func (a *Agent) ResolveCM(addr netip.Addr) (admit.Endpoint, error) {
 	}
 	return admit.Endpoint{Addr: h.CMEndpoint, Identity: h.Name}, nil
 }
+
+// PeerOwns is the connection manager's check of a request's source: does
+// the host named identity (as Authorize named it) have the address gid in
+// the route table? It takes no lock and does not block.
+func (a *Agent) PeerOwns(identity string, gid [16]byte) bool {
+	pr := a.routes.Load().byGID[gid]
+	return pr != nil && pr.host == identity
+}

@@ -89,3 +89,19 @@ func TestResolveCM(t *testing.T) {
 		t.Errorf("host1, which has no CM listener: %v", err)
 	}
 }
+
+// TestPeerOwns: the CM's source check follows the route table: a host owns
+// its addresses and no one else's.
+func TestPeerOwns(t *testing.T) {
+	as := pair(t, "")
+	h2 := netip.MustParseAddr("127.0.0.2").As16()
+	if !as[0].PeerOwns("host2", h2) {
+		t.Error("host2 does not own its address")
+	}
+	if as[0].PeerOwns("host1", h2) || as[0].PeerOwns("ghost", h2) {
+		t.Error("another identity owns host2's address")
+	}
+	if as[0].PeerOwns("host2", netip.MustParseAddr("192.0.2.1").As16()) {
+		t.Error("host2 owns an address of nobody's")
+	}
+}

@@ -1,0 +1,69 @@
+package daemon_test
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// heapMB is the process's heap in use after a collection, in MiB.
+func heapMB() float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20)
+}
+
+// TestCMHeapOfNotReadingListeners measures what listeners that do not
+// read their events make the daemon hold (an outside review's scenario):
+// four sessions of one uid listen (backlog 4096) and never read their
+// socket; four peers send each 4096 requests (56 bytes of private data,
+// 1 ms timeouts, so that each also ends in a timeout event) every 1.2 s,
+// and read what the daemon answers. A measurement, not a check: it runs
+// when VRDMA_CM_HEAP is a number of seconds (the review's was 12, and
+// 30 shows the plateau), without -race for numbers worth quoting:
+//
+//	VRDMA_CM_HEAP=30 go test -count=1 -run TestCMHeapOfNotReadingListeners -v ./internal/daemon/
+func TestCMHeapOfNotReadingListeners(t *testing.T) {
+	secs, err := strconv.Atoi(os.Getenv("VRDMA_CM_HEAP"))
+	if err != nil || secs <= 0 {
+		t.Skip("a measurement: set VRDMA_CM_HEAP to the seconds it should run")
+	}
+	d := cmDaemon(t)
+	const sessions = 4
+	before := heapMB()
+	var ls []*cmSession
+	for i := range sessions {
+		ls = append(ls, listenSession(t, d, uint16(7000+i), 4096))
+	}
+	peers := make([]*cmPeer, sessions)
+	for i := range peers {
+		peers[i] = dialCM(t, d)
+		go io.Copy(io.Discard, peers[i].c) // a requester reads its answers; it is the listeners that do not
+	}
+	pd := make([]byte, 56)
+	id := uint32(1)
+	most := before
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	for round := 1; time.Now().Before(deadline); round++ {
+		for i, p := range peers {
+			for range 4096 {
+				r := req(id, uint16(7000+i), ls[i].gid)
+				r.TimeoutMillis = 1
+				r.PrivateData = pd
+				p.send(r)
+				id++
+			}
+		}
+		time.Sleep(1200 * time.Millisecond)
+		h := heapMB()
+		most = max(most, h)
+		t.Logf("round %d: %d requests sent, heap %.1f MiB (was %.1f)", round, id-1, h, before)
+	}
+	after := heapMB()
+	t.Logf("%d listener sessions that do not read: heap %.1f -> %.1f MiB, at most %.1f (%.1f MiB per session); %d events wait in the busiest outbox; stats %+v",
+		sessions, before, after, most, (most-before)/sessions, d.CMQueued(), d.CMStats())
+}
