@@ -20,7 +20,7 @@ import (
 
 const (
 	caUsage       = "switch ca init [--dir DIR] [--switch NAME]"
-	hostCertUsage = "host cert NAME [--ip ADDR,...] [--dns NAME,...] [--days N] [--dir DIR] [--force]"
+	hostCertUsage = "host cert NAME --ip ADDR,... [--dns NAME,...] [--days N] [--dir DIR] [--force]"
 )
 
 // DefaultPKIDir is where the daemon looks for its certificates and where
@@ -59,7 +59,7 @@ func runSwitchCA(args []string, stdout io.Writer) error {
 func runHostCert(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("host cert", flag.ContinueOnError)
 	dir := fs.String("dir", DefaultPKIDir, "the CA's directory, where the host's files are written too")
-	ips := fs.String("ip", "", "comma-separated addresses of the host (etcd members check them)")
+	ips := fs.String("ip", "", "comma-separated addresses the host publishes: the other hosts route only to these (etcd members check them too)")
 	dns := fs.String("dns", "", "comma-separated DNS names the host is dialled by")
 	days := fs.Int("days", int(pki.HostValidity/(24*time.Hour)), "days the certificate is valid")
 	force := fs.Bool("force", false, "replace the host's existing certificate")
@@ -76,6 +76,9 @@ func runHostCert(args []string, stdout io.Writer) error {
 	}
 	if *days < 1 {
 		return usagef("--days %d: give at least 1", *days)
+	}
+	if *ips == "" {
+		return usagef("%s: --ip is missing: list the addresses host %s publishes (the other hosts route only to addresses its certificate lists)", hostCertUsage, pos[0])
 	}
 	spec := pki.HostSpec{Name: pos[0], DNSNames: splitList(*dns), Validity: time.Duration(*days) * 24 * time.Hour, Overwrite: *force}
 	for _, s := range splitList(*ips) {

@@ -37,7 +37,7 @@ func LoadMember(dir, host string) (*Member, error) {
 		return nil, fmt.Errorf("%w (every host needs the switch's ca.pem: `vrdma switch ca init` made it)", err)
 	}
 	if _, err := os.Stat(m.CertPath); err != nil {
-		return nil, fmt.Errorf("pki: no certificate for host %s in %s: issue one with `vrdma host cert %s --dir %s` where the CA's key is, and copy %s.pem and %s.key here", host, dir, host, dir, host, host)
+		return nil, fmt.Errorf("pki: no certificate for host %s in %s: issue one with `vrdma host cert %s --ip ADDR,... --dir %s` where the CA's key is, and copy %s.pem and %s.key here", host, dir, host, dir, host, host)
 	}
 	if _, err := readKey(m.KeyPath); err != nil {
 		return nil, err
