@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // The tools against a daemon that is SIGKILLed under them: each must stop
@@ -23,98 +21,35 @@ import (
 // goneMessage is what a tool must say when its daemon died.
 const goneMessage = "the vrdma daemon went away"
 
-// lockedBuffer is a bytes.Buffer a process writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // vrdmaProc is a vrdma command running as a process of its own.
 type vrdmaProc struct {
-	name     string
-	cmd      *exec.Cmd
-	out, err lockedBuffer
-	done     chan struct{}
+	*proctest.Proc
+	name string
 }
 
 // startVrdma runs `vrdma args...` as a process; the test kills it at its
 // end if it still runs.
 func startVrdma(t *testing.T, name string, args ...string) *vrdmaProc {
 	t.Helper()
-	p := &vrdmaProc{name: name, cmd: exec.Command(os.Args[0], args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), cliEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Signal(syscall.SIGKILL) // our own child, by its pid
-			<-p.done
-		}
-	})
-	return p
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	return &vrdmaProc{Proc: proctest.Start(t, cmd), name: name}
 }
 
 // awaitOutput waits until the process's stdout holds want.
 func (p *vrdmaProc) awaitOutput(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !strings.Contains(p.out.String(), want) {
-		select {
-		case <-p.done:
-			t.Fatalf("%s ended before it printed %q: %s%s", p.name, want, p.out.String(), p.err.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q in %v: %s%s", p.name, want, hangGuard, p.out.String(), p.err.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// kill SIGKILLs the process and reaps it.
-func (p *vrdmaProc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// awaitExit waits, at most within, for the process to end, and returns
-// its exit code.
-func (p *vrdmaProc) awaitExit(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(within):
-		t.Fatalf("%s still runs %v after its daemon died: %s%s", p.name, within, p.out.String(), p.err.String())
-	}
-	return 0
+	p.AwaitOutput(t, want, hangGuard)
 }
 
 // expectGone checks that p stopped with a non-zero exit and said why.
 func (p *vrdmaProc) expectGone(t *testing.T, within time.Duration) {
 	t.Helper()
-	code := p.awaitExit(t, within)
-	if code == 0 || !strings.Contains(p.err.String(), goneMessage) {
-		t.Fatalf("%s exited %d with stderr %q; want a non-zero exit that says %q", p.name, code, p.err.String(), goneMessage)
+	code := p.AwaitExit(t, within)
+	if code == 0 || !strings.Contains(p.Err.String(), goneMessage) {
+		t.Fatalf("%s exited %d with stderr %q; want a non-zero exit that says %q", p.name, code, p.Err.String(), goneMessage)
 	}
-	t.Logf("%s: %s", p.name, strings.TrimSpace(p.err.String()))
+	t.Logf("%s: %s", p.name, strings.TrimSpace(p.Err.String()))
 }
 
 // startDaemonProc runs `vrdma daemon` on a socket of its own.
@@ -176,7 +111,7 @@ func TestPerfStopsWhenTheDaemonDies(t *testing.T) {
 			p := startVrdma(t, "vrdma perf", append([]string{"perf", "--loopback", "--socket", sock, "-t", "60"}, args...)...)
 			awaitInstance(t, sock, "perf-b-")
 			time.Sleep(300 * time.Millisecond) // into the test's loop; it must stop wherever it is
-			d.kill()
+			d.Kill()
 			p.expectGone(t, 30*time.Second) // half its -t: it stopped on the error, not at its time
 		})
 	}
@@ -195,19 +130,17 @@ func TestPerfClientStopsWhenTheDaemonDies(t *testing.T) {
 		port = freePort(t)
 		server = startVrdma(t, "the perf server", "perf", "--socket", sock, "-lp", port)
 		time.Sleep(200 * time.Millisecond)
-		select {
-		case <-server.done:
+		if !server.Running() {
 			if i == 10 {
-				t.Fatalf("the perf server would not start: %s", server.err.String())
+				t.Fatalf("the perf server would not start: %s", server.Err.String())
 			}
 			continue
-		default:
 		}
 		break
 	}
 	client := startVrdma(t, "the perf client", "perf", "--socket", sock, "-lp", port, "-t", "60", "127.0.0.1", "rc_bw")
 	time.Sleep(500 * time.Millisecond) // into its test, most likely; it must stop wherever it is
-	d.kill()
+	d.Kill()
 	client.expectGone(t, 30*time.Second)
 }
 
@@ -220,7 +153,7 @@ func TestPingpongStopsWhenTheDaemonDies(t *testing.T) {
 			server, client := connectPingpong(t, sock, args)
 			server.awaitOutput(t, "remote address")
 			time.Sleep(200 * time.Millisecond)
-			d.kill()
+			d.Kill()
 			client.expectGone(t, hangGuard)
 			server.expectGone(t, hangGuard)
 		})
@@ -231,12 +164,11 @@ func TestPingpongStopsWhenTheDaemonDies(t *testing.T) {
 func (p *vrdmaProc) printed(t *testing.T, want string) bool {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
-	for !strings.Contains(p.out.String(), want) {
-		select {
-		case <-p.done:
-			return strings.Contains(p.out.String(), want)
-		case <-time.After(10 * time.Millisecond):
+	for !strings.Contains(p.Out.String(), want) {
+		if !p.Running() {
+			return strings.Contains(p.Out.String(), want)
 		}
+		time.Sleep(10 * time.Millisecond)
 		if time.Now().After(deadline) {
 			t.Fatalf("%s neither printed %q nor ended in %v", p.name, want, hangGuard)
 		}
@@ -260,12 +192,11 @@ func connectPingpong(t *testing.T, sock string, args []string) (server, client *
 			if client.printed(t, "remote address") {
 				return server, client
 			}
-			select {
-			case <-server.done: // it could not listen: another port
-			case <-time.After(20 * time.Millisecond):
+			time.Sleep(20 * time.Millisecond)
+			if server.Running() {
 				continue
 			}
-			break
+			break // it could not listen: another port
 		}
 	}
 	t.Fatalf("no pingpong client connected to a server in %v", hangGuard)
@@ -278,14 +209,14 @@ func TestPingStopsWhenTheDaemonDies(t *testing.T) {
 	d, sock := startDaemonProc(t)
 	responder := startVrdma(t, "the ping responder", "ping", "-S", "--socket", sock, "-p", "0")
 	responder.awaitOutput(t, "\n") // "... rendezvous on TCP port N": the port the system gave it
-	m := regexp.MustCompile(`rendezvous on TCP port (\d+)`).FindStringSubmatch(responder.out.String())
+	m := regexp.MustCompile(`rendezvous on TCP port (\d+)`).FindStringSubmatch(responder.Out.String())
 	if m == nil {
-		t.Fatalf("the responder did not say its port: %s", responder.out.String())
+		t.Fatalf("the responder did not say its port: %s", responder.Out.String())
 	}
 	port := m[1]
 	client := startVrdma(t, "the ping client", "ping", "--socket", sock, "-f", "-p", port, "127.0.0.1")
 	client.awaitOutput(t, "Pong from")
-	d.kill()
+	d.Kill()
 	client.expectGone(t, hangGuard)
 	responder.expectGone(t, hangGuard)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // A ping responder answers datagrams from anyone who can reach its UD QP
@@ -20,7 +21,7 @@ import (
 type pingRig struct {
 	adm     *vrdma.Admin
 	r       *pingResponder
-	stderr  *lockedBuffer
+	stderr  *proctest.Buffer
 	ended   chan error // the responder's serve
 	dev     *vrdma.Device
 	pd      *vrdma.PD
@@ -51,7 +52,7 @@ func newPingRig(tb testing.TB) *pingRig {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &pingRig{adm: adm, stderr: &lockedBuffer{}, ended: make(chan error, 1), wc: make([]vrdma.WorkCompletion, 4)}
+	p := &pingRig{adm: adm, stderr: &proctest.Buffer{}, ended: make(chan error, 1), wc: make([]vrdma.WorkCompletion, 4)}
 	if p.r, err = newPingResponder(cfg, p.stderr); err != nil {
 		tb.Fatal(err)
 	}

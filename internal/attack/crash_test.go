@@ -1,76 +1,24 @@
 package attack
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"net"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // goneMessage is what a program says when its daemon died under it.
 const goneMessage = "the vrdma daemon went away"
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// started is a vrdma command running in a host's namespace.
-type started struct {
-	cmd  *exec.Cmd
-	out  lockedBuffer
-	done chan error
-}
-
-func startVrdma(t *testing.T, d *netns.Daemon, args ...string) *started {
+// startVrdma runs `vrdma args...` in d's host with d's socket.
+func startVrdma(t *testing.T, d *netns.Daemon, args ...string) *proctest.Proc {
 	t.Helper()
-	s := &started{cmd: d.Command(context.Background(), args...), done: make(chan error, 1)}
-	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	})
-	return s
-}
-
-// exited waits (up to limit, a hang guard) for the process to end and
-// returns its error; the test fails if it is still running.
-func (s *started) exited(t *testing.T, what string, limit time.Duration) error {
-	t.Helper()
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return err
-	case <-time.After(limit):
-		t.Fatalf("%s still running %v later; it said:\n%s", what, limit, s.out.String())
-		return nil
-	}
+	return proctest.Start(t, d.Command(context.Background(), args...))
 }
 
 // TestKillUnderTraffic: kill -9 of a daemon under traffic — the attack
@@ -100,25 +48,18 @@ func TestKillUnderTraffic(t *testing.T) {
 	f.a.Kill(t)
 	for _, p := range []struct {
 		name string
-		s    *started
+		p    *proctest.Proc
 	}{{"perf client to b", remote}, {"perf --loopback", loop}} {
-		err := p.s.exited(t, p.name, 30*time.Second)
-		var ee *exec.ExitError
-		if err == nil || !errors.As(err, &ee) {
-			t.Errorf("%s: exit %v, want a failure; it said:\n%s", p.name, err, p.s.out.String())
+		if code := p.p.AwaitExit(t, 30*time.Second); code == 0 {
+			t.Errorf("%s: exit 0, want a failure; it said:\n%s", p.name, p.p.Output())
 		}
-		if !strings.Contains(p.s.out.String(), goneMessage) {
-			t.Errorf("%s does not say %q:\n%s", p.name, goneMessage, p.s.out.String())
+		if !strings.Contains(p.p.Output(), goneMessage) {
+			t.Errorf("%s does not say %q:\n%s", p.name, goneMessage, p.p.Output())
 		}
 		t.Logf("%s stopped %v after the daemon was killed", p.name, time.Since(killed).Round(time.Millisecond))
 	}
-	select {
-	case err := <-server.done:
-		t.Fatalf("b's perf server ended with its client's daemon: %v\n%s", err, server.out.String())
-	default:
-	}
-	if err := server.cmd.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Errorf("b's perf server: %v", err)
+	if !server.Running() {
+		t.Fatalf("b's perf server ended with its client's daemon:\n%s", server.Output())
 	}
 	if _, err := f.admin(t, f.b).Stats(); err != nil {
 		t.Errorf("b's daemon after a's death: %v", err)
@@ -145,7 +86,7 @@ func TestKilledProgramLeavesNothing(t *testing.T) {
 		}
 		return n == 2, "instances " + names(insts)
 	})
-	_ = p.cmd.Process.Kill()
+	p.Kill()
 	eventually(t, 30*time.Second, "perf's instances are gone", func() (bool, string) {
 		insts, err := adm.Instances()
 		if err != nil {

@@ -1,7 +1,6 @@
 package netns
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/pki"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // stopTimeout is how long a daemon has to exit after SIGTERM before it gets
@@ -99,11 +99,11 @@ type Daemon struct {
 	StateDir string    // its --state-dir
 	Cmd      *exec.Cmd // the process; Cmd.Process.Pid is the daemon's PID
 
-	bin  string        // the vrdma binary
-	dir  string        // temporary directory holding Socket and StateDir
-	out  syncBuffer    // stdout and stderr
-	done chan struct{} // closed when the process has exited
-	err  error         // Wait's result, once done is closed
+	bin  string          // the vrdma binary
+	dir  string          // temporary directory holding Socket and StateDir
+	out  proctest.Buffer // stdout and stderr
+	done chan struct{}   // closed when the process has exited
+	err  error           // Wait's result, once done is closed
 
 	killed bool // Kill ended it: its exit is no failure
 }
@@ -237,25 +237,6 @@ func (d *Daemon) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := d.Host.Command(ctx, d.bin, args...)
 	cmd.Env = append(os.Environ(), "VRDMA_SOCKET="+d.Socket)
 	return cmd
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copiers and
-// readers at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // SwitchPKI makes a switch CA and a certificate for each host named in
