@@ -221,6 +221,14 @@ func (f *Fabric) DeleteInstance(ctx context.Context, name string) error {
 // daemons claiming one name); one from the same machine — a restart, even
 // after a reboot — is replaced.
 func (f *Fabric) RegisterHost(ctx context.Context, h Host, sess Session) error {
+	return f.RegisterHostTrusting(ctx, h, sess, nil)
+}
+
+// RegisterHostTrusting is RegisterHost where the record already under the
+// host's name stops it only if trust takes that record (with its lease):
+// one that trust refuses — not as its host wrote it — is replaced. A nil
+// trust takes every record.
+func (f *Fabric) RegisterHostTrusting(ctx context.Context, h Host, sess Session, trust func(Host, LeaseID) (Host, error)) error {
 	if err := ValidateHost(h); err != nil {
 		return err
 	}
@@ -228,7 +236,12 @@ func (f *Fabric) RegisterHost(ctx context.Context, h Host, sess Session) error {
 	cond := Absent(key)
 	if kv, err := f.st.Get(ctx, key); err == nil {
 		old, err := decode[Host]("host", kv)
-		if err == nil && (!old.Identity.SameMachine(h.Identity) || old.Identity.NetNS != h.Identity.NetNS) {
+		genuine := err == nil && old.Name == h.Name
+		if genuine && trust != nil {
+			_, terr := trust(old, kv.Lease)
+			genuine = terr == nil
+		}
+		if genuine && (!old.Identity.SameMachine(h.Identity) || old.Identity.NetNS != h.Identity.NetNS) {
 			return invalid("host", h.Name, "Name", fmt.Sprintf("the name is already registered by %s (this daemon is %s)", old.Identity, h.Identity), "give this daemon another host name, or stop the other one (its record goes when its lease ends)")
 		}
 		cond = Unchanged(key, kv.ModRev)
@@ -239,6 +252,28 @@ func (f *Fabric) RegisterHost(ctx context.Context, h Host, sess Session) error {
 		return fmt.Errorf("fabric: register host %q: %w", h.Name, err)
 	}
 	return nil
+}
+
+// LeasedHost is a host record with the lease it is under.
+type LeasedHost struct {
+	Host  Host
+	Lease LeaseID
+}
+
+// LeasedHosts lists every host record with its lease; records that do
+// not decode are left out.
+func (f *Fabric) LeasedHosts(ctx context.Context) ([]LeasedHost, error) {
+	kvs, _, err := f.st.List(ctx, f.keys.hosts())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LeasedHost, 0, len(kvs))
+	for _, kv := range kvs {
+		if h, err := decode[Host]("host", kv); err == nil && h.Name == nameOf(kv.Key) {
+			out = append(out, LeasedHost{Host: h, Lease: kv.Lease})
+		}
+	}
+	return out, nil
 }
 
 // DeregisterHost removes the host's record now (a clean daemon shutdown).

@@ -3,6 +3,7 @@ package fabric
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -20,6 +21,14 @@ const (
 	// came back as another incarnation. Peers' QPs to it go to the error
 	// state.
 	HostGone
+	// HostRemoved: a host's record was deleted just now (HostGone follows
+	// after the grace period unless it comes back). For the host itself,
+	// to write it again at once.
+	HostRemoved
+	// HostRefused: a record was written that the watcher does not take
+	// (LivenessOptions.Trust refused it, or it sits under another host's
+	// name); Err says why. The host keeps the last record taken.
+	HostRefused
 )
 
 func (t HostEventType) String() string {
@@ -30,16 +39,21 @@ func (t HostEventType) String() string {
 		return "updated"
 	case HostGone:
 		return "gone"
+	case HostRemoved:
+		return "removed"
+	case HostRefused:
+		return "refused"
 	}
 	return "unknown"
 }
 
 // HostEvent reports a change of one host; Host is its latest record (for
-// HostGone, the last one seen).
+// HostGone and HostRemoved, the last one taken; for HostRefused, the one
+// refused, named by its key).
 type HostEvent struct {
 	Type HostEventType
 	Host Host
-	Err  error // set on the last event if the watch failed
+	Err  error // why a record was refused; set on the last event if the watch failed
 }
 
 // DefaultGrace is how long a host's record may be missing before it is
@@ -54,6 +68,11 @@ type LivenessOptions struct {
 	Grace time.Duration
 	// Clock runs the grace timers (nil: the wall clock).
 	Clock Clock
+	// Trust, if set, judges every record, with the lease it was put under,
+	// before the watcher takes it, and returns the part to take: a record
+	// it refuses is as if it had not been written (the host keeps the last
+	// record taken, or has none) and is reported as HostRefused.
+	Trust func(h Host, lease LeaseID) (Host, error)
 }
 
 // WatchHosts reports the hosts of the switch: HostJoined for each live one
@@ -81,9 +100,10 @@ func (f *Fabric) WatchHosts(ctx context.Context, opts LivenessOptions) (<-chan H
 	}
 	var initial []HostEvent
 	for _, kv := range kvs {
-		h, err := decode[Host]("host", kv)
+		h, err := w.take(kv)
 		if err != nil {
-			continue // a broken record is not a host
+			initial = append(initial, HostEvent{Type: HostRefused, Host: Host{Name: nameOf(kv.Key)}, Err: err})
+			continue
 		}
 		w.live[h.Name] = hostState{h: h, raw: kv.Value}
 		initial = append(initial, HostEvent{Type: HostJoined, Host: h})
@@ -169,11 +189,11 @@ func (w *hostWatcher) handle(ctx context.Context, ev Event) bool {
 			}
 		})
 		w.pending[name] = p
-		return true
+		return w.emit(ctx, HostEvent{Type: HostRemoved, Host: st.h})
 	}
-	h, err := decode[Host]("host", ev.KV)
+	h, err := w.take(ev.KV)
 	if err != nil {
-		return true
+		return w.emit(ctx, HostEvent{Type: HostRefused, Host: Host{Name: name}, Err: err})
 	}
 	cur := hostState{h: h, raw: ev.KV.Value}
 	prev, wasLive := w.live[name]
@@ -195,6 +215,22 @@ func (w *hostWatcher) handle(ctx context.Context, ev Event) bool {
 		return w.emit(ctx, HostEvent{Type: HostUpdated, Host: h})
 	}
 	return true
+}
+
+// take decodes a record and judges it: it must be valid JSON, sit under
+// its own host's name, and pass Trust if there is one.
+func (w *hostWatcher) take(kv KV) (Host, error) {
+	h, err := decode[Host]("host", kv)
+	if err != nil {
+		return Host{}, err
+	}
+	if key := nameOf(kv.Key); h.Name != key {
+		return Host{}, fmt.Errorf("%w: the record at %s is host %q's", ErrInvalid, kv.Key, h.Name)
+	}
+	if w.opts.Trust != nil {
+		return w.opts.Trust(h, kv.Lease)
+	}
+	return h, nil
 }
 
 func (w *hostWatcher) emit(ctx context.Context, ev HostEvent) bool {

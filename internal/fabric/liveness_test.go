@@ -1,7 +1,9 @@
 package fabric
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,10 +73,12 @@ func testHostLiveness(t *testing.T, e storeEnv) {
 
 	if e.fake != nil {
 		// A blip: the record goes and comes back within the grace period.
-		// Nothing is reported; the next event is h2's update.
+		// Only its removal is reported (for h1 itself, to write it again);
+		// the next event is h2's update.
 		if err := f.DeregisterHost(ctx, "h1"); err != nil {
 			t.Fatal(err)
 		}
+		wantHost(t, ch, HostRemoved, "h1")
 		e.timers(t, 1)
 		e.advance(grace / 2)
 		if err := f.RegisterHost(ctx, h1, s1); err != nil {
@@ -110,6 +114,7 @@ func testHostLiveness(t *testing.T, e storeEnv) {
 	s1.Orphan()
 	e.advance(s1.TTL())
 	e.timers(t, 1)
+	wantHost(t, ch, HostRemoved, "h1")
 	e.advance(grace)
 	ev := wantHost(t, ch, HostGone, "h1")
 	if ev.Host.Identity != h1.Identity {
@@ -118,5 +123,107 @@ func testHostLiveness(t *testing.T, e storeEnv) {
 	t.Logf("host gone %v after its keepalive stopped (TTL %v + grace %v)", time.Since(start).Round(time.Millisecond), s1.TTL(), grace)
 	if hosts, _ := f.Hosts(ctx); len(hosts) != 1 || hosts[0].Name != "h2" {
 		t.Fatalf("hosts after h1 died: %+v", hosts)
+	}
+}
+
+// TestWatchHostsTrust: with a Trust hook, a record it refuses is as if it
+// had not been written — the host keeps its record, no HostGone, however
+// the refused one's identity differs — and is reported HostRefused; a
+// record under another host's name is refused too, hook or not.
+func TestWatchHostsTrust(t *testing.T) {
+	clock := NewFakeClock(time.Unix(1e9, 0))
+	st := NewMemStore(clock)
+	f, err := New(st, "sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sess, err := st.NewSession(ctx, MinTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1 := testHost()
+	if err := f.RegisterHost(ctx, h1, sess); err != nil {
+		t.Fatal(err)
+	}
+	trust := func(h Host, lease LeaseID) (Host, error) {
+		if h.Identity.MachineID == "evil" || lease == NoLease {
+			return Host{}, errors.New("not as its host wrote it")
+		}
+		return h, nil
+	}
+	ch, err := f.WatchHosts(ctx, LivenessOptions{Grace: time.Hour, Clock: clock, Trust: trust})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHost(t, ch, HostJoined, h1.Name)
+	put := func(key string, h Host, lease LeaseID) {
+		t.Helper()
+		if _, err := st.Put(ctx, "/vrdma/sw/hosts/"+key, encode(h), lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(name, why string) {
+		t.Helper()
+		ev := nextHost(t, ch)
+		if ev.Type != HostRefused || ev.Host.Name != name || ev.Err == nil || !strings.Contains(ev.Err.Error(), why) {
+			t.Fatalf("got %v %s (%v), want %v %s saying %q", ev.Type, ev.Host.Name, ev.Err, HostRefused, name, why)
+		}
+	}
+	junk := h1
+	junk.Identity = Identity{MachineID: "evil", BootID: "evil"}
+	put(h1.Name, junk, NoLease)
+	refused(h1.Name, "not as its host wrote it")
+	put(h1.Name, h1, NoLease) // a replay without the host's lease
+	refused(h1.Name, "not as its host wrote it")
+	other := h1
+	other.Name = "h9"
+	put("h7", other, sess.Lease()) // h9's record under h7's name
+	refused("h7", `host "h9"'s`)
+	h1.Addrs = []string{"192.0.2.9"}
+	if err := f.RegisterHost(ctx, h1, sess); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing went: the next event is h1's own update, not a HostGone.
+	wantHost(t, ch, HostUpdated, h1.Name)
+}
+
+// TestRegisterOverUntrustedRecord: a record of another identity under a
+// host's name stops RegisterHost (two daemons with one name), unless the
+// caller's trust refuses it: then it is replaced.
+func TestRegisterOverUntrustedRecord(t *testing.T) {
+	st := NewMemStore(NewFakeClock(time.Unix(1e9, 0)))
+	f, err := New(st, "sw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sess, err := st.NewSession(ctx, MinTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := testHost()
+	junk := h
+	junk.Identity = Identity{MachineID: "evil", BootID: "evil"}
+	if _, err := st.Put(ctx, "/vrdma/sw/hosts/"+h.Name, encode(junk), NoLease); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RegisterHost(ctx, h, sess); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("RegisterHost over another identity's record: %v, want ErrInvalid", err)
+	}
+	refuseEvil := func(old Host, _ LeaseID) (Host, error) {
+		if old.Identity.MachineID == "evil" {
+			return Host{}, errors.New("unsigned")
+		}
+		return old, nil
+	}
+	if err := f.RegisterHostTrusting(ctx, h, sess, refuseEvil); err != nil {
+		t.Fatalf("RegisterHostTrusting over an untrusted record: %v", err)
+	}
+	got, err := f.Host(ctx, h.Name)
+	if err != nil || got.Identity != h.Identity {
+		t.Fatalf("the record now: %+v, %v", got, err)
 	}
 }

@@ -110,6 +110,10 @@ type Host struct {
 	// certificate lists (SECURITY.md).
 	Cert string `json:"cert,omitempty"`
 	Sig  string `json:"sig,omitempty"`
+	// Lease is the lease the host put the record under, in a signed
+	// record: a copy put under another lease (or none, to outlive the
+	// host) does not verify.
+	Lease LeaseID `json:"lease,omitempty"`
 }
 
 // MaxAdapters is the most adapters an instance may have (vrdma0..vrdma9).

@@ -60,6 +60,7 @@ type Agent struct {
 	healed    atomic.Uint64
 	refuseLog admit.LogLimit
 	uncovered admit.LogLimit
+	heal      chan string // selfHeal's requests to the healer, at most one waiting
 }
 
 // New checks cfg and makes the agent of the daemon local describes,
@@ -92,7 +93,7 @@ func New(cfg Config, local Local) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, hostName: local.HostName, stateDir: local.StateDir, host: local.Host, log: log,
 		ident: ident, hosts: map[string]fabric.Host{},
-		uncovered: admit.LogLimit{Interval: 10 * time.Minute, Burst: 1}}
+		uncovered: admit.LogLimit{Interval: 10 * time.Minute, Burst: 1}, heal: make(chan string, 1)}
 	a.routes.Store(&routeTable{})
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil
@@ -143,12 +144,13 @@ func (a *Agent) Join() error {
 	if err := a.register(ctx); err != nil {
 		return err
 	}
-	hosts, err := a.fab.WatchHosts(a.ctx, fabric.LivenessOptions{Grace: cfg.Grace})
+	hosts, err := a.fab.WatchHosts(a.ctx, fabric.LivenessOptions{Grace: cfg.Grace, Trust: a.recordTrust()})
 	if err != nil {
 		return fmt.Errorf("switch %q: watch hosts: %w", cfg.Name, err)
 	}
-	a.wg.Add(2)
+	a.wg.Add(3)
 	go a.followHosts(hosts)
+	go a.healer()
 	go a.followLinks()
 	cand, err := a.fab.Campaign(a.ctx, sess, a.hostName, cfg.SMPriority, fabric.SMConfig{})
 	if err != nil {

@@ -62,7 +62,7 @@ func (a *Agent) Authorize(p admit.Peer) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%w: host %s has no live record on switch %s", ErrNotAHost, name, a.cfg.Name)
 	}
-	gids := hostGIDs(h)
+	gids := a.provenGIDs(h)
 	for _, addr := range p.Addrs {
 		if !gids[addr.As16()] {
 			return "", fmt.Errorf("%w: host %s announced %s, which is not one of its addresses on the switch", ErrNotAHost, name, addr)
@@ -73,7 +73,7 @@ func (a *Agent) Authorize(p admit.Peer) (string, error) {
 
 // liveHost returns the live record of the host called name: from the
 // table the watch keeps, or, for a host that joined a moment ago, from
-// etcd.
+// etcd (as far as this daemon trusts it).
 func (a *Agent) liveHost(name string) (fabric.Host, bool) {
 	a.mu.Lock()
 	h, ok := a.hosts[name]
@@ -81,36 +81,45 @@ func (a *Agent) liveHost(name string) (fabric.Host, bool) {
 	if ok {
 		return h, true
 	}
+	for _, lh := range a.etcdHosts() {
+		if lh.Name == name {
+			return lh, true
+		}
+	}
+	return fabric.Host{}, false
+}
+
+// etcdHosts reads the host records from etcd, the ones this daemon trusts.
+func (a *Agent) etcdHosts() []fabric.Host {
 	ctx, cancel := context.WithTimeout(a.ctx, hostLookupWait)
 	defer cancel()
-	h, err := a.fab.Host(ctx, name)
+	recs, err := a.fab.LeasedHosts(ctx)
 	if err != nil {
-		return fabric.Host{}, false
+		return nil
 	}
-	h, err = a.trusted(h)
-	return h, err == nil
+	var out []fabric.Host
+	for _, r := range recs {
+		if h, err := a.trusted(r.Host, r.Lease); err == nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // hostWithAddr returns the live host other than this one whose record has
-// the address addr: from the route table, or, for a host that joined a
-// moment ago, from etcd.
+// the address addr, proven (routes.go): from the route table, or, for a
+// host that joined a moment ago, from etcd.
 func (a *Agent) hostWithAddr(addr netip.Addr) (fabric.Host, bool) {
 	g := addr.Unmap().As16()
 	if pr := a.routes.Load().byGID[g]; pr != nil {
+		if pr.unproven {
+			return fabric.Host{}, false
+		}
 		return a.liveHost(pr.host)
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, hostLookupWait)
-	defer cancel()
-	hosts, err := a.fab.Hosts(ctx)
-	if err != nil {
-		return fabric.Host{}, false
-	}
 	var found []fabric.Host
-	for _, h := range hosts {
-		if h.Name == a.hostName {
-			continue
-		}
-		if h, err := a.trusted(h); err == nil && hostGIDs(h)[g] {
+	for _, h := range a.etcdHosts() {
+		if h.Name != a.hostName && a.provenGIDs(h)[g] {
 			found = append(found, h)
 		}
 	}
@@ -143,5 +152,5 @@ func (a *Agent) ResolveCM(addr netip.Addr) (admit.Endpoint, error) {
 // the route table? It takes no lock and does not block.
 func (a *Agent) PeerOwns(identity string, gid [16]byte) bool {
 	pr := a.routes.Load().byGID[gid]
-	return pr != nil && pr.host == identity
+	return pr != nil && !pr.unproven && pr.host == identity
 }

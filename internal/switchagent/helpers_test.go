@@ -24,7 +24,25 @@ type fakeHost struct {
 	mu      sync.Mutex
 	uplinks []Uplink
 	router  engine.Router
-	failed  []string // FailPeers' reasons
+	failed  []string     // FailPeers' reasons
+	covered []netip.Addr // of the addresses asked about (coveredProbe), those a FailPeers call covered
+}
+
+// coveredProbe are the addresses FailPeers calls are asked about: the test
+// hosts' (127.0.0.1..3) and a link-local one.
+var coveredProbe = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"),
+	netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("fe80::2")}
+
+// failedFor reports whether a FailPeers call covered addr.
+func (h *fakeHost) failedFor(addr netip.Addr) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range h.covered {
+		if a == addr {
+			return true
+		}
+	}
+	return false
 }
 
 func newFakeHost(t *testing.T) *fakeHost {
@@ -44,6 +62,11 @@ func (h *fakeHost) SetRouter(r engine.Router) {
 func (h *fakeHost) FailPeers(gone func(netip.Addr) bool, reason string) int {
 	h.mu.Lock()
 	h.failed = append(h.failed, reason)
+	for _, a := range coveredProbe {
+		if gone(a) {
+			h.covered = append(h.covered, a)
+		}
+	}
 	h.mu.Unlock()
 	return h.eng.FailPeers(gone, reason)
 }

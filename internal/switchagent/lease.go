@@ -68,9 +68,9 @@ func (a *Agent) renew() error {
 		return err
 	}
 	a.regMu.Lock()
-	h, err := a.signedRecord()
+	h, err := a.signedRecord(sess.Lease())
 	if err == nil {
-		err = a.fab.RegisterHost(ctx, h, sess)
+		err = a.fab.RegisterHostTrusting(ctx, h, sess, a.recordTrust())
 	}
 	if err != nil {
 		a.regMu.Unlock()

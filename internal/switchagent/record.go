@@ -57,11 +57,11 @@ func (a *Agent) Record() fabric.Host {
 func (a *Agent) register(ctx context.Context) error {
 	a.regMu.Lock()
 	defer a.regMu.Unlock()
-	h, err := a.signedRecord()
+	h, err := a.signedRecord(a.sess.Lease())
 	if err != nil {
 		return fmt.Errorf("switch %q: %w", a.cfg.Name, err)
 	}
-	if err := a.fab.RegisterHost(ctx, h, a.sess); err != nil {
+	if err := a.fab.RegisterHostTrusting(ctx, h, a.sess, a.recordTrust()); err != nil {
 		return fmt.Errorf("switch %q: %w", a.cfg.Name, err)
 	}
 	a.written = h

@@ -30,14 +30,14 @@ import (
 var ErrRecord = errors.New("switch: host record refused")
 
 // signedRecord is Record, signed with the host's certificate on a switch
-// that has them.
-func (a *Agent) signedRecord() (fabric.Host, error) {
+// that has them, for the lease it goes under.
+func (a *Agent) signedRecord(lease fabric.LeaseID) (fabric.Host, error) {
 	h := a.Record()
 	m := a.cfg.Member
 	if m == nil {
 		return h, nil
 	}
-	h.Cert, h.Sig = m.CertPEM(), ""
+	h.Cert, h.Sig, h.Lease = m.CertPEM(), "", lease
 	data, err := json.Marshal(h)
 	if err != nil {
 		return h, err
@@ -47,8 +47,8 @@ func (a *Agent) signedRecord() (fabric.Host, error) {
 }
 
 // trusted returns the part of a host record this daemon believes (see
-// above), or why it believes none of it.
-func (a *Agent) trusted(h fabric.Host) (fabric.Host, error) {
+// above), put under lease, or why it believes none of it.
+func (a *Agent) trusted(h fabric.Host, lease fabric.LeaseID) (fabric.Host, error) {
 	m := a.cfg.Member
 	if m == nil {
 		return h, nil
@@ -66,21 +66,58 @@ func (a *Agent) trusted(h fabric.Host) (fabric.Host, error) {
 	if name != h.Name {
 		return fabric.Host{}, fmt.Errorf("%w: the record of host %q is signed by host %s", ErrRecord, h.Name, name)
 	}
-	h.Addrs = coveredOnly(leaf, h.Addrs)
+	if h.Lease == fabric.NoLease || h.Lease != lease {
+		return fabric.Host{}, fmt.Errorf("%w: host %s's record is a copy (signed for lease %x, put under %x)", ErrRecord, h.Name, h.Lease, lease)
+	}
+	h.Addrs = coveredOnly(leaf, h.Addrs, false)
 	h.Uplinks = append([]fabric.Uplink(nil), h.Uplinks...)
 	for i := range h.Uplinks {
-		h.Uplinks[i].GIDs = coveredOnly(leaf, h.Uplinks[i].GIDs)
+		h.Uplinks[i].GIDs = coveredOnly(leaf, h.Uplinks[i].GIDs, h.Uplinks[i].Kind == fabric.UplinkRXE)
 	}
 	return h, nil
 }
 
-// coveredOnly keeps the addresses the certificate lists, and link-local
-// ones.
-func coveredOnly(leaf *x509.Certificate, addrs []string) []string {
+// recordTrust is the judge of records for the watch and for registering
+// over a record already there: nil (take everything) on a switch without
+// certificates.
+func (a *Agent) recordTrust() func(fabric.Host, fabric.LeaseID) (fabric.Host, error) {
+	if a.cfg.Member == nil {
+		return nil
+	}
+	return a.trusted
+}
+
+// provenGIDs are the addresses of a trusted record that name its host
+// beyond doubt: on a switch with certificates, all but its link-local
+// GIDs, which no certificate lists.
+func (a *Agent) provenGIDs(h fabric.Host) map[[16]byte]bool {
+	gids := hostGIDs(h)
+	if a.cfg.Member != nil {
+		for g := range gids {
+			if unprovable(g) {
+				delete(gids, g)
+			}
+		}
+	}
+	return gids
+}
+
+// unprovable reports whether a GID is IPv6 link-local: no certificate
+// lists it.
+func unprovable(g [16]byte) bool {
+	a := netip.AddrFrom16(g)
+	return !a.Is4In6() && a.IsLinkLocalUnicast()
+}
+
+// coveredOnly keeps the addresses the certificate lists and, for an RDMA
+// uplink's GIDs (linkLocal), IPv6 link-local ones: no certificate can list
+// those, they reach only the segment, and they count for RDMA routing only
+// (routes.go: unproven).
+func coveredOnly(leaf *x509.Certificate, addrs []string, linkLocal bool) []string {
 	var out []string
 	for _, s := range addrs {
 		ip, err := netip.ParseAddr(s)
-		if err == nil && (ip.Unmap().IsLinkLocalUnicast() || pki.Covers(leaf, ip)) {
+		if err == nil && (pki.Covers(leaf, ip) || linkLocal && ip.Is6() && !ip.Is4In6() && ip.IsLinkLocalUnicast()) {
 			out = append(out, s)
 		}
 	}
@@ -96,8 +133,8 @@ func (a *Agent) ownRecord(h fabric.Host) fabric.Host {
 		return h
 	}
 	var dropped []string
-	keep := func(addrs []string) []string {
-		kept := coveredOnly(m.Leaf, addrs)
+	keep := func(addrs []string, linkLocal bool) []string {
+		kept := coveredOnly(m.Leaf, addrs, linkLocal)
 		if len(kept) != len(addrs) {
 			for _, s := range addrs {
 				if !contains(kept, s) {
@@ -107,9 +144,9 @@ func (a *Agent) ownRecord(h fabric.Host) fabric.Host {
 		}
 		return kept
 	}
-	h.Addrs = keep(h.Addrs)
+	h.Addrs = keep(h.Addrs, false)
 	for i := range h.Uplinks {
-		h.Uplinks[i].GIDs = keep(h.Uplinks[i].GIDs)
+		h.Uplinks[i].GIDs = keep(h.Uplinks[i].GIDs, h.Uplinks[i].Kind == fabric.UplinkRXE)
 	}
 	if len(dropped) > 0 {
 		a.uncovered.Log(a.log, slog.LevelWarn, "switch: this host's certificate does not list some of its addresses: the other hosts will not route to them",
@@ -127,27 +164,59 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// selfHeal writes this host's record again when the watch shows it gone
-// or not as this daemon wrote it (another member deleted or altered it).
-func (a *Agent) selfHeal(seen fabric.Host, gone bool) {
+// selfHeal asks the healer to write this host's record again: the watch
+// showed it removed, or a record under its name that is not the one this
+// daemon wrote. The requests coalesce: however many alterations come, one
+// rewrite at a time, at most one waiting.
+func (a *Agent) selfHeal(why string) {
 	if a.closing.Load() || a.ctx.Err() != nil {
 		return
 	}
-	if !gone {
-		a.regMu.Lock()
-		same := a.written.Sig == seen.Sig && a.written.Sig != "" || a.cfg.Member == nil
-		a.regMu.Unlock()
-		if same {
+	select {
+	case a.heal <- why:
+	default: // one is waiting already
+	}
+}
+
+// healMinGap spaces rewrites of this host's record: an attacker who keeps
+// altering it costs one write per gap, not one per alteration.
+const healMinGap = 200 * time.Millisecond
+
+// healer writes this host's record again when selfHeal asks, until the
+// agent leaves.
+func (a *Agent) healer() {
+	defer a.wg.Done()
+	for {
+		var why string
+		select {
+		case <-a.ctx.Done():
+			return
+		case why = <-a.heal:
+		}
+		if a.closing.Load() {
 			return
 		}
-	}
-	a.healed.Add(1)
-	a.log.Warn("switch: this host's record was deleted or altered by someone else: writing it again", "gone", gone)
-	go func() {
+		a.healed.Add(1)
+		a.refuseLog.Log(a.log, slog.LevelWarn, "switch: this host's record was deleted or altered by someone else: writing it again", "why", why)
 		ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
-		defer cancel()
 		if err := a.register(ctx); err != nil && a.ctx.Err() == nil {
 			a.log.Warn("switch: could not write this host's record again", "err", err)
 		}
-	}()
+		cancel()
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-time.After(healMinGap):
+		}
+	}
+}
+
+// wroteLast reports whether h is the record this daemon wrote last.
+func (a *Agent) wroteLast(h fabric.Host) bool {
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
+	if a.cfg.Member == nil {
+		return true // unsigned records: nothing to tell them apart by
+	}
+	return a.written.Sig != "" && a.written.Sig == h.Sig
 }

@@ -44,12 +44,20 @@ func (a *Agent) hostNamed(name string) (fabric.Host, bool) {
 	return h, ok
 }
 
-// writeAs signs h with m's key (if m) and puts it at host h.Name's key
-// with a's etcd client, as a member may: etcd checks only that a client
-// has a certificate of the switch.
-func writeAs(t *testing.T, a *Agent, m *pki.Member, h fabric.Host) {
+// writeAs signs h with m's key (if m) for a lease of its own and puts it
+// at key (h.Name's if ""), under that lease, with a's etcd client, as a
+// member may: etcd checks only that a client has a certificate of the
+// switch.
+func writeAs(t *testing.T, a *Agent, m *pki.Member, h fabric.Host, key ...string) {
 	t.Helper()
-	h.Sig = ""
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sess, err := a.fab.Store().NewSession(ctx, fabric.MinTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	h.Sig, h.Lease = "", sess.Lease()
 	if m != nil {
 		data, err := json.Marshal(h)
 		if err != nil {
@@ -59,13 +67,23 @@ func writeAs(t *testing.T, a *Agent, m *pki.Member, h fabric.Host) {
 			t.Fatal(err)
 		}
 	}
+	put(t, a, h, sess.Lease(), key...)
+}
+
+// put puts h as it is at key (h.Name's if "") under lease.
+func put(t *testing.T, a *Agent, h fabric.Host, lease fabric.LeaseID, key ...string) {
+	t.Helper()
 	b, err := json.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := h.Name
+	if len(key) > 0 {
+		k = key[0]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.fab.Store().Put(ctx, "/vrdma/"+a.cfg.Name+"/hosts/"+h.Name, b, fabric.NoLease); err != nil {
+	if _, err := a.fab.Store().Put(ctx, "/vrdma/"+a.cfg.Name+"/hosts/"+k, b, lease); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -186,5 +204,169 @@ func TestDeletedRecordIsWrittenAgain(t *testing.T) {
 	})
 	if _, ok := h1.hostNamed("host2"); !ok {
 		t.Error("host1 forgot host2")
+	}
+}
+
+// A second review found that a member could still deny service through
+// records the daemons refused, and replay or re-key signed ones.
+
+// junkOf is host's record with another machine's identity, unsigned.
+func junkOf(h fabric.Host) fabric.Host {
+	h.Identity = fabric.Identity{MachineID: "evil", BootID: "evil"}
+	h.Sig, h.Cert = "", ""
+	return h
+}
+
+// TestUnsignedRecordOfAnotherIdentity: an unsigned record of another
+// machine put (without a lease) under host2's name used to make every
+// daemon drop host2 at once (a new incarnation) and fail its QPs, and kept
+// host2 from writing its record again. Now host1 keeps host2 and fails
+// nothing, and host2 writes its record over the junk.
+func TestUnsignedRecordOfAnotherIdentity(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2")
+	f1 := newFakeHost(t)
+	as := pair(t, dir, f1)
+	h1, h2 := as[0], as[1]
+	real, _ := h1.hostNamed("host2")
+	put(t, h1, junkOf(real), fabric.NoLease)
+	waitUntil(t, "host2 writes its record over the junk", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := h1.fab.Host(ctx, "host2")
+		return err == nil && got.Identity == real.Identity && h2.healed.Load() > 0
+	})
+	time.Sleep(2 * h1.cfg.Grace) // past any grace a HostGone would wait out
+	if _, ok := h1.hostNamed("host2"); !ok {
+		t.Error("host1 dropped host2")
+	}
+	if f1.failedFor(netip.MustParseAddr("127.0.0.2")) {
+		t.Error("host1 failed host2's QPs")
+	}
+}
+
+// TestJunkRecordFailsNobodysQPs: a record under a name of nobody's,
+// listing host2's address, then rewritten as another machine (a new
+// incarnation): no daemon takes it, so none fails host2's QPs.
+func TestJunkRecordFailsNobodysQPs(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2")
+	f1 := newFakeHost(t)
+	as := pair(t, dir, f1)
+	h1 := as[0]
+	junk, _ := h1.hostNamed("host2")
+	junk.Name = "junk"
+	put(t, h1, junkOf(junk), fabric.NoLease)
+	junk.Identity.MachineID = "evil2"
+	put(t, h1, junkOf(junk), fabric.NoLease)
+	waitUntil(t, "host1 refused both", func() bool { return h1.refused.Load() >= 2 })
+	if f1.failedFor(netip.MustParseAddr("127.0.0.2")) {
+		t.Error("host1 failed host2's QPs for a record it refused")
+	}
+}
+
+// TestSignedRecordReplayed: host2's own signed record copied under another
+// name, and under host2's name with another lease (one that would outlive
+// host2): host1 takes neither, deleting the copy makes no one gone, and
+// host2 writes its record again.
+func TestSignedRecordReplayed(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2")
+	f1 := newFakeHost(t)
+	as := pair(t, dir, f1)
+	h1, h2 := as[0], as[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := h1.fab.LeasedHosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed fabric.Host
+	for _, r := range recs {
+		if r.Host.Name == "host2" {
+			signed = r.Host
+		}
+	}
+	before := h1.refused.Load()
+	put(t, h1, signed, signed.Lease, "zzz")
+	waitUntil(t, "host1 refuses host2's record under another name", func() bool { return h1.refused.Load() > before })
+	if _, err := h1.fab.Store().Delete(ctx, "/vrdma/"+h1.cfg.Name+"/hosts/zzz"); err != nil {
+		t.Fatal(err)
+	}
+	healed := h2.healed.Load()
+	put(t, h1, signed, fabric.NoLease) // under host2's name, to outlive it
+	waitUntil(t, "host1 refuses the copy and host2 writes its record again", func() bool {
+		return h1.refused.Load() > before+1 && h2.healed.Load() > healed
+	})
+	time.Sleep(2 * h1.cfg.Grace)
+	if _, ok := h1.hostNamed("host2"); !ok || f1.failedFor(netip.MustParseAddr("127.0.0.2")) {
+		t.Errorf("host1 lost host2 (present %v) or failed its QPs", ok)
+	}
+}
+
+// TestLinkLocalAddressesProveNothing: host3 signs a record of its own that
+// claims a link-local IPv4 address and, on an RDMA uplink, another host's
+// link-local GID. The IPv4 one is dropped; the GID routes RDMA at most,
+// and neither the TCP channel's resolver, the CM's source check nor the
+// authorizer takes it as host3's.
+func TestLinkLocalAddressesProveNothing(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2", "host3")
+	as := pair(t, dir)
+	h1 := as[0]
+	m3, rec := member3(t, dir, "127.0.0.3", "169.254.7.7")
+	rec.Uplinks = append(rec.Uplinks, fabric.Uplink{Name: "rxe0", Kind: fabric.UplinkRXE, RoCEVersion: 2, MTU: 1024,
+		GIDs: []string{"fe80::2", "::ffff:127.0.0.3"}, State: fabric.UplinkUp})
+	writeAs(t, h1, m3, rec)
+	waitUntil(t, "host1 has host3", func() bool { _, ok := h1.hostNamed("host3"); return ok })
+	h, _ := h1.hostNamed("host3")
+	if contains(h.Addrs, "169.254.7.7") {
+		t.Error("host1 took a link-local IPv4 address from host3's record")
+	}
+	ll := netip.MustParseAddr("fe80::2")
+	if _, ok := h1.peerEndpoint(ll); ok {
+		t.Error("the TCP channel resolves a link-local GID to host3")
+	}
+	if h1.PeerOwns("host3", ll.As16()) {
+		t.Error("the CM takes a link-local GID as host3's")
+	}
+	if _, ok := h1.hostWithAddr(ll); ok {
+		t.Error("the CM's resolver finds a link-local GID")
+	}
+	if id, err := h1.Authorize(admit.Peer{Remote: netip.MustParseAddrPort("127.0.0.3:5000"), Chain: leaf(t, dir, "host3"),
+		Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.3"), ll}}); err == nil {
+		t.Errorf("host1 let host3 announce a link-local GID (as %q)", id)
+	}
+}
+
+// TestHealingCoalesces: a burst of alterations of host2's record costs
+// fewer rewrites than alterations, and host2's own record stands after.
+func TestHealingCoalesces(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2")
+	as := pair(t, dir)
+	h1, h2 := as[0], as[1]
+	real, _ := h1.hostNamed("host2")
+	const burst = 50
+	before := h2.healed.Load()
+	for i := 0; i < burst; i++ {
+		junk := real
+		junk.TCPEndpoint = fmt.Sprintf("127.0.0.9:%d", 1000+i)
+		put(t, h1, junk, fabric.NoLease)
+	}
+	waitUntil(t, "host2's own record stands", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		recs, err := h1.fab.LeasedHosts(ctx)
+		if err != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Host.Name == "host2" {
+				_, err := h1.trusted(r.Host, r.Lease)
+				return err == nil
+			}
+		}
+		return false
+	})
+	rewrites := h2.healed.Load() - before
+	t.Logf("%d alterations, %d rewrites", burst, rewrites)
+	if rewrites >= burst {
+		t.Errorf("%d rewrites for %d alterations: healing does not coalesce", rewrites, burst)
 	}
 }

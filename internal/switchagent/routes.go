@@ -22,10 +22,14 @@ type routeTable struct {
 // peerRoute is how this host reaches one address of another host.
 type peerRoute struct {
 	host       string
-	endpoint   string         // its TCP channel, "ip:port"
-	cmEndpoint string         // its connection manager, "ip:port" ("" = none)
-	choice     pathsel.Choice // between the hosts, with the reason
-	viaRDMA    bool           // the address is on one of its RDMA uplinks
+	endpoint   string // its TCP channel, "ip:port"
+	cmEndpoint string // its connection manager, "ip:port" ("" = none)
+	// unproven: a link-local GID, which no certificate lists, on a switch
+	// with certificates: it routes RDMA, but names its host to nobody (the
+	// TCP channel's resolver, the CM's, the authorizer).
+	unproven bool
+	choice   pathsel.Choice // between the hosts, with the reason
+	viaRDMA  bool           // the address is on one of its RDMA uplinks
 	// fallback is why packets to the address take the TCP channel although
 	// the hosts' choice is rdma ("" when they do not); told is set once
 	// the fallback has been logged for this table.
@@ -125,7 +129,8 @@ func (a *Agent) rebuildLocked() {
 				contested[g] = true
 				continue
 			}
-			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, cmEndpoint: h.CMEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told}
+			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, cmEndpoint: h.CMEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told,
+				unproven: a.cfg.Member != nil && unprovable(g)}
 			if choice.Kind == pathsel.RDMA {
 				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason
 			}
@@ -173,7 +178,7 @@ func (a *Agent) fellBack(pr *peerRoute) {
 // once it has an Authorizer), for the TCP link.
 func (a *Agent) peerEndpoint(dst netip.Addr) (admit.Endpoint, bool) {
 	pr := a.routes.Load().byGID[dst.As16()]
-	if pr == nil || pr.endpoint == "" {
+	if pr == nil || pr.endpoint == "" || pr.unproven {
 		return admit.Endpoint{}, false
 	}
 	return admit.Endpoint{Addr: pr.endpoint, Identity: pr.host}, true

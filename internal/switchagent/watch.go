@@ -13,24 +13,41 @@ import (
 func (a *Agent) followHosts(ch <-chan fabric.HostEvent) {
 	defer a.wg.Done()
 	for ev := range ch {
-		if ev.Err != nil {
+		if ev.Err != nil && ev.Type != fabric.HostRefused {
 			if a.ctx.Err() == nil {
 				a.log.Warn("switch: the watch on hosts ended", "err", ev.Err)
 			}
 			continue
 		}
-		if ev.Host.Name == a.hostName {
-			a.selfHeal(ev.Host, ev.Type == fabric.HostGone)
-		}
-		if ev.Type != fabric.HostGone {
-			h, err := a.trusted(ev.Host)
-			if err != nil {
-				// Not as its host wrote it: keep what came before, if anything.
-				a.refused.Add(1)
-				a.refuseLog.Log(a.log, slog.LevelWarn, "switch: a host record refused", "host", ev.Host.Name, "err", err)
-				continue
+		// The watch takes only records this daemon trusts (Join gives it
+		// recordTrust): the others come as HostRefused, and every event's
+		// record is one this daemon took.
+		switch ev.Type {
+		case fabric.HostRefused:
+			a.refused.Add(1)
+			a.refuseLog.Log(a.log, slog.LevelWarn, "switch: a host record refused", "host", ev.Host.Name, "err", ev.Err)
+			if ev.Host.Name == a.hostName {
+				a.selfHeal("a record under this host's name that it did not write")
 			}
-			ev.Host = h
+			continue
+		case fabric.HostRemoved:
+			if ev.Host.Name == a.hostName {
+				a.selfHeal("this host's record was deleted")
+			}
+			continue
+		case fabric.HostUpdated, fabric.HostJoined:
+			if ev.Host.Name == a.hostName && !a.wroteLast(ev.Host) {
+				a.selfHeal("an older record of this host was put back")
+			}
+		}
+		// What a host that leaves takes with it: its proven addresses and
+		// the others that routed to it (a link-local GID another host
+		// claims too routes to neither: its QPs are not this host's).
+		gids := a.provenGIDs(ev.Host)
+		for g, pr := range a.routes.Load().byGID {
+			if pr.host == ev.Host.Name {
+				gids[g] = true
+			}
 		}
 		a.mu.Lock()
 		switch ev.Type {
@@ -45,7 +62,6 @@ func (a *Agent) followHosts(ch <-chan fabric.HostEvent) {
 		a.mu.Unlock()
 		if ev.Type == fabric.HostGone && ev.Host.Name != a.hostName {
 			a.gone.Add(1)
-			gids := hostGIDs(ev.Host)
 			n := a.host.FailPeers(func(g netip.Addr) bool { return gids[g.As16()] }, fmt.Sprintf("host %s left the switch (its daemon stopped or lost etcd)", ev.Host.Name))
 			a.log.Info("host left the switch", "host", ev.Host.Name, "qps_failed", n)
 		}
