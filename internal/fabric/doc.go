@@ -22,7 +22,7 @@
 //	sess, err := st.NewSession(ctx, 5*time.Second) // the daemon's lease
 //	id, err := fabric.LocalIdentity()
 //	err = f.RegisterHost(ctx, fabric.Host{Name: "h1", Identity: id, ...}, sess)
-//	events, err := f.WatchHosts(ctx, fabric.LivenessOptions{}) // joined/updated/gone
+//	events, err := f.WatchHosts(ctx, fabric.LivenessOptions{Trust: judge}) // joined/updated/gone, removed/refused
 //	cand, err := f.Campaign(ctx, sess, "h1", 8, fabric.SMConfig{})
 //
 // # Keys
