@@ -109,19 +109,19 @@ func TestCMSlowloris(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tt.tls {
-					tc := tls.Client(q.c, ca.client(t, "hostb", "hosta"))
+					tc := tls.Client(q.Conn, ca.client(t, "hostb", "hosta"))
 					if tc.Handshake() != nil {
 						continue // cut in its handshake
 					}
-					q.c = tc
+					q.Conn = tc
 				}
 				r := req(0x71, 7000, h.gid())
 				r.PrivateData = []byte{byte(tries)} // tells this try's request from an earlier one's
 				b, _ := r.Append(nil)
-				if _, err := q.c.Write(b); err != nil {
+				if _, err := q.Conn.Write(b); err != nil {
 					continue // cut before its request went
 				}
-				msgs, ended := watch(q.c)
+				msgs, ended := watch(q.Conn)
 				var ev proto.CMEvent
 				select {
 				case ev = <-events:
@@ -178,22 +178,22 @@ func TestCMIdleTimeout(t *testing.T) {
 	m, h := newManager(t, func(c *connmgr.Config) { c.Limits.IdleTimeout = 100 * time.Millisecond })
 	s := listenSession(t, m, h, 7000, 1)
 	busy := dialCM(t, m)
-	busy.send(req(41, 7000, h.gid()))
+	busy.Send(req(41, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
 	idle := dialCM(t, m)
 	waitFor(t, "the idle connection to be closed", func() bool { return m.Stats().IdleClosed == 1 })
-	if !idle.closedByManager() {
+	if !idle.Closed() {
 		t.Fatal("the idle connection is open")
 	}
 	// More than the idle timeout has passed since busy's request, which
 	// is still waiting: busy is open, and answers.
-	busy.answers(42)
+	answers(busy, 42)
 	// The requester gives up; then busy carries nothing, and goes too.
-	busy.send(&cm.REJ{LocalID: 41, Reason: cm.RejectTimeout, Text: "gave up"})
+	busy.Send(&cm.REJ{LocalID: 41, Reason: cm.RejectTimeout, Text: "gave up"})
 	waitFor(t, "the second idle connection to be closed", func() bool { return m.Stats().IdleClosed == 2 })
-	if !busy.closedByManager() {
+	if !busy.Closed() {
 		t.Fatal("the connection is open")
 	}
 }
@@ -209,7 +209,7 @@ func TestCMPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.send(req(51, 7000, h.gid())) // carries a request from now on
+	first.Send(req(51, 7000, h.gid())) // carries a request from now on
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
@@ -217,16 +217,16 @@ func TestCMPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second.answers(52)
+	answers(second, 52)
 	third, err := dialCMFrom(t, m, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	third.answers(53)
-	if !second.closedByManager() {
+	answers(third, 53)
+	if !second.Closed() {
 		t.Fatal("the idle connection is open")
 	}
-	first.answers(54)
+	answers(first, 54)
 	if st := m.Stats(); st.Evicted != 1 || st.Inbound != 2 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -235,7 +235,7 @@ func TestCMPerSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.answers(55)
+	answers(other, 55)
 }
 
 // Authorize refuses a host that is no member: its connection is closed
@@ -260,15 +260,15 @@ func TestCMAuthorizeInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger.send(req(61, 7, otherGID))
-	if !stranger.closedByManager() {
+	stranger.Send(req(61, 7, otherGID))
+	if !stranger.Closed() {
 		t.Fatal("the stranger's connection is open")
 	}
 	p, err := dialCMFrom(t, m, member)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.answers(62)
+	answers(p, 62)
 	if st := m.Stats(); st.Unauthorized != 1 || st.Accepted != 1 {
 		t.Fatalf("stats %+v", st)
 	}
@@ -441,8 +441,8 @@ func TestCMTLS(t *testing.T) {
 	t.Run("plain client", func(t *testing.T) {
 		before := b.Stats().HandshakeErrors
 		p := dialCM(t, b)
-		p.send(req(71, 7, otherGID))
-		if !p.closedByManager() {
+		p.Send(req(71, 7, otherGID))
+		if !p.Closed() {
 			t.Fatal("open")
 		}
 		waitFor(t, "the count", func() bool { return b.Stats().HandshakeErrors == before+1 })
@@ -450,11 +450,11 @@ func TestCMTLS(t *testing.T) {
 	t.Run("no member", func(t *testing.T) {
 		before := b.Stats().Unauthorized
 		p := dialCM(t, b)
-		tc := tls.Client(p.c, ca.client(t, "mallory", "hostb"))
-		p.c = tc
+		tc := tls.Client(p.Conn, ca.client(t, "mallory", "hostb"))
+		p.Conn = tc
 		if err := tc.Handshake(); err == nil {
-			p.send(req(72, 7, otherGID))
-			if !p.closedByManager() {
+			p.Send(req(72, 7, otherGID))
+			if !p.Closed() {
 				t.Fatal("open")
 			}
 		}

@@ -64,23 +64,23 @@ func TestCMRequestsCharged(t *testing.T) {
 	s := listenSession(t, m, h, 7000, 8)
 	s.limitTo(connmgr.Connections, 1)
 	p := dialCM(t, m)
-	p.send(req(1, 7000, h.gid()))
+	p.Send(req(1, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
-	p.send(req(2, 7000, h.gid()))
-	p.expectREJ(2, cm.RejectNoResources, "may have no more connections (its owner's limit)")
+	p.Send(req(2, 7000, h.gid()))
+	p.ExpectREJ(2, cm.RejectNoResources, "may have no more connections (its owner's limit)")
 	if st := m.Stats(); st.OverLimit != 1 {
 		t.Fatalf("stats %+v, want one request over the limit", st)
 	}
-	p.send(&cm.REJ{LocalID: 1, Reason: cm.RejectTimeout, Text: "gave up"})
+	p.Send(&cm.REJ{LocalID: 1, Reason: cm.RejectTimeout, Text: "gave up"})
 	if ev := s.event(); ev.Type != proto.CMEventRejected {
 		t.Fatalf("event %+v", ev)
 	}
 	if n := s.holds(connmgr.Connections); n != 0 {
 		t.Fatalf("%d connections charged after the only request ended", n)
 	}
-	p.send(req(3, 7000, h.gid()))
+	p.Send(req(3, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v: a request in the room the first one left", ev)
 	}
@@ -137,8 +137,8 @@ func TestCMLaggingListener(t *testing.T) {
 	s := listenSession(t, m, h, 7000, 8)
 	p := dialCM(t, m)
 	s.lagging.Store(true)
-	p.send(req(1, 7000, h.gid()))
-	p.expectREJ(1, cm.RejectNoResources, "is not reading its events")
+	p.Send(req(1, 7000, h.gid()))
+	p.ExpectREJ(1, cm.RejectNoResources, "is not reading its events")
 	if st := m.Stats(); st.Lagging != 1 {
 		t.Fatalf("stats %+v, want one request refused for a lagging listener", st)
 	}
@@ -146,7 +146,7 @@ func TestCMLaggingListener(t *testing.T) {
 		t.Fatalf("a refused request left %d connections charged and %d events", n, len(s.events))
 	}
 	s.lagging.Store(false)
-	p.send(req(2, 7000, h.gid()))
+	p.Send(req(2, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}

@@ -6,10 +6,8 @@ package connmgr_test
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,13 +16,14 @@ import (
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
 )
 
-const wait = 5 * time.Second // turns a hang into a failure; nothing depends on it
+const wait = cmtest.Wait // turns a hang into a failure; nothing depends on it
 
 // testHost is a host with one adapter, as a daemon has for its default
 // instance.
@@ -288,89 +287,23 @@ func connect(t testing.TB, q *engine.QP, ev proto.CMEvent, psn uint32, rts bool)
 	}
 }
 
-// wirePeer is a hand-made connection manager peer.
-type wirePeer struct {
-	t   testing.TB
-	c   net.Conn
-	buf [cm.MaxFrame]byte
-}
+// wirePeer is a hand-made connection manager peer (package cmtest).
+type wirePeer = cmtest.Peer
 
-func dialCM(t testing.TB, m *connmgr.Manager) *wirePeer {
-	t.Helper()
-	c, err := net.Dial("tcp", m.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &wirePeer{t: t, c: c}
-}
+func dialCM(t testing.TB, m *connmgr.Manager) *wirePeer { return cmtest.Dial(t, m.Addr().String()) }
 
 // dialCMFrom connects to m's listener from src.
 func dialCMFrom(t testing.TB, m *connmgr.Manager, src netip.Addr) (*wirePeer, error) {
-	t.Helper()
-	dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}, Timeout: wait}
-	c, err := dl.Dial("tcp", m.Addr().String())
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { c.Close() })
-	return &wirePeer{t: t, c: c}, nil
-}
-
-func (p *wirePeer) write(b []byte) {
-	p.t.Helper()
-	if _, err := p.c.Write(b); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *wirePeer) send(m cm.Message) {
-	p.t.Helper()
-	b, err := m.Append(nil)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.write(b)
-}
-
-func (p *wirePeer) recv() cm.Message {
-	p.t.Helper()
-	_ = p.c.SetReadDeadline(time.Now().Add(wait))
-	m, err := cm.ReadFrame(p.c, &p.buf)
-	if err != nil {
-		p.t.Fatalf("no message from the manager: %v", err)
-	}
-	return m
-}
-
-// expectREJ reads a REJ for the sender's connection id with reason and a
-// text that has text.
-func (p *wirePeer) expectREJ(id uint32, reason cm.Reason, text string) *cm.REJ {
-	p.t.Helper()
-	m := p.recv()
-	r, ok := m.(*cm.REJ)
-	if !ok || r.RemoteID != id || r.Reason != reason || !strings.Contains(r.Text, text) {
-		p.t.Fatalf("got %T %+v, want a REJ of %#x with %v and %q", m, m, id, reason, text)
-	}
-	return r
-}
-
-// closedByManager reports whether the manager closed the connection. What
-// it sent before (the answer to a good frame ahead of the garbage, say) is
-// read and dropped.
-func (p *wirePeer) closedByManager() bool {
-	_ = p.c.SetReadDeadline(time.Now().Add(wait))
-	_, err := io.Copy(io.Discard, p.c)
-	return err == nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset")
+	return cmtest.DialFrom(t, m.Addr().String(), src)
 }
 
 var otherGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
 
 // answers checks, on p, that the manager answers a request.
-func (p *wirePeer) answers(id uint32) {
-	p.t.Helper()
-	p.send(req(id, 7, otherGID))
-	p.expectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
+func answers(p *wirePeer, id uint32) {
+	p.T.Helper()
+	p.Send(req(id, 7, otherGID))
+	p.ExpectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
 }
 
 func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
@@ -383,8 +316,8 @@ func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
 func noListener(t *testing.T, m *connmgr.Manager) {
 	t.Helper()
 	p := dialCM(t, m)
-	p.send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
-	p.expectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
+	p.Send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
+	p.ExpectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {

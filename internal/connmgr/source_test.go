@@ -82,9 +82,9 @@ func TestCMRequestSource(t *testing.T) {
 				if r.src == local {
 					rq.SrcGID = h.gid()
 				}
-				p.send(rq)
+				p.Send(rq)
 				if r.want != "" {
-					p.expectREJ(id, cm.RejectInvalidGID, r.want)
+					p.ExpectREJ(id, cm.RejectInvalidGID, r.want)
 					continue
 				}
 				if ev := s.event(); ev.Type != proto.CMEventRequest || [16]byte(ev.GID) != rq.SrcGID {

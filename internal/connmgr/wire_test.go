@@ -44,11 +44,11 @@ func TestCMWireGarbage(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := dialCM(t, m)
-			p.write(c.bytes)
+			p.Write(c.bytes)
 			if c.half {
-				_ = p.c.(*net.TCPConn).CloseWrite()
+				_ = p.Conn.(*net.TCPConn).CloseWrite()
 			}
-			if !p.closedByManager() {
+			if !p.Closed() {
 				t.Fatal("the manager kept a connection that sent garbage")
 			}
 		})
@@ -62,20 +62,20 @@ func TestCMWireGarbage(t *testing.T) {
 func TestCMWireUnknownIDs(t *testing.T) {
 	m, _ := newManager(t, nil)
 	p := dialCM(t, m)
-	p.send(&cm.REP{LocalID: 5, RemoteID: 0x1234, MTU: 3, QPN: 1, PSN: 2})
-	p.expectREJ(5, cm.RejectInvalidCommID, "no request 0x1234")
-	p.send(&cm.RTU{LocalID: 6, RemoteID: 0x1234})
-	p.expectREJ(6, cm.RejectInvalidCommID, "0x1234")
-	p.send(&cm.DREQ{LocalID: 7, RemoteID: 0x1234})
-	if m, ok := p.recv().(*cm.DREP); !ok || m.RemoteID != 7 {
+	p.Send(&cm.REP{LocalID: 5, RemoteID: 0x1234, MTU: 3, QPN: 1, PSN: 2})
+	p.ExpectREJ(5, cm.RejectInvalidCommID, "no request 0x1234")
+	p.Send(&cm.RTU{LocalID: 6, RemoteID: 0x1234})
+	p.ExpectREJ(6, cm.RejectInvalidCommID, "0x1234")
+	p.Send(&cm.DREQ{LocalID: 7, RemoteID: 0x1234})
+	if m, ok := p.Recv().(*cm.DREP); !ok || m.RemoteID != 7 {
 		t.Fatalf("got %+v, want a DREP of 7", m)
 	}
-	p.send(&cm.DREP{LocalID: 8, RemoteID: 0x1234})
-	p.send(&cm.REJ{LocalID: 9, RemoteID: 0x1234, Reason: cm.RejectConsumer})
-	p.send(&cm.REJ{LocalID: 9, Reason: cm.RejectTimeout})
+	p.Send(&cm.DREP{LocalID: 8, RemoteID: 0x1234})
+	p.Send(&cm.REJ{LocalID: 9, RemoteID: 0x1234, Reason: cm.RejectConsumer})
+	p.Send(&cm.REJ{LocalID: 9, Reason: cm.RejectTimeout})
 	// Nothing answered those two: the next message is the answer to this.
-	p.send(req(10, 9, [16]byte{0xfe, 0x80, 15: 1}))
-	p.expectREJ(10, cm.RejectInvalidServiceID, "no listener on port 9")
+	p.Send(req(10, 9, [16]byte{0xfe, 0x80, 15: 1}))
+	p.ExpectREJ(10, cm.RejectInvalidServiceID, "no listener on port 9")
 }
 
 // A request reaches the listening session with the requester's attributes;
@@ -86,35 +86,35 @@ func TestCMWireRequests(t *testing.T) {
 	p := dialCM(t, m)
 	r := req(21, 7000, h.gid())
 	r.PrivateData = []byte("hi")
-	p.send(r)
+	p.Send(r)
 	ev := s.event()
 	if ev.Type != proto.CMEventRequest || ev.Listener != 1 || ev.ID < proto.CMDaemonIDBase || ev.QPN != 0x77 || ev.PSN != 0x1234 ||
 		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(ev.PrivateData) != "hi" ||
 		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
 		t.Fatalf("request event %+v", ev)
 	}
-	p.send(r) // the same request again: already there, nothing happens
+	p.Send(r) // the same request again: already there, nothing happens
 
-	p.send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
-	p.expectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
-	p.send(req(23, 7000, h.gid()))
-	p.expectREJ(23, cm.RejectNoResources, "backlog")
+	p.Send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
+	p.ExpectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
+	p.Send(req(23, 7000, h.gid()))
+	p.ExpectREJ(23, cm.RejectNoResources, "backlog")
 	uc := req(24, 7001, h.gid())
-	p.send(uc)
-	p.expectREJ(24, cm.RejectInvalidServiceID, "no listener on port 7001")
+	p.Send(uc)
+	p.ExpectREJ(24, cm.RejectInvalidServiceID, "no listener on port 7001")
 
 	// The requester gives up: the session hears of it.
-	p.send(&cm.REJ{LocalID: 21, Reason: cm.RejectTimeout, Text: "gave up"})
+	p.Send(&cm.REJ{LocalID: 21, Reason: cm.RejectTimeout, Text: "gave up"})
 	if ev := s.event(); ev.Type != proto.CMEventRejected || ev.Reason != uint16(cm.RejectTimeout) || ev.Text != "gave up" {
 		t.Fatalf("event %+v, want the request rejected", ev)
 	}
 	// A request the session holds when it ends is rejected.
-	p.send(req(25, 7000, h.gid()))
+	p.Send(req(25, 7000, h.gid()))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
 	m.CloseSession(s)
-	p.expectREJ(25, cm.RejectInvalidServiceID, "went away")
+	p.ExpectREJ(25, cm.RejectInvalidServiceID, "went away")
 	noListener(t, m)
 }
 
@@ -127,11 +127,11 @@ func TestCMWireRequestExpires(t *testing.T) {
 	p := dialCM(t, m)
 	r := req(31, 7000, h.gid())
 	r.TimeoutMillis = 1
-	p.send(r)
+	p.Send(r)
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
-	p.expectREJ(31, cm.RejectTimeout, "did not answer")
+	p.ExpectREJ(31, cm.RejectTimeout, "did not answer")
 	if ev := s.event(); ev.Type != proto.CMEventTimeout {
 		t.Fatalf("event %+v, want a timeout", ev)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -31,7 +32,7 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 	t.Run("CMLimits", func(t *testing.T) {
 		d := cmDaemonWith(t, func(c *daemon.Config) { c.CMLimits.IdleTimeout = 50 * time.Millisecond })
 		p := dialCM(t, d)
-		if !p.closedByDaemon() {
+		if !p.Closed() {
 			t.Fatal("an idle connection is open")
 		}
 		waitCM(t, "the idle close to be counted", func() bool { return d.CMStats().IdleClosed == 1 })
@@ -41,8 +42,8 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 			c.CMAuthorize = func(admit.Peer) (string, error) { return "", errors.New("no member") }
 		})
 		p := dialCM(t, d)
-		p.send(req(61, 7, otherGID))
-		if !p.closedByDaemon() {
+		p.Send(req(61, 7, otherGID))
+		if !p.Closed() {
 			t.Fatal("a refused connection is open")
 		}
 		waitCM(t, "the refusal to be counted", func() bool { return d.CMStats().Unauthorized == 1 })
@@ -58,8 +59,8 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 		})
 		s := listenSession(t, d, 7000, 4)
 		p := dialCM(t, d)
-		p.send(req(81, 7000, s.gid)) // from 192.0.2.1, which is not hostb's
-		p.expectREJ(81, cm.RejectInvalidGID, "source 192.0.2.1 is not an address of host hostb")
+		p.Send(req(81, 7000, s.gid)) // from 192.0.2.1, which is not hostb's
+		p.ExpectREJ(81, cm.RejectInvalidGID, "source 192.0.2.1 is not an address of host hostb")
 		if st := d.CMStats(); st.WrongSource != 1 || asked.Load() != 1 {
 			t.Fatalf("stats %+v, PeerOwns asked %d times; want one request refused for its source", st, asked.Load())
 		}
@@ -72,8 +73,8 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 		}
 		c.Close()
 		p := dialCM(t, d)
-		p.send(req(71, 7, otherGID))
-		if !p.closedByDaemon() {
+		p.Send(req(71, 7, otherGID))
+		if !p.Closed() {
 			t.Fatal("a plain connection is open")
 		}
 		waitCM(t, "the failed handshake to be counted", func() bool { return d.CMStats().HandshakeErrors == 1 })
@@ -148,7 +149,7 @@ func countingListener(t *testing.T) (string, *atomic.Int64) {
 
 func waitCM(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(cmWait)
+	deadline := time.Now().Add(cmtest.Wait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

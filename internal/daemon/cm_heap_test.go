@@ -42,7 +42,7 @@ func TestCMHeapOfNotReadingListeners(t *testing.T) {
 	peers := make([]*cmPeer, sessions)
 	for i := range peers {
 		peers[i] = dialCM(t, d)
-		go io.Copy(io.Discard, peers[i].c) // a requester reads its answers; it is the listeners that do not
+		go io.Copy(io.Discard, peers[i].Conn) // a requester reads its answers; it is the listeners that do not
 	}
 	pd := make([]byte, 56)
 	id := uint32(1)
@@ -54,7 +54,7 @@ func TestCMHeapOfNotReadingListeners(t *testing.T) {
 				r := req(id, uint16(7000+i), ls[i].gid)
 				r.TimeoutMillis = 1
 				r.PrivateData = pd
-				p.send(r)
+				p.Send(r)
 				id++
 			}
 		}

@@ -27,7 +27,7 @@ func readREJs(p *cmPeer) *rejReader {
 	go func() {
 		var buf [cm.MaxFrame]byte
 		for {
-			m, err := cm.ReadFrame(p.c, &buf)
+			m, err := cm.ReadFrame(p.Conn, &buf)
 			if err != nil {
 				return
 			}
@@ -63,7 +63,7 @@ func TestCMListenerNotReading(t *testing.T) {
 	for i := range n {
 		r := req(uint32(i+1), 7000, s.gid)
 		r.PrivateData = pd
-		p.send(r)
+		p.Send(r)
 	}
 	var served uint64
 	waitCM(t, "every request to be served or refused", func() bool {
@@ -91,7 +91,7 @@ func TestCMListenerNotReading(t *testing.T) {
 			t.Fatalf("event %+v, want a request", ev)
 		}
 	}
-	p.send(req(n+1, 7000, s.gid))
+	p.Send(req(n+1, 7000, s.gid))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v: a listener that reads again is served", ev)
 	}
@@ -117,13 +117,13 @@ func TestCMQuota(t *testing.T) {
 
 	p := dialCM(t, d)
 	for i, port := range []uint16{7000, 7001} {
-		p.send(req(uint32(i+1), port, a.gid))
+		p.Send(req(uint32(i+1), port, a.gid))
 		if ev := a.event(); ev.Type != proto.CMEventRequest {
 			t.Fatalf("event %+v", ev)
 		}
 	}
-	p.send(req(3, 7000, a.gid))
-	p.expectREJ(3, cm.RejectNoResources, "may have no more connections (its owner's limit)")
+	p.Send(req(3, 7000, a.gid))
+	p.ExpectREJ(3, cm.RejectNoResources, "may have no more connections (its owner's limit)")
 	b.fails(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: a.gid[:], Port: 7000}, proto.CodeLimit,
 		"connection manager connections (cmconn) of 2 allowed (limit cmconn=2): disconnect or reject some")
 	if st := d.CMStats(); st.OverLimit != 1 {
@@ -136,7 +136,7 @@ func TestCMQuota(t *testing.T) {
 	// The requester gives up: the connections come back, and the dial
 	// that was refused goes.
 	for id := uint32(1); id <= 2; id++ {
-		p.send(&cm.REJ{LocalID: id, Reason: cm.RejectTimeout, Text: "gave up"})
+		p.Send(&cm.REJ{LocalID: id, Reason: cm.RejectTimeout, Text: "gave up"})
 		if ev := a.event(); ev.Type != proto.CMEventRejected {
 			t.Fatalf("event %+v", ev)
 		}

@@ -8,22 +8,19 @@ package daemon_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 )
-
-const cmWait = 5 * time.Second // turns a hang into a failure; nothing depends on it
 
 // cmDaemon runs a daemon whose connection manager listens on a loopback
 // port and knows no other daemon.
@@ -50,69 +47,10 @@ func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	return d
 }
 
-// cmPeer is a hand-made connection manager peer.
-type cmPeer struct {
-	t   testing.TB
-	c   net.Conn
-	buf [cm.MaxFrame]byte
-}
+// cmPeer is a hand-made connection manager peer (package cmtest).
+type cmPeer = cmtest.Peer
 
-func dialCM(t testing.TB, d *daemon.Daemon) *cmPeer {
-	t.Helper()
-	c, err := net.Dial("tcp", d.CMAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &cmPeer{t: t, c: c}
-}
-
-func (p *cmPeer) write(b []byte) {
-	p.t.Helper()
-	if _, err := p.c.Write(b); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *cmPeer) send(m cm.Message) {
-	p.t.Helper()
-	b, err := m.Append(nil)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.write(b)
-}
-
-func (p *cmPeer) recv() cm.Message {
-	p.t.Helper()
-	_ = p.c.SetReadDeadline(time.Now().Add(cmWait))
-	m, err := cm.ReadFrame(p.c, &p.buf)
-	if err != nil {
-		p.t.Fatalf("no message from the daemon: %v", err)
-	}
-	return m
-}
-
-// expectREJ reads a REJ for the sender's connection id with reason and a
-// text that has text.
-func (p *cmPeer) expectREJ(id uint32, reason cm.Reason, text string) *cm.REJ {
-	p.t.Helper()
-	m := p.recv()
-	r, ok := m.(*cm.REJ)
-	if !ok || r.RemoteID != id || r.Reason != reason || !strings.Contains(r.Text, text) {
-		p.t.Fatalf("got %T %+v, want a REJ of %#x with %v and %q", m, m, id, reason, text)
-	}
-	return r
-}
-
-// closedByDaemon reports whether the daemon closed the connection. What
-// it sent before (the answer to a good frame ahead of the garbage, say) is
-// read and dropped.
-func (p *cmPeer) closedByDaemon() bool {
-	_ = p.c.SetReadDeadline(time.Now().Add(cmWait))
-	_, err := io.Copy(io.Discard, p.c)
-	return err == nil || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset")
-}
+func dialCM(t testing.TB, d *daemon.Daemon) *cmPeer { return cmtest.Dial(t, d.CMAddr().String()) }
 
 func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
 	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
@@ -167,19 +105,19 @@ func TestCMSessionEvents(t *testing.T) {
 	p := dialCM(t, d)
 	r := req(21, 7000, s.gid)
 	r.PrivateData = []byte("hi")
-	p.send(r)
+	p.Send(r)
 	ev := s.event()
 	if ev.Type != proto.CMEventRequest || ev.Listener != 1 || ev.ID < proto.CMDaemonIDBase || ev.QPN != 0x77 || ev.PSN != 0x1234 ||
 		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(ev.PrivateData) != "hi" ||
 		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
 		t.Fatalf("request event %+v", ev)
 	}
-	p.send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
-	p.expectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
+	p.Send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
+	p.ExpectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
 	s.Close()
-	p.expectREJ(21, cm.RejectInvalidServiceID, "went away")
-	p.send(req(23, 7000, s.gid))
-	p.expectREJ(23, cm.RejectInvalidServiceID, "no listener on port 7000")
+	p.ExpectREJ(21, cm.RejectInvalidServiceID, "went away")
+	p.Send(req(23, 7000, s.gid))
+	p.ExpectREJ(23, cm.RejectInvalidServiceID, "no listener on port 7000")
 	checkAlive(t, d.SocketPath())
 }
 
