@@ -1,54 +1,14 @@
 package admit
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 )
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue makes a certificate for host (a DNS name, no IP address), good as
-// server and client.
-func (ca *testCA) issue(t *testing.T, host string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, DNSNames: []string{host}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // handshake runs a TLS handshake over a pipe and returns what each side
 // saw: the client's verified chain, the server's view of the client.
@@ -91,12 +51,12 @@ func handshake(t *testing.T, server, client *tls.Config, serverName string) (cli
 }
 
 func TestClientTLS(t *testing.T) {
-	ca, other := newCA(t, "switch CA"), newCA(t, "another CA")
-	srv := func(ca *testCA, host string) *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{ca.issue(t, host)}, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13}
+	ca, other := pkitest.NewCA(t, "switch CA"), pkitest.NewCA(t, "another CA")
+	srv := func(ca *pkitest.CA, host string) *tls.Config {
+		return &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, host, host)}, ClientCAs: ca.Pool, MinVersion: tls.VersionTLS13}
 	}
-	cli := func(ca *testCA, host string, roots *x509.CertPool) *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{ca.issue(t, host)}, RootCAs: roots, MinVersion: tls.VersionTLS13}
+	cli := func(ca *pkitest.CA, host string, roots *x509.CertPool) *tls.Config {
+		return &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, host, host)}, RootCAs: roots, MinVersion: tls.VersionTLS13}
 	}
 	tests := []struct {
 		name       string
@@ -106,12 +66,12 @@ func TestClientTLS(t *testing.T) {
 		ok         bool
 		leaf       string // the client's verified leaf; the server sees the client's
 	}{
-		{"chain only: a certificate without the address is fine", srv(ca, "hostb"), cli(ca, "hosta", ca.pool), "", true, "hostb"},
-		{"by name", srv(ca, "hostb"), cli(ca, "hosta", ca.pool), "hostb", true, "hostb"},
-		{"by name, wrong name", srv(ca, "hostb"), cli(ca, "hosta", ca.pool), "hostc", false, ""},
-		{"by the dialled address: the certificate has none", srv(ca, "hostb"), cli(ca, "hosta", ca.pool), "127.0.0.1", false, ""},
-		{"server from another CA", srv(other, "hostb"), cli(ca, "hosta", ca.pool), "", false, ""},
-		{"client from another CA", srv(ca, "hostb"), cli(other, "hosta", ca.pool), "", false, ""},
+		{"chain only: a certificate without the address is fine", srv(ca, "hostb"), cli(ca, "hosta", ca.Pool), "", true, "hostb"},
+		{"by name", srv(ca, "hostb"), cli(ca, "hosta", ca.Pool), "hostb", true, "hostb"},
+		{"by name, wrong name", srv(ca, "hostb"), cli(ca, "hosta", ca.Pool), "hostc", false, ""},
+		{"by the dialled address: the certificate has none", srv(ca, "hostb"), cli(ca, "hosta", ca.Pool), "127.0.0.1", false, ""},
+		{"server from another CA", srv(other, "hostb"), cli(ca, "hosta", ca.Pool), "", false, ""},
+		{"client from another CA", srv(ca, "hostb"), cli(other, "hosta", ca.Pool), "", false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,16 +5,10 @@ package connmgr_test
 // Every source address is a loopback address of its own.
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/netip"
 	"strings"
@@ -27,6 +21,7 @@ import (
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/connmgr"
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -40,7 +35,7 @@ func TestCMSlowloris(t *testing.T) {
 		perSrc  = 3
 		budget  = 100000 // the attacker's connections, in all: it must last until the request is through
 	)
-	ca := newTestCA(t)
+	ca := pkitest.NewCA(t, "switch CA")
 	tests := []struct {
 		name string
 		tls  bool
@@ -50,7 +45,7 @@ func TestCMSlowloris(t *testing.T) {
 			m, h := newManager(t, func(c *connmgr.Config) {
 				c.Limits = connmgr.Limits{Inbound: 64, PerSource: 4, IdleTimeout: time.Minute, HandshakeTimeout: time.Minute}
 				if tt.tls {
-					c.TLS = ca.config(t, "hosta")
+					c.TLS = ca.Mutual(t, "hosta", "hosta")
 				}
 			})
 			s := listenSession(t, m, h, 7000, 16)
@@ -109,7 +104,7 @@ func TestCMSlowloris(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tt.tls {
-					tc := tls.Client(q.Conn, ca.client(t, "hostb", "hosta"))
+					tc := tls.Client(q.Conn, clientOf(t, ca, "hostb", "hosta"))
 					if tc.Handshake() != nil {
 						continue // cut in its handshake
 					}
@@ -341,48 +336,10 @@ func TestCMWrongPeer(t *testing.T) {
 	}
 }
 
-// testCA issues certificates that name hosts, not addresses.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "switch CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// config is mutual TLS for host: its certificate, and trust in the CA.
-func (ca *testCA) config(t *testing.T, host string) *tls.Config {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, DNSNames: []string{host}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		RootCAs: ca.pool, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13}
-}
-
-// client is the config of a hand-made client with host's certificate that
-// dials the daemon whose certificate names server.
-func (ca *testCA) client(t *testing.T, host, server string) *tls.Config {
-	c := ca.config(t, host)
+// clientOf is mutual TLS for host from ca, checking the server's
+// certificate for the name server.
+func clientOf(t *testing.T, ca *pkitest.CA, host, server string) *tls.Config {
+	c := ca.Mutual(t, host, host)
 	c.ServerName = server
 	return c
 }
@@ -409,13 +366,13 @@ func byCertificate(members ...string) admit.Authorizer {
 // certificate holder that is no member, are refused; an endpoint whose
 // certificate names another host than the one expected gets nothing.
 func TestCMTLS(t *testing.T) {
-	ca := newTestCA(t)
+	ca := pkitest.NewCA(t, "switch CA")
 	b, _ := newManager(t, func(c *connmgr.Config) {
-		c.TLS, c.Authorize = ca.config(t, "hostb"), byCertificate("hosta", "hostb")
+		c.TLS, c.Authorize = ca.Mutual(t, "hostb", "hostb"), byCertificate("hosta", "hostb")
 	})
 	newA := func(expect string) (*connmgr.Manager, *testHost) {
 		return newManager(t, func(c *connmgr.Config) {
-			c.TLS, c.Authorize = ca.config(t, "hosta"), byCertificate("hosta", "hostb", "hostc")
+			c.TLS, c.Authorize = ca.Mutual(t, "hosta", "hosta"), byCertificate("hosta", "hostb", "hostc")
 			c.Resolve = func(netip.Addr) (admit.Endpoint, error) {
 				return admit.Endpoint{Addr: b.Addr().String(), Identity: expect}, nil
 			}
@@ -450,7 +407,7 @@ func TestCMTLS(t *testing.T) {
 	t.Run("no member", func(t *testing.T) {
 		before := b.Stats().Unauthorized
 		p := dialCM(t, b)
-		tc := tls.Client(p.Conn, ca.client(t, "mallory", "hostb"))
+		tc := tls.Client(p.Conn, clientOf(t, ca, "mallory", "hostb"))
 		p.Conn = tc
 		if err := tc.Handshake(); err == nil {
 			p.Send(req(72, 7, otherGID))
@@ -465,10 +422,10 @@ func TestCMTLS(t *testing.T) {
 // A manager stops at once while a connection it dialled, or one dialled to
 // it, is in its TLS handshake with a peer that says nothing.
 func TestCMCloseDuringHandshake(t *testing.T) {
-	ca := newTestCA(t)
+	ca := pkitest.NewCA(t, "switch CA")
 	ep, _ := fakeCM(t)
 	m, h := newManager(t, func(c *connmgr.Config) {
-		c.TLS = ca.config(t, "hosta")
+		c.TLS = ca.Mutual(t, "hosta", "hosta")
 		c.Limits.HandshakeTimeout = time.Hour
 		c.Resolve = connmgr.Resolver(func(netip.Addr) (string, error) { return ep, nil }).Endpoints()
 	})

@@ -1,15 +1,9 @@
 package tcplink
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 )
 
 // members is a fake switch: host names, their addresses, and an
@@ -236,34 +231,13 @@ func TestAuthorizeNeedsExpectedIdentity(t *testing.T) {
 	t.Log(ps[0].LastError)
 }
 
-// issueHost makes a certificate that names a host, and no address.
-func (ca *testCA) issueHost(t *testing.T, host string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{host},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // Mutual TLS with certificates that name hosts, not addresses: the dialler
 // verifies the chain, the Authorizer names the peer from it, and the link
 // checks it is the host expected at the endpoint.
 func TestAuthorizeTLS(t *testing.T) {
-	ca := newCA(t, "switch CA")
+	ca := pkitest.NewCA(t, "switch CA")
 	hostTLS := func(name string) *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{ca.issueHost(t, name)}, RootCAs: ca.pool, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13}
+		return &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, name, name)}, RootCAs: ca.Pool, ClientCAs: ca.Pool, MinVersion: tls.VersionTLS13}
 	}
 	tests := []struct {
 		name   string
