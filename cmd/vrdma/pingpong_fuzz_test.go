@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,7 +145,7 @@ func (r *ppRig) serveOne(t *testing.T, say func(server vrdma.Endpoint) []byte, h
 	select {
 	case err = <-ended:
 	case <-time.After(hangGuard):
-		dumpGoroutines(t)
+		daemontest.DumpGoroutines(t)
 		t.Fatalf("the server has not ended %v after its client sent %q", hangGuard, stream)
 	}
 	if err != nil {
@@ -174,36 +173,9 @@ func parseAddrLine(t *testing.T, line string) vrdma.Endpoint {
 	return vrdma.Endpoint{QPN: uint32(qpn), PSN: uint32(psn), GID: gid.As16()}
 }
 
-// released waits until the daemon holds what it held before (it frees a
-// closed session's objects after the close returns) and the goroutines
-// are as many as before.
+// released waits until the daemon holds what it held before and the
+// goroutines are as many as before.
 func (r *ppRig) released(t *testing.T, before vrdma.DaemonStats, goroutines int) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for {
-		st, err := r.adm.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon holds %+v after the server ended; before it, %+v", st, before)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for runtime.NumGoroutine() > goroutines {
-		if time.Now().After(deadline) {
-			dumpGoroutines(t)
-			t.Fatalf("%d goroutines after the server ended; before it, %d", runtime.NumGoroutine(), goroutines)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func dumpGoroutines(tb testing.TB) {
-	var b strings.Builder
-	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	tb.Log(b.String())
+	daemontest.AwaitReleased(t, r.adm.Stats, before, goroutines, hangGuard)
 }

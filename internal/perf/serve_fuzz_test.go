@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +101,7 @@ func (s *served) end(tb testing.TB, what string) error {
 	case err := <-s.ends:
 		return err
 	case <-time.After(hangGuard):
-		dumpGoroutines(tb)
+		daemontest.DumpGoroutines(tb)
 		tb.Fatalf("%s: the server has not ended the connection after %v", what, hangGuard)
 	}
 	panic("unreachable")
@@ -118,7 +117,7 @@ func (s *served) close(tb testing.TB) {
 			tb.Errorf("Serve = %v after its context ended; want nil", err)
 		}
 	case <-time.After(hangGuard):
-		dumpGoroutines(tb)
+		daemontest.DumpGoroutines(tb)
 		tb.Fatalf("Serve has not returned %v after its context ended", hangGuard)
 	}
 }
@@ -342,29 +341,9 @@ func (r *serveRig) stats(t *testing.T) vrdma.DaemonStats {
 	return st
 }
 
-// released waits until the daemon holds what it held before (it frees a
-// closed session's objects after the close returns) and the goroutines
-// are as many as before.
+// released waits until the daemon holds what it held before and the
+// goroutines are as many as before.
 func (r *serveRig) released(t *testing.T, before vrdma.DaemonStats, goroutines int) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for st := r.stats(t); st != before; st = r.stats(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon holds %+v after the client left; before it, %+v", st, before)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for runtime.NumGoroutine() > goroutines {
-		if time.Now().After(deadline) {
-			dumpGoroutines(t)
-			t.Fatalf("%d goroutines after the client left; before it, %d", runtime.NumGoroutine(), goroutines)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func dumpGoroutines(tb testing.TB) {
-	var b strings.Builder
-	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	tb.Log(b.String())
+	daemontest.AwaitReleased(t, r.adm.Stats, before, goroutines, hangGuard)
 }

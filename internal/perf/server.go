@@ -40,6 +40,9 @@ type ServerConfig struct {
 	// served, if set, is told how each client's session ended, once the
 	// server is done with it: its connection closed and the line logged.
 	served func(remote net.Addr, err error)
+	// opened, if set, is told the test's name once the server has opened
+	// its end of it (before it answers "ready").
+	opened func(test string)
 }
 
 func (c *ServerConfig) timeout() time.Duration {
@@ -247,6 +250,9 @@ func (s *server) run(ctx context.Context, c *ctl, m message) (*message, error) {
 		return fail(fmt.Errorf("the server could not open its end: %w", err))
 	}
 	defer side.close()
+	if s.cfg.opened != nil {
+		s.cfg.opened(m.Test)
+	}
 	gid := s.cfg.GIDIndex
 	if gid < 0 {
 		gid = pickGID(side.dev.Info().GIDs, localIP(c.conn))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -301,42 +300,9 @@ func TestServerTellsABadClientWhatIsWrong(t *testing.T) {
 	}
 }
 
-// serverSessions returns how many devices the server has open: one per
-// test it is serving.
-func serverSessions(adm *vrdma.Admin) (int, error) {
-	insts, err := adm.Instances()
-	if err != nil {
-		return 0, err
-	}
-	for _, in := range insts {
-		if in.Name == "srv" {
-			return in.Sessions, nil
-		}
-	}
-	return 0, errors.New("no instance srv")
-}
-
-// waitSessions waits until the server has n devices open or, with more,
-// at least n.
-func waitSessions(adm *vrdma.Admin, n int, more bool) error {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		got, err := serverSessions(adm)
-		if err != nil || got == n || more && got > n {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server has %d devices open after a minute; want %d", got, n)
-		}
-	}
-}
-
 func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
-	r := startRig(t, ServerConfig{GIDIndex: AutoGID})
-	adm, err := vrdma.DialAdmin(r.client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
+	opened := make(chan string, 16)
+	r := startRig(t, ServerConfig{GIDIndex: AutoGID, opened: func(test string) { opened <- test }})
 	for i, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
 		t.Run(name, func(t *testing.T) {
 			c, err := Dial(context.Background(), r.config(time.Minute))
@@ -345,17 +311,19 @@ func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 			}
 			defer c.Close()
 			// Cut the client short once the server serves its test (its
-			// device is open), however slow the machine.
-			if err := waitSessions(adm, 0, false); err != nil {
-				t.Fatal(err)
-			}
+			// end is open), however slow the machine.
 			ctx, cancel := context.WithCancel(context.Background())
 			serving := make(chan struct{})
 			go func() {
 				defer close(serving)
 				defer cancel()
-				if err := waitSessions(adm, 1, true); err != nil {
-					t.Error(err)
+				select {
+				case got := <-opened:
+					if got != name {
+						t.Errorf("the server opened %s, want %s", got, name)
+					}
+				case <-time.After(time.Minute): // a hang guard
+					t.Error("the server did not open its end of the test in a minute")
 				}
 			}()
 			_, err = within(t, func() (Result, error) { return c.Run(ctx, name) })
@@ -380,6 +348,9 @@ func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 			defer c2.Close()
 			if _, err := within(t, func() (Result, error) { return c2.Run(context.Background(), name) }); err != nil {
 				t.Fatalf("the next client: %v", err)
+			}
+			if got := <-opened; got != name { // the next client's test
+				t.Errorf("the server opened %s for the next client, want %s", got, name)
 			}
 		})
 	}
