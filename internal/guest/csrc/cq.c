@@ -1,0 +1,246 @@
+/*
+ * cq.c: completion queues, completion channels and polling.
+ *
+ * A CQ is a ring the daemon produces and we consume; polling touches only
+ * shared memory. Arming (ibv_req_notify_cq) sets the ring's notify word;
+ * the daemon then writes the CQ's doorbell pipe on the next completion. A
+ * completion channel is an epoll set of its CQs' doorbells, so its fd is
+ * pollable like the kernel's.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "verbs_int.h"
+
+VRDMA_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
+{
+	struct ibv_comp_channel *ch = calloc(1, sizeof *ch);
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ch->fd = epoll_create1(EPOLL_CLOEXEC);
+	if (ch->fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	ch->context = context;
+	ch->refcnt = 0;
+	return ch;
+}
+
+VRDMA_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	pthread_mutex_t *mu = &channel->context->mutex;
+	pthread_mutex_lock(mu);
+	if (channel->refcnt) {
+		pthread_mutex_unlock(mu);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(mu);
+	close(channel->fd);
+	free(channel);
+	return 0;
+}
+
+VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct vrdma_context *ctx = to_vctx(context);
+	if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct vrdma_cq *cq = calloc(1, sizeof *cq);
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct vj_doc doc = {0};
+	int fds[3] = {-1, -1, -1}, nfds = 3;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_CQ, &doc, NULL, 0, fds, &nfds, "{\"cqe\":%d}", cqe);
+	if (rc) {
+		free(cq);
+		errno = rc;
+		return NULL;
+	}
+	uint64_t h = 0;
+	int64_t n = 0, size = 0, entries = 0;
+	if (nfds != 3 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "cqe", &n) ||
+	    vj_get_i64(&doc, 0, "size", &size) || vj_get_i64(&doc, 0, "entries", &entries))
+		rc = EPROTO;
+	vrdma_doc_free(&doc);
+	cq->ring = (struct vrdma_ring){.off = 0, .entries = (uint32_t)entries, .stride = VRDMA_CQE_SIZE};
+	if (!rc && (entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES || (entries & (entries - 1)) || size <= 0 ||
+		    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE))
+		rc = EPROTO;
+	if (!rc) {
+		cq->size = (size_t)size;
+		cq->mem = vrdma_map_region(fds[0], cq->size);
+		fds[0] = -1;
+		if (!cq->mem)
+			rc = errno;
+	}
+	if (rc) {
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (h)
+			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
+		free(cq);
+		errno = rc;
+		return NULL;
+	}
+	cq->rfd = fds[1];
+	cq->wfd = fds[2];
+	fcntl(cq->rfd, F_SETFL, O_NONBLOCK);
+	cq->handle = (uint32_t)h;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->ibcq.context = context;
+	cq->ibcq.channel = channel;
+	cq->ibcq.cq_context = cq_context;
+	cq->ibcq.handle = cq->handle;
+	cq->ibcq.cqe = (int)n;
+	pthread_mutex_init(&cq->ibcq.mutex, NULL);
+	pthread_cond_init(&cq->ibcq.cond, NULL);
+	if (channel) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cq};
+		if (epoll_ctl(channel->fd, EPOLL_CTL_ADD, cq->rfd, &ev)) {
+			rc = errno;
+			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
+			munmap(cq->mem, cq->size);
+			close(cq->rfd);
+			close(cq->wfd);
+			free(cq);
+			errno = rc;
+			return NULL;
+		}
+		pthread_mutex_lock(&context->mutex);
+		channel->refcnt++;
+		pthread_mutex_unlock(&context->mutex);
+	}
+	vrdma_track(ctx, cq, VRDMA_OBJ_CQ);
+	return &cq->ibcq;
+}
+
+VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	struct vrdma_context *ctx = to_vctx(ibcq->context);
+	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
+	if (rc && rc != EIO)
+		return rc; /* EBUSY while a QP uses it */
+	vrdma_untrack(ctx, cq, VRDMA_OBJ_CQ);
+	if (ibcq->channel) {
+		epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->rfd, NULL);
+		pthread_mutex_lock(&ibcq->context->mutex);
+		ibcq->channel->refcnt--;
+		pthread_mutex_unlock(&ibcq->context->mutex);
+	}
+	munmap(cq->mem, cq->size);
+	close(cq->rfd);
+	close(cq->wfd);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq;
+	(void)cqe;
+	return EOPNOTSUPP;
+}
+
+int vrdma_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	int n = 0;
+	pthread_spin_lock(&cq->lock);
+	uint32_t prod = vrdma_load32(cq->mem, VRDMA_RING_PROD_OFF);
+	uint32_t avail = prod - cq->cons;
+	if (avail > cq->ring.entries) {
+		pthread_spin_unlock(&cq->lock);
+		vrdma_debug("poll_cq: completion ring indices are corrupt");
+		return -1;
+	}
+	while (n < num && (uint32_t)n < avail) {
+		const uint8_t *e = vrdma_slot(cq->mem, &cq->ring, cq->cons);
+		struct ibv_wc *w = &wc[n];
+		memset(w, 0, sizeof *w);
+		w->wr_id = get_le64(e + VRDMA_CQE_WR_ID);
+		w->qp_num = get_le32(e + VRDMA_CQE_QP_NUM);
+		w->byte_len = get_le32(e + VRDMA_CQE_BYTE_LEN);
+		w->imm_data = htonl(get_le32(e + VRDMA_CQE_IMM));
+		w->src_qp = get_le32(e + VRDMA_CQE_SRC_QP);
+		w->opcode = (enum ibv_wc_opcode)e[VRDMA_CQE_OPCODE];
+		w->status = (enum ibv_wc_status)e[VRDMA_CQE_STATUS];
+		w->wc_flags = e[VRDMA_CQE_FLAGS];
+		w->pkey_index = get_le16(e + VRDMA_CQE_PKEY_INDEX);
+		cq->cons++;
+		n++;
+	}
+	if (n) {
+		vrdma_store32(cq->mem, VRDMA_RING_CONS_OFF, cq->cons);
+		cq->empty_polls = 0;
+	} else if (vrdma_load32(cq->mem, VRDMA_RING_ERR_OFF)) {
+		pthread_spin_unlock(&cq->lock);
+		vrdma_debug("poll_cq: completions were lost because the CQ was full: create a larger CQ or poll more often");
+		return -1;
+	}
+	pthread_spin_unlock(&cq->lock);
+	/* Applications spin on an empty CQ; the daemon that fills it needs a
+	 * core too. With every core busy a spinner that never yields costs
+	 * the daemon a whole scheduler slice per hand-off; a yield with
+	 * nobody waiting costs well under a microsecond. */
+	if (n == 0 && ++cq->empty_polls % VRDMA_POLL_YIELD_EVERY == 0)
+		sched_yield();
+	return n;
+}
+
+int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	(void)solicited_only; /* any completion wakes: a superset of solicited-only */
+	vrdma_store32(cq->mem, VRDMA_RING_NOTIFY_OFF, 1);
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	int flags = fcntl(channel->fd, F_GETFL);
+	int timeout = flags >= 0 && (flags & O_NONBLOCK) ? 0 : -1;
+	struct epoll_event ev;
+	int n;
+	do
+		n = epoll_wait(channel->fd, &ev, 1, timeout);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	if (n == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	struct vrdma_cq *q = ev.data.ptr;
+	char buf[64];
+	while (read(q->rfd, buf, sizeof buf) > 0)
+		;
+	*cq = &q->ibcq;
+	*cq_context = q->ibcq.cq_context;
+	return 0;
+}
+
+VRDMA_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}

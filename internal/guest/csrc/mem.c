@@ -1,0 +1,358 @@
+/*
+ * mem.c: protection domains and memory regions on the application's own
+ * memory (docs/design/guest-memory.md).
+ *
+ * The daemon reaches registered memory through a memfd it maps too. To
+ * register [addr, addr+len) of ordinary memory (malloc, stack, mmap), the
+ * library moves the whole pages that hold it into a sealed memfd mapped at
+ * the same address (MAP_FIXED over the old pages, after copying their
+ * contents), so the bytes keep their address and contents and what a peer
+ * writes appears there. Pages already moved are reused by later
+ * registrations that fall inside them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "verbs_int.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+VRDMA_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct vrdma_context *ctx = to_vctx(context);
+	struct vrdma_pd *pd = calloc(1, sizeof *pd);
+	struct vj_doc doc = {0};
+	uint64_t h = 0;
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_ALLOC_PD, &doc, NULL, 0, NULL, NULL, "{}");
+	if (!rc) {
+		rc = vj_get_u64(&doc, 0, "handle", &h) ? EPROTO : 0;
+		vrdma_doc_free(&doc);
+	}
+	if (rc) {
+		free(pd);
+		errno = rc;
+		return NULL;
+	}
+	pd->ibpd.context = context;
+	pd->ibpd.handle = pd->handle = (uint32_t)h;
+	return &pd->ibpd;
+}
+
+VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
+{
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	int rc = vrdma_cmd_simple(to_vctx(ibpd->context), VRDMA_CMD_DEALLOC_PD, pd->handle);
+	if (rc)
+		return rc; /* EBUSY while MRs, QPs or AHs use it, as rdma-core says */
+	free(pd);
+	return 0;
+}
+
+/* ---- backings ---- */
+
+static pthread_mutex_t backings_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vrdma_backing *backings;
+static long page_size;
+
+static void after_fork_child(void);
+
+static void mem_init_once(void)
+{
+	page_size = sysconf(_SC_PAGESIZE);
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+void vrdma_mem_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, mem_init_once);
+}
+
+/* In a child, registered pages would stay shared with the parent (they are
+ * MAP_SHARED memfd pages): give the child a private copy, as the kernel
+ * does for pinned pages, so neither sees the other's writes. */
+static void after_fork_child(void)
+{
+	for (struct vrdma_backing *b = backings; b;) {
+		size_t len = b->end - b->start;
+		void *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (anon != MAP_FAILED) {
+			memcpy(anon, (void *)b->start, len);
+			if (mremap(anon, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+				munmap(anon, len);
+		}
+		struct vrdma_backing *next = b->next;
+		close(b->fd);
+		free(b);
+		b = next;
+	}
+	backings = NULL;
+	pthread_mutex_init(&backings_mu, NULL);
+}
+
+/* The move itself: copy the pages into the memfd and map it over them.
+ * When the pages hold the calling thread's stack, it runs on a stack of
+ * its own, so no write of ours lands between the copy and the map. */
+static struct move_job {
+	uintptr_t start;
+	size_t len;
+	int fd;
+	uint8_t *tmp;
+	int err;
+} job;
+static ucontext_t job_caller, job_ctx;
+
+static int copy_pages(uint8_t *dst, uintptr_t src, size_t len)
+{
+	struct iovec local = {.iov_base = dst, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)src, .iov_len = len};
+	ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n >= 0 || errno == EFAULT)
+		return EFAULT;
+	/* process_vm_readv is forbidden here (seccomp): check the pages are
+	 * mapped, then copy them directly. */
+	unsigned char vec[1];
+	for (uintptr_t p = src; p < src + len; p += (uintptr_t)page_size)
+		if (mincore((void *)p, (size_t)page_size, vec) && errno == ENOMEM)
+			return EFAULT;
+	memcpy(dst, (const void *)src, len);
+	return 0;
+}
+
+static void move_pages(void)
+{
+	job.err = copy_pages(job.tmp, job.start, job.len);
+	if (job.err)
+		return;
+	if (mmap((void *)job.start, job.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
+		job.err = errno;
+}
+
+static int on_my_stack(uintptr_t start, uintptr_t end)
+{
+	pthread_attr_t a;
+	void *base = NULL;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &a))
+		return 1; /* unknown: be careful */
+	pthread_attr_getstack(&a, &base, &size);
+	pthread_attr_destroy(&a);
+	uintptr_t lo = (uintptr_t)base, hi = lo + size;
+	return start < hi && end > lo;
+}
+
+static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
+{
+	int fd = memfd_create("vrdma-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return errno;
+	if (ftruncate(fd, (off_t)len) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int e = errno;
+		close(fd);
+		return e;
+	}
+	uint8_t *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED) {
+		int e = errno;
+		close(fd);
+		return e;
+	}
+	job = (struct move_job){.start = start, .len = len, .fd = fd, .tmp = tmp};
+	if (on_my_stack(start, start + len)) {
+		size_t ssize = 256 << 10;
+		void *stack = mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (stack == MAP_FAILED) {
+			job.err = errno;
+		} else {
+			getcontext(&job_ctx);
+			job_ctx.uc_stack.ss_sp = stack;
+			job_ctx.uc_stack.ss_size = ssize;
+			job_ctx.uc_link = &job_caller;
+			makecontext(&job_ctx, move_pages, 0);
+			swapcontext(&job_caller, &job_ctx);
+			munmap(stack, ssize);
+		}
+	} else {
+		move_pages();
+	}
+	munmap(tmp, len);
+	if (job.err) {
+		close(fd);
+		return job.err;
+	}
+	*fdp = fd;
+	return 0;
+}
+
+/* backing_get finds or makes the backing of [start, end); backings_mu held. */
+static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **out)
+{
+	for (struct vrdma_backing *b = backings; b; b = b->next) {
+		if (start >= b->start && end <= b->end) {
+			b->refs++;
+			*out = b;
+			return 0;
+		}
+		if (start < b->end && end > b->start) {
+			vrdma_log("ibv_reg_mr: [0x%lx, 0x%lx) shares pages with a region registered before but is not inside it: "
+				  "register the larger buffer first, or keep registered buffers on pages of their own "
+				  "(posix_memalign to the page size)",
+				  (unsigned long)start, (unsigned long)end);
+			return EINVAL;
+		}
+	}
+	struct vrdma_backing *b = calloc(1, sizeof *b);
+	if (!b)
+		return ENOMEM;
+	int rc = move_to_memfd(start, end - start, &b->fd);
+	if (rc) {
+		free(b);
+		return rc;
+	}
+	if (mlock((void *)start, end - start)) {
+		struct rlimit rl = {0};
+		getrlimit(RLIMIT_MEMLOCK, &rl);
+		vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
+			  "raise it with `ulimit -l unlimited` or in /etc/security/limits.conf",
+			  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
+		close(b->fd);
+		free(b);
+		return ENOMEM;
+	}
+	b->start = start;
+	b->end = end;
+	b->refs = 1;
+	b->next = backings;
+	backings = b;
+	*out = b;
+	return 0;
+}
+
+static void backing_put(struct vrdma_backing *b)
+{
+	if (--b->refs > 0)
+		return;
+	for (struct vrdma_backing **pp = &backings; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	munlock((void *)b->start, b->end - b->start);
+	close(b->fd); /* the pages stay memfd-backed, with their contents */
+	free(b);
+}
+
+#define ACCESS_SUPPORTED                                                                             \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
+					     unsigned int access)
+{
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	vrdma_mem_init();
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* optional: ignored where unsupported */
+	if (length == 0 || !addr || (uintptr_t)addr + length < (uintptr_t)addr || (access & ~ACCESS_SUPPORTED) ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct vrdma_mr *mr = calloc(1, sizeof *mr);
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page_size - 1);
+	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page_size - 1) & ~((uintptr_t)page_size - 1);
+	pthread_mutex_lock(&backings_mu);
+	struct vrdma_backing *b = NULL;
+	int rc = backing_get(start, end, &b);
+	if (rc) {
+		pthread_mutex_unlock(&backings_mu);
+		free(mr);
+		errno = rc;
+		return NULL;
+	}
+	struct vj_doc doc = {0};
+	int fds[1] = {b->fd};
+	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, 1, NULL, NULL,
+		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u}", pd->handle,
+		       (unsigned long long)iova, (unsigned long long)length,
+		       (unsigned long long)((uintptr_t)addr - b->start), access);
+	uint64_t h = 0, lkey = 0, rkey = 0;
+	if (!rc) {
+		if (vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "lkey", &lkey) ||
+		    vj_get_u64(&doc, 0, "rkey", &rkey))
+			rc = EPROTO;
+		vrdma_doc_free(&doc);
+	}
+	if (rc) {
+		if (rc == ENOMEM)
+			vrdma_log("ibv_reg_mr of %zu bytes: %s", length, ctx->chan.err);
+		backing_put(b);
+		pthread_mutex_unlock(&backings_mu);
+		free(mr);
+		errno = rc;
+		return NULL;
+	}
+	pthread_mutex_unlock(&backings_mu);
+	mr->handle = (uint32_t)h;
+	mr->backing = b;
+	mr->ibmr.context = ibpd->context;
+	mr->ibmr.pd = ibpd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = length;
+	mr->ibmr.handle = mr->handle;
+	mr->ibmr.lkey = (uint32_t)lkey;
+	mr->ibmr.rkey = (uint32_t)rkey;
+	return &mr->ibmr;
+}
+
+VRDMA_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+}
+
+VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
+}
+
+VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
+	int rc = vrdma_cmd_simple(to_vctx(ibmr->context), VRDMA_CMD_DEREG_MR, mr->handle);
+	if (rc && rc != EIO)
+		return rc;
+	pthread_mutex_lock(&backings_mu);
+	backing_put(mr->backing);
+	pthread_mutex_unlock(&backings_mu);
+	free(mr);
+	return 0;
+}
+
+/* ibv_fork_init: registered pages are copied for children already (above);
+ * rings are not inherited. Nothing more to do, and it may be called any time. */
+VRDMA_EXPORT int ibv_fork_init(void)
+{
+	vrdma_mem_init();
+	return 0;
+}
+
+VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_ENABLED; }

@@ -1,0 +1,431 @@
+/*
+ * post.c: the data path. Posting writes work requests into the rings the
+ * daemon shares with us and publishes the producer index; only when the
+ * daemon sleeps (the ring's notify word) does a doorbell byte go out. No
+ * command, no allocation, no system call otherwise.
+ *
+ * Both posting APIs land here: ibv_post_send's linked work requests and the
+ * ibv_wr_* builder of extended QPs.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "verbs_int.h"
+
+static int allowed_on(enum ibv_qp_type t, enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return 1;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return t == IBV_QPT_RC || t == IBV_QPT_UC;
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return t == IBV_QPT_RC;
+	default:
+		return 0;
+	}
+}
+
+static void ring_bell(int fd)
+{
+	char b = 1;
+	ssize_t n = write(fd, &b, 1); /* a full pipe already rings */
+	(void)n;
+}
+
+/* sq_slot returns the next free send slot, or NULL when the queue is full. */
+static uint8_t *sq_slot(struct vrdma_qp *q)
+{
+	uint32_t cons = vrdma_load32(q->mem, q->sq.off + VRDMA_RING_CONS_OFF);
+	if (q->sq_prod - cons >= q->sq.entries)
+		return NULL;
+	uint8_t *s = vrdma_slot(q->mem, &q->sq, q->sq_prod);
+	memset(s, 0, VRDMA_SEND_WQE_HEADER);
+	return s;
+}
+
+static void put_sges(uint8_t *s, const struct ibv_sge *sg, int n)
+{
+	uint8_t *body = s + VRDMA_SEND_WQE_HEADER;
+	for (int i = 0; i < n; i++) {
+		uint8_t *e = body + (size_t)i * VRDMA_SGE_SIZE;
+		put_le64(e + VRDMA_SGE_ADDR, sg[i].addr);
+		put_le32(e + VRDMA_SGE_LENGTH, sg[i].length);
+		put_le32(e + VRDMA_SGE_LKEY, sg[i].lkey);
+	}
+	s[VRDMA_SWQE_NUM_SGE] = (uint8_t)n;
+}
+
+/* put_inline gathers the buffers into the entry; EINVAL past max_inline. */
+static int put_inline(struct vrdma_qp *q, uint8_t *s, const struct ibv_sge *sg, int n)
+{
+	size_t total = 0;
+	uint8_t *body = s + VRDMA_SEND_WQE_HEADER;
+	for (int i = 0; i < n; i++) {
+		if (sg[i].length > q->cap.max_inline_data - total)
+			return EINVAL;
+		memcpy(body + total, (const void *)(uintptr_t)sg[i].addr, sg[i].length);
+		total += sg[i].length;
+	}
+	put_le32(s + VRDMA_SWQE_INLINE_LEN, (uint32_t)total);
+	s[VRDMA_SWQE_FLAGS] |= VRDMA_SEND_INLINE;
+	return 0;
+}
+
+static void publish_sq(struct vrdma_qp *q)
+{
+	vrdma_store32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
+	if (vrdma_load32(q->mem, q->sq.off + VRDMA_RING_NOTIFY_OFF))
+		ring_bell(q->bell);
+}
+
+static int send_state_ok(struct vrdma_qp *q)
+{
+	uint32_t st = vrdma_load32(q->mem, VRDMA_QP_STATE_OFF);
+	return st != IBV_QPS_RESET && st != IBV_QPS_INIT && st != IBV_QPS_RTR;
+}
+
+#define SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
+
+static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
+{
+	enum ibv_qp_type t = q->qpx.qp_base.qp_type;
+	if (!allowed_on(t, wr->opcode) || wr->num_sge < 0)
+		return EINVAL;
+	int is_atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	int inl = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ && !is_atomic;
+	if (!inl && (uint32_t)wr->num_sge > q->cap.max_send_sge)
+		return EINVAL;
+	if (is_atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
+		return EINVAL;
+	if (t == IBV_QPT_UD && !wr->wr.ud.ah)
+		return EINVAL;
+	uint8_t *s = sq_slot(q);
+	if (!s)
+		return ENOMEM;
+	put_le64(s + VRDMA_SWQE_WR_ID, wr->wr_id);
+	s[VRDMA_SWQE_OPCODE] = (uint8_t)wr->opcode;
+	s[VRDMA_SWQE_FLAGS] = (uint8_t)(wr->send_flags & (SEND_FLAGS & ~IBV_SEND_INLINE));
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		put_le32(s + VRDMA_SWQE_IMM, ntohl(wr->imm_data));
+	if (is_atomic) {
+		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, wr->wr.atomic.remote_addr);
+		put_le32(s + VRDMA_SWQE_RKEY, wr->wr.atomic.rkey);
+		put_le64(s + VRDMA_SWQE_COMPARE_ADD, wr->wr.atomic.compare_add);
+		put_le64(s + VRDMA_SWQE_SWAP, wr->wr.atomic.swap);
+	} else if (t == IBV_QPT_UD) {
+		put_le32(s + VRDMA_SWQE_AH, wr->wr.ud.ah->handle);
+		put_le32(s + VRDMA_SWQE_REMOTE_QPN, wr->wr.ud.remote_qpn);
+		put_le32(s + VRDMA_SWQE_REMOTE_QKEY, wr->wr.ud.remote_qkey);
+	} else {
+		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, wr->wr.rdma.remote_addr);
+		put_le32(s + VRDMA_SWQE_RKEY, wr->wr.rdma.rkey);
+	}
+	if (inl) {
+		if (put_inline(q, s, wr->sg_list, wr->num_sge))
+			return EINVAL;
+	} else {
+		put_sges(s, wr->sg_list, wr->num_sge);
+	}
+	q->sq_prod++;
+	return 0;
+}
+
+int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	int rc = 0;
+	pthread_spin_lock(&q->slock);
+	if (!send_state_ok(q)) {
+		rc = EINVAL;
+		*bad = wr;
+	} else {
+		uint32_t before = q->sq_prod;
+		for (; wr; wr = wr->next) {
+			rc = put_send_wr(q, wr);
+			if (rc) {
+				*bad = wr;
+				break;
+			}
+		}
+		if (q->sq_prod != before)
+			publish_sq(q);
+	}
+	pthread_spin_unlock(&q->slock);
+	return rc;
+}
+
+/* post_recv_ring writes receive requests into ring r (a QP's or an SRQ's). */
+static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *prod, uint32_t max_sge,
+			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	uint32_t cons = vrdma_load32(mem, r->off + VRDMA_RING_CONS_OFF);
+	uint32_t before = *prod;
+	int rc = 0;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge) {
+			rc = EINVAL;
+			break;
+		}
+		if (*prod - cons >= r->entries) {
+			cons = vrdma_load32(mem, r->off + VRDMA_RING_CONS_OFF);
+			if (*prod - cons >= r->entries) {
+				rc = ENOMEM;
+				break;
+			}
+		}
+		uint8_t *s = vrdma_slot(mem, r, *prod);
+		put_le64(s + VRDMA_RWQE_WR_ID, wr->wr_id);
+		put_le32(s + VRDMA_RWQE_NUM_SGE, (uint32_t)wr->num_sge);
+		put_le32(s + VRDMA_RWQE_NUM_SGE + 4, 0);
+		for (int i = 0; i < wr->num_sge; i++) {
+			uint8_t *e = s + VRDMA_RECV_WQE_HEADER + (size_t)i * VRDMA_SGE_SIZE;
+			put_le64(e + VRDMA_SGE_ADDR, wr->sg_list[i].addr);
+			put_le32(e + VRDMA_SGE_LENGTH, wr->sg_list[i].length);
+			put_le32(e + VRDMA_SGE_LKEY, wr->sg_list[i].lkey);
+		}
+		(*prod)++;
+	}
+	if (rc)
+		*bad = wr;
+	if (*prod != before)
+		vrdma_store32(mem, r->off + VRDMA_RING_PROD_OFF, *prod);
+	return rc;
+}
+
+int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	if (qp->srq || vrdma_load32(q->mem, VRDMA_QP_STATE_OFF) == IBV_QPS_RESET) {
+		*bad = wr; /* a QP on an SRQ receives from it; RESET takes nothing */
+		return EINVAL;
+	}
+	pthread_spin_lock(&q->rlock);
+	uint32_t before = q->rq_prod;
+	int rc = post_recv_ring(q->mem, &q->rq, &q->rq_prod, q->cap.max_recv_sge, wr, bad);
+	if (q->rq_prod != before && vrdma_load32(q->mem, q->rq.off + VRDMA_RING_NOTIFY_OFF))
+		ring_bell(q->bell); /* the QP is in ERR: the daemon flushes what we post */
+	pthread_spin_unlock(&q->rlock);
+	return rc;
+}
+
+int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct vrdma_srq *s = (struct vrdma_srq *)srq;
+	pthread_spin_lock(&s->lock);
+	int rc = post_recv_ring(s->mem, &s->ring, &s->prod, (uint32_t)s->max_sge, wr, bad);
+	pthread_spin_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- the ibv_wr_* builder ---- */
+
+static inline struct vrdma_qp *qx(struct ibv_qp_ex *x) { return (struct vrdma_qp *)x; }
+
+static void wr_start(struct ibv_qp_ex *x)
+{
+	struct vrdma_qp *q = qx(x);
+	pthread_spin_lock(&q->slock);
+	q->wr_start_prod = q->sq_prod;
+	q->wr_err = send_state_ok(q) ? 0 : EINVAL;
+	q->wr_cur = NULL;
+}
+
+/* wr_begin opens a new entry of opcode op for the builder. */
+static uint8_t *wr_begin(struct vrdma_qp *q, enum ibv_wr_opcode op)
+{
+	q->wr_cur = NULL;
+	if (q->wr_err)
+		return NULL;
+	if (!allowed_on(q->qpx.qp_base.qp_type, op)) {
+		q->wr_err = EINVAL;
+		return NULL;
+	}
+	uint8_t *s = sq_slot(q);
+	if (!s) {
+		q->wr_err = ENOMEM;
+		return NULL;
+	}
+	put_le64(s + VRDMA_SWQE_WR_ID, q->qpx.wr_id);
+	s[VRDMA_SWQE_OPCODE] = (uint8_t)op;
+	s[VRDMA_SWQE_FLAGS] = (uint8_t)(q->qpx.wr_flags & (SEND_FLAGS & ~IBV_SEND_INLINE));
+	q->sq_prod++;
+	q->wr_cur = s;
+	return s;
+}
+
+static void wr_rdma(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr)
+{
+	uint8_t *s = wr_begin(qx(x), op);
+	if (s) {
+		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, addr);
+		put_le32(s + VRDMA_SWQE_RKEY, rkey);
+	}
+}
+
+static void wr_rdma_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(x, IBV_WR_RDMA_WRITE, rkey, addr);
+}
+
+static void wr_rdma_write_imm(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, __be32 imm)
+{
+	wr_rdma(x, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, addr);
+	if (qx(x)->wr_cur)
+		put_le32(qx(x)->wr_cur + VRDMA_SWQE_IMM, ntohl(imm));
+}
+
+static void wr_rdma_read(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr)
+{
+	wr_rdma(x, IBV_WR_RDMA_READ, rkey, addr);
+}
+
+static void wr_send(struct ibv_qp_ex *x) { wr_begin(qx(x), IBV_WR_SEND); }
+
+static void wr_send_imm(struct ibv_qp_ex *x, __be32 imm)
+{
+	uint8_t *s = wr_begin(qx(x), IBV_WR_SEND_WITH_IMM);
+	if (s)
+		put_le32(s + VRDMA_SWQE_IMM, ntohl(imm));
+}
+
+static void wr_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey, uint64_t addr, uint64_t cmp_add,
+		      uint64_t swap)
+{
+	uint8_t *s = wr_begin(qx(x), op);
+	if (s) {
+		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, addr);
+		put_le32(s + VRDMA_SWQE_RKEY, rkey);
+		put_le64(s + VRDMA_SWQE_COMPARE_ADD, cmp_add);
+		put_le64(s + VRDMA_SWQE_SWAP, swap);
+	}
+}
+
+static void wr_atomic_cmp_swp(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap)
+{
+	wr_atomic(x, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, addr, compare, swap);
+}
+
+static void wr_atomic_fetch_add(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, uint64_t add)
+{
+	wr_atomic(x, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
+}
+
+static void wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_cur)
+		return;
+	if (!ah) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	put_le32(q->wr_cur + VRDMA_SWQE_AH, ah->handle);
+	put_le32(q->wr_cur + VRDMA_SWQE_REMOTE_QPN, qpn);
+	put_le32(q->wr_cur + VRDMA_SWQE_REMOTE_QKEY, qkey);
+}
+
+static void wr_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_cur)
+		return;
+	uint8_t op = q->wr_cur[VRDMA_SWQE_OPCODE];
+	int atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	if (n > q->cap.max_send_sge || (atomic && (n != 1 || sg[0].length != 8))) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	put_sges(q->wr_cur, sg, (int)n);
+}
+
+static void wr_set_sge(struct ibv_qp_ex *x, uint32_t lkey, uint64_t addr, uint32_t length)
+{
+	struct ibv_sge sg = {.addr = addr, .length = length, .lkey = lkey};
+	wr_set_sge_list(x, 1, &sg);
+}
+
+static void wr_set_inline_data_list(struct ibv_qp_ex *x, size_t n, const struct ibv_data_buf *bufs)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_cur)
+		return;
+	uint8_t op = q->wr_cur[VRDMA_SWQE_OPCODE];
+	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	size_t total = 0;
+	uint8_t *body = q->wr_cur + VRDMA_SEND_WQE_HEADER;
+	for (size_t i = 0; i < n; i++) {
+		if (bufs[i].length > q->cap.max_inline_data - total) {
+			q->wr_err = EINVAL;
+			return;
+		}
+		memcpy(body + total, bufs[i].addr, bufs[i].length);
+		total += bufs[i].length;
+	}
+	put_le32(q->wr_cur + VRDMA_SWQE_INLINE_LEN, (uint32_t)total);
+	q->wr_cur[VRDMA_SWQE_FLAGS] |= VRDMA_SEND_INLINE;
+}
+
+static void wr_set_inline_data(struct ibv_qp_ex *x, void *addr, size_t length)
+{
+	struct ibv_data_buf b = {.addr = addr, .length = length};
+	wr_set_inline_data_list(x, 1, &b);
+}
+
+static int wr_complete(struct ibv_qp_ex *x)
+{
+	struct vrdma_qp *q = qx(x);
+	int rc = q->wr_err;
+	if (rc)
+		q->sq_prod = q->wr_start_prod; /* none of the batch is posted */
+	else if (q->sq_prod != q->wr_start_prod)
+		publish_sq(q);
+	q->wr_cur = NULL;
+	pthread_spin_unlock(&q->slock);
+	return rc;
+}
+
+static void wr_abort(struct ibv_qp_ex *x)
+{
+	struct vrdma_qp *q = qx(x);
+	q->sq_prod = q->wr_start_prod;
+	q->wr_cur = NULL;
+	pthread_spin_unlock(&q->slock);
+}
+
+static void wr_unsupported_inv(struct ibv_qp_ex *x, uint32_t rkey)
+{
+	(void)rkey;
+	wr_begin(qx(x), IBV_WR_LOCAL_INV); /* not allowed: marks the batch EINVAL */
+}
+
+void vrdma_qp_ex_init(struct vrdma_qp *q)
+{
+	struct ibv_qp_ex *x = &q->qpx;
+	x->wr_start = wr_start;
+	x->wr_complete = wr_complete;
+	x->wr_abort = wr_abort;
+	x->wr_rdma_write = wr_rdma_write;
+	x->wr_rdma_write_imm = wr_rdma_write_imm;
+	x->wr_rdma_read = wr_rdma_read;
+	x->wr_send = wr_send;
+	x->wr_send_imm = wr_send_imm;
+	x->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	x->wr_set_ud_addr = wr_set_ud_addr;
+	x->wr_set_sge = wr_set_sge;
+	x->wr_set_sge_list = wr_set_sge_list;
+	x->wr_set_inline_data = wr_set_inline_data;
+	x->wr_set_inline_data_list = wr_set_inline_data_list;
+	x->wr_local_inv = wr_unsupported_inv;
+	x->wr_send_inv = wr_unsupported_inv;
+}

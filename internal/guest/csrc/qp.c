@@ -1,0 +1,469 @@
+/*
+ * qp.c: queue pairs (create, modify, query, destroy) and their attribute
+ * encoding. Posting work requests is in post.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "verbs_int.h"
+
+void vrdma_qp_ex_init(struct vrdma_qp *q); /* post.c */
+
+static void qp_init_common(struct vrdma_qp *q)
+{
+	pthread_spin_init(&q->slock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&q->rlock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&q->qpx.qp_base.mutex, NULL);
+	pthread_cond_init(&q->qpx.qp_base.cond, NULL);
+}
+
+static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr, int ex)
+{
+	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	if (!attr->send_cq || !attr->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	struct vrdma_qp *q = calloc(1, sizeof *q);
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct vrdma_cq *scq = (struct vrdma_cq *)attr->send_cq, *rcq = (struct vrdma_cq *)attr->recv_cq;
+	struct vrdma_srq *srq = attr->srq ? (struct vrdma_srq *)attr->srq : NULL;
+	struct vj_doc doc = {0};
+	int fds[2] = {-1, -1}, nfds = 2;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_QP, &doc, NULL, 0, fds, &nfds,
+			   "{\"pd\":%u,\"type\":%u,\"send_cq\":%u,\"recv_cq\":%u,\"srq\":%u,\"sq_sig_all\":%s,"
+			   "\"caps\":{\"max_send_wr\":%u,\"max_recv_wr\":%u,\"max_send_sge\":%u,\"max_recv_sge\":%u,"
+			   "\"max_inline_data\":%u}}",
+			   pd->handle, (unsigned)attr->qp_type, scq->handle, rcq->handle, srq ? srq->handle : 0,
+			   attr->sq_sig_all ? "true" : "false", attr->cap.max_send_wr, attr->cap.max_recv_wr,
+			   attr->cap.max_send_sge, attr->cap.max_recv_sge, attr->cap.max_inline_data);
+	if (rc) {
+		free(q);
+		errno = rc;
+		return NULL;
+	}
+	uint64_t h = 0, qpn = 0;
+	int64_t size = 0, v = 0;
+	int caps = vj_get(&doc, 0, "caps");
+	if (nfds != 2 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "qpn", &qpn) ||
+	    vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
+	    vrdma_ring_from(&doc, vj_get(&doc, 0, "sq"), (size_t)size, &q->sq) ||
+	    (!srq && vrdma_ring_from(&doc, vj_get(&doc, 0, "rq"), (size_t)size, &q->rq)))
+		rc = EPROTO;
+#define CAP(key, field)                                                          \
+	if (!rc && !vj_get_i64(&doc, caps, key, &v) && v >= 0 && v <= INT32_MAX) \
+		q->cap.field = (uint32_t)v;
+	CAP("max_send_wr", max_send_wr)
+	CAP("max_recv_wr", max_recv_wr)
+	CAP("max_send_sge", max_send_sge)
+	CAP("max_recv_sge", max_recv_sge)
+	CAP("max_inline_data", max_inline_data)
+#undef CAP
+	vrdma_doc_free(&doc);
+	if (!rc) {
+		q->size = (size_t)size;
+		q->mem = vrdma_map_region(fds[0], q->size);
+		fds[0] = -1;
+		if (!q->mem)
+			rc = errno;
+	}
+	if (rc) {
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (h)
+			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_QP, (uint32_t)h);
+		free(q);
+		errno = rc;
+		return NULL;
+	}
+	q->bell = fds[1];
+	q->handle = (uint32_t)h;
+	q->sq_sig_all = attr->sq_sig_all;
+	qp_init_common(q);
+	struct ibv_qp *qp = &q->qpx.qp_base;
+	qp->context = ibpd->context;
+	qp->qp_context = attr->qp_context;
+	qp->pd = ibpd;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->srq = attr->srq;
+	qp->handle = q->handle;
+	qp->qp_num = (uint32_t)qpn;
+	qp->state = IBV_QPS_RESET;
+	qp->qp_type = attr->qp_type;
+	attr->cap = q->cap;
+	if (ex)
+		vrdma_qp_ex_init(q);
+	vrdma_track(ctx, q, VRDMA_OBJ_QP);
+	return qp;
+}
+
+VRDMA_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	return create_qp(pd, attr, 0);
+}
+
+#define SUPPORTED_SEND_OPS                                                                                  \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |              \
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |       \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/* create_qp_ex: the extended creation, for the ibv_wr_* posting API. */
+static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ax)
+{
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	if ((ax->comp_mask & ~known) || !(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd ||
+	    ax->pd->context != context) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~(uint64_t)SUPPORTED_SEND_OPS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	struct ibv_qp_init_attr a = {.qp_context = ax->qp_context, .send_cq = ax->send_cq, .recv_cq = ax->recv_cq,
+				     .srq = ax->srq, .cap = ax->cap, .qp_type = ax->qp_type, .sq_sig_all = ax->sq_sig_all};
+	struct ibv_qp *qp = create_qp(ax->pd, &a, (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0);
+	if (qp)
+		ax->cap = a.cap;
+	return qp;
+}
+
+void vrdma_set_create_qp_ex(struct verbs_context *vctx) { vctx->create_qp_ex = create_qp_ex; }
+
+VRDMA_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	return q->qpx.wr_start ? &q->qpx : NULL;
+}
+
+static void put_gid_json(char *dst, size_t cap, const uint8_t *g)
+{
+	int n = snprintf(dst, cap, "[");
+	for (int i = 0; i < 16 && n > 0 && (size_t)n < cap; i++)
+		n += snprintf(dst + n, cap - (size_t)n, i ? ",%u" : "%u", g[i]);
+	if (n > 0 && (size_t)n < cap)
+		snprintf(dst + n, cap - (size_t)n, "]");
+}
+
+/* vrdma_av_json writes an address vector: the daemon's qpstate.AddressVector. */
+int vrdma_av_json(char *dst, size_t cap, const struct ibv_ah_attr *ah)
+{
+	char gid[128];
+	put_gid_json(gid, sizeof gid, ah->grh.dgid.raw);
+	return snprintf(dst, cap,
+			"{\"DGID\":%s,\"SGIDIndex\":%u,\"HopLimit\":%u,\"TrafficClass\":%u,\"FlowLabel\":%u,\"SL\":%u,"
+			"\"PortNum\":%u}",
+			gid, ah->grh.sgid_index, ah->grh.hop_limit, ah->grh.traffic_class, ah->grh.flow_label, ah->sl,
+			ah->port_num);
+}
+
+VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	struct vrdma_context *ctx = to_vctx(qp->context);
+	char av[512];
+	if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) {
+		vrdma_debug("modify_qp: RoCE needs a global route (ah_attr.is_global and a GID), as on rdma_rxe: "
+			    "e.g. ibv_rc_pingpong -g 0");
+		return EINVAL;
+	}
+	vrdma_av_json(av, sizeof av, &attr->ah_attr);
+	struct vj_doc doc = {0};
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_MODIFY_QP, &doc, NULL, 0, NULL, NULL,
+			   "{\"handle\":%u,\"mask\":%u,\"attr\":{\"State\":%u,\"CurState\":%u,\"AccessFlags\":%u,"
+			   "\"PKeyIndex\":%u,\"PortNum\":%u,\"QKey\":%u,\"AV\":%s,\"PathMTU\":%u,\"Timeout\":%u,"
+			   "\"RetryCnt\":%u,\"RNRRetry\":%u,\"RQPSN\":%u,\"SQPSN\":%u,\"MaxRdAtomic\":%u,"
+			   "\"MaxDestRdAtomic\":%u,\"MinRNRTimer\":%u,\"DestQPN\":%u}}",
+			   q->handle, (unsigned)mask, attr->qp_state, attr->cur_qp_state, attr->qp_access_flags,
+			   attr->pkey_index, attr->port_num, attr->qkey, av, attr->path_mtu, attr->timeout,
+			   attr->retry_cnt, attr->rnr_retry, attr->rq_psn, attr->sq_psn, attr->max_rd_atomic,
+			   attr->max_dest_rd_atomic, attr->min_rnr_timer, attr->dest_qp_num);
+	if (rc)
+		return rc;
+	uint64_t st = 0;
+	vj_get_u64(&doc, 0, "state", &st);
+	vrdma_doc_free(&doc);
+	qp->state = (enum ibv_qp_state)st;
+	if (st == IBV_QPS_RESET) {
+		/* The daemon emptied the queues: start again where it stands. */
+		pthread_spin_lock(&q->slock);
+		q->sq_prod = vrdma_load32(q->mem, q->sq.off + VRDMA_RING_CONS_OFF);
+		vrdma_store32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
+		pthread_spin_unlock(&q->slock);
+		if (!qp->srq) {
+			pthread_spin_lock(&q->rlock);
+			q->rq_prod = vrdma_load32(q->mem, q->rq.off + VRDMA_RING_CONS_OFF);
+			vrdma_store32(q->mem, q->rq.off + VRDMA_RING_PROD_OFF, q->rq_prod);
+			pthread_spin_unlock(&q->rlock);
+		}
+	}
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	struct vj_doc doc = {0};
+	(void)mask; /* everything is returned, as providers do */
+	int rc = vrdma_cmd(to_vctx(qp->context), VRDMA_CMD_QUERY_QP, &doc, NULL, 0, NULL, NULL, "{\"handle\":%u}",
+			   q->handle);
+	if (rc)
+		return rc;
+	int a = vj_get(&doc, 0, "attr"), av = vj_get(&doc, a, "AV");
+	uint64_t v = 0;
+	memset(attr, 0, sizeof *attr);
+#define U(obj, key, field)                              \
+	if (!vj_get_u64(&doc, obj, key, &v))            \
+		attr->field = (__typeof__(attr->field))v;
+	U(a, "State", qp_state)
+	U(a, "CurState", cur_qp_state)
+	U(a, "AccessFlags", qp_access_flags)
+	U(a, "PKeyIndex", pkey_index)
+	U(a, "PortNum", port_num)
+	U(a, "QKey", qkey)
+	U(a, "PathMTU", path_mtu)
+	U(a, "Timeout", timeout)
+	U(a, "RetryCnt", retry_cnt)
+	U(a, "RNRRetry", rnr_retry)
+	U(a, "RQPSN", rq_psn)
+	U(a, "SQPSN", sq_psn)
+	U(a, "MaxRdAtomic", max_rd_atomic)
+	U(a, "MaxDestRdAtomic", max_dest_rd_atomic)
+	U(a, "MinRNRTimer", min_rnr_timer)
+	U(a, "DestQPN", dest_qp_num)
+	U(av, "SGIDIndex", ah_attr.grh.sgid_index)
+	U(av, "HopLimit", ah_attr.grh.hop_limit)
+	U(av, "TrafficClass", ah_attr.grh.traffic_class)
+	U(av, "FlowLabel", ah_attr.grh.flow_label)
+	U(av, "SL", ah_attr.sl)
+	U(av, "PortNum", ah_attr.port_num)
+#undef U
+	int dgid = vj_get(&doc, av, "DGID");
+	for (int i = 0; i < 16 && i < vj_len(&doc, dgid); i++)
+		if (!vj_u64(&doc, vj_at(&doc, dgid, i), &v))
+			attr->ah_attr.grh.dgid.raw[i] = (uint8_t)v;
+	attr->ah_attr.is_global = 1;
+	vrdma_doc_free(&doc);
+	attr->cap = q->cap;
+	attr->path_mig_state = IBV_MIG_MIGRATED;
+	qp->state = attr->qp_state;
+	if (init) {
+		memset(init, 0, sizeof *init);
+		init->qp_context = qp->qp_context;
+		init->send_cq = qp->send_cq;
+		init->recv_cq = qp->recv_cq;
+		init->srq = qp->srq;
+		init->cap = q->cap;
+		init->qp_type = qp->qp_type;
+		init->sq_sig_all = q->sq_sig_all;
+	}
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct vrdma_qp *q = (struct vrdma_qp *)qp;
+	struct vrdma_context *ctx = to_vctx(qp->context);
+	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_QP, q->handle);
+	if (rc && rc != EIO)
+		return rc;
+	vrdma_untrack(ctx, q, VRDMA_OBJ_QP);
+	munmap(q->mem, q->size);
+	close(q->bell);
+	pthread_spin_destroy(&q->slock);
+	pthread_spin_destroy(&q->rlock);
+	free(q);
+	return 0;
+}
+
+/* ---- shared receive queues ---- */
+
+VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr)
+{
+	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	struct vrdma_srq *s = calloc(1, sizeof *s);
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct vj_doc doc = {0};
+	int fds[1] = {-1}, nfds = 1;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_SRQ, &doc, NULL, 0, fds, &nfds,
+			   "{\"pd\":%u,\"max_wr\":%u,\"max_sge\":%u}", pd->handle, attr->attr.max_wr,
+			   attr->attr.max_sge);
+	if (rc) {
+		free(s);
+		errno = rc;
+		return NULL;
+	}
+	uint64_t h = 0;
+	int64_t size = 0, max_wr = 0, max_sge = 0;
+	if (nfds != 1 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
+	    vj_get_i64(&doc, 0, "max_wr", &max_wr) || vj_get_i64(&doc, 0, "max_sge", &max_sge) ||
+	    max_sge < 0 || max_sge > VRDMA_MAX_SGE || max_wr < 0 ||
+	    vrdma_ring_from(&doc, vj_get(&doc, 0, "ring"), (size_t)size, &s->ring))
+		rc = EPROTO;
+	vrdma_doc_free(&doc);
+	if (!rc) {
+		s->size = (size_t)size;
+		s->mem = vrdma_map_region(fds[0], s->size);
+		fds[0] = -1;
+		if (!s->mem)
+			rc = errno;
+	}
+	if (rc) {
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (h)
+			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_SRQ, (uint32_t)h);
+		free(s);
+		errno = rc;
+		return NULL;
+	}
+	s->handle = (uint32_t)h;
+	s->max_wr = (uint32_t)max_wr;
+	s->max_sge = (int)max_sge;
+	pthread_spin_init(&s->lock, PTHREAD_PROCESS_PRIVATE);
+	s->ibsrq.context = ibpd->context;
+	s->ibsrq.srq_context = attr->srq_context;
+	s->ibsrq.pd = ibpd;
+	s->ibsrq.handle = s->handle;
+	pthread_mutex_init(&s->ibsrq.mutex, NULL);
+	pthread_cond_init(&s->ibsrq.cond, NULL);
+	attr->attr.max_wr = s->max_wr;
+	attr->attr.max_sge = (uint32_t)s->max_sge;
+	vrdma_track(ctx, s, VRDMA_OBJ_SRQ);
+	return &s->ibsrq;
+}
+
+VRDMA_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	(void)srq;
+	(void)attr;
+	(void)mask;
+	return EOPNOTSUPP; /* neither resizing nor the limit event */
+}
+
+VRDMA_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct vrdma_srq *s = (struct vrdma_srq *)srq;
+	attr->max_wr = s->max_wr;
+	attr->max_sge = (uint32_t)s->max_sge;
+	attr->srq_limit = 0;
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	struct vrdma_srq *s = (struct vrdma_srq *)srq;
+	struct vrdma_context *ctx = to_vctx(srq->context);
+	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_SRQ, s->handle);
+	if (rc && rc != EIO)
+		return rc;
+	vrdma_untrack(ctx, s, VRDMA_OBJ_SRQ);
+	munmap(s->mem, s->size);
+	pthread_spin_destroy(&s->lock);
+	free(s);
+	return 0;
+}
+
+/* ---- address handles ---- */
+
+VRDMA_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_attr *attr)
+{
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	char av[512];
+	if (!attr->is_global) {
+		errno = EINVAL; /* RoCE: every address is a GID */
+		return NULL;
+	}
+	struct vrdma_ah *ah = calloc(1, sizeof *ah);
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	vrdma_av_json(av, sizeof av, attr);
+	struct vj_doc doc = {0};
+	int rc = vrdma_cmd(to_vctx(ibpd->context), VRDMA_CMD_CREATE_AH, &doc, NULL, 0, NULL, NULL,
+			   "{\"pd\":%u,\"av\":%s}", pd->handle, av);
+	uint64_t h = 0;
+	if (!rc) {
+		rc = vj_get_u64(&doc, 0, "handle", &h) ? EPROTO : 0;
+		vrdma_doc_free(&doc);
+	}
+	if (rc) {
+		free(ah);
+		errno = rc;
+		return NULL;
+	}
+	ah->ibah.context = ibpd->context;
+	ah->ibah.pd = ibpd;
+	ah->ibah.handle = (uint32_t)h;
+	return &ah->ibah;
+}
+
+VRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	int rc = vrdma_cmd_simple(to_vctx(ah->context), VRDMA_CMD_DESTROY_AH, ah->handle);
+	if (rc && rc != EIO)
+		return rc;
+	free(ah);
+	return 0;
+}
+
+VRDMA_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+				     struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+	memset(ah_attr, 0, sizeof *ah_attr);
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	if (!(wc->wc_flags & IBV_WC_GRH) || !grh) {
+		errno = EINVAL; /* RoCE: a UD receive always has a GRH */
+		return -1;
+	}
+	ah_attr->is_global = 1;
+	ah_attr->grh.dgid = grh->sgid;
+	uint32_t flow = ntohl(grh->version_tclass_flow);
+	ah_attr->grh.flow_label = flow & 0xfffff;
+	ah_attr->grh.traffic_class = (uint8_t)(flow >> 20);
+	ah_attr->grh.hop_limit = 0xff;
+	/* The source GID index: the entry of our table the sender addressed. */
+	for (int i = 0; i < VRDMA_MAX_GIDS; i++) {
+		union ibv_gid g;
+		if (ibv_query_gid(context, port_num, i, &g))
+			break;
+		if (memcmp(g.raw, grh->dgid.raw, 16) == 0) {
+			ah_attr->grh.sgid_index = (uint8_t)i;
+			return 0;
+		}
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+VRDMA_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh,
+						  uint8_t port_num)
+{
+	struct ibv_ah_attr a;
+	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &a))
+		return NULL;
+	return ibv_create_ah(pd, &a);
+}

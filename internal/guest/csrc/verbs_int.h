@@ -1,0 +1,194 @@
+/*
+ * verbs_int.h: the objects behind rdma-core's structures. Each vrdma object
+ * embeds the ibverbs structure the application sees as its first member
+ * (the context: a verbs_context, whose ibv_context is its last member), so a
+ * pointer the application hands back converts with a cast or container_of.
+ */
+#ifndef VRDMA_VERBS_INT_H
+#define VRDMA_VERBS_INT_H
+
+#include <infiniband/verbs.h>
+#include <stdatomic.h>
+
+#include "vrdma.h"
+#include "vrdma_abi.h"
+
+#define vrdma_container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Reply buffers: the daemon's replies are bounded by the protocol. */
+#define VRDMA_REPLY_MAX VRDMA_PROTO_MAX_MESSAGE
+
+#define VRDMA_MAX_DEVICES 10
+/* An empty poll_cq yields the CPU every this many polls in a row (cq.c). */
+#define VRDMA_POLL_YIELD_EVERY 16
+#define VRDMA_MAX_GIDS 16
+
+/* A device: one adapter of the process's instance. Devices live as long as
+ * the process (ibv_free_device_list frees only the array). */
+struct vrdma_device {
+	struct ibv_device dev; /* what the application sees */
+	uint64_t guid; /* host order */
+	int index;
+};
+
+struct vrdma_context {
+	struct vrdma_chan chan;
+	struct vrdma_device *dev;
+	struct ibv_device_attr attr;
+	uint8_t active_mtu;
+	pthread_mutex_t objs_mu; /* guards the object lists below */
+	struct vrdma_qp *qps;
+	struct vrdma_cq *cqs;
+	struct vrdma_srq *srqs;
+	int fatal_sent;
+	struct verbs_context vctx; /* must be last: ibv_context ends it */
+};
+
+struct vrdma_pd {
+	struct ibv_pd ibpd;
+	uint32_t handle;
+};
+
+/* A backing: whole pages of the application's memory moved into a sealed
+ * memfd mapped at the same address, shared with the daemon (mem.c). */
+struct vrdma_backing {
+	uintptr_t start, end;
+	int fd;
+	int refs; /* MRs using it */
+	struct vrdma_backing *next;
+};
+
+struct vrdma_mr {
+	struct ibv_mr ibmr;
+	uint32_t handle;
+	struct vrdma_backing *backing;
+};
+
+struct vrdma_ring {
+	uint32_t off, entries, stride;
+};
+
+struct vrdma_cq {
+	struct ibv_cq ibcq;
+	uint32_t handle;
+	uint8_t *mem;
+	size_t size;
+	struct vrdma_ring ring;
+	uint32_t cons;
+	uint32_t empty_polls; /* polls in a row that found nothing */
+	int rfd, wfd; /* the notification doorbell: a pipe the daemon writes when armed */
+	pthread_spinlock_t lock;
+	struct vrdma_cq *next;
+};
+
+struct vrdma_srq {
+	struct ibv_srq ibsrq;
+	uint32_t handle;
+	uint8_t *mem;
+	size_t size;
+	struct vrdma_ring ring;
+	uint32_t prod;
+	int max_sge;
+	uint32_t max_wr;
+	pthread_spinlock_t lock;
+	struct vrdma_srq *next;
+};
+
+struct vrdma_qp {
+	struct ibv_qp_ex qpx; /* its qp_base is the ibv_qp the application sees */
+	uint32_t handle;
+	uint8_t *mem;
+	size_t size;
+	struct vrdma_ring sq, rq;
+	int bell; /* write end of the QP's doorbell */
+	uint32_t sq_prod, rq_prod;
+	pthread_spinlock_t slock, rlock;
+	struct ibv_qp_cap cap;
+	int sq_sig_all;
+	/* The ibv_wr_* builder (post.c): the entry being written, the producer
+	 * index at ibv_wr_start, the first error since. */
+	uint8_t *wr_cur;
+	uint32_t wr_start_prod;
+	int wr_err;
+	struct vrdma_qp *next;
+};
+
+struct vrdma_ah {
+	struct ibv_ah ibah;
+};
+
+static inline struct vrdma_context *to_vctx(struct ibv_context *c)
+{
+	return vrdma_container_of(c, struct vrdma_context, vctx.context);
+}
+
+static inline uint32_t vrdma_load32(const uint8_t *mem, size_t off)
+{
+	return __atomic_load_n((const uint32_t *)(const void *)(mem + off), __ATOMIC_ACQUIRE);
+}
+
+static inline void vrdma_store32(uint8_t *mem, size_t off, uint32_t v)
+{
+	__atomic_store_n((uint32_t *)(void *)(mem + off), v, __ATOMIC_RELEASE);
+}
+
+static inline uint8_t *vrdma_slot(uint8_t *mem, const struct vrdma_ring *r, uint32_t idx)
+{
+	return mem + r->off + VRDMA_RING_HEADER_SIZE + (size_t)(idx & (r->entries - 1)) * r->stride;
+}
+
+/* put_le* write little-endian fields of ring entries. */
+static inline void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t get_le64(const uint8_t *p) { return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32; }
+
+/* Commands (device.c): one request with a JSON body built by printf; the
+ * reply parsed into doc (free with vj_free). errno-style return. */
+int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const int *fds, int nfds, int *rfds,
+	      int *nrfds, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+/* Frees a reply vrdma_cmd parsed: the document and the text it points into. */
+void vrdma_doc_free(struct vj_doc *doc);
+/* A command whose reply is not needed. */
+int vrdma_cmd_simple(struct vrdma_context *ctx, uint16_t op, uint32_t handle);
+
+/* Maps a shared region the daemon passed (closes fd); NULL with errno. */
+uint8_t *vrdma_map_region(int fd, size_t size);
+int vrdma_ring_from(const struct vj_doc *doc, int tok, size_t size, struct vrdma_ring *r);
+
+/* Object lists for events (device.c). */
+void vrdma_track(struct vrdma_context *ctx, void *obj, int kind);
+void vrdma_untrack(struct vrdma_context *ctx, void *obj, int kind);
+enum { VRDMA_OBJ_QP, VRDMA_OBJ_CQ, VRDMA_OBJ_SRQ };
+
+/* Per-operation entry points placed into ibv_context_ops. */
+int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int vrdma_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int vrdma_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);
+
+void vrdma_set_create_qp_ex(struct verbs_context *vctx);
+
+/* Registered memory (mem.c). */
+void vrdma_mem_init(void);
+
+#endif
