@@ -85,7 +85,7 @@ func (b builder) build(cacheDir string) (string, error) {
 		return "", err
 	}
 	if cacheDir, err = filepath.Abs(cacheDir); err != nil { // the directory goes into LD_LIBRARY_PATH
-		return "", fmt.Errorf("guest: %w", err)
+		return "", fmt.Errorf("guest library: %w", err)
 	}
 	var cfiles []string
 	hasScript := false
@@ -98,7 +98,7 @@ func (b builder) build(cacheDir string) (string, error) {
 		}
 	}
 	if len(cfiles) == 0 {
-		return "", fmt.Errorf("guest: no C sources to build: the embedded csrc/ holds no .c file (it holds %q)", files)
+		return "", fmt.Errorf("guest library: no C sources to build: the embedded csrc/ holds no .c file (it holds %q)", files)
 	}
 	cc, err := exec.LookPath(b.cc)
 	if err != nil {
@@ -106,7 +106,7 @@ func (b builder) build(cacheDir string) (string, error) {
 	}
 	version, err := command(cc, "--version").Output()
 	if err != nil {
-		return "", fmt.Errorf("guest: %s --version failed (%v): check that the C compiler works, or reinstall it with `apt-get install --reinstall %s`", cc, err, compilerPackage)
+		return "", fmt.Errorf("guest library: %s --version failed (%v): check that the C compiler works, or reinstall it with `apt-get install --reinstall %s`", cc, err, compilerPackage)
 	}
 	key, err := cacheKey(b.src, files, version)
 	if err != nil {
@@ -122,11 +122,11 @@ func (b builder) build(cacheDir string) (string, error) {
 		}
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("guest: cannot create the build cache: %w (set %s to a writable directory)", err, CacheEnv)
+		return "", fmt.Errorf("guest library: cannot create the build cache: %w (set %s to a writable directory)", err, CacheEnv)
 	}
 	tmp, err := os.MkdirTemp(cacheDir, ".build-")
 	if err != nil {
-		return "", fmt.Errorf("guest: cannot build in the cache: %w (set %s to a writable directory)", err, CacheEnv)
+		return "", fmt.Errorf("guest library: cannot build in the cache: %w (set %s to a writable directory)", err, CacheEnv)
 	}
 	defer os.RemoveAll(tmp) // gone after the rename; left over when the build failed
 	if err := writeSources(b.src, files, filepath.Join(tmp, "src")); err != nil {
@@ -149,10 +149,10 @@ func (b builder) build(cacheDir string) (string, error) {
 		return "", &CompileError{Command: append([]string{cc}, args...), Dir: tmp, Output: string(out), Err: err}
 	}
 	if err := os.Symlink(SOName, filepath.Join(tmp, LinkName)); err != nil {
-		return "", fmt.Errorf("guest: %w", err)
+		return "", fmt.Errorf("guest library: %w", err)
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return "", fmt.Errorf("guest: %w", err)
+		return "", fmt.Errorf("guest library: %w", err)
 	}
 	if err := publish(tmp, final); err != nil {
 		return "", err
@@ -176,13 +176,13 @@ func publish(tmp, final string) error {
 	}
 	if _, statErr := os.Lstat(final); statErr == nil {
 		if rmErr := os.RemoveAll(final); rmErr != nil {
-			return fmt.Errorf("guest: %s is an incomplete build and cannot be removed: %w (remove it by hand)", final, rmErr)
+			return fmt.Errorf("guest library: %s is an incomplete build and cannot be removed: %w (remove it by hand)", final, rmErr)
 		}
 		if err = os.Rename(tmp, final); err == nil || built(final) {
 			return nil
 		}
 	}
-	return fmt.Errorf("guest: cannot move the build into place: %w", err)
+	return fmt.Errorf("guest library: cannot move the build into place: %w", err)
 }
 
 // sourceFiles lists src's regular files, slash-separated and sorted.
@@ -198,7 +198,7 @@ func sourceFiles(src fs.FS) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("guest: reading the embedded sources: %w", err)
+		return nil, fmt.Errorf("guest library: reading the embedded sources: %w", err)
 	}
 	sort.Strings(files)
 	return files, nil
@@ -218,7 +218,7 @@ func cacheKey(src fs.FS, files []string, ccVersion []byte) (string, error) {
 	for _, f := range files {
 		data, err := fs.ReadFile(src, f)
 		if err != nil {
-			return "", fmt.Errorf("guest: reading the embedded sources: %w", err)
+			return "", fmt.Errorf("guest library: reading the embedded sources: %w", err)
 		}
 		field([]byte(f))
 		field(data)
@@ -234,14 +234,14 @@ func writeSources(src fs.FS, files []string, dir string) error {
 	for _, f := range files {
 		data, err := fs.ReadFile(src, f)
 		if err != nil {
-			return fmt.Errorf("guest: reading the embedded sources: %w", err)
+			return fmt.Errorf("guest library: reading the embedded sources: %w", err)
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return fmt.Errorf("guest: %w", err)
+			return fmt.Errorf("guest library: %w", err)
 		}
 		if err := os.WriteFile(dst, data, 0o644); err != nil {
-			return fmt.Errorf("guest: %w", err)
+			return fmt.Errorf("guest library: %w", err)
 		}
 	}
 	return nil

@@ -13,16 +13,16 @@ import (
 // keep it.
 func Install(libDir, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("guest: cannot install into %s: %w", dir, err)
+		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
 	}
 	src, err := os.Open(filepath.Join(libDir, SOName))
 	if err != nil {
-		return fmt.Errorf("guest: %w (build the library first)", err)
+		return fmt.Errorf("guest library: %w (build the library first)", err)
 	}
 	defer src.Close()
 	tmp, err := os.CreateTemp(dir, "."+SOName+".")
 	if err != nil {
-		return fmt.Errorf("guest: cannot install into %s: %w", dir, err)
+		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
 	}
 	defer os.Remove(tmp.Name()) // gone after the rename
 	_, err = io.Copy(tmp, src)
@@ -36,16 +36,16 @@ func Install(libDir, dir string) error {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, SOName))
 	}
 	if err != nil {
-		return fmt.Errorf("guest: installing %s into %s: %w", SOName, dir, err)
+		return fmt.Errorf("guest library: installing %s into %s: %w", SOName, dir, err)
 	}
 	link := filepath.Join(dir, "."+LinkName+".new")
 	os.Remove(link)
 	if err := os.Symlink(SOName, link); err != nil {
-		return fmt.Errorf("guest: installing %s into %s: %w", LinkName, dir, err)
+		return fmt.Errorf("guest library: installing %s into %s: %w", LinkName, dir, err)
 	}
 	if err := os.Rename(link, filepath.Join(dir, LinkName)); err != nil {
 		os.Remove(link)
-		return fmt.Errorf("guest: installing %s into %s: %w", LinkName, dir, err)
+		return fmt.Errorf("guest library: installing %s into %s: %w", LinkName, dir, err)
 	}
 	return nil
 }
