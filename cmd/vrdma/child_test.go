@@ -10,8 +10,15 @@ import (
 // it killed.
 const cliEnv = "VRDMA_TEST_RUN_CLI"
 
+// guestLibEnv, in such a process, names the directory vrdma run and vrdma
+// guest take for the built guest library instead of building it.
+const guestLibEnv = "VRDMA_TEST_GUEST_LIB"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
+		if dir := os.Getenv(guestLibEnv); dir != "" {
+			buildGuest = func() (string, error) { return dir, nil }
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -1,8 +1,8 @@
 // Command vrdma is vrdma's one binary: the host daemon, rdma-core's tools
 // (devices, devinfo, stat) and qperf's (perf) over vrdma adapters, the
 // instance administration (vm), the host's RoCEv2 links (link), the
-// distributed switch (switch, portgroup, host, path) and a demonstration
-// (demo).
+// distributed switch (switch, portgroup, host, path), unmodified verbs
+// programs on vrdma adapters (run, guest) and a demonstration (demo).
 //
 //	vrdma demo                       # everything on an embedded daemon
 //	vrdma daemon [--socket PATH]     # the host daemon
@@ -10,6 +10,8 @@
 //	vrdma perf [-lp PORT] | perf HOST [--json] [-m SIZE] [-t SECS] TEST... | perf --loopback [--async] TEST...
 //	vrdma pingpong [-g GIDIDX] [-s SIZE] [-n ITERS] [HOST] # ibv_rc_pingpong's options
 //	vrdma ping -S | ping [-c COUNT] [-f] [-w SECS] HOST
+//	vrdma run [--instance NAME] [--socket PATH] [--print-env] -- COMMAND ARGS...  # e.g. ibv_devinfo, ib_write_bw, qperf
+//	vrdma guest build [--out DIR] | guest path   # the drop-in libibverbs.so.1 that run uses
 //	vrdma daemon [--admin-group G] [--limit RES=N,...] [--instance-limit RES=N,...]  # who administers, tenants' quotas
 //	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--trust-group G] [--owner USER[:GROUP]] [--file VMX] | vm show [NAME] [--all] | vm delete NAME
 //	vrdma link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME
@@ -27,6 +29,7 @@ import (
 	"os"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/guest"
 )
 
 type command struct {
@@ -47,6 +50,8 @@ func init() {
 		{"perf", "measure bandwidth and latency with qperf's tests", runPerf},
 		{"pingpong", "RC SEND ping-pong with a peer (like ibv_rc_pingpong, and with it)", runPingpong},
 		{"ping", "ping a responder over UD and print round trips (like ibping)", runPing},
+		{"run", "run an unmodified verbs program (ibv_devinfo, perftest, qperf) on vrdma adapters", runRun},
+		{"guest", "build the drop-in libibverbs.so.1 that run uses, or install it (--out DIR)", runGuest},
 		{"vm", "create, show and delete instances (options also from a .vmx)", runVM},
 		{"link", "add, show and delete links: RoCEv2 on host interfaces (like rdma link)", runLink},
 		{"switch", "show the distributed switch: its etcd, subnet manager and counts", runSwitch},
@@ -115,7 +120,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nenvironment: VRDMA_SOCKET (daemon socket, default %s), VRDMA_INSTANCE (instance to attach to)\n", vrdma.DefaultSocket)
+	fmt.Fprintf(w, "\nenvironment: VRDMA_SOCKET (daemon socket, default %s), VRDMA_INSTANCE (instance to attach to), %s (where run builds the guest library)\n", vrdma.DefaultSocket, guest.CacheEnv)
 }
 
 // clientFlags adds the flags every client command takes.

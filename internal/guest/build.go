@@ -1,0 +1,321 @@
+package guest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Names of what a build leaves in its directory.
+const (
+	// SOName is the library's soname: the name programs load it by.
+	SOName = "libibverbs.so.1"
+	// LinkName is the development name, a symbolic link to SOName.
+	LinkName = "libibverbs.so"
+	// VersionScript is the sources' linker version script; the build uses
+	// it when the sources have one.
+	VersionScript = "libibverbs.map"
+)
+
+// Debian packages that provide what a build needs.
+const (
+	compilerPackage = "gcc"
+	headersPackage  = "libibverbs-dev"
+)
+
+// headersFile is where Debian's libibverbs-dev puts the verbs header; it is
+// looked at only when there is no compiler to ask.
+const headersFile = "/usr/include/infiniband/verbs.h"
+
+// cflags are the compiler's flags, before the output and the sources. They
+// are part of the cache key: changing them rebuilds.
+var cflags = []string{
+	"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC",
+	"-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
+	"-shared", "-Wl,-soname," + SOName, "-Wl,-z,defs",
+}
+
+// libs are the libraries the library links against, after the sources.
+var libs = []string{"-lpthread"}
+
+// keyVersion changes when the layout of a build directory or the way it is
+// built changes, so that older builds are not reused.
+const keyVersion = "vrdma guest build 1"
+
+// Build returns the directory holding libibverbs.so.1 (and a libibverbs.so
+// link to it) built from the embedded sources, building it on first use.
+//
+// The directory is cacheDir/guest-HASH, where HASH covers the sources (every
+// embedded file's name and contents), the compiler (`cc --version`) and the
+// flags, so a change to any of them builds anew into another directory and
+// an unchanged build is reused without running the compiler. The sources are
+// kept in the directory's src/ (the debug information points there). A build
+// is made in a temporary directory and renamed into place, so processes that
+// build at the same time all end up with one complete directory.
+//
+// Build fails with a *MissingToolsError when the compiler or rdma-core's
+// headers are not installed and with a *CompileError, holding the compiler's
+// output, when the compiler fails. DefaultCacheDir is the usual cacheDir.
+func Build(cacheDir string) (libDir string, err error) {
+	return builder{src: Sources(), cc: "cc", header: "infiniband/verbs.h"}.build(cacheDir)
+}
+
+// builder builds the library from src with the compiler cc.
+type builder struct {
+	src fs.FS
+	cc  string // the compiler, found in $PATH
+	// header is a system header the sources need, checked with the
+	// compiler before a build; "" checks none.
+	header string
+}
+
+// build is Build on b's sources and compiler.
+func (b builder) build(cacheDir string) (string, error) {
+	files, err := sourceFiles(b.src)
+	if err != nil {
+		return "", err
+	}
+	if cacheDir, err = filepath.Abs(cacheDir); err != nil { // the directory goes into LD_LIBRARY_PATH
+		return "", fmt.Errorf("guest library: %w", err)
+	}
+	var cfiles []string
+	hasScript := false
+	for _, f := range files {
+		switch {
+		case f == VersionScript:
+			hasScript = true
+		case !strings.Contains(f, "/") && strings.HasSuffix(f, ".c"):
+			cfiles = append(cfiles, f)
+		}
+	}
+	if len(cfiles) == 0 {
+		return "", fmt.Errorf("guest library: no C sources to build: the embedded csrc/ holds no .c file (it holds %q)", files)
+	}
+	cc, err := exec.LookPath(b.cc)
+	if err != nil {
+		return "", missingCompiler(b.cc, err)
+	}
+	version, err := command(cc, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("guest library: %s --version failed (%v): check that the C compiler works, or reinstall it with `apt-get install --reinstall %s`", cc, err, compilerPackage)
+	}
+	key, err := cacheKey(b.src, files, version)
+	if err != nil {
+		return "", err
+	}
+	final := filepath.Join(cacheDir, "guest-"+key)
+	if built(final) {
+		return final, nil
+	}
+	if b.header != "" {
+		if err := checkHeader(cc, b.header); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("guest library: cannot create the build cache: %w (set %s to a writable directory)", err, CacheEnv)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".build-")
+	if err != nil {
+		return "", fmt.Errorf("guest library: cannot build in the cache: %w (set %s to a writable directory)", err, CacheEnv)
+	}
+	defer os.RemoveAll(tmp) // gone after the rename; left over when the build failed
+	if err := writeSources(b.src, files, filepath.Join(tmp, "src")); err != nil {
+		return "", err
+	}
+	args := append([]string{}, cflags...)
+	if hasScript {
+		args = append(args, "-Wl,--version-script="+path.Join("src", VersionScript))
+	}
+	// The sources are named relative to tmp; the debug information names
+	// them under final, where they will be.
+	args = append(args, "-fdebug-prefix-map="+tmp+"="+final, "-o", SOName)
+	for _, f := range cfiles {
+		args = append(args, path.Join("src", f))
+	}
+	args = append(args, libs...)
+	cmd := command(cc, args...)
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &CompileError{Command: append([]string{cc}, args...), Dir: tmp, Output: string(out), Err: err}
+	}
+	if err := os.Symlink(SOName, filepath.Join(tmp, LinkName)); err != nil {
+		return "", fmt.Errorf("guest library: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return "", fmt.Errorf("guest library: %w", err)
+	}
+	if err := publish(tmp, final); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// built reports whether dir holds a finished build.
+func built(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, SOName))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// publish renames the finished build tmp to final. When another process
+// published final first, its build is as good as ours; a final directory
+// without the library (emptied by hand) is replaced.
+func publish(tmp, final string) error {
+	err := os.Rename(tmp, final)
+	if err == nil || built(final) {
+		return nil
+	}
+	if _, statErr := os.Lstat(final); statErr == nil {
+		if rmErr := os.RemoveAll(final); rmErr != nil {
+			return fmt.Errorf("guest library: %s is an incomplete build and cannot be removed: %w (remove it by hand)", final, rmErr)
+		}
+		if err = os.Rename(tmp, final); err == nil || built(final) {
+			return nil
+		}
+	}
+	return fmt.Errorf("guest library: cannot move the build into place: %w", err)
+}
+
+// sourceFiles lists src's regular files, slash-separated and sorted.
+func sourceFiles(src fs.FS) ([]string, error) {
+	var files []string
+	err := fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest library: reading the embedded sources: %w", err)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// cacheKey hashes what the build depends on: every file's name and
+// contents, the compiler's version text and the flags.
+func cacheKey(src fs.FS, files []string, ccVersion []byte) (string, error) {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte(keyVersion))
+	for _, f := range files {
+		data, err := fs.ReadFile(src, f)
+		if err != nil {
+			return "", fmt.Errorf("guest library: reading the embedded sources: %w", err)
+		}
+		field([]byte(f))
+		field(data)
+	}
+	field(ccVersion)
+	field([]byte(strings.Join(cflags, "\x00")))
+	field([]byte(strings.Join(libs, "\x00")))
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// writeSources copies files from src into dir, keeping their paths.
+func writeSources(src fs.FS, files []string, dir string) error {
+	for _, f := range files {
+		data, err := fs.ReadFile(src, f)
+		if err != nil {
+			return fmt.Errorf("guest library: reading the embedded sources: %w", err)
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("guest library: %w", err)
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			return fmt.Errorf("guest library: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkHeader asks the compiler whether it finds header, so that a build
+// without rdma-core's headers says which package to install rather than
+// failing on the first #include.
+func checkHeader(cc, header string) error {
+	cmd := command(cc, "-std=c11", "-D_GNU_SOURCE", "-E", "-o", os.DevNull, "-x", "c", "-")
+	cmd.Stdin = strings.NewReader("#include <" + header + ">\n")
+	var out bytes.Buffer
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return &MissingToolsError{
+			Missing:  []string{fmt.Sprintf("rdma-core's headers (the compiler finds no <%s>)", header)},
+			Packages: []string{headersPackage},
+			Err:      fmt.Errorf("%v: %s", err, strings.TrimSpace(out.String())),
+		}
+	}
+	return nil
+}
+
+// missingCompiler is the error for a compiler not in $PATH; without one the
+// headers are looked for where Debian installs them.
+func missingCompiler(cc string, err error) error {
+	e := &MissingToolsError{
+		Missing:  []string{fmt.Sprintf("a C compiler (%s is not in $PATH)", cc)},
+		Packages: []string{compilerPackage},
+		Err:      err,
+	}
+	if _, statErr := os.Stat(headersFile); statErr != nil {
+		e.Missing = append(e.Missing, "rdma-core's headers ("+headersFile+")")
+		e.Packages = append(e.Packages, headersPackage)
+	}
+	return e
+}
+
+// command returns cmd with args, run in the C locale so that its output
+// (the version text in the cache key, messages) does not vary with the
+// user's language.
+func command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	return cmd
+}
+
+// MissingToolsError reports that a build needs tools that are not
+// installed: a C compiler, rdma-core's headers, or both.
+type MissingToolsError struct {
+	Missing  []string // what is missing, described for people
+	Packages []string // the Debian packages that provide it
+	Err      error    // the lookup's error
+}
+
+func (e *MissingToolsError) Error() string {
+	return fmt.Sprintf("building the guest library (%s) needs %s: install with `apt-get install %s` (Debian, Ubuntu)",
+		SOName, strings.Join(e.Missing, " and "), strings.Join(e.Packages, " "))
+}
+
+func (e *MissingToolsError) Unwrap() error { return e.Err }
+
+// CompileError reports that the compiler failed on the sources.
+type CompileError struct {
+	Command []string // the compiler's command line
+	Dir     string   // where it ran (removed since)
+	Output  string   // what the compiler printed
+	Err     error    // how it ended
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("compiling the guest library (%s) failed (%v); the compiler said:\n%s\n(command: %s)\n"+
+		"a compiler or rdma-core version vrdma has not been built with? please report this output",
+		SOName, e.Err, strings.TrimRight(e.Output, "\n"), strings.Join(e.Command, " "))
+}
+
+func (e *CompileError) Unwrap() error { return e.Err }
