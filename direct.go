@@ -67,12 +67,15 @@ func (q *QP) remote(rkey uint32) *remoteMR {
 		q.mapRetry = time.Now().Add(mapRetryPause)
 		return nil
 	}
-	mapRegion := shm.MapRegion
+	// The region is bytes [Offset, Offset+Length) of the memfd: a guest
+	// library's registration of application memory starts inside a page.
+	mapRange := shm.MapRegionRange
 	if Access(r.Access)&(AccessRemoteWrite|AccessRemoteAtomic) == 0 {
-		mapRegion = shm.MapRegionReadOnly // the daemon passed a read-only descriptor
+		mapRange = shm.MapRegionRangeReadOnly // the daemon passed a read-only descriptor
 	}
-	region, err := mapRegion(fds[0], int(r.Length))
+	region, err := mapRange(fds[0], r.Offset, r.Length)
 	if err != nil {
+		q.mapRetry = time.Now().Add(mapRetryPause)
 		return nil
 	}
 	m := &remoteMR{region: region, mem: region.Bytes(), addr: r.Addr, access: Access(r.Access), peerAccess: Access(r.PeerAccess)}

@@ -1,12 +1,15 @@
 package vrdma
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
 	"golang.org/x/sys/unix"
 )
@@ -186,5 +189,111 @@ func TestModifyKeepsAConcurrentError(t *testing.T) {
 	}
 	if st := a.qp.State(); st != QPSErr {
 		t.Fatalf("State() is %v after a QP_FATAL that came during the Modify to RTS, want ERR", st)
+	}
+}
+
+// TestDirectPathRegionAtMemfdOffset: a peer region that is bytes [N, N+L)
+// of its memfd (how the guest library registers application memory) is
+// those bytes on the direct path too: WRITE, READ and an atomic at offset x
+// of the region reach memfd byte N+x, all in the caller; a WRITE reaching
+// past L goes to the daemon, fails with REM_ACCESS_ERR, and leaves the
+// memfd bytes after the region alone.
+func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
+	a, b := testPair(t, true)
+	page := uint64(os.Getpagesize())
+	owner, err := shm.NewRegion("owner", int(3*page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	mem := owner.Bytes()
+	for i := range mem {
+		mem[i] = byte(i*13 + 1)
+	}
+	const length = 1000
+	n := page + 123
+	addr := shm.Addr(mem) + n // the owner's address of the region, as a guest library registers it
+	var reg proto.RegMRResp
+	req := proto.RegMRReq{PD: b.pd.handle, Addr: addr, Length: length, Offset: n,
+		Access: uint32(AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic)}
+	if _, err := b.pd.d.c.call(proto.OpRegMR, req, &reg, owner.FD()); err != nil {
+		t.Fatal(err)
+	}
+	completion := func(id uint64) WorkCompletion {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		wc := make([]WorkCompletion, 1)
+		if _, err := a.cq.PollWait(ctx, wc, 100); err != nil {
+			t.Fatal(err)
+		}
+		if wc[0].ID != id {
+			t.Fatalf("completion %+v, want id %d", wc[0], id)
+		}
+		return wc[0]
+	}
+	throughDaemon := func() uint64 {
+		t.Helper()
+		p, err := a.dev.QueryPort(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Counters.PathMemcpy
+	}
+	before := throughDaemon()
+	src := a.mr.Bytes()
+	for i := range src[:64] {
+		src[i] = byte(0xA0 + i)
+	}
+	want := bytes.Clone(mem)
+
+	// WRITE at offset 200 of the region.
+	if err := a.qp.PostSend([]SendWR{{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: addr + 200, RKey: reg.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := completion(1); wc.Status != WCSuccess {
+		t.Fatalf("write: %+v", wc)
+	}
+	copy(want[n+200:], src[:64])
+	if !bytes.Equal(mem, want) {
+		t.Fatalf("after a WRITE at offset 200: memfd bytes %d.. are %x, want %x", n+200, mem[n+200:n+264], want[n+200:n+264])
+	}
+	// READ at offset 500.
+	if err := a.qp.PostSend([]SendWR{{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(1000, 64)}, RemoteAddr: addr + 500, RKey: reg.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := completion(2); wc.Status != WCSuccess {
+		t.Fatalf("read: %+v", wc)
+	}
+	if !bytes.Equal(src[1000:1064], mem[n+500:n+564]) {
+		t.Fatalf("a READ at offset 500 got %x, memfd bytes %d.. are %x", src[1000:1064], n+500, mem[n+500:n+564])
+	}
+	// FETCH_AND_ADD on the word at memfd byte page+128: offset 5 of the
+	// region, aligned in memory as in the owner's address space.
+	word := page + 128
+	binary.LittleEndian.PutUint64(mem[word:], 40)
+	binary.LittleEndian.PutUint64(want[word:], 42)
+	if err := a.qp.PostSend([]SendWR{{ID: 3, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(2048, 8)}, RemoteAddr: addr + (word - n), RKey: reg.RKey, CompareAdd: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := completion(3); wc.Status != WCSuccess {
+		t.Fatalf("fetch-and-add: %+v", wc)
+	}
+	if got := binary.LittleEndian.Uint64(src[2048:]); got != 40 || !bytes.Equal(mem, want) {
+		t.Fatalf("fetch-and-add returned %d (want 40), word now %d (want 42)", got, binary.LittleEndian.Uint64(mem[word:]))
+	}
+	if through := throughDaemon() - before; through != 0 {
+		t.Fatalf("%d of the requests went through the daemon: the direct path did not take the region", through)
+	}
+
+	// A WRITE one byte past the region's end.
+	if err := a.qp.PostSend([]SendWR{{ID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(0, 16)}, RemoteAddr: addr + length - 15, RKey: reg.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := completion(4); wc.Status != WCRemAccessErr {
+		t.Fatalf("a WRITE one byte past the region: %+v, want REM_ACCESS_ERR", wc)
+	}
+	if !bytes.Equal(mem, want) {
+		t.Fatal("a refused WRITE changed the memfd")
 	}
 }

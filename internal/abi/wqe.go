@@ -14,6 +14,13 @@ type SGE struct {
 	LKey   uint32
 }
 
+// The byte layout of an SGE in a work request (SGESize bytes).
+const (
+	SGEAddrOff   = 0 // u64
+	SGELengthOff = 8 // u32
+	SGELKeyOff   = 12
+)
+
 // Send WQE layout (little-endian), SendWQEHeader bytes then the body:
 //
 //	 0 wr_id u64          8 opcode u8, flags u8, num_sge u8, rsvd u8
@@ -21,20 +28,22 @@ type SGE struct {
 //	28 inline_len u32    32 compare_add u64      40 swap u64
 //	48 ah u32            52 remote_qpn u32       56 remote_qkey u32
 //	60 rsvd u32          64 body: num_sge × SGE, or inline_len bytes
+//
+// The Send*Off constants are the offsets of its fields.
 const (
-	swWRID       = 0
-	swOpcode     = 8
-	swFlags      = 9
-	swNumSGE     = 10
-	swImm        = 12
-	swRemoteAddr = 16
-	swRKey       = 24
-	swInlineLen  = 28
-	swCompareAdd = 32
-	swSwap       = 40
-	swAH         = 48
-	swRemoteQPN  = 52
-	swRemoteQKey = 56
+	SendWRIDOff       = 0
+	SendOpcodeOff     = 8
+	SendFlagsOff      = 9
+	SendNumSGEOff     = 10
+	SendImmOff        = 12
+	SendRemoteAddrOff = 16
+	SendRKeyOff       = 24
+	SendInlineLenOff  = 28
+	SendCompareAddOff = 32
+	SendSwapOff       = 40
+	SendAHOff         = 48
+	SendRemoteQPNOff  = 52
+	SendRemoteQKeyOff = 56
 )
 
 // SendWQE is a decoded send work request.
@@ -73,17 +82,17 @@ func ParseSendWQE(b []byte, w *SendWQE, qpType QPType, maxSGE, maxInline int) er
 		return ErrShortEntry
 	}
 	le := binary.LittleEndian
-	w.WRID = le.Uint64(b[swWRID:])
-	w.Opcode = Opcode(b[swOpcode])
-	w.Flags = SendFlags(b[swFlags])
-	w.Imm = le.Uint32(b[swImm:])
-	w.RemoteAddr = le.Uint64(b[swRemoteAddr:])
-	w.RKey = le.Uint32(b[swRKey:])
-	w.CompareAdd = le.Uint64(b[swCompareAdd:])
-	w.Swap = le.Uint64(b[swSwap:])
-	w.AH = le.Uint32(b[swAH:])
-	w.RemoteQPN = le.Uint32(b[swRemoteQPN:])
-	w.RemoteQKey = le.Uint32(b[swRemoteQKey:])
+	w.WRID = le.Uint64(b[SendWRIDOff:])
+	w.Opcode = Opcode(b[SendOpcodeOff])
+	w.Flags = SendFlags(b[SendFlagsOff])
+	w.Imm = le.Uint32(b[SendImmOff:])
+	w.RemoteAddr = le.Uint64(b[SendRemoteAddrOff:])
+	w.RKey = le.Uint32(b[SendRKeyOff:])
+	w.CompareAdd = le.Uint64(b[SendCompareAddOff:])
+	w.Swap = le.Uint64(b[SendSwapOff:])
+	w.AH = le.Uint32(b[SendAHOff:])
+	w.RemoteQPN = le.Uint32(b[SendRemoteQPNOff:])
+	w.RemoteQKey = le.Uint32(b[SendRemoteQKeyOff:])
 	w.NumSGE = 0
 	w.Inline = nil
 	if !w.Opcode.AllowedOn(qpType) {
@@ -91,20 +100,20 @@ func ParseSendWQE(b []byte, w *SendWQE, qpType QPType, maxSGE, maxInline int) er
 	}
 	body := b[SendWQEHeader:]
 	if w.Flags&SendInline != 0 {
-		n := int(le.Uint32(b[swInlineLen:]))
+		n := int(le.Uint32(b[SendInlineLenOff:]))
 		if n > maxInline || n > len(body) || w.Opcode == OpRDMARead || w.Opcode.IsAtomic() {
 			return ErrInlineLen
 		}
 		w.Inline = body[:n]
 		return nil
 	}
-	n := int(b[swNumSGE])
+	n := int(b[SendNumSGEOff])
 	if n > maxSGE || n > MaxSGE || n*SGESize > len(body) {
 		return ErrTooManySGE
 	}
 	for i := 0; i < n; i++ {
 		e := body[i*SGESize:]
-		w.SGL[i] = SGE{Addr: le.Uint64(e), Length: le.Uint32(e[8:]), LKey: le.Uint32(e[12:])}
+		w.SGL[i] = parseSGE(e)
 	}
 	w.NumSGE = n
 	return nil
@@ -117,44 +126,60 @@ func PutSendWQE(b []byte, w *SendWQE, sgl []SGE, inline []byte) error {
 		return ErrShortEntry
 	}
 	le := binary.LittleEndian
-	le.PutUint64(b[swWRID:], w.WRID)
-	b[swOpcode] = byte(w.Opcode)
-	b[swFlags] = byte(w.Flags)
-	b[swNumSGE] = 0
+	le.PutUint64(b[SendWRIDOff:], w.WRID)
+	b[SendOpcodeOff] = byte(w.Opcode)
+	b[SendFlagsOff] = byte(w.Flags)
+	b[SendNumSGEOff] = 0
 	b[11] = 0
-	le.PutUint32(b[swImm:], w.Imm)
-	le.PutUint64(b[swRemoteAddr:], w.RemoteAddr)
-	le.PutUint32(b[swRKey:], w.RKey)
-	le.PutUint32(b[swInlineLen:], 0)
-	le.PutUint64(b[swCompareAdd:], w.CompareAdd)
-	le.PutUint64(b[swSwap:], w.Swap)
-	le.PutUint32(b[swAH:], w.AH)
-	le.PutUint32(b[swRemoteQPN:], w.RemoteQPN)
-	le.PutUint32(b[swRemoteQKey:], w.RemoteQKey)
+	le.PutUint32(b[SendImmOff:], w.Imm)
+	le.PutUint64(b[SendRemoteAddrOff:], w.RemoteAddr)
+	le.PutUint32(b[SendRKeyOff:], w.RKey)
+	le.PutUint32(b[SendInlineLenOff:], 0)
+	le.PutUint64(b[SendCompareAddOff:], w.CompareAdd)
+	le.PutUint64(b[SendSwapOff:], w.Swap)
+	le.PutUint32(b[SendAHOff:], w.AH)
+	le.PutUint32(b[SendRemoteQPNOff:], w.RemoteQPN)
+	le.PutUint32(b[SendRemoteQKeyOff:], w.RemoteQKey)
 	le.PutUint32(b[60:], 0)
 	body := b[SendWQEHeader:]
 	if w.Flags&SendInline != 0 {
 		if len(inline) > len(body) {
 			return ErrInlineLen
 		}
-		le.PutUint32(b[swInlineLen:], uint32(len(inline)))
+		le.PutUint32(b[SendInlineLenOff:], uint32(len(inline)))
 		copy(body, inline)
 		return nil
 	}
 	if len(sgl) > MaxSGE || len(sgl)*SGESize > len(body) {
 		return ErrTooManySGE
 	}
-	b[swNumSGE] = byte(len(sgl))
+	b[SendNumSGEOff] = byte(len(sgl))
 	for i, s := range sgl {
 		e := body[i*SGESize:]
-		le.PutUint64(e, s.Addr)
-		le.PutUint32(e[8:], s.Length)
-		le.PutUint32(e[12:], s.LKey)
+		putSGE(e, s)
 	}
 	return nil
 }
 
+// parseSGE decodes the SGE at the start of e.
+func parseSGE(e []byte) SGE {
+	le := binary.LittleEndian
+	return SGE{Addr: le.Uint64(e[SGEAddrOff:]), Length: le.Uint32(e[SGELengthOff:]), LKey: le.Uint32(e[SGELKeyOff:])}
+}
+
+// putSGE encodes s at the start of e.
+func putSGE(e []byte, s SGE) {
+	le := binary.LittleEndian
+	le.PutUint64(e[SGEAddrOff:], s.Addr)
+	le.PutUint32(e[SGELengthOff:], s.Length)
+	le.PutUint32(e[SGELKeyOff:], s.LKey)
+}
+
 // Receive WQE layout: 0 wr_id u64, 8 num_sge u32, 12 rsvd u32, 16 SGEs.
+const (
+	RecvWRIDOff   = 0
+	RecvNumSGEOff = 8
+)
 
 // RecvWQE is a decoded receive work request.
 type RecvWQE struct {
@@ -169,15 +194,15 @@ func ParseRecvWQE(b []byte, w *RecvWQE, maxSGE int) error {
 		return ErrShortEntry
 	}
 	le := binary.LittleEndian
-	w.WRID = le.Uint64(b)
-	n := le.Uint32(b[8:])
+	w.WRID = le.Uint64(b[RecvWRIDOff:])
+	n := le.Uint32(b[RecvNumSGEOff:])
 	if int64(n) > int64(maxSGE) || n > MaxSGE || int(n)*SGESize > len(b)-RecvWQEHeader {
 		w.NumSGE = 0
 		return ErrTooManySGE
 	}
 	for i := 0; i < int(n); i++ {
 		e := b[RecvWQEHeader+i*SGESize:]
-		w.SGL[i] = SGE{Addr: le.Uint64(e), Length: le.Uint32(e[8:]), LKey: le.Uint32(e[12:])}
+		w.SGL[i] = parseSGE(e)
 	}
 	w.NumSGE = int(n)
 	return nil
@@ -189,14 +214,12 @@ func PutRecvWQE(b []byte, wrID uint64, sgl []SGE) error {
 		return ErrTooManySGE
 	}
 	le := binary.LittleEndian
-	le.PutUint64(b, wrID)
-	le.PutUint32(b[8:], uint32(len(sgl)))
+	le.PutUint64(b[RecvWRIDOff:], wrID)
+	le.PutUint32(b[RecvNumSGEOff:], uint32(len(sgl)))
 	le.PutUint32(b[12:], 0)
 	for i, s := range sgl {
 		e := b[RecvWQEHeader+i*SGESize:]
-		le.PutUint64(e, s.Addr)
-		le.PutUint32(e[8:], s.Length)
-		le.PutUint32(e[12:], s.LKey)
+		putSGE(e, s)
 	}
 	return nil
 }
@@ -218,20 +241,33 @@ type CQE struct {
 	PKeyIndex uint16
 }
 
+// The byte offsets of a CQE's fields.
+const (
+	CQEWRIDOff      = 0
+	CQEQPNumOff     = 8
+	CQEByteLenOff   = 12
+	CQEImmOff       = 16
+	CQESrcQPOff     = 20
+	CQEOpcodeOff    = 24
+	CQEStatusOff    = 25
+	CQEFlagsOff     = 26
+	CQEPKeyIndexOff = 28
+)
+
 // PutCQE encodes c into b (CQESize bytes).
 func PutCQE(b []byte, c *CQE) {
 	_ = b[CQESize-1]
 	le := binary.LittleEndian
-	le.PutUint64(b, c.WRID)
-	le.PutUint32(b[8:], c.QPNum)
-	le.PutUint32(b[12:], c.ByteLen)
-	le.PutUint32(b[16:], c.Imm)
-	le.PutUint32(b[20:], c.SrcQP)
-	b[24] = byte(c.Opcode)
-	b[25] = byte(c.Status)
-	b[26] = byte(c.Flags)
-	b[27] = 0
-	le.PutUint16(b[28:], c.PKeyIndex)
+	le.PutUint64(b[CQEWRIDOff:], c.WRID)
+	le.PutUint32(b[CQEQPNumOff:], c.QPNum)
+	le.PutUint32(b[CQEByteLenOff:], c.ByteLen)
+	le.PutUint32(b[CQEImmOff:], c.Imm)
+	le.PutUint32(b[CQESrcQPOff:], c.SrcQP)
+	b[CQEOpcodeOff] = byte(c.Opcode)
+	b[CQEStatusOff] = byte(c.Status)
+	b[CQEFlagsOff] = byte(c.Flags)
+	b[27] = 0 // sl
+	le.PutUint16(b[CQEPKeyIndexOff:], c.PKeyIndex)
 	le.PutUint16(b[30:], 0)
 }
 
@@ -239,15 +275,15 @@ func PutCQE(b []byte, c *CQE) {
 func ParseCQE(b []byte, c *CQE) {
 	_ = b[CQESize-1]
 	le := binary.LittleEndian
-	c.WRID = le.Uint64(b)
-	c.QPNum = le.Uint32(b[8:])
-	c.ByteLen = le.Uint32(b[12:])
-	c.Imm = le.Uint32(b[16:])
-	c.SrcQP = le.Uint32(b[20:])
-	c.Opcode = WCOpcode(b[24])
-	c.Status = Status(b[25])
-	c.Flags = WCFlags(b[26])
-	c.PKeyIndex = le.Uint16(b[28:])
+	c.WRID = le.Uint64(b[CQEWRIDOff:])
+	c.QPNum = le.Uint32(b[CQEQPNumOff:])
+	c.ByteLen = le.Uint32(b[CQEByteLenOff:])
+	c.Imm = le.Uint32(b[CQEImmOff:])
+	c.SrcQP = le.Uint32(b[CQESrcQPOff:])
+	c.Opcode = WCOpcode(b[CQEOpcodeOff])
+	c.Status = Status(b[CQEStatusOff])
+	c.Flags = WCFlags(b[CQEFlagsOff])
+	c.PKeyIndex = le.Uint16(b[CQEPKeyIndexOff:])
 }
 
 // GRHSize is the space a UD receive buffer reserves for the Global Route Header.

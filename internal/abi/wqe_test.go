@@ -151,10 +151,10 @@ func TestParseSendWQERejects(t *testing.T) {
 	le := binary.LittleEndian
 	entry := func(op Opcode, flags SendFlags, numSGE byte, inlineLen uint32, size int) []byte {
 		b := make([]byte, size)
-		b[swOpcode] = byte(op)
-		b[swFlags] = byte(flags)
-		b[swNumSGE] = numSGE
-		le.PutUint32(b[swInlineLen:], inlineLen)
+		b[SendOpcodeOff] = byte(op)
+		b[SendFlagsOff] = byte(flags)
+		b[SendNumSGEOff] = numSGE
+		le.PutUint32(b[SendInlineLenOff:], inlineLen)
 		return b
 	}
 	big := SendWQEHeader + MaxSGE*SGESize + 512
@@ -461,4 +461,52 @@ func FuzzParseRecvWQE(f *testing.F) {
 			t.Fatalf("round trip differs:\n%+v\n%+v", w, w2)
 		}
 	})
+}
+
+// TestEntryLayout checks that the exported field offsets, which the C library
+// uses through vrdma_abi.h, describe naturally aligned, non-overlapping fields
+// inside their entry.
+func TestEntryLayout(t *testing.T) {
+	type field struct {
+		name      string
+		off, size int
+	}
+	layouts := []struct {
+		name   string
+		size   int
+		fields []field
+	}{
+		{"send WQE", SendWQEHeader, []field{
+			{"wr_id", SendWRIDOff, 8}, {"opcode", SendOpcodeOff, 1}, {"flags", SendFlagsOff, 1},
+			{"num_sge", SendNumSGEOff, 1}, {"imm", SendImmOff, 4}, {"remote_addr", SendRemoteAddrOff, 8},
+			{"rkey", SendRKeyOff, 4}, {"inline_len", SendInlineLenOff, 4}, {"compare_add", SendCompareAddOff, 8},
+			{"swap", SendSwapOff, 8}, {"ah", SendAHOff, 4}, {"remote_qpn", SendRemoteQPNOff, 4},
+			{"remote_qkey", SendRemoteQKeyOff, 4},
+		}},
+		{"receive WQE", RecvWQEHeader, []field{{"wr_id", RecvWRIDOff, 8}, {"num_sge", RecvNumSGEOff, 4}}},
+		{"SGE", SGESize, []field{{"addr", SGEAddrOff, 8}, {"length", SGELengthOff, 4}, {"lkey", SGELKeyOff, 4}}},
+		{"CQE", CQESize, []field{
+			{"wr_id", CQEWRIDOff, 8}, {"qp_num", CQEQPNumOff, 4}, {"byte_len", CQEByteLenOff, 4},
+			{"imm", CQEImmOff, 4}, {"src_qp", CQESrcQPOff, 4}, {"opcode", CQEOpcodeOff, 1},
+			{"status", CQEStatusOff, 1}, {"wc_flags", CQEFlagsOff, 1}, {"pkey_index", CQEPKeyIndexOff, 2},
+		}},
+	}
+	for _, l := range layouts {
+		used := make([]string, l.size)
+		for _, f := range l.fields {
+			if f.off < 0 || f.off+f.size > l.size {
+				t.Errorf("%s: %s at %d+%d lies outside the %d-byte entry", l.name, f.name, f.off, f.size, l.size)
+				continue
+			}
+			if f.off%f.size != 0 {
+				t.Errorf("%s: %s at %d is not aligned to its size %d", l.name, f.name, f.off, f.size)
+			}
+			for i := f.off; i < f.off+f.size; i++ {
+				if used[i] != "" {
+					t.Errorf("%s: %s overlaps %s at byte %d", l.name, f.name, used[i], i)
+				}
+				used[i] = f.name
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -72,7 +73,9 @@ func cmdDeallocPD(s *session, body []byte, _ []int) (any, []int, error) {
 	return done, nil, nil
 }
 
-// cmdRegMR maps the sealed memfd that comes with the request as a region.
+// cmdRegMR maps bytes [Offset, Offset+Length) of the sealed memfd that comes
+// with the request as a region. The daemon maps, locks and charges the pages
+// that hold them, from the page of Offset on (shm.MapRegionRange).
 func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	req, err := decode[proto.RegMRReq](body)
 	if err != nil {
@@ -92,27 +95,33 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
 	}
-	if err := s.pin(req.Length); err != nil {
+	if req.Offset > math.MaxUint64-req.Length {
 		proto.CloseFDs(fds)
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "offset %d + length %d overflows 64 bits: the region must lie inside its memfd", req.Offset, req.Length)
+	}
+	// Mapping comes before the charge, which is what it maps; nothing is
+	// locked until the charge is taken.
+	region, err := shm.MapRegionRange(fds[0], req.Offset, req.Length) // owns fds[0] from here
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	locked := uint64(region.Mapped())
+	if err := s.pin(locked); err != nil {
+		region.Close()
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
-		s.unpin(req.Length)
-		proto.CloseFDs(fds)
+		s.unpin(locked)
+		region.Close()
 		return nil, nil, err
 	}
-	if err := s.take(Locked, req.Length); err != nil {
+	if err := s.take(Locked, locked); err != nil {
 		s.give(MRs, 1)
-		s.unpin(req.Length)
-		proto.CloseFDs(fds)
+		s.unpin(locked)
+		region.Close()
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(MRs, 1); s.give(Locked, req.Length); s.unpin(req.Length) }
-	region, err := shm.MapRegion(fds[0], int(req.Length)) // owns fds[0] from here
-	if err != nil {
-		giveBack()
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
-	}
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(locked) }
 	if err := region.Lock(); err != nil {
 		region.Close()
 		giveBack()
@@ -137,12 +146,12 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	_, length, _, _ := mr.Info()
+	locked := mr.Mapped()
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
-	s.unpin(length)
+	s.unpin(locked)
 	s.give(MRs, 1)
-	s.give(Locked, length)
+	s.give(Locked, locked)
 	return done, nil, nil
 }
 
@@ -195,11 +204,11 @@ func cmdMapMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if _, _, _, access := mr.Info(); access&(abi.AccessRemoteRead|abi.AccessRemoteWrite|abi.AccessRemoteAtomic) == 0 {
 		return nil, nil, proto.Errorf(proto.CodePermission, "region 0x%x grants no remote access", req.RKey)
 	}
-	fd, addr, length, access, err := mr.ShareWith(q)
+	sh, err := mr.ShareWith(q)
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeNotFound, "%v", err)
 	}
-	return proto.MapMRResp{Addr: addr, Length: length, Access: uint32(access), PeerAccess: uint32(p.PeerAccess())}, []int{fd}, nil
+	return proto.MapMRResp{Addr: sh.Addr, Length: sh.Length, Offset: sh.Offset, Access: uint32(sh.Access), PeerAccess: uint32(p.PeerAccess())}, []int{sh.FD}, nil
 }
 
 func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {

@@ -188,6 +188,21 @@ func TestGarbageCommands(t *testing.T) {
 		{name: "reg_mr address wraps", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
 			return proto.RegMRReq{PD: o.pd, Addr: ^uint64(0) - 10, Length: 4096, Access: uint32(abi.AccessLocalWrite)}
 		}, sealed4k), code: proto.CodeInvalid, msg: []string{"wraps around"}, usableOp: true},
+		{name: "reg_mr offset + length wraps", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
+			return proto.RegMRReq{PD: o.pd, Addr: 0x10000, Length: 4096, Offset: ^uint64(0) - 10, Access: uint32(abi.AccessLocalWrite)}
+		}, sealed4k), code: proto.CodeInvalid, msg: []string{"offset 18446744073709551605 + length 4096 overflows"}, usableOp: true},
+		{name: "reg_mr with a memfd smaller than offset + length", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
+			return proto.RegMRReq{PD: o.pd, Addr: 0x10064, Length: 4096, Offset: 100, Access: uint32(abi.AccessLocalWrite)}
+		}, sealed4k), code: proto.CodeInvalid, msg: []string{"holds 4096 bytes, 4196 were declared (offset 100 + length 4096)"}, usableOp: true},
+		{name: "reg_mr at the memfd's end", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
+			return proto.RegMRReq{PD: o.pd, Addr: 0x10000, Length: 1, Offset: 4096, Access: uint32(abi.AccessLocalWrite)}
+		}, sealed4k), code: proto.CodeInvalid, msg: []string{"holds 4096 bytes, 4097 were declared"}, usableOp: true},
+		{name: "reg_mr offset 2^63", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
+			return proto.RegMRReq{PD: o.pd, Addr: 0x10000, Length: 4096, Offset: 1 << 63, Access: uint32(abi.AccessLocalWrite)}
+		}, sealed4k), code: proto.CodeInvalid, msg: []string{"holds 4096 bytes"}, usableOp: true},
+		{name: "reg_mr offset past the largest region", setup: "device", send: req(proto.OpRegMR, func(o objects) any {
+			return proto.RegMRReq{PD: o.pd, Addr: 0x10000, Length: 4096, Offset: 1 << 40, Access: uint32(abi.AccessLocalWrite)}
+		}, sealed4k), code: proto.CodeInvalid, msg: []string{"holds 4096 bytes"}, usableOp: true},
 		{name: "reg_mr unknown PD", setup: "device", send: req(proto.OpRegMR, proto.RegMRReq{PD: 999, Length: 4096}, sealed4k),
 			code: proto.CodeNotFound, msg: []string{"no protection domain with handle 999"}, usableOp: true},
 		{name: "descriptor on a command that takes none", setup: "device", send: req(proto.OpQueryDevice, nil, sealed4k),

@@ -22,6 +22,7 @@ type MR struct {
 	access abi.Access
 	region *shm.Region
 	mem    []byte
+	mapped uint64 // bytes of the memfd mapped for it (region.Mapped)
 
 	refs  atomic.Int64 // in-flight users; deadBit set once deregistered
 	unmap sync.Once
@@ -43,8 +44,9 @@ var RevokeWait = time.Second
 
 const deadBit = int64(1) << 62
 
-// RegisterMR maps region as a memory region of pd at the owner's address addr.
-// It takes ownership of region.
+// RegisterMR maps region as a memory region of pd at the owner's address
+// addr: the region's first length bytes (shm.MapRegionRange maps a region
+// that starts inside a memfd). It takes ownership of region.
 func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Access) (*MR, error) {
 	if access&^abi.AccessAll != 0 {
 		region.Close()
@@ -63,7 +65,8 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 		region.Close()
 		return nil, fmt.Errorf("address 0x%x + length %d wraps around", addr, length)
 	}
-	mr := &MR{pd: pd, addr: addr, length: length, access: access, region: region, mem: region.Bytes()[:length]}
+	mr := &MR{pd: pd, addr: addr, length: length, access: access, region: region, mem: region.Bytes()[:length],
+		mapped: uint64(region.Mapped())}
 	if err := pd.adapter.addMR(mr); err != nil {
 		region.Close()
 		return nil, err
@@ -79,19 +82,29 @@ func (m *MR) Info() (addr, length uint64, key uint32, access abi.Access) {
 	return m.addr, m.length, m.key, m.access
 }
 
-// ShareWith returns, for the direct path of initiator q, a duplicate of the
-// region's memfd (the caller closes it), its owner's address, length and
-// access; it fails once the region is deregistered. q's mappings are
-// revoked when the region is deregistered (Deregister).
-func (m *MR) ShareWith(q *QP) (fd int, addr, length uint64, access abi.Access, err error) {
+// Shared is a region as ShareWith hands it to a direct-path initiator: the
+// region is bytes [Offset, Offset+Length) of the memfd FD, at its owner's
+// address Addr.
+type Shared struct {
+	FD     int // a duplicate, the caller's to close; read-only unless remote sides may write
+	Offset uint64
+	Addr   uint64
+	Length uint64
+	Access abi.Access
+}
+
+// ShareWith returns the region for the direct path of initiator q; it fails
+// once the region is deregistered. q's mappings are revoked when the region
+// is deregistered (Deregister).
+func (m *MR) ShareWith(q *QP) (Shared, error) {
 	if !m.acquire() {
-		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
+		return Shared{FD: -1}, fmt.Errorf("region 0x%x was deregistered", m.key)
 	}
 	defer m.release()
 	m.mapMu.Lock()
 	if m.gone {
 		m.mapMu.Unlock()
-		return -1, 0, 0, 0, fmt.Errorf("region 0x%x was deregistered", m.key)
+		return Shared{FD: -1}, fmt.Errorf("region 0x%x was deregistered", m.key)
 	}
 	if m.mappers == nil {
 		m.mappers = make(map[*QP]struct{})
@@ -103,6 +116,8 @@ func (m *MR) ShareWith(q *QP) (fd int, addr, length uint64, access abi.Access, e
 	}
 	m.mappers[q] = struct{}{}
 	m.mapMu.Unlock()
+	var fd int
+	var err error
 	if m.access&(abi.AccessRemoteWrite|abi.AccessRemoteAtomic) != 0 {
 		fd, err = unix.Dup(m.region.FD())
 	} else {
@@ -110,8 +125,16 @@ func (m *MR) ShareWith(q *QP) (fd int, addr, length uint64, access abi.Access, e
 		// the descriptor cannot be mapped writable.
 		fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", m.region.FD()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
-	return fd, m.addr, m.length, m.access, err
+	if err != nil {
+		return Shared{FD: -1}, fmt.Errorf("region 0x%x: share its memfd: %w", m.key, err)
+	}
+	return Shared{FD: fd, Offset: m.region.Offset(), Addr: m.addr, Length: m.length, Access: m.access}, nil
 }
+
+// Mapped returns how many bytes the daemon maps and locks for the region:
+// its length, and the part of its first page before it when it starts
+// inside a page of its memfd (shm.Region.Mapped).
+func (m *MR) Mapped() uint64 { return m.mapped }
 
 // Key returns the MR's lkey, which is also its rkey.
 func (m *MR) Key() uint32 { return m.key }

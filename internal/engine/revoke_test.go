@@ -54,11 +54,11 @@ func revokeFixture(t *testing.T) (*MR, *QP, *events) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, _, _, _, err := mr.ShareWith(q)
+	sh, err := mr.ShareWith(q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unix.Close(fd)
+	unix.Close(sh.FD)
 	return mr, q, ev
 }
 
@@ -72,7 +72,7 @@ func TestDeregisterRevokesMappings(t *testing.T) {
 	if after := shm.Load32(q.mem, abi.QPRevokeOff); after == before {
 		t.Fatalf("the revoke word stayed %d across the deregistration", before)
 	}
-	if _, _, _, _, err := mr.ShareWith(q); err == nil {
+	if _, err := mr.ShareWith(q); err == nil {
 		t.Fatal("a deregistered region was shared")
 	}
 	if got := ev.list(); len(got) != 0 || q.State() == abi.QPStateErr {

@@ -27,6 +27,9 @@ var codeNames = [...]string{"ok", "invalid argument", "not found", "limit reache
 	"invalid state transition", "cannot lock memory", "permission denied", "version mismatch", "internal error",
 	"invalid attribute"}
 
+// Valid reports whether c is a known code.
+func (c Code) Valid() bool { return c < codeMax }
+
 func (c Code) String() string {
 	if c < codeMax {
 		return codeNames[c]

@@ -9,12 +9,14 @@ import (
 // Version is the protocol version this build speaks.
 const Version = 1
 
-// HeaderSize is the size of a message header; MaxMessage bounds a whole message.
+// HeaderSize is the size of a message header; MaxMessage bounds a whole
+// message; MaxFDs bounds the descriptors one message carries; Magic opens
+// every message.
 const (
 	HeaderSize = 16
 	MaxMessage = 64 << 10
 	MaxFDs     = 4
-	magic      = 0x7652 // "vR"
+	Magic      = 0x7652 // "vR", little-endian, the first two bytes of every message
 )
 
 // Kind says what a message is.
@@ -48,7 +50,7 @@ var (
 
 // AppendHeader appends h to b.
 func AppendHeader(b []byte, h Header) []byte {
-	b = binary.LittleEndian.AppendUint16(b, magic)
+	b = binary.LittleEndian.AppendUint16(b, Magic)
 	b = append(b, h.Version, byte(h.Kind))
 	b = binary.LittleEndian.AppendUint16(b, uint16(h.Op))
 	b = binary.LittleEndian.AppendUint16(b, uint16(h.Code))
@@ -67,7 +69,7 @@ func ParseHeader(msg []byte) (Header, []byte, error) {
 		return h, nil, ErrTooLarge
 	}
 	le := binary.LittleEndian
-	if le.Uint16(msg) != magic {
+	if le.Uint16(msg) != Magic {
 		return h, nil, ErrMagic
 	}
 	h.Version = msg[2]

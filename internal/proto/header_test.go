@@ -128,8 +128,13 @@ func TestOpAndCodeStrings(t *testing.T) {
 		t.Errorf("op names: %v %v %v", OpHello, OpModifyQP, OpEvent)
 	}
 	for c := CodeOK; c < codeMax; c++ {
-		if c.String() == "" || strings.HasPrefix(c.String(), "code(") {
-			t.Errorf("code %d has no name", uint16(c))
+		if !c.Valid() || c.String() == "" || strings.HasPrefix(c.String(), "code(") {
+			t.Errorf("code %d: Valid=%v String=%q", uint16(c), c.Valid(), c.String())
+		}
+	}
+	for _, c := range []Code{codeMax, 500, 0xFFFF} {
+		if c.Valid() {
+			t.Errorf("code %d valid", uint16(c))
 		}
 	}
 	if got := Code(500).String(); got != "code(500)" {

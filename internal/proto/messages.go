@@ -102,10 +102,16 @@ type HandleResp struct {
 	Handle uint32 `json:"handle"`
 }
 
+// RegMRReq registers bytes [Offset, Offset+Length) of the sealed memfd that
+// comes with the message, which must hold at least Offset+Length bytes, as a
+// region at the client's virtual address Addr. A library that registers
+// application memory backs the pages that hold it with a memfd mapped at the
+// same address: Offset is then Addr's offset within its page.
 type RegMRReq struct {
 	PD     uint32 `json:"pd"`
-	Addr   uint64 `json:"addr"`   // the client's virtual address of the region
-	Length uint64 `json:"length"` // bytes; the memfd passed with the message holds at least this
+	Addr   uint64 `json:"addr"`             // the client's virtual address of the region
+	Length uint64 `json:"length"`           // bytes
+	Offset uint64 `json:"offset,omitempty"` // where the region starts in the memfd
 	Access uint32 `json:"access"`
 }
 
@@ -242,11 +248,14 @@ type MapMRReq struct {
 	RKey uint32 `json:"rkey"`
 }
 
+// MapMRResp describes the region whose memfd comes with it: bytes [Offset,
+// Offset+Length) of the memfd, at the owner's address Addr.
 type MapMRResp struct {
 	Addr       uint64 `json:"addr"`
 	Length     uint64 `json:"length"`
-	Access     uint32 `json:"access"`      // the region's access flags
-	PeerAccess uint32 `json:"peer_access"` // the responder QP's access flags
+	Offset     uint64 `json:"offset,omitempty"` // where the region starts in the memfd
+	Access     uint32 `json:"access"`           // the region's access flags
+	PeerAccess uint32 `json:"peer_access"`      // the responder QP's access flags
 }
 
 type InstanceInfo struct {

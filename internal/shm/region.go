@@ -11,10 +11,12 @@ import (
 // its size can never change again, so a mapping of it can never fault.
 const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
-// Region is a memfd mapped shared and read-write into this process.
+// Region is a memfd, or a range of one, mapped shared into this process.
 type Region struct {
 	fd     int
-	mem    []byte
+	mem    []byte // the region: bytes [off, off+len(mem)) of the memfd
+	off    uint64
+	pages  []byte // the mapping: from the page that holds off to the end of mem
 	locked bool
 }
 
@@ -40,7 +42,7 @@ func NewRegion(name string, size int) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: mmap %d bytes: %w", size, err)
 	}
-	return &Region{fd: fd, mem: mem}, nil
+	return &Region{fd: fd, mem: mem, pages: mem}, nil
 }
 
 // ErrNotSealed reports a file descriptor that is not a size-sealed memfd.
@@ -51,16 +53,39 @@ var ErrNotSealed = errors.New("shm: descriptor is not a memfd sealed against shr
 // and at least size bytes long, so that no later action of the peer can make
 // the mapping fault.
 func MapRegion(fd int, size int) (*Region, error) {
-	return mapRegion(fd, size, unix.PROT_READ|unix.PROT_WRITE)
+	return mapRegion(fd, 0, sizeArg(size), unix.PROT_READ|unix.PROT_WRITE)
 }
 
 // MapRegionReadOnly is MapRegion for a descriptor opened read-only.
-func MapRegionReadOnly(fd int, size int) (*Region, error) { return mapRegion(fd, size, unix.PROT_READ) }
+func MapRegionReadOnly(fd int, size int) (*Region, error) {
+	return mapRegion(fd, 0, sizeArg(size), unix.PROT_READ)
+}
 
-func mapRegion(fd int, size int, prot int) (*Region, error) {
-	if size <= 0 {
+// MapRegionRange is MapRegion for the bytes [off, off+size) of the memfd,
+// which must hold at least off+size bytes: the pages that hold the range are
+// mapped (and locked by Lock), and Bytes is exactly the range. Byte i of the
+// range sits at the same offset within its page as byte off+i of the memfd.
+func MapRegionRange(fd int, off, size uint64) (*Region, error) {
+	return mapRegion(fd, off, size, unix.PROT_READ|unix.PROT_WRITE)
+}
+
+// MapRegionRangeReadOnly is MapRegionRange for a descriptor opened read-only.
+func MapRegionRangeReadOnly(fd int, off, size uint64) (*Region, error) {
+	return mapRegion(fd, off, size, unix.PROT_READ)
+}
+
+// sizeArg maps a negative size to 0, which mapRegion refuses.
+func sizeArg(size int) uint64 { return uint64(max(size, 0)) }
+
+func mapRegion(fd int, off, size uint64, prot int) (*Region, error) {
+	if size == 0 {
 		unix.Close(fd)
-		return nil, fmt.Errorf("shm: region size %d: must be positive", size)
+		return nil, fmt.Errorf("shm: region size must be positive")
+	}
+	end := off + size
+	if end < off {
+		unix.Close(fd)
+		return nil, fmt.Errorf("shm: offset %d + size %d overflows 64 bits", off, size)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
@@ -80,20 +105,33 @@ func mapRegion(fd int, size int, prot int) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: fstat: %w", err)
 	}
-	if st.Size < int64(size) {
+	// st.Size is at most 2^63-1, so once end fits in it so do off and size.
+	if st.Size < 0 || uint64(st.Size) < end {
 		unix.Close(fd)
+		if off != 0 {
+			return nil, fmt.Errorf("shm: memfd holds %d bytes, %d were declared (offset %d + length %d)", st.Size, end, off, size)
+		}
 		return nil, fmt.Errorf("shm: memfd holds %d bytes, %d were declared", st.Size, size)
 	}
-	mem, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
+	base := off &^ uint64(unix.Getpagesize()-1)
+	pages, err := unix.Mmap(fd, int64(base), int(end-base), prot, unix.MAP_SHARED)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("shm: mmap %d bytes: %w", size, err)
+		return nil, fmt.Errorf("shm: mmap %d bytes at offset %d: %w", end-base, base, err)
 	}
-	return &Region{fd: fd, mem: mem}, nil
+	return &Region{fd: fd, mem: pages[off-base:], off: off, pages: pages}, nil
 }
 
-// Bytes returns the mapping.
+// Bytes returns the region's memory.
 func (r *Region) Bytes() []byte { return r.mem }
+
+// Offset returns the offset in the memfd of the region's first byte.
+func (r *Region) Offset() uint64 { return r.off }
+
+// Mapped returns how many bytes of the memfd are mapped for the region: its
+// length, plus, for a range, the part of its first page before it. Lock
+// locks this much.
+func (r *Region) Mapped() int { return len(r.pages) }
 
 // FD returns the memfd; it stays owned by the region.
 func (r *Region) FD() int { return r.fd }
@@ -101,11 +139,11 @@ func (r *Region) FD() int { return r.fd }
 // Lock locks the mapping in RAM. Failure for lack of RLIMIT_MEMLOCK is a
 // *MemlockError.
 func (r *Region) Lock() error {
-	if err := unix.Mlock(r.mem); err != nil {
+	if err := unix.Mlock(r.pages); err != nil {
 		if errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EAGAIN) {
-			return newMemlockError(len(r.mem), err)
+			return newMemlockError(len(r.pages), err)
 		}
-		return fmt.Errorf("shm: mlock %d bytes: %w", len(r.mem), err)
+		return fmt.Errorf("shm: mlock %d bytes: %w", len(r.pages), err)
 	}
 	r.locked = true
 	return nil
@@ -117,10 +155,10 @@ func (r *Region) Close() error {
 		return nil
 	}
 	if r.locked {
-		_ = unix.Munlock(r.mem)
+		_ = unix.Munlock(r.pages)
 	}
-	err := unix.Munmap(r.mem)
-	r.mem = nil
+	err := unix.Munmap(r.pages)
+	r.mem, r.pages = nil, nil
 	if cerr := unix.Close(r.fd); err == nil {
 		err = cerr
 	}

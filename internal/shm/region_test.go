@@ -256,3 +256,118 @@ func TestMemlockErrorMessage(t *testing.T) {
 		t.Errorf("message %q", e)
 	}
 }
+
+// TestMapRegionRange maps ranges that start inside a page of the memfd: the
+// region's bytes are exactly the range, the pages that hold it are what is
+// mapped, and the range keeps its alignment within the page.
+func TestMapRegionRange(t *testing.T) {
+	page := uint64(os.Getpagesize())
+	r, err := NewRegion("shm-test", int(4*page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range r.Bytes() {
+		r.Bytes()[i] = byte(i * 7)
+	}
+	tests := []struct {
+		name       string
+		off, size  uint64
+		wantMapped int
+	}{
+		{"whole memfd", 0, 4 * page, int(4 * page)},
+		{"first bytes", 0, 100, 100},
+		{"inside the first page", 100, 200, 300},
+		{"across a page boundary", page - 8, 16, int(page + 8)},
+		{"second page on", page + 100, 2000, 2100},
+		{"a whole page", 2 * page, page, int(page)},
+		{"to the last byte", 3*page + 1, page - 1, int(page)},
+	}
+	for _, tt := range tests {
+		for _, readOnly := range []bool{false, true} {
+			mapRange, mode := MapRegionRange, "read-write"
+			if readOnly {
+				mapRange, mode = MapRegionRangeReadOnly, "read-only"
+			}
+			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+				fd, err := unix.Dup(r.FD())
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := mapRange(fd, tt.off, tt.size)
+				if err != nil {
+					t.Fatalf("MapRegionRange(%d, %d): %v", tt.off, tt.size, err)
+				}
+				defer m.Close()
+				b := m.Bytes()
+				if uint64(len(b)) != tt.size || m.Offset() != tt.off || m.Mapped() != tt.wantMapped {
+					t.Fatalf("len %d offset %d mapped %d, want %d %d %d", len(b), m.Offset(), m.Mapped(), tt.size, tt.off, tt.wantMapped)
+				}
+				if Addr(b)%page != tt.off%page {
+					t.Errorf("byte 0 at %#x: not at offset %d of its page", Addr(b), tt.off%page)
+				}
+				for _, i := range []uint64{0, tt.size / 2, tt.size - 1} {
+					if b[i] != r.Bytes()[tt.off+i] {
+						t.Fatalf("byte %d reads %d, memfd byte %d is %d", i, b[i], tt.off+i, r.Bytes()[tt.off+i])
+					}
+				}
+				if !readOnly {
+					b[tt.size-1] ^= 0xFF
+					if b[tt.size-1] != r.Bytes()[tt.off+tt.size-1] {
+						t.Fatal("a write through the range is not at its memfd offset")
+					}
+					b[tt.size-1] ^= 0xFF
+				}
+				if err := m.Lock(); err != nil {
+					var me *MemlockError
+					if !errors.As(err, &me) {
+						t.Fatal(err)
+					}
+				}
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if !closed(fd) {
+					t.Error("Close left the memfd open")
+				}
+			})
+		}
+	}
+}
+
+func TestMapRegionRangeRejects(t *testing.T) {
+	sealed := func(t *testing.T) int { return memfd(t, 8192, requiredSeals) }
+	tests := []struct {
+		name      string
+		off, size uint64
+		msg       string
+	}{
+		{"zero size", 100, 0, "must be positive"},
+		{"end past the memfd", 4096, 4097, "holds 8192 bytes, 8193 were declared (offset 4096 + length 4097)"},
+		{"offset past the memfd", 8192, 1, "holds 8192 bytes, 8193 were declared"},
+		{"offset + size wraps", ^uint64(0) - 10, 4096, "overflows"},
+		{"size wraps alone", 1, ^uint64(0), "overflows"},
+		{"end above 2^63", 1 << 63, 1, "holds 8192 bytes"},
+		{"size above int", 0, 1 << 63, "holds 8192 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fd := sealed(t)
+			r, err := MapRegionRange(fd, tt.off, tt.size)
+			if err == nil {
+				r.Close()
+				t.Fatal("MapRegionRange accepted it")
+			}
+			if r != nil {
+				t.Error("non-nil region with an error")
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not say %q", err, tt.msg)
+			}
+			if !closed(fd) {
+				unix.Close(fd)
+				t.Error("MapRegionRange did not close the descriptor it owns")
+			}
+		})
+	}
+}
