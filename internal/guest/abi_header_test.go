@@ -111,8 +111,8 @@ func TestABIHeaderContract(t *testing.T) {
 	}
 }
 
-// cflags are those of the library's build that matter to a header.
-var cflags = []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-c"}
+// headerCFlags are those of the library's build that matter to a header.
+var headerCFlags = []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-c"}
 
 // compileC compiles src with the header next to it; it returns the
 // compiler's output and whether it succeeded.
@@ -125,7 +125,7 @@ func compileC(t *testing.T, header []byte, src string) (string, bool) {
 	if err := os.WriteFile(filepath.Join(dir, "t.c"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(append([]string(nil), cflags...), "-o", filepath.Join(dir, "t.o"), filepath.Join(dir, "t.c"))
+	args := append(append([]string(nil), headerCFlags...), "-o", filepath.Join(dir, "t.o"), filepath.Join(dir, "t.c"))
 	out, err := exec.Command("cc", args...).CombinedOutput()
 	return string(out), err == nil
 }
@@ -167,14 +167,14 @@ func TestABIHeaderCompiles(t *testing.T) {
 		needCC(t, false)
 		src := "#include \"vrdma_abi.h\"\n#include \"vrdma_abi.h\"\n" + useAll(string(h))
 		if out, ok := compileC(t, h, src); !ok {
-			t.Fatalf("cc %s: the header does not compile:\n%s", strings.Join(cflags, " "), out)
+			t.Fatalf("cc %s: the header does not compile:\n%s", strings.Join(headerCFlags, " "), out)
 		}
 	})
 	t.Run("after verbs.h", func(t *testing.T) {
 		needCC(t, true)
 		src := "#include <infiniband/verbs.h>\n#include \"vrdma_abi.h\"\n#include \"vrdma_abi.h\"\n" + useAll(string(h))
 		if out, ok := compileC(t, h, src); !ok {
-			t.Fatalf("cc %s: the header does not compile after <infiniband/verbs.h>:\n%s", strings.Join(cflags, " "), out)
+			t.Fatalf("cc %s: the header does not compile after <infiniband/verbs.h>:\n%s", strings.Join(headerCFlags, " "), out)
 		}
 	})
 }
