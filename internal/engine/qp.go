@@ -109,8 +109,13 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
 		return nil, fmt.Errorf("max_inline_data %d must be 0..%d", c.MaxInlineData, MaxInline)
 	}
-	if cfg.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > MaxQPWR) {
-		return nil, fmt.Errorf("max_recv_wr %d must be 1..%d (or give the QP a shared receive queue)", c.MaxRecvWR, MaxQPWR)
+	if cfg.SRQ == nil && (c.MaxRecvWR < 0 || c.MaxRecvWR > MaxQPWR) {
+		return nil, fmt.Errorf("max_recv_wr %d must be 0..%d (or give the QP a shared receive queue)", c.MaxRecvWR, MaxQPWR)
+	}
+	if cfg.SRQ == nil {
+		// A QP that only sends may ask for no receive queue (rdma_rxe
+		// allows it; qperf does it): it gets the smallest one.
+		c.MaxRecvWR = max(c.MaxRecvWR, 1)
 	}
 	if cfg.SRQ != nil && cfg.SRQ.pd != cfg.PD {
 		return nil, fmt.Errorf("the shared receive queue belongs to another protection domain")
