@@ -389,7 +389,8 @@ static int query_port(struct vrdma_context *ctx, uint8_t port, struct ibv_port_a
 		a.pkey_tbl_len = (uint16_t)v;
 	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	a.max_msg_sz = 1u << 31;
-	a.lid = 0;
+	if (!vj_get_i64(&doc, 0, "lid", &v) && v > 0 && v < 0xc000)
+		a.lid = (uint16_t)v; /* vrdma's switch gives every port a LID */
 	a.sm_lid = 0;
 	a.max_vl_num = 1;
 	a.subnet_timeout = 18;

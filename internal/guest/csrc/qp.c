@@ -163,13 +163,16 @@ static void put_gid_json(char *dst, size_t cap, const uint8_t *g)
 /* vrdma_av_json writes an address vector: the daemon's qpstate.AddressVector. */
 int vrdma_av_json(char *dst, size_t cap, const struct ibv_ah_attr *ah)
 {
+	static const uint8_t zero[16];
 	char gid[128];
-	put_gid_json(gid, sizeof gid, ah->grh.dgid.raw);
+	/* Without a global route the port is named by its LID alone, which
+	 * vrdma's switch resolves (docs/guest-library.md). */
+	put_gid_json(gid, sizeof gid, ah->is_global ? ah->grh.dgid.raw : zero);
 	return snprintf(dst, cap,
 			"{\"DGID\":%s,\"SGIDIndex\":%u,\"HopLimit\":%u,\"TrafficClass\":%u,\"FlowLabel\":%u,\"SL\":%u,"
-			"\"PortNum\":%u}",
+			"\"PortNum\":%u,\"DLID\":%u}",
 			gid, ah->grh.sgid_index, ah->grh.hop_limit, ah->grh.traffic_class, ah->grh.flow_label, ah->sl,
-			ah->port_num);
+			ah->port_num, ah->dlid);
 }
 
 VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
@@ -177,11 +180,6 @@ VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
 	struct vrdma_context *ctx = to_vctx(qp->context);
 	char av[512];
-	if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) {
-		vrdma_debug("modify_qp: RoCE needs a global route (ah_attr.is_global and a GID), as on rdma_rxe: "
-			    "e.g. ibv_rc_pingpong -g 0");
-		return EINVAL;
-	}
 	vrdma_av_json(av, sizeof av, &attr->ah_attr);
 	struct vj_doc doc = {0};
 	int rc = vrdma_cmd(ctx, VRDMA_CMD_MODIFY_QP, &doc, NULL, 0, NULL, NULL,
@@ -252,6 +250,7 @@ VRDMA_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int m
 	U(av, "FlowLabel", ah_attr.grh.flow_label)
 	U(av, "SL", ah_attr.sl)
 	U(av, "PortNum", ah_attr.port_num)
+	U(av, "DLID", ah_attr.dlid)
 #undef U
 	int dgid = vj_get(&doc, av, "DGID");
 	for (int i = 0; i < 16 && i < vj_len(&doc, dgid); i++)
@@ -389,10 +388,6 @@ VRDMA_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_att
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
 	char av[512];
-	if (!attr->is_global) {
-		errno = EINVAL; /* RoCE: every address is a GID */
-		return NULL;
-	}
 	struct vrdma_ah *ah = calloc(1, sizeof *ah);
 	if (!ah) {
 		errno = ENOMEM;
