@@ -100,8 +100,8 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		return nil, fmt.Errorf("QP type %d is not RC (2), UC (3) or UD (4)", cfg.Type)
 	}
 	c := cfg.Caps
-	if c.MaxSendWR < 1 || c.MaxSendWR > MaxQPWR {
-		return nil, fmt.Errorf("max_send_wr %d must be 1..%d", c.MaxSendWR, MaxQPWR)
+	if c.MaxSendWR < 0 || c.MaxSendWR > MaxQPWR {
+		return nil, fmt.Errorf("max_send_wr %d must be 0..%d", c.MaxSendWR, MaxQPWR)
 	}
 	if c.MaxSendSGE > MaxSGE || c.MaxRecvSGE > MaxSGE || c.MaxSendSGE < 0 || c.MaxRecvSGE < 0 {
 		return nil, fmt.Errorf("max_send_sge %d / max_recv_sge %d must be 0..%d", c.MaxSendSGE, c.MaxRecvSGE, MaxSGE)
@@ -113,15 +113,16 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		return nil, fmt.Errorf("max_recv_wr %d must be 0..%d (or give the QP a shared receive queue)", c.MaxRecvWR, MaxQPWR)
 	}
 	if cfg.SRQ == nil {
-		// A QP that only sends may ask for no receive queue (rdma_rxe
-		// allows it; qperf does it): it gets the smallest one.
+		// A QP that only sends may ask for no receive queue, one that
+		// only receives for no send queue (rdma_rxe allows both; qperf
+		// does it): it gets the smallest one.
 		c.MaxRecvWR = max(c.MaxRecvWR, 1)
 	}
 	if cfg.SRQ != nil && cfg.SRQ.pd != cfg.PD {
 		return nil, fmt.Errorf("the shared receive queue belongs to another protection domain")
 	}
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
-	c.MaxSendWR = abi.RoundPow2(c.MaxSendWR)
+	c.MaxSendWR = abi.RoundPow2(c.MaxSendWR) // a QP that only receives gets the smallest send queue
 	q := &QP{
 		Handle: cfg.Handle, Events: cfg.Events,
 		adapter: a, pd: cfg.PD, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
