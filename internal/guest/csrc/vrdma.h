@@ -108,7 +108,8 @@ struct vrdma_chan {
 		      * code of the daemon's refusal of the session maps to) */
 };
 
-/* Connects to the daemon's socket. 0 or -errno (ENOENT/ECONNREFUSED: no
+/* Connects to the daemon's socket (a path starting with '@' names the
+ * abstract namespace, as in Go). 0 or -errno (ENOENT/ECONNREFUSED: no
  * daemon; EACCES: not allowed), with a message for the user in c->err. */
 int vrdma_chan_open(struct vrdma_chan *c, const char *path);
 /* Makes c a channel on fd, an already connected SOCK_SEQPACKET socket that
