@@ -321,7 +321,7 @@ static void test_event_before_reply(void)
 	int fds0 = count_fds();
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 	char reply[8];
 
 	start(&c, &d, script_event_before_reply, 0);
@@ -576,7 +576,7 @@ static void test_garbage(void)
 		int fds0 = count_fds();
 		struct vrdma_chan c;
 		struct daemon d;
-		struct vrdma_event ev;
+		struct vrdma_event ev = { 0 };
 		char reply[32];
 
 		start(&c, &d, script_garbage, g);
@@ -613,7 +613,7 @@ static void test_close(void)
 	int fds0 = count_fds();
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 	char reply[32];
 
 	start(&c, &d, script_close_after_request, 0);
@@ -665,7 +665,7 @@ static void test_refused(void)
 	int fds0 = count_fds();
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 	char reply[32];
 	const char *want = "too many sessions for uid 1000 (limit 4)";
 
@@ -743,7 +743,7 @@ static void test_idle_events(void)
 	int fds0 = count_fds();
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 
 	if (pipe2(go_pipe, O_CLOEXEC) < 0)
 		die("pipe2");
@@ -784,7 +784,7 @@ static void test_overflow(void)
 {
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 
 	start(&c, &d, script_overflow, 0);
 	int r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, "{}", 2, NULL, 0, NULL, 0, NULL, NULL, NULL);
@@ -831,7 +831,7 @@ static void test_eintr(void)
 	struct sigaction sa = { .sa_handler = on_signal }; /* no SA_RESTART: calls fail with EINTR */
 	struct vrdma_chan c;
 	struct daemon d;
-	struct vrdma_event ev;
+	struct vrdma_event ev = { 0 };
 	char reply[32];
 
 	sigemptyset(&sa.sa_mask);
