@@ -186,7 +186,7 @@ static void take_fds(struct msghdr *mh, struct msg *m)
 		for (size_t i = 0; i < n; i++) {
 			int fd;
 			memcpy(&fd, data + i * sizeof fd, sizeof fd);
-			if (m->nfds < VRDMA_PROTO_MAX_FDS)
+			if (m->nfds < (int)VRDMA_PROTO_MAX_FDS)
 				m->fds[m->nfds++] = fd;
 			else
 				close(fd);
@@ -233,7 +233,7 @@ static int recv_msg(struct vrdma_chan *c, uint8_t *buf, struct msg *m, int dontw
 		take_fds(&mh, m);
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 			close_fds(m->fds, m->nfds);
-			return lose(c, "the vrdma daemon sent a message larger than %d bytes or with more than %d "
+			return lose(c, "the vrdma daemon sent a message larger than %u bytes or with more than %u "
 				       "descriptors: run a vrdma library and daemon of the same release",
 				    VRDMA_PROTO_MAX_MESSAGE, VRDMA_PROTO_MAX_FDS);
 		}
@@ -244,7 +244,7 @@ static int recv_msg(struct vrdma_chan *c, uint8_t *buf, struct msg *m, int dontw
 		const char *bad = NULL;
 		if (n > VRDMA_PROTO_MAX_MESSAGE) {
 			close_fds(m->fds, m->nfds);
-			return lose(c, "the vrdma daemon sent a message larger than %d bytes: run a vrdma library "
+			return lose(c, "the vrdma daemon sent a message larger than %u bytes: run a vrdma library "
 				       "and daemon of the same release",
 				    VRDMA_PROTO_MAX_MESSAGE);
 		}
@@ -402,11 +402,11 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 		*replylen = 0;
 	if (nrfds != NULL)
 		*nrfds = 0;
-	if (c == NULL || (len > 0 && body == NULL) || nfds < 0 || nfds > VRDMA_PROTO_MAX_FDS ||
+	if (c == NULL || (len > 0 && body == NULL) || nfds < 0 || nfds > (int)VRDMA_PROTO_MAX_FDS ||
 	    (nfds > 0 && fds == NULL) || room < 0)
 		return -EINVAL;
 	if (len > VRDMA_PROTO_MAX_MESSAGE - VRDMA_PROTO_HEADER_SIZE) {
-		set_err(c, "command %u: a request body of %zu bytes is larger than the protocol allows (%d)", op, len,
+		set_err(c, "command %u: a request body of %zu bytes is larger than the protocol allows (%u)", op, len,
 			VRDMA_PROTO_MAX_MESSAGE - VRDMA_PROTO_HEADER_SIZE);
 		return -EMSGSIZE;
 	}
