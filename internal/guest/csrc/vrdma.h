@@ -20,6 +20,8 @@
  * only when VRDMA_DEBUG is set in the environment. */
 void vrdma_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vrdma_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether VRDMA_DEBUG is on (set, non-empty and not "0"; read once). */
+int vrdma_debug_enabled(void);
 
 /* ---- JSON reader (json.c) ----
  * vj_parse tokenizes one JSON document into doc->tok (allocated; free with
@@ -27,6 +29,9 @@ void vrdma_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * and arrays know how many tokens they span so lookups can skip them.
  * Token 0 is the root. Functions taking a token index return -1 / error
  * when the index is -1, so lookups chain without checks in between. */
+/* Objects and arrays nest at most this deep; deeper documents are -EINVAL. */
+#define VJ_MAX_DEPTH 64
+
 enum vj_type { VJ_OBJECT = 1, VJ_ARRAY, VJ_STRING, VJ_NUMBER, VJ_TRUE, VJ_FALSE, VJ_NULL };
 
 struct vj_tok {
@@ -42,22 +47,29 @@ struct vj_doc {
 	int ntok;
 };
 
-/* 0 on success, -EINVAL on malformed or truncated JSON, -ENOMEM. */
+/* 0 on success, -EINVAL on malformed or truncated JSON (or len > INT_MAX),
+ * -ENOMEM. On failure doc holds nothing (vj_free is harmless). */
 int vj_parse(struct vj_doc *doc, const char *text, size_t len);
 void vj_free(struct vj_doc *doc);
-/* The value of key in the object at token obj, or -1. */
+/* The value of key in the object at token obj, or -1. Keys compare after
+ * unescaping, exactly (case matters); of duplicate keys the first wins. */
 int vj_get(const struct vj_doc *doc, int obj, const char *key);
 /* Element i of the array at token arr, or -1. */
 int vj_at(const struct vj_doc *doc, int arr, int i);
 /* Number of elements of an array (or keys of an object); -1 otherwise. */
 int vj_len(const struct vj_doc *doc, int tok);
-/* Scalars: 0 on success, -EINVAL when tok is -1, of another type or out of range. */
+/* Scalars: 0 on success, -EINVAL when tok is -1, of another type or out of range.
+ * Integers are plain JSON integers (no fraction, no exponent), as Go writes them. */
 int vj_u64(const struct vj_doc *doc, int tok, uint64_t *v);
 int vj_i64(const struct vj_doc *doc, int tok, int64_t *v);
 int vj_bool(const struct vj_doc *doc, int tok, int *v);
-/* A string, unescaped, NUL-terminated; -ENOSPC when it does not fit cap. */
+/* A string, unescaped, NUL-terminated; -ENOSPC when it does not fit cap;
+ * -EINVAL when it is not a string or holds a NUL (\u0000), which a C string
+ * cannot carry. \uXXXX becomes UTF-8; unpaired surrogates become U+FFFD. */
 int vj_str(const struct vj_doc *doc, int tok, char *buf, size_t cap);
-/* A base64 string (how Go encodes []byte) decoded into buf; *n = bytes. */
+/* A base64 string (how Go encodes []byte: standard alphabet, padded)
+ * decoded into buf; *n = bytes. JSON null (a nil []byte) is 0 bytes.
+ * -ENOSPC when the bytes do not fit cap, -EINVAL when it is not base64. */
 int vj_b64(const struct vj_doc *doc, int tok, uint8_t *buf, size_t cap, size_t *n);
 /* Convenience: vj_u64(doc, vj_get(doc, obj, key), v), and so on. */
 int vj_get_u64(const struct vj_doc *doc, int obj, const char *key, uint64_t *v);
@@ -92,11 +104,20 @@ struct vrdma_chan {
 	struct vrdma_event evq[VRDMA_EVQ_LEN];
 	unsigned evhead, evcount;
 	char err[VRDMA_ERRMSG_LEN]; /* the daemon's message for the last failed call */
+	int deaderr; /* when dead: the errno calls fail with (EIO, or what the
+		      * code of the daemon's refusal of the session maps to) */
 };
 
-/* Connects to the daemon's socket. 0 or -errno (ENOENT/ECONNREFUSED: no
+/* Connects to the daemon's socket (a path starting with '@' names the
+ * abstract namespace, as in Go). 0 or -errno (ENOENT/ECONNREFUSED: no
  * daemon; EACCES: not allowed), with a message for the user in c->err. */
 int vrdma_chan_open(struct vrdma_chan *c, const char *path);
+/* Makes c a channel on fd, an already connected SOCK_SEQPACKET socket that
+ * it then owns (closed on failure too): what vrdma_chan_open does after
+ * connecting; tests hand it one end of a socketpair. 0 or -errno. */
+int vrdma_chan_adopt(struct vrdma_chan *c, int fd);
+/* Closes the socket and the channel's descriptors. No call may be in
+ * progress. Harmless after a failed open and when called twice. */
 void vrdma_chan_close(struct vrdma_chan *c);
 /* Sends request op with body (JSON, len bytes) and nfds descriptors (not
  * closed), waits for its reply. On success returns 0, copies the reply body

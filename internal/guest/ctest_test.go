@@ -1,0 +1,245 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vrdma/vrdma/internal/proto"
+)
+
+// The library's compiler flags (see the build), and what the C unit tests
+// add: the sanitizers, which stop at the first error.
+var (
+	libFlags      = []string{"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"}
+	sanitizeFlags = []string{"-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"}
+	sanitizeEnv   = []string{"ASAN_OPTIONS=detect_leaks=1", "UBSAN_OPTIONS=print_stacktrace=1"}
+)
+
+// verbsHeader is the rdma-core header the library compiles against.
+const verbsHeader = "/usr/include/infiniband/verbs.h"
+
+// hangGuard bounds a C test program's run; they take well under a second.
+const hangGuard = 5 * time.Minute
+
+// TestCUnits builds every csrc/tests/*_test.c with the library sources its
+// "sources:" line names, twice: with the sanitizers, and plainly with the
+// library's flags (so that -O2 warnings fail too); it runs both and fails
+// with a program's output when it fails.
+func TestCUnits(t *testing.T) {
+	cc := requireToolchain(t)
+	tests, err := filepath.Glob(filepath.Join("csrc", "tests", "*_test.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tests) == 0 {
+		t.Fatal("no C unit tests under csrc/tests")
+	}
+	builds := []struct {
+		name  string
+		flags []string
+	}{
+		{"sanitized", append(append([]string(nil), libFlags...), sanitizeFlags...)},
+		{"plain", libFlags},
+	}
+	for _, test := range tests {
+		name := strings.TrimSuffix(filepath.Base(test), ".c")
+		t.Run(name, func(t *testing.T) {
+			for _, b := range builds {
+				t.Run(b.name, func(t *testing.T) {
+					bin := buildCTest(t, cc, b.flags, filepath.Base(test))
+					ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, bin)
+					cmd.Env = append(os.Environ(), sanitizeEnv...)
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						t.Fatalf("%s: %v\n%s", name, err, out)
+					}
+					t.Logf("%s", out)
+				})
+			}
+		})
+	}
+}
+
+// TestChanAgainstGo runs the C channel (csrc/tests/chan_peer.c) against
+// internal/proto's Go side, as the daemon speaks it: the real header
+// encoding, encoding/json bodies, descriptors, events and errors.
+func TestChanAgainstGo(t *testing.T) {
+	cc := requireToolchain(t)
+	bin := buildCTest(t, cc, append(append([]string(nil), libFlags...), sanitizeFlags...), "chan_peer.c")
+	sock := filepath.Join(t.TempDir(), "vrdma.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- serveChanPeer(l) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, sock)
+	cmd.Env = append(os.Environ(), sanitizeEnv...)
+	out, err := cmd.CombinedOutput()
+	l.Close() // ends an accept still waiting, if the program never connected
+	serr := <-served
+	if err != nil {
+		t.Fatalf("chan_peer: %v (the Go side: %v)\n%s", err, serr, out)
+	}
+	if serr != nil {
+		t.Fatalf("the Go side: %v\nchan_peer's output:\n%s", serr, out)
+	}
+}
+
+// serveChanPeer plays the Go side of chan_peer.c's script.
+func serveChanPeer(l *net.UnixListener) error {
+	c, err := l.AcceptUnix()
+	if err != nil {
+		return err
+	}
+	pc := proto.NewConn(c)
+	defer pc.Close()
+
+	h, body, fds, err := pc.Recv()
+	proto.CloseFDs(fds)
+	if err != nil {
+		return fmt.Errorf("first request: %w", err)
+	}
+	if h.Kind != proto.KindRequest || h.Op != proto.OpQueryDevice || h.ID == 0 || string(body) != `{"port":1}` || len(fds) != 0 {
+		return fmt.Errorf("first request: %+v %q with %d descriptors, want a query_device request {\"port\":1}", h, body, len(fds))
+	}
+	if err := pc.Send(proto.Header{Kind: proto.KindEvent, Op: proto.OpEvent}, proto.Event{Type: 1, Handle: 7, QPN: 3, Reason: "local work queue error"}); err != nil {
+		return err
+	}
+	if err := pc.Send(proto.Header{Kind: proto.KindEvent, Op: proto.OpCMEvent}, proto.CMEvent{Type: proto.CMEventRequest}); err != nil {
+		return err
+	}
+	memfd, err := unix.MemfdCreate("chan-peer", unix.MFD_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(memfd)
+	if _, err := unix.Write(memfd, []byte("vrdma")); err != nil {
+		return err
+	}
+	gid := []byte{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 0xff}
+	reply := struct {
+		Name    string `json:"name"`
+		GID     []byte `json:"gid"`
+		None    []byte `json:"none"`
+		MaxMR   uint64 `json:"max_mr_size"`
+		Escaped string `json:"escaped"`
+	}{"vrdma0", gid, nil, math.MaxUint64, "<a&b>\u2028\"\n\\"}
+	if b, _ := json.Marshal(reply); !bytes.Contains(b, []byte(`\u003c`)) || !bytes.Contains(b, []byte(`"none":null`)) {
+		return fmt.Errorf("encoding/json no longer writes what the test means to check: %s", b)
+	}
+	if err := pc.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID}, reply, memfd); err != nil {
+		return err
+	}
+
+	h, body, fds, err = pc.Recv()
+	proto.CloseFDs(fds)
+	if err != nil {
+		return fmt.Errorf("second request: %w", err)
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || h.Op != proto.OpAllocPD || req.Name != "pd \"1\"\n" {
+		return fmt.Errorf("second request: %+v %q (%v), want alloc_pd with an escaped name", h, body, err)
+	}
+	errBody := struct {
+		Error string `json:"error"`
+	}{"no PD named " + req.Name}
+	if err := pc.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeNotFound}, errBody); err != nil {
+		return err
+	}
+
+	h, _, fds, err = pc.Recv()
+	proto.CloseFDs(fds)
+	if err != nil || h.Op != proto.OpQueryPort {
+		return fmt.Errorf("third request: %+v (%v), want query_port", h, err)
+	}
+	return nil // closing without a reply: the daemon is gone
+}
+
+// requireToolchain returns the C compiler, or skips the test when it or
+// rdma-core's headers are missing.
+func requireToolchain(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) to build the guest library's unit tests: install the Debian packages gcc and libibverbs-dev")
+	}
+	if _, err := os.Stat(verbsHeader); err != nil {
+		t.Skipf("no %s to build the guest library's unit tests against: install the Debian packages gcc and libibverbs-dev", verbsHeader)
+	}
+	return cc
+}
+
+// buildCTest compiles csrc/tests/<file> with the library sources its
+// "sources:" line names into a program in a temporary directory.
+func buildCTest(t *testing.T, cc string, flags []string, file string) string {
+	t.Helper()
+	csrc, err := filepath.Abs("csrc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := filepath.Join(csrc, "tests", file)
+	srcs, err := testSources(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(file, ".c"))
+	args := append(append([]string(nil), flags...), "-I", csrc, "-o", bin, test)
+	for _, s := range srcs {
+		args = append(args, filepath.Join(csrc, s))
+	}
+	args = append(args, "-lpthread")
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// testSources reads the library sources a C test needs from its
+// "sources: a.c b.c" line (in its opening comment).
+func testSources(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimSpace(strings.TrimPrefix(line, "*"))
+		if rest, ok := strings.CutPrefix(line, "sources:"); ok {
+			srcs := strings.Fields(rest)
+			for _, s := range srcs {
+				if !strings.HasSuffix(s, ".c") || strings.ContainsAny(s, "/\\") {
+					return nil, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/")
+				}
+			}
+			return srcs, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New(path + ": no \"sources: a.c b.c\" line naming the library files the test needs")
+}
