@@ -127,6 +127,7 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 		pthread_mutex_unlock(&context->mutex);
 	}
 	vrdma_track(ctx, cq, VRDMA_OBJ_CQ);
+	vrdma_live(ctx, 1);
 	return &cq->ibcq;
 }
 
@@ -149,6 +150,7 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	close(cq->wfd);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
+	vrdma_live(ctx, -1);
 	return 0;
 }
 

@@ -251,14 +251,34 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	return ic;
 }
 
+static void context_free(struct vrdma_context *ctx)
+{
+	pthread_mutex_destroy(&ctx->objs_mu);
+	pthread_mutex_destroy(&ctx->vctx.context.mutex);
+	free(ctx);
+}
+
+/* ibv_close_device ends the session: the daemon releases everything it
+ * held. Objects the application did not destroy stay valid memory (verbs
+ * on them fail with EIO) until it destroys them, as with rdma-core, where
+ * they outlive the context too. */
 VRDMA_EXPORT int ibv_close_device(struct ibv_context *context)
 {
 	struct vrdma_context *ctx = to_vctx(context);
-	vrdma_chan_close(&ctx->chan); /* the daemon releases what the session held */
-	pthread_mutex_destroy(&ctx->objs_mu);
-	pthread_mutex_destroy(&context->mutex);
-	free(ctx);
+	vrdma_chan_close(&ctx->chan);
+	if (__atomic_load_n(&ctx->live, __ATOMIC_ACQUIRE) == 0) {
+		context_free(ctx);
+		return 0;
+	}
+	__atomic_store_n(&ctx->closed, 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+void vrdma_live(struct vrdma_context *ctx, int delta)
+{
+	if (__atomic_add_fetch(&ctx->live, delta, __ATOMIC_ACQ_REL) == 0 && delta < 0 &&
+	    __atomic_load_n(&ctx->closed, __ATOMIC_ACQUIRE))
+		context_free(ctx);
 }
 
 int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const int *fds, int nfds, int *rfds,
@@ -266,6 +286,8 @@ int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const 
 {
 	char body[2048];
 	va_list ap;
+	if (__atomic_load_n(&ctx->closed, __ATOMIC_ACQUIRE))
+		return EIO; /* after ibv_close_device: the session is gone */
 	va_start(ap, fmt);
 	int n = vsnprintf(body, sizeof body, fmt, ap);
 	va_end(ap);

@@ -49,6 +49,7 @@ VRDMA_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	}
 	pd->ibpd.context = context;
 	pd->ibpd.handle = pd->handle = (uint32_t)h;
+	vrdma_live(ctx, 1);
 	return &pd->ibpd;
 }
 
@@ -56,8 +57,9 @@ VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
 	int rc = vrdma_cmd_simple(to_vctx(ibpd->context), VRDMA_CMD_DEALLOC_PD, pd->handle);
-	if (rc)
+	if (rc && rc != EIO)
 		return rc; /* EBUSY while MRs, QPs or AHs use it, as rdma-core says */
+	vrdma_live(to_vctx(ibpd->context), -1);
 	free(pd);
 	return 0;
 }
@@ -321,6 +323,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	mr->ibmr.handle = mr->handle;
 	mr->ibmr.lkey = (uint32_t)lkey;
 	mr->ibmr.rkey = (uint32_t)rkey;
+	vrdma_live(ctx, 1);
 	return &mr->ibmr;
 }
 
@@ -343,6 +346,7 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	pthread_mutex_lock(&backings_mu);
 	backing_put(mr->backing);
 	pthread_mutex_unlock(&backings_mu);
+	vrdma_live(to_vctx(ibmr->context), -1);
 	free(mr);
 	return 0;
 }

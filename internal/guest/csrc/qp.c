@@ -109,6 +109,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	if (ex)
 		vrdma_qp_ex_init(q);
 	vrdma_track(ctx, q, VRDMA_OBJ_QP);
+	vrdma_live(ctx, 1);
 	return qp;
 }
 
@@ -287,6 +288,7 @@ VRDMA_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	pthread_spin_destroy(&q->slock);
 	pthread_spin_destroy(&q->rlock);
 	free(q);
+	vrdma_live(ctx, -1);
 	return 0;
 }
 
@@ -348,6 +350,7 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 	attr->attr.max_wr = s->max_wr;
 	attr->attr.max_sge = (uint32_t)s->max_sge;
 	vrdma_track(ctx, s, VRDMA_OBJ_SRQ);
+	vrdma_live(ctx, 1);
 	return &s->ibsrq;
 }
 
@@ -379,6 +382,7 @@ VRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	munmap(s->mem, s->size);
 	pthread_spin_destroy(&s->lock);
 	free(s);
+	vrdma_live(ctx, -1);
 	return 0;
 }
 
@@ -410,6 +414,7 @@ VRDMA_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_att
 	ah->ibah.context = ibpd->context;
 	ah->ibah.pd = ibpd;
 	ah->ibah.handle = (uint32_t)h;
+	vrdma_live(to_vctx(ibpd->context), 1);
 	return &ah->ibah;
 }
 
@@ -418,6 +423,7 @@ VRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 	int rc = vrdma_cmd_simple(to_vctx(ah->context), VRDMA_CMD_DESTROY_AH, ah->handle);
 	if (rc && rc != EIO)
 		return rc;
+	vrdma_live(to_vctx(ah->context), -1);
 	free(ah);
 	return 0;
 }

@@ -41,6 +41,8 @@ struct vrdma_context {
 	struct vrdma_cq *cqs;
 	struct vrdma_srq *srqs;
 	int fatal_sent;
+	int live;   /* objects not yet destroyed (atomic) */
+	int closed; /* ibv_close_device ran; the memory stays while objects live */
 	struct verbs_context vctx; /* must be last: ibv_context ends it */
 };
 
@@ -172,6 +174,10 @@ int vrdma_cmd_simple(struct vrdma_context *ctx, uint16_t op, uint32_t handle);
 /* Maps a shared region the daemon passed (closes fd); NULL with errno. */
 uint8_t *vrdma_map_region(int fd, size_t size);
 int vrdma_ring_from(const struct vj_doc *doc, int tok, size_t size, struct vrdma_ring *r);
+
+/* vrdma_live counts the context's objects; the last one destroyed after
+ * ibv_close_device frees the context. */
+void vrdma_live(struct vrdma_context *ctx, int delta);
 
 /* Object lists for events (device.c). */
 void vrdma_track(struct vrdma_context *ctx, void *obj, int kind);
