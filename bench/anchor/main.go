@@ -7,6 +7,7 @@
 //	anchor table RESULTS.jsonl    medians per row, as a Markdown table
 //	anchor wiretable RESULTS.jsonl    the same, with the between-hosts targets
 //	anchor tcptable RESULTS.jsonl     the same, with the TCP-channel targets (tcp.go)
+//	anchor guesttable RESULTS.jsonl   the same, with the guest library's targets (guest.go)
 //	anchor topo SOCKET HOST KIND -- CMD...  time from CMD's return until HOST's path is KIND (tcp.go)
 //
 // Every figure is printed as one JSON object on one line, like vrdma perf --json.
@@ -25,7 +26,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | topo SOCKET HOST KIND -- CMD...")
+		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | guesttable FILE | topo SOCKET HOST KIND -- CMD...")
 		os.Exit(2)
 	}
 	var err error
@@ -42,6 +43,8 @@ func main() {
 		err = table(os.Args[2], wireTargets)
 	case "tcptable":
 		err = table(os.Args[2], tcpTargets)
+	case "guesttable":
+		err = table(os.Args[2], guestTargets)
 	case "topo":
 		err = topo(os.Args[2:])
 	default:
