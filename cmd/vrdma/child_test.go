@@ -14,10 +14,17 @@ const cliEnv = "VRDMA_TEST_RUN_CLI"
 // guest take for the built guest library instead of building it.
 const guestLibEnv = "VRDMA_TEST_GUEST_LIB"
 
+// defaultSocketEnv, in such a process, names the socket vrdma run looks
+// for a daemon at when told of none (instead of /run/vrdma/vrdma.sock).
+const defaultSocketEnv = "VRDMA_TEST_DEFAULT_SOCKET"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		if dir := os.Getenv(guestLibEnv); dir != "" {
 			buildGuest = func() (string, error) { return dir, nil }
+		}
+		if s := os.Getenv(defaultSocketEnv); s != "" {
+			defaultSocket = s
 		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}

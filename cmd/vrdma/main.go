@@ -93,6 +93,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, flag.ErrHelp) {
 				return 0
 			}
+			var status exitStatus
+			if errors.As(err, &status) {
+				return int(status) // a program vrdma ran: its status, said by itself
+			}
 			fmt.Fprintf(stderr, "vrdma %s: %s\n", c.name, errorText(err))
 			if errors.Is(err, errUsage) {
 				return 2

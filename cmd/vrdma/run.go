@@ -24,6 +24,11 @@ sources change) into $VRDMA_GUEST_CACHE or ~/.cache/vrdma, then runs COMMAND
 with LD_LIBRARY_PATH naming it: the program loads vrdma's libibverbs instead
 of rdma-core's, and its devices are the instance's adapters, vrdma0..vrdma9.
 COMMAND replaces vrdma: the exit status and signals are COMMAND's own.
+When no daemon answers at the default socket (and neither --socket nor
+VRDMA_SOCKET names one), vrdma runs COMMAND on a daemon of its own, embedded
+in vrdma for as long as COMMAND runs, and says so on stderr: everything
+works on a fresh machine, but only that COMMAND and its children see those
+adapters. Start "vrdma daemon" to share adapters between programs.
 
 The build needs a C compiler and rdma-core's headers:
 apt-get install gcc libibverbs-dev.
@@ -87,6 +92,9 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return fmt.Errorf("%v%s", err, packageHint(argv[0]))
+	}
+	if o.Socket == "" && os.Getenv("VRDMA_SOCKET") == "" && !daemonAnswers(defaultSocket) {
+		return runOnEmbeddedDaemon(path, argv, libDir, *o, stderr)
 	}
 	if err := syscall.Exec(path, argv, withVars(os.Environ(), vars)); err != nil {
 		return fmt.Errorf("cannot run %s: %w", path, err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/guest"
 )
 
@@ -99,7 +101,9 @@ func TestRunPrintEnvEvaluates(t *testing.T) {
 func runChild(t *testing.T, libDir string, env []string, args ...string) (*os.ProcessState, string, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), cliEnv+"=1", guestLibEnv+"="+libDir), env...)
+	// No daemon answers at the default socket unless a test says so.
+	noDaemon := filepath.Join(t.TempDir(), "absent.sock")
+	cmd.Env = append(append(os.Environ(), cliEnv+"=1", guestLibEnv+"="+libDir, defaultSocketEnv+"="+noDaemon, "VRDMA_SOCKET="), env...)
 	var out, errs strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	err := cmd.Run()
@@ -210,5 +214,54 @@ func TestRunBuildsTheGuestLibrary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, guest.SOName)); err != nil {
 		t.Errorf("LD_LIBRARY_PATH names a directory without the library: %v", err)
+	}
+}
+
+// TestRunStartsADaemonWhenNoneAnswers: with no daemon at the default socket
+// and none named, the command runs on a daemon embedded in vrdma run, whose
+// socket it is given; vrdma says so, and ends with the command's status.
+func TestRunStartsADaemonWhenNoneAnswers(t *testing.T) {
+	libDir := fakeLibDir(t, t.TempDir())
+	script := `test -S "$VRDMA_SOCKET" && printf '%s\n' "$VRDMA_SOCKET"; exit 4`
+	st, out, errs := runChild(t, libDir, nil, "run", "--", "sh", "-c", script)
+	if st.ExitCode() != 4 {
+		t.Errorf("exit status %d, want the command's 4 (stderr %q)", st.ExitCode(), errs)
+	}
+	sock := strings.TrimSpace(out)
+	if sock == "" || sock == vrdma.DefaultSocket {
+		t.Errorf("the command saw VRDMA_SOCKET %q, want the embedded daemon's live socket", sock)
+	}
+	if !strings.Contains(errs, "no daemon answers at") {
+		t.Errorf("stderr %q does not say the command runs on an embedded daemon", errs)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("the embedded daemon's socket %s outlived vrdma run: %v", sock, err)
+	}
+}
+
+// TestRunUsesTheDaemonThatAnswers: a daemon at the default socket is used
+// as it is, with no embedded one and no notice.
+func TestRunUsesTheDaemonThatAnswers(t *testing.T) {
+	sock := daemontest.Start(t)
+	libDir := fakeLibDir(t, t.TempDir())
+	st, out, errs := runChild(t, libDir, []string{defaultSocketEnv + "=" + sock}, "run", "--", "sh", "-c", `printf '%s\n' "$VRDMA_SOCKET"`)
+	if st.ExitCode() != 0 || strings.TrimSpace(out) != "" || strings.Contains(errs, "no daemon answers") {
+		t.Errorf("exit %d, VRDMA_SOCKET %q, stderr %q: want the running daemon used as is (no VRDMA_SOCKET set, no notice)", st.ExitCode(), out, errs)
+	}
+}
+
+// TestRunDevicesOnAFreshMachine: `vrdma run -- ibv_devices` with no daemon
+// running lists the embedded daemon's vrdma0 through the real library.
+func TestRunDevicesOnAFreshMachine(t *testing.T) {
+	if _, err := exec.LookPath("ibv_devices"); err != nil {
+		t.Skip("ibv_devices is missing: apt-get install ibverbs-utils")
+	}
+	lib, err := guest.Build(t.TempDir())
+	if err != nil {
+		t.Skipf("cannot build the guest library here: %v", err)
+	}
+	st, out, errs := runChild(t, lib, nil, "run", "--", "ibv_devices")
+	if st.ExitCode() != 0 || !strings.Contains(out, "vrdma0") {
+		t.Errorf("exit %d, output %q, stderr %q: want vrdma0 listed", st.ExitCode(), out, errs)
 	}
 }
