@@ -97,7 +97,12 @@ func guestTools() []guestTool {
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
 		{name: "ibv_ud_pingpong", serverSends: true, check: pingpong(512),
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "512", "-n", n} }},
+		{name: "ibv_uc_pingpong", serverSends: true, check: pingpong(4096),
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
+		{name: "ibv_srq_pingpong", serverSends: true, check: pingpong(4096), // 16 QPs on one SRQ
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
 		{name: "ib_write_bw", args: x("-s", "65536", "-n", n), check: perftest(65536, false, "server", "client")},
+		{name: "ib_read_bw", args: x("-s", "65536", "-n", n), check: perftest(65536, false, "server", "client")},
 		{name: "ib_send_lat", serverSends: true, args: x("-s", "64", "-n", n), check: perftest(64, true, "server", "client")},
 		{name: "ib_read_lat", args: x("-s", "64", "-n", n), check: perftest(64, true, "client")},
 		{name: "ib_atomic_bw", args: x("-n", n), check: perftest(8, false, "server", "client")},
