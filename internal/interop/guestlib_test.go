@@ -14,12 +14,13 @@ import (
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
 )
 
-// TestGuestLibraryPingpongWithRxe runs Debian's unmodified ibv_rc_pingpong
-// on both ends: on vrdma in the namespace, through the guest library, and
-// on the kernel's rdma_rxe in guest A; each as server and as client, over
-// the IPv4-mapped and the IPv6 link-local GIDs, with multi-packet (4 KiB)
-// messages.
-func TestGuestLibraryPingpongWithRxe(t *testing.T) {
+// TestGuestLibraryWithRxe runs Debian's unmodified verbs programs on
+// both ends: on vrdma in the namespace, through the guest library, and on
+// the kernel's rdma_rxe in guest A, each end as server and as client.
+// ibv_rc_pingpong over the IPv4-mapped and the IPv6 link-local GIDs with
+// multi-packet (4 KiB) messages; perftest's ib_write_bw, ib_send_lat,
+// ib_read_lat and ib_atomic_bw over the IPv4-mapped GID.
+func TestGuestLibraryWithRxe(t *testing.T) {
 	Require(t)
 	guesttest.RequirePrograms(t, "ibv_devinfo", "ibv_rc_pingpong")
 	lib := guesttest.Library(t)
