@@ -3,9 +3,10 @@ package vrdma_test
 // Debian's unmodified verbs programs (ibverbs-utils' pingpongs, perftest)
 // through the guest library between two hosts: network namespaces joined
 // by a veth pair, a daemon on one switch in each, server on a and client
-// on b. Once with a Soft-RoCE link on each veth (the RoCEv2 path), once
-// without links (the TCP channel); the daemons' path counters show which
-// path the programs' traffic took. Needs root, gcc, libibverbs-dev,
+// on b. Once with a Soft-RoCE link on each veth (the RoCEv2 path, over the
+// IPv4-mapped GIDs and, for the pingpongs, the IPv6 link-local ones too),
+// once without links (the TCP channel); the daemons' path counters show
+// which path the programs' traffic took. Needs root, gcc, libibverbs-dev,
 // ibverbs-utils and perftest; skipped otherwise.
 
 import (
@@ -29,6 +30,9 @@ type toolHost struct {
 	dev  *vrdma.Device
 	prog guesttest.Program
 	gid  int // the index of the GID that is the host's IPv4 address
+	// gidLL is the index of the GID that is its IPv6 link-local address
+	// (with a link), or -1.
+	gidLL int
 }
 
 // guestTool is one program run between the hosts.
@@ -130,31 +134,43 @@ func TestGuestToolsBetweenHosts(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			a, b := twoToolHosts(t, lib, mode.links, mode.path)
 			for _, tool := range tools {
-				t.Run(tool.name, func(t *testing.T) {
-					ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
-					srv, cli := a.prog, b.prog
-					// Each side names its own GID index; the programs
-					// exchange GIDs over their TCP connection.
-					r := runToolPair(t, srv, cli, tool, a.gid, b.gid)
-					if t.Failed() {
-						return
-					}
-					tool.check(t, r.ServerOut, r.ClientOut)
-					da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
-					t.Logf("path counters: server (a) %+v, client (b) %+v", da, db)
-					for _, h := range []struct {
-						name  string
-						d     pathCount
-						sends bool
-					}{{"a (server)", da, tool.serverSends}, {"b (client)", db, true}} {
-						took, others := h.d.by(mode.path)
-						if others != 0 || (h.sends && took < toolIters) {
-							t.Errorf("host %s's path counters moved by %+v: want messages by %s only (at least %d if it sends)", h.name, h.d, mode.path, toolIters)
-						}
-					}
-				})
+				t.Run(tool.name, func(t *testing.T) { runTool(t, a, b, tool, a.gid, b.gid, mode.path) })
+			}
+			if !mode.links {
+				return
+			}
+			// The links' IPv6 link-local GIDs route too (RoCEv2 over IPv6).
+			for _, tool := range tools[:2] { // ibv_rc_pingpong, ibv_ud_pingpong
+				t.Run(tool.name+" IPv6 link-local GID", func(t *testing.T) { runTool(t, a, b, tool, a.gidLL, b.gidLL, mode.path) })
 			}
 		})
+	}
+}
+
+// runTool runs tool's server on a with GID index ga and its client on b
+// with gb, checks what they printed, and checks that their messages took
+// path (and no other) by each host's path counters.
+func runTool(t *testing.T, a, b *toolHost, tool guestTool, ga, gb int, path string) {
+	t.Helper()
+	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
+	// Each side names its own GID index; the programs exchange GIDs over
+	// their TCP connection.
+	r := runToolPair(t, a.prog, b.prog, tool, ga, gb)
+	if t.Failed() {
+		return
+	}
+	tool.check(t, r.ServerOut, r.ClientOut)
+	da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
+	t.Logf("path counters: server (a) %+v, client (b) %+v", da, db)
+	for _, h := range []struct {
+		name  string
+		d     pathCount
+		sends bool
+	}{{"a (server)", da, tool.serverSends}, {"b (client)", db, true}} {
+		took, others := h.d.by(path)
+		if others != 0 || (h.sends && took < toolIters) {
+			t.Errorf("host %s's path counters moved by %+v: want messages by %s only (at least %d if it sends)", h.name, h.d, path, toolIters)
+		}
 	}
 }
 
@@ -232,7 +248,15 @@ func twoToolHosts(t *testing.T, lib string, links bool, path string) (a, b *tool
 		if api := gidIndexOf(t, dev, vrdma.GID(v4.As16())); api != th.gid {
 			t.Fatalf("on %s, GID %s is index %d for ibv_devinfo but %d for the Go API", s.name, v4, th.gid, api)
 		}
-		t.Logf("host %s (%s): GID[%d] = %s", s.name, s.h.IPv4, th.gid, v4)
+		th.gidLL = interop.GIDIndex(interop.GIDs(out), s.h.IPv6LL)
+		if links && th.gidLL < 0 {
+			t.Fatalf("ibv_devinfo -v on %s: no GID %s, the link's IPv6 link-local address:\n%s", s.name, s.h.IPv6LL, out)
+		}
+		if th.gidLL >= 0 {
+			t.Logf("host %s (%s): GID[%d] = %s, GID[%d] = %s", s.name, s.h.IPv4, th.gid, v4, th.gidLL, s.h.IPv6LL)
+		} else {
+			t.Logf("host %s (%s): GID[%d] = %s", s.name, s.h.IPv4, th.gid, v4)
+		}
 		hosts[i] = th
 	}
 	return hosts[0], hosts[1]
