@@ -304,7 +304,10 @@ func ensureBuild(t testing.TB, dir string) string {
 }
 
 // buildStale says why the cache needs setup.sh ("" if it does not): an
-// artefact is missing, or older than setup.sh or the guest's init.
+// artefact is missing, or setup.sh or the guest's init is newer than the
+// last run of setup.sh. That run is the newest artefact's time: setup.sh
+// rebuilds the initramfs every time but keeps a kernel it extracted
+// before, so the kernel may well be older than setup.sh.
 func buildStale(dir, cache string) string {
 	var built time.Time
 	for _, f := range []string{"vmlinux", "initramfs.cpio"} {
@@ -312,7 +315,7 @@ func buildStale(dir, cache string) string {
 		if err != nil || st.Size() == 0 {
 			return "no " + f + " yet"
 		}
-		if built.IsZero() || st.ModTime().Before(built) {
+		if st.ModTime().After(built) {
 			built = st.ModTime()
 		}
 	}

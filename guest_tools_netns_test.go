@@ -1,0 +1,274 @@
+package vrdma_test
+
+// Debian's unmodified verbs programs (ibverbs-utils' pingpongs, perftest)
+// through the guest library between two hosts: network namespaces joined
+// by a veth pair, a daemon on one switch in each, server on a and client
+// on b. Once with a Soft-RoCE link on each veth (the RoCEv2 path, over the
+// IPv4-mapped GIDs and, for the pingpongs, the IPv6 link-local ones too),
+// once without links (the TCP channel); the daemons' path counters show
+// which path the programs' traffic took. Needs root, gcc, libibverbs-dev,
+// ibverbs-utils and perftest; skipped otherwise.
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
+	"github.com/vrdma/vrdma/internal/interop"
+	"github.com/vrdma/vrdma/internal/netns"
+)
+
+// toolHost is one namespace host of the two, with its daemon, its default
+// instance's vrdma0 opened through the Go API (for the path counters) and
+// how programs run there.
+type toolHost struct {
+	sw   *switchHost
+	dev  *vrdma.Device
+	prog guesttest.Program
+	gid  int // the index of the GID that is the host's IPv4 address
+	// gidLL is the index of the GID that is its IPv6 link-local address
+	// (with a link), or -1.
+	gidLL int
+}
+
+// guestTool is one program run between the hosts.
+type guestTool struct {
+	name string
+	args func(gid int) []string
+	// check looks at what the server and the client printed; both exited 0.
+	check func(t *testing.T, server, client string)
+	// serverSends says whether the server posts work requests too (so its
+	// path counter moves), not only the client.
+	serverSends bool
+}
+
+// toolIters is every program's iteration count: enough round trips to
+// count, few enough to keep the run short on a loaded machine.
+const toolIters = 200
+
+func guestTools() []guestTool {
+	n := fmt.Sprint(toolIters)
+	pingpong := func(size int) func(t *testing.T, server, client string) {
+		return func(t *testing.T, server, client string) {
+			for side, out := range map[string]string{"server": server, "client": client} {
+				p, err := guesttest.ParsePingpong(out)
+				if err != nil {
+					t.Errorf("%s: %v", side, err)
+					continue
+				}
+				if p.Iters != toolIters || p.Bytes != int64(2*size*toolIters) || p.Mbps <= 0 {
+					t.Errorf("%s: %+v: want %d iterations of %d bytes each way at a non-zero rate", side, p, toolIters, size)
+				}
+				t.Logf("%s: %d bytes in %.2f s = %.2f Mbit/s, %.2f µs/iter", side, p.Bytes, p.Seconds, p.Mbps, p.UsecPerIter)
+			}
+		}
+	}
+	perftest := func(size int, latency bool, sides ...string) func(t *testing.T, server, client string) {
+		return func(t *testing.T, server, client string) {
+			outs := map[string]string{"server": server, "client": client}
+			for _, side := range sides {
+				rows, err := guesttest.ParsePerftest(outs[side])
+				if err != nil {
+					t.Errorf("%s: %v", side, err)
+					continue
+				}
+				r := rows[0]
+				ok := r.Bytes == size && r.Iterations == toolIters && r.Latency == latency
+				if latency {
+					ok = ok && r.AvgUsec > 0 && r.TypicalUsec > 0
+					t.Logf("%s: %d B × %d: t_typical %.2f µs, t_avg %.2f µs, 99%% %.2f µs", side, r.Bytes, r.Iterations, r.TypicalUsec, r.AvgUsec, r.P99Usec)
+				} else {
+					ok = ok && r.MsgRateMpps > 0
+					t.Logf("%s: %d B × %d: BW average %.2f MB/s, %.6f Mpps", side, r.Bytes, r.Iterations, r.AvgMBps, r.MsgRateMpps)
+				}
+				if !ok {
+					t.Errorf("%s: result %+v: want %d iterations of %d bytes, a latency test %v, with a non-zero result", side, r, toolIters, size, latency)
+				}
+			}
+		}
+	}
+	x := func(args ...string) func(gid int) []string {
+		return func(gid int) []string {
+			return append([]string{"-d", "vrdma0", "-x", fmt.Sprint(gid)}, args...)
+		}
+	}
+	return []guestTool{
+		{name: "ibv_rc_pingpong", serverSends: true, check: pingpong(4096),
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
+		{name: "ibv_ud_pingpong", serverSends: true, check: pingpong(512),
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "512", "-n", n} }},
+		{name: "ibv_uc_pingpong", serverSends: true, check: pingpong(4096),
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
+		{name: "ibv_srq_pingpong", serverSends: true, check: pingpong(4096), // 16 QPs on one SRQ
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
+		{name: "ib_write_bw", args: x("-s", "65536", "-n", n), check: perftest(65536, false, "server", "client")},
+		{name: "ib_read_bw", args: x("-s", "65536", "-n", n), check: perftest(65536, false, "server", "client")},
+		{name: "ib_send_lat", serverSends: true, args: x("-s", "64", "-n", n), check: perftest(64, true, "server", "client")},
+		{name: "ib_read_lat", args: x("-s", "64", "-n", n), check: perftest(64, true, "client")},
+		{name: "ib_atomic_bw", args: x("-n", n), check: perftest(8, false, "server", "client")},
+	}
+}
+
+func TestGuestToolsBetweenHosts(t *testing.T) {
+	netns.Require(t)
+	tools := guestTools()
+	names := []string{"ibv_devinfo"}
+	for _, tool := range tools {
+		names = append(names, tool.name)
+	}
+	guesttest.RequirePrograms(t, names...)
+	lib := guesttest.Library(t)
+
+	for _, mode := range []struct {
+		name  string
+		links bool   // a Soft-RoCE link on each host's veth
+		path  string // the path every message must take
+	}{
+		{"RoCEv2", true, "rdma"},
+		{"TCP channel", false, "tcp"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			a, b := twoToolHosts(t, lib, mode.links, mode.path)
+			for _, tool := range tools {
+				t.Run(tool.name, func(t *testing.T) { runTool(t, a, b, tool, a.gid, b.gid, mode.path) })
+			}
+			if !mode.links {
+				return
+			}
+			// The links' IPv6 link-local GIDs route too (RoCEv2 over IPv6).
+			for _, tool := range tools[:2] { // ibv_rc_pingpong, ibv_ud_pingpong
+				t.Run(tool.name+" IPv6 link-local GID", func(t *testing.T) { runTool(t, a, b, tool, a.gidLL, b.gidLL, mode.path) })
+			}
+		})
+	}
+}
+
+// runTool runs tool's server on a with GID index ga and its client on b
+// with gb, checks what they printed, and checks that their messages took
+// path (and no other) by each host's path counters.
+func runTool(t *testing.T, a, b *toolHost, tool guestTool, ga, gb int, path string) {
+	t.Helper()
+	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
+	// Each side names its own GID index; the programs exchange GIDs over
+	// their TCP connection.
+	r := runToolPair(t, a.prog, b.prog, tool, ga, gb)
+	if t.Failed() {
+		return
+	}
+	tool.check(t, r.ServerOut, r.ClientOut)
+	da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
+	t.Logf("path counters: server (a) %+v, client (b) %+v", da, db)
+	for _, h := range []struct {
+		name  string
+		d     pathCount
+		sends bool
+	}{{"a (server)", da, tool.serverSends}, {"b (client)", db, true}} {
+		took, others := h.d.by(path)
+		if others != 0 || (h.sends && took < toolIters) {
+			t.Errorf("host %s's path counters moved by %+v: want messages by %s only (at least %d if it sends)", h.name, h.d, path, toolIters)
+		}
+	}
+}
+
+// runToolPair runs tool's server on srv with GID index gs and its client on
+// cli with index gc. perftest and the pingpongs take the same arguments on
+// both sides, so when the indexes differ the client gets its own.
+func runToolPair(t *testing.T, srv, cli guesttest.Program, tool guestTool, gs, gc int) guesttest.Pair {
+	t.Helper()
+	if gs != gc {
+		t.Fatalf("the IPv4 GID is index %d on the server and %d on the client: RunPair gives both the same arguments", gs, gc)
+	}
+	return guesttest.RunPair(t, srv, cli, guesttest.PingpongPort, tool.name, tool.args(gs)...)
+}
+
+// by returns the messages counted on path and on the other two.
+func (p pathCount) by(path string) (took, others uint64) {
+	switch path {
+	case "memcpy":
+		return p.memcpy, p.rdma + p.tcp
+	case "rdma":
+		return p.rdma, p.memcpy + p.tcp
+	default:
+		return p.tcp, p.memcpy + p.rdma
+	}
+}
+
+func pathDelta(before, after pathCount) pathCount {
+	return pathCount{after.memcpy - before.memcpy, after.rdma - before.rdma, after.tcp - before.tcp}
+}
+
+// twoToolHosts makes two namespace hosts, a and b, each with a daemon on
+// one switch (a runs its etcd, b joins it over the veth) and, if links, a
+// Soft-RoCE link rxe0 on its eth0; it waits until each daemon sees the
+// other by path, and finds each host's IPv4 GID both through the guest
+// library (ibv_devinfo -v) and through the Go API.
+func twoToolHosts(t *testing.T, lib string, links bool, path string) (a, b *toolHost) {
+	t.Helper()
+	top := netns.New(t, 2)
+	ha, hb := top.Hosts[0], top.Hosts[1]
+	pki := netns.SwitchPKI(t, map[string]netip.Addr{"a": ha.IPv4, "b": hb.IPv4})
+	sa := &switchHost{name: "a", h: ha, pki: pki}
+	sb := &switchHost{name: "b", h: hb, pki: pki}
+	sa.d = ha.StartDaemon(t, "--host-name", "a", "--pki", pki,
+		"--etcd-client-url", "https://"+ha.IPv4.String()+":2379", "--etcd-peer-url", "https://"+ha.IPv4.String()+":2380")
+	sb.d = hb.StartDaemon(t, "--host-name", "b", "--pki", pki, "--etcd-endpoints", "https://"+ha.IPv4.String()+":2379")
+	if links {
+		for _, s := range []*switchHost{sa, sb} {
+			s.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", s.h.Iface)
+		}
+	}
+	for _, p := range [][2]*switchHost{{sa, sb}, {sb, sa}} {
+		eventually(t, 60*time.Second, fmt.Sprintf("%s reaches %s by %s", p[0].name, p[1].name, path), func() (bool, string) {
+			paths := hostPaths(t, p[0])
+			return strings.HasPrefix(paths[p[1].name], path+":"), fmt.Sprint(paths)
+		})
+	}
+	var hosts [2]*toolHost
+	for i, s := range []*switchHost{sa, sb} {
+		th := &toolHost{sw: s, prog: guesttest.Program{Host: s.h, Lib: lib, Socket: s.d.Socket}}
+		dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: s.d.Socket})
+		if err != nil {
+			t.Fatalf("opening vrdma0 on %s: %v", s.name, err)
+		}
+		t.Cleanup(func() { dev.Close() })
+		th.dev = dev
+		v4 := netip.AddrFrom16(s.h.IPv4.As16())
+		out := runProgram(t, th.prog, "ibv_devinfo", "-v", "-d", "vrdma0")
+		if !strings.Contains(out, "PORT_ACTIVE") {
+			t.Errorf("ibv_devinfo -v on %s: vrdma0's port is not active:\n%s", s.name, out)
+		}
+		th.gid = interop.GIDIndex(interop.GIDs(out), v4)
+		if th.gid < 0 {
+			t.Fatalf("ibv_devinfo -v on %s: no GID %s:\n%s", s.name, v4, out)
+		}
+		if api := gidIndexOf(t, dev, vrdma.GID(v4.As16())); api != th.gid {
+			t.Fatalf("on %s, GID %s is index %d for ibv_devinfo but %d for the Go API", s.name, v4, th.gid, api)
+		}
+		th.gidLL = interop.GIDIndex(interop.GIDs(out), s.h.IPv6LL)
+		if links && th.gidLL < 0 {
+			t.Fatalf("ibv_devinfo -v on %s: no GID %s, the link's IPv6 link-local address:\n%s", s.name, s.h.IPv6LL, out)
+		}
+		if th.gidLL >= 0 {
+			t.Logf("host %s (%s): GID[%d] = %s, GID[%d] = %s", s.name, s.h.IPv4, th.gid, v4, th.gidLL, s.h.IPv6LL)
+		} else {
+			t.Logf("host %s (%s): GID[%d] = %s", s.name, s.h.IPv4, th.gid, v4)
+		}
+		hosts[i] = th
+	}
+	return hosts[0], hosts[1]
+}
+
+// runProgram runs a verbs program under p to the end and returns its output;
+// the test fails if it exits non-zero.
+func runProgram(t *testing.T, p guesttest.Program, name string, args ...string) string {
+	t.Helper()
+	out, err := p.Command(t.Context(), name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v\n%s", name, strings.Join(args, " "), p.Host.Name, err, out)
+	}
+	return string(out)
+}
