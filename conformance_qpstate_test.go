@@ -155,7 +155,7 @@ func conformanceQPStateMachine(t *testing.T, e *confEnv) {
 		{name: "RTR->RTS/retry_cnt 8", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.RetryCnt = 8 }, want: errAttr},
 		{name: "RTR->RTS/rnr_retry 8", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.RNRRetry = 8 }, want: errAttr},
 		{name: "RTR->RTS/timeout 32", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.Timeout = 32 }, want: errAttr},
-		{name: "RTR->RTS/max_rd_atomic 17", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.MaxRdAtomic = 17 }, want: errAttr},
+		{name: "RTR->RTS/max_rd_atomic 129", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.MaxRdAtomic = 129 }, want: errAttr},
 		{name: "RTR->RTS/sq_psn above 24 bits", typ: uc, path: []vrdma.QPState{initS, rtr}, to: rts, set: func(a *vrdma.QPAttr) { a.SQPSN = 1 << 24 }, want: errAttr},
 		{name: "RTR->RTR", typ: rc, path: []vrdma.QPState{initS, rtr}, to: rtr, want: errState},
 		{name: "RTR->INIT", typ: rc, path: []vrdma.QPState{initS, rtr}, to: initS, want: errState},

@@ -15,7 +15,7 @@ const (
 	MaxMR       = 1 << 16
 	MaxSGE      = abi.MaxSGE
 	MaxInline   = 256
-	MaxRdAtomic = 16
+	MaxRdAtomic = 128
 	MaxMRSize   = 1 << 40
 	PKeyTable   = 1
 	DefaultPKey = 0xFFFF
