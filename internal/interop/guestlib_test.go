@@ -104,6 +104,7 @@ func TestGuestLibraryWithRxe(t *testing.T) {
 	if m := maxQPRdAtomRe.FindStringSubmatch(string(info)); m == nil || m[1] != "128" {
 		t.Fatalf("ibv_devinfo -v through the guest library: max_qp_rd_atom %v, want rxe's 128:\n%s", m, info)
 	}
+	v4 := gids[0]
 	var guestReads []string
 	const perfIters = 20
 	for _, tool := range []struct {
