@@ -97,6 +97,10 @@ func (h switchHost) RemoveLink(name string) error { return h.d.host.RemoveLink(n
 
 func (h switchHost) CMAddr() net.Addr { return h.d.CMAddr() }
 
+// LIDsChanged: the daemon does not take its adapters' LIDs from the
+// switch yet.
+func (h switchHost) LIDsChanged() {}
+
 // Uplinks lists the daemon's links (cmd_link.go) under their lock, which
 // the agent takes holding its own: the daemon never calls the agent
 // holding the links' lock.
