@@ -58,8 +58,31 @@ func TestLIDAcrossHosts(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if l0, l1 := lid(devs[0]), lid(devs[1]); l0 == 0 || l1 == 0 || l0 == l1 {
+	l0, l1 := lid(devs[0]), lid(devs[1])
+	if l0 == 0 || l1 == 0 || l0 == l1 {
 		t.Fatalf("the hosts' default ports have LIDs %#x and %#x: want two different ones", l0, l1)
+	}
+	// Each daemon learns the other's LID and record from the switch a
+	// moment after the other has it: wait until an address handle by LID
+	// resolves on both (a hang guard).
+	for i, peer := range []uint16{l1, l0} {
+		pd, err := devs[i].AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ah, err := pd.CreateAH(vrdma.AHAttr{DLID: peer, PortNum: 1})
+			if err == nil {
+				_ = ah.Destroy()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("host%d never resolves LID %#x: %v", i+1, peer, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = pd.Dealloc()
 	}
 
 	t.Run("RC", func(t *testing.T) {

@@ -187,6 +187,11 @@ func TestLIDsOnTheSwitch(t *testing.T) {
 
 	from := port{s1, "", "vrdma0"}
 	sgid := from.attr(t).GIDs[0]
+	// host1 learns host2's LIDs and record from the switch a moment after
+	// host2 has them (a hang guard).
+	for _, p := range ports {
+		waitResolves(t, from, lids[p])
+	}
 	for _, tc := range []struct {
 		name string
 		to   port   // the port named by LID; zero: lid below
@@ -249,18 +254,24 @@ func TestLIDsOnTheSwitch(t *testing.T) {
 			t.Errorf("after host2's restart %s has LID %#x, had %#x", p, got, lids[p])
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second) // host1 sees host2 again: a hang guard
+	waitResolves(t, from, lids[port{s2, "vm2", "vrdma0"}])
+}
+
+// waitResolves waits until a QP of from reaches LID lid (a hang guard).
+func waitResolves(t *testing.T, from port, lid uint16) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c := from.open(t)
-		r, _ := rcToLID(t, c, qpstate.AddressVector{DLID: lids[port{s2, "vm2", "vrdma0"}], PortNum: 1})
+		r, _ := rcToLID(t, c, qpstate.AddressVector{DLID: lid, PortNum: 1})
 		c.Close()
 		if r.h.Code == proto.CodeOK {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("host1 does not reach vm2/vrdma0 by LID after host2's restart: %v %s", r.h.Code, r.msg())
+			t.Fatalf("%s does not reach LID %#x: %v %s", from, lid, r.h.Code, r.msg())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
