@@ -48,6 +48,7 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 		_ = s.d.deleteInstance(inst.Name, nil)
 		return nil, nil, err
 	}
+	s.d.switchLIDsChanged() // an assignment may be there already
 	s.d.awaitSwitchLIDs(inst)
 	return instanceInfo(inst, s.d.cfg.HostName), nil, nil
 }

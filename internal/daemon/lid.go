@@ -38,15 +38,12 @@ func (d *Daemon) lidsChangedLocked() {
 	d.lidChanged = make(chan struct{})
 }
 
-// giveLIDsLocked gives a new instance's adapters their LIDs (d.mu): on a
-// switch, those the subnet manager has assigned already (the others come
-// with switchLIDsChanged); on no switch, want's where they are valid and
-// free, else the lowest free ones.
+// giveLIDsLocked gives a new instance's adapters their LIDs on a daemon
+// with no switch (d.mu): want's where they are valid and free, else the
+// lowest free ones. On a switch they come from the subnet manager
+// (switchLIDsChanged).
 func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 	if d.cfg.Switch.Enable {
-		if d.sw != nil {
-			d.applySwitchLIDsLocked(inst)
-		}
 		return
 	}
 	used := map[uint16]bool{}
@@ -74,30 +71,37 @@ func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 	}
 }
 
-// applySwitchLIDsLocked sets inst's adapters' LIDs to the switch's (d.mu).
-func (d *Daemon) applySwitchLIDsLocked(inst *Instance) bool {
-	name := d.switchName(inst)
-	changed := false
-	for _, a := range inst.Adapters {
-		if lid := d.sw.LocalLID(name, a.Index); lid != a.LID() {
-			a.SetLID(lid)
-			changed = true
-		}
-	}
-	return changed
-}
-
-// switchLIDsChanged is the agent's Host.LIDsChanged: every adapter takes
-// the LID the switch has for it now.
+// switchLIDsChanged is the agent's Host.LIDsChanged, and what a new
+// instance on a switch calls once published: every adapter takes the LID
+// the switch has for it now. The agent is asked holding none of the
+// daemon's locks.
 func (d *Daemon) switchLIDsChanged() {
 	if d.sw == nil {
 		return
 	}
+	type named struct {
+		name string // the instance's name on the switch
+		a    *engine.Adapter
+	}
+	d.mu.Lock()
+	var all []named
+	for _, inst := range d.instances {
+		name := d.switchName(inst)
+		for _, a := range inst.Adapters {
+			all = append(all, named{name, a})
+		}
+	}
+	d.mu.Unlock()
+	lids := make([]uint16, len(all))
+	for i, n := range all {
+		lids[i] = d.sw.LocalLID(n.name, n.a.Index)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	changed := false
-	for _, inst := range d.instances {
-		if d.applySwitchLIDsLocked(inst) {
+	for i, n := range all {
+		if n.a.LID() != lids[i] {
+			n.a.SetLID(lids[i])
 			changed = true
 		}
 	}
