@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Endpoint is what two sides exchange to connect a queue pair: the GID,
-// QPN and first PSN of each (what ibv_rc_pingpong sends over TCP).
+// Endpoint is what two sides exchange to connect a queue pair: the LID,
+// GID, QPN and first PSN of each (what ibv_rc_pingpong sends over TCP).
+// An endpoint with a zero GID is reached by its LID (AHAttr.DLID).
 type Endpoint struct {
 	LID uint16
 	GID GID
@@ -34,13 +35,17 @@ func ParseEndpoint(s string) (Endpoint, error) {
 	return e, nil
 }
 
-// Endpoint returns this QP's side of a connection, with GID index gidIndex.
+// Endpoint returns this QP's side of a connection, with GID index gidIndex
+// and the port's LID.
 func (q *QP) Endpoint(gidIndex int) (Endpoint, error) {
-	g, err := q.d.GID(gidIndex)
+	p, err := q.d.QueryPort(1)
 	if err != nil {
 		return Endpoint{}, err
 	}
-	return Endpoint{GID: g, QPN: q.qpn, PSN: q.psn}, nil
+	if gidIndex < 0 || gidIndex >= len(p.GIDs) {
+		return Endpoint{}, errorf("query_gid", ErrInvalidArgument, "GID index %d is outside the table of %d entries", gidIndex, len(p.GIDs))
+	}
+	return Endpoint{LID: p.LID, GID: p.GIDs[gidIndex], QPN: q.qpn, PSN: q.psn}, nil
 }
 
 // ConnectOptions are the attributes Connect sets; DefaultConnectOptions
@@ -68,8 +73,9 @@ func DefaultConnectOptions() ConnectOptions {
 }
 
 // Connect takes the QP from RESET to RTS: for RC and UC, connected to
-// remote; for UD, ready to send anywhere with Q_Key o.QKey (remote is
-// ignored). A nil o means DefaultConnectOptions.
+// remote (at its GID, or by its LID if its GID is zero); for UD, ready to
+// send anywhere with Q_Key o.QKey (remote is ignored). A nil o means
+// DefaultConnectOptions.
 func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
 	if o == nil {
 		d := DefaultConnectOptions()
@@ -97,7 +103,7 @@ func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
 	mask = AttrState
 	if q.typ != UD {
 		rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = mtu, remote.QPN, remote.PSN
-		rtr.AV = AHAttr{DGID: remote.GID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
+		rtr.AV = AHAttr{DGID: remote.GID, DLID: remote.LID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
 		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		if q.typ == RC {
 			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxRdAtomic, o.MinRNRTimer

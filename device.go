@@ -107,9 +107,14 @@ type PortAttr struct {
 	GIDTblLen  int
 	PKeyTblLen int
 	GIDs       []GID
-	LinkLayer  string
-	Rate       string
-	Counters   Counters
+	// LID is the port's LID, unique on the switch (a vrdma extension,
+	// as on an InfiniBand port: the switch's subnet manager assigns it, or
+	// the daemon on a host with no switch); 0 until it is assigned. An
+	// address vector may name a port by it alone (AHAttr.DLID).
+	LID       uint16
+	LinkLayer string
+	Rate      string
+	Counters  Counters
 }
 
 // Counters are a port's traffic counters (a message on the memcpy path
@@ -265,7 +270,7 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 		return PortAttr{}, err
 	}
 	out := PortAttr{State: p.State, PhysState: p.PhysState, MaxMTU: MTU(p.MaxMTU), ActiveMTU: MTU(p.ActiveMTU),
-		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: counters(p.Counters)}
+		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LID: p.LID, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: counters(p.Counters)}
 	for _, g := range p.GIDs {
 		var x GID
 		copy(x[:], g)

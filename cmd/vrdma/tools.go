@@ -111,7 +111,7 @@ func printDevinfo(w io.Writer, d *vrdma.Device, verbose bool) error {
 	fmt.Fprintf(w, "\t\t\tmax_mtu:\t\t%s\n", mtuText(p.MaxMTU))
 	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%s\n", mtuText(p.ActiveMTU))
 	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t0\n")
-	fmt.Fprintf(w, "\t\t\tport_lid:\t\t0\n")
+	fmt.Fprintf(w, "\t\t\tport_lid:\t\t%d\n", p.LID)
 	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
 	fmt.Fprintf(w, "\t\t\tlink_layer:\t\t%s\n", p.LinkLayer)
 	if verbose {
@@ -168,7 +168,7 @@ func runStat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\t\tState: %s\n", titleCase(p.State))
 		fmt.Fprintf(stdout, "\t\tPhysical state: LinkUp\n")
 		fmt.Fprintf(stdout, "\t\tRate: %s\n", p.Rate)
-		fmt.Fprintf(stdout, "\t\tBase lid: 0\n")
+		fmt.Fprintf(stdout, "\t\tBase lid: %d\n", p.LID)
 		fmt.Fprintf(stdout, "\t\tLMC: 0\n")
 		fmt.Fprintf(stdout, "\t\tSM lid: 0\n")
 		fmt.Fprintf(stdout, "\t\tCapability mask: 0x00010000\n")

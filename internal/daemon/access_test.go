@@ -107,7 +107,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false)
+		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false, nil)
 		return err
 	}
 	if err := create(alice, "a1", "g"); err != nil {

@@ -40,7 +40,7 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err := s.d.checkInstance(req); err != nil {
 		return nil, nil, err
 	}
-	inst, err := s.d.createInstance(req, owner, s, true)
+	inst, err := s.d.createInstance(req, owner, s, true, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -48,6 +48,8 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 		_ = s.d.deleteInstance(inst.Name, nil)
 		return nil, nil, err
 	}
+	s.d.switchLIDsChanged() // an assignment may be there already
+	s.d.awaitSwitchLIDs(inst)
 	return instanceInfo(inst, s.d.cfg.HostName), nil, nil
 }
 

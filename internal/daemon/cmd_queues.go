@@ -176,6 +176,13 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if qpstate.Mask(req.Mask)&qpstate.MaskAV != 0 {
+		// A destination named by LID alone takes its port's GID here, and
+		// goes on as if the program had given it.
+		if err := s.d.resolveDLID(s.adapter, &req.Attr.AV, proto.CodeAttr); err != nil {
+			return nil, nil, err
+		}
+	}
 	st, err := q.Modify(&req.Attr, qpstate.Mask(req.Mask))
 	if err != nil {
 		code := proto.CodeState

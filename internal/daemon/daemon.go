@@ -15,6 +15,7 @@ import (
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
 )
@@ -85,6 +86,9 @@ type Daemon struct {
 	sessions  map[*session]struct{}
 	closed    bool
 	wg        sync.WaitGroup
+	// lidChanged is closed, and replaced, when adapters' LIDs change
+	// (lid.go).
+	lidChanged chan struct{}
 
 	links linkTable          // cmd_link.go
 	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
@@ -111,12 +115,12 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
 		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger()}
+		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{})}
 	if err := d.setupAccess(); err != nil {
 		return nil, err
 	}
 	d.host = engine.NewHost()
-	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: 1}, proto.Owner{}, nil, false); err != nil {
+	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
 	if err := d.loadInstances(); err != nil {

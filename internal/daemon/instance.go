@@ -111,7 +111,7 @@ func portAttr(a *engine.Adapter) *proto.PortAttr {
 	info := adapterInfo(a)
 	return &proto.PortAttr{
 		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.PortMTU()),
-		GIDTblLen: len(info.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs,
+		GIDTblLen: len(info.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
 		LinkLayer: "Ethernet", Rate: "memcpy", Counters: a.Counters.Snapshot(),
 	}
 }

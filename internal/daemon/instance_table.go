@@ -19,8 +19,9 @@ import (
 // asks (its peer's permissions were checked for the owner; the trust group
 // is checked here, under the lock that creation takes), nil for the
 // daemon's own (the default instance, the saved ones). persist saves the
-// table.
-func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *session, persist bool) (*Instance, error) {
+// table. lids are the LIDs the adapters had (saved), which they keep if
+// they can on a daemon with no switch.
+func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *session, persist bool, lids []uint16) (*Instance, error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
@@ -93,6 +94,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 		d.host.AddAdapter(a)
 		inst.Adapters = append(inst.Adapters, a)
 	}
+	d.giveLIDsLocked(inst, lids)
 	d.instances[spec.Name] = inst
 	if persist && !spec.Temporary {
 		if err := d.saveInstancesLocked(); err != nil {
@@ -250,16 +252,27 @@ func (d *Daemon) endSession(s *session) {
 
 const instancesFile = "instances.json"
 
+// savedInstance is an instance as instancesFile keeps it: its spec and its
+// adapters' LIDs (which a daemon on no switch gives them again).
+type savedInstance struct {
+	proto.InstanceSpec
+	LIDs []uint16 `json:"lids,omitempty"`
+}
+
 // saveInstancesLocked writes the instances that persist (not the default,
-// not the temporary ones), with their owners.
+// not the temporary ones), with their owners and LIDs.
 func (d *Daemon) saveInstancesLocked() error {
 	if d.cfg.StateDir == "" {
 		return nil
 	}
-	specs := []proto.InstanceSpec{}
+	specs := []savedInstance{}
 	for _, inst := range d.instances {
 		if !inst.shared && !inst.Temporary {
-			specs = append(specs, inst.spec())
+			saved := savedInstance{InstanceSpec: inst.spec()}
+			for _, a := range inst.Adapters {
+				saved.LIDs = append(saved.LIDs, a.LID())
+			}
+			specs = append(specs, saved)
 		}
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
@@ -280,7 +293,7 @@ func (d *Daemon) loadInstances() error {
 	if err != nil {
 		return fmt.Errorf("daemon: read %s: %w", path, err)
 	}
-	var specs []proto.InstanceSpec
+	var specs []savedInstance
 	if err := json.Unmarshal(b, &specs); err != nil {
 		return fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
 	}
@@ -293,7 +306,7 @@ func (d *Daemon) loadInstances() error {
 			owner = *s.Owner
 		}
 		s.Owner = nil
-		if _, err := d.createInstance(s, owner, nil, false); err != nil {
+		if _, err := d.createInstance(s.InstanceSpec, owner, nil, false, s.LIDs); err != nil {
 			return fmt.Errorf("daemon: %s: %w", path, err)
 		}
 	}

@@ -57,12 +57,20 @@ func newAgent(d *Daemon) (*switchagent.Agent, error) {
 	return a, nil
 }
 
-// joinSwitch joins the switch and publishes the daemon's instances.
+// joinSwitch joins the switch, publishes the daemon's instances and waits
+// (a while) for their LIDs.
 func (d *Daemon) joinSwitch() error {
 	if err := d.sw.Join(); err != nil {
 		return err
 	}
 	d.publishInstances()
+	d.mu.Lock()
+	insts := make([]*Instance, 0, len(d.instances))
+	for _, inst := range d.instances {
+		insts = append(insts, inst)
+	}
+	d.mu.Unlock()
+	d.awaitSwitchLIDs(insts...)
 	return nil
 }
 
@@ -96,6 +104,8 @@ func (h switchHost) AttachLink(l engine.Link) error { return h.d.AttachLink(l) }
 func (h switchHost) RemoveLink(name string) error { return h.d.host.RemoveLink(name) }
 
 func (h switchHost) CMAddr() net.Addr { return h.d.CMAddr() }
+
+func (h switchHost) LIDsChanged() { h.d.switchLIDsChanged() }
 
 // Uplinks lists the daemon's links (cmd_link.go) under their lock, which
 // the agent takes holding its own: the daemon never calls the agent

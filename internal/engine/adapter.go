@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
 )
@@ -35,6 +36,8 @@ type Adapter struct {
 	ActiveMTU  abi.MTU
 
 	Counters Counters
+
+	lid atomic.Uint32 // the port's LID (SetLID); 0: none yet
 
 	host *Host
 
@@ -73,6 +76,14 @@ func (a *Adapter) GIDs() [][16]byte {
 	}
 	return a.own
 }
+
+// LID returns the port's LID, 0 while it has none. The engine does not
+// route by it: the daemon resolves LIDs to GIDs before they reach a QP.
+func (a *Adapter) LID() uint16 { return uint16(a.lid.Load()) }
+
+// SetLID gives the port its LID (the switch's subnet manager assigns it,
+// or the daemon on a host without a switch).
+func (a *Adapter) SetLID(lid uint16) { a.lid.Store(uint32(lid)) }
 
 // PortMTU returns the adapter's active MTU: the smallest of its links'
 // (an interface MTU of 1500 gives 1024, as rxe computes it), or ActiveMTU

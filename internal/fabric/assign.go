@@ -12,6 +12,19 @@ import (
 // host share its uplinks' GIDs, so a packet's destination QPN must say which
 // adapter it is for: the blocks are disjoint per host (the QPN namespace),
 // and block 0 (QPNs below QPNBlock, including QP0 and QP1) stays the host's.
+//
+// The adapter identifier is also the adapter port's LID (a vrdma extension,
+// docs/design/lid-addressing.md): identifiers are handed out lowest free
+// first from 1 and never above MaxUnicastLID, so every identifier is a
+// unicast LID, unique on the switch.
+//
+// Besides the instances' adapters, every host has its daemon's default
+// instance, which is not published as an instance record (its name is the
+// same on every host): the subnet manager assigns its adapters under the
+// switch-wide name HostDefaultInstance(host), for every host that has a
+// record, and keeps those assignments when the host's record goes (a
+// daemon restarting, a lease lost) so that the host finds its LIDs again,
+// as OpenSM keeps a port's LID in its guid2lid file.
 
 // DefaultQPNBlock is the QPN block per adapter: 64 Ki QPs, 255 adapters per
 // host.
@@ -19,6 +32,30 @@ const DefaultQPNBlock = 0x10000
 
 // qpnSpace is the size of the 24-bit QPN space.
 const qpnSpace = 1 << 24
+
+// MaxUnicastLID is the highest unicast LID (0x0001-0xBFFF; 0xC000-0xFFFE
+// are multicast, 0xFFFF the permissive LID): the highest adapter identifier
+// the subnet manager hands out.
+const MaxUnicastLID = 0xBFFF
+
+// HostDefaultAdapters is how many adapters the default instance of every
+// daemon has (vrdma0).
+const HostDefaultAdapters = 1
+
+// hostDefaultSep separates "default" from the host in HostDefaultInstance:
+// a character no record name has, so the name is no instance's.
+const hostDefaultSep = "@"
+
+// HostDefaultInstance is the switch-wide name of host's default instance in
+// the subnet manager's assignments: "default@<host>".
+func HostDefaultInstance(host string) string { return "default" + hostDefaultSep + host }
+
+// hostOfDefault returns the host whose default instance name is, if it is
+// one.
+func hostOfDefault(name string) (string, bool) {
+	h, ok := strings.CutPrefix(name, "default"+hostDefaultSep)
+	return h, ok && ValidateName("host", h) == nil
+}
 
 // Assignment is what the subnet manager gave one adapter.
 type Assignment struct {
@@ -28,6 +65,15 @@ type Assignment struct {
 	AdapterID uint32 `json:"adapterID"`
 	QPNBase   uint32 `json:"qpnBase"`
 	QPNCount  uint32 `json:"qpnCount"`
+}
+
+// LID is the adapter port's LID: its identifier, or 0 if that is not a
+// unicast LID (a record the subnet manager has not repaired yet).
+func (a Assignment) LID() uint16 {
+	if a.AdapterID == 0 || a.AdapterID > MaxUnicastLID {
+		return 0
+	}
+	return uint16(a.AdapterID)
 }
 
 // SMConfig configures the subnet manager.
@@ -102,16 +148,18 @@ type storedAssignment struct {
 	key string
 }
 
-// plan re-validates the current assignments against the instances and
-// returns what to write and what to delete. It is a pure function: the
-// subnet manager runs it on taking the role and after every change.
+// plan re-validates the current assignments against the instances and the
+// hosts (the names of those with a record) and returns what to write and
+// what to delete. It is a pure function: the subnet manager runs it on
+// taking the role and after every change.
 //
-// An assignment is kept when its adapter exists on the host it names, its
-// QPN block is well formed, and neither its identifier nor its block is
-// already held by an assignment earlier in key order. Adapters without a
-// kept assignment get the lowest free identifier and the lowest free block
-// of their host.
-func plan(instances []Instance, current []storedAssignment, cfg SMConfig) (puts []Assignment, dels []string, rep Report) {
+// An assignment is kept when its adapter exists on the host it names (a
+// host's default instance exists once its host has had a record), its
+// identifier is a unicast LID and its QPN block is well formed, and
+// neither its identifier nor its block is already held by an assignment
+// earlier in key order. Adapters without a kept assignment get the lowest
+// free identifier and the lowest free block of their host.
+func plan(instances []Instance, hosts []string, current []storedAssignment, cfg SMConfig) (puts []Assignment, dels []string, rep Report) {
 	block := cfg.block()
 	host := map[adapterRef]string{}
 	var adapters []adapterRef
@@ -120,6 +168,24 @@ func plan(instances []Instance, current []storedAssignment, cfg SMConfig) (puts 
 			r := adapterRef{in.Name, a.Index}
 			host[r] = in.Host
 			adapters = append(adapters, r)
+		}
+	}
+	for _, h := range hosts {
+		for i := 0; i < HostDefaultAdapters; i++ {
+			r := adapterRef{HostDefaultInstance(h), i}
+			if _, dup := host[r]; !dup {
+				host[r] = h
+				adapters = append(adapters, r)
+			}
+		}
+	}
+	// A host's default adapters stay assigned while the host has no
+	// record: it comes back to the same LIDs.
+	for _, s := range current {
+		if h, ok := hostOfDefault(s.ref.inst); ok && s.ref.idx >= 0 && s.ref.idx < HostDefaultAdapters {
+			if _, known := host[s.ref]; !known {
+				host[s.ref] = h
+			}
 		}
 	}
 	sort.Slice(adapters, func(i, j int) bool {
@@ -143,7 +209,7 @@ func plan(instances []Instance, current []storedAssignment, cfg SMConfig) (puts 
 		a := s.a
 		valid := s.ok && exists && !kept[s.ref] &&
 			a.Instance == s.ref.inst && a.Index == s.ref.idx && a.Host == h &&
-			a.AdapterID != 0 && !usedID[a.AdapterID] &&
+			a.AdapterID != 0 && a.AdapterID <= MaxUnicastLID && !usedID[a.AdapterID] &&
 			a.QPNCount == block && a.QPNBase%block == 0 && a.QPNBase >= block &&
 			uint64(a.QPNBase)+uint64(block) <= qpnSpace &&
 			!usedBlock[nsBlock{h, a.QPNBase}]
@@ -168,6 +234,10 @@ func plan(instances []Instance, current []storedAssignment, cfg SMConfig) (puts 
 		h := host[r]
 		for usedID[nextID] {
 			nextID++
+		}
+		if nextID > MaxUnicastLID {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("no free adapter identifier for %s/vrdma%d: the switch's %d adapters hold every unicast LID (0x0001-0x%04X); delete instances", r.inst, r.idx, MaxUnicastLID, MaxUnicastLID))
+			continue
 		}
 		base := uint32(0)
 		for b := block; uint64(b)+uint64(block) <= qpnSpace; b += block {

@@ -97,7 +97,7 @@ func TestThreeMemberCluster(t *testing.T) {
 		t.Fatalf("write after losing a member: %v", err)
 	}
 	t.Logf("first write %v after losing a member", time.Since(start).Round(time.Millisecond))
-	waitAssignments(t, f, 2)
+	waitAssignments(t, f, 3) // vm1's two adapters and h1's default instance's
 	host.Addrs = append(host.Addrs, "192.0.2.99")
 	if err := f.RegisterHost(ctx, host, sess); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 // Package fabric is the distributed switch's store: the records of the
 // switch (port groups, hosts and their uplinks, instances and their
 // adapters) kept in etcd, the hosts' liveness through leases, and the
-// election of the subnet manager that assigns adapter identifiers and QPN
-// blocks.
+// election of the subnet manager that assigns adapter identifiers (which
+// are the adapters' LIDs) and QPN blocks.
 //
 // # One code path
 //
@@ -42,7 +42,9 @@
 // Candidates stand with a priority 0–15 (election.go). Only the best live
 // one campaigns in a concurrency.Election, a holder yields to a better one,
 // and a new holder re-validates every assignment before it keeps them up to
-// date (assign.go, sm.go).
+// date (assign.go, sm.go). FollowAssignments reports the assignments to
+// the daemons, which take their adapters' LIDs from them and resolve
+// other adapters' LIDs (docs/design/lid-addressing.md).
 //
 // Every validation error is a *ValidationError that names the field, the
 // problem and the fix.

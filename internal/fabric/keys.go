@@ -14,6 +14,7 @@ import (
 //	/vrdma/<sw>/sm/candidates/<host>            candidate         (candidate's lease)
 //	/vrdma/<sw>/sm/election/<lease-id-hex>      election key      (candidate's lease; concurrency.Election)
 //	/vrdma/<sw>/sm/assign/<instance>/<index>    Assignment        (no lease; written by the subnet manager)
+//	/vrdma/<sw>/sm/assign/default@<host>/<index> Assignment of a host's default instance (HostDefaultInstance)
 //
 // Names never contain '/', so a prefix ending in '/' lists exactly one kind.
 const rootPrefix = "/vrdma/"

@@ -85,6 +85,7 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) storeEnv) {
 	t.Run("Election", func(t *testing.T) { testElection(t, open(t)) })
 	t.Run("Candidacy", func(t *testing.T) { testCandidacy(t, open(t)) })
 	t.Run("HostLiveness", func(t *testing.T) { testHostLiveness(t, open(t)) })
+	t.Run("LIDs", func(t *testing.T) { testLIDs(t, open(t)) })
 }
 
 func testCRUD(t *testing.T, e storeEnv) {

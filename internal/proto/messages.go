@@ -69,9 +69,13 @@ type PortAttr struct {
 	GIDTblLen  int      `json:"gid_tbl_len"`
 	PKeyTblLen int      `json:"pkey_tbl_len"`
 	GIDs       [][]byte `json:"gids"`
-	LinkLayer  string   `json:"link_layer"`
-	Rate       string   `json:"rate"`
-	Counters   Counters `json:"counters"`
+	// LID is the port's LID (a vrdma extension: the switch's subnet
+	// manager assigns it; a daemon on no switch, the daemon): 0 until
+	// it is assigned.
+	LID       uint16   `json:"lid"`
+	LinkLayer string   `json:"link_layer"`
+	Rate      string   `json:"rate"`
+	Counters  Counters `json:"counters"`
 }
 
 // Counters are an adapter port's traffic counters. On the memcpy path a

@@ -3,8 +3,15 @@ package qpstate
 import "github.com/vrdma/vrdma/internal/abi"
 
 // AddressVector is where an RC/UC QP sends (ibv_ah_attr with its GRH).
+//
+// DLID is the destination port's LID, for an address vector without a GRH
+// (is_global 0): a vrdma extension. rdma_rxe refuses such address vectors
+// on its RoCE ports; vrdma takes them because its switch knows every port,
+// as an InfiniBand subnet manager does, and resolves the LID to the port's
+// GID (docs/design/lid-addressing.md). A non-zero DGID wins over DLID.
 type AddressVector struct {
 	DGID         [16]byte
+	DLID         uint16
 	SGIDIndex    uint8
 	HopLimit     uint8
 	TrafficClass uint8

@@ -45,8 +45,9 @@ type Agent struct {
 	sess    fabric.Session
 	cand    *fabric.Candidacy
 	routes  atomic.Pointer[routeTable]
-	fallbck atomic.Uint64 // connections that took tcp because a host has no RDMA uplink
-	gone    atomic.Uint64 // hosts reported gone
+	lids    atomic.Pointer[lidTable] // the switch's LIDs (lids.go); nil until Join follows them
+	fallbck atomic.Uint64            // connections that took tcp because a host has no RDMA uplink
+	gone    atomic.Uint64            // hosts reported gone
 	// leaseLost counts the times this host's lease ended under it
 	// (lease.go).
 	leaseLost atomic.Uint64
@@ -101,7 +102,7 @@ func New(cfg Config, local Local) (*Agent, error) {
 
 // Join joins (or, embedded, creates) the switch: the store, the TCP
 // channel, the host record under the daemon's lease, the subnet manager's
-// candidacy and the watch on the other hosts; then it installs the route
+// candidacy, the watch on the other hosts and the one on the LIDs; then it installs the route
 // table as the engine's router. On an error it has left again. Call it
 // once.
 func (a *Agent) Join() error {
@@ -148,10 +149,15 @@ func (a *Agent) Join() error {
 	if err != nil {
 		return fmt.Errorf("switch %q: watch hosts: %w", cfg.Name, err)
 	}
-	a.wg.Add(3)
+	lids, err := a.fab.FollowAssignments(a.ctx)
+	if err != nil {
+		return fmt.Errorf("switch %q: follow the subnet manager's assignments: %w", cfg.Name, err)
+	}
+	a.wg.Add(4)
 	go a.followHosts(hosts)
 	go a.healer()
 	go a.followLinks()
+	go a.followLIDs(lids)
 	cand, err := a.fab.Campaign(a.ctx, sess, a.hostName, cfg.SMPriority, fabric.SMConfig{})
 	if err != nil {
 		return fmt.Errorf("switch %q: subnet manager candidacy: %w", cfg.Name, err)

@@ -24,11 +24,15 @@
 //     belongs to, live and announcing only its own addresses) and the
 //     connection manager's resolver (ResolveCM), both against the host
 //     records;
-//   - the instances' records (PublishInstance, UnpublishInstance).
+//   - the instances' records (PublishInstance, UnpublishInstance);
+//   - the LIDs the subnet manager assigned: this host's adapters' (LocalLID)
+//     and the resolution of another host's to a GID of that host
+//     (ResolveLID; docs/design/lid-addressing.md).
 //
 // What it needs of the daemon is a Host: the engine's SetRouter,
-// FailPeers, AttachLink and RemoveLink, the host's RDMA links (Uplinks)
-// and the connection manager's address (CMAddr); and, in Local, the host's
+// FailPeers, AttachLink and RemoveLink, the host's RDMA links (Uplinks),
+// the connection manager's address (CMAddr) and word when the LIDs change
+// (LIDsChanged); and, in Local, the host's
 // name, the state directory and a logger. The daemon decodes the switch's
 // commands and reads the records through Fabric; it decides where its
 // listeners listen (with Config.SingleHost and HostAddrs) and gives its

@@ -21,11 +21,12 @@ type fakeHost struct {
 	eng *engine.Host
 	cm  net.Addr // nil: no CM listener
 
-	mu      sync.Mutex
-	uplinks []Uplink
-	router  engine.Router
-	failed  []string     // FailPeers' reasons
-	covered []netip.Addr // of the addresses asked about (coveredProbe), those a FailPeers call covered
+	mu       sync.Mutex
+	uplinks  []Uplink
+	router   engine.Router
+	failed   []string     // FailPeers' reasons
+	lidsSeen int          // LIDsChanged calls
+	covered  []netip.Addr // of the addresses asked about (coveredProbe), those a FailPeers call covered
 }
 
 // coveredProbe are the addresses FailPeers calls are asked about: the test
@@ -88,6 +89,12 @@ func (h *fakeHost) Uplinks() []Uplink {
 }
 
 func (h *fakeHost) CMAddr() net.Addr { return h.cm }
+
+func (h *fakeHost) LIDsChanged() {
+	h.mu.Lock()
+	h.lidsSeen++
+	h.mu.Unlock()
+}
 
 // route asks the router the agent installed (false when there is none).
 func (h *fakeHost) route(sgid, dgid netip.Addr) (engine.Route, bool) {

@@ -33,6 +33,9 @@ type Host interface {
 	// it takes no requests from other hosts; the host record announces
 	// it.
 	CMAddr() net.Addr
+	// LIDsChanged says that the switch's LIDs changed: the daemon asks
+	// LocalLID for its adapters' again.
+	LIDsChanged()
 }
 
 // Uplink is one of the host's RDMA links.

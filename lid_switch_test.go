@@ -1,0 +1,153 @@
+package vrdma_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemon"
+)
+
+// TestLIDAcrossHosts: between two hosts of a switch (two daemons in this
+// process, on 127.0.0.1 and 127.0.0.2, joined by the TCP channel), the
+// default instances' ports — what a program that names no instance opens,
+// qperf for one — reach each other by LID alone: an RC QP connects and
+// moves data both ways, and a UD address handle sends, exactly as by GID.
+func TestLIDAcrossHosts(t *testing.T) {
+	var socks [2]string
+	var endpoints []string
+	for i := range socks {
+		dir, err := os.MkdirTemp("", "vrdma-lidx-") // short: a socket path has 108 bytes
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		name := fmt.Sprint("host", i+1)
+		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name,
+			CMListen: "off", Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0",
+				TCPAddrs: []netip.Addr{ip}, Endpoints: endpoints, HostTTL: 2 * time.Second, Grace: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go d.Serve()
+		t.Cleanup(func() { d.Close() })
+		socks[i], endpoints = d.SocketPath(), d.SwitchEndpoints()
+	}
+	var devs [2]*vrdma.Device
+	for i, s := range socks {
+		d, err := vrdma.Open("vrdma0", vrdma.Options{Socket: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		devs[i] = d
+	}
+	// host2's daemon joined after host1's: host1 learns its LID a moment
+	// later (a hang guard, not a timing check).
+	lid := func(d *vrdma.Device) uint16 {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if l := portLID(t, d); l != 0 || time.Now().After(deadline) {
+				return l
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	l0, l1 := lid(devs[0]), lid(devs[1])
+	if l0 == 0 || l1 == 0 || l0 == l1 {
+		t.Fatalf("the hosts' default ports have LIDs %#x and %#x: want two different ones", l0, l1)
+	}
+	// Each daemon learns the other's LID and record from the switch a
+	// moment after the other has it: wait until an address handle by LID
+	// resolves on both (a hang guard).
+	for i, peer := range []uint16{l1, l0} {
+		pd, err := devs[i].AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ah, err := pd.CreateAH(vrdma.AHAttr{DLID: peer, PortNum: 1})
+			if err == nil {
+				_ = ah.Destroy()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("host%d never resolves LID %#x: %v", i+1, peer, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = pd.Dealloc()
+	}
+
+	t.Run("RC", func(t *testing.T) {
+		a, b := newSide(t, devs[0], qpSpec{}), newSide(t, devs[1], qpSpec{})
+		connectByLID(t, a, b)
+		const n = 4000 // more than one packet of the TCP channel's MTU
+		src := fill(a.mr.Bytes()[srcOff:srcOff+n], 11)
+		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, n)))
+		post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCSend, n))
+		checkWC(t, pollOne(t, b.rcq), recvWC(b, 1, n, a))
+		expectBytes(t, "receive buffer on host2", b.mr.Bytes()[recvOff:recvOff+n], src)
+
+		remote := fill(a.mr.Bytes()[rdmaOff:rdmaOff+n], 12)
+		post(t, b.qp, vrdma.SendWR{ID: 3, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{b.mr.SGE(dstOff, n)},
+			RemoteAddr: a.mr.Addr() + rdmaOff, RKey: a.mr.RKey()})
+		checkWC(t, pollOne(t, b.scq), sendWC(b, 3, vrdma.WCRDMARead, n))
+		expectBytes(t, "RDMA READ from host1", b.mr.Bytes()[dstOff:dstOff+n], remote)
+
+		attr, _, err := a.qp.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attr.AV.DGID != b.gid {
+			t.Errorf("host1's QP resolved host2's LID to %v, want its GID %v", attr.AV.DGID, b.gid)
+		}
+		if p, err := devs[0].QueryPort(1); err != nil || p.Counters.PathTCP == 0 {
+			t.Errorf("host1's port counted %d messages on the TCP channel (%v): want the QP's", p.Counters.PathTCP, err)
+		}
+	})
+
+	t.Run("UD", func(t *testing.T) {
+		a, b := newSide(t, devs[0], qpSpec{typ: vrdma.UD}), newSide(t, devs[1], qpSpec{typ: vrdma.UD})
+		for _, x := range []*side{a, b} {
+			if err := x.qp.Connect(vrdma.Endpoint{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ah, err := a.pd.CreateAH(vrdma.AHAttr{DLID: portLID(t, devs[1]), PortNum: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ah.Destroy()
+		a.ah = ah
+		const n = 200
+		src := fill(a.mr.Bytes()[srcOff:srcOff+n], 13)
+		postRecv(t, b.qp, recvWR(4, b.mr.SGE(recvOff, grhLen+n)))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 5, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, vrdma.WCSend, n))
+		want := recvWC(b, 4, grhLen+n, a)
+		want.Flags = vrdma.WCWithGRH
+		checkWC(t, pollOne(t, b.rcq), want)
+		expectBytes(t, "datagram on host2", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+n], src)
+	})
+}
+
+// connectByLID connects x and y with each knowing only the other's LID,
+// QPN and PSN.
+func connectByLID(t *testing.T, x, y *side) {
+	t.Helper()
+	ex, ey := byLID(t, x), byLID(t, y)
+	if err := x.qp.Connect(ey, x.connectOptions(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.qp.Connect(ex, y.connectOptions(nil)); err != nil {
+		t.Fatal(err)
+	}
+}
