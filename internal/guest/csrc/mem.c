@@ -146,16 +146,27 @@ static void move_pages(void)
 		job.err = errno;
 }
 
+/* The stack below the current frame that a job may still use before it
+ * switches stacks (its own calls), and then some. */
+#define STACK_MARGIN (64 << 10)
+
+/* on_my_stack reports whether [start, end) may hold the calling thread's
+ * live stack: from a little below the current frame to the top of the
+ * thread's stack. Not pthread_getattr_np's bottom: for the main thread it
+ * derives the bottom from the mapping below the stack, which a registration
+ * of stack memory has itself split off. */
 static int on_my_stack(uintptr_t start, uintptr_t end)
 {
+	uintptr_t lo = (uintptr_t)__builtin_frame_address(0) - STACK_MARGIN;
+	uintptr_t hi = UINTPTR_MAX; /* unknown: be careful */
 	pthread_attr_t a;
-	void *base = NULL;
-	size_t size = 0;
-	if (pthread_getattr_np(pthread_self(), &a))
-		return 1; /* unknown: be careful */
-	pthread_attr_getstack(&a, &base, &size);
-	pthread_attr_destroy(&a);
-	uintptr_t lo = (uintptr_t)base, hi = lo + size;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *base = NULL;
+		size_t size = 0;
+		if (pthread_attr_getstack(&a, &base, &size) == 0)
+			hi = (uintptr_t)base + size;
+		pthread_attr_destroy(&a);
+	}
 	return start < hi && end > lo;
 }
 

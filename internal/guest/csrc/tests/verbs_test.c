@@ -518,7 +518,22 @@ static __attribute__((noinline)) void check_stack(void)
 	check_region("stack", st, st + 5, 100, st + sizeof st);
 }
 
-static void test_reg_mr_stack(void) { check_stack(); }
+/* check_stack_at calls check_stack pad bytes further down the stack, so
+ * that over several pads the library's own frames share pages with the
+ * registered bytes. */
+static __attribute__((noinline)) void check_stack_at(size_t pad)
+{
+	volatile uint8_t room[pad + 1];
+	room[0] = 0;
+	check_stack();
+	room[pad] = room[0];
+}
+
+static void test_reg_mr_stack(void)
+{
+	for (size_t pad = 0; pad < 4096; pad += 512)
+		check_stack_at(pad);
+}
 
 static void test_reg_mr_mmap(void)
 {
