@@ -9,7 +9,7 @@
  * Each case asserts the return value, errno or completion status that
  * rdma-core documents (rdma_rxe's behaviour where the documentation leaves
  * it open): devices and queries, asynchronous events, ibv_reg_mr on the
- * application's own memory, bad work requests, object lifetimes and
+ * application's own memory, fork, bad work requests, object lifetimes and
  * ibv_close_device, completion channels, the ibv_wr_* API.
  *
  * Two QPs of one device connected to each other (a loopback pair) carry
@@ -24,12 +24,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -716,6 +718,109 @@ static void test_reg_mr_again(void)
 	free(p);
 }
 
+/* ---- fork ---- */
+
+static void wait_byte(int fd)
+{
+	char c;
+	while (read(fd, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void send_byte(int fd)
+{
+	char c = 1;
+	while (write(fd, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+/* fork_hold_child, when not -1, is a pipe the child reads one byte from
+ * in its first fork handler, before the library's: the parent writes the
+ * byte once it has written into its memory after the fork, so the child's
+ * view is checked for those writes whenever the library would copy. */
+static int fork_hold_child = -1;
+
+static void hold_child(void)
+{
+	if (fork_hold_child >= 0)
+		wait_byte(fork_hold_child);
+}
+
+/* fork_child runs in the child: what it sees of the parent's memory, which
+ * the parent changed after the fork (hold_child), then its own writes. */
+static __attribute__((noreturn)) void fork_child(uint8_t *buf, uint8_t *st, uint8_t *old, int out)
+{
+	current = "fork (child)";
+	CHECK(all_are(buf, 100, 'w') && all_are(buf + 100, 2 * page - 100, 'p'),
+	      "the child does not see the registered memory as it was at fork");
+	CHECK(all_are(st, 64, 's'), "the child does not see the registered stack buffer as it was at fork");
+	CHECK(all_are(old, page, 'o'), "the child does not see the deregistered memory as it was at fork");
+	memset(buf, 'c', 2 * page);
+	memset(st, 'c', 64);
+	memset(old, 'c', page);
+	send_byte(out);
+	_exit(failures ? 1 : 0); /* no exit handlers: the parent's objects are the parent's */
+}
+
+static __attribute__((noinline)) void fork_with_stack(uint8_t *buf, struct ibv_mr *mr, uint8_t *old)
+{
+	uint8_t st[64];
+	memset(st, 's', sizeof st);
+	struct ibv_mr *smr = ibv_reg_mr(pd, st, sizeof st, MR_ACCESS);
+	REQUIRE(smr != NULL, "ibv_reg_mr on the stack: %s", strerror(errno));
+	int to_child[2], to_parent[2];
+	REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe");
+	fflush(stdout);
+	fflush(stderr);
+	fork_hold_child = to_child[0];
+	pid_t pid = fork();
+	fork_hold_child = -1;
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		fork_child(buf, st, old, to_parent[1]);
+	close(to_child[0]); /* a child that dies is an end of file, not a hang */
+	close(to_parent[1]);
+
+	/* The child waits in hold_child meanwhile. */
+	memset(buf + 100, 'P', 100);
+	memset(st, 'P', sizeof st);
+	memset(old, 'P', page);
+	CHECK(write_with('x', buf + 1000, 50, mr->rkey) == IBV_WC_SUCCESS, "a peer's WRITE into the parent after fork");
+	send_byte(to_child[1]);
+	wait_byte(to_parent[0]); /* the child wrote */
+	CHECK(all_are(buf, 100, 'w') && all_are(buf + 100, 100, 'P') && all_are(buf + 200, 800, 'p') &&
+		      all_are(buf + 1000, 50, 'x') && all_are(buf + 1050, 2 * page - 1050, 'p'),
+	      "the parent's registered memory is not its own after fork");
+	CHECK(all_are(st, sizeof st, 'P'), "the child's writes to the stack buffer appear in the parent");
+	CHECK(all_are(old, page, 'P'), "the child's writes to deregistered memory appear in the parent");
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child failed (status %#x): its messages are above", status);
+	/* The parent's MRs still work after the fork. */
+	CHECK(write_with('y', st, sizeof st, smr->rkey) == IBV_WC_SUCCESS && all_are(st, sizeof st, 'y'),
+	      "WRITE to the stack buffer after fork");
+	CHECK(ibv_dereg_mr(smr) == 0, "ibv_dereg_mr");
+	close(to_child[1]);
+	close(to_parent[0]);
+}
+
+static void test_fork(void)
+{
+	uint8_t *buf = page_alloc(2), *old = page_alloc(1);
+	REQUIRE(buf && old, "posix_memalign");
+	memset(buf, 'p', 2 * page);
+	memset(old, 'o', page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * page, MR_ACCESS);
+	struct ibv_mr *omr = ibv_reg_mr(pd, old, page, MR_ACCESS);
+	REQUIRE(mr && omr, "ibv_reg_mr: %s", strerror(errno));
+	CHECK(ibv_dereg_mr(omr) == 0, "ibv_dereg_mr"); /* registered once, ordinary memory again */
+	CHECK(write_with('w', buf, 100, mr->rkey) == IBV_WC_SUCCESS, "WRITE before fork");
+	fork_with_stack(buf, mr, old);
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	free(buf);
+	free(old);
+}
+
 /* ---- bad work requests ---- */
 
 static void test_post_send_states(void)
@@ -1297,6 +1402,7 @@ static const struct {
 	{"reg_mr_partial_overlap", test_reg_mr_partial_overlap},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
+	{"fork", test_fork},
 	{"post_send_states", test_post_send_states},
 	{"too_many_sges", test_too_many_sges},
 	{"opcode_not_allowed", test_opcode_not_allowed},
@@ -1328,6 +1434,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	page = (size_t)sysconf(_SC_PAGESIZE);
+	/* Before the library's handlers, which it installs when it first registers memory. */
+	pthread_atfork(NULL, NULL, hold_child);
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	if (!list || n < 1) {
