@@ -877,6 +877,10 @@ static void test_too_many_sges(void)
 	w1.wr.rdma.rkey = w2.wr.rdma.rkey = src_mr->rkey;
 	struct ibv_send_wr *bad = NULL;
 	CHECK(ibv_post_send(p.a, &w1, &bad) == EINVAL && bad == &w2, "too many SGEs: bad_wr %p", (void *)bad);
+	/* Inline data is bounded by max_inline_data, and the SGE count still by max_send_sge. */
+	w2.send_flags |= IBV_SEND_INLINE;
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w2, &bad) == EINVAL && bad == &w2, "too many inline SGEs: bad_wr %p", (void *)bad);
 	struct ibv_wc wc;
 	if (!wait_wc(p.cqa, &wc))
 		CHECK(wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS, "the good request: wr %llu %s",
@@ -952,6 +956,39 @@ static void test_opcode_not_allowed(void)
 			CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
 	}
 	pair_down(&ud);
+}
+
+static void test_atomics(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	uint64_t *target = (uint64_t *)(void *)(src + page), *orig = (uint64_t *)(void *)src;
+	*target = 40;
+	*orig = 0;
+	struct ibv_sge sg = {.addr = (uintptr_t)orig, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_send_wr w = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				.send_flags = IBV_SEND_SIGNALED},
+			   *bad = NULL;
+	w.wr.atomic.rkey = src_mr->rkey;
+	w.wr.atomic.compare_add = 2;
+	/* An atomic's remote address is 8-byte aligned (rxe checks it when posting). */
+	w.wr.atomic.remote_addr = (uintptr_t)target + 4;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "an atomic at a misaligned address");
+	/* Its local buffer is one SGE of 8 bytes. */
+	w.wr.atomic.remote_addr = (uintptr_t)target;
+	sg.length = 4;
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "an atomic into 4 bytes");
+	sg.length = 8;
+	CHECK(ibv_post_send(p.a, &w, &bad) == 0, "FETCH_AND_ADD");
+	struct ibv_wc wc;
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD && *orig == 40 && *target == 42,
+		      "FETCH_AND_ADD: %s, got %llu, target %llu", ibv_wc_status_str(wc.status), (unsigned long long)*orig,
+		      (unsigned long long)*target);
+out:
+	pair_down(&p);
 }
 
 static void test_inline_too_long(void)
@@ -1373,9 +1410,21 @@ static void test_wr_api_opcodes(void)
 	ibv_wr_rdma_read(x, src_mr->rkey, (uintptr_t)src);
 	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src + page, 8);
 	CHECK(ibv_wr_complete(x) == EINVAL, "a READ on UC through ibv_wr_*");
+	CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	/* An atomic at a misaligned address fails the batch, as post_send. */
+	xa.qp_type = IBV_QPT_RC;
+	xa.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	qp = ibv_create_qp_ex(ctx, &xa);
+	REQUIRE(qp != NULL, "ibv_create_qp_ex (RC): %s", strerror(errno));
+	x = ibv_qp_to_qp_ex(qp);
+	if (to_init(qp) || to_rtr(qp, qp->qp_num) || to_rts(qp, 7))
+		CHECK(0, "RC QP to RTS");
+	ibv_wr_start(x);
+	ibv_wr_atomic_fetch_add(x, src_mr->rkey, (uintptr_t)src + 4, 1);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src + page, 8);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a misaligned atomic through ibv_wr_*");
 	/* send_ops_flags the library does not have: EOPNOTSUPP. */
 	CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
-	xa.qp_type = IBV_QPT_RC;
 	xa.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
 	errno = 0;
 	qp = ibv_create_qp_ex(ctx, &xa);
@@ -1406,6 +1455,7 @@ static const struct {
 	{"post_send_states", test_post_send_states},
 	{"too_many_sges", test_too_many_sges},
 	{"opcode_not_allowed", test_opcode_not_allowed},
+	{"atomics", test_atomics},
 	{"inline_too_long", test_inline_too_long},
 	{"send_queue_full", test_send_queue_full},
 	{"post_recv_with_srq", test_post_recv_with_srq},
