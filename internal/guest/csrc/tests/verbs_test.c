@@ -1102,9 +1102,9 @@ static void test_wrong_lkey(void)
 		if (!wait_wc(p.cqa, &wc))
 			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_LOC_PROT_ERR, "wrong lkey: %s", ibv_wc_status_str(wc.status));
 		CHECK(qp_state(p.a) == IBV_QPS_ERR, "the QP is in state %d after a local protection error", qp_state(p.a));
-		/* An SGE past the end of its region is a protection error too. */
 	}
 	pair_down(&p);
+	/* An SGE past the end of its region is a protection error too. */
 	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
 		CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 1, src + SRC_PAGES * page - 4, 8, src_mr->lkey, src, src_mr->rkey) == 0,
 		      "post_send");
@@ -1123,6 +1123,33 @@ static void test_wrong_lkey(void)
 			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_REM_OP_ERR, "the SEND to it: %s", ibv_wc_status_str(wc.status));
 	}
 	pair_down(&p);
+	/* Memory the device writes locally needs IBV_ACCESS_LOCAL_WRITE: a READ's
+	 * destination and a receive buffer. */
+	uint8_t *ro = page_alloc(1);
+	REQUIRE(ro != NULL, "posix_memalign");
+	memset(ro, 'r', page);
+	struct ibv_mr *rmr = ibv_reg_mr(pd, ro, page, IBV_ACCESS_REMOTE_READ);
+	REQUIRE(rmr != NULL, "ibv_reg_mr without local write: %s", strerror(errno));
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		CHECK(post1(p.a, IBV_WR_RDMA_READ, 1, ro, 8, rmr->lkey, src, src_mr->rkey) == 0, "post_send");
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_LOC_PROT_ERR, "a READ into memory without local write: %s",
+			      ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		post_recv1(p.b, 2, ro, 8, rmr->lkey);
+		CHECK(post1(p.a, IBV_WR_SEND, 1, src, 8, src_mr->lkey, NULL, 0) == 0, "post_send");
+		if (!wait_wc(p.cqb, &wc))
+			CHECK(wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR, "a receive into memory without local write: %s",
+			      ibv_wc_status_str(wc.status));
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_REM_OP_ERR, "the SEND to it: %s", ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	CHECK(all_are(ro, page, 'r'), "memory without local write was written");
+	CHECK(ibv_dereg_mr(rmr) == 0, "ibv_dereg_mr");
+	free(ro);
 	drain_async_events();
 }
 
