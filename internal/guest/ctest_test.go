@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -38,7 +39,9 @@ const hangGuard = 5 * time.Minute
 // TestCUnits builds every csrc/tests/*_test.c with the library sources its
 // "sources:" line names, twice: with the sanitizers, and plainly with the
 // library's flags (so that -O2 warnings fail too); it runs both and fails
-// with a program's output when it fails.
+// with a program's output when it fails. A test whose opening comment says
+// "needs: daemon" runs against a daemon of its own (internal/daemontest),
+// whose socket it finds in VRDMA_SOCKET.
 func TestCUnits(t *testing.T) {
 	cc := requireToolchain(t)
 	tests, err := filepath.Glob(filepath.Join("csrc", "tests", "*_test.c"))
@@ -60,11 +63,19 @@ func TestCUnits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, b := range builds {
 				t.Run(b.name, func(t *testing.T) {
+					spec, err := readTestSpec(test)
+					if err != nil {
+						t.Fatal(err)
+					}
 					bin := buildCTest(t, cc, b.flags, filepath.Base(test))
 					ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 					defer cancel()
 					cmd := exec.CommandContext(ctx, bin)
 					cmd.Env = append(os.Environ(), sanitizeEnv...)
+					if spec.daemon {
+						// The default instance of a daemon of the test's own.
+						cmd.Env = append(cmd.Env, "VRDMA_SOCKET="+daemontest.Start(t), "VRDMA_INSTANCE=")
+					}
 					out, err := cmd.CombinedOutput()
 					if err != nil {
 						t.Fatalf("%s: %v\n%s", name, err, out)
@@ -200,13 +211,13 @@ func buildCTest(t *testing.T, cc string, flags []string, file string) string {
 		t.Fatal(err)
 	}
 	test := filepath.Join(csrc, "tests", file)
-	srcs, err := testSources(test)
+	spec, err := readTestSpec(test)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(file, ".c"))
 	args := append(append([]string(nil), flags...), "-I", csrc, "-o", bin, test)
-	for _, s := range srcs {
+	for _, s := range spec.sources {
 		args = append(args, filepath.Join(csrc, s))
 	}
 	args = append(args, "-lpthread")
@@ -216,30 +227,52 @@ func buildCTest(t *testing.T, cc string, flags []string, file string) string {
 	return bin
 }
 
-// testSources reads the library sources a C test needs from its
-// "sources: a.c b.c" line (in its opening comment).
-func testSources(path string) ([]string, error) {
+// cTestSpec is what a C test's opening comment says about it.
+type cTestSpec struct {
+	sources []string // "sources: a.c b.c": the library files it links with
+	daemon  bool     // "needs: daemon": it runs against a daemon
+}
+
+// readTestSpec reads a C test's "sources: a.c b.c" line and its
+// "needs: daemon" line, if any (in its opening comment).
+func readTestSpec(path string) (cTestSpec, error) {
+	var spec cTestSpec
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return spec, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	found := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		line = strings.TrimSpace(strings.TrimPrefix(line, "*"))
-		if rest, ok := strings.CutPrefix(line, "sources:"); ok {
-			srcs := strings.Fields(rest)
-			for _, s := range srcs {
+		if rest, ok := strings.CutPrefix(line, "needs:"); ok {
+			for _, need := range strings.Fields(rest) {
+				if need != "daemon" {
+					return spec, errors.New(path + ": the needs line names " + need + "; the only need a C test may have is daemon")
+				}
+				spec.daemon = true
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "sources:"); ok && !found {
+			found = true
+			spec.sources = strings.Fields(rest)
+			for _, s := range spec.sources {
 				if !strings.HasSuffix(s, ".c") || strings.ContainsAny(s, "/\\") {
-					return nil, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/")
+					return spec, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/")
 				}
 			}
-			return srcs, nil
+		}
+		if line == "*/" || strings.HasSuffix(line, "*/") {
+			break // the opening comment ends
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return spec, err
 	}
-	return nil, errors.New(path + ": no \"sources: a.c b.c\" line naming the library files the test needs")
+	if !found {
+		return spec, errors.New(path + ": no \"sources: a.c b.c\" line naming the library files the test needs")
+	}
+	return spec, nil
 }

@@ -33,20 +33,22 @@ VRDMA_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context
 	}
 	ch->context = context;
 	ch->refcnt = 0;
+	vrdma_live(to_vctx(context), 1); /* the context outlives it: destroying it locks context->mutex */
 	return ch;
 }
 
 VRDMA_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 {
-	pthread_mutex_t *mu = &channel->context->mutex;
-	pthread_mutex_lock(mu);
+	struct ibv_context *context = channel->context;
+	pthread_mutex_lock(&context->mutex);
 	if (channel->refcnt) {
-		pthread_mutex_unlock(mu);
+		pthread_mutex_unlock(&context->mutex);
 		return EBUSY;
 	}
-	pthread_mutex_unlock(mu);
+	pthread_mutex_unlock(&context->mutex);
 	close(channel->fd);
 	free(channel);
+	vrdma_live(to_vctx(context), -1); /* after ibv_close_device, the last object frees the context */
 	return 0;
 }
 

@@ -70,12 +70,14 @@ static pthread_mutex_t backings_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vrdma_backing *backings;
 static long page_size;
 
+static void before_fork(void);
+static void after_fork_parent(void);
 static void after_fork_child(void);
 
 static void mem_init_once(void)
 {
 	page_size = sysconf(_SC_PAGESIZE);
-	pthread_atfork(NULL, NULL, after_fork_child);
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 void vrdma_mem_init(void)
@@ -84,40 +86,23 @@ void vrdma_mem_init(void)
 	pthread_once(&once, mem_init_once);
 }
 
-/* In a child, registered pages would stay shared with the parent (they are
- * MAP_SHARED memfd pages): give the child a private copy, as the kernel
- * does for pinned pages, so neither sees the other's writes. */
-static void after_fork_child(void)
-{
-	for (struct vrdma_backing *b = backings; b;) {
-		size_t len = b->end - b->start;
-		void *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (anon != MAP_FAILED) {
-			memcpy(anon, (void *)b->start, len);
-			if (mremap(anon, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
-				munmap(anon, len);
-		}
-		struct vrdma_backing *next = b->next;
-		close(b->fd);
-		free(b);
-		b = next;
-	}
-	backings = NULL;
-	pthread_mutex_init(&backings_mu, NULL);
-}
-
-/* The move itself: copy the pages into the memfd and map it over them.
- * When the pages hold the calling thread's stack, it runs on a stack of
- * its own, so no write of ours lands between the copy and the map. */
-static struct move_job {
+/* Replacing pages in place: copy their contents, then map something else
+ * over them. When the pages hold the calling thread's stack, the two steps
+ * run on a stack of their own, so no write of the caller (a return
+ * address, a saved register) lands between the copy and the map. One job
+ * at a time: backings_mu is held, or the process is a child just forked. */
+static struct swap_job {
 	uintptr_t start;
 	size_t len;
-	int fd;
-	uint8_t *tmp;
+	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
 	int err;
 } job;
 static ucontext_t job_caller, job_ctx;
 
+/* copy_pages copies whole pages of the application's memory. Not memcpy:
+ * the pages may hold bytes the program must not read (a sanitizer's
+ * redzones around a registered malloc buffer), or not be mapped at all. */
 static int copy_pages(uint8_t *dst, uintptr_t src, size_t len)
 {
 	struct iovec local = {.iov_base = dst, .iov_len = len};
@@ -137,7 +122,9 @@ static int copy_pages(uint8_t *dst, uintptr_t src, size_t len)
 	return 0;
 }
 
-static void move_pages(void)
+/* map_memfd_pages copies the pages into the memfd (mapped at job.tmp) and
+ * maps the memfd over them: registering, and after a fork (below). */
+static void map_memfd_pages(void)
 {
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
@@ -146,17 +133,75 @@ static void move_pages(void)
 		job.err = errno;
 }
 
+/* map_private_pages copies the pages into anonymous memory (job.tmp) and
+ * moves it over them: ordinary private memory again. */
+static void map_private_pages(void)
+{
+	job.err = copy_pages(job.tmp, job.start, job.len);
+	if (job.err)
+		return;
+	if (mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
+		job.err = errno;
+}
+
+/* The stack below the current frame that a job may still use before it
+ * switches stacks (its own calls), and then some. */
+#define STACK_MARGIN (64 << 10)
+
+/* on_my_stack reports whether [start, end) may hold the calling thread's
+ * live stack: from a little below the current frame to the top of the
+ * thread's stack. Not pthread_getattr_np's bottom: for the main thread it
+ * derives the bottom from the mapping below the stack, which a registration
+ * of stack memory has itself split off. */
 static int on_my_stack(uintptr_t start, uintptr_t end)
 {
+	uintptr_t lo = (uintptr_t)__builtin_frame_address(0) - STACK_MARGIN;
+	uintptr_t hi = UINTPTR_MAX; /* unknown: be careful */
 	pthread_attr_t a;
-	void *base = NULL;
-	size_t size = 0;
-	if (pthread_getattr_np(pthread_self(), &a))
-		return 1; /* unknown: be careful */
-	pthread_attr_getstack(&a, &base, &size);
-	pthread_attr_destroy(&a);
-	uintptr_t lo = (uintptr_t)base, hi = lo + size;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		void *base = NULL;
+		size_t size = 0;
+		if (pthread_attr_getstack(&a, &base, &size) == 0)
+			hi = (uintptr_t)base + size;
+		pthread_attr_destroy(&a);
+	}
 	return start < hi && end > lo;
+}
+
+/* run_job runs fn on job, on a stack of its own when job's pages hold the
+ * caller's. */
+static void run_job(void (*fn)(void))
+{
+	if (!on_my_stack(job.start, job.start + job.len)) {
+		fn();
+		return;
+	}
+	size_t ssize = 256 << 10;
+	void *stack = mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (stack == MAP_FAILED) {
+		job.err = errno;
+		return;
+	}
+	getcontext(&job_ctx);
+	job_ctx.uc_stack.ss_sp = stack;
+	job_ctx.uc_stack.ss_size = ssize;
+	job_ctx.uc_link = &job_caller;
+	makecontext(&job_ctx, fn, 0);
+	swapcontext(&job_caller, &job_ctx);
+	munmap(stack, ssize);
+}
+
+/* share_pages maps memfd fd over [start, start+len), with the pages'
+ * contents. */
+static int share_pages(uintptr_t start, size_t len, int fd)
+{
+	uint8_t *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED)
+		return errno;
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .tmp = tmp};
+	run_job(map_memfd_pages);
+	munmap(tmp, len);
+	return job.err;
 }
 
 static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
@@ -169,37 +214,104 @@ static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
 		close(fd);
 		return e;
 	}
-	uint8_t *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (tmp == MAP_FAILED) {
-		int e = errno;
+	int rc = share_pages(start, len, fd);
+	if (rc) {
 		close(fd);
-		return e;
-	}
-	job = (struct move_job){.start = start, .len = len, .fd = fd, .tmp = tmp};
-	if (on_my_stack(start, start + len)) {
-		size_t ssize = 256 << 10;
-		void *stack = mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (stack == MAP_FAILED) {
-			job.err = errno;
-		} else {
-			getcontext(&job_ctx);
-			job_ctx.uc_stack.ss_sp = stack;
-			job_ctx.uc_stack.ss_size = ssize;
-			job_ctx.uc_link = &job_caller;
-			makecontext(&job_ctx, move_pages, 0);
-			swapcontext(&job_caller, &job_ctx);
-			munmap(stack, ssize);
-		}
-	} else {
-		move_pages();
-	}
-	munmap(tmp, len);
-	if (job.err) {
-		close(fd);
-		return job.err;
+		return rc;
 	}
 	*fdp = fd;
 	return 0;
+}
+
+/* make_private makes [start, start+len) private anonymous memory again,
+ * with its contents: what it was before it was registered. */
+static int make_private(uintptr_t start, size_t len)
+{
+	void *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (anon == MAP_FAILED)
+		return errno;
+	job = (struct swap_job){.start = start, .len = len, .fd = -1, .tmp = anon};
+	run_job(map_private_pages);
+	if (job.err)
+		munmap(anon, len);
+	return job.err;
+}
+
+/* ---- fork ----
+ * Registered pages are MAP_SHARED memfd pages: a child would share them
+ * with the parent. It gets a private copy instead, taken at the fork, as
+ * the kernel gives a child copies of pinned pages: neither process sees the
+ * other's later writes, nor the child a peer's WRITE into the parent.
+ *
+ * before_fork copies each backing into anonymous private memory (b->snap),
+ * which the child inherits and moves into place; the parent drops it. A
+ * backing on the forking thread's stack cannot wait for the child: parent
+ * and child would both run on the shared page between the fork and the
+ * move. It is made private in the parent before the fork (the child
+ * inherits it copy-on-write) and shared with the daemon again after; a
+ * peer's WRITE into it during the fork is lost (docs/design/guest-memory.md).
+ * backings_mu is held across the fork, so the child sees no half-made
+ * registration. */
+static void before_fork(void)
+{
+	pthread_mutex_lock(&backings_mu);
+	for (struct vrdma_backing *b = backings; b; b = b->next) {
+		size_t len = b->end - b->start;
+		b->snap = NULL;
+		b->detached = 0;
+		if (on_my_stack(b->start, b->end)) {
+			b->detached = make_private(b->start, len) == 0;
+			continue;
+		}
+		void *snap = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (snap == MAP_FAILED)
+			continue; /* the child copies, later: best effort */
+		if (copy_pages(snap, b->start, len)) {
+			munmap(snap, len);
+			continue;
+		}
+		b->snap = snap;
+	}
+}
+
+static void after_fork_parent(void)
+{
+	for (struct vrdma_backing *b = backings; b; b = b->next) {
+		size_t len = b->end - b->start;
+		if (b->snap)
+			munmap(b->snap, len);
+		if (b->detached) {
+			int rc = share_pages(b->start, len, b->fd);
+			if (rc)
+				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
+					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
+					  (unsigned long)b->start, strerror(rc));
+			else
+				mlock((void *)b->start, len);
+		}
+		b->snap = NULL;
+		b->detached = 0;
+	}
+	pthread_mutex_unlock(&backings_mu);
+}
+
+static void after_fork_child(void)
+{
+	for (struct vrdma_backing *b = backings; b;) {
+		size_t len = b->end - b->start;
+		if (b->snap) {
+			if (mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+				munmap(b->snap, len);
+		} else if (!b->detached) {
+			make_private(b->start, len); /* no copy was made before the fork */
+		}
+		struct vrdma_backing *next = b->next;
+		close(b->fd);
+		free(b);
+		b = next;
+	}
+	backings = NULL;
+	pthread_mutex_init(&backings_mu, NULL);
 }
 
 /* backing_get finds or makes the backing of [start, end); backings_mu held. */
@@ -256,7 +368,13 @@ static void backing_put(struct vrdma_backing *b)
 			break;
 		}
 	munlock((void *)b->start, b->end - b->start);
-	close(b->fd); /* the pages stay memfd-backed, with their contents */
+	/* The pages become ordinary memory again, with their contents: a
+	 * later fork copies them as usual, and an munmap frees them. */
+	int rc = make_private(b->start, b->end - b->start);
+	if (rc)
+		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)b->start,
+			    strerror(rc));
+	close(b->fd);
 	free(b);
 }
 

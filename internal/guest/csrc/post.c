@@ -100,10 +100,10 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		return EINVAL;
 	int is_atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	int inl = (wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ && !is_atomic;
-	if (!inl && (uint32_t)wr->num_sge > q->cap.max_send_sge)
-		return EINVAL;
-	if (is_atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
-		return EINVAL;
+	if ((uint32_t)wr->num_sge > q->cap.max_send_sge)
+		return EINVAL; /* inline data too, as rxe and mlx5 say */
+	if (is_atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8 || (wr->wr.atomic.remote_addr & 7)))
+		return EINVAL; /* rxe checks the alignment when posting too */
 	if (t == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
 	uint8_t *s = sq_slot(q);
@@ -299,6 +299,11 @@ static void wr_atomic(struct ibv_qp_ex *x, enum ibv_wr_opcode op, uint32_t rkey,
 		      uint64_t swap)
 {
 	uint8_t *s = wr_begin(qx(x), op);
+	if (s && (addr & 7)) {
+		qx(x)->wr_err = EINVAL;
+		qx(x)->wr_cur = NULL;
+		return;
+	}
 	if (s) {
 		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, addr);
 		put_le32(s + VRDMA_SWQE_RKEY, rkey);

@@ -57,6 +57,8 @@ struct vrdma_backing {
 	uintptr_t start, end;
 	int fd;
 	int refs; /* MRs using it */
+	void *snap;   /* during a fork: the pages' copy for the child */
+	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;
 };
 

@@ -1,0 +1,1566 @@
+/*
+ * verbs_test.c: the verbs as an application calls them, against a real
+ * daemon (the Go test starts one and passes its socket in VRDMA_SOCKET).
+ * The program includes rdma-core's <infiniband/verbs.h> and links the
+ * library's sources directly, so the inline verbs (ibv_post_send,
+ * ibv_poll_cq, ibv_wr_*...) reach them through the context's tables as in
+ * any program, and the sanitizers see both sides.
+ *
+ * Each case asserts the return value, errno or completion status that
+ * rdma-core documents (rdma_rxe's behaviour where the documentation leaves
+ * it open): devices and queries, asynchronous events, ibv_reg_mr on the
+ * application's own memory, fork, bad work requests, object lifetimes and
+ * ibv_close_device, completion channels, the ibv_wr_* API.
+ *
+ * Two QPs of one device connected to each other (a loopback pair) carry
+ * the data. `verbs_test NAME...` runs the cases whose names contain NAME.
+ *
+ * sources: chan.c cq.c device.c json.c log.c mem.c misc.c post.c qp.c stubs.c
+ * needs: daemon
+ */
+#include <infiniband/verbs.h>
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
+
+static int failures;
+static const char *current = "setup";
+
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			failures++;                                                        \
+			fprintf(stderr, "%s:%d: [%s] %s: ", __FILE__, __LINE__, current, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                      \
+			fputc('\n', stderr);                                               \
+		}                                                                          \
+	} while (0)
+
+/* REQUIRE is a CHECK that ends the case: what follows depends on it. */
+#define REQUIRE(cond, ...)                      \
+	do {                                    \
+		if (!(cond)) {                  \
+			CHECK(cond, __VA_ARGS__); \
+			return;                 \
+		}                               \
+	} while (0)
+
+/* A completion that does not come within this long is a hang, not slowness. */
+#define HANG_GUARD_SECONDS 30
+#define QKEY 0x11111111u
+#define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* What every case shares: the device, a PD, and a source buffer the
+ * requester sends from and READs into. */
+static struct ibv_device *dev;
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static union ibv_gid gid0;
+static enum ibv_mtu mtu;
+static size_t page;
+static uint8_t *src; /* SRC_PAGES pages, registered as src_mr */
+static struct ibv_mr *src_mr;
+#define SRC_PAGES 8
+
+/* ---- helpers ---- */
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* wait_wc waits for one completion of cq; -1 (and a failure) if none comes. */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	double start = now();
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n == 1)
+			return 0;
+		if (n < 0) {
+			CHECK(n >= 0, "ibv_poll_cq returned %d", n);
+			return -1;
+		}
+		if (now() - start > HANG_GUARD_SECONDS) {
+			CHECK(0, "no completion in %d s", HANG_GUARD_SECONDS);
+			return -1;
+		}
+	}
+}
+
+/* readable polls fd for input for at most ms milliseconds (-1: the hang guard). */
+static int readable(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int n = poll(&p, 1, ms < 0 ? HANG_GUARD_SECONDS * 1000 : ms);
+	return n == 1 && (p.revents & POLLIN);
+}
+
+static uint8_t *page_alloc(size_t pages)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, page, pages * page))
+		return NULL;
+	return p;
+}
+
+static int all_are(const uint8_t *p, size_t n, uint8_t v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
+struct qp_opts {
+	uint32_t max_send_wr;
+	struct ibv_srq *srq;
+	int rnr_retry;
+};
+
+struct pair {
+	struct ibv_cq *cqa, *cqb;
+	struct ibv_qp *a, *b; /* a is the requester in the cases */
+	struct ibv_qp_cap cap; /* a's, as granted */
+};
+
+static struct ibv_qp *new_qp(enum ibv_qp_type type, struct ibv_cq *cq, const struct qp_opts *o, struct ibv_qp_cap *cap)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.srq = o ? o->srq : NULL,
+		.qp_type = type,
+		.cap = {.max_send_wr = o && o->max_send_wr ? o->max_send_wr : 16,
+			.max_recv_wr = o && o->srq ? 0 : 16,
+			.max_send_sge = 2,
+			.max_recv_sge = 2,
+			.max_inline_data = 64},
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+	CHECK(qp != NULL, "ibv_create_qp (type %d): %s", type, strerror(errno));
+	if (qp && cap)
+		*cap = a.cap;
+	return qp;
+}
+
+static int to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1};
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (qp->qp_type == IBV_QPT_UD) {
+		a.qkey = QKEY;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+static int to_rtr(struct ibv_qp *qp, uint32_t dest_qpn)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR};
+	int mask = IBV_QP_STATE;
+	if (qp->qp_type != IBV_QPT_UD) {
+		a.path_mtu = mtu;
+		a.dest_qp_num = dest_qpn;
+		a.rq_psn = 0;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = gid0;
+		a.ah_attr.grh.sgid_index = 0;
+		a.ah_attr.grh.hop_limit = 1;
+		a.ah_attr.port_num = 1;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (qp->qp_type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = 1;
+			a.min_rnr_timer = 12; /* 0.64 ms */
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+static int to_rts(struct ibv_qp *qp, int rnr_retry)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .sq_psn = 0};
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (qp->qp_type == IBV_QPT_RC) {
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = (uint8_t)rnr_retry;
+		a.max_rd_atomic = 1;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+/* pair_up makes a loopback pair of type t, both QPs in state st (RESET,
+ * INIT, RTR or RTS). 0, or -1 after reporting why. */
+static int pair_up(struct pair *p, enum ibv_qp_type t, enum ibv_qp_state st, const struct qp_opts *o)
+{
+	memset(p, 0, sizeof *p);
+	p->cqa = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	p->cqb = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	CHECK(p->cqa && p->cqb, "ibv_create_cq: %s", strerror(errno));
+	if (!p->cqa || !p->cqb)
+		return -1;
+	p->a = new_qp(t, p->cqa, o, &p->cap);
+	p->b = new_qp(t, p->cqb, NULL, NULL);
+	if (!p->a || !p->b)
+		return -1;
+	int rnr = o && o->rnr_retry ? o->rnr_retry : 7;
+	int rc = 0;
+	if (st >= IBV_QPS_INIT && !rc && !(rc = to_init(p->a)))
+		rc = to_init(p->b);
+	if (st >= IBV_QPS_RTR && !rc && !(rc = to_rtr(p->a, p->b->qp_num)))
+		rc = to_rtr(p->b, p->a->qp_num);
+	if (st >= IBV_QPS_RTS && !rc && !(rc = to_rts(p->a, rnr)))
+		rc = to_rts(p->b, rnr);
+	CHECK(rc == 0, "bringing a type %d pair to state %d: %s", t, st, strerror(rc));
+	return rc ? -1 : 0;
+}
+
+static void pair_down(struct pair *p)
+{
+	if (p->a)
+		CHECK(ibv_destroy_qp(p->a) == 0, "ibv_destroy_qp");
+	if (p->b)
+		CHECK(ibv_destroy_qp(p->b) == 0, "ibv_destroy_qp");
+	if (p->cqa)
+		CHECK(ibv_destroy_cq(p->cqa) == 0, "ibv_destroy_cq");
+	if (p->cqb)
+		CHECK(ibv_destroy_cq(p->cqb) == 0, "ibv_destroy_cq");
+	memset(p, 0, sizeof *p);
+}
+
+/* post1 posts one signaled work request from qp. */
+static int post1(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey,
+		 void *raddr, uint32_t rkey)
+{
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = len, .lkey = lkey};
+	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sg, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr *bad = NULL;
+	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* rdma runs one signaled op from p->a (local bytes in src_mr) and returns
+ * its completion's status, or -1. */
+static int rdma(struct pair *p, enum ibv_wr_opcode op, void *local, uint32_t len, void *raddr, uint32_t rkey)
+{
+	int rc = post1(p->a, op, 42, local, len, src_mr->lkey, raddr, rkey);
+	CHECK(rc == 0, "ibv_post_send: %s", strerror(rc));
+	if (rc)
+		return -1;
+	struct ibv_wc wc;
+	if (wait_wc(p->cqa, &wc))
+		return -1;
+	CHECK(wc.wr_id == 42 && wc.qp_num == p->a->qp_num, "completion of wr %llu on QP %u",
+	      (unsigned long long)wc.wr_id, wc.qp_num);
+	return wc.status;
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr i;
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &i))
+		return (enum ibv_qp_state)-1;
+	return a.qp_state;
+}
+
+static void post_recv1(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = len, .lkey = lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sg, .num_sge = 1}, *bad = NULL;
+	int rc = ibv_post_recv(qp, &wr, &bad);
+	CHECK(rc == 0, "ibv_post_recv: %s", strerror(rc));
+}
+
+/* drain_async_events reads and acknowledges the events queued so far. */
+static void drain_async_events(void)
+{
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	struct ibv_async_event ev;
+	while (ibv_get_async_event(ctx, &ev) == 0)
+		ibv_ack_async_event(&ev);
+	fcntl(ctx->async_fd, F_SETFL, fl);
+}
+
+/* ---- devices and queries ---- */
+
+static void test_devices(void)
+{
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	REQUIRE(list != NULL, "ibv_get_device_list: %s", strerror(errno));
+	CHECK(n >= 1, "%d devices, want the daemon's adapters", n);
+	CHECK(n < 0 || list[n] == NULL, "the list does not end with NULL");
+	int found = 0;
+	for (int i = 0; i < n; i++)
+		if (list[i] == dev)
+			found = 1; /* devices live as long as the process: the same object */
+	CHECK(found, "a second ibv_get_device_list does not list the device opened from the first");
+	CHECK(strcmp(ibv_get_device_name(dev), "vrdma0") == 0, "the first device is %s", ibv_get_device_name(dev));
+	CHECK(dev->node_type == IBV_NODE_CA && dev->transport_type == IBV_TRANSPORT_IB, "node %d transport %d",
+	      dev->node_type, dev->transport_type);
+	ibv_free_device_list(list);
+
+	struct ibv_device_attr da;
+	REQUIRE(ibv_query_device(ctx, &da) == 0, "ibv_query_device");
+	CHECK(da.phys_port_cnt >= 1, "%u ports", da.phys_port_cnt);
+	CHECK(da.max_qp > 0 && da.max_qp_wr > 0 && da.max_sge > 0 && da.max_cq > 0 && da.max_cqe > 0 && da.max_mr > 0 &&
+		      da.max_pd > 0 && da.max_mr_size > 0,
+	      "limits qp %d wr %d sge %d cq %d cqe %d mr %d pd %d mr_size %llu", da.max_qp, da.max_qp_wr, da.max_sge,
+	      da.max_cq, da.max_cqe, da.max_mr, da.max_pd, (unsigned long long)da.max_mr_size);
+	CHECK(da.node_guid == ibv_get_device_guid(dev) && da.node_guid != 0, "node_guid %llx, device guid %llx",
+	      (unsigned long long)da.node_guid, (unsigned long long)ibv_get_device_guid(dev));
+
+	struct ibv_port_attr pa;
+	REQUIRE(ibv_query_port(ctx, 1, &pa) == 0, "ibv_query_port 1");
+	CHECK(pa.state == IBV_PORT_ACTIVE, "port state %s", ibv_port_state_str(pa.state));
+	CHECK(pa.gid_tbl_len >= 1 && pa.pkey_tbl_len >= 1, "gid_tbl_len %d pkey_tbl_len %u", pa.gid_tbl_len,
+	      pa.pkey_tbl_len);
+	CHECK(pa.link_layer == IBV_LINK_LAYER_ETHERNET, "link layer %u", pa.link_layer);
+	CHECK(pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= pa.max_mtu, "active_mtu %d max_mtu %d", pa.active_mtu,
+	      pa.max_mtu);
+	int prc = ibv_query_port(ctx, (uint8_t)(da.phys_port_cnt + 1), &pa);
+	CHECK(prc == EINVAL, "a port past phys_port_cnt: %d, want EINVAL", prc);
+
+	union ibv_gid g;
+	static const union ibv_gid zero;
+	CHECK(ibv_query_gid(ctx, 1, 0, &g) == 0 && memcmp(&g, &zero, sizeof g) != 0, "GID 0 is missing or zero");
+	errno = 0;
+	CHECK(ibv_query_gid(ctx, 1, -1, &g) == -1 && errno == EINVAL, "GID index -1: errno %d", errno);
+
+	__be16 pkey = 0;
+	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && pkey == htobe16(0xffff), "P_Key 0 is %#x", be16toh(pkey));
+	errno = 0;
+	CHECK(ibv_query_pkey(ctx, 1, 0x7fff, &pkey) == -1 && errno == EINVAL, "P_Key index past the table: errno %d",
+	      errno);
+	CHECK(ibv_get_pkey_index(ctx, 1, htobe16(0xffff)) == 0, "the default P_Key's index");
+
+	/* A non-blocking async_fd with nothing queued: EAGAIN, and it does not poll readable. */
+	drain_async_events();
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	REQUIRE(fl >= 0 && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK on async_fd: %s",
+		strerror(errno));
+	struct ibv_async_event ev;
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, "ibv_get_async_event with none: errno %d", errno);
+	CHECK(!readable(ctx->async_fd, 0), "async_fd is readable with no event");
+	fcntl(ctx->async_fd, F_SETFL, fl);
+}
+
+/* ---- asynchronous events, and the requester's side of a bad rkey ---- */
+
+/* expect_qp_event waits for qp's next asynchronous event on async_fd and
+ * checks its type. */
+static void expect_qp_event(struct ibv_qp *qp, enum ibv_event_type want)
+{
+	CHECK(readable(ctx->async_fd, -1), "async_fd does not poll readable after %s", ibv_event_type_str(want));
+	struct ibv_async_event ev;
+	memset(&ev, 0, sizeof ev);
+	int rc = ibv_get_async_event(ctx, &ev);
+	CHECK(rc == 0, "ibv_get_async_event: %s", strerror(errno));
+	if (rc)
+		return;
+	CHECK(ev.event_type == want && ev.element.qp == qp, "event %s on %p, want %s on QP %p",
+	      ibv_event_type_str(ev.event_type), (void *)ev.element.qp, ibv_event_type_str(want), (void *)qp);
+	unsigned before = qp->events_completed;
+	ibv_ack_async_event(&ev);
+	CHECK(qp->events_completed == before + 1, "ibv_ack_async_event did not count: %u", qp->events_completed);
+}
+
+static void test_bad_rkey(void)
+{
+	uint8_t *buf = page_alloc(1);
+	REQUIRE(buf != NULL, "posix_memalign");
+	memset(buf, 'b', page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, page, MR_ACCESS);
+	struct ibv_mr *ro = ibv_reg_mr(pd, buf + 100, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	REQUIRE(mr && ro, "ibv_reg_mr: %s", strerror(errno));
+	drain_async_events();
+	memset(src, 'w', page);
+
+	struct {
+		const char *what;
+		enum ibv_wr_opcode op;
+		uint8_t *addr;
+		uint32_t len, rkey;
+	} cases[] = {
+		{"WRITE with an rkey nobody has", IBV_WR_RDMA_WRITE, buf, 8, mr->rkey ^ 0x5a5a0000u},
+		{"READ with an rkey nobody has", IBV_WR_RDMA_READ, buf, 8, mr->rkey ^ 0x5a5a0000u},
+		{"WRITE to a region without remote write", IBV_WR_RDMA_WRITE, buf + 100, 8, ro->rkey},
+		{"WRITE one byte past the region", IBV_WR_RDMA_WRITE, buf + 100, 101, ro->rkey},
+		{"READ one byte before the region", IBV_WR_RDMA_READ, buf + 99, 8, ro->rkey},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct pair p;
+		if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+			int st = rdma(&p, cases[i].op, src, cases[i].len, cases[i].addr, cases[i].rkey);
+			CHECK(st == IBV_WC_REM_ACCESS_ERR, "%s: status %s, want remote access error", cases[i].what,
+			      st < 0 ? "none" : ibv_wc_status_str((enum ibv_wc_status)st));
+			/* The requester's QP is in ERR; the responder's too (IBTA class C), with an event. */
+			CHECK(qp_state(p.a) == IBV_QPS_ERR, "%s: requester in state %d", cases[i].what, qp_state(p.a));
+			expect_qp_event(p.b, IBV_EVENT_QP_ACCESS_ERR);
+			CHECK(qp_state(p.b) == IBV_QPS_ERR, "%s: responder in state %d", cases[i].what, qp_state(p.b));
+			/* What is posted after the error is flushed. */
+			int rc = post1(p.a, IBV_WR_RDMA_WRITE, 7, src, 8, src_mr->lkey, buf, mr->rkey);
+			struct ibv_wc wc;
+			CHECK(rc == 0, "post_send in ERR: %s", strerror(rc));
+			if (!rc && !wait_wc(p.cqa, &wc))
+				CHECK(wc.wr_id == 7 && wc.status == IBV_WC_WR_FLUSH_ERR, "after the error: wr %llu %s",
+				      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+		}
+		pair_down(&p);
+	}
+	CHECK(all_are(buf, page, 'b'), "a refused WRITE changed the target");
+	/* Nothing more queued: the non-blocking read says EAGAIN. */
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	struct ibv_async_event ev;
+	memset(&ev, 0, sizeof ev);
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, "an event too many: errno %d type %d", errno,
+	      ev.event_type);
+	fcntl(ctx->async_fd, F_SETFL, fl);
+	CHECK(ibv_dereg_mr(ro) == 0 && ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	free(buf);
+}
+
+/* ---- ibv_reg_mr on the application's own memory ---- */
+
+static uint8_t guard_byte(const uint8_t *p) { return (uint8_t)(0xa5 ^ (uint8_t)(uintptr_t)p); }
+
+/* check_region registers [buf, buf+len) of memory whose bytes [lo, hi)
+ * the test owns, and checks that the registration keeps the bytes and
+ * their address, that a peer's WRITE lands exactly there and READ returns
+ * them, and that the rest of [lo, hi) never changes. */
+static void check_region(const char *what, uint8_t *lo, uint8_t *buf, size_t len, uint8_t *hi)
+{
+	struct pair p;
+	REQUIRE(len <= SRC_PAGES / 2 * page, "%s: too long for the source buffer", what);
+	for (uint8_t *q = lo; q < hi; q++)
+		*q = guard_byte(q);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, MR_ACCESS);
+	REQUIRE(mr != NULL, "%s: ibv_reg_mr: %s", what, strerror(errno));
+	CHECK(mr->addr == buf && mr->length == len && mr->pd == pd && mr->context == ctx, "%s: the MR says %p+%zu",
+	      what, mr->addr, mr->length);
+	int kept = 1, guards = 1;
+	for (size_t i = 0; i < len; i++)
+		kept &= buf[i] == (uint8_t)(i * 7 + 1);
+	for (uint8_t *q = lo; q < hi; q++)
+		if (q < buf || q >= buf + len)
+			guards &= *q == guard_byte(q);
+	CHECK(kept, "%s: registering changed the registered bytes", what);
+	CHECK(guards, "%s: registering changed bytes around the region", what);
+
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		for (size_t i = 0; i < len; i++)
+			src[i] = (uint8_t)(i * 13 + 5);
+		int st = rdma(&p, IBV_WR_RDMA_WRITE, src, (uint32_t)len, buf, mr->rkey);
+		CHECK(st == IBV_WC_SUCCESS, "%s: WRITE: %s", what, st < 0 ? "none" : ibv_wc_status_str(st));
+		CHECK(memcmp(buf, src, len) == 0, "%s: the WRITE did not land at the registered address", what);
+		guards = 1;
+		for (uint8_t *q = lo; q < hi; q++)
+			if (q < buf || q >= buf + len)
+				guards &= *q == guard_byte(q);
+		CHECK(guards, "%s: the WRITE changed bytes outside the region", what);
+
+		uint8_t *back = src + SRC_PAGES / 2 * page;
+		memset(back, 0, len);
+		buf[0] ^= 0xff; /* the application's own store is what READ returns */
+		st = rdma(&p, IBV_WR_RDMA_READ, back, (uint32_t)len, buf, mr->rkey);
+		CHECK(st == IBV_WC_SUCCESS, "%s: READ: %s", what, st < 0 ? "none" : ibv_wc_status_str(st));
+		CHECK(memcmp(back, buf, len) == 0, "%s: READ did not return the registered bytes", what);
+	}
+	pair_down(&p);
+	uint8_t first = buf[0];
+	CHECK(ibv_dereg_mr(mr) == 0, "%s: ibv_dereg_mr", what);
+	CHECK(buf[0] == first && memcmp(buf + 1, src + 1, len - 1) == 0, "%s: deregistering changed the bytes", what);
+}
+
+static void test_reg_mr_malloc(void)
+{
+	uint8_t *m = malloc(64);
+	REQUIRE(m != NULL, "malloc");
+	check_region("malloc, 13 bytes at an odd address", m, m + 3, 13, m + 64);
+	free(m); /* the allocator's own bytes on the page survived */
+	m = malloc(100000);
+	REQUIRE(m != NULL, "malloc");
+	check_region("malloc, 100000 bytes", m, m, 16000, m + 100000);
+	free(m);
+}
+
+/* check_stack registers a buffer on this thread's stack: its pages hold
+ * the frames of the calls that move them. */
+static __attribute__((noinline)) void check_stack(void)
+{
+	uint8_t st[256];
+	check_region("stack", st, st + 5, 100, st + sizeof st);
+}
+
+/* check_stack_at calls check_stack pad bytes further down the stack, so
+ * that over several pads the library's own frames share pages with the
+ * registered bytes. */
+static __attribute__((noinline)) void check_stack_at(size_t pad)
+{
+	volatile uint8_t room[pad + 1];
+	room[0] = 0;
+	check_stack();
+	room[pad] = room[0];
+}
+
+static void test_reg_mr_stack(void)
+{
+	for (size_t pad = 0; pad < 4096; pad += 512)
+		check_stack_at(pad);
+}
+
+static void test_reg_mr_mmap(void)
+{
+	uint8_t *m = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(m != MAP_FAILED, "mmap");
+	check_region("mmap, three whole pages", m, m, 3 * page, m + 4 * page);
+	check_region("mmap, an odd offset within a page", m, m + page + 777, 100, m + 4 * page);
+	munmap(m, 4 * page);
+	m = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(m != MAP_FAILED, "mmap");
+	check_region("mmap, spanning two pages", m, m + page - 100, 200, m + 3 * page);
+	munmap(m, 3 * page);
+}
+
+static void test_reg_mr_posix_memalign(void)
+{
+	uint8_t *p = page_alloc(2);
+	REQUIRE(p != NULL, "posix_memalign");
+	check_region("posix_memalign, two pages", p, p, 2 * page, p + 2 * page);
+	free(p);
+	p = page_alloc(2);
+	REQUIRE(p != NULL, "posix_memalign");
+	check_region("posix_memalign, one byte", p, p + page - 1, 1, p + 2 * page);
+	free(p);
+}
+
+/* write_lands WRITEs len bytes of fill at dst through rkey on a new pair
+ * and returns the completion status. */
+static int write_with(uint8_t fill, void *dst, uint32_t len, uint32_t rkey)
+{
+	struct pair p;
+	int st = -1;
+	memset(src, fill, len);
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0)
+		st = rdma(&p, IBV_WR_RDMA_WRITE, src, len, dst, rkey);
+	pair_down(&p);
+	return st;
+}
+
+static void test_reg_mr_twice(void)
+{
+	uint8_t *p = page_alloc(1);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', page);
+	struct ibv_mr *m1 = ibv_reg_mr(pd, p, 100, MR_ACCESS);
+	struct ibv_mr *m2 = ibv_reg_mr(pd, p, 100, MR_ACCESS);
+	REQUIRE(m1 && m2, "registering a buffer twice: %s", strerror(errno));
+	CHECK(m1->lkey != m2->lkey && m1->rkey != m2->rkey, "two registrations share keys %#x/%#x", m1->lkey, m1->rkey);
+	CHECK(write_with('1', p, 100, m1->rkey) == IBV_WC_SUCCESS && all_are(p, 100, '1'), "WRITE through the first");
+	CHECK(write_with('2', p, 100, m2->rkey) == IBV_WC_SUCCESS && all_are(p, 100, '2'), "WRITE through the second");
+	uint32_t gone = m1->rkey;
+	CHECK(ibv_dereg_mr(m1) == 0, "ibv_dereg_mr");
+	CHECK(write_with('3', p, 100, m2->rkey) == IBV_WC_SUCCESS && all_are(p, 100, '3'),
+	      "the second registration stopped working when the first went");
+	CHECK(write_with('4', p, 100, gone) == IBV_WC_REM_ACCESS_ERR, "the deregistered rkey still works");
+	CHECK(all_are(p, 100, '3') && all_are(p + 100, page - 100, 'x'), "the bytes changed");
+	CHECK(ibv_dereg_mr(m2) == 0, "ibv_dereg_mr");
+	free(p);
+}
+
+static void test_reg_mr_same_page(void)
+{
+	uint8_t *p = page_alloc(1);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', page);
+	struct ibv_mr *a = ibv_reg_mr(pd, p + 100, 50, MR_ACCESS);
+	struct ibv_mr *b = ibv_reg_mr(pd, p + 1000, 50, MR_ACCESS);
+	REQUIRE(a && b, "two buffers on one page: %s", strerror(errno));
+	CHECK(write_with('a', p + 100, 50, a->rkey) == IBV_WC_SUCCESS, "WRITE to the first");
+	CHECK(write_with('b', p + 1000, 50, b->rkey) == IBV_WC_SUCCESS, "WRITE to the second");
+	/* One region's rkey does not reach the other's bytes on the same page. */
+	CHECK(write_with('!', p + 1000, 50, a->rkey) == IBV_WC_REM_ACCESS_ERR, "the first rkey reaches the second");
+	CHECK(write_with('!', p + 150, 1, a->rkey) == IBV_WC_REM_ACCESS_ERR, "the first rkey reaches past its end");
+	CHECK(all_are(p, 100, 'x') && all_are(p + 100, 50, 'a') && all_are(p + 150, 850, 'x') &&
+		      all_are(p + 1000, 50, 'b') && all_are(p + 1050, page - 1050, 'x'),
+	      "the page does not hold exactly the two WRITEs");
+	CHECK(ibv_dereg_mr(a) == 0 && ibv_dereg_mr(b) == 0, "ibv_dereg_mr");
+	free(p);
+}
+
+static void test_reg_mr_partial_overlap(void)
+{
+	uint8_t *p = page_alloc(3);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', 3 * page);
+	struct ibv_mr *m1 = ibv_reg_mr(pd, p, 100, MR_ACCESS);
+	REQUIRE(m1 != NULL, "ibv_reg_mr: %s", strerror(errno));
+	/* Pages already moved for m1 and one that is not: refused (docs/design/guest-memory.md). */
+	errno = 0;
+	struct ibv_mr *bad = ibv_reg_mr(pd, p + page - 50, 100, MR_ACCESS);
+	CHECK(bad == NULL && errno == EINVAL, "a registration partly over m1's page: %p errno %d", (void *)bad, errno);
+	if (bad)
+		ibv_dereg_mr(bad);
+	struct ibv_mr *m2 = ibv_reg_mr(pd, p + 2 * page + 10, 10, MR_ACCESS);
+	CHECK(m2 != NULL, "a registration on a page of its own: %s", strerror(errno));
+	errno = 0;
+	bad = ibv_reg_mr(pd, p, 3 * page, MR_ACCESS);
+	CHECK(bad == NULL && errno == EINVAL, "a registration over both: %p errno %d", (void *)bad, errno);
+	if (bad)
+		ibv_dereg_mr(bad);
+	CHECK(all_are(p, 3 * page, 'x'), "a refused registration changed the memory");
+	CHECK(write_with('1', p, 100, m1->rkey) == IBV_WC_SUCCESS && all_are(p, 100, '1'), "m1 stopped working");
+	CHECK(ibv_dereg_mr(m1) == 0, "ibv_dereg_mr");
+	if (m2)
+		CHECK(ibv_dereg_mr(m2) == 0, "ibv_dereg_mr");
+	free(p);
+}
+
+static void test_reg_mr_bad_arguments(void)
+{
+	uint8_t *p = page_alloc(1);
+	REQUIRE(p != NULL, "posix_memalign");
+	struct {
+		const char *what;
+		void *addr;
+		size_t len;
+		int access;
+		int want;
+	} cases[] = {
+		{"length 0", p, 0, MR_ACCESS, EINVAL},
+		{"NULL", NULL, 100, MR_ACCESS, EINVAL},
+		{"remote write without local write", p, 100, IBV_ACCESS_REMOTE_WRITE, EINVAL},
+		{"remote atomic without local write", p, 100, IBV_ACCESS_REMOTE_ATOMIC, EINVAL},
+		{"an access bit vrdma does not know", p, 100, IBV_ACCESS_LOCAL_WRITE | (1 << 12), EINVAL},
+		{"zero-based", p, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED, EINVAL},
+		{"wrapping around the address space", p, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE, EINVAL},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		errno = 0;
+		struct ibv_mr *mr = ibv_reg_mr(pd, cases[i].addr, cases[i].len, cases[i].access);
+		CHECK(mr == NULL && errno == cases[i].want, "%s: %p errno %d, want errno %d", cases[i].what, (void *)mr,
+		      errno, cases[i].want);
+		if (mr)
+			ibv_dereg_mr(mr);
+	}
+	/* Memory the process may not touch: EFAULT, as the kernel's pinning
+	 * says. (PROT_NONE rather than unmapped: an unmapped address may be
+	 * mapped again by anyone before the call.) */
+	uint8_t *none = mmap(NULL, 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(none != MAP_FAILED, "mmap");
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_mr(pd, none, 100, MR_ACCESS);
+	CHECK(mr == NULL && errno == EFAULT, "PROT_NONE memory: %p errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	CHECK(mprotect(none, page, PROT_READ | PROT_WRITE) == 0, "mprotect");
+	memset(none, 'n', page);
+	errno = 0;
+	mr = ibv_reg_mr(pd, none + page - 10, 20, MR_ACCESS);
+	CHECK(mr == NULL && errno == EFAULT, "half PROT_NONE: %p errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	CHECK(all_are(none, page, 'n'), "a refused registration changed the memory");
+	munmap(none, 2 * page);
+	/* An optional access flag vrdma does not have is ignored, as rdma-core says. */
+	mr = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+	CHECK(mr != NULL, "IBV_ACCESS_RELAXED_ORDERING: %s", strerror(errno));
+	if (mr)
+		ibv_dereg_mr(mr);
+	free(p);
+}
+
+static void test_reg_mr_again(void)
+{
+	uint8_t *p = page_alloc(1);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p, page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	CHECK(write_with('1', p + 10, 10, mr->rkey) == IBV_WC_SUCCESS, "WRITE");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	p[0] = 'y'; /* the application's memory is its own again */
+	mr = ibv_reg_mr(pd, p, page, MR_ACCESS);
+	REQUIRE(mr != NULL, "registering again: %s", strerror(errno));
+	CHECK(p[0] == 'y' && all_are(p + 10, 10, '1') && all_are(p + 20, page - 20, 'x'),
+	      "registering again changed the bytes");
+	CHECK(write_with('2', p + 30, 10, mr->rkey) == IBV_WC_SUCCESS && all_are(p + 30, 10, '2'), "WRITE again");
+	CHECK(all_are(p + 10, 10, '1') && all_are(p + 20, 10, 'x'), "the second WRITE went elsewhere");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	free(p);
+}
+
+/* ---- fork ---- */
+
+static void wait_byte(int fd)
+{
+	char c;
+	while (read(fd, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+static void send_byte(int fd)
+{
+	char c = 1;
+	while (write(fd, &c, 1) < 0 && errno == EINTR)
+		;
+}
+
+/* fork_hold_child, when not -1, is a pipe the child reads one byte from
+ * in its first fork handler, before the library's: the parent writes the
+ * byte once it has written into its memory after the fork, so the child's
+ * view is checked for those writes whenever the library would copy. */
+static int fork_hold_child = -1;
+
+static void hold_child(void)
+{
+	if (fork_hold_child >= 0)
+		wait_byte(fork_hold_child);
+}
+
+/* fork_child runs in the child: what it sees of the parent's memory, which
+ * the parent changed after the fork (hold_child), then its own writes. */
+static __attribute__((noreturn)) void fork_child(uint8_t *buf, uint8_t *st, uint8_t *old, int out)
+{
+	current = "fork (child)";
+	CHECK(all_are(buf, 100, 'w') && all_are(buf + 100, 2 * page - 100, 'p'),
+	      "the child does not see the registered memory as it was at fork");
+	CHECK(all_are(st, 64, 's'), "the child does not see the registered stack buffer as it was at fork");
+	CHECK(all_are(old, page, 'o'), "the child does not see the deregistered memory as it was at fork");
+	memset(buf, 'c', 2 * page);
+	memset(st, 'c', 64);
+	memset(old, 'c', page);
+	send_byte(out);
+	_exit(failures ? 1 : 0); /* no exit handlers: the parent's objects are the parent's */
+}
+
+static __attribute__((noinline)) void fork_with_stack(uint8_t *buf, struct ibv_mr *mr, uint8_t *old)
+{
+	uint8_t st[64];
+	memset(st, 's', sizeof st);
+	struct ibv_mr *smr = ibv_reg_mr(pd, st, sizeof st, MR_ACCESS);
+	REQUIRE(smr != NULL, "ibv_reg_mr on the stack: %s", strerror(errno));
+	int to_child[2], to_parent[2];
+	REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe");
+	fflush(stdout);
+	fflush(stderr);
+	fork_hold_child = to_child[0];
+	pid_t pid = fork();
+	fork_hold_child = -1;
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		fork_child(buf, st, old, to_parent[1]);
+	close(to_child[0]); /* a child that dies is an end of file, not a hang */
+	close(to_parent[1]);
+
+	/* The child waits in hold_child meanwhile. */
+	memset(buf + 100, 'P', 100);
+	memset(st, 'P', sizeof st);
+	memset(old, 'P', page);
+	CHECK(write_with('x', buf + 1000, 50, mr->rkey) == IBV_WC_SUCCESS, "a peer's WRITE into the parent after fork");
+	send_byte(to_child[1]);
+	wait_byte(to_parent[0]); /* the child wrote */
+	CHECK(all_are(buf, 100, 'w') && all_are(buf + 100, 100, 'P') && all_are(buf + 200, 800, 'p') &&
+		      all_are(buf + 1000, 50, 'x') && all_are(buf + 1050, 2 * page - 1050, 'p'),
+	      "the parent's registered memory is not its own after fork");
+	CHECK(all_are(st, sizeof st, 'P'), "the child's writes to the stack buffer appear in the parent");
+	CHECK(all_are(old, page, 'P'), "the child's writes to deregistered memory appear in the parent");
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child failed (status %#x): its messages are above", status);
+	/* The parent's MRs still work after the fork. */
+	CHECK(write_with('y', st, sizeof st, smr->rkey) == IBV_WC_SUCCESS && all_are(st, sizeof st, 'y'),
+	      "WRITE to the stack buffer after fork");
+	CHECK(ibv_dereg_mr(smr) == 0, "ibv_dereg_mr");
+	close(to_child[1]);
+	close(to_parent[0]);
+}
+
+static void test_fork(void)
+{
+	uint8_t *buf = page_alloc(2), *old = page_alloc(1);
+	REQUIRE(buf && old, "posix_memalign");
+	memset(buf, 'p', 2 * page);
+	memset(old, 'o', page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * page, MR_ACCESS);
+	struct ibv_mr *omr = ibv_reg_mr(pd, old, page, MR_ACCESS);
+	REQUIRE(mr && omr, "ibv_reg_mr: %s", strerror(errno));
+	CHECK(ibv_dereg_mr(omr) == 0, "ibv_dereg_mr"); /* registered once, ordinary memory again */
+	CHECK(write_with('w', buf, 100, mr->rkey) == IBV_WC_SUCCESS, "WRITE before fork");
+	fork_with_stack(buf, mr, old);
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	free(buf);
+	free(old);
+}
+
+/* ---- bad work requests ---- */
+
+static void test_post_send_states(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RESET, NULL))
+		goto out;
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_send_wr w2 = {.wr_id = 2, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND};
+	struct ibv_send_wr w1 = {.wr_id = 1, .next = &w2, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND};
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_recv_wr r = {.wr_id = 3, .sg_list = &sg, .num_sge = 1}, *rbad = NULL;
+	CHECK(ibv_post_send(p.a, &w1, &bad) == EINVAL && bad == &w1, "post_send in RESET: bad_wr %p", (void *)bad);
+	CHECK(ibv_post_recv(p.a, &r, &rbad) == EINVAL && rbad == &r, "post_recv in RESET");
+	CHECK(to_init(p.a) == 0 && to_init(p.b) == 0, "to INIT");
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w1, &bad) == EINVAL && bad == &w1, "post_send in INIT: bad_wr %p", (void *)bad);
+	rbad = NULL;
+	CHECK(ibv_post_recv(p.b, &r, &rbad) == 0, "post_recv in INIT"); /* receives may be posted from INIT */
+	CHECK(to_rtr(p.a, p.b->qp_num) == 0 && to_rtr(p.b, p.a->qp_num) == 0, "to RTR");
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w1, &bad) == EINVAL && bad == &w1, "post_send in RTR: bad_wr %p", (void *)bad);
+	CHECK(to_rts(p.a, 7) == 0 && to_rts(p.b, 7) == 0, "to RTS");
+	/* In RTS the SEND goes, and meets the receive posted in INIT. */
+	w1.next = NULL;
+	w1.send_flags = IBV_SEND_SIGNALED;
+	CHECK(ibv_post_send(p.a, &w1, &bad) == 0, "post_send in RTS");
+	struct ibv_wc wc;
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND, "send: wr %llu %s",
+		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	if (!wait_wc(p.cqb, &wc))
+		CHECK(wc.wr_id == 3 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 8,
+		      "receive: wr %llu %s", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+out:
+	pair_down(&p);
+}
+
+static void test_too_many_sges(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	struct ibv_sge sg[32];
+	for (int i = 0; i < 32; i++)
+		sg[i] = (struct ibv_sge){.addr = (uintptr_t)src + (uintptr_t)i, .length = 1, .lkey = src_mr->lkey};
+	REQUIRE(p.cap.max_send_sge < 32 && p.cap.max_recv_sge < 32, "max_send_sge %u", p.cap.max_send_sge);
+	/* The first request of the list is fine and goes; the second is bad. */
+	struct ibv_send_wr w2 = {.wr_id = 2, .sg_list = sg, .num_sge = (int)p.cap.max_send_sge + 1,
+				 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED};
+	struct ibv_send_wr w1 = {.wr_id = 1, .next = &w2, .sg_list = sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED};
+	w1.wr.rdma.remote_addr = w2.wr.rdma.remote_addr = (uintptr_t)src + page;
+	w1.wr.rdma.rkey = w2.wr.rdma.rkey = src_mr->rkey;
+	struct ibv_send_wr *bad = NULL;
+	CHECK(ibv_post_send(p.a, &w1, &bad) == EINVAL && bad == &w2, "too many SGEs: bad_wr %p", (void *)bad);
+	/* Inline data is bounded by max_inline_data, and the SGE count still by max_send_sge. */
+	w2.send_flags |= IBV_SEND_INLINE;
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w2, &bad) == EINVAL && bad == &w2, "too many inline SGEs: bad_wr %p", (void *)bad);
+	struct ibv_wc wc;
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS, "the good request: wr %llu %s",
+		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	CHECK(ibv_poll_cq(p.cqa, 1, &wc) == 0, "the bad request completed: wr %llu", (unsigned long long)wc.wr_id);
+	struct ibv_recv_wr r = {.wr_id = 3, .sg_list = sg, .num_sge = (int)p.cap.max_recv_sge + 1}, *rbad = NULL;
+	CHECK(ibv_post_recv(p.b, &r, &rbad) == EINVAL && rbad == &r, "post_recv with too many SGEs");
+	struct ibv_send_wr neg = w1;
+	neg.next = NULL;
+	neg.num_sge = -1;
+	CHECK(ibv_post_send(p.a, &neg, &bad) == EINVAL && bad == &neg, "num_sge -1");
+out:
+	pair_down(&p);
+}
+
+static void test_opcode_not_allowed(void)
+{
+	struct pair uc, ud;
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+	if (pair_up(&uc, IBV_QPT_UC, IBV_QPS_RTS, NULL) == 0) {
+		enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					    IBV_WR_LOCAL_INV, IBV_WR_BIND_MW, (enum ibv_wr_opcode)200};
+		for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+			struct ibv_send_wr w = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = ops[i]};
+			w.wr.rdma.remote_addr = (uintptr_t)src;
+			w.wr.rdma.rkey = src_mr->rkey;
+			bad = NULL;
+			CHECK(ibv_post_send(uc.a, &w, &bad) == EINVAL && bad == &w, "opcode %d on UC", ops[i]);
+		}
+		/* WRITE is a UC operation. */
+		CHECK(post1(uc.a, IBV_WR_RDMA_WRITE, 9, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0, "UC WRITE");
+		struct ibv_wc wc;
+		if (!wait_wc(uc.cqa, &wc))
+			CHECK(wc.wr_id == 9 && wc.status == IBV_WC_SUCCESS, "UC WRITE: %s", ibv_wc_status_str(wc.status));
+	}
+	pair_down(&uc);
+
+	if (pair_up(&ud, IBV_QPT_UD, IBV_QPS_RTS, NULL) == 0) {
+		struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid0, .hop_limit = 1}};
+		struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+		CHECK(ah != NULL, "ibv_create_ah: %s", strerror(errno));
+		enum ibv_wr_opcode ops[] = {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+					    IBV_WR_ATOMIC_FETCH_AND_ADD};
+		for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+			struct ibv_send_wr w = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = ops[i]};
+			w.wr.ud.ah = ah;
+			w.wr.ud.remote_qpn = ud.b->qp_num;
+			w.wr.ud.remote_qkey = QKEY;
+			bad = NULL;
+			CHECK(ibv_post_send(ud.a, &w, &bad) == EINVAL && bad == &w, "opcode %d on UD", ops[i]);
+		}
+		/* A UD SEND needs an address handle. */
+		struct ibv_send_wr w = {.wr_id = 5, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+					.send_flags = IBV_SEND_SIGNALED};
+		w.wr.ud.remote_qpn = ud.b->qp_num;
+		w.wr.ud.remote_qkey = QKEY;
+		bad = NULL;
+		CHECK(ibv_post_send(ud.a, &w, &bad) == EINVAL && bad == &w, "UD SEND without an address handle");
+		/* With one it goes: the receive gets the GRH and the data. */
+		post_recv1(ud.b, 6, src + page, 40 + 8, src_mr->lkey);
+		memset(src, 'u', 8);
+		w.wr.ud.ah = ah;
+		CHECK(ibv_post_send(ud.a, &w, &bad) == 0, "UD SEND");
+		struct ibv_wc wc;
+		if (!wait_wc(ud.cqa, &wc))
+			CHECK(wc.wr_id == 5 && wc.status == IBV_WC_SUCCESS, "UD SEND: %s", ibv_wc_status_str(wc.status));
+		if (!wait_wc(ud.cqb, &wc))
+			CHECK(wc.wr_id == 6 && wc.status == IBV_WC_SUCCESS && wc.byte_len == 48 && (wc.wc_flags & IBV_WC_GRH) &&
+				      wc.src_qp == ud.a->qp_num && all_are(src + page + 40, 8, 'u'),
+			      "UD receive: %s, %u bytes from QP %u", ibv_wc_status_str(wc.status), wc.byte_len, wc.src_qp);
+		if (ah)
+			CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
+	}
+	pair_down(&ud);
+}
+
+static void test_atomics(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	uint64_t *target = (uint64_t *)(void *)(src + page), *orig = (uint64_t *)(void *)src;
+	*target = 40;
+	*orig = 0;
+	struct ibv_sge sg = {.addr = (uintptr_t)orig, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_send_wr w = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				.send_flags = IBV_SEND_SIGNALED},
+			   *bad = NULL;
+	w.wr.atomic.rkey = src_mr->rkey;
+	w.wr.atomic.compare_add = 2;
+	/* An atomic's remote address is 8-byte aligned (rxe checks it when posting). */
+	w.wr.atomic.remote_addr = (uintptr_t)target + 4;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "an atomic at a misaligned address");
+	/* Its local buffer is one SGE of 8 bytes. */
+	w.wr.atomic.remote_addr = (uintptr_t)target;
+	sg.length = 4;
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "an atomic into 4 bytes");
+	sg.length = 8;
+	CHECK(ibv_post_send(p.a, &w, &bad) == 0, "FETCH_AND_ADD");
+	struct ibv_wc wc;
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD && *orig == 40 && *target == 42,
+		      "FETCH_AND_ADD: %s, got %llu, target %llu", ibv_wc_status_str(wc.status), (unsigned long long)*orig,
+		      (unsigned long long)*target);
+out:
+	pair_down(&p);
+}
+
+static void test_inline_too_long(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	uint32_t max = p.cap.max_inline_data;
+	REQUIRE(max >= 64 && max < 4096, "max_inline_data %u, asked for 64", max);
+	uint8_t data[4096]; /* inline data needs no registration */
+	memset(data, 'i', sizeof data);
+	memset(src + page, 0, page);
+	struct ibv_sge sg = {.addr = (uintptr_t)data, .length = max + 1, .lkey = 0};
+	struct ibv_send_wr w = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED},
+			   *bad = NULL;
+	w.wr.rdma.remote_addr = (uintptr_t)src + page;
+	w.wr.rdma.rkey = src_mr->rkey;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "inline data of max_inline_data+1 bytes");
+	struct ibv_sge two[2] = {{.addr = (uintptr_t)data, .length = max, .lkey = 0},
+				 {.addr = (uintptr_t)data, .length = 1, .lkey = 0}};
+	w.sg_list = two;
+	w.num_sge = 2;
+	bad = NULL;
+	CHECK(ibv_post_send(p.a, &w, &bad) == EINVAL && bad == &w, "inline data over two SGEs past max_inline_data");
+	w.sg_list = &sg;
+	w.num_sge = 1;
+	sg.length = max;
+	CHECK(ibv_post_send(p.a, &w, &bad) == 0, "inline data of max_inline_data bytes");
+	struct ibv_wc wc;
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.status == IBV_WC_SUCCESS && all_are(src + page, max, 'i') && src[page + max] == 0,
+		      "inline WRITE: %s", ibv_wc_status_str(wc.status));
+out:
+	pair_down(&p);
+}
+
+static void test_send_queue_full(void)
+{
+	struct pair p;
+	struct qp_opts o = {.max_send_wr = 4, .rnr_retry = 7};
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, &o))
+		goto out;
+	uint32_t n = p.cap.max_send_wr;
+	REQUIRE(n >= 4 && n <= 64, "max_send_wr %u", n);
+	/* b has no receive: the first SEND waits for one (RNR, retried for
+	 * ever) and keeps its slot, so the queue fills deterministically. */
+	CHECK(post1(p.a, IBV_WR_SEND, 100, src, 8, src_mr->lkey, NULL, 0) == 0, "the first SEND");
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_send_wr w[65], *bad = NULL;
+	for (uint32_t i = 0; i < n; i++)
+		w[i] = (struct ibv_send_wr){.wr_id = i, .next = i + 1 < n ? &w[i + 1] : NULL, .sg_list = &sg, .num_sge = 1,
+					    .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED};
+	int rc = ibv_post_send(p.a, &w[0], &bad);
+	CHECK(rc == ENOMEM && bad == &w[n - 1], "a list one longer than the room left: %s, bad_wr is #%ld", strerror(rc),
+	      bad ? (long)(bad - w) : -1L);
+	/* Exactly the ones before bad_wr were posted: receives let them all go, in order. */
+	for (uint32_t i = 0; i < n; i++)
+		post_recv1(p.b, 1000 + i, src + page + i * 8, 8, src_mr->lkey);
+	struct ibv_wc wc;
+	uint64_t want[65];
+	want[0] = 100;
+	for (uint32_t i = 1; i < n; i++)
+		want[i] = i - 1;
+	for (uint32_t i = 0; i < n; i++)
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == want[i] && wc.status == IBV_WC_SUCCESS, "completion %u: wr %llu %s, want wr %llu", i,
+			      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), (unsigned long long)want[i]);
+	for (uint32_t i = 0; i < n; i++)
+		wait_wc(p.cqb, &wc);
+	CHECK(ibv_poll_cq(p.cqa, 1, &wc) == 0, "a request past bad_wr completed: wr %llu", (unsigned long long)wc.wr_id);
+out:
+	pair_down(&p);
+}
+
+static void test_post_recv_with_srq(void)
+{
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 16, .max_sge = 1}};
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	REQUIRE(srq != NULL, "ibv_create_srq: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct qp_opts o = {.srq = srq};
+	struct ibv_qp *qp = cq ? new_qp(IBV_QPT_RC, cq, &o, NULL) : NULL;
+	if (qp) {
+		struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+		struct ibv_recv_wr r = {.wr_id = 1, .sg_list = &sg, .num_sge = 1}, *bad = NULL;
+		CHECK(to_init(qp) == 0, "to INIT");
+		CHECK(ibv_post_recv(qp, &r, &bad) == EINVAL && bad == &r, "post_recv on a QP with an SRQ");
+		bad = NULL;
+		CHECK(ibv_post_srq_recv(srq, &r, &bad) == 0, "post_srq_recv");
+		CHECK(ibv_destroy_srq(srq) == EBUSY, "destroying an SRQ a QP uses");
+		CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	}
+	if (cq)
+		CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	CHECK(ibv_destroy_srq(srq) == 0, "ibv_destroy_srq");
+}
+
+static void test_wrong_lkey(void)
+{
+	struct pair p;
+	struct ibv_wc wc;
+	/* The requester's own SGE. */
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 1, src, 8, src_mr->lkey ^ 0x5a5a0000u, src + page, src_mr->rkey) == 0,
+		      "post_send");
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_LOC_PROT_ERR, "wrong lkey: %s", ibv_wc_status_str(wc.status));
+		CHECK(qp_state(p.a) == IBV_QPS_ERR, "the QP is in state %d after a local protection error", qp_state(p.a));
+	}
+	pair_down(&p);
+	/* An SGE past the end of its region is a protection error too. */
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 1, src + SRC_PAGES * page - 4, 8, src_mr->lkey, src, src_mr->rkey) == 0,
+		      "post_send");
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.status == IBV_WC_LOC_PROT_ERR, "an SGE past its region: %s", ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	/* The responder's receive: its completion has the local error, the requester a remote one. */
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		post_recv1(p.b, 2, src + page, 8, src_mr->lkey ^ 0x5a5a0000u);
+		CHECK(post1(p.a, IBV_WR_SEND, 1, src, 8, src_mr->lkey, NULL, 0) == 0, "post_send");
+		if (!wait_wc(p.cqb, &wc))
+			CHECK(wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR, "the receive with a wrong lkey: %s",
+			      ibv_wc_status_str(wc.status));
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_REM_OP_ERR, "the SEND to it: %s", ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	/* Memory the device writes locally needs IBV_ACCESS_LOCAL_WRITE: a READ's
+	 * destination and a receive buffer. */
+	uint8_t *ro = page_alloc(1);
+	REQUIRE(ro != NULL, "posix_memalign");
+	memset(ro, 'r', page);
+	struct ibv_mr *rmr = ibv_reg_mr(pd, ro, page, IBV_ACCESS_REMOTE_READ);
+	REQUIRE(rmr != NULL, "ibv_reg_mr without local write: %s", strerror(errno));
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		CHECK(post1(p.a, IBV_WR_RDMA_READ, 1, ro, 8, rmr->lkey, src, src_mr->rkey) == 0, "post_send");
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_LOC_PROT_ERR, "a READ into memory without local write: %s",
+			      ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0) {
+		post_recv1(p.b, 2, ro, 8, rmr->lkey);
+		CHECK(post1(p.a, IBV_WR_SEND, 1, src, 8, src_mr->lkey, NULL, 0) == 0, "post_send");
+		if (!wait_wc(p.cqb, &wc))
+			CHECK(wc.wr_id == 2 && wc.status == IBV_WC_LOC_PROT_ERR, "a receive into memory without local write: %s",
+			      ibv_wc_status_str(wc.status));
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == 1 && wc.status == IBV_WC_REM_OP_ERR, "the SEND to it: %s", ibv_wc_status_str(wc.status));
+	}
+	pair_down(&p);
+	CHECK(all_are(ro, page, 'r'), "memory without local write was written");
+	CHECK(ibv_dereg_mr(rmr) == 0, "ibv_dereg_mr");
+	free(ro);
+	drain_async_events();
+}
+
+/* ---- object lifetimes ---- */
+
+static void test_busy_objects(void)
+{
+	struct ibv_pd *p2 = ibv_alloc_pd(ctx);
+	REQUIRE(p2 != NULL, "ibv_alloc_pd: %s", strerror(errno));
+	uint8_t *buf = page_alloc(1);
+	REQUIRE(buf != NULL, "posix_memalign");
+	struct ibv_mr *mr = ibv_reg_mr(p2, buf, 64, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	CHECK(ibv_dealloc_pd(p2) == EBUSY, "ibv_dealloc_pd with an MR");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	REQUIRE(ch != NULL, "ibv_create_comp_channel: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+	REQUIRE(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "ibv_destroy_comp_channel with a CQ");
+	struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = ibv_create_qp(p2, &qa);
+	REQUIRE(qp != NULL, "ibv_create_qp: %s", strerror(errno));
+	CHECK(ibv_destroy_cq(cq) == EBUSY, "ibv_destroy_cq with a QP");
+	CHECK(ibv_dealloc_pd(p2) == EBUSY, "ibv_dealloc_pd with a QP");
+	CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid0, .hop_limit = 1}};
+	struct ibv_ah *ah = ibv_create_ah(p2, &aa);
+	REQUIRE(ah != NULL, "ibv_create_ah: %s", strerror(errno));
+	CHECK(ibv_dealloc_pd(p2) == EBUSY, "ibv_dealloc_pd with an AH");
+	CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
+	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel");
+	CHECK(ibv_dealloc_pd(p2) == 0, "ibv_dealloc_pd");
+	free(buf);
+}
+
+static void test_close_with_live_objects(void)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	struct ibv_pd *p2 = ibv_alloc_pd(c);
+	uint8_t *buf = page_alloc(1);
+	struct ibv_mr *mr = p2 && buf ? ibv_reg_mr(p2, buf, 64, MR_ACCESS) : NULL;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(c);
+	struct ibv_cq *cq = ch ? ibv_create_cq(c, 16, NULL, ch, 0) : NULL;
+	struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = cq ? ibv_create_qp(p2, &qa) : NULL;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+	struct ibv_srq *srq = p2 ? ibv_create_srq(p2, &sa) : NULL;
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid0, .hop_limit = 1}};
+	struct ibv_ah *ah = p2 ? ibv_create_ah(p2, &aa) : NULL;
+	REQUIRE(p2 && mr && ch && cq && qp && srq && ah, "making the objects: %s", strerror(errno));
+
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device with live objects");
+	/* Verbs on the objects of a closed context fail with EIO. */
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS) == EIO,
+	      "ibv_modify_qp after close");
+	struct ibv_qp_init_attr ia;
+	CHECK(ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) == EIO, "ibv_query_qp after close");
+	errno = 0;
+	struct ibv_mr *mr2 = ibv_reg_mr(p2, buf + 100, 64, MR_ACCESS);
+	CHECK(mr2 == NULL && errno == EIO, "ibv_reg_mr after close: errno %d", errno);
+	errno = 0;
+	struct ibv_pd *p3 = ibv_alloc_pd(c);
+	CHECK(p3 == NULL && errno == EIO, "ibv_alloc_pd after close: errno %d", errno);
+	errno = 0;
+	struct ibv_cq *cq2 = ibv_create_cq(c, 16, NULL, NULL, 0);
+	CHECK(cq2 == NULL && errno == EIO, "ibv_create_cq after close: errno %d", errno);
+	struct ibv_wc wc;
+	CHECK(ibv_poll_cq(cq, 1, &wc) == 0, "polling a CQ of a closed context");
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "ibv_destroy_comp_channel with a CQ, after close");
+	/* Destroying them succeeds (0, or EIO as rdma-core says for a
+	 * disassociated device), in any order; the last one frees the context
+	 * and nothing leaks (the sanitizer checks at exit). The comp channel
+	 * goes last: the context must outlive it too. */
+	int rc;
+	rc = ibv_dealloc_pd(p2); /* before its MR, QP, SRQ and AH */
+	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
+	rc = ibv_destroy_cq(cq); /* before its QP */
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_cq after close: %d", rc);
+	rc = ibv_destroy_qp(qp);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_qp after close: %d", rc);
+	rc = ibv_destroy_srq(srq);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_srq after close: %d", rc);
+	rc = ibv_destroy_ah(ah);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_ah after close: %d", rc);
+	rc = ibv_dereg_mr(mr);
+	CHECK(rc == 0 || rc == EIO, "ibv_dereg_mr after close: %d", rc);
+#ifdef __SANITIZE_ADDRESS__
+	/* ibv_destroy_comp_channel locks the context's mutex, in libc, where
+	 * the sanitizer does not look: ask it whether the memory is still live. */
+	CHECK(!__asan_address_is_poisoned(&c->mutex), "the context was freed before its completion channel");
+#endif
+	rc = ibv_destroy_comp_channel(ch);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_comp_channel after close: %d", rc);
+	free(buf);
+
+	/* A context closed with nothing in it is freed at once. */
+	c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device");
+}
+
+/* ---- completion channels ---- */
+
+static void test_completion_channel(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	REQUIRE(ch != NULL, "ibv_create_comp_channel: %s", strerror(errno));
+	int marker = 0;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, &marker, ch, 0);
+	REQUIRE(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RESET, NULL))
+		goto out;
+	/* a completes into the channel's CQ instead of its own. */
+	CHECK(ibv_destroy_qp(p.a) == 0, "ibv_destroy_qp");
+	p.a = new_qp(IBV_QPT_RC, cq, NULL, NULL);
+	if (!p.a || to_init(p.a) || to_init(p.b) || to_rtr(p.a, p.b->qp_num) || to_rtr(p.b, p.a->qp_num) ||
+	    to_rts(p.a, 7) || to_rts(p.b, 7)) {
+		CHECK(0, "connecting the pair");
+		goto out;
+	}
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ee = {.events = EPOLLIN}, got;
+	CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ee) == 0, "epoll on the channel: %s", strerror(errno));
+	struct ibv_wc wc;
+	struct ibv_cq *ecq = NULL;
+	void *ectx = NULL;
+
+	/* Not armed: a completion does not make the channel readable. */
+	CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 1, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0, "post_send");
+	wait_wc(cq, &wc);
+	CHECK(!readable(ch->fd, 0), "the channel is readable without ibv_req_notify_cq");
+
+	/* Armed: it is, under poll() and epoll, and ibv_get_cq_event names the CQ. */
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+	CHECK(!readable(ch->fd, 0), "the channel is readable before a completion");
+	CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 2, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0, "post_send");
+	CHECK(readable(ch->fd, -1), "the channel does not poll readable after a completion");
+	CHECK(epoll_wait(ep, &got, 1, HANG_GUARD_SECONDS * 1000) == 1, "epoll_wait on the channel");
+	CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == 0 && ecq == cq && ectx == &marker, "ibv_get_cq_event: %p %p", (void *)ecq,
+	      ectx);
+	ibv_ack_cq_events(cq, 1);
+	CHECK(cq->comp_events_completed == 1, "ibv_ack_cq_events counted %u", cq->comp_events_completed);
+	CHECK(!readable(ch->fd, 0), "the channel stays readable after ibv_get_cq_event");
+	if (!wait_wc(cq, &wc))
+		CHECK(wc.wr_id == 2 && wc.status == IBV_WC_SUCCESS, "the completion: wr %llu", (unsigned long long)wc.wr_id);
+
+	/* A non-blocking channel with no event: EAGAIN. */
+	int fl = fcntl(ch->fd, F_GETFL);
+	CHECK(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK on the channel");
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == -1 && errno == EAGAIN, "ibv_get_cq_event with none: errno %d", errno);
+	/* ... and the event when one comes. */
+	CHECK(post1(p.a, IBV_WR_RDMA_WRITE, 3, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0, "post_send");
+	CHECK(readable(ch->fd, -1), "the channel does not poll readable after a completion");
+	ecq = NULL;
+	CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == 0 && ecq == cq, "ibv_get_cq_event on a non-blocking channel");
+	ibv_ack_cq_events(cq, 1);
+	ibv_ack_cq_events(cq, 0);
+	CHECK(cq->comp_events_completed == 2, "ibv_ack_cq_events counted %u, want 2", cq->comp_events_completed);
+	if (!wait_wc(cq, &wc))
+		CHECK(wc.wr_id == 3, "the completion: wr %llu", (unsigned long long)wc.wr_id);
+	fcntl(ch->fd, F_SETFL, fl);
+	if (ep >= 0)
+		close(ep);
+out:
+	pair_down(&p);
+	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel");
+}
+
+/* ---- the ibv_wr_* API ---- */
+
+static void test_wr_api(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RESET, NULL))
+		goto out;
+	CHECK(ibv_qp_to_qp_ex(p.b) == NULL, "ibv_qp_to_qp_ex of a QP made without send_ops_flags");
+	CHECK(ibv_destroy_qp(p.a) == 0, "ibv_destroy_qp");
+	struct ibv_qp_init_attr_ex xa = {
+		.send_cq = p.cqa,
+		.recv_cq = p.cqa,
+		.qp_type = IBV_QPT_RC,
+		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2, .max_recv_sge = 2, .max_inline_data = 64},
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_SEND,
+	};
+	p.a = ibv_create_qp_ex(ctx, &xa);
+	REQUIRE(p.a != NULL, "ibv_create_qp_ex: %s", strerror(errno));
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(p.a);
+	REQUIRE(x != NULL && ibv_qp_to_qp_ex(p.a) == x, "ibv_qp_to_qp_ex");
+	CHECK(&x->qp_base == p.a, "the qp_ex's base is not the QP");
+
+	/* Not in RTS: the batch fails as post_send would. */
+	ibv_wr_start(x);
+	x->wr_id = 1;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)src + page);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src, 8);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a batch in RESET");
+	if (to_init(p.a) || to_init(p.b) || to_rtr(p.a, p.b->qp_num) || to_rtr(p.b, p.a->qp_num) || to_rts(p.a, 7) ||
+	    to_rts(p.b, 7)) {
+		CHECK(0, "connecting the pair");
+		goto out;
+	}
+
+	/* A WRITE and a READ in one batch. */
+	uint8_t *dst = src + page, *back = src + 2 * page;
+	memset(src, 'a', 16);
+	memset(dst, 0, 3 * page);
+	ibv_wr_start(x);
+	x->wr_id = 10;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src, 16);
+	x->wr_id = 11;
+	ibv_wr_rdma_read(x, src_mr->rkey, (uintptr_t)dst);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)back, 16);
+	CHECK(ibv_wr_complete(x) == 0, "ibv_wr_complete");
+	struct ibv_wc wc;
+	for (uint64_t id = 10; id <= 11; id++)
+		if (!wait_wc(p.cqa, &wc))
+			CHECK(wc.wr_id == id && wc.status == IBV_WC_SUCCESS, "wr %llu: %s", (unsigned long long)wc.wr_id,
+			      ibv_wc_status_str(wc.status));
+	CHECK(all_are(dst, 16, 'a') && all_are(back, 16, 'a') && dst[16] == 0, "the batch's WRITE and READ");
+
+	/* wr_abort posts nothing: the next batch's completion comes first and the bytes are untouched. */
+	memset(src, 'b', 16);
+	ibv_wr_start(x);
+	x->wr_id = 20;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst + 100);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src, 16);
+	ibv_wr_abort(x);
+	/* An error in a batch fails ibv_wr_complete and posts none of it. */
+	ibv_wr_start(x);
+	x->wr_id = 30;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst + 200);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src, 16);
+	x->wr_id = 31;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst + 300);
+	uint8_t big[4096];
+	memset(big, 'z', sizeof big);
+	ibv_wr_set_inline_data(x, big, xa.cap.max_inline_data + 1);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a batch with inline data past max_inline_data");
+	ibv_wr_start(x);
+	x->wr_id = 40;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst + 400);
+	struct ibv_sge many[8];
+	for (int i = 0; i < 8; i++)
+		many[i] = (struct ibv_sge){.addr = (uintptr_t)src, .length = 1, .lkey = src_mr->lkey};
+	ibv_wr_set_sge_list(x, xa.cap.max_send_sge + 1, many);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a batch with too many SGEs");
+	ibv_wr_start(x);
+	x->wr_id = 50;
+	ibv_wr_rdma_write(x, src_mr->rkey, (uintptr_t)dst + 500);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src, 16);
+	CHECK(ibv_wr_complete(x) == 0, "ibv_wr_complete");
+	if (!wait_wc(p.cqa, &wc))
+		CHECK(wc.wr_id == 50 && wc.status == IBV_WC_SUCCESS, "after the aborted and failed batches: wr %llu %s",
+		      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+	CHECK(all_are(dst + 100, 400, 0) && all_are(dst + 500, 16, 'b'), "an aborted or failed batch wrote");
+out:
+	pair_down(&p);
+}
+
+static void test_wr_api_opcodes(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	REQUIRE(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	struct ibv_qp_init_attr_ex xa = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.qp_type = IBV_QPT_UC,
+		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &xa);
+	REQUIRE(qp != NULL, "ibv_create_qp_ex (UC): %s", strerror(errno));
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	if (to_init(qp) || to_rtr(qp, qp->qp_num) || to_rts(qp, 0))
+		CHECK(0, "UC QP to RTS");
+	ibv_wr_start(x);
+	ibv_wr_rdma_read(x, src_mr->rkey, (uintptr_t)src);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src + page, 8);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a READ on UC through ibv_wr_*");
+	CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	/* An atomic at a misaligned address fails the batch, as post_send. */
+	xa.qp_type = IBV_QPT_RC;
+	xa.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	qp = ibv_create_qp_ex(ctx, &xa);
+	REQUIRE(qp != NULL, "ibv_create_qp_ex (RC): %s", strerror(errno));
+	x = ibv_qp_to_qp_ex(qp);
+	if (to_init(qp) || to_rtr(qp, qp->qp_num) || to_rts(qp, 7))
+		CHECK(0, "RC QP to RTS");
+	ibv_wr_start(x);
+	ibv_wr_atomic_fetch_add(x, src_mr->rkey, (uintptr_t)src + 4, 1);
+	ibv_wr_set_sge(x, src_mr->lkey, (uintptr_t)src + page, 8);
+	CHECK(ibv_wr_complete(x) == EINVAL, "a misaligned atomic through ibv_wr_*");
+	/* send_ops_flags the library does not have: EOPNOTSUPP. */
+	CHECK(ibv_destroy_qp(qp) == 0, "ibv_destroy_qp");
+	xa.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
+	errno = 0;
+	qp = ibv_create_qp_ex(ctx, &xa);
+	CHECK(qp == NULL && errno == EOPNOTSUPP, "send_ops_flags with BIND_MW: errno %d", errno);
+	if (qp)
+		ibv_destroy_qp(qp);
+	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+}
+
+/* ---- main ---- */
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+	{"devices", test_devices},
+	{"bad_rkey", test_bad_rkey},
+	{"reg_mr_malloc", test_reg_mr_malloc},
+	{"reg_mr_stack", test_reg_mr_stack},
+	{"reg_mr_mmap", test_reg_mr_mmap},
+	{"reg_mr_posix_memalign", test_reg_mr_posix_memalign},
+	{"reg_mr_twice", test_reg_mr_twice},
+	{"reg_mr_same_page", test_reg_mr_same_page},
+	{"reg_mr_partial_overlap", test_reg_mr_partial_overlap},
+	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
+	{"reg_mr_again", test_reg_mr_again},
+	{"fork", test_fork},
+	{"post_send_states", test_post_send_states},
+	{"too_many_sges", test_too_many_sges},
+	{"opcode_not_allowed", test_opcode_not_allowed},
+	{"atomics", test_atomics},
+	{"inline_too_long", test_inline_too_long},
+	{"send_queue_full", test_send_queue_full},
+	{"post_recv_with_srq", test_post_recv_with_srq},
+	{"wrong_lkey", test_wrong_lkey},
+	{"busy_objects", test_busy_objects},
+	{"close_with_live_objects", test_close_with_live_objects},
+	{"completion_channel", test_completion_channel},
+	{"wr_api", test_wr_api},
+	{"wr_api_opcodes", test_wr_api_opcodes},
+};
+
+static int selected(const char *name, int argc, char **argv)
+{
+	if (argc < 2)
+		return 1;
+	for (int i = 1; i < argc; i++)
+		if (strstr(name, argv[i]))
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (!getenv("VRDMA_SOCKET")) {
+		fprintf(stderr, "verbs_test: set VRDMA_SOCKET to a daemon's socket (the Go test TestCUnits starts one)\n");
+		return 2;
+	}
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	/* Before the library's handlers, which it installs when it first registers memory. */
+	pthread_atfork(NULL, NULL, hold_child);
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		fprintf(stderr, "verbs_test: no device at %s\n", getenv("VRDMA_SOCKET"));
+		return 1;
+	}
+	dev = list[0];
+	ibv_free_device_list(list);
+	ctx = ibv_open_device(dev);
+	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	src = page_alloc(SRC_PAGES);
+	src_mr = pd && src ? ibv_reg_mr(pd, src, SRC_PAGES * page, MR_ACCESS) : NULL;
+	struct ibv_port_attr pa;
+	if (!src_mr || ibv_query_gid(ctx, 1, 0, &gid0) || ibv_query_port(ctx, 1, &pa)) {
+		fprintf(stderr, "verbs_test: setting up on %s: %s\n", ibv_get_device_name(dev), strerror(errno));
+		return 1;
+	}
+	mtu = pa.active_mtu;
+
+	int ran = 0;
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+		if (!selected(tests[i].name, argc, argv))
+			continue;
+		current = tests[i].name;
+		int before = failures;
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
+		fflush(stdout);
+		ran++;
+	}
+	current = "teardown";
+	CHECK(ibv_dereg_mr(src_mr) == 0, "ibv_dereg_mr");
+	CHECK(ibv_dealloc_pd(pd) == 0, "ibv_dealloc_pd");
+	CHECK(ibv_close_device(ctx) == 0, "ibv_close_device");
+	free(src);
+	if (ran == 0) {
+		fprintf(stderr, "verbs_test: no case matches the arguments\n");
+		return 2;
+	}
+	printf("verbs_test: %d cases, %d failures\n", ran, failures);
+	return failures ? 1 : 0;
+}
