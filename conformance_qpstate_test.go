@@ -134,7 +134,7 @@ func conformanceQPStateMachine(t *testing.T, e *confEnv) {
 		{name: "INIT->RTR/sgid_index 9", typ: rc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.AV.SGIDIndex = 9 }, want: errAttr},
 		{name: "INIT->RTR/dest QPN above 24 bits", typ: rc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.DestQPN = 1 << 24 }, want: errAttr},
 		{name: "INIT->RTR/rq_psn above 24 bits", typ: uc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.RQPSN = 1 << 24 }, want: errAttr},
-		{name: "INIT->RTR/max_dest_rd_atomic 17", typ: rc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.MaxDestRdAtomic = 17 }, want: errAttr},
+		{name: "INIT->RTR/max_dest_rd_atomic 129", typ: rc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.MaxDestRdAtomic = 129 }, want: errAttr},
 		{name: "INIT->RTR/min_rnr_timer 32", typ: rc, path: []vrdma.QPState{initS}, to: rtr, set: func(a *vrdma.QPAttr) { a.MinRNRTimer = 32 }, want: errAttr},
 		{name: "INIT->RTS", typ: rc, path: []vrdma.QPState{initS}, to: rts, add: rtsMask(rc), want: errState},
 		{name: "INIT->SQD", typ: uc, path: []vrdma.QPState{initS}, to: sqd, want: errState},
