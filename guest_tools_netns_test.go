@@ -7,9 +7,10 @@ package vrdma_test
 // IPv4-mapped GIDs and, for the pingpongs, the IPv6 link-local ones too),
 // once without links (the TCP channel); the daemons' path counters show
 // which path the programs' traffic took. Needs root, gcc, libibverbs-dev,
-// ibverbs-utils and perftest; skipped otherwise.
+// ibverbs-utils, perftest and qperf; skipped otherwise.
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -136,6 +137,7 @@ func TestGuestToolsBetweenHosts(t *testing.T) {
 			for _, tool := range tools {
 				t.Run(tool.name, func(t *testing.T) { runTool(t, a, b, tool, a.gid, b.gid, mode.path) })
 			}
+			t.Run("qperf", func(t *testing.T) { runQperf(t, a, b, mode.path) })
 			if !mode.links {
 				return
 			}
@@ -271,4 +273,55 @@ func runProgram(t *testing.T, p guesttest.Program, name string, args ...string) 
 		t.Fatalf("%s %s on %s: %v\n%s", name, strings.Join(args, " "), p.Host.Name, err, out)
 	}
 	return string(out)
+}
+
+// qperfPort is the port of the qperf server between the hosts.
+const qperfPort = 19766
+
+// runQperf runs qperf's server on a and its client on b with a few of its
+// tests. qperf exchanges LIDs and QPNs only, no GIDs: its QPs reach the
+// other host by the LID the switch gave its port (docs/design/lid-addressing.md).
+func runQperf(t *testing.T, a, b *toolHost, path string) {
+	guesttest.RequirePrograms(t, "qperf")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var sout strings.Builder
+	server := a.prog.Command(ctx, "qperf", "-lp", fmt.Sprint(qperfPort))
+	server.Stdout, server.Stderr = &sout, &sout
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = server.Wait()
+	}()
+	if err := guesttest.WaitListening(server.Process.Pid, a.sw.h.NS, qperfPort, 30*time.Second); err != nil {
+		t.Fatalf("qperf server on a: %v\n%s", err, sout.String())
+	}
+	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
+	tests := []string{"rc_lat", "rc_bw", "ud_lat"}
+	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "0.5"}, tests...)
+	out, err := b.prog.Command(ctx, "qperf", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("qperf %s: %v\n%s\nserver:\n%s", strings.Join(args, " "), err, out, sout.String())
+	}
+	t.Logf("qperf between the hosts:\n%s", out)
+	for _, test := range tests {
+		i := strings.Index(string(out), test+":")
+		if i < 0 {
+			t.Errorf("qperf printed no result for %s:\n%s", test, out)
+			continue
+		}
+		res := string(out[i:])
+		if !strings.Contains(res, "latency") && !strings.Contains(res, "bw") {
+			t.Errorf("qperf %s: no latency or bandwidth figure:\n%s", test, res)
+		}
+	}
+	da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
+	if took, others := db.by(path); took == 0 || others != 0 {
+		t.Errorf("client's path counters moved by %+v: want messages by %s only", db, path)
+	}
+	if _, others := da.by(path); others != 0 {
+		t.Errorf("server's path counters moved by %+v: want messages by %s only", da, path)
+	}
 }
