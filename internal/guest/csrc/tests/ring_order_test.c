@@ -34,43 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* What cq.c needs from the rest of the library: never called here. */
-int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const int *fds, int nfds, int *rfds,
-	      int *nrfds, const char *fmt, ...)
-{
-	(void)ctx, (void)op, (void)doc, (void)fds, (void)nfds, (void)rfds, (void)nrfds, (void)fmt;
-	abort();
-}
-void vrdma_doc_free(struct vj_doc *doc)
-{
-	(void)doc;
-	abort();
-}
-int vrdma_cmd_simple(struct vrdma_context *ctx, uint16_t op, uint32_t handle)
-{
-	(void)ctx, (void)op, (void)handle;
-	abort();
-}
-uint8_t *vrdma_map_region(int fd, size_t size)
-{
-	(void)fd, (void)size;
-	abort();
-}
-void vrdma_live(struct vrdma_context *ctx, int delta)
-{
-	(void)ctx, (void)delta;
-	abort();
-}
-void vrdma_track(struct vrdma_context *ctx, void *obj, int kind)
-{
-	(void)ctx, (void)obj, (void)kind;
-	abort();
-}
-void vrdma_untrack(struct vrdma_context *ctx, void *obj, int kind)
-{
-	(void)ctx, (void)obj, (void)kind;
-	abort();
-}
+#include "no_daemon.h"
 
 /* Rounds per case, and the time a case may take at most. */
 #define ROUNDS 60000
