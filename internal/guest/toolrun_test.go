@@ -271,7 +271,7 @@ func tcpListening(port int) (bool, error) {
 	return false, nil
 }
 
-// fields returns the whitespace-separated fields of the first line of out
+// lineFields returns the whitespace-separated fields of the first line of out
 // that begins with prefix (after leading blanks), and whether there is one.
 func lineFields(out, prefix string) ([]string, bool) {
 	for line := range strings.Lines(out) {
