@@ -80,7 +80,7 @@ static int put_inline(struct vrdma_qp *q, uint8_t *s, const struct ibv_sge *sg, 
 
 static void publish_sq(struct vrdma_qp *q)
 {
-	vrdma_store32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
+	vrdma_publish32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
 	if (vrdma_load32(q->mem, q->sq.off + VRDMA_RING_NOTIFY_OFF))
 		ring_bell(q->bell);
 }
@@ -209,8 +209,11 @@ int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 	pthread_spin_lock(&q->rlock);
 	uint32_t before = q->rq_prod;
 	int rc = post_recv_ring(q->mem, &q->rq, &q->rq_prod, q->cap.max_recv_sge, wr, bad);
-	if (q->rq_prod != before && vrdma_load32(q->mem, q->rq.off + VRDMA_RING_NOTIFY_OFF))
-		ring_bell(q->bell); /* the QP is in ERR: the daemon flushes what we post */
+	if (q->rq_prod != before) {
+		vrdma_fence(); /* the producer index before the notify word */
+		if (vrdma_load32(q->mem, q->rq.off + VRDMA_RING_NOTIFY_OFF))
+			ring_bell(q->bell); /* the QP is in ERR: the daemon flushes what we post */
+	}
 	pthread_spin_unlock(&q->rlock);
 	return rc;
 }

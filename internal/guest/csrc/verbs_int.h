@@ -136,6 +136,23 @@ static inline void vrdma_store32(uint8_t *mem, size_t off, uint32_t v)
 	__atomic_store_n((uint32_t *)(void *)(mem + off), v, __ATOMIC_RELEASE);
 }
 
+/* vrdma_fence orders the stores before it ahead of the loads after it. The
+ * doorbell handshake with the daemon is Dekker's: we store an index and then
+ * read the ring's notify word, the daemon stores the notify word and then
+ * reads the index (its Go atomics are sequentially consistent), and one of
+ * the two must see the other's store. Release and acquire do not give that:
+ * the load may pass the store (x86's store buffer), and then neither rings
+ * nor wakes (tests/ring_order_test.c). */
+static inline void vrdma_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+/* vrdma_publish32 stores v and fences: for a word the daemon reads before
+ * deciding whether to wake us or to sleep itself. */
+static inline void vrdma_publish32(uint8_t *mem, size_t off, uint32_t v)
+{
+	vrdma_store32(mem, off, v);
+	vrdma_fence();
+}
+
 static inline uint8_t *vrdma_slot(uint8_t *mem, const struct vrdma_ring *r, uint32_t idx)
 {
 	return mem + r->off + VRDMA_RING_HEADER_SIZE + (size_t)(idx & (r->entries - 1)) * r->stride;

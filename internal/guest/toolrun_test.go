@@ -1,0 +1,293 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/daemontest"
+)
+
+// The end-to-end tests of tools_*_test.go run Debian's unmodified verbs
+// programs (ibverbs-utils, perftest, qperf) on the library built from the
+// embedded sources, against a daemon of the test's own. This file holds what
+// they share: the library, built once per test binary, the daemon and its
+// instances, and the running of programs with a hang guard.
+
+// toolTimeout is the hang guard of one program: it is killed after this
+// long. A run takes well under a second; the guard is for the bugs that
+// hang (a lost completion, a server waiting for ever).
+const toolTimeout = 30 * time.Second
+
+// listenTimeout is how long a server may take to listen on its TCP port.
+const listenTimeout = 15 * time.Second
+
+var (
+	libOnce  sync.Once
+	libCache string // the temporary build cache, removed by TestMain
+	libDir   string
+	libErr   error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if libCache != "" {
+		os.RemoveAll(libCache)
+	}
+	os.Exit(code)
+}
+
+// guestLibrary returns the directory holding libibverbs.so.1 built from the
+// embedded sources, building it on the first call of the test binary. It
+// skips the test when the machine cannot build it (no compiler, no
+// libibverbs-dev).
+func guestLibrary(t *testing.T) string {
+	t.Helper()
+	libOnce.Do(func() {
+		libCache, libErr = os.MkdirTemp("", "vrdma-guest-tools-")
+		if libErr == nil {
+			libDir, libErr = Build(libCache)
+		}
+	})
+	var missing *MissingToolsError
+	if errors.As(libErr, &missing) {
+		t.Skipf("cannot build the guest library here: %v", libErr)
+	}
+	if libErr != nil {
+		t.Fatalf("building the guest library: %v", libErr)
+	}
+	return libDir
+}
+
+// requireTool skips the test when program is not installed; pkg is the
+// Debian package that provides it.
+func requireTool(t *testing.T, program, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(program); err != nil {
+		t.Skipf("%s is not installed: `apt-get install %s` (Debian, Ubuntu) to run this test", program, pkg)
+	}
+}
+
+// toolHost is one host for the tools: a daemon of the test's own and the
+// library its programs load.
+type toolHost struct {
+	lib  string // the directory of libibverbs.so.1
+	sock string // the daemon's socket
+}
+
+// newToolHost builds (or reuses) the library and starts a daemon that lives
+// until the test ends.
+func newToolHost(t *testing.T) *toolHost {
+	t.Helper()
+	lib := guestLibrary(t)
+	return &toolHost{lib: lib, sock: daemontest.Start(t)}
+}
+
+// createInstance creates an instance on the host's daemon.
+func (h *toolHost) createInstance(t *testing.T, spec vrdma.InstanceSpec) vrdma.InstanceInfo {
+	t.Helper()
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: h.sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	info, err := adm.CreateInstance(spec)
+	if err != nil {
+		t.Fatalf("creating instance %s: %v", spec.Name, err)
+	}
+	return info
+}
+
+// devices lists the adapters of instance ("" is the default one) as the Go
+// API reports them.
+func (h *toolHost) devices(t *testing.T, instance string) []vrdma.DeviceInfo {
+	t.Helper()
+	devs, err := vrdma.Devices(vrdma.Options{Socket: h.sock, Instance: instance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devs
+}
+
+// env is the environment of a program on instance ("" is the default one):
+// the library first on the loader's path, the daemon's socket, the
+// library's reasons for failures on stderr, the C locale.
+func (h *toolHost) env(instance string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "LD_LIBRARY_PATH", "LD_PRELOAD", "VRDMA_SOCKET", "VRDMA_INSTANCE", "VRDMA_DEBUG", "LC_ALL":
+		default:
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, "VRDMA_DEBUG=1", "LC_ALL=C")
+	if instance != "" {
+		env = append(env, "VRDMA_INSTANCE="+instance)
+	}
+	return env
+}
+
+// toolProc is a program started by start: its own process group, so that
+// what it forks (qperf's server forks per client) is killed with it.
+type toolProc struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer // stdout and stderr, read once the program ended
+	done chan struct{}
+	err  error // how it ended, once done is closed
+}
+
+// start runs program with args on instance in the background, killed after
+// toolTimeout and when the test ends.
+func (h *toolHost) start(t *testing.T, instance, program string, args ...string) *toolProc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	p := &toolProc{cmd: exec.CommandContext(ctx, program, args...), done: make(chan struct{})}
+	p.cmd.Env = h.env(instance)
+	p.cmd.Stdout = &p.out
+	p.cmd.Stderr = &p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.Cancel = p.kill
+	p.cmd.WaitDelay = 2 * time.Second // a forked child may hold the output open
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting %s: %v", program, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.kill()
+		<-p.done
+	})
+	return p
+}
+
+// kill ends the program and everything in its process group.
+func (p *toolProc) kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	return syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// wait waits for the program to end and returns its output; the test fails
+// when it did not exit with status 0.
+func (p *toolProc) wait(t *testing.T) string {
+	t.Helper()
+	<-p.done
+	out := p.out.String()
+	if p.err != nil {
+		t.Fatalf("%s failed (%v); it printed:\n%s", strings.Join(p.cmd.Args, " "), p.err, out)
+	}
+	return out
+}
+
+// run runs program with args on instance to its end and returns its output;
+// the test fails unless it exits with status 0.
+func (h *toolHost) run(t *testing.T, instance, program string, args ...string) string {
+	t.Helper()
+	return h.start(t, instance, program, args...).wait(t)
+}
+
+// startServer starts a server program and waits until it listens on TCP
+// port, where its client connects.
+func (h *toolHost) startServer(t *testing.T, instance string, port int, program string, args ...string) *toolProc {
+	t.Helper()
+	p := h.start(t, instance, program, args...)
+	deadline := time.Now().Add(listenTimeout)
+	for {
+		listening, err := tcpListening(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listening {
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s ended (%v) before listening on port %d; it printed:\n%s", strings.Join(p.cmd.Args, " "), p.err, port, p.out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = p.kill()
+			<-p.done
+			t.Fatalf("%s does not listen on port %d after %v; it printed:\n%s", strings.Join(p.cmd.Args, " "), port, listenTimeout, p.out.String())
+		}
+	}
+}
+
+// freePort returns a TCP port nobody listens on, for one server: tests
+// that run at the same time (other packages, other checkouts) do not
+// collide.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// tcpListening reports whether a socket of this network namespace listens
+// on TCP port, from /proc/net/tcp and tcp6: connecting to find out would
+// take the one connection a perftest server accepts.
+func tcpListening(port int) (bool, error) {
+	const listen = "0A" // TCP_LISTEN in the st column
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(file)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == listen {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// lineFields returns the whitespace-separated fields of the first line of out
+// that begins with prefix (after leading blanks), and whether there is one.
+func lineFields(out, prefix string) ([]string, bool) {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(strings.TrimSpace(line), prefix) {
+			return strings.Fields(line), true
+		}
+	}
+	return nil, false
+}
+
+// number parses a decimal field of a tool's output.
+func number(t *testing.T, what, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("%s: %q is not a number: %v", what, s, err)
+	}
+	return v
+}
