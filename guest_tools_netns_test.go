@@ -283,11 +283,12 @@ const qperfPort = 19766
 // other host by the LID the switch gave its port (docs/design/lid-addressing.md).
 func runQperf(t *testing.T, a, b *toolHost, path string) {
 	guesttest.RequirePrograms(t, "qperf")
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	var sout strings.Builder
-	server := a.prog.Command(ctx, "qperf", "-lp", fmt.Sprint(qperfPort))
+	server := a.prog.Command(ctx, "env", "VRDMA_DEBUG=1", "qperf", "-lp", fmt.Sprint(qperfPort))
 	server.Stdout, server.Stderr = &sout, &sout
+	server.WaitDelay = 5 * time.Second
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,9 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
 	tests := []string{"rc_lat", "rc_bw", "ud_lat"}
 	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "0.5"}, tests...)
-	out, err := b.prog.Command(ctx, "qperf", args...).CombinedOutput()
+	client := b.prog.Command(ctx, "env", append([]string{"VRDMA_DEBUG=1", "qperf"}, args...)...)
+	client.WaitDelay = 5 * time.Second // a hung client's children keep its output open
+	out, err := client.CombinedOutput()
 	if err != nil {
 		t.Fatalf("qperf %s: %v\n%s\nserver:\n%s", strings.Join(args, " "), err, out, sout.String())
 	}

@@ -46,7 +46,6 @@ type Limits struct {
 	PKeyTableLen int
 	GIDTableLen  int
 	MaxRdAtomic  int
-	ActiveMTU    abi.MTU
 }
 
 // Apply copies the attributes selected by mask from src into dst.
