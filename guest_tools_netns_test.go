@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,8 @@ func guestTools() []guestTool {
 	return []guestTool{
 		{name: "ibv_rc_pingpong", serverSends: true, check: pingpong(4096),
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
+		{name: "ibv_rc_pingpong -e", serverSends: true, check: pingpong(4096), // completion channels
+			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n, "-e"} }},
 		{name: "ibv_ud_pingpong", serverSends: true, check: pingpong(512),
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "512", "-n", n} }},
 		{name: "ibv_uc_pingpong", serverSends: true, check: pingpong(4096),
@@ -283,7 +286,7 @@ const qperfPort = 19766
 // other host by the LID the switch gave its port (docs/design/lid-addressing.md).
 func runQperf(t *testing.T, a, b *toolHost, path string) {
 	guesttest.RequirePrograms(t, "qperf")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Second)
 	defer cancel()
 	var sout strings.Builder
 	server := a.prog.Command(ctx, "env", "VRDMA_DEBUG=1", "qperf", "-lp", fmt.Sprint(qperfPort))
@@ -299,13 +302,23 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 	if err := guesttest.WaitListening(server.Process.Pid, a.sw.h.NS, qperfPort, 30*time.Second); err != nil {
 		t.Fatalf("qperf server on a: %v\n%s", err, sout.String())
 	}
+	for _, h := range []*toolHost{a, b} {
+		if pa, err := h.dev.QueryPort(1); err == nil {
+			t.Logf("host %s: port LID 0x%x", h.sw.name, pa.LID)
+		}
+	}
 	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
 	tests := []string{"rc_lat", "rc_bw", "ud_lat"}
 	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "0.5"}, tests...)
-	client := b.prog.Command(ctx, "env", append([]string{"VRDMA_DEBUG=1", "qperf"}, args...)...)
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ccancel()
+	client := b.prog.Command(cctx, "env", append([]string{"VRDMA_DEBUG=1", "qperf"}, args...)...)
 	client.WaitDelay = 5 * time.Second // a hung client's children keep its output open
 	out, err := client.CombinedOutput()
 	if err != nil {
+		// DEBUG: where the qperf processes are.
+		bt, _ := exec.Command("sh", "-c", `for p in $(pgrep -x qperf); do echo "== $p $(cat /proc/$p/cmdline | tr '\0' ' ')"; gdb -p $p -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^#|^Thread"; done`).CombinedOutput()
+		t.Logf("qperf processes:\n%s", bt)
 		t.Fatalf("qperf %s: %v\n%s\nserver:\n%s", strings.Join(args, " "), err, out, sout.String())
 	}
 	t.Logf("qperf between the hosts:\n%s", out)
