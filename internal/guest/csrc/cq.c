@@ -213,7 +213,7 @@ int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
 	(void)solicited_only; /* any completion wakes: a superset of solicited-only */
-	vrdma_store32(cq->mem, VRDMA_RING_NOTIFY_OFF, 1);
+	vrdma_store32_then_load(cq->mem, VRDMA_RING_NOTIFY_OFF, 1); /* the application polls next */
 	return 0;
 }
 

@@ -80,7 +80,7 @@ static int put_inline(struct vrdma_qp *q, uint8_t *s, const struct ibv_sge *sg, 
 
 static void publish_sq(struct vrdma_qp *q)
 {
-	vrdma_store32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
+	vrdma_store32_then_load(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
 	if (vrdma_load32(q->mem, q->sq.off + VRDMA_RING_NOTIFY_OFF))
 		ring_bell(q->bell);
 }
@@ -195,7 +195,7 @@ static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *pr
 	if (rc)
 		*bad = wr;
 	if (*prod != before)
-		vrdma_store32(mem, r->off + VRDMA_RING_PROD_OFF, *prod);
+		vrdma_store32_then_load(mem, r->off + VRDMA_RING_PROD_OFF, *prod); /* a QP's: then its notify word */
 	return rc;
 }
 

@@ -136,6 +136,22 @@ static inline void vrdma_store32(uint8_t *mem, size_t off, uint32_t v)
 	__atomic_store_n((uint32_t *)(void *)(mem + off), v, __ATOMIC_RELEASE);
 }
 
+/* vrdma_store32_then_load stores v, then fences, so that no later load
+ * passes the store: for the words where one side stores, then loads the
+ * other side's (post_send's producer index, then the notify word the
+ * daemon sets before it sleeps; ibv_req_notify_cq's notify word, then the
+ * producer index the daemon publishes before it looks at that word). A
+ * release store does not keep a later load of another word behind it (x86
+ * reorders exactly that), and then each side misses the other's store: the
+ * daemon sleeps on a request nobody rings for, or the program waits for an
+ * event that is never sent. The daemon's side is Go's atomics, which are
+ * sequentially consistent. */
+static inline void vrdma_store32_then_load(uint8_t *mem, size_t off, uint32_t v)
+{
+	__atomic_store_n((uint32_t *)(void *)(mem + off), v, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
 static inline uint8_t *vrdma_slot(uint8_t *mem, const struct vrdma_ring *r, uint32_t idx)
 {
 	return mem + r->off + VRDMA_RING_HEADER_SIZE + (size_t)(idx & (r->entries - 1)) * r->stride;

@@ -1329,6 +1329,85 @@ out:
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel");
 }
 
+/* ---- sleeping daemon, sleeping application: the wake-ups ----
+ * A daemon QP worker with nothing to do sets the ring's notify word, then
+ * looks at the producer index once more before it sleeps; post_send
+ * publishes the producer index, then looks at the notify word to know
+ * whether to ring. Each side stores, then loads the other's word: unless
+ * both order the store before the load (a full fence: x86 lets a load pass
+ * an earlier store to another address), each can miss the other's store,
+ * the daemon sleeps on a request nobody rings for, and the program waits
+ * for ever. The completion channel has the same shape the other way:
+ * ibv_req_notify_cq, then a poll that finds the CQ empty, against the
+ * daemon's push of a completion, then its look at the notify word. The
+ * window is a few nanoseconds: these cases go round it many times, as a
+ * pingpong does (ibv_rc_pingpong, and with -e its event mode). */
+#define WAKEUP_ROUNDS 100000
+
+static void test_post_wakeup_race(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	for (int i = 0; i < WAKEUP_ROUNDS; i++) {
+		/* One request at a time: the daemon's worker goes to sleep after
+		 * each, just as the next one is posted. */
+		if (rdma(&p, IBV_WR_RDMA_WRITE, src, 8, src + page, src_mr->rkey) != IBV_WC_SUCCESS) {
+			CHECK(0, "round %d of %d: the WRITE did not complete (the daemon slept through its doorbell?)", i,
+			      WAKEUP_ROUNDS);
+			break;
+		}
+	}
+out:
+	pair_down(&p);
+}
+
+static void test_arm_wakeup_race(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	REQUIRE(ch != NULL, "ibv_create_comp_channel: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+	REQUIRE(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RESET, NULL))
+		goto out;
+	CHECK(ibv_destroy_qp(p.a) == 0, "ibv_destroy_qp");
+	p.a = new_qp(IBV_QPT_RC, cq, NULL, NULL);
+	if (!p.a || to_init(p.a) || to_init(p.b) || to_rtr(p.a, p.b->qp_num) || to_rtr(p.b, p.a->qp_num) ||
+	    to_rts(p.a, 7) || to_rts(p.b, 7)) {
+		CHECK(0, "connecting the pair");
+		goto out;
+	}
+	for (int i = 0; i < WAKEUP_ROUNDS; i++) {
+		/* The event loop of ibv_rc_pingpong -e: arm, then poll, and sleep
+		 * on the channel only when the poll found nothing. */
+		CHECK(post1(p.a, IBV_WR_RDMA_WRITE, (uint64_t)i, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0,
+		      "post_send");
+		struct ibv_wc wc;
+		int n;
+		for (;;) {
+			CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+			if ((n = ibv_poll_cq(cq, 1, &wc)) != 0)
+				break;
+			if (!readable(ch->fd, -1))
+				break;
+			struct ibv_cq *ecq;
+			void *ectx;
+			if (ibv_get_cq_event(ch, &ecq, &ectx) == 0)
+				ibv_ack_cq_events(ecq, 1);
+		}
+		if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i) {
+			CHECK(0, "round %d of %d: armed, polled an empty CQ, and no completion event came (poll %d)", i,
+			      WAKEUP_ROUNDS, n);
+			break;
+		}
+	}
+out:
+	pair_down(&p);
+	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel");
+}
+
 /* ---- the ibv_wr_* API ---- */
 
 static void test_wr_api(void)
@@ -1499,6 +1578,8 @@ static const struct {
 	{"busy_objects", test_busy_objects},
 	{"close_with_live_objects", test_close_with_live_objects},
 	{"completion_channel", test_completion_channel},
+	{"post_wakeup_race", test_post_wakeup_race},
+	{"arm_wakeup_race", test_arm_wakeup_race},
 	{"wr_api", test_wr_api},
 	{"wr_api_opcodes", test_wr_api_opcodes},
 };
