@@ -879,6 +879,59 @@ static void test_reg_mr_memlock_refused(void)
 	free(buf);
 }
 
+/* ---- addressing by LID ---- */
+
+/* An address vector without a GRH (is_global 0) names the port by its LID
+ * alone, as InfiniBand programs do; its grh fields mean nothing then, and
+ * programs leave them as they are (rdma-core and the kernel ignore them).
+ * Here they hold garbage, a GID index past the table above all: the QPs
+ * connect and a WRITE goes, and an address handle is made. */
+static void test_lid_without_grh(void)
+{
+	struct ibv_port_attr pa;
+	REQUIRE(ibv_query_port(ctx, 1, &pa) == 0, "ibv_query_port");
+	REQUIRE(pa.lid != 0, "port 1 has no LID");
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_INIT, NULL))
+		goto out;
+	struct ibv_qp *qps[2] = {p.a, p.b};
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = qps[1 - i]->qp_num,
+					.max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+		memset(&a.ah_attr.grh, 0xEE, sizeof a.ah_attr.grh);
+		a.ah_attr.is_global = 0;
+		a.ah_attr.dlid = pa.lid;
+		a.ah_attr.port_num = 1;
+		int rc = ibv_modify_qp(qps[i], &a,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		CHECK(rc == 0, "modify_qp to RTR by LID 0x%x with garbage in the unused GRH: %s", pa.lid, strerror(rc));
+		if (rc)
+			goto out;
+	}
+	if (to_rts(p.a, 7) || to_rts(p.b, 7)) {
+		CHECK(0, "to RTS");
+		goto out;
+	}
+	src[0] = 'L';
+	CHECK(rdma(&p, IBV_WR_RDMA_WRITE, src, 1, src + page, src_mr->rkey) == IBV_WC_SUCCESS && src[page] == 'L',
+	      "a WRITE over a QP connected by LID");
+	struct ibv_ah_attr aa;
+	memset(&aa, 0xEE, sizeof aa);
+	aa.is_global = 0;
+	aa.dlid = pa.lid;
+	aa.sl = 0;
+	aa.src_path_bits = 0;
+	aa.static_rate = 0;
+	aa.port_num = 1;
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(ah != NULL, "ibv_create_ah by LID 0x%x with garbage in the unused GRH: %s", pa.lid, strerror(errno));
+	if (ah)
+		CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
+out:
+	pair_down(&p);
+}
+
 /* ---- bad work requests ---- */
 
 static void test_post_send_states(void)
@@ -1621,6 +1674,7 @@ static const struct {
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"lid_without_grh", test_lid_without_grh},
 	{"reg_mr_memlock_refused", test_reg_mr_memlock_refused},
 	{"post_send_states", test_post_send_states},
 	{"too_many_sges", test_too_many_sges},
