@@ -324,6 +324,24 @@ static void test_devices(void)
 			found = 1; /* devices live as long as the process: the same object */
 	CHECK(found, "a second ibv_get_device_list does not list the device opened from the first");
 	CHECK(strcmp(ibv_get_device_name(dev), "vrdma0") == 0, "the first device is %s", ibv_get_device_name(dev));
+
+	/* The program's name goes to the daemon for its logs only: a long
+	 * one (a build system's test binary) is cut, not a reason to see no
+	 * devices. */
+	char *name = program_invocation_short_name, longname[300];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	program_invocation_short_name = longname;
+	int nlong = -1;
+	struct ibv_device **llist = ibv_get_device_list(&nlong);
+	struct ibv_context *lctx = nlong >= 1 ? ibv_open_device(llist[0]) : NULL;
+	program_invocation_short_name = name;
+	CHECK(nlong >= 1, "a program named by %zu characters sees %d devices", strlen(longname), nlong);
+	CHECK(lctx != NULL, "a program named by %zu characters cannot open a device: %s", strlen(longname), strerror(errno));
+	if (lctx)
+		CHECK(ibv_close_device(lctx) == 0, "ibv_close_device");
+	if (llist)
+		ibv_free_device_list(llist);
 	CHECK(dev->node_type == IBV_NODE_CA && dev->transport_type == IBV_TRANSPORT_IB, "node %d transport %d",
 	      dev->node_type, dev->transport_type);
 	ibv_free_device_list(list);
