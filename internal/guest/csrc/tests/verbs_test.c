@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
+
+#include "verbs_int.h" /* a white-box look here and there */
 
 static int failures;
 static const char *current = "setup";
@@ -1314,6 +1317,58 @@ static void test_busy_objects(void)
 	free(buf);
 }
 
+/* A doorbell the daemon no longer reads (its session ended: the device
+ * closed, or the daemon gone) is a pipe without a reader: ringing it must
+ * not raise SIGPIPE, whose default action ends the program. Here the QP
+ * is in ERR, where every post_recv rings (the daemon flushes what is
+ * posted), when its device is closed. */
+static volatile sig_atomic_t sigpipes;
+
+static void count_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void test_no_sigpipe_after_close(void)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	struct ibv_pd *p2 = ibv_alloc_pd(c);
+	struct ibv_cq *cq = ibv_create_cq(c, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = p2 && cq ? ibv_create_qp(p2, &qa) : NULL;
+	REQUIRE(qp != NULL, "making the objects: %s", strerror(errno));
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "modify_qp to ERR");
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device with live objects");
+	/* The daemon ends the session after the close returns: wait (a hang
+	 * guard) until it has let go of the QP's doorbell, whose write end
+	 * then polls as an error (a white-box look at the library's QP). */
+	struct pollfd bell = {.fd = ((struct vrdma_qp *)qp)->bell, .events = POLLOUT};
+	double start = now();
+	while (poll(&bell, 1, 10) >= 0 && !(bell.revents & POLLERR) && now() - start < HANG_GUARD_SECONDS)
+		;
+	REQUIRE(bell.revents & POLLERR, "the daemon kept the doorbell of a closed device's QP %d s", HANG_GUARD_SECONDS);
+	struct sigaction sa = {.sa_handler = count_sigpipe}, old;
+	sigaction(SIGPIPE, &sa, &old);
+	sigpipes = 0;
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_recv_wr r = {.wr_id = 1, .sg_list = &sg, .num_sge = 1}, *rbad = NULL;
+	struct ibv_send_wr w = {.wr_id = 2, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND}, *bad = NULL;
+	ibv_post_recv(qp, &r, &rbad); /* any result: the device is gone */
+	ibv_post_send(qp, &w, &bad);
+	CHECK(sigpipes == 0, "posting on a QP of a closed device raised SIGPIPE %d times", (int)sigpipes);
+	sigaction(SIGPIPE, &old, NULL);
+	int rc = ibv_destroy_qp(qp);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_qp after close: %d", rc);
+	rc = ibv_destroy_cq(cq);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_cq after close: %d", rc);
+	rc = ibv_dealloc_pd(p2);
+	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
+}
+
 static void test_close_with_live_objects(void)
 {
 	struct ibv_context *c = ibv_open_device(dev);
@@ -1704,6 +1759,7 @@ static const struct {
 	{"wrong_lkey", test_wrong_lkey},
 	{"busy_objects", test_busy_objects},
 	{"close_with_live_objects", test_close_with_live_objects},
+	{"no_sigpipe_after_close", test_no_sigpipe_after_close},
 	{"completion_channel", test_completion_channel},
 	{"post_wakeup_race", test_post_wakeup_race},
 	{"arm_wakeup_race", test_arm_wakeup_race},
