@@ -1369,6 +1369,40 @@ static void test_no_sigpipe_after_close(void)
 	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
 }
 
+/* A program asleep on a completion channel learns that the device is gone
+ * (the daemon ended the session: it died, or here the device was closed):
+ * the channel wakes and ibv_get_cq_event fails with EIO, as rdma-core's
+ * does on a disassociated device, instead of sleeping for ever. */
+static void test_comp_channel_after_close(void)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(c);
+	struct ibv_cq *cq = ch ? ibv_create_cq(c, 16, NULL, ch, 0) : NULL;
+	REQUIRE(cq != NULL, "making the objects: %s", strerror(errno));
+	/* Destroying another CQ of the channel is not the end of the session. */
+	struct ibv_cq *other = ibv_create_cq(c, 16, NULL, ch, 0);
+	REQUIRE(other != NULL, "ibv_create_cq: %s", strerror(errno));
+	CHECK(ibv_req_notify_cq(other, 0) == 0, "ibv_req_notify_cq");
+	CHECK(ibv_destroy_cq(other) == 0, "ibv_destroy_cq");
+	CHECK(!readable(ch->fd, 0), "destroying a CQ wakes its completion channel");
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device with live objects");
+	CHECK(readable(ch->fd, -1), "the completion channel sleeps on after the device's session ended");
+	struct ibv_cq *ecq = NULL;
+	void *ectx = NULL;
+	int fl = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK); /* a hang guard */
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == -1 && errno == EIO, "ibv_get_cq_event after the session ended: errno %d",
+	      errno);
+	fcntl(ch->fd, F_SETFL, fl);
+	int rc = ibv_destroy_cq(cq);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_cq after close: %d", rc);
+	rc = ibv_destroy_comp_channel(ch);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_comp_channel after close: %d", rc);
+}
+
 static void test_close_with_live_objects(void)
 {
 	struct ibv_context *c = ibv_open_device(dev);
@@ -1759,6 +1793,7 @@ static const struct {
 	{"wrong_lkey", test_wrong_lkey},
 	{"busy_objects", test_busy_objects},
 	{"close_with_live_objects", test_close_with_live_objects},
+	{"comp_channel_after_close", test_comp_channel_after_close},
 	{"no_sigpipe_after_close", test_no_sigpipe_after_close},
 	{"completion_channel", test_completion_channel},
 	{"post_wakeup_race", test_post_wakeup_race},
