@@ -90,9 +90,8 @@ func runOnEmbeddedDaemon(path string, argv []string, libDir string, o vrdma.Opti
 		// End by the same signal, as the program did.
 		d.Close()
 		os.RemoveAll(dir)
-		signal.Reset(ws.Signal())
-		_ = syscall.Kill(os.Getpid(), ws.Signal())
-		time.Sleep(time.Second)
+		dieBy(ws.Signal())
+		return exitStatus(128 + int(ws.Signal())) // as a shell says it, should the signal not end vrdma
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		return exitStatus(code)

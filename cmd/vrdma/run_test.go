@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -127,12 +128,39 @@ func TestRunExecsTheCommand(t *testing.T) {
 	}
 }
 
+// TestRunCommandsSignalIsItsOwn: a command killed by a signal kills vrdma
+// run with that signal, on a running daemon (vrdma run is the command) and
+// on the embedded one (vrdma run waits for it): a crash (SIGSEGV, SIGABRT)
+// too, which the Go runtime would otherwise take for vrdma's own.
 func TestRunCommandsSignalIsItsOwn(t *testing.T) {
+	// No core files from the commands, nor from vrdma dying as they did.
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_CORE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{Cur: 0, Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_CORE, &old) })
+	sock := daemontest.Start(t)
 	libDir := fakeLibDir(t, t.TempDir())
-	st, _, errs := runChild(t, libDir, nil, "run", "sh", "-c", "kill -TERM $$")
-	ws, ok := st.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
-		t.Errorf("process ended %v, want killed by SIGTERM as the command was (stderr %q)", st, errs)
+	for _, daemon := range []struct {
+		name string
+		env  []string
+	}{
+		{"running daemon", []string{defaultSocketEnv + "=" + sock}},
+		{"embedded daemon", nil},
+	} {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL, syscall.SIGSEGV,
+			syscall.SIGABRT, syscall.SIGQUIT, syscall.SIGBUS, syscall.SIGPIPE, syscall.SIGUSR1} {
+			t.Run(daemon.name+"/"+sig.String(), func(t *testing.T) {
+				st, _, errs := runChild(t, libDir, daemon.env, "run", "sh", "-c", fmt.Sprintf("kill -%d $$", int(sig)))
+				ws, ok := st.Sys().(syscall.WaitStatus)
+				if !ok || !ws.Signaled() || ws.Signal() != sig {
+					t.Errorf("process ended %v, want killed by %v as the command was (stderr %q)", st, sig, errs)
+				}
+			})
+		}
 	}
 }
 

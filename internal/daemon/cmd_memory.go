@@ -99,29 +99,31 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "offset %d + length %d overflows 64 bits: the region must lie inside its memfd", req.Offset, req.Length)
 	}
-	// Mapping comes before the charge, which is what it maps; nothing is
-	// locked until the charge is taken.
-	region, err := shm.MapRegionRange(fds[0], req.Offset, req.Length) // owns fds[0] from here
-	if err != nil {
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
-	}
-	locked := uint64(region.Mapped())
+	// The charge comes first, on the declared range: a tenant at its limit
+	// must not have the daemon map (up to MaxMRSize of a sparse memfd per
+	// request) what it then refuses. Nothing is locked until it is taken.
+	locked := shm.MappedSize(req.Offset, req.Length)
 	if err := s.pin(locked); err != nil {
-		region.Close()
+		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
 		s.unpin(locked)
-		region.Close()
+		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, locked); err != nil {
 		s.give(MRs, 1)
 		s.unpin(locked)
-		region.Close()
+		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(locked) }
+	region, err := shm.MapRegionRange(fds[0], req.Offset, req.Length) // owns fds[0] from here
+	if err != nil {
+		giveBack()
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
 	if err := region.Lock(); err != nil {
 		region.Close()
 		giveBack()

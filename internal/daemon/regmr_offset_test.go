@@ -72,3 +72,42 @@ func TestRegMRAtOffsetChargesWhatIsMapped(t *testing.T) {
 		t.Errorf("a refused registration left %d bytes counted", got)
 	}
 }
+
+// TestRegMRChargesBeforeMapping: a registration the tenant may not lock is
+// refused on its declared size, before the daemon maps its memfd. Mapping
+// first let a tenant at its limit have the daemon map up to 1 TiB of a
+// sparse memfd per request (any number of sessions at once) before the
+// refusal. Here the memfd is too short for the range, so a daemon that
+// maps first answers that instead of the limit.
+func TestRegMRChargesBeforeMapping(t *testing.T) {
+	page := uint64(os.Getpagesize())
+	const limit = 1 << 20
+	d := daemontest.StartWith(t, func(c *daemon.Config) {
+		c.UserLimits = daemon.Limits{daemon.Locked: limit}
+	})
+	c := dial(t, d.SocketPath())
+	defer c.Close()
+	c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0", Client: "daemon-test"}, nil)
+	var pd proto.HandleResp
+	c.ok(proto.OpAllocPD, nil, &pd)
+	for _, tt := range []struct {
+		name           string
+		offset, length uint64
+	}{
+		{"a region above the limit", 0, 1 << 40},
+		{"a region one byte above the limit with the start of its page", page - 1, limit - page + 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := proto.RegMRReq{PD: pd.Handle, Addr: 0x7f0000000000 + tt.offset, Length: tt.length, Offset: tt.offset,
+				Access: uint32(abi.AccessLocalWrite)}
+			r := c.call(proto.OpRegMR, mustJSON(req), memfd(t, int(page), true))
+			if r.h.Code != proto.CodeLimit {
+				t.Fatalf("reg_mr of %d bytes at offset %d over a locked limit of %d: %v %q, want %v before the memfd is mapped",
+					tt.length, tt.offset, limit, r.h.Code, r.msg(), proto.CodeLimit)
+			}
+			if got := d.TotalUsage()["locked"]; got != 0 {
+				t.Errorf("a refused registration left %d bytes counted", got)
+			}
+		})
+	}
+}

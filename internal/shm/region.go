@@ -74,6 +74,11 @@ func MapRegionRangeReadOnly(fd int, off, size uint64) (*Region, error) {
 	return mapRegion(fd, off, size, unix.PROT_READ)
 }
 
+// MappedSize returns how many bytes of a memfd MapRegionRange(fd, off,
+// size) maps (and Region.Mapped then reports): size, and the part of off's
+// page before off. It lets a caller count a range before mapping it.
+func MappedSize(off, size uint64) uint64 { return off&uint64(unix.Getpagesize()-1) + size }
+
 // sizeArg maps a negative size to 0, which mapRegion refuses.
 func sizeArg(size int) uint64 { return uint64(max(size, 0)) }
 

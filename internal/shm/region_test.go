@@ -303,6 +303,9 @@ func TestMapRegionRange(t *testing.T) {
 				if uint64(len(b)) != tt.size || m.Offset() != tt.off || m.Mapped() != tt.wantMapped {
 					t.Fatalf("len %d offset %d mapped %d, want %d %d %d", len(b), m.Offset(), m.Mapped(), tt.size, tt.off, tt.wantMapped)
 				}
+				if got := MappedSize(tt.off, tt.size); got != uint64(tt.wantMapped) {
+					t.Errorf("MappedSize(%d, %d) = %d, the mapping is %d bytes", tt.off, tt.size, got, tt.wantMapped)
+				}
 				if Addr(b)%page != tt.off%page {
 					t.Errorf("byte 0 at %#x: not at offset %d of its page", Addr(b), tt.off%page)
 				}

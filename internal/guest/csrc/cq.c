@@ -102,7 +102,9 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 		return NULL;
 	}
 	cq->rfd = fds[1];
-	cq->wfd = fds[2];
+	/* The daemon's end is the only writer: when the session ends (the
+	 * daemon gone), the pipe reads as ended and the channel wakes. */
+	close(fds[2]);
 	fcntl(cq->rfd, F_SETFL, O_NONBLOCK);
 	cq->handle = (uint32_t)h;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
@@ -120,7 +122,6 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
 			munmap(cq->mem, cq->size);
 			close(cq->rfd);
-			close(cq->wfd);
 			free(cq);
 			errno = rc;
 			return NULL;
@@ -138,19 +139,27 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
 	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
 	struct vrdma_context *ctx = to_vctx(ibcq->context);
+	/* Off the channel first: the daemon's end of the doorbell closes with
+	 * the CQ, and a thread asleep on the channel must not take that for the
+	 * end of the session. */
+	if (ibcq->channel)
+		epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->rfd, NULL);
 	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
-	if (rc && rc != EIO)
+	if (rc && rc != EIO) {
+		if (ibcq->channel) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cq};
+			epoll_ctl(ibcq->channel->fd, EPOLL_CTL_ADD, cq->rfd, &ev);
+		}
 		return rc; /* EBUSY while a QP uses it */
+	}
 	vrdma_untrack(ctx, cq, VRDMA_OBJ_CQ);
 	if (ibcq->channel) {
-		epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->rfd, NULL);
 		pthread_mutex_lock(&ibcq->context->mutex);
 		ibcq->channel->refcnt--;
 		pthread_mutex_unlock(&ibcq->context->mutex);
 	}
 	munmap(cq->mem, cq->size);
 	close(cq->rfd);
-	close(cq->wfd);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
 	vrdma_live(ctx, -1);
@@ -270,8 +279,15 @@ VRDMA_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 	}
 	struct vrdma_cq *q = ev.data.ptr;
 	char buf[64];
-	while (read(q->rfd, buf, sizeof buf) > 0)
+	ssize_t r;
+	while ((r = read(q->rfd, buf, sizeof buf)) > 0)
 		;
+	if (r == 0) {
+		/* The daemon closed its end: the session is over (the daemon
+		 * is gone), as a disassociated device's channel says. */
+		errno = EIO;
+		return -1;
+	}
 	*cq = &q->ibcq;
 	*cq_context = q->ibcq.cq_context;
 	return 0;

@@ -39,9 +39,12 @@ static const char *instance_name(void)
 /* hello sends the session's greeting; device "" lists the adapters. */
 static int hello(struct vrdma_chan *c, const char *device, char *reply, size_t cap, struct vj_doc *doc)
 {
-	char inst[256], dev[128], client[128], body[1024];
+	/* The program's name is for the daemon's logs: cut to fit, it always
+	 * escapes into client (6 bytes a character at most, and the quotes). */
+	char name[64], inst[256], dev[128], client[6 * sizeof name + 3], body[1024];
+	snprintf(name, sizeof name, "%s", program_invocation_short_name);
 	if (vj_escape(inst, sizeof inst, instance_name()) < 0 || vj_escape(dev, sizeof dev, device) < 0 ||
-	    vj_escape(client, sizeof client, program_invocation_short_name) < 0)
+	    vj_escape(client, sizeof client, name) < 0)
 		return EINVAL;
 	int n = snprintf(body, sizeof body, "{\"instance\":%s,\"device\":%s,\"client\":%s}", inst, dev, client);
 	size_t len = 0;

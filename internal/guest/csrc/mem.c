@@ -345,6 +345,9 @@ static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 		vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
 			  "raise it with `ulimit -l unlimited` or in /etc/security/limits.conf",
 			  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
+		/* Private again, as before: left a shared memfd, a fork would
+		 * share the pages (and their other bytes) with the child. */
+		make_private(start, end - start);
 		close(b->fd);
 		free(b);
 		return ENOMEM;

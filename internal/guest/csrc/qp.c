@@ -164,16 +164,20 @@ static void put_gid_json(char *dst, size_t cap, const uint8_t *g)
 /* vrdma_av_json writes an address vector: the daemon's qpstate.AddressVector. */
 int vrdma_av_json(char *dst, size_t cap, const struct ibv_ah_attr *ah)
 {
-	static const uint8_t zero[16];
 	char gid[128];
 	/* Without a global route the port is named by its LID alone, which
-	 * vrdma's switch resolves (docs/guest-library.md). */
-	put_gid_json(gid, sizeof gid, ah->is_global ? ah->grh.dgid.raw : zero);
+	 * vrdma's switch resolves (docs/guest-library.md), and the grh fields
+	 * mean nothing: programs leave whatever is there, as the verbs let
+	 * them. They go as zeros (GID index 0 is the source, as for qperf). */
+	struct ibv_global_route grh = {0};
+	if (ah->is_global)
+		grh = ah->grh;
+	put_gid_json(gid, sizeof gid, grh.dgid.raw);
 	return snprintf(dst, cap,
 			"{\"DGID\":%s,\"SGIDIndex\":%u,\"HopLimit\":%u,\"TrafficClass\":%u,\"FlowLabel\":%u,\"SL\":%u,"
 			"\"PortNum\":%u,\"DLID\":%u}",
-			gid, ah->grh.sgid_index, ah->grh.hop_limit, ah->grh.traffic_class, ah->grh.flow_label, ah->sl,
-			ah->port_num, ah->dlid);
+			gid, grh.sgid_index, grh.hop_limit, grh.traffic_class, grh.flow_label, ah->sl, ah->port_num,
+			ah->dlid);
 }
 
 VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)

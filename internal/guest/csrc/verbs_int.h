@@ -80,7 +80,7 @@ struct vrdma_cq {
 	struct vrdma_ring ring;
 	uint32_t cons;
 	uint32_t empty_polls; /* polls in a row that found nothing */
-	int rfd, wfd; /* the notification doorbell: a pipe the daemon writes when armed */
+	int rfd; /* the notification doorbell's read end: a pipe the daemon writes when armed */
 	pthread_spinlock_t lock;
 	struct vrdma_cq *next;
 };

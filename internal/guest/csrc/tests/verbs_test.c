@@ -25,12 +25,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +40,8 @@
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
+
+#include "verbs_int.h" /* a white-box look here and there */
 
 static int failures;
 static const char *current = "setup";
@@ -323,6 +327,24 @@ static void test_devices(void)
 			found = 1; /* devices live as long as the process: the same object */
 	CHECK(found, "a second ibv_get_device_list does not list the device opened from the first");
 	CHECK(strcmp(ibv_get_device_name(dev), "vrdma0") == 0, "the first device is %s", ibv_get_device_name(dev));
+
+	/* The program's name goes to the daemon for its logs only: a long
+	 * one (a build system's test binary) is cut, not a reason to see no
+	 * devices. */
+	char *name = program_invocation_short_name, longname[300];
+	memset(longname, 'n', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	program_invocation_short_name = longname;
+	int nlong = -1;
+	struct ibv_device **llist = ibv_get_device_list(&nlong);
+	struct ibv_context *lctx = nlong >= 1 ? ibv_open_device(llist[0]) : NULL;
+	program_invocation_short_name = name;
+	CHECK(nlong >= 1, "a program named by %zu characters sees %d devices", strlen(longname), nlong);
+	CHECK(lctx != NULL, "a program named by %zu characters cannot open a device: %s", strlen(longname), strerror(errno));
+	if (lctx)
+		CHECK(ibv_close_device(lctx) == 0, "ibv_close_device");
+	if (llist)
+		ibv_free_device_list(llist);
 	CHECK(dev->node_type == IBV_NODE_CA && dev->transport_type == IBV_TRANSPORT_IB, "node %d transport %d",
 	      dev->node_type, dev->transport_type);
 	ibv_free_device_list(list);
@@ -825,6 +847,112 @@ static void test_fork(void)
 	free(old);
 }
 
+/* A registration refused because the pages cannot be locked (RLIMIT_MEMLOCK)
+ * leaves them as they were: private memory, which a child gets a copy of.
+ * The library had already moved them into a shared memfd when mlock said
+ * no; left so, a fork shared them (malloc's own bytes, too) between parent
+ * and child. Checked in a child of the test without the right to lock
+ * anything: the refusal comes before the daemon is asked. */
+static __attribute__((noreturn)) void memlock_refused_child(uint8_t *buf)
+{
+	current = "reg_mr_memlock_refused (child)";
+	struct rlimit none = {0, 0};
+	if (getuid() == 0)
+		CHECK(setgid(65534) == 0 && setuid(65534) == 0, "dropping root (and CAP_IPC_LOCK): %s", strerror(errno));
+	CHECK(setrlimit(RLIMIT_MEMLOCK, &none) == 0, "RLIMIT_MEMLOCK 0: %s", strerror(errno));
+	if (failures)
+		_exit(1);
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * page, MR_ACCESS);
+	CHECK(mr == NULL && errno == ENOMEM, "ibv_reg_mr without the right to lock memory: %p, errno %d", (void *)mr,
+	      errno);
+	CHECK(all_are(buf, 2 * page, 'm'), "the refused registration changed the buffer");
+	pid_t pid = fork();
+	if (pid == 0) {
+		memset(buf, 'g', 2 * page);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the grandchild: status %#x", status);
+	CHECK(all_are(buf, 2 * page, 'm'), "a child's writes appear in its parent's memory that a registration refused");
+	_exit(failures ? 1 : 0);
+}
+
+static void test_reg_mr_memlock_refused(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	/* AddressSanitizer makes mlock a no-op that succeeds: the plain build
+	 * of this test checks the refusal. */
+	return;
+#endif
+	uint8_t *buf = page_alloc(2);
+	REQUIRE(buf != NULL, "posix_memalign");
+	memset(buf, 'm', 2 * page);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		memlock_refused_child(buf);
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child failed (status %#x): its messages are above", status);
+	free(buf);
+}
+
+/* ---- addressing by LID ---- */
+
+/* An address vector without a GRH (is_global 0) names the port by its LID
+ * alone, as InfiniBand programs do; its grh fields mean nothing then, and
+ * programs leave them as they are (rdma-core and the kernel ignore them).
+ * Here they hold garbage, a GID index past the table above all: the QPs
+ * connect and a WRITE goes, and an address handle is made. */
+static void test_lid_without_grh(void)
+{
+	struct ibv_port_attr pa;
+	REQUIRE(ibv_query_port(ctx, 1, &pa) == 0, "ibv_query_port");
+	REQUIRE(pa.lid != 0, "port 1 has no LID");
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_INIT, NULL))
+		goto out;
+	struct ibv_qp *qps[2] = {p.a, p.b};
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = qps[1 - i]->qp_num,
+					.max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+		memset(&a.ah_attr.grh, 0xEE, sizeof a.ah_attr.grh);
+		a.ah_attr.is_global = 0;
+		a.ah_attr.dlid = pa.lid;
+		a.ah_attr.port_num = 1;
+		int rc = ibv_modify_qp(qps[i], &a,
+				       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		CHECK(rc == 0, "modify_qp to RTR by LID 0x%x with garbage in the unused GRH: %s", pa.lid, strerror(rc));
+		if (rc)
+			goto out;
+	}
+	if (to_rts(p.a, 7) || to_rts(p.b, 7)) {
+		CHECK(0, "to RTS");
+		goto out;
+	}
+	src[0] = 'L';
+	CHECK(rdma(&p, IBV_WR_RDMA_WRITE, src, 1, src + page, src_mr->rkey) == IBV_WC_SUCCESS && src[page] == 'L',
+	      "a WRITE over a QP connected by LID");
+	struct ibv_ah_attr aa;
+	memset(&aa, 0xEE, sizeof aa);
+	aa.is_global = 0;
+	aa.dlid = pa.lid;
+	aa.sl = 0;
+	aa.src_path_bits = 0;
+	aa.static_rate = 0;
+	aa.port_num = 1;
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(ah != NULL, "ibv_create_ah by LID 0x%x with garbage in the unused GRH: %s", pa.lid, strerror(errno));
+	if (ah)
+		CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
+out:
+	pair_down(&p);
+}
+
 /* ---- bad work requests ---- */
 
 static void test_post_send_states(void)
@@ -1189,6 +1317,92 @@ static void test_busy_objects(void)
 	free(buf);
 }
 
+/* A doorbell the daemon no longer reads (its session ended: the device
+ * closed, or the daemon gone) is a pipe without a reader: ringing it must
+ * not raise SIGPIPE, whose default action ends the program. Here the QP
+ * is in ERR, where every post_recv rings (the daemon flushes what is
+ * posted), when its device is closed. */
+static volatile sig_atomic_t sigpipes;
+
+static void count_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+static void test_no_sigpipe_after_close(void)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	struct ibv_pd *p2 = ibv_alloc_pd(c);
+	struct ibv_cq *cq = ibv_create_cq(c, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = p2 && cq ? ibv_create_qp(p2, &qa) : NULL;
+	REQUIRE(qp != NULL, "making the objects: %s", strerror(errno));
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0, "modify_qp to ERR");
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device with live objects");
+	/* The daemon ends the session after the close returns: wait (a hang
+	 * guard) until it has let go of the QP's doorbell, whose write end
+	 * then polls as an error (a white-box look at the library's QP). */
+	struct pollfd bell = {.fd = ((struct vrdma_qp *)qp)->bell, .events = POLLOUT};
+	double start = now();
+	while (poll(&bell, 1, 10) >= 0 && !(bell.revents & POLLERR) && now() - start < HANG_GUARD_SECONDS)
+		;
+	REQUIRE(bell.revents & POLLERR, "the daemon kept the doorbell of a closed device's QP %d s", HANG_GUARD_SECONDS);
+	struct sigaction sa = {.sa_handler = count_sigpipe}, old;
+	sigaction(SIGPIPE, &sa, &old);
+	sigpipes = 0;
+	struct ibv_sge sg = {.addr = (uintptr_t)src, .length = 8, .lkey = src_mr->lkey};
+	struct ibv_recv_wr r = {.wr_id = 1, .sg_list = &sg, .num_sge = 1}, *rbad = NULL;
+	struct ibv_send_wr w = {.wr_id = 2, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND}, *bad = NULL;
+	ibv_post_recv(qp, &r, &rbad); /* any result: the device is gone */
+	ibv_post_send(qp, &w, &bad);
+	CHECK(sigpipes == 0, "posting on a QP of a closed device raised SIGPIPE %d times", (int)sigpipes);
+	sigaction(SIGPIPE, &old, NULL);
+	int rc = ibv_destroy_qp(qp);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_qp after close: %d", rc);
+	rc = ibv_destroy_cq(cq);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_cq after close: %d", rc);
+	rc = ibv_dealloc_pd(p2);
+	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
+}
+
+/* A program asleep on a completion channel learns that the device is gone
+ * (the daemon ended the session: it died, or here the device was closed):
+ * the channel wakes and ibv_get_cq_event fails with EIO, as rdma-core's
+ * does on a disassociated device, instead of sleeping for ever. */
+static void test_comp_channel_after_close(void)
+{
+	struct ibv_context *c = ibv_open_device(dev);
+	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(c);
+	struct ibv_cq *cq = ch ? ibv_create_cq(c, 16, NULL, ch, 0) : NULL;
+	REQUIRE(cq != NULL, "making the objects: %s", strerror(errno));
+	/* Destroying another CQ of the channel is not the end of the session. */
+	struct ibv_cq *other = ibv_create_cq(c, 16, NULL, ch, 0);
+	REQUIRE(other != NULL, "ibv_create_cq: %s", strerror(errno));
+	CHECK(ibv_req_notify_cq(other, 0) == 0, "ibv_req_notify_cq");
+	CHECK(ibv_destroy_cq(other) == 0, "ibv_destroy_cq");
+	CHECK(!readable(ch->fd, 0), "destroying a CQ wakes its completion channel");
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+	CHECK(ibv_close_device(c) == 0, "ibv_close_device with live objects");
+	CHECK(readable(ch->fd, -1), "the completion channel sleeps on after the device's session ended");
+	struct ibv_cq *ecq = NULL;
+	void *ectx = NULL;
+	int fl = fcntl(ch->fd, F_GETFL);
+	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK); /* a hang guard */
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == -1 && errno == EIO, "ibv_get_cq_event after the session ended: errno %d",
+	      errno);
+	fcntl(ch->fd, F_SETFL, fl);
+	int rc = ibv_destroy_cq(cq);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_cq after close: %d", rc);
+	rc = ibv_destroy_comp_channel(ch);
+	CHECK(rc == 0 || rc == EIO, "ibv_destroy_comp_channel after close: %d", rc);
+}
+
 static void test_close_with_live_objects(void)
 {
 	struct ibv_context *c = ibv_open_device(dev);
@@ -1323,6 +1537,85 @@ static void test_completion_channel(void)
 	fcntl(ch->fd, F_SETFL, fl);
 	if (ep >= 0)
 		close(ep);
+out:
+	pair_down(&p);
+	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "ibv_destroy_comp_channel");
+}
+
+/* ---- sleeping daemon, sleeping application: the wake-ups ----
+ * A daemon QP worker with nothing to do sets the ring's notify word, then
+ * looks at the producer index once more before it sleeps; post_send
+ * publishes the producer index, then looks at the notify word to know
+ * whether to ring. Each side stores, then loads the other's word: unless
+ * both order the store before the load (a full fence: x86 lets a load pass
+ * an earlier store to another address), each can miss the other's store,
+ * the daemon sleeps on a request nobody rings for, and the program waits
+ * for ever. The completion channel has the same shape the other way:
+ * ibv_req_notify_cq, then a poll that finds the CQ empty, against the
+ * daemon's push of a completion, then its look at the notify word. The
+ * window is a few nanoseconds: these cases go round it many times, as a
+ * pingpong does (ibv_rc_pingpong, and with -e its event mode). */
+#define WAKEUP_ROUNDS 100000
+
+static void test_post_wakeup_race(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL))
+		goto out;
+	for (int i = 0; i < WAKEUP_ROUNDS; i++) {
+		/* One request at a time: the daemon's worker goes to sleep after
+		 * each, just as the next one is posted. */
+		if (rdma(&p, IBV_WR_RDMA_WRITE, src, 8, src + page, src_mr->rkey) != IBV_WC_SUCCESS) {
+			CHECK(0, "round %d of %d: the WRITE did not complete (the daemon slept through its doorbell?)", i,
+			      WAKEUP_ROUNDS);
+			break;
+		}
+	}
+out:
+	pair_down(&p);
+}
+
+static void test_arm_wakeup_race(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	REQUIRE(ch != NULL, "ibv_create_comp_channel: %s", strerror(errno));
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+	REQUIRE(cq != NULL, "ibv_create_cq: %s", strerror(errno));
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RESET, NULL))
+		goto out;
+	CHECK(ibv_destroy_qp(p.a) == 0, "ibv_destroy_qp");
+	p.a = new_qp(IBV_QPT_RC, cq, NULL, NULL);
+	if (!p.a || to_init(p.a) || to_init(p.b) || to_rtr(p.a, p.b->qp_num) || to_rtr(p.b, p.a->qp_num) ||
+	    to_rts(p.a, 7) || to_rts(p.b, 7)) {
+		CHECK(0, "connecting the pair");
+		goto out;
+	}
+	for (int i = 0; i < WAKEUP_ROUNDS; i++) {
+		/* The event loop of ibv_rc_pingpong -e: arm, then poll, and sleep
+		 * on the channel only when the poll found nothing. */
+		CHECK(post1(p.a, IBV_WR_RDMA_WRITE, (uint64_t)i, src, 8, src_mr->lkey, src + page, src_mr->rkey) == 0,
+		      "post_send");
+		struct ibv_wc wc;
+		int n;
+		for (;;) {
+			CHECK(ibv_req_notify_cq(cq, 0) == 0, "ibv_req_notify_cq");
+			if ((n = ibv_poll_cq(cq, 1, &wc)) != 0)
+				break;
+			if (!readable(ch->fd, -1))
+				break;
+			struct ibv_cq *ecq;
+			void *ectx;
+			if (ibv_get_cq_event(ch, &ecq, &ectx) == 0)
+				ibv_ack_cq_events(ecq, 1);
+		}
+		if (n != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i) {
+			CHECK(0, "round %d of %d: armed, polled an empty CQ, and no completion event came (poll %d)", i,
+			      WAKEUP_ROUNDS, n);
+			break;
+		}
+	}
 out:
 	pair_down(&p);
 	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
@@ -1488,6 +1781,8 @@ static const struct {
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"lid_without_grh", test_lid_without_grh},
+	{"reg_mr_memlock_refused", test_reg_mr_memlock_refused},
 	{"post_send_states", test_post_send_states},
 	{"too_many_sges", test_too_many_sges},
 	{"opcode_not_allowed", test_opcode_not_allowed},
@@ -1498,7 +1793,11 @@ static const struct {
 	{"wrong_lkey", test_wrong_lkey},
 	{"busy_objects", test_busy_objects},
 	{"close_with_live_objects", test_close_with_live_objects},
+	{"comp_channel_after_close", test_comp_channel_after_close},
+	{"no_sigpipe_after_close", test_no_sigpipe_after_close},
 	{"completion_channel", test_completion_channel},
+	{"post_wakeup_race", test_post_wakeup_race},
+	{"arm_wakeup_race", test_arm_wakeup_race},
 	{"wr_api", test_wr_api},
 	{"wr_api_opcodes", test_wr_api_opcodes},
 };
