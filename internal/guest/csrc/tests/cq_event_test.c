@@ -100,7 +100,7 @@ int main(void)
 	struct vrdma_cq cq;
 	memset(&cq, 0, sizeof cq);
 	cq.rfd = p[0];
-	cq.wfd = doorbell = p[1];
+	doorbell = p[1]; /* the daemon's end of the CQ's doorbell */
 	fcntl(cq.rfd, F_SETFL, O_NONBLOCK);
 	cq.ibcq.channel = ch;
 	cq.ibcq.cq_context = &marker;
