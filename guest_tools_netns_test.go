@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +46,10 @@ type guestTool struct {
 	// path counter moves), not only the client.
 	serverSends bool
 }
+
+// program is the program tool runs: its name's first word (the rest tells
+// runs of one program apart).
+func (tool guestTool) program() string { return strings.Fields(tool.name)[0] }
 
 // toolIters is every program's iteration count: enough round trips to
 // count, few enough to keep the run short on a loaded machine.
@@ -122,7 +125,7 @@ func TestGuestToolsBetweenHosts(t *testing.T) {
 	tools := guestTools()
 	names := []string{"ibv_devinfo"}
 	for _, tool := range tools {
-		names = append(names, tool.name)
+		names = append(names, tool.program())
 	}
 	guesttest.RequirePrograms(t, names...)
 	lib := guesttest.Library(t)
@@ -187,7 +190,7 @@ func runToolPair(t *testing.T, srv, cli guesttest.Program, tool guestTool, gs, g
 	if gs != gc {
 		t.Fatalf("the IPv4 GID is index %d on the server and %d on the client: RunPair gives both the same arguments", gs, gc)
 	}
-	return guesttest.RunPair(t, srv, cli, guesttest.PingpongPort, tool.name, tool.args(gs)...)
+	return guesttest.RunPair(t, srv, cli, guesttest.PingpongPort, tool.program(), tool.args(gs)...)
 }
 
 // by returns the messages counted on path and on the other two.
@@ -308,17 +311,15 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 		}
 	}
 	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
-	tests := []string{"rc_lat", "rc_bw", "ud_lat"}
-	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "0.5"}, tests...)
+	tests := []string{"rc_lat", "rc_bw", "ud_lat"} // -t takes whole seconds: 0.5 would be 0, no end
+	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "1"}, tests...)
 	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 	defer ccancel()
 	client := b.prog.Command(cctx, "env", append([]string{"VRDMA_DEBUG=1", "qperf"}, args...)...)
 	client.WaitDelay = 5 * time.Second // a hung client's children keep its output open
 	out, err := client.CombinedOutput()
 	if err != nil {
-		// DEBUG: where the qperf processes are.
-		bt, _ := exec.Command("sh", "-c", `for p in $(pgrep -x qperf); do echo "== $p $(cat /proc/$p/cmdline | tr '\0' ' ')"; gdb -p $p -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^#|^Thread"; done`).CombinedOutput()
-		t.Logf("qperf processes:\n%s", bt)
+		t.Logf("path counters since the start: a %+v, b %+v", pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev)))
 		t.Fatalf("qperf %s: %v\n%s\nserver:\n%s", strings.Join(args, " "), err, out, sout.String())
 	}
 	t.Logf("qperf between the hosts:\n%s", out)
