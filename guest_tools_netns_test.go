@@ -105,7 +105,9 @@ func guestTools() []guestTool {
 		{name: "ibv_rc_pingpong", serverSends: true, check: pingpong(4096),
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n} }},
 		{name: "ibv_rc_pingpong -e", serverSends: true, check: pingpong(4096), // completion channels
-			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n, "-e"} }},
+			args: func(gid int) []string {
+				return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "4096", "-n", n, "-e"}
+			}},
 		{name: "ibv_ud_pingpong", serverSends: true, check: pingpong(512),
 			args: func(gid int) []string { return []string{"-d", "vrdma0", "-g", fmt.Sprint(gid), "-s", "512", "-n", n} }},
 		{name: "ibv_uc_pingpong", serverSends: true, check: pingpong(4096),
