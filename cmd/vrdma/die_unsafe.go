@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -26,4 +27,9 @@ func dieBy(sig syscall.Signal) {
 	var dfl [4]uint64
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	_ = syscall.Kill(os.Getpid(), sig)
+	// Delivery may go to another thread and take a moment on a busy
+	// machine: wait for it rather than exit first with a status.
+	for i := 0; i < 50; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
