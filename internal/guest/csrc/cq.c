@@ -84,19 +84,9 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	if (!rc && (entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES || (entries & (entries - 1)) || size <= 0 ||
 		    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE))
 		rc = EPROTO;
-	if (!rc) {
-		cq->size = (size_t)size;
-		cq->mem = vrdma_map_region(fds[0], cq->size);
-		fds[0] = -1;
-		if (!cq->mem)
-			rc = errno;
-	}
+	cq->size = (size_t)size;
+	rc = vrdma_take_region(ctx, rc, fds, nfds, cq->size, &cq->mem, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
 	if (rc) {
-		for (int i = 0; i < nfds; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-		if (h)
-			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
 		free(cq);
 		errno = rc;
 		return NULL;

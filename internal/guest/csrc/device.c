@@ -350,6 +350,25 @@ uint8_t *vrdma_map_region(int fd, size_t size)
 	return p;
 }
 
+int vrdma_take_region(struct vrdma_context *ctx, int rc, int *fds, int nfds, size_t size, uint8_t **mem,
+		      uint16_t destroy_op, uint32_t handle)
+{
+	if (!rc) {
+		*mem = vrdma_map_region(fds[0], size); /* closes fds[0] */
+		fds[0] = -1;
+		if (!*mem)
+			rc = errno;
+	}
+	if (rc) {
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (handle)
+			vrdma_cmd_simple(ctx, destroy_op, handle);
+	}
+	return rc;
+}
+
 int vrdma_ring_from(const struct vj_doc *doc, int tok, size_t size, struct vrdma_ring *r)
 {
 	int64_t off = 0, entries = 0, stride = 0;

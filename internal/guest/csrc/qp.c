@@ -73,19 +73,9 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	CAP("max_inline_data", max_inline_data)
 #undef CAP
 	vrdma_doc_free(&doc);
-	if (!rc) {
-		q->size = (size_t)size;
-		q->mem = vrdma_map_region(fds[0], q->size);
-		fds[0] = -1;
-		if (!q->mem)
-			rc = errno;
-	}
+	q->size = (size_t)size;
+	rc = vrdma_take_region(ctx, rc, fds, nfds, q->size, &q->mem, VRDMA_CMD_DESTROY_QP, (uint32_t)h);
 	if (rc) {
-		for (int i = 0; i < nfds; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-		if (h)
-			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_QP, (uint32_t)h);
 		free(q);
 		errno = rc;
 		return NULL;
@@ -325,18 +315,9 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 	    vrdma_ring_from(&doc, vj_get(&doc, 0, "ring"), (size_t)size, &s->ring))
 		rc = EPROTO;
 	vrdma_doc_free(&doc);
-	if (!rc) {
-		s->size = (size_t)size;
-		s->mem = vrdma_map_region(fds[0], s->size);
-		fds[0] = -1;
-		if (!s->mem)
-			rc = errno;
-	}
+	s->size = (size_t)size;
+	rc = vrdma_take_region(ctx, rc, fds, nfds, s->size, &s->mem, VRDMA_CMD_DESTROY_SRQ, (uint32_t)h);
 	if (rc) {
-		if (fds[0] >= 0)
-			close(fds[0]);
-		if (h)
-			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_SRQ, (uint32_t)h);
 		free(s);
 		errno = rc;
 		return NULL;

@@ -192,6 +192,13 @@ int vrdma_cmd_simple(struct vrdma_context *ctx, uint16_t op, uint32_t handle);
 
 /* Maps a shared region the daemon passed (closes fd); NULL with errno. */
 uint8_t *vrdma_map_region(int fd, size_t size);
+/* vrdma_take_region finishes a create command whose reply (rc: its
+ * checks' result) came with nfds descriptors, the first the object's shared
+ * region of size bytes: it maps the region into *mem. On failure, the
+ * reply's or the mapping's, it closes the descriptors, destroys the object
+ * the daemon made (destroy_op on handle, if any) and returns the errno. */
+int vrdma_take_region(struct vrdma_context *ctx, int rc, int *fds, int nfds, size_t size, uint8_t **mem,
+		      uint16_t destroy_op, uint32_t handle);
 int vrdma_ring_from(const struct vj_doc *doc, int tok, size_t size, struct vrdma_ring *r);
 
 /* vrdma_live counts the context's objects; the last one destroyed after

@@ -28,6 +28,12 @@ int vrdma_cmd_simple(struct vrdma_context *ctx, uint16_t op, uint32_t handle)
 	(void)ctx, (void)op, (void)handle;
 	abort();
 }
+int vrdma_take_region(struct vrdma_context *ctx, int rc, int *fds, int nfds, size_t size, uint8_t **mem,
+		      uint16_t destroy_op, uint32_t handle)
+{
+	(void)ctx, (void)rc, (void)fds, (void)nfds, (void)size, (void)mem, (void)destroy_op, (void)handle;
+	abort();
+}
 uint8_t *vrdma_map_region(int fd, size_t size)
 {
 	(void)fd, (void)size;
