@@ -54,6 +54,21 @@ func newPPRig(tb testing.TB) *ppRig {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The rig holds two sessions, the admin's and the client side's; the
+	// daemon may still be ending the device list's when openPPSide returns,
+	// and a test's baseline taken then would count it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		st, err := adm.Stats()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if st.Sessions == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the daemon holds %d sessions; the rig has 2", st.Sessions)
+		}
+	}
 	return &ppRig{adm: adm, sock: sock, client: vrdma.Endpoint{QPN: s.qp.QPN(), PSN: s.psn, GID: gid}}
 }
 
