@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -46,30 +45,7 @@ func TestGuestLibraryWithRxe(t *testing.T) {
 		t.Fatalf("ibv_devinfo -v through the guest library: %v\n%s", err, info)
 	}
 	ours := GIDs(string(info))
-	theirs := GIDs(g.Exec(t, "A", 30, "ibv_devinfo -v -d rxe0"))
-	var guestLL netip.Addr
-	for _, gid := range theirs {
-		if gid.Addr.IsLinkLocalUnicast() {
-			guestLL = gid.Addr
-			break
-		}
-	}
-	gids := []struct {
-		name          string
-		ours, theirs  netip.Addr
-		oursI, theirI int
-	}{
-		{name: "IPv4-mapped GID", ours: netip.AddrFrom16(HostIP.As16()), theirs: netip.AddrFrom16(GuestIP("A").As16())},
-		{name: "IPv6 link-local GID", ours: host.IPv6LL, theirs: guestLL},
-	}
-	for i := range gids {
-		p := &gids[i]
-		p.oursI, p.theirI = GIDIndex(ours, p.ours), GIDIndex(theirs, p.theirs)
-		if p.oursI < 0 || p.theirI < 0 {
-			t.Fatalf("%s: %s is GID %d of our %s (GIDs %v), %s GID %d of the guest's rxe0 (GIDs %v)",
-				p.name, p.ours, p.oursI, hostDev, ours, p.theirs, p.theirI, theirs)
-		}
-	}
+	gids := pairGIDs(t, g, host, ours)
 
 	const size, iters = 4096, 5
 	for _, guestServer := range []bool{false, true} {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/netns"
 )
 
 // udpTimeout bounds a wait for a datagram between the namespace and a
@@ -112,31 +114,7 @@ func TestPingpongWithRxe(t *testing.T) {
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)
 	ours := GIDs(d.Vrdma(t, "devinfo", "-v", "-d", hostDev))
-	theirs := GIDs(g.Exec(t, "A", 30, "ibv_devinfo -v -d rxe0"))
-
-	var guestLL netip.Addr
-	for _, gid := range theirs {
-		if gid.Addr.IsLinkLocalUnicast() {
-			guestLL = gid.Addr
-			break
-		}
-	}
-	gidPairs := []struct {
-		name          string
-		ours, theirs  netip.Addr
-		oursI, theirI int
-	}{
-		{name: "IPv4-mapped GID", ours: netip.AddrFrom16(HostIP.As16()), theirs: netip.AddrFrom16(GuestIP("A").As16())},
-		{name: "IPv6 link-local GID", ours: host.IPv6LL, theirs: guestLL},
-	}
-	for i := range gidPairs {
-		p := &gidPairs[i]
-		p.oursI, p.theirI = GIDIndex(ours, p.ours), GIDIndex(theirs, p.theirs)
-		if p.oursI < 0 || p.theirI < 0 {
-			t.Fatalf("%s: %s is GID %d of our %s (GIDs %v), %s GID %d of the guest's rxe0 (GIDs %v)",
-				p.name, p.ours, p.oursI, hostDev, ours, p.theirs, p.theirI, theirs)
-		}
-	}
+	gidPairs := pairGIDs(t, g, host, ours)
 
 	type testCase struct {
 		name          string
@@ -367,4 +345,39 @@ func TestPackagesInstalledParsesSetup(t *testing.T) {
 	if m == nil || !strings.Contains(string(m[1]), "qemu-system-x86") {
 		t.Fatalf("setup.sh's HOST_PKGS not found (setup.sh changed?): %q", m)
 	}
+}
+
+// gidPair is a GID kind both ends have: its index in our table and in the
+// guest's rxe0's.
+type gidPair struct {
+	name          string
+	ours, theirs  netip.Addr
+	oursI, theirI int
+}
+
+// pairGIDs finds, in our GID table (ours, from a devinfo of hostDev) and
+// the guest's rxe0's, the IPv4-mapped GIDs and the IPv6 link-local ones.
+func pairGIDs(t *testing.T, g *Guests, host *netns.Host, ours []GID) []gidPair {
+	t.Helper()
+	theirs := GIDs(g.Exec(t, "A", 30, "ibv_devinfo -v -d rxe0"))
+	var guestLL netip.Addr
+	for _, gid := range theirs {
+		if gid.Addr.IsLinkLocalUnicast() {
+			guestLL = gid.Addr
+			break
+		}
+	}
+	pairs := []gidPair{
+		{name: "IPv4-mapped GID", ours: netip.AddrFrom16(HostIP.As16()), theirs: netip.AddrFrom16(GuestIP("A").As16())},
+		{name: "IPv6 link-local GID", ours: host.IPv6LL, theirs: guestLL},
+	}
+	for i := range pairs {
+		p := &pairs[i]
+		p.oursI, p.theirI = GIDIndex(ours, p.ours), GIDIndex(theirs, p.theirs)
+		if p.oursI < 0 || p.theirI < 0 {
+			t.Fatalf("%s: %s is GID %d of our %s (GIDs %v), %s GID %d of the guest's rxe0 (GIDs %v)",
+				p.name, p.ours, p.oursI, hostDev, ours, p.theirs, p.theirI, theirs)
+		}
+	}
+	return pairs
 }
