@@ -54,21 +54,8 @@ func newPPRig(tb testing.TB) *ppRig {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// The rig holds two sessions, the admin's and the client side's; the
-	// daemon may still be ending the device list's when openPPSide returns,
-	// and a test's baseline taken then would count it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		st, err := adm.Stats()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if st.Sessions == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the daemon holds %d sessions; the rig has 2", st.Sessions)
-		}
-	}
+	// The rig holds two sessions, the admin's and the client side's.
+	daemontest.AwaitSessions(tb, func() (int, error) { st, err := adm.Stats(); return st.Sessions, err }, 2, 10*time.Second)
 	return &ppRig{adm: adm, sock: sock, client: vrdma.Endpoint{QPN: s.qp.QPN(), PSN: s.psn, GID: gid}}
 }
 

@@ -44,3 +44,25 @@ func DumpGoroutines(tb testing.TB) {
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
 	tb.Log(b.String())
 }
+
+// AwaitSessions waits until sessions reports n: a rig that holds n sessions
+// takes its tests' baselines only then, for the daemon may still be ending a
+// session the rig's setup used (a device list, a recording client), and a
+// baseline that counted it would never be met again.
+func AwaitSessions(t testing.TB, sessions func() (int, error), n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := sessions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon holds %d sessions; the rig has %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -379,5 +379,24 @@ func pairGIDs(t *testing.T, g *Guests, host *netns.Host, ours []GID) []gidPair {
 				p.name, p.ours, p.oursI, hostDev, ours, p.theirs, p.theirI, theirs)
 		}
 	}
+	awaitGuestNeighbour(t, g, host.IPv6LL)
 	return pairs
+}
+
+// awaitGuestNeighbour waits until the guest's eth0 has left duplicate address
+// detection and its neighbour table reaches ll, our link-local address. The
+// guest's eth0 comes up just before it says ready, and rdma_rxe's RTR for a
+// RoCEv2 GID resolves the peer's MAC through the IP stack with a timeout of
+// about a second: a test that starts while the guest's own link-local
+// address is still tentative, or its neighbour solicitation unanswered,
+// fails "Failed to modify QP to RTR" for reasons that are not the wire's.
+func awaitGuestNeighbour(t *testing.T, g *Guests, ll netip.Addr) {
+	t.Helper()
+	script := fmt.Sprintf(`i=0; while /usr/sbin/ip -6 addr show dev eth0 | grep -q tentative; do `+
+		`i=$((i+1)); [ $i -ge 100 ] && { echo "eth0 still tentative:"; /usr/sbin/ip -6 addr show dev eth0; exit 1; }; sleep 0.1; done; `+
+		`i=0; until ping -6 -c 1 -W 1 -I eth0 %s >/dev/null 2>&1; do `+
+		`i=$((i+1)); [ $i -ge 10 ] && { echo "no answer from %s"; /usr/sbin/ip -6 neigh show dev eth0; exit 1; }; done`, ll, ll)
+	if out, rc := g.Run(t, "A", 30, script); rc != 0 {
+		t.Fatalf("the guest cannot reach our link-local %s: exit %d\n%s", ll, rc, out)
+	}
 }

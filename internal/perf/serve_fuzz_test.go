@@ -334,6 +334,9 @@ func checkPrintable(t *testing.T, log string) {
 
 func (r *serveRig) stats(t *testing.T) vrdma.DaemonStats {
 	t.Helper()
+	// The rig holds one session, the admin's; a recording's or the previous
+	// input's client may still be ending.
+	daemontest.AwaitSessions(t, func() (int, error) { st, err := r.adm.Stats(); return st.Sessions, err }, 1, hangGuard)
 	st, err := r.adm.Stats()
 	if err != nil {
 		t.Fatal(err)
