@@ -94,9 +94,13 @@ func (r *receiver) deliver(frame []byte) {
 	releaseAll(&rm.callHeld)
 	after := rm.tp.Deadline()
 	q.wireDeadline.Store(after)
-	// Wake the worker when it must act: a timer moved, or the transport
-	// freed room for requests waiting in the ring, or the QP failed.
-	kick := after != before || room == 0 && rm.tp.Room() > 0 || rm.tp.Failed()
+	// Wake the worker when it must act: a timer is due sooner than the one it
+	// sleeps for, or the transport freed room for requests waiting in the
+	// ring, or the QP failed. A timer cancelled or moved later (an ACK came)
+	// needs no wake-up: the worker wakes at the old time, finds nothing due
+	// and sleeps again — once, where a wake-up per ACK cost a hand-off per
+	// message.
+	kick := timerSooner(before, after) || room == 0 && rm.tp.Room() > 0 || rm.tp.Failed()
 	q.procMu.Unlock()
 	r.tx.flush()
 	if kick {
@@ -141,3 +145,10 @@ func (h *Host) isLinkGID(gid [16]byte) bool {
 }
 
 var _ transport.Env = (*remote)(nil)
+
+// timerSooner reports whether a transport deadline that went from before to
+// after (nanotime; 0 = none) now fires sooner than a sleeper armed for
+// before would wake.
+func timerSooner(before, after int64) bool {
+	return after != 0 && (before == 0 || after < before)
+}

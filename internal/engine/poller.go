@@ -9,6 +9,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 // idleBeforeSleep is how long an async-mode poller spins with nothing to do
@@ -21,7 +22,8 @@ const idleBeforeSleep = 50 * time.Millisecond
 const maxSleep = 10 * time.Millisecond
 
 // poller runs the send queues of all QPs of the host's async-mode adapters
-// on one dedicated OS thread, spinning.
+// on one dedicated OS thread, spinning while it has a core to spin on
+// (spinguard.go).
 type poller struct {
 	bell *shm.Doorbell // every QP of an async adapter rings this one
 
@@ -78,6 +80,7 @@ func (p *poller) remove(q *QP) {
 func (p *poller) stop() {
 	p.once.Do(func() {
 		p.cancel()
+		p.bell.Signal()
 		<-p.done
 		p.bell.Close()
 	})
@@ -89,6 +92,7 @@ func (p *poller) run() {
 	defer runtime.UnlockOSThread()
 	lastWork := time.Now()
 	spins := 0
+	var guard spinGuard
 	for p.ctx.Err() == nil {
 		worked := false
 		p.sweep.Lock()
@@ -105,13 +109,18 @@ func (p *poller) run() {
 			lastWork = time.Now()
 			continue
 		}
-		spins++
-		if spins&1023 == 0 {
-			shm.Yield()
+		if !guard.maySpin(nanotime()) {
+			// Starved: sleep between batches, as the workers do.
+			p.sleep()
+			guard.restart()
+			continue
 		}
+		spins++
 		if spins&1023 != 0 {
 			continue
 		}
+		shm.Yield()
+		guard.observe(nanotime(), threadCPUTime())
 		if time.Since(lastWork) < idleBeforeSleep {
 			continue
 		}
@@ -119,7 +128,18 @@ func (p *poller) run() {
 		// sleep ends every maxSleep, and an idle poller must not spin again
 		// for idleBeforeSleep each time.
 		p.sleep()
+		guard.restart()
 	}
+}
+
+// threadCPUTime returns the CPU time of the calling OS thread in
+// nanoseconds (the poller's thread is locked), or 0 if the clock fails.
+func threadCPUTime() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
 }
 
 // sleep arms every QP's doorbell and waits for one to ring.
@@ -139,10 +159,9 @@ func (p *poller) sleep() {
 	p.sweep.Unlock()
 	if !busy {
 		// Stalled QPs' timers must run while the poller sleeps, so the sleep
-		// is bounded.
-		ctx, cancel := context.WithTimeout(p.ctx, maxSleep)
-		_ = p.bell.Wait(ctx)
-		cancel()
+		// is bounded. The poller's thread sleeps in the kernel itself, so a
+		// doorbell wakes it directly (stop rings it too).
+		_ = p.bell.WaitThread(maxSleep)
 	}
 	p.sweep.Lock()
 	for _, q := range *p.qps.Load() {
