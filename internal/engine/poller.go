@@ -80,7 +80,6 @@ func (p *poller) remove(q *QP) {
 func (p *poller) stop() {
 	p.once.Do(func() {
 		p.cancel()
-		p.bell.Signal()
 		<-p.done
 		p.bell.Close()
 	})
@@ -159,9 +158,12 @@ func (p *poller) sleep() {
 	p.sweep.Unlock()
 	if !busy {
 		// Stalled QPs' timers must run while the poller sleeps, so the sleep
-		// is bounded. The poller's thread sleeps in the kernel itself, so a
-		// doorbell wakes it directly (stop rings it too).
-		_ = p.bell.WaitThread(maxSleep)
+		// is bounded. Asleep, the poller is a goroutine like the workers:
+		// locked to its thread, its wake-up would take two threads (the
+		// network poller's, then a hand-off to the locked one).
+		runtime.UnlockOSThread()
+		_ = p.bell.WaitTimeout(maxSleep)
+		runtime.LockOSThread()
 	}
 	p.sweep.Lock()
 	for _, q := range *p.qps.Load() {

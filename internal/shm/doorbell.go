@@ -26,7 +26,6 @@ type Doorbell struct {
 	rawR syscall.RawConn
 	rawW syscall.RawConn
 	buf  [64]byte
-	pfd  [1]unix.PollFd // WaitThread's, kept here so that a wait allocates nothing
 }
 
 // NewDoorbell creates a doorbell holding both ends.
@@ -177,35 +176,6 @@ func (d *Doorbell) WaitTimeout(t time.Duration) error {
 		return nil
 	}
 	return err
-}
-
-// WaitThread blocks the calling OS thread in poll(2), not in the Go
-// runtime's network poller, until the doorbell has rung or t has passed, and
-// clears it. It is for a goroutine locked to a thread of its own: waking it
-// then costs the kernel's one wake-up, where the network poller wakes some
-// thread that must in turn hand the goroutine to its locked thread.
-func (d *Doorbell) WaitThread(t time.Duration) error {
-	if d.rawR == nil {
-		return errors.New("shm: doorbell has no read end")
-	}
-	ms := max(int(t/time.Millisecond), 1)
-	var perr error
-	err := d.rawR.Control(func(fd uintptr) {
-		d.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-		if _, err := unix.Poll(d.pfd[:], ms); err != nil && err != unix.EINTR {
-			perr = err
-			return
-		}
-		for {
-			if n, err := unix.Read(int(fd), d.buf[:]); n < len(d.buf) || err != nil {
-				return
-			}
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return perr
 }
 
 // Close closes both ends; a blocked Wait returns an error.
