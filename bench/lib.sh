@@ -22,8 +22,8 @@
 # largest IB MTU ≤ 1500 − 80, 1024), jumbo-v4, jumbo-v6 (veth MTU 9000:
 # 4096); -v4 / -v6 picks the address the clients connect to, and vrdma perf
 # picks the GID of its control connection's address (vrdma perf --help, -g);
-# a -loss suffix drops $LOSS (default 1%) of what each end of the veth sends
-# (nftables, netdev egress), so data and acknowledgements are both lost.
+# a -loss suffix drops $LOSS (default 1%) of what each end of the veth
+# receives (nftables, netdev ingress), so data and acknowledgements are both lost.
 
 # The knobs every between-hosts script takes (see its usage).
 SECS=${SECS:-2}
@@ -162,15 +162,18 @@ topo_set() {
 	TOPO=$t
 }
 
-# lose NS DEV PERCENT: drop PERCENT of what DEV sends, at random (an
-# nftables rule on the netdev egress hook: this kernel may lack netem).
+# lose NS DEV PERCENT: drop PERCENT of what DEV receives, at random (an
+# nftables rule on the netdev ingress hook: this kernel may lack netem). On
+# the receiving side, as a lossy wire: a drop on the sender's egress hook
+# is a local send failure to TCP, which sends again without counting a
+# retransmission.
 lose() {
 	local per10k
 	per10k=$(awk -v p="${3%\%}" 'BEGIN { printf "%d", p * 100 + 0.5 }')
 	ip netns exec "$1" nft -f - <<EOF
 table netdev vrdma_bench_loss {
-	chain egress {
-		type filter hook egress device "$2" priority 0; policy accept;
+	chain ingress {
+		type filter hook ingress device "$2" priority 0; policy accept;
 		numgen random mod 10000 < $per10k counter drop
 	}
 }
@@ -250,9 +253,9 @@ topology_notes() {
 	cat <<EOF
 Topologies: std-v4 / std-v6 are the veth at MTU 1500 (rxe's active MTU: the largest IB MTU ≤ MTU − 80, 1024), jumbo-v4 /
 jumbo-v6 at MTU 9000 (4096); -v4 / -v6 is the address family the clients connect to, and so the GIDs vrdma perf picks (those
-of its control connection's address); -loss drops $LOSS of what each end of the veth sends, at random (an nftables rule on the
-netdev egress hook, \`numgen random\`: this kernel has no netem), so data and acknowledgements are both lost; the hook sees
-buffers before segmentation, so a TCP GSO/TSO buffer is lost as one (the same share of bytes, in bursts). 8-QP rows are 8 \`vrdma perf\` clients
+of its control connection's address); -loss drops $LOSS of what each end of the veth receives, at random (an nftables rule on the
+netdev ingress hook, \`numgen random\`: this kernel has no netem), so data and acknowledgements are both lost; a veth passes
+GSO/TSO buffers whole, so a TCP buffer of up to 64 KiB is lost as one (the same share of bytes, in bursts). 8-QP rows are 8 \`vrdma perf\` clients
 started at once against one server (\`--max-clients 8\`), one QP each, their bandwidths summed (each over its own window;
 they start within tens of ms); the anchor is \`iperf3 -P 8\` ($(iperf3 --version 2>/dev/null | head -1 | cut -d' ' -f1,2): $(iperf3 --version 2>/dev/null | head -1 | awk '{ split($2, v, "."); print (v[1] > 3 || v[1] == 3 && v[2] >= 16) ? "one thread per stream" : "one thread for all streams" }')).
 CPU s/GB is CPU seconds per GB moved: "all processes" adds the clients' own CPU time (rusage), the servers' and, for vrdma,
