@@ -260,7 +260,8 @@ started at once against one server (\`--max-clients 8\`), one QP each, their ban
 they start within tens of ms); the anchor is \`iperf3 -P 8\` ($(iperf3 --version 2>/dev/null | head -1 | cut -d' ' -f1,2): $(iperf3 --version 2>/dev/null | head -1 | awk '{ split($2, v, "."); print (v[1] > 3 || v[1] == 3 && v[2] >= 16) ? "one thread per stream" : "one thread for all streams" }')).
 CPU s/GB is CPU seconds per GB moved: "all processes" adds the clients' own CPU time (rusage), the servers' and, for vrdma,
 both daemons' (utime+stime from /proc over the run, set-up included); "daemons" is the daemons' part. vrdma perf busy-polls
-its completion queues, so its clients' share is mostly spinning. Kernel work charged to no measured process — softirq
+its completion queues, so its clients' share is mostly spinning. The bytes are those of the test's tally: rc_rdma_write_bw
+counts the writes still in flight at its end too, rc_bw only what arrived in its window (its s/GB is a little high). Kernel work charged to no measured process — softirq
 processing in ksoftirqd or on another process's time slice — is not counted: on a veth most of the receiver's softirq runs
 inline in the sender's system time, so it is mostly counted, but not all of it.
 EOF

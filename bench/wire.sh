@@ -13,11 +13,11 @@
 # counters (iperf3's its TCP retransmissions). It writes the table of medians
 # and issue 11's targets into docs/perf.md, between the "between hosts"
 # markers. Needs root (namespaces, raw sockets).
-# Usage: bench/wire.sh [REPS]   (default 3; about 4 minutes per rep)
+# Usage: bench/wire.sh [REPS]   (default 3; about 5 minutes per rep)
 # Subsets for quick runs:
 #   TOPOS="std-v4 std-v6 jumbo-v4 jumbo-v6 std-v4-loss"  topologies, in this order each rep
 #   MODES="vrdma-wire vrdma-wire-async"   SIZES="65536 1048576"   BWTESTS="rc_rdma_write_bw rc_bw"
-#   QPS="1 8" (8: the 8-QP rows)   NOLAT=1   NOANCHORS=1   SECS=2 (per test)   LOSS=1%   PROFILE=1
+#   QPS="1 8" (1: the one-QP bandwidth rows, 8: the 8-QP rows)   NOLAT=1   NOANCHORS=1   SECS=2 (per test)   LOSS=1%   PROFILE=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -50,7 +50,7 @@ for r in $(seq "$REPS"); do
 		for mode in $MODES; do
 			for size in $SIZES; do
 				# shellcheck disable=SC2086 # BWTESTS is a list
-				vperf "$mode" 1 "$size" $BWTESTS
+				! has_qps 1 || vperf "$mode" 1 "$size" $BWTESTS
 			done
 			[ -n "${NOLAT:-}" ] || vperf "$mode" 1 8 rc_lat rc_rdma_write_lat
 		done
