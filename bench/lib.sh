@@ -211,6 +211,7 @@ pidlist() { local IFS=,; echo "$*"; }
 vperf() {
 	local mode=$1 qps=$2 size=$3 t
 	shift 3
+	[ -n "${MODE_PORT[$mode]:-}" ] || fail "mode $mode: this script measures $(printf '%s ' "${!MODE_PORT[@]}")"
 	for t in "$@"; do
 		VRDMA_SOCKET=$SA VRDMA_INSTANCE=${MODE_INST[$mode]} "$BIN/anchor" measure -source "$mode" -topo "$TOPO" -n "$qps" \
 			-pids "${MODE_SRV[$mode]}" -daemons "$(pidlist "${DPIDS[@]}")" ${LINKS:+-links "$LINKS"} ${RETRANS_NS:+-netns "$RETRANS_NS"} \
