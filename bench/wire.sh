@@ -13,7 +13,7 @@
 # counters (iperf3's its TCP retransmissions). It writes the table of medians
 # and issue 11's targets into docs/perf.md, between the "between hosts"
 # markers. Needs root (namespaces, raw sockets).
-# Usage: bench/wire.sh [REPS]   (default 3; about 5 minutes per rep)
+# Usage: bench/wire.sh [REPS]   (default 3; about 4 minutes per rep)
 # Subsets for quick runs:
 #   TOPOS="std-v4 std-v6 jumbo-v4 jumbo-v6 std-v4-loss"  topologies, in this order each rep
 #   MODES="vrdma-wire vrdma-wire-async"   SIZES="65536 1048576"   BWTESTS="rc_rdma_write_bw rc_bw"
