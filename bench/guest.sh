@@ -12,6 +12,7 @@
 # Only loopback and this machine's own processes are used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 REPS=${1:-${REPS:-3}}
 SECS=${SECS:-2}
 OUT=bench/results
@@ -128,15 +129,4 @@ LOAD=$(cut -d' ' -f1 /proc/loadavg)
 	"$BIN/anchor" guesttable "$RES"
 	echo "<!-- end of guest library -->"
 } >"$table"
-python3 - "$table" <<'PY'
-import re, sys
-new = open(sys.argv[1]).read()
-doc = open("docs/perf.md").read()
-pat = re.compile(r"<!-- guest library: .*?<!-- end of guest library -->\n", re.S)
-if pat.search(doc):
-    doc = pat.sub(lambda m: new, doc)
-else:
-    doc = doc.rstrip("\n") + "\n\n" + new
-open("docs/perf.md", "w").write(doc)
-PY
-echo "wrote the guest-library section of docs/perf.md"
+write_section "guest library" "$table"

@@ -9,6 +9,7 @@
 //	anchor tcptable RESULTS.jsonl     the same, with the TCP-channel targets (tcp.go)
 //	anchor guesttable RESULTS.jsonl   the same, with the guest library's targets (guest.go)
 //	anchor topo SOCKET HOST KIND -- CMD...  time from CMD's return until HOST's path is KIND (tcp.go)
+//	anchor measure [flags] -- CMD...    run a benchmark command (N copies at once), its rows with their CPU cost (measure.go)
 //
 // Every figure is printed as one JSON object on one line, like vrdma perf --json.
 package main
@@ -26,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | guesttable FILE | topo SOCKET HOST KIND -- CMD...")
+		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | guesttable FILE | topo SOCKET HOST KIND -- CMD... | measure [flags] -- CMD...")
 		os.Exit(2)
 	}
 	var err error
@@ -47,6 +48,8 @@ func main() {
 		err = table(os.Args[2], guestTargets)
 	case "topo":
 		err = topo(os.Args[2:])
+	case "measure":
+		err = measure(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

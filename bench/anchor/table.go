@@ -13,42 +13,58 @@ import (
 // row is one line of the results file: what was measured, and its figures.
 type row struct {
 	Source    string  `json:"source"` // vrdma, vrdma-async, ucx, go, eventfd
+	Topo      string  `json:"topo"`   // the between-hosts topology (lib.sh's topo_set), or ""
 	Test      string  `json:"test"`
 	MsgSize   int     `json:"msg_size"`
+	QPs       int     `json:"qps"` // QPs or streams at once; 0 means 1
 	BW        float64 `json:"bw"`
 	LatencyUS float64 `json:"latency_us"`
 	MsgRate   float64 `json:"msg_rate"`
 	CPU       float64 `json:"cpu"`
 	PerQP     float64 `json:"daemon_bytes_per_qp"`
 	Ring      float64 `json:"ring_bytes_per_qp"`
+	// What anchor measure adds: CPU seconds and bytes moved, link packets
+	// and TCP retransmissions over the run.
+	CPUS       float64  `json:"cpu_s"`
+	DaemonCPUS float64  `json:"daemon_cpu_s"`
+	Bytes      float64  `json:"bytes"`
+	TxPkts     *float64 `json:"tx_pkts"`
+	RxPkts     *float64 `json:"rx_pkts"`
+	TCPRetrans *float64 `json:"tcp_retrans"`
 }
 
+// key names a row of the table: the same key in several runs is one row.
 type key struct {
-	source, test string
-	size         int
+	topo, source, test string
+	size, qps          int
 }
+
+// at is the key of (source, test, size) with one QP in topology topo.
+func at(topo, source, test string, size int) key { return key{topo, source, test, size, 1} }
 
 type series struct {
 	bw, lat, rate, cpu, perQP, ring []float64
+	cpuGB, daemonGB                 []float64 // CPU seconds per GB moved
+	sent, lost, retrans             []float64 // link packets sent and lost, TCP retransmissions
 }
 
-// table prints, for every (source, test, size), the median and min–max of
-// each figure over the runs in the file.
-func table(path string, targets func(map[key]*series)) error {
+// readRows reads a results file into series by key, in first-seen order;
+// wide tells whether any row has a topology or a CPU cost (anchor measure's).
+func readRows(path string) (data map[key]*series, order []key, wide bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, nil, false, err
 	}
 	defer f.Close()
-	data := map[key]*series{}
-	var order []key
+	data = map[key]*series{}
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r row
 		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Test == "" {
 			continue
 		}
-		k := key{r.Source, r.Test, r.MsgSize}
+		k := key{r.Topo, r.Source, r.Test, r.MsgSize, max(r.QPs, 1)}
 		s := data[k]
 		if s == nil {
 			s = &series{}
@@ -66,7 +82,40 @@ func table(path string, targets func(map[key]*series)) error {
 		add(&s.cpu, r.CPU)
 		add(&s.perQP, r.PerQP)
 		add(&s.ring, r.Ring)
+		if r.Bytes > 0 && r.BW > 0 {
+			add(&s.cpuGB, r.CPUS/(r.Bytes/1e9))
+			add(&s.daemonGB, r.DaemonCPUS/(r.Bytes/1e9))
+		}
+		if r.TxPkts != nil && r.RxPkts != nil {
+			s.sent = append(s.sent, *r.TxPkts)
+			s.lost = append(s.lost, *r.TxPkts-*r.RxPkts)
+		}
+		if r.TCPRetrans != nil {
+			s.retrans = append(s.retrans, *r.TCPRetrans)
+		}
+		wide = wide || r.Topo != "" || r.CPUS != 0
 	}
+	return data, order, wide, sc.Err()
+}
+
+// table prints, for every row key, the median and min–max of each figure
+// over the runs in the file, then the targets.
+func table(path string, targets func(map[key]*series)) error {
+	data, order, wide, err := readRows(path)
+	if err != nil {
+		return err
+	}
+	if wide {
+		wideTable(data, order)
+	} else {
+		narrowTable(data, order)
+	}
+	targets(data)
+	return nil
+}
+
+// narrowTable is the table of the one-host benchmarks.
+func narrowTable(data map[key]*series, order []key) {
 	fmt.Println("| source | test | size | GB/s | latency µs (one-way) | msg/s | CPU (cores) | runs |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	for _, k := range order {
@@ -81,16 +130,55 @@ func table(path string, targets func(map[key]*series)) error {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %d |\n", k.source, k.test, sizeText(k.size),
 			stat(s.bw, 1e9, "%.2f"), stat(s.lat, 1, "%.3g"), stat(s.rate, 1, "%.3g"), stat(s.cpu, 1, "%.2f"), runs)
 	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	targets(data)
-	return nil
 }
 
-// median returns the median of one figure of (src, test, size), or 0.
+// wideTable is the between-hosts table: a topology and QP count per row,
+// CPU seconds per GB next to every bandwidth, and the link packets and
+// TCP retransmissions of the rows measured under loss.
+func wideTable(data map[key]*series, order []key) {
+	fmt.Println("| topology | source | test | size | QPs | GB/s | latency µs (one-way) | msg/s | CPU s/GB, all processes | CPU s/GB, daemons | runs |")
+	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	lossy := false
+	for _, k := range order {
+		s := data[k]
+		runs := max(len(s.bw), len(s.lat), len(s.rate))
+		fmt.Printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %d |\n", k.topo, k.source, k.test, sizeText(k.size), k.qps,
+			stat(s.bw, 1e9, "%.2f"), stat(s.lat, 1, "%.3g"), stat(s.rate, 1, "%.3g"), stat(s.cpuGB, 1, "%.2f"), stat(s.daemonGB, 1, "%.2f"), runs)
+		lossy = lossy || isLossy(k.topo) && len(s.bw) > 0
+	}
+	if !lossy {
+		return
+	}
+	fmt.Println()
+	fmt.Println("Under loss, per run: the data packets the sender's links sent and how many of them the receiver's links never")
+	fmt.Println("received (vrdma has no retransmission counter of its own: every lost packet is sent again, go-back-N may")
+	fmt.Println("send more); TCP's retransmitted segments (iperf3's sender, or the TCP channel's namespace).")
+	fmt.Println()
+	fmt.Println("| topology | source | test | size | QPs | GB/s | data packets sent | lost (sent − received) | TCP retransmits | runs |")
+	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, k := range order {
+		s := data[k]
+		if !isLossy(k.topo) || len(s.bw) == 0 {
+			continue
+		}
+		fmt.Printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %d |\n", k.topo, k.source, k.test, sizeText(k.size), k.qps,
+			stat(s.bw, 1e9, "%.2f"), stat(s.sent, 1, "%.0f"), stat(s.lost, 1, "%.0f"), stat(s.retrans, 1, "%.0f"), len(s.bw))
+	}
+}
+
+// isLossy tells whether a topology drops packets on purpose (lib.sh's
+// "-loss" suffix).
+func isLossy(topo string) bool { return strings.Contains(topo, "loss") }
+
+// median returns the median of one figure of (src, test, size) with one
+// QP and no topology (the one-host tables), or 0.
 func median(data map[key]*series, src, test string, size int, pick func(*series) []float64) float64 {
-	s := data[key{src, test, size}]
+	return medianAt(data, at("", src, test, size), pick)
+}
+
+// medianAt returns the median of one figure of row k, or 0.
+func medianAt(data map[key]*series, k key, pick func(*series) []float64) float64 {
+	s := data[k]
 	if s == nil {
 		return 0
 	}
@@ -182,31 +270,73 @@ func sizeText(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// wireTargets prints the between-hosts targets: RC WRITE bandwidth against
-// iperf3 UDP's received rate at vrdma's datagram size (aim: one iperf3 TCP
-// stream), 8-byte RC latency against qperf udp_lat.
-func wireTargets(data map[key]*series) {
-	med := func(src, test string, size int, pick func(*series) []float64) float64 {
-		return median(data, src, test, size, pick)
-	}
-	line := targetTable()
-	udp := med("iperf3-udp", "udp_bw", 1040, bwOf)
-	tcp := med("iperf3-tcp", "tcp_bw", 131072, bwOf)
-	for _, src := range []string{"vrdma-wire", "vrdma-wire-async"} {
-		for _, size := range []int{64 << 10, 1 << 20} {
-			r := med(src, "rc_rdma_write_bw", size, bwOf) / udp
-			line(fmt.Sprintf("%s rc_rdma_write_bw %s ≥ 0.7× iperf3 UDP received (1040-byte datagrams)", src, sizeText(size)), r, r >= 0.7, "×")
-			r = med(src, "rc_rdma_write_bw", size, bwOf) / tcp
-			line(fmt.Sprintf("%s rc_rdma_write_bw %s next to one iperf3 TCP stream (aim 1×)", src, sizeText(size)), r, r >= 1, "×")
+// topologies returns the topologies the rows were measured on, sorted.
+func topologies(data map[key]*series) []string {
+	seen := map[string]bool{}
+	var ts []string
+	for k := range data {
+		if k.topo != "" && !seen[k.topo] {
+			seen[k.topo] = true
+			ts = append(ts, k.topo)
 		}
 	}
-	udpLat := med("qperf", "udp_lat", 8, latOf)
-	r := med("vrdma-wire", "rc_lat", 8, latOf) / udpLat
-	line("vrdma-wire rc_lat 8 B ≤ 1.0× qperf udp_lat", r, r <= 1, "×")
-	r = med("vrdma-wire", "rc_rdma_write_lat", 8, latOf) / udpLat
-	line("vrdma-wire rc_rdma_write_lat 8 B ≤ 1.0× qperf udp_lat", r, r <= 1, "×")
-	r = med("vrdma-wire-async", "rc_lat", 8, latOf) / udpLat
-	line("vrdma-wire-async rc_lat 8 B next to qperf udp_lat (report)", r, true, "×")
-	r = med("vrdma-wire-async", "rc_rdma_write_lat", 8, latOf) / udpLat
-	line("vrdma-wire-async rc_rdma_write_lat 8 B next to qperf udp_lat (report)", r, true, "×")
+	sort.Strings(ts)
+	return ts
+}
+
+// anchorBW returns the median bandwidth of source's test in topology topo
+// with qps streams, at whatever message size it ran (iperf3's UDP datagram
+// follows the link MTU), and that size.
+func anchorBW(data map[key]*series, topo, source, test string, qps int) (float64, int) {
+	for k := range data {
+		if k.topo == topo && k.source == source && k.test == test && k.qps == qps {
+			return medianAt(data, k, bwOf), k.size
+		}
+	}
+	return 0, 0
+}
+
+// wireTargets prints the between-hosts targets of each topology: RC WRITE
+// bandwidth at 1 MiB against one iperf3 TCP stream (link MTU 4096: ≥ 1.0×
+// with IPv6 GIDs, ≥ 0.7× with IPv4) or iperf3 UDP at vrdma's datagram
+// size (link MTU 1024: ≥ 1.0×); 8 QPs against iperf3 -P 8 (≥ 1.0×);
+// 8-byte RC latency against qperf udp_lat (≤ 1.2×); under loss, bandwidth
+// next to iperf3 TCP's, reported.
+func wireTargets(data map[key]*series) {
+	line := targetTable()
+	for _, t := range topologies(data) {
+		tcp, _ := anchorBW(data, t, "iperf3-tcp", "tcp_bw", 1)
+		tcp8, _ := anchorBW(data, t, "iperf3-tcp", "tcp_bw", 8)
+		udp, udpLen := anchorBW(data, t, "iperf3-udp", "udp_bw", 1)
+		w := medianAt(data, at(t, "vrdma-wire", "rc_rdma_write_bw", 1<<20), bwOf)
+		w8 := medianAt(data, key{t, "vrdma-wire", "rc_rdma_write_bw", 1 << 20, 8}, bwOf)
+		if isLossy(t) {
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream under the same loss (report)", t), w/tcp, true, "×")
+			if w8 != 0 {
+				line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB, 8 QPs, next to iperf3 -P 8 under the same loss (report)", t), w8/tcp8, true, "×")
+			}
+			continue
+		}
+		switch {
+		case strings.HasPrefix(t, "jumbo") && strings.Contains(t, "v6"):
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB ≥ 1.0× one iperf3 TCP stream", t), w/tcp, w/tcp >= 1, "×")
+		case strings.HasPrefix(t, "jumbo"):
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB ≥ 0.7× one iperf3 TCP stream", t), w/tcp, w/tcp >= 0.7, "×")
+		default:
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB ≥ 1.0× iperf3 UDP received (%d-byte datagrams)", t, udpLen), w/udp, w/udp >= 1, "×")
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream (report)", t), w/tcp, true, "×")
+		}
+		if w8 != 0 || tcp8 != 0 {
+			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB, 8 QPs at once ≥ 1.0× iperf3 -P 8", t), w8/tcp8, w8/tcp8 >= 1, "×")
+		}
+		a := medianAt(data, at(t, "vrdma-wire-async", "rc_rdma_write_bw", 1<<20), bwOf)
+		line(fmt.Sprintf("%s: vrdma-wire-async rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream (report)", t), a/tcp, true, "×")
+		udpLat := medianAt(data, at(t, "qperf", "udp_lat", 8), latOf)
+		for _, test := range []string{"rc_lat", "rc_rdma_write_lat"} {
+			r := medianAt(data, at(t, "vrdma-wire", test, 8), latOf) / udpLat
+			line(fmt.Sprintf("%s: vrdma-wire %s 8 B ≤ 1.2× qperf udp_lat", t, test), r, r <= 1.2, "×")
+		}
+		r := medianAt(data, at(t, "vrdma-wire-async", "rc_lat", 8), latOf) / medianAt(data, at(t, "vrdma-wire", "rc_lat", 8), latOf)
+		line(fmt.Sprintf("%s: vrdma-wire-async rc_lat 8 B next to the default adapters' (report)", t), r, true, "×")
+	}
 }

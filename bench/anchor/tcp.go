@@ -98,60 +98,59 @@ func topo(args []string) error {
 	return nil
 }
 
-// tcpTargets prints the TCP-channel targets: RC WRITE bandwidth against
-// one iperf3 TCP stream, 8-byte RC latency against qperf tcp_lat; async
-// mode, UCX's tcp transport, the topology change time and the connection
-// setup rate reported.
+// tcpTargets prints the TCP-channel targets of each topology: RC WRITE
+// bandwidth at 1 MiB against one iperf3 TCP stream (≥ 1.0×), 8-byte RC
+// latency against qperf tcp_lat (≤ 1.2×); 8 QPs against iperf3 -P 8, async
+// mode, loss, UCX's tcp transport, the topology change time and the
+// connection setup rate reported.
 func tcpTargets(data map[key]*series) {
 	med := func(src, test string, size int, pick func(*series) []float64) float64 {
 		return median(data, src, test, size, pick)
 	}
 	rate := func(s *series) []float64 { return s.rate }
 	line := targetTable()
-	tcp := med("iperf3-tcp", "tcp_bw", 131072, bwOf)
-	r := med("vrdma-tcp", "rc_rdma_write_bw", 1<<20, bwOf) / tcp
-	line("vrdma-tcp rc_rdma_write_bw 1 MiB ≥ 0.9× one iperf3 TCP stream", r, r >= 0.9, "×")
-	for _, t := range []string{"rc_rdma_write_bw", "rc_bw"} {
-		for _, size := range []int{64 << 10, 1 << 20} {
-			if t == "rc_rdma_write_bw" && size == 1<<20 {
-				continue
+	for _, t := range topologies(data) {
+		tcp, _ := anchorBW(data, t, "iperf3-tcp", "tcp_bw", 1)
+		tcp8, _ := anchorBW(data, t, "iperf3-tcp", "tcp_bw", 8)
+		w := medianAt(data, at(t, "vrdma-tcp", "rc_rdma_write_bw", 1<<20), bwOf)
+		w8 := medianAt(data, key{t, "vrdma-tcp", "rc_rdma_write_bw", 1 << 20, 8}, bwOf)
+		if isLossy(t) {
+			line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream under the same loss (report)", t), w/tcp, true, "×")
+			if w8 != 0 {
+				line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB, 8 QPs, next to iperf3 -P 8 under the same loss (report)", t), w8/tcp8, true, "×")
 			}
-			r = med("vrdma-tcp", t, size, bwOf) / tcp
-			line(fmt.Sprintf("vrdma-tcp %s %s next to one iperf3 TCP stream (report)", t, sizeText(size)), r, true, "×")
+			continue
 		}
-		for _, size := range []int{64 << 10, 1 << 20} {
-			r = med("vrdma-tcp-async", t, size, bwOf) / tcp
-			line(fmt.Sprintf("vrdma-tcp-async %s %s next to one iperf3 TCP stream (report)", t, sizeText(size)), r, true, "×")
+		line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB ≥ 1.0× one iperf3 TCP stream", t), w/tcp, w/tcp >= 1, "×")
+		if w8 != 0 || tcp8 != 0 {
+			line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB, 8 QPs at once, next to iperf3 -P 8 (report)", t), w8/tcp8, true, "×")
+		}
+		for _, test := range []string{"rc_bw", "rc_rdma_write_bw"} {
+			r := medianAt(data, at(t, "vrdma-tcp-async", test, 1<<20), bwOf) / tcp
+			line(fmt.Sprintf("%s: vrdma-tcp-async %s 1 MiB next to one iperf3 TCP stream (report)", t, test), r, true, "×")
+		}
+		tcpLat := medianAt(data, at(t, "qperf", "tcp_lat", 8), latOf)
+		r := medianAt(data, at(t, "vrdma-tcp", "rc_lat", 8), latOf) / tcpLat
+		line(fmt.Sprintf("%s: vrdma-tcp rc_lat 8 B ≤ 1.2× qperf tcp_lat", t), r, r <= 1.2, "×")
+		r = medianAt(data, at(t, "vrdma-tcp", "rc_rdma_write_lat", 8), latOf) / tcpLat
+		line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_lat 8 B next to qperf tcp_lat (report)", t), r, true, "×")
+		for _, test := range []string{"rc_lat", "rc_rdma_write_lat"} {
+			r = medianAt(data, at(t, "vrdma-tcp-async", test, 8), latOf) / tcpLat
+			line(fmt.Sprintf("%s: vrdma-tcp-async %s 8 B next to qperf tcp_lat (report)", t, test), r, true, "×")
+		}
+		if ucx := medianAt(data, at(t, "ucx-tcp", "tag_lat", 8), latOf); ucx != 0 {
+			r = medianAt(data, at(t, "vrdma-tcp", "rc_lat", 8), latOf) / ucx
+			line(fmt.Sprintf("%s: vrdma-tcp rc_lat 8 B next to UCX tcp tag_lat (report)", t), r, true, "×")
 		}
 	}
-	tcpLat := med("qperf", "tcp_lat", 8, latOf)
-	r = med("vrdma-tcp", "rc_lat", 8, latOf) / tcpLat
-	line("vrdma-tcp rc_lat 8 B ≤ 1.0× qperf tcp_lat", r, r <= 1, "×")
-	r = med("vrdma-tcp", "rc_rdma_write_lat", 8, latOf) / tcpLat
-	line("vrdma-tcp rc_rdma_write_lat 8 B next to qperf tcp_lat (report)", r, true, "×")
-	for _, t := range []string{"rc_lat", "rc_rdma_write_lat"} {
-		r = med("vrdma-tcp-async", t, 8, latOf) / tcpLat
-		line(fmt.Sprintf("vrdma-tcp-async %s 8 B next to qperf tcp_lat (report)", t), r, true, "×")
-	}
-	if ucx := med("ucx-tcp", "tag_lat", 8, latOf); ucx != 0 {
-		r = med("vrdma-tcp", "rc_lat", 8, latOf) / ucx
-		line("vrdma-tcp rc_lat 8 B next to UCX tcp tag_lat (report)", r, true, "×")
-		r = med("vrdma-tcp-async", "rc_lat", 8, latOf) / ucx
-		line("vrdma-tcp-async rc_lat 8 B next to UCX tcp tag_lat (report)", r, true, "×")
-	} else {
+	if !hasSource(data, "ucx-tcp") {
 		fmt.Println("| vrdma-tcp rc_lat 8 B next to UCX tcp tag_lat (report) | not measured: no ucx_perftest on this machine | |")
 	}
 	line("topology change: b's `vrdma link add` returns → a reports the rdma path to b (report)",
 		med("vrdma-tcp", "topology_change_rdma", 0, latOf)/1000, true, " ms")
 	line("topology change back: b's `vrdma link delete` returns → a reports the tcp path to b (report)",
 		med("vrdma-tcp", "topology_change_tcp", 0, latOf)/1000, true, " ms")
-	cm := false
-	for k := range data {
-		if k.source == "vrdma-cm" {
-			cm = true
-		}
-	}
-	if !cm {
+	if !hasSource(data, "vrdma-cm") {
 		note := os.Getenv("ANCHOR_CM_NOTE")
 		if note == "" {
 			note = "not measured: no connection manager yet"
@@ -163,4 +162,14 @@ func tcpTargets(data map[key]*series) {
 		line(fmt.Sprintf("connection setup rate, CM dial + accept to RTS, %s (`BenchmarkCMConnect`), conn/s (report)", sub),
 			med("vrdma-cm", "cm_connect_"+sub, 0, rate), true, "")
 	}
+}
+
+// hasSource tells whether any row came from source.
+func hasSource(data map[key]*series, source string) bool {
+	for k := range data {
+		if k.source == source {
+			return true
+		}
+	}
+	return false
 }

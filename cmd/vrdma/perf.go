@@ -27,7 +27,7 @@ import (
 )
 
 const perfUsage = `usage:
-  server:   vrdma perf [-lp PORT] [-d DEV] [-g IDX] [-v]
+  server:   vrdma perf [-lp PORT] [-d DEV] [-g IDX] [--max-clients N] [-v]
   client:   vrdma perf HOST [-lp PORT] [-d DEV] [-g IDX] [--json] [-m SIZE] [-t SECS] [-v] TEST...
   loopback: vrdma perf --loopback [--async] [--trusted] [--threads N] [--json] [-m SIZE] [-t SECS] [-v] TEST...
 tests: %s
@@ -47,6 +47,7 @@ type perfFlags struct {
 	port     int
 	dev      string
 	gid      int
+	clients  int             // a server's --max-clients
 	set      map[string]bool // the flags given
 }
 
@@ -55,6 +56,7 @@ var (
 	loopbackOnly = []string{"async", "trusted", "threads"}
 	clientOnly   = []string{"json", "m", "t"}
 	splitOnly    = []string{"listen-port", "lp", "listen_port", "d", "g"}
+	serverOnly   = []string{"max-clients"}
 )
 
 func runPerf(args []string, stdout, stderr io.Writer) error {
@@ -101,6 +103,7 @@ func parsePerfArgs(args []string) (*perfFlags, []string, error) {
 	fs.IntVar(&f.port, "listen_port", perf.DefaultPort, "qperf's spelling of --listen-port")
 	fs.StringVar(&f.dev, "d", "", "this end's adapter (default: the instance's first)")
 	fs.IntVar(&f.gid, "g", perf.AutoGID, "this end's GID index (default: the GID of the control connection's address family, IPv4-mapped for IPv4, else 0)")
+	fs.IntVar(&f.clients, "max-clients", 0, "server: clients served at once, each running its tests (default 4); others are told to come back")
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, perfUsage, strings.Join(perf.TestNames(), " "))
 		fs.SetOutput(os.Stderr)
@@ -174,7 +177,7 @@ func (f *perfFlags) emit(w io.Writer) func(perf.Result) error {
 }
 
 func perfLoopback(ctx context.Context, f *perfFlags, names []string, stdout, stderr io.Writer) error {
-	if err := f.reject(splitOnly, "a server's and a client's options: --loopback makes its own two instances with one adapter each"); err != nil {
+	if err := f.reject(append(splitOnly, serverOnly...), "a server's and a client's options: --loopback makes its own two instances with one adapter each"); err != nil {
 		return err
 	}
 	cfg, err := f.config(names)
@@ -216,6 +219,10 @@ func perfServer(ctx context.Context, f *perfFlags, stdout, stderr io.Writer, lis
 	if f.port < 0 || f.port > 65535 {
 		return usagef("--listen-port %d: give a TCP port, 1 to 65535", f.port)
 	}
+	cfg, err := f.serverConfig(stdout, stderr)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(f.port)))
 	if err != nil {
 		return fmt.Errorf("listening on TCP port %d: %w: is another server running? Pick another port with --listen-port, on both ends", f.port, err)
@@ -223,12 +230,20 @@ func perfServer(ctx context.Context, f *perfFlags, stdout, stderr io.Writer, lis
 	if listening != nil {
 		listening(ln.Addr())
 	}
-	cfg := perf.ServerConfig{Local: *f.vopts, Device: f.dev, GIDIndex: f.gid, ErrLog: stderr}
+	return perf.Serve(ctx, ln, cfg)
+}
+
+// serverConfig checks a server's options and makes its ServerConfig.
+func (f *perfFlags) serverConfig(stdout, stderr io.Writer) (perf.ServerConfig, error) {
+	cfg := perf.ServerConfig{Local: *f.vopts, Device: f.dev, GIDIndex: f.gid, MaxClients: f.clients, ErrLog: stderr}
 	cfg.Local.Client = "vrdma perf"
 	if f.verbose {
 		cfg.Log = stdout
 	}
-	return perf.Serve(ctx, ln, cfg)
+	if f.set["max-clients"] && (f.clients < 1 || f.clients > 1024) {
+		return cfg, usagef("--max-clients %d: give 1 to 1024 clients at once", f.clients)
+	}
+	return cfg, nil
 }
 
 func perfClient(ctx context.Context, f *perfFlags, host string, names []string, stdout io.Writer) error {
@@ -236,6 +251,9 @@ func perfClient(ctx context.Context, f *perfFlags, host string, names []string, 
 		return usagef("%q is a test, not a host: name the server first (vrdma perf HOST TEST...), or run both ends here with --loopback", host)
 	}
 	if err := f.reject(loopbackOnly, "only with --loopback: a client and its server are one end each"); err != nil {
+		return err
+	}
+	if err := f.reject(serverOnly, "a server's option: give it to `vrdma perf` without a test"); err != nil {
 		return err
 	}
 	cfg, err := f.config(names)

@@ -138,6 +138,9 @@ func TestPerfBadCommandLinesFailBeforeConnecting(t *testing.T) {
 		{[]string{"127.0.0.1", "-lp", "70000", "rc_lat"}, 2, "1 to 65535"},
 		{[]string{"-m", "4K"}, 2, "a server (vrdma perf without a test) takes"},
 		{[]string{"--loopback", "-d", "vrdma1", "rc_lat"}, 2, "--loopback makes its own two instances"},
+		{[]string{"--loopback", "--max-clients", "8", "rc_lat"}, 2, "--loopback makes its own two instances"},
+		{[]string{"127.0.0.1", "-lp", closed, "--max-clients", "8", "rc_lat"}, 2, "a server's option"},
+		{[]string{"-lp", closed, "--max-clients", "0"}, 2, "--max-clients 0: give 1 to 1024"},
 		{[]string{"127.0.0.1", "-lp", closed, "--socket", sock, "rc_lat"}, 1, "connecting to 127.0.0.1:" + closed},
 		{[]string{"127.0.0.1", "-lp", garbagePort, "--socket", sock, "rc_lat"}, 1, "is not a vrdma perf message"},
 	}
@@ -146,6 +149,38 @@ func TestPerfBadCommandLinesFailBeforeConnecting(t *testing.T) {
 			code, _, errs := vrdmaCmd(t, append([]string{"perf"}, tt.args...)...)
 			if code != tt.code || !strings.Contains(errs, tt.want) {
 				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tt.code, errs, tt.want)
+			}
+		})
+	}
+}
+
+func TestPerfServerConfigTakesMaxClients(t *testing.T) {
+	tests := []struct {
+		args []string
+		want int // ServerConfig.MaxClients; -1: a usage error
+	}{
+		{nil, 0}, // perf.Serve's default
+		{[]string{"--max-clients", "8"}, 8},
+		{[]string{"--max-clients=1", "-v"}, 1},
+		{[]string{"--max-clients", "1024"}, 1024},
+		{[]string{"--max-clients", "0"}, -1},
+		{[]string{"--max-clients", "-3"}, -1},
+		{[]string{"--max-clients", "1025"}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			f, names, err := parsePerfArgs(tt.args)
+			if err != nil || len(names) != 0 {
+				t.Fatalf("parsePerfArgs: %v, names %q", err, names)
+			}
+			cfg, err := f.serverConfig(nil, nil)
+			switch {
+			case tt.want < 0 && err == nil:
+				t.Fatalf("MaxClients %d accepted; want a usage error", cfg.MaxClients)
+			case tt.want >= 0 && err != nil:
+				t.Fatalf("error %v; want MaxClients %d", err, tt.want)
+			case tt.want >= 0 && cfg.MaxClients != tt.want:
+				t.Fatalf("MaxClients %d, want %d", cfg.MaxClients, tt.want)
 			}
 		})
 	}
