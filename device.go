@@ -131,12 +131,22 @@ type Counters struct {
 	PathMemcpy uint64
 	PathRDMA   uint64
 	PathTCP    uint64
+	// Go-back-Ns of the port's RC requesters: after the retransmit timer
+	// fired (local_ack_timeout_err), after a sequence-error NAK or a gap in
+	// READ responses (packet_seq_err), after an ACK past a READ or atomic
+	// whose responses were lost (implied_nak_seq_err); and the packets they
+	// sent again.
+	AckTimeouts   uint64
+	SeqNAKs       uint64
+	ImpliedNAKs   uint64
+	ResentPackets uint64
 }
 
 func counters(c proto.Counters) Counters {
 	return Counters{TxBytes: c.TxBytes, TxPackets: c.TxPackets, RxBytes: c.RxBytes, RxPackets: c.RxPackets,
 		TxErrors: c.TxErrors, RxErrors: c.RxErrors, RxDrops: c.RxDrops, RNRNaks: c.RNRNaks,
-		PathMemcpy: c.PathMemcpy, PathRDMA: c.PathRDMA, PathTCP: c.PathTCP}
+		PathMemcpy: c.PathMemcpy, PathRDMA: c.PathRDMA, PathTCP: c.PathTCP,
+		AckTimeouts: c.AckTimeouts, SeqNAKs: c.SeqNAKs, ImpliedNAKs: c.ImpliedNAKs, ResentPackets: c.ResentPackets}
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).

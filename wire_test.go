@@ -167,8 +167,22 @@ func TestWireFaults(t *testing.T) {
 			if c.faults.Corrupt == 0 && icrc != 0 {
 				t.Fatalf("%d ICRC errors without corruption", icrc)
 			}
-			t.Logf("lost %d, duplicated %d, reordered %d, corrupted %d; ICRC drops %d",
-				w.net.Lost.Load(), w.net.Duplicated.Load(), w.net.Reordered.Load(), w.net.Corrupted.Load(), icrc)
+			pa, err := w.env.a.QueryPort(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := w.env.b.QueryPort(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca, cb := pa.Counters, pb.Counters
+			resent := ca.ResentPackets + cb.ResentPackets
+			if retries := ca.AckTimeouts + cb.AckTimeouts + ca.SeqNAKs + cb.SeqNAKs + ca.ImpliedNAKs + cb.ImpliedNAKs; (retries == 0) != (resent == 0) {
+				t.Fatalf("%d go-back-Ns but %d packets sent again", retries, resent)
+			}
+			t.Logf("lost %d, duplicated %d, reordered %d, corrupted %d; ICRC drops %d; go-back-Ns: timeouts %d, sequence NAKs %d, implied %d; %d packets sent again",
+				w.net.Lost.Load(), w.net.Duplicated.Load(), w.net.Reordered.Load(), w.net.Corrupted.Load(), icrc,
+				ca.AckTimeouts+cb.AckTimeouts, ca.SeqNAKs+cb.SeqNAKs, ca.ImpliedNAKs+cb.ImpliedNAKs, resent)
 		})
 	}
 }

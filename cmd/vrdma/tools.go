@@ -187,6 +187,10 @@ func runStat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\t\t\tpath_memcpy: %d\n", c.PathMemcpy)
 		fmt.Fprintf(stdout, "\t\t\tpath_rdma: %d\n", c.PathRDMA)
 		fmt.Fprintf(stdout, "\t\t\tpath_tcp: %d\n", c.PathTCP)
+		fmt.Fprintf(stdout, "\t\t\tlocal_ack_timeout_err: %d\n", c.AckTimeouts)
+		fmt.Fprintf(stdout, "\t\t\tpacket_seq_err: %d\n", c.SeqNAKs)
+		fmt.Fprintf(stdout, "\t\t\timplied_nak_seq_err: %d\n", c.ImpliedNAKs)
+		fmt.Fprintf(stdout, "\t\t\tresent_packets: %d\n", c.ResentPackets)
 	}
 	if !found {
 		return fmt.Errorf("no device %q: `vrdma devices` lists them", fs.Arg(0))

@@ -11,6 +11,9 @@ type Counters struct {
 	TxBytes, TxPackets, RxBytes, RxPackets atomic.Uint64
 	TxErrors, RxErrors, RxDrops, RNRNaks   atomic.Uint64
 	PathMemcpy, PathRDMA, PathTCP          atomic.Uint64 // messages sent by each path
+	// The requesters' go-back-Ns by cause (mlx5's counter names) and the
+	// packets they sent again.
+	AckTimeouts, SeqNAKs, ImpliedNAKs, ResentPackets atomic.Uint64
 }
 
 // Snapshot returns the counters as the command channel reports them.
@@ -21,5 +24,7 @@ func (c *Counters) Snapshot() proto.Counters {
 		TxErrors: c.TxErrors.Load(), RxErrors: c.RxErrors.Load(),
 		RxDrops: c.RxDrops.Load(), RNRNaks: c.RNRNaks.Load(),
 		PathMemcpy: c.PathMemcpy.Load(), PathRDMA: c.PathRDMA.Load(), PathTCP: c.PathTCP.Load(),
+		AckTimeouts: c.AckTimeouts.Load(), SeqNAKs: c.SeqNAKs.Load(), ImpliedNAKs: c.ImpliedNAKs.Load(),
+		ResentPackets: c.ResentPackets.Load(),
 	}
 }

@@ -514,5 +514,19 @@ func (rm *remote) Fail(ev abi.EventType, reason string) {
 // RNR counts an RNR NAK received.
 func (rm *remote) RNR() { rm.q.adapter.Counters.RNRNaks.Add(1) }
 
+// Retransmit counts a go-back-N (an RNR NAK is counted by RNR).
+func (rm *remote) Retransmit(cause transport.RetryCause, packets uint32) {
+	c := &rm.q.adapter.Counters
+	switch cause {
+	case transport.RetryTimeout:
+		c.AckTimeouts.Add(1)
+	case transport.RetryNAK:
+		c.SeqNAKs.Add(1)
+	case transport.RetryImplied:
+		c.ImpliedNAKs.Add(1)
+	}
+	c.ResentPackets.Add(uint64(packets))
+}
+
 // Drop counts a packet the transport discarded.
 func (rm *remote) Drop(transport.DropReason) { rm.q.adapter.Counters.RxDrops.Add(1) }

@@ -92,6 +92,11 @@ type Counters struct {
 	PathMemcpy uint64 `json:"path_memcpy"`
 	PathRDMA   uint64 `json:"path_rdma"`
 	PathTCP    uint64 `json:"path_tcp"`
+	// The requesters' go-back-Ns by cause, and the packets sent again.
+	AckTimeouts   uint64 `json:"local_ack_timeout_err"`
+	SeqNAKs       uint64 `json:"packet_seq_err"`
+	ImpliedNAKs   uint64 `json:"implied_nak_seq_err"`
+	ResentPackets uint64 `json:"resent_packets"`
 }
 
 type QueryPortReq struct {

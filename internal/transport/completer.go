@@ -59,7 +59,7 @@ func (q *QP) ackThrough(env Env, psn uint32, explicit bool, now int64) {
 		if w.readOrAtomic() {
 			if explicit {
 				// Responses precede the ACK of anything later: they were lost.
-				q.retry(env, now, psnAdd(w.firstPSN, w.resp), false)
+				q.retry(env, now, psnAdd(w.firstPSN, w.resp), RetryImplied)
 			}
 			return
 		}
@@ -100,9 +100,11 @@ func (q *QP) rnr(env Env, psn uint32, timer uint8, now int64) {
 		}
 		r.rnrLeft--
 	}
+	from := r.psn
 	if !q.rewind(psn) {
 		return
 	}
+	env.Retransmit(RetryRNR, uint32(max(psnDiff(from, r.psn), 0)))
 	r.lastNAK, r.nakValid = psn, true
 	r.timerAt = 0
 	r.rnrUntil = now + abi.RNRTimer(timer)
@@ -119,7 +121,7 @@ func (q *QP) nak(env Env, p *wire.Packet, now int64) {
 	var st abi.Status
 	switch p.AETH.Syndrome {
 	case wire.SyndromeNAKSeq:
-		q.retry(env, now, psn, true)
+		q.retry(env, now, psn, RetryNAK)
 		return
 	case wire.SyndromeNAKInvReq:
 		st = abi.StatusRemInvReqErr
@@ -154,7 +156,7 @@ func (q *QP) readResponse(env Env, p *wire.Packet, now int64) {
 		return
 	}
 	if d > 0 {
-		q.retry(env, now, expect, true)
+		q.retry(env, now, expect, RetryNAK)
 		return
 	}
 	last := p.Opcode.Flags()&wire.IsLast != 0

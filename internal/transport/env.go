@@ -43,7 +43,22 @@ type Env interface {
 
 	// RNR counts an RNR NAK the requester received.
 	RNR()
+
+	// Retransmit counts a go-back-N: the requester sends again from an
+	// earlier PSN, packets packets behind where it was, for cause.
+	Retransmit(cause RetryCause, packets uint32)
 }
+
+// RetryCause says why the requester sent packets again.
+type RetryCause uint8
+
+// Retry causes, each counted by the owner.
+const (
+	RetryTimeout RetryCause = iota // the retransmit timer fired
+	RetryNAK                       // a sequence-error NAK, or a gap in READ responses
+	RetryImplied                   // an ACK past a READ or atomic whose responses were lost
+	RetryRNR                       // an RNR NAK's wait ended
+)
 
 // NoEvent is the event of a Fail that raises no affiliated event: a
 // requester's error completion moves its QP to ERR silently.

@@ -156,7 +156,7 @@ func (q *QP) Tick(env Env, now int64) {
 		if r.ackPSN == r.psn && r.next == r.head {
 			return // nothing outstanding
 		}
-		q.retry(env, now, r.ackPSN, false)
+		q.retry(env, now, r.ackPSN, RetryTimeout)
 	}
 }
 

@@ -195,6 +195,9 @@ func TestRCSequenceNAKOncePerGap(t *testing.T) {
 	if len(a.sent) != 1 || a.sent[0].status != abi.StatusSuccess || !bytes.Equal(b.regions[1].buf[:2560], data) {
 		t.Fatalf("the WRITE did not complete once after go-back-N: %+v", a.sent)
 	}
+	if a.retries != [4]int{RetryNAK: 1} || a.resent != 10 {
+		t.Fatalf("the requester counted retries %v and %d packets sent again; want one NAK retry of all 10", a.retries, a.resent)
+	}
 }
 
 func TestRCPeerGoneRetryExceeded(t *testing.T) {
@@ -216,6 +219,9 @@ func TestRCPeerGoneRetryExceeded(t *testing.T) {
 			want := int64(retry+1) * abi.AckTimeout(10)
 			if w.now != want {
 				t.Fatalf("RETRY_EXC_ERR at %d ns, want %d (%d timeouts)", w.now, want, retry+1)
+			}
+			if a.retries != [4]int{RetryTimeout: int(retry)} || a.resent != 3*int(retry) {
+				t.Fatalf("the requester counted retries %v and %d packets sent again; want %d timeouts, each resending the 3 SENDs", a.retries, a.resent, retry)
 			}
 			if a.event != NoEvent || a.failed == "" {
 				t.Fatalf("the requester's QP must fail without an affiliated event: %v %q", a.event, a.failed)
@@ -244,6 +250,9 @@ func TestRCRNR(t *testing.T) {
 		}
 		if b.rnrs < 1 {
 			t.Fatal("no RNR NAK was sent")
+		}
+		if a.retries[RetryRNR] != a.rnrIn || a.resent != 3*a.rnrIn {
+			t.Fatalf("the requester counted %v retries and %d packets sent again after %d RNR NAKs; want one RNR retry of the 3-packet SEND each", a.retries, a.resent, a.rnrIn)
 		}
 	})
 	t.Run("rnr_retry exceeded", func(t *testing.T) {

@@ -261,12 +261,12 @@ func (q *QP) rewind(psn uint32) bool {
 	return false
 }
 
-// retry sends again from psn after a timeout or a sequence-error NAK,
+// retry sends again from psn after a timeout or a sequence error (cause),
 // spending one of retry_cnt (7: for ever). When the budget is spent the
 // oldest request completes with RETRY_EXC_ERR and the QP fails.
-func (q *QP) retry(env Env, now int64, psn uint32, nak bool) {
+func (q *QP) retry(env Env, now int64, psn uint32, cause RetryCause) {
 	r := &q.req
-	if nak && r.nakValid && r.lastNAK == psn {
+	if cause == RetryNAK && r.nakValid && r.lastNAK == psn {
 		return // rxe follows an RNR NAK with a sequence NAK for the same PSN
 	}
 	if q.cfg.RetryCnt != 7 {
@@ -276,9 +276,11 @@ func (q *QP) retry(env Env, now int64, psn uint32, nak bool) {
 		}
 		r.retryCnt--
 	}
+	from := r.psn
 	if !q.rewind(psn) {
 		return
 	}
+	env.Retransmit(cause, uint32(max(psnDiff(from, r.psn), 0)))
 	r.lastNAK, r.nakValid = psn, true
 	r.timerAt = 0
 	q.pump(env, now)

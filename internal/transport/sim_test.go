@@ -45,7 +45,9 @@ type node struct {
 	event   abi.EventType
 	naks    int // sequence-error NAKs sent
 	rnrs    int
-	rnrIn   int // RNR NAKs received
+	rnrIn   int               // RNR NAKs received
+	retries [RetryRNR + 1]int // go-back-Ns by cause
+	resent  int               // packets they sent again
 	grh     [40]byte
 }
 
@@ -112,6 +114,8 @@ func (n *node) Fail(ev abi.EventType, reason string) { n.failed, n.event = reaso
 func (n *node) Drop(r DropReason) { n.drops[r]++ }
 
 func (n *node) RNR() { n.rnrIn++ }
+
+func (n *node) Retransmit(c RetryCause, k uint32) { n.retries[c]++; n.resent += int(k) }
 
 // world is the simulated network and clock.
 type world struct {
