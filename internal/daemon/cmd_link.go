@@ -121,7 +121,7 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 // missing interface is no error, the link waits for it.
 func (d *Daemon) openLink(e *linkEntry, restoring bool) error {
 	l, err := uplink.Open(uplink.Config{Name: e.spec.Name, Netdev: e.spec.Netdev, DSCP: e.spec.DSCP,
-		Port: d.cfg.LinkPort, WaitNetdev: restoring})
+		Port: d.cfg.LinkPort, WaitNetdev: restoring, GSO: d.cfg.LinkGSO})
 	if err != nil {
 		return linkError(e.spec, err)
 	}
