@@ -369,3 +369,34 @@ func TestLinkGSOCarriesRuns(t *testing.T) {
 		})
 	}
 }
+
+// GRO merges DF packets of one fixed ID too: a buffer whose segments all
+// carry its ID is cut into packets with that ID, found from the second
+// segment's ICRC.
+func TestForSegmentsFindsFixedIDs(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	for _, fixed := range []uint16{0, 7, 0x8001, 0xffff} {
+		frames := writeMessage(src, dst, 1, 0xC000, 0x11, 5, 1024, 5*1024)[1:] // MIDDLEs and the LAST
+		for _, f := range frames {
+			binary.BigEndian.PutUint16(f[4:], fixed)
+			binary.LittleEndian.PutUint32(f[len(f)-4:], testICRC(f))
+		}
+		b := append([]byte(nil), frames[0][:28]...)
+		for _, f := range frames {
+			b = append(b, f[28:]...)
+		}
+		binary.BigEndian.PutUint16(b[2:], uint16(len(b)))
+		binary.BigEndian.PutUint16(b[24:], uint16(len(b)-20))
+		s := splitSize(b, 20)
+		if s != len(frames[0])-28 {
+			t.Fatalf("splitSize = %d, want %d", s, len(frames[0])-28)
+		}
+		i := 0
+		forSegments(b, 20, s, func(f []byte) {
+			if id := binary.BigEndian.Uint16(f[4:]); id != fixed || !icrcOK(f) {
+				t.Errorf("ID %#x: segment %d has ID %#x, ICRC ok %v", fixed, i, id, icrcOK(f))
+			}
+			i++
+		})
+	}
+}

@@ -3,6 +3,7 @@ package uplink
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -182,8 +183,9 @@ func segmentsChain(p []byte, s int, psn uint32) bool {
 // forSegments cuts b, a GSO run of s-byte segments received whole, into
 // whole IP packets in place and calls fn with each, in order. Each gets the
 // header of b with its own lengths and, for IPv4, the Identification the
-// segmentation would have given it (b's plus its index) and a fresh
-// checksum; its UDP checksum is 0, as rxe sends. Building segment j's
+// segmentation would have given it (b's plus its index; or b's, if GRO
+// merged packets of one fixed ID, which the second segment's ICRC tells)
+// and a fresh checksum; its UDP checksum is 0, as rxe sends. Building segment j's
 // header overwrites the end of segment j-1, so each slice is valid only
 // during its call. hl is 20 or 40.
 func forSegments(b []byte, hl, s int, fn func([]byte)) {
@@ -191,6 +193,10 @@ func forSegments(b []byte, hl, s int, fn func([]byte)) {
 	n := hl + 8
 	copy(h[:n], b[:n])
 	id := binary.BigEndian.Uint16(h[4:6])
+	step := uint16(1)
+	if hl == 20 && len(b) > n+s {
+		step = idStep(h[:n], b[n+s:min(n+2*s, len(b))], id)
+	}
 	for j, off := 0, n; off < len(b); j, off = j+1, off+s {
 		end := min(off+s, len(b))
 		f := b[off-n : end]
@@ -198,7 +204,7 @@ func forSegments(b []byte, hl, s int, fn func([]byte)) {
 		seg := end - off
 		if hl == 20 {
 			binary.BigEndian.PutUint16(f[2:4], uint16(n+seg))
-			binary.BigEndian.PutUint16(f[4:6], id+uint16(j))
+			binary.BigEndian.PutUint16(f[4:6], id+uint16(j)*step)
 			f[10], f[11] = 0, 0
 			binary.BigEndian.PutUint16(f[10:12], ipv4Checksum(f[:20]))
 		} else {
@@ -209,6 +215,49 @@ func forSegments(b []byte, hl, s int, fn func([]byte)) {
 		fn(f)
 	}
 }
+
+// idStep tells how the IPv4 Identifications of the segments of a buffer
+// that arrived whole go on: 1 (each one more than the last: what GSO
+// segmentation gives, and what GRO merges by default) or 0 (all the same:
+// GRO also merges DF packets of a fixed ID). It computes the ICRC of seg,
+// the second segment, with h (the buffer's IP and UDP headers, ID id) for
+// the ID id+1 and takes 0 only if the one for id matches instead.
+func idStep(h []byte, seg []byte, id uint16) uint16 {
+	if len(seg) < minSegment {
+		return 1
+	}
+	var m [20 + 8 + 12]byte
+	copy(m[:28], h)
+	copy(m[28:], seg[:12])
+	binary.BigEndian.PutUint16(m[2:4], uint16(28+len(seg)))
+	binary.BigEndian.PutUint16(m[4:6], id+1)
+	binary.BigEndian.PutUint16(m[24:26], uint16(8+len(seg)))
+	m[1], m[8], m[10], m[11] = 0xff, 0xff, 0xff, 0xff // TOS, TTL, checksum
+	m[26], m[27] = 0xff, 0xff                         // UDP checksum
+	m[28+4] = 0xff                                    // BTH FECN, BECN, resv6
+	crc := crcSmall(icrcSeed, m[:])
+	crc = crc32.Update(crc, crc32.IEEETable, seg[12:len(seg)-4])
+	got := binary.LittleEndian.Uint32(seg[len(seg)-4:])
+	if got != crc && got == crc^icrcIDDelta(zeroBytesOp(28+len(seg)-10), (id+1)^id) {
+		return 0
+	}
+	return 1
+}
+
+// crcSmall is crc32.Update(crc, crc32.IEEETable, p) a byte at a time, for
+// a few dozen bytes: hash/crc32 calls through a function value, so a stack
+// array handed to it would escape to the heap.
+func crcSmall(crc uint32, p []byte) uint32 {
+	t := crc32.IEEETable
+	crc = ^crc
+	for _, v := range p {
+		crc = t[byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
+}
+
+// icrcSeed is the CRC-32 of the 8 bytes of 0xff the ICRC starts with.
+var icrcSeed = crc32.ChecksumIEEE([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 
 // ipv4Checksum returns the header checksum of h, whose checksum field is 0.
 func ipv4Checksum(h []byte) uint16 {
