@@ -201,7 +201,7 @@ func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
 	info.Port = e.l.Port()
 	c := e.l.Stats()
 	info.Counters = proto.LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
-		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors}
+		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors, TxGSO: c.TxGSO, RxGSO: c.RxGSO}
 	ws := d.host.WireStats(e.spec.Name)
 	info.Counters.RxMalformed, info.Counters.RxICRC, info.Counters.RxUnknownQP, info.Counters.RxBadPKey = ws.Malformed, ws.ICRC, ws.UnknownQP, ws.BadKey
 	info.Counters.RxNotOurs += ws.NotOurs
