@@ -405,3 +405,47 @@ func TestForSegmentsFindsFixedIDs(t *testing.T) {
 		})
 	}
 }
+
+// A GSO socket is bound to the interface's index: when the interface goes
+// and comes back under its name (a new index), the link sends its runs on
+// new sockets.
+func TestLinkGSOFollowsARecreatedInterface(t *testing.T) {
+	n := newTestNet(t)
+	la := openIn(t, n.a.ns, Config{Name: "a", Netdev: n.a.dev, GSO: true})
+	lb := openIn(t, n.b.ns, Config{Name: "b", Netdev: n.b.dev, GSO: true})
+	cb := serve(t, lb)
+	run := func() {
+		t.Helper()
+		frames := writeMessage(n.a.v4, n.b.v4, 1, 0xC000, 0x11, 5, 1024, 8*1024)
+		before := la.Stats().TxGSO
+		send(t, la, rcFrame(n.a.v4, n.b.v4, 1, 0xC009, 0x11, 1, 1, nil)) // the neighbour cache
+		cb.next(t)
+		send(t, la, frames...)
+		for i := range frames {
+			if got := cb.next(t); !bytes.Equal(normalized(got), normalized(frames[i])) || !icrcOK(got) {
+				t.Fatalf("frame %d differs or its ICRC does not verify:\n got %x\nwant %x", i, got, frames[i])
+			}
+		}
+		if la.Stats().TxGSO == before {
+			t.Fatal("no GSO send")
+		}
+	}
+	run()
+	old := ifindex(t, n.a.ns, n.a.dev)
+	ip(t, "-n", n.a.ns, "link", "del", n.a.dev) // and its peer
+	waitFor(t, "the links to see the interfaces go", func() bool { return !la.State().Netdev && !lb.State().Netdev })
+	ip(t, "link", "add", n.a.dev, "address", n.a.mac.String(), "netns", n.a.ns, "type", "veth",
+		"peer", "name", n.b.dev, "address", n.b.mac.String(), "netns", n.b.ns)
+	for _, s := range []*side{&n.a, &n.b} {
+		ip(t, "-n", s.ns, "link", "set", s.dev, "addrgenmode", "none")
+		ip(t, "-n", s.ns, "addr", "add", s.v4.String()+"/24", "dev", s.dev)
+		ip(t, "-n", s.ns, "link", "set", s.dev, "up")
+	}
+	if ifindex(t, n.a.ns, n.a.dev) == old {
+		t.Fatal("the new interface has the old index")
+	}
+	waitFor(t, "the links to see the new interfaces", func() bool {
+		return la.State().Active && lb.State().Active && len(la.GIDs()) > 1 && len(lb.GIDs()) > 1
+	})
+	run()
+}
