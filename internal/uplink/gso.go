@@ -2,6 +2,7 @@ package uplink
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -19,7 +20,8 @@ import (
 // is bound with SO_REUSEADDR and IP_FREEBIND, as the port holders are, and
 // drops whatever it receives. A combination whose socket cannot be made
 // (the port is another program's) is remembered and its runs go through
-// the raw socket frame by frame.
+// the raw socket frame by frame, as do those of a flow whose GSO send the
+// kernel refused (refusedGSO).
 //
 // The kernel numbers the IPv4 segments of an unconnected DF socket's send
 // 0, 1, 2, ... (segmentation in the stack or the driver keeps counting from
@@ -290,6 +292,24 @@ func setRunIDs(run [][]byte, old []uint32) {
 func restoreICRCs(run [][]byte, old []uint32) {
 	for j, f := range run {
 		binary.LittleEndian.PutUint32(f[len(f)-4:], old[j])
+	}
+}
+
+// refusedGSO reports whether a GSO send failed because the kernel will not
+// send GSO buffers on that path (an IPsec route: EIO; a socket or device
+// that cannot checksum: EINVAL; EOPNOTSUPP) rather than for a reason the
+// raw socket would meet as well.
+func refusedGSO(err error) bool {
+	return errors.Is(err, unix.EIO) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+// refuse closes the socket and marks it unusable: its flow's runs go on
+// the raw socket from now on (until the interface's index changes or the
+// sockets are made again).
+func (s *gsoSock) refuse() {
+	if s.f != nil {
+		s.f.Close()
+		s.f, s.rc = nil, nil
 	}
 }
 

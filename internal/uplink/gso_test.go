@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os/exec"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // rcFrame builds an RC frame with opcode op to QP qpn at PSN psn: the BTH,
@@ -448,4 +450,46 @@ func TestLinkGSOFollowsARecreatedInterface(t *testing.T) {
 		return la.State().Active && lb.State().Active && len(la.GIDs()) > 1 && len(lb.GIDs()) > 1
 	})
 	run()
+}
+
+// A GSO send the kernel refuses (here: a socket told not to checksum,
+// which GSO needs) does not fail the batch: the run goes on the raw
+// socket, frame by frame, as do the flow's later runs.
+func TestLinkGSOFallsBackWhenRefused(t *testing.T) {
+	n := newTestNet(t)
+	la := openIn(t, n.a.ns, Config{Name: "a", Netdev: n.a.dev, GSO: true})
+	lb := openIn(t, n.b.ns, Config{Name: "b", Netdev: n.b.dev, GSO: true})
+	cb := serve(t, lb)
+	send(t, la, rcFrame(n.a.v4, n.b.v4, 1, 0xC009, 0x11, 1, 1, nil)) // the neighbour cache
+	cb.next(t)
+	frames := writeMessage(n.a.v4, n.b.v4, 1, 0xC000, 0x11, 5, 1024, 8*1024)
+	send(t, la, frames[:1]...)
+	send(t, la, frames[1:3]...) // makes the flow's socket
+	if la.Stats().TxGSO != 1 {
+		t.Fatalf("TxGSO %d, want 1", la.Stats().TxGSO)
+	}
+	la.tx.mu.Lock()
+	for _, s := range la.tx.gso.socks {
+		if s.rc != nil {
+			_ = s.rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1) })
+		}
+	}
+	la.tx.mu.Unlock()
+	send(t, la, frames[3:]...)
+	send(t, la, frames[3:]...) // again: the flow's socket is no longer tried
+	for i, f := range append(append([][]byte{}, frames...), frames[3:]...) {
+		got := cb.next(t)
+		if i < 3 {
+			if !bytes.Equal(normalized(got), normalized(f)) || !icrcOK(got) {
+				t.Fatalf("frame %d differs or its ICRC does not verify", i)
+			}
+			continue
+		}
+		if !bytes.Equal(got, f) {
+			t.Fatalf("frame %d is not byte for byte what was sent (on the raw socket):\n got %x\nwant %x", i, got, f)
+		}
+	}
+	if s := la.Stats(); s.TxGSO != 1 || s.TxErrors != 0 || s.TxPackets != uint64(1+len(frames)+len(frames)-3) {
+		t.Errorf("stats %+v, want 1 GSO send, no errors, every frame counted once", s)
+	}
 }

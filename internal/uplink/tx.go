@@ -153,6 +153,12 @@ func (s *sender) write(l *Link, frames [][]byte, ifindex int) (int, error) {
 		if k, sock := s.gsoRunAt(frames[sent:]); sock != nil {
 			run := frames[sent : sent+k]
 			if err := s.gso.send(sock, run, runHeader(run[0])); err != nil {
+				if refusedGSO(err) {
+					// Nothing of the run went: it goes on the raw
+					// socket, and so will the flow's next runs.
+					sock.refuse()
+					continue
+				}
 				if err != ErrClosed {
 					l.stats.txErrors.Add(1)
 				}
