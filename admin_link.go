@@ -41,6 +41,8 @@ type LinkCounters struct {
 	RxICRC      uint64 // the invariant CRC did not match
 	RxUnknownQP uint64 // no such QP, or one of another type, state or connection
 	RxBadPKey   uint64
+	TxGSO       uint64 // GSO buffers sent (the bulk path; their packets are in TxPackets)
+	RxGSO       uint64 // GSO buffers received whole and cut into their packets
 }
 
 func linkInfo(p proto.LinkInfo) LinkInfo {
@@ -54,7 +56,8 @@ func linkInfo(p proto.LinkInfo) LinkInfo {
 	c := p.Counters
 	l.Counters = LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
 		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors,
-		RxMalformed: c.RxMalformed, RxICRC: c.RxICRC, RxUnknownQP: c.RxUnknownQP, RxBadPKey: c.RxBadPKey}
+		RxMalformed: c.RxMalformed, RxICRC: c.RxICRC, RxUnknownQP: c.RxUnknownQP, RxBadPKey: c.RxBadPKey,
+		TxGSO: c.TxGSO, RxGSO: c.RxGSO}
 	return l
 }
 

@@ -7,22 +7,23 @@ package vrdma_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/netns"
 )
 
-// netnsHosts starts a daemon with a link rxe0 on eth0 in each of two
-// namespace hosts and opens the conformance instances on them.
-func netnsHosts(t *testing.T) (*netns.Topology, [2]*netns.Daemon, *confEnv) {
+// netnsHosts starts a daemon (with daemonArgs) with a link rxe0 on eth0 in
+// each of two namespace hosts and opens the conformance instances on them.
+func netnsHosts(t *testing.T, daemonArgs ...string) (*netns.Topology, [2]*netns.Daemon, *confEnv) {
 	t.Helper()
 	netns.Require(t)
 	top := netns.New(t, 2)
 	var ds [2]*netns.Daemon
 	var socks [2]string
 	for i, h := range top.Hosts {
-		ds[i] = h.StartDaemon(t)
+		ds[i] = h.StartDaemon(t, daemonArgs...)
 		ds[i].Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", h.Iface)
 		socks[i] = ds[i].Socket
 	}
@@ -45,8 +46,29 @@ func gidIndexOf(t *testing.T, dev *vrdma.Device, want vrdma.GID) int {
 	return -1
 }
 
-func TestNetnsHosts(t *testing.T) {
-	top, _, e := netnsHosts(t)
+func TestNetnsHosts(t *testing.T) { testNetnsHosts(t) }
+
+// The same with the links' GSO bulk path: RC and UC messages of several
+// packets go as GSO runs, under loss too (a lost buffer is a burst).
+func TestNetnsHostsGSO(t *testing.T) { testNetnsHosts(t, "--link-gso") }
+
+func testNetnsHosts(t *testing.T, daemonArgs ...string) {
+	top, ds, e := netnsHosts(t, daemonArgs...)
+	if len(daemonArgs) > 0 {
+		defer func() {
+			// Both ends sent GSO runs (WRITEs and SENDs one way, READ
+			// responses the other) and cut the ones that arrived whole.
+			for i, d := range ds {
+				out := d.Vrdma(t, "link", "show")
+				var tx, rx int
+				if j := strings.Index(out, "tx_gso "); j < 0 {
+					t.Errorf("host %d: no GSO counters in\n%s", i, out)
+				} else if _, err := fmt.Sscanf(out[j:], "tx_gso %d rx_gso %d", &tx, &rx); err != nil || tx == 0 || rx == 0 {
+					t.Errorf("host %d: tx_gso %d rx_gso %d (%v), want both above 0", i, tx, rx, err)
+				}
+			}
+		}()
+	}
 	v4 := gidIndexOf(t, e.a, vrdma.GID(top.Hosts[0].IPv4.As16()))
 	v6 := gidIndexOf(t, e.a, vrdma.GID(top.Hosts[0].IPv6LL.As16()))
 	if v4b := gidIndexOf(t, e.b, vrdma.GID(top.Hosts[1].IPv4.As16())); v4b != v4 {

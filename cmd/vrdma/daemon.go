@@ -20,6 +20,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	group := fs.String("group", "", "group that may use the devices: the socket is made group-owned by it (like the rdma group)")
 	mode := fs.Uint("mode", 0o660, "socket permission bits")
 	verbose := fs.Bool("v", false, "log each session and failure")
+	linkGSO := fs.Bool("link-gso", os.Getenv("VRDMA_LINK_GSO") == "1", "RoCEv2 links send each run of a message's MTU-sized packets as one UDP GSO buffer (docs/design/bulk-path.md; default on if VRDMA_LINK_GSO=1)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
 	userLimits := limitsFlag{}
@@ -49,7 +50,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log,
+	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log, LinkGSO: *linkGSO,
 		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
 		TotalLimits: daemon.Limits(totalLimits)})

@@ -156,6 +156,9 @@ func printLink(w io.Writer, l vrdma.LinkInfo) {
 	fmt.Fprintf(w, "    rx_packets %d rx_bytes %d tx_packets %d tx_bytes %d rx_dropped %d rx_not_ours %d rx_errors %d tx_errors %d\n",
 		c.RxPackets, c.RxBytes, c.TxPackets, c.TxBytes, c.RxDropped, c.RxNotOurs, c.RxErrors, c.TxErrors)
 	fmt.Fprintf(w, "    rx_malformed %d rx_icrc_errors %d rx_unknown_qp %d rx_bad_pkey %d\n", c.RxMalformed, c.RxICRC, c.RxUnknownQP, c.RxBadPKey)
+	if c.TxGSO != 0 || c.RxGSO != 0 {
+		fmt.Fprintf(w, "    tx_gso %d rx_gso %d\n", c.TxGSO, c.RxGSO)
+	}
 	if l.Problem != "" {
 		fmt.Fprintf(w, "    problem: %s\n", l.Problem)
 	}

@@ -121,7 +121,7 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 // missing interface is no error, the link waits for it.
 func (d *Daemon) openLink(e *linkEntry, restoring bool) error {
 	l, err := uplink.Open(uplink.Config{Name: e.spec.Name, Netdev: e.spec.Netdev, DSCP: e.spec.DSCP,
-		Port: d.cfg.LinkPort, WaitNetdev: restoring})
+		Port: d.cfg.LinkPort, WaitNetdev: restoring, GSO: d.cfg.LinkGSO})
 	if err != nil {
 		return linkError(e.spec, err)
 	}
@@ -201,7 +201,7 @@ func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
 	info.Port = e.l.Port()
 	c := e.l.Stats()
 	info.Counters = proto.LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
-		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors}
+		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors, TxGSO: c.TxGSO, RxGSO: c.RxGSO}
 	ws := d.host.WireStats(e.spec.Name)
 	info.Counters.RxMalformed, info.Counters.RxICRC, info.Counters.RxUnknownQP, info.Counters.RxBadPKey = ws.Malformed, ws.ICRC, ws.UnknownQP, ws.BadKey
 	info.Counters.RxNotOurs += ws.NotOurs

@@ -31,6 +31,7 @@ type Config struct {
 	Group      string      // group that owns the socket ("" = leave as created)
 	StateDir   string      // where instances and links persist ("" = nothing persists)
 	LinkPort   uint16      // UDP port of the links: 0 = 4791, the RoCEv2 port (tests use another)
+	LinkGSO    bool        // RoCEv2 links send runs of packets as UDP GSO buffers (uplink.Config.GSO)
 	HostName   string      // default os.Hostname
 	Logger     *slog.Logger
 	Switch     SwitchConfig // the distributed switch (package switchagent, switch.go); zero: none

@@ -345,6 +345,10 @@ type LinkCounters struct {
 	RxDropped uint64 `json:"rx_dropped"`
 	RxErrors  uint64 `json:"rx_errors"`
 	TxErrors  uint64 `json:"tx_errors"`
+	// GSO buffers sent, and received whole and cut into their packets
+	// (counted in the packets too): the bulk path, docs/design/bulk-path.md.
+	TxGSO uint64 `json:"tx_gso"`
+	RxGSO uint64 `json:"rx_gso"`
 	// What the engine dropped of what the link delivered.
 	RxMalformed uint64 `json:"rx_malformed"`   // not a RoCEv2 packet it can decode
 	RxICRC      uint64 `json:"rx_icrc_errors"` // the invariant CRC did not match

@@ -18,6 +18,11 @@ type Config struct {
 	// with no GIDs, and comes up when the interface appears. A daemon
 	// restoring its saved links uses it.
 	WaitNetdev bool
+	// GSO sends each run of a message's MTU-sized packets to one QP as one
+	// UDP GSO buffer (docs/design/bulk-path.md) and lets the port-holding
+	// sockets take such buffers whole (UDP_GRO) rather than cut up. A link
+	// receives GSO buffers whole or cut up either way.
+	GSO bool
 }
 
 func (c Config) port() uint16 {
@@ -36,6 +41,10 @@ type Stats struct {
 	// namespace); RxDropped, packets too large for a buffer or malformed.
 	RxNotOurs, RxDropped uint64
 	RxErrors, TxErrors   uint64 // failed receive calls; frames the kernel refused
+	// TxGSO counts GSO sends, RxGSO GSO buffers that arrived whole and
+	// were cut into their packets; the packets are in TxPackets and
+	// RxPackets.
+	TxGSO, RxGSO uint64
 }
 
 // State is what a link knows about its interface.

@@ -81,6 +81,9 @@ func Open(cfg Config) (*Link, error) {
 	if l.w, err = newWatcher(l); err != nil {
 		return nil, err
 	}
+	if cfg.GSO {
+		l.tx.gso = newGSOSender(l.w.nsfd, int(cfg.DSCP>>3))
+	}
 	if err := l.w.sync(); err != nil {
 		if !(cfg.WaitNetdev && errors.Is(err, ErrNoNetdev)) {
 			return nil, err

@@ -140,3 +140,35 @@ func parseCmsgs6(b []byte, info *rxInfo6) {
 		b = b[next:]
 	}
 }
+
+// sendmsg sends one message.
+func sendmsg(fd uintptr, hdr *unix.Msghdr) (int, unix.Errno) {
+	n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+// setName4 makes the GSO send go to name4.
+func (g *gsoSender) setName4() {
+	g.hdr.Name = (*byte)(unsafe.Pointer(&g.name4))
+	g.hdr.Namelen = unix.SizeofSockaddrInet4
+}
+
+// setName6 makes the GSO send go to name6.
+func (g *gsoSender) setName6() {
+	g.hdr.Name = (*byte)(unsafe.Pointer(&g.name6))
+	g.hdr.Namelen = unix.SizeofSockaddrInet6
+}
+
+// putSegmentCmsg writes a UDP_SEGMENT control message with segment size
+// seg into b and returns its length.
+func putSegmentCmsg(b []byte, seg uint16) int {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level = unix.SOL_UDP
+	h.Type = unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(b[unix.CmsgLen(0):], seg)
+	return unix.CmsgSpace(2)
+}

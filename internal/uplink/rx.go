@@ -9,9 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bufSize is one receive buffer: a 9000-byte jumbo frame's IP packet and
-// room to spare.
-const bufSize = 9216
+// bufSize is one receive buffer: the largest IP packet, which a GSO
+// buffer arriving whole (see segment.go) may be, behind the room an IPv6
+// reader leaves for the fixed header. Pages a packet never reaches are
+// never touched.
+const bufSize = ipv6HeaderLen + 0xffff + 1
 
 // ipv6HeaderLen is the fixed IPv6 header a reader puts back in front of
 // what a raw IPv6 socket returns (the UDP header on).
@@ -35,6 +37,12 @@ type reader struct {
 	// readFn is the RawConn callback, made once so that a read allocates
 	// nothing.
 	readFn func(fd uintptr) bool
+
+	// The segments of a GSO buffer go to deliver through deliverSeg,
+	// made once, which counts them.
+	deliver        func([]byte)
+	deliverSeg     func([]byte)
+	segs, segBytes uint64
 }
 
 func newReader(l *Link, f *os.File, v6 bool) (*reader, error) {
@@ -51,6 +59,11 @@ func newReader(l *Link, f *os.File, v6 bool) (*reader, error) {
 		} else {
 			r.m.setBuf(i, r.bufs[i][:])
 		}
+	}
+	r.deliverSeg = func(f []byte) {
+		r.deliver(f)
+		r.segs++
+		r.segBytes += uint64(len(f))
 	}
 	r.readFn = func(fd uintptr) bool {
 		if r.v6 {
@@ -71,6 +84,7 @@ func newReader(l *Link, f *os.File, v6 bool) (*reader, error) {
 
 // run reads until the socket is closed.
 func (r *reader) run(deliver func([]byte)) {
+	r.deliver = deliver
 	for {
 		if err := r.rc.Read(r.readFn); err != nil {
 			return // closed
@@ -109,6 +123,16 @@ func (r *reader) deliver4(deliver func([]byte)) {
 		case !s.has4(b[16:20]):
 			notOurs++
 		default:
+			if b[0] == 0x45 {
+				if seg := splitSize(b, 20); seg != 0 {
+					r.segs, r.segBytes = 0, 0
+					forSegments(b, 20, seg, r.deliverSeg)
+					pkts += r.segs
+					bytes += r.segBytes
+					r.l.stats.rxGSO.Add(1)
+					continue
+				}
+			}
 			deliver(b)
 			pkts++
 			bytes += uint64(n)
@@ -153,6 +177,14 @@ func (r *reader) deliver6(deliver func([]byte)) {
 		}
 		copy(b[8:24], r.m.names6[i].Addr[:])
 		copy(b[24:40], info.dst[:])
+		if seg := splitSize(b, ipv6HeaderLen); seg != 0 {
+			r.segs, r.segBytes = 0, 0
+			forSegments(b, ipv6HeaderLen, seg, r.deliverSeg)
+			pkts += r.segs
+			bytes += r.segBytes
+			r.l.stats.rxGSO.Add(1)
+			continue
+		}
 		deliver(b)
 		pkts++
 		bytes += uint64(len(b))

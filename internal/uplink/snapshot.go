@@ -43,6 +43,7 @@ type counters struct {
 	rxPackets, rxBytes, txPackets, txBytes atomic.Uint64
 	rxNotOurs, rxDropped, rxErrors         atomic.Uint64
 	txErrors                               atomic.Uint64
+	txGSO, rxGSO                           atomic.Uint64
 }
 
 func (c *counters) count(pkts, bytes, notOurs, dropped uint64) {
@@ -64,5 +65,6 @@ func (c *counters) snapshot() Stats {
 		TxPackets: c.txPackets.Load(), TxBytes: c.txBytes.Load(),
 		RxNotOurs: c.rxNotOurs.Load(), RxDropped: c.rxDropped.Load(),
 		RxErrors: c.rxErrors.Load(), TxErrors: c.txErrors.Load(),
+		TxGSO: c.txGSO.Load(), RxGSO: c.rxGSO.Load(),
 	}
 }

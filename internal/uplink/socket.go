@@ -152,8 +152,10 @@ func drain(fd int) {
 // on that address and the kernel sends no ICMP port-unreachable for it. Its
 // filter drops every packet: the raw sockets have their copy already.
 // IP_FREEBIND lets it bind an address that is still tentative (IPv6
-// duplicate address detection) or just going away.
-func holdPort(addr netip.Addr, ifindex int, port uint16) (int, error) {
+// duplicate address detection) or just going away. With gro it takes GSO
+// buffers whole (UDP_GRO), so that one arriving whole (over a veth pair) is
+// dropped at once rather than cut up first.
+func holdPort(addr netip.Addr, ifindex int, port uint16, gro bool) (int, error) {
 	family := unix.AF_INET
 	if addr.Is6() {
 		family = unix.AF_INET6
@@ -174,6 +176,11 @@ func holdPort(addr netip.Addr, ifindex int, port uint16) (int, error) {
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_FREEBIND, 1); err != nil {
 		return fail(err)
+	}
+	if gro {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1); err != nil {
+			return fail(err)
+		}
 	}
 	var sa unix.Sockaddr
 	if addr.Is4() {

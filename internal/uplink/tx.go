@@ -22,6 +22,8 @@ type sender struct {
 	n        int
 	errno    unix.Errno
 	writeFn  func(fd uintptr) bool
+
+	gso *gsoSender // nil unless the link sends GSO runs (Config.GSO)
 }
 
 // newSender opens the send sockets. Their packets get the socket priority
@@ -58,13 +60,23 @@ func newSender(dscp uint8) (*sender, error) {
 }
 
 func (s *sender) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.f4.Close()
 	s.f6.Close()
+	if s.gso != nil {
+		s.gso.close()
+	}
 }
 
 // bindTo makes both sockets send through interface ifindex only, as rxe
 // routes with the netdev as output interface.
 func (s *sender) bindTo(ifindex int) error {
+	if s.gso != nil {
+		s.mu.Lock()
+		s.gso.bindTo(ifindex)
+		s.mu.Unlock()
+	}
 	for _, rc := range []syscall.RawConn{s.rc4, s.rc6} {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
@@ -110,6 +122,23 @@ func frameFamily(f []byte) (int, string) {
 	return 0, "not an IPv4 or IPv6 packet"
 }
 
+// gsoRunAt returns the length of the GSO run frames start with and the
+// socket to send it on; nil if they start none or the link sends none.
+func (s *sender) gsoRunAt(frames [][]byte) (int, *gsoSock) {
+	if s.gso == nil {
+		return 0, nil
+	}
+	k := gsoRun(frames, gsoMaxSegs)
+	if k < 2 {
+		return 0, nil
+	}
+	sock := s.gso.sock(frames[0], runHeader(frames[0]))
+	if sock == nil {
+		return 0, nil
+	}
+	return k, sock
+}
+
 // write sends frames and returns how many went. On an error it stops at
 // the frame that failed; the frames after it are not sent.
 func (s *sender) write(l *Link, frames [][]byte, ifindex int) (int, error) {
@@ -121,13 +150,43 @@ func (s *sender) write(l *Link, frames [][]byte, ifindex int) (int, error) {
 		if fam == 0 {
 			return sent, &FrameError{Index: sent, Reason: why}
 		}
-		// A run of frames of one family, at most one batch.
+		if k, sock := s.gsoRunAt(frames[sent:]); sock != nil {
+			run := frames[sent : sent+k]
+			if err := s.gso.send(sock, run, runHeader(run[0])); err != nil {
+				if refusedGSO(err) {
+					// Nothing of the run went: it goes on the raw
+					// socket, and so will the flow's next runs.
+					sock.refuse()
+					continue
+				}
+				if err != ErrClosed {
+					l.stats.txErrors.Add(1)
+				}
+				return sent, err
+			}
+			var bytes uint64
+			for _, f := range run {
+				bytes += uint64(len(f))
+			}
+			l.stats.txPackets.Add(uint64(k))
+			l.stats.txBytes.Add(bytes)
+			l.stats.txGSO.Add(1)
+			sent += k
+			continue
+		}
+		// A run of frames of one family, at most one batch, up to the
+		// next GSO run.
 		k := 0
 		var bytes uint64
 		for k < batchSize && sent+k < len(frames) {
 			f := frames[sent+k]
 			if ff, _ := frameFamily(f); ff != fam {
 				break
+			}
+			if k > 0 && s.gso != nil {
+				if _, sock := s.gsoRunAt(frames[sent+k : min(sent+k+2, len(frames))]); sock != nil {
+					break
+				}
 			}
 			s.m.setBuf(k, f)
 			if fam == 4 {

@@ -127,17 +127,20 @@ func (w *watcher) problem(p string) {
 // enterNetns moves the calling (locked) thread into the namespace nsfd
 // names, unless it is there already.
 func enterNetns(nsfd int) error {
-	var want, have unix.Stat_t
-	if err := unix.Fstat(nsfd, &want); err != nil {
-		return err
-	}
-	if err := unix.Stat("/proc/thread-self/ns/net", &have); err != nil {
-		return err
-	}
-	if want.Dev == have.Dev && want.Ino == have.Ino {
+	if inNetns(nsfd) {
 		return nil
 	}
 	return unix.Setns(nsfd, unix.CLONE_NEWNET)
+}
+
+// inNetns reports whether the calling (locked) thread is in the network
+// namespace nsfd names.
+func inNetns(nsfd int) bool {
+	var want, have unix.Stat_t
+	if unix.Fstat(nsfd, &want) != nil || unix.Stat("/proc/thread-self/ns/net", &have) != nil {
+		return false
+	}
+	return want.Dev == have.Dev && want.Ino == have.Ino
 }
 
 // subscribe opens an rtnetlink socket that hears of link and address
@@ -222,7 +225,7 @@ func (w *watcher) sync() error {
 		if _, ok := w.holders[a]; ok {
 			continue
 		}
-		fd, err := holdPort(a, ifi.Index, l.port)
+		fd, err := holdPort(a, ifi.Index, l.port, l.cfg.GSO)
 		if err != nil {
 			if first == nil {
 				first = err
