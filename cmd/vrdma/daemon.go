@@ -20,7 +20,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	group := fs.String("group", "", "group that may use the devices: the socket is made group-owned by it (like the rdma group)")
 	mode := fs.Uint("mode", 0o660, "socket permission bits")
 	verbose := fs.Bool("v", false, "log each session and failure")
-	linkGSO := fs.Bool("link-gso", os.Getenv("VRDMA_LINK_GSO") == "1", "RoCEv2 links send each run of a message's MTU-sized packets as one UDP GSO buffer (docs/design/bulk-path.md; default on if VRDMA_LINK_GSO=1)")
+	linkGSO := fs.Bool("link-gso", os.Getenv("VRDMA_LINK_GSO") != "0", "RoCEv2 links send each run of a message's MTU-sized packets as one UDP GSO buffer (docs/design/bulk-path.md); --link-gso=false or VRDMA_LINK_GSO=0 sends packet by packet")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
 	userLimits := limitsFlag{}
