@@ -33,6 +33,7 @@ type Link struct {
 	minGID [16]byte // with id, its rank in the tie-break
 	ln     net.Listener
 	srvTLS *tls.Config
+	cliTLS *tls.Config // Config.TLS with fixed 16 KiB records
 	dialer net.Dialer
 	local  netip.Addr      // the address Listen names, if one: outgoing connections come from it
 	ctx    context.Context // ends at Close: aborts dials
@@ -93,7 +94,13 @@ func Open(cfg Config) (*Link, error) {
 	l.minGID = minGID(l.gids)
 	ka := net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive, Interval: cfg.KeepAlive, Count: DeadAfter}
 	l.dialer = net.Dialer{KeepAliveConfig: ka}
-	l.srvTLS = admit.ServerTLS(cfg.TLS)
+	if cfg.TLS != nil {
+		// Records are written many at a time (seal.go): TLS's small first
+		// records, which help a browser's first paint, only add records.
+		l.cliTLS = cfg.TLS.Clone()
+		l.cliTLS.DynamicRecordSizingDisabled = true
+		l.srvTLS = admit.ServerTLS(l.cliTLS)
+	}
 	lc := net.ListenConfig{KeepAliveConfig: ka}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Listen)
 	if err != nil {
