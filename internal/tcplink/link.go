@@ -141,6 +141,13 @@ func (l *Link) GIDs() [][16]byte { return slices.Clone(l.gids) }
 // ActiveMTU returns Config.MTU (4096 unless set).
 func (l *Link) ActiveMTU() abi.MTU { return l.cfg.MTU }
 
+// FramesIntact reports whether the link vouches for the frames it
+// delivers (engine.IntactLink): with TLS, whose AEAD authenticates every
+// byte between the two daemons, it does, and the engine skips the ICRC
+// check; over plain TCP, whose 16-bit checksum is weaker than the ICRC,
+// it does not.
+func (l *Link) FramesIntact() bool { return l.cfg.TLS != nil }
+
 // PathKind tells the engine that packets on this link take the tcp path.
 func (l *Link) PathKind() string { return "tcp" }
 
