@@ -21,7 +21,7 @@ import (
 // (seal.go).
 
 // directMax is the most queued bytes a direct write takes on.
-const directMax = 1 << 20
+const directMax = 64 << 10
 
 // rawConnOf returns the raw descriptor access of a TCP connection, or nil.
 func rawConnOf(nc net.Conn) syscall.RawConn {
