@@ -14,18 +14,12 @@ import (
 )
 
 // benchChannels are the connections the benchmarks run on: plain TCP and
-// mutual TLS. Each returns the TLS config of a link at ip (nil: plain).
-func benchChannels(b *testing.B) []struct {
-	name string
-	tls  func(ip string) *tls.Config
-} {
+// mutual TLS (see channels).
+func benchChannels(b *testing.B) []channel {
 	ca := pkitest.NewCA(b, "vrdma bench CA")
-	return []struct {
-		name string
-		tls  func(ip string) *tls.Config
-	}{
-		{"plain", func(string) *tls.Config { return nil }},
-		{"TLS", func(ip string) *tls.Config { return ca.Mutual(b, "vrdma daemon "+ip, ip) }},
+	return []channel{
+		{"plain", func(string) *tls.Config { return nil }, 0},
+		{"TLS", func(ip string) *tls.Config { return ca.Mutual(b, "vrdma daemon "+ip, ip) }, 1},
 	}
 }
 
