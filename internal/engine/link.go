@@ -29,6 +29,16 @@ type Link interface {
 	Close() error
 }
 
+// IntactLink is a Link that may vouch for the frames it delivers: when
+// FramesIntact is true, every frame is byte for byte what a peer's engine
+// sent — an authenticated cipher (TLS's AEAD) covers it from that engine
+// to this one — so the receiver does not check its ICRC again. Frames sent
+// on it still carry their ICRC.
+type IntactLink interface {
+	Link
+	FramesIntact() bool
+}
+
 // AddLink attaches l to the host: its GIDs become the GIDs of every adapter
 // and packets it receives are delivered to the adapters' QPs.
 func (h *Host) AddLink(l Link) error {

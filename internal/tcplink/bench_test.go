@@ -1,6 +1,7 @@
 package tcplink
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -8,7 +9,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 )
+
+// benchChannels are the connections the benchmarks run on: plain TCP and
+// mutual TLS (see channels).
+func benchChannels(b *testing.B) []channel {
+	ca := pkitest.NewCA(b, "vrdma bench CA")
+	return []channel{
+		{"plain", func(string) *tls.Config { return nil }, 0},
+		{"TLS", func(ip string) *tls.Config { return ca.Mutual(b, "vrdma daemon "+ip, ip) }, 1},
+	}
+}
 
 // queuedBytes is what waits in the link's send queues; it allocates
 // nothing, unlike Peers.
@@ -24,11 +37,12 @@ func (l *Link) queuedBytes() int {
 	return n
 }
 
-// benchLink opens a link for addr on loopback that delivers to deliver.
-func benchLink(b *testing.B, eps *endpoints, addr netip.Addr, deliver func([]byte)) *Link {
+// benchLink opens a link for addr on loopback that delivers to deliver,
+// with TLS config t (nil: plain).
+func benchLink(b *testing.B, eps *endpoints, addr netip.Addr, t *tls.Config, deliver func([]byte)) *Link {
 	b.Helper()
 	l, err := Open(Config{Name: "bench", Addrs: []netip.Addr{addr}, Listen: addr.String() + ":0", Peers: eps.lookup,
-		QueueBytes: 8 << 20, Logger: slog.New(slog.DiscardHandler)})
+		QueueBytes: 8 << 20, TLS: t, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,58 +64,68 @@ func benchLink(b *testing.B, eps *endpoints, addr netip.Addr, deliver func([]byt
 // full, so nothing is dropped). One op is one frame; allocs/op counts
 // both links.
 func BenchmarkStream(b *testing.B) {
-	for _, size := range []int{64, 1024, 4096} {
-		b.Run(strconv.Itoa(size)+"B", func(b *testing.B) {
-			var eps endpoints
-			var got atomic.Uint64
-			a := benchLink(b, &eps, addrA, func([]byte) {})
-			benchLink(b, &eps, addrB, func([]byte) { got.Add(1) })
-			batch := make([][]byte, 32)
-			for i := range batch {
-				batch[i] = testFrame(addrA, addrB, uint32(i), make([]byte, size))
-			}
-			if _, err := a.WriteBatch(batch[:1]); err != nil {
-				b.Fatal(err)
-			}
-			for got.Load() != 1 {
-				time.Sleep(time.Millisecond)
-			}
-			got.Store(0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			for sent := 0; sent < b.N; {
-				for a.queuedBytes() > 4<<20 {
-					time.Sleep(20 * time.Microsecond)
-				}
-				k := min(len(batch), b.N-sent)
-				n, err := a.WriteBatch(batch[:k])
-				if err != nil || n != k {
-					b.Fatalf("WriteBatch = %d of %d, %v", n, k, err)
-				}
-				sent += k
-			}
-			for got.Load() < uint64(b.N) {
-				time.Sleep(20 * time.Microsecond)
-			}
-			el := time.Since(start).Seconds()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/el, "frames/s")
-			b.ReportMetric(float64(b.N)*float64(len(batch[0]))/el/1e6, "MB/s")
-		})
+	for _, ch := range benchChannels(b) {
+		for _, size := range []int{64, 1024, 4096} {
+			b.Run(ch.name+"/"+strconv.Itoa(size)+"B", func(b *testing.B) { benchStream(b, ch.tls, size) })
+		}
 	}
+}
+
+func benchStream(b *testing.B, tlsOf func(string) *tls.Config, size int) {
+	var eps endpoints
+	var got atomic.Uint64
+	a := benchLink(b, &eps, addrA, tlsOf(addrA.String()), func([]byte) {})
+	benchLink(b, &eps, addrB, tlsOf(addrB.String()), func([]byte) { got.Add(1) })
+	batch := make([][]byte, 32)
+	for i := range batch {
+		batch[i] = testFrame(addrA, addrB, uint32(i), make([]byte, size))
+	}
+	if _, err := a.WriteBatch(batch[:1]); err != nil {
+		b.Fatal(err)
+	}
+	for got.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	got.Store(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for sent := 0; sent < b.N; {
+		for a.queuedBytes() > 4<<20 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		k := min(len(batch), b.N-sent)
+		n, err := a.WriteBatch(batch[:k])
+		if err != nil || n != k {
+			b.Fatalf("WriteBatch = %d of %d, %v", n, k, err)
+		}
+		sent += k
+	}
+	for got.Load() < uint64(b.N) {
+		time.Sleep(20 * time.Microsecond)
+	}
+	el := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el, "frames/s")
+	b.ReportMetric(float64(b.N)*float64(len(batch[0]))/el/1e6, "MB/s")
 }
 
 // BenchmarkPingPong bounces one 64-byte-payload frame between two links:
 // B's deliver sends it back (as the engine answers from its receiver), A's
 // wakes the benchmark. One op is one round trip.
 func BenchmarkPingPong(b *testing.B) {
+	for _, ch := range benchChannels(b) {
+		b.Run(ch.name, func(b *testing.B) { benchPingPong(b, ch.tls) })
+	}
+}
+
+func benchPingPong(b *testing.B, tlsOf func(string) *tls.Config) {
 	var eps endpoints
 	var bl *Link
 	back := make(chan struct{}, 1)
 	pong := [][]byte{testFrame(addrB, addrA, 1, make([]byte, 64))}
-	a := benchLink(b, &eps, addrA, func([]byte) { back <- struct{}{} })
-	bl = benchLink(b, &eps, addrB, func([]byte) { _, _ = bl.WriteBatch(pong) })
+	a := benchLink(b, &eps, addrA, tlsOf(addrA.String()), func([]byte) { back <- struct{}{} })
+	bl = benchLink(b, &eps, addrB, tlsOf(addrB.String()), func([]byte) { _, _ = bl.WriteBatch(pong) })
 	ping := [][]byte{testFrame(addrA, addrB, 1, make([]byte, 64))}
 	b.ReportAllocs()
 	b.ResetTimer()

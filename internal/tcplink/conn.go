@@ -37,8 +37,9 @@ type conn struct {
 	ident    string              // the peer's identity, once the handshake named it
 	slot     *admit.Slot         // incoming: its place in the handshake gate
 	p        *peer               // the peer it serves, once attached (set under l.mu)
-	sc       syscall.RawConn     // plain TCP: for direct writes (direct.go); nil with TLS
+	sc       syscall.RawConn     // the TCP connection's descriptor, for direct writes (direct.go)
 	dw       directWrite         // direct.go
+	sl       *sealConn           // under TLS: its sealed records (seal.go); nil on a plain connection
 
 	closeOnce sync.Once
 }
@@ -47,7 +48,7 @@ func (l *Link) newConn(nc net.Conn, outgoing bool, dialFor *peer) *conn {
 	var n [8]byte
 	_, _ = rand.Read(n[:])
 	c := &conn{l: l, raw: nc, nc: nc, remote: nc.RemoteAddr().String(), remoteAP: admit.AddrPortOf(nc.RemoteAddr()),
-		outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]), sc: rawConnOf(nc, l.cfg.TLS != nil)}
+		outgoing: outgoing, dialFor: dialFor, nonce: binary.BigEndian.Uint64(n[:]), sc: rawConnOf(nc)}
 	c.dw.fn = c.dw.write
 	return c
 }
@@ -80,6 +81,7 @@ func (c *conn) handshake() error {
 	}
 	if l.cfg.TLS != nil {
 		var tc *tls.Conn
+		c.sl = &sealConn{Conn: c.nc}
 		if c.outgoing {
 			// Without an Authorizer the certificate must be the endpoint
 			// host's; with one, the chain alone is verified here and the
@@ -88,9 +90,9 @@ func (c *conn) handshake() error {
 			if l.cfg.Authorize == nil {
 				name = hostOf(c.endpoint)
 			}
-			tc = tls.Client(c.nc, admit.ClientTLS(l.cfg.TLS, name, &c.chain))
+			tc = tls.Client(c.sl, admit.ClientTLS(l.cliTLS, name, &c.chain))
 		} else {
-			tc = tls.Server(c.nc, l.srvTLS)
+			tc = tls.Server(c.sl, l.srvTLS)
 		}
 		c.nc = tc
 		if err := tc.HandshakeContext(l.ctx); err != nil {
@@ -128,7 +130,22 @@ func (c *conn) handshake() error {
 		return err
 	}
 	_ = c.nc.SetDeadline(time.Time{})
+	if c.sl != nil {
+		c.sl.startCapture(c.sealedLate)
+	}
 	return nil
+}
+
+// sealedLate wakes the writer of c's peer: TLS sealed a record outside
+// the writers' seal (an alert, an answer to a key update), which waits in
+// c's sealed records.
+func (c *conn) sealedLate() {
+	c.l.mu.RLock()
+	p := c.p
+	c.l.mu.RUnlock()
+	if p != nil {
+		p.signal()
+	}
 }
 
 // helloErr explains a failure to read a hello; got is what came of its
@@ -283,7 +300,14 @@ func (c *conn) close(reason error) {
 // reads what we sent, then EOF, and closes its side.
 func (c *conn) closeWrite() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
-		if cw.CloseWrite() == nil {
+		err := cw.CloseWrite()
+		if err == nil && c.sl != nil {
+			// The close_notify is sealed behind what the connection has
+			// not written yet: write it all.
+			_ = c.raw.SetWriteDeadline(time.Now().Add(DeadAfter * c.l.cfg.KeepAlive))
+			err = c.drainSealed()
+		}
+		if err == nil {
 			return
 		}
 	}

@@ -16,17 +16,17 @@ import (
 // the socket buffer takes. What does not fit stays queued for the writer,
 // which blocks as before. Never blocking here matters: a daemon's receiver
 // answers on the goroutine that reads, and two receivers blocked writing
-// to each other would never read again. TLS connections always use the
-// writer (their records cannot be cut mid-write).
+// to each other would never read again. A TLS connection's frames are
+// sealed into records first, and the records written the same way
+// (seal.go).
 
 // directMax is the most queued bytes a direct write takes on.
 const directMax = 64 << 10
 
-// rawConnOf returns the raw descriptor access of a plain TCP connection,
-// or nil.
-func rawConnOf(nc net.Conn, tls bool) syscall.RawConn {
+// rawConnOf returns the raw descriptor access of a TCP connection, or nil.
+func rawConnOf(nc net.Conn) syscall.RawConn {
 	tc, ok := nc.(*net.TCPConn)
-	if !ok || tls {
+	if !ok {
 		return nil
 	}
 	rc, err := tc.SyscallConn()
@@ -82,7 +82,8 @@ func (w *directWrite) write(fd uintptr) bool {
 // connection allows it, else the writer is woken.
 func (p *peer) flush() {
 	c := p.conn
-	if c == nil || c.sc == nil || p.writing || p.headConn != nil || len(p.pending) == 0 || len(p.pending) > directMax {
+	if c == nil || c.sc == nil || p.writing || p.headConn != nil || len(p.pending) == 0 || len(p.pending) > directMax ||
+		c.sl != nil && c.sl.backlog() > 0 {
 		p.mu.Unlock()
 		p.signal()
 		return
@@ -91,6 +92,10 @@ func (p *peer) flush() {
 	p.pending, p.pendingFrames = p.dspare[:0], 0
 	p.writing = true
 	p.mu.Unlock()
+	if c.sl != nil {
+		p.flushSealed(c, out, frames)
+		return
+	}
 
 	n, err := c.tryWrite(out)
 	done, headLen := countFrames(out, n)
@@ -128,6 +133,41 @@ func (p *peer) flush() {
 		wake = true
 	}
 	wake = wake || len(p.pending) > 0 || len(p.toShut) > 0
+	p.mu.Unlock()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		c.close(err)
+	}
+	if wake {
+		p.signal()
+	}
+}
+
+// flushSealed is flush on a TLS connection, with p.writing set: the
+// frames are sealed and the records written without waiting; what the
+// socket does not take stays in the connection's sealed records, for the
+// writer.
+func (p *peer) flushSealed(c *conn, out []byte, frames int) {
+	l := p.l
+	var n, size int
+	err := c.seal(out)
+	if err == nil {
+		rec := c.sl.take()
+		size = len(rec)
+		n, err = c.tryWrite(rec)
+		c.sl.putBack(rec, n)
+		l.stats.directWrites.Add(1)
+		if n < size {
+			l.stats.directShort.Add(1)
+		}
+		l.stats.framesOut.Add(uint64(frames))
+		l.stats.bytesOut.Add(uint64(len(out) - frameHeaderLen*frames))
+	} else {
+		l.stats.droppedConnLost.Add(uint64(frames))
+	}
+	p.mu.Lock()
+	p.writing = false
+	p.dspare = out[:0]
+	wake := err != nil || n < size || len(p.pending) > 0 || len(p.toShut) > 0
 	p.mu.Unlock()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		c.close(err)

@@ -3,8 +3,9 @@
 // engine.Link over TCP: the engine's frames — whole IPv4 or IPv6 packets,
 // UDP, BTH ... ICRC, exactly as package wire encodes them — travel inside
 // one TCP connection per pair of daemons, which carries all their QPs' RC,
-// UC and UD traffic. The ICRC stays in the frames, so the receiving engine
-// still checks it.
+// UC and UD traffic. The ICRC stays in the frames; the receiving engine
+// checks it over plain TCP, and not over TLS, whose AEAD already
+// authenticates every byte (Link.FramesIntact).
 //
 // The protocol (protocol.go has the byte layout): each side opens with a
 // hello — magic "vRtc", version 1, a random link ID, a random nonce for the
@@ -48,7 +49,9 @@
 // declared dead. Each connection has a reader goroutine that delivers
 // frames in place from its read buffer; the readers take turns (a mutex),
 // since the engine's receiver is single-threaded. Optional TLS wraps
-// every connection, mutual when Config.TLS has ClientCAs.
+// every connection, mutual when Config.TLS has ClientCAs; its records are
+// kept and written by the link like plain frames (seal.go), so they go
+// out many per write(2) and take direct writes too.
 //
 // Steady state allocates nothing per frame. docs/design/tcp-channel.md
 // tells why it is built this way and what it measured.

@@ -1,12 +1,15 @@
 package tcplink_test
 
-// Two daemons in one process joined by TCP channels: RC and UD work over
-// the public verbs API exactly as over RoCEv2, and packets that reach no QP
-// or fail the ICRC are counted by the receiving engine.
+// Two daemons in one process joined by TCP channels, plain and TLS: RC and
+// UD work over the public verbs API exactly as over RoCEv2, and packets
+// that reach no QP are counted by the receiving engine, as are packets that
+// fail the ICRC over plain TCP (over TLS the engine does not check it:
+// Link.FramesIntact).
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"log/slog"
 	"net"
@@ -20,6 +23,7 @@ import (
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 	"github.com/vrdma/vrdma/internal/tcplink"
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -61,15 +65,19 @@ func (p *peerTable) set(a netip.Addr, ep string) {
 	p.m[a] = ep
 }
 
-func startHost(t testing.TB, peers *peerTable, i int) *host {
+// startHost starts daemon i with a TCP channel on 127.0.0.i, under TLS
+// with a certificate ca issues if ca is not nil.
+func startHost(t testing.TB, peers *peerTable, i int, ca *pkitest.CA) *host {
 	t.Helper()
 	h := &host{d: daemontest.StartDaemon(t), addr: netip.AddrFrom4([4]byte{10, 47, 0, byte(i)})}
+	listen := netip.AddrFrom4([4]byte{127, 0, 0, byte(i)})
 	l, err := tcplink.Open(tcplink.Config{
 		Name:   "tcp0",
 		Addrs:  []netip.Addr{h.addr},
 		MAC:    net.HardwareAddr{0x52, 0x54, 0, 0, 0x47, byte(i)},
-		Listen: netip.AddrFrom4([4]byte{127, 0, 0, byte(i)}).String() + ":0",
+		Listen: listen.String() + ":0",
 		Peers:  peers.lookup,
+		TLS:    daemonTLS(t, ca, listen),
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -216,10 +224,24 @@ const (
 	msgLen                           = 10000 // several packets at a 4096-byte MTU
 )
 
+// daemonTLS is the mutual TLS config of a daemon listening on ip under
+// ca; nil if ca is.
+func daemonTLS(t testing.TB, ca *pkitest.CA, ip netip.Addr) *tls.Config {
+	if ca == nil {
+		return nil
+	}
+	return ca.Mutual(t, "vrdma daemon "+ip.String(), ip.String())
+}
+
 func TestDaemonsOverTCP(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testDaemons(t, nil) })
+	t.Run("TLS", func(t *testing.T) { testDaemons(t, pkitest.NewCA(t, "vrdma test CA")) })
+}
+
+func testDaemons(t *testing.T, ca *pkitest.CA) {
 	peers := &peerTable{m: make(map[netip.Addr]string)}
-	ha := startHost(t, peers, 1)
-	hb := startHost(t, peers, 2)
+	ha := startHost(t, peers, 1, ca)
+	hb := startHost(t, peers, 2, ca)
 
 	t.Run("RC", func(t *testing.T) {
 		a, b := newEnd(t, ha, vrdma.RC), newEnd(t, hb, vrdma.RC)
@@ -297,11 +319,14 @@ func TestDaemonsOverTCP(t *testing.T) {
 	})
 
 	// A third daemon's link sends B a packet for a QP that does not exist
-	// and one with a corrupted byte: B's engine counts both and drops them.
+	// and one with a corrupted byte: B's engine counts both and drops them —
+	// the second as an ICRC error over plain TCP; over TLS, whose AEAD
+	// vouches for every byte from the peer's engine, the ICRC is not
+	// checked and it too reaches no QP.
 	t.Run("bad packets", func(t *testing.T) {
 		probeAddr := netip.MustParseAddr("10.47.0.3")
 		probe, err := tcplink.Open(tcplink.Config{Name: "probe", Addrs: []netip.Addr{probeAddr}, Listen: "127.0.0.3:0",
-			Peers: peers.lookup, Logger: slog.New(slog.DiscardHandler)})
+			Peers: peers.lookup, TLS: daemonTLS(t, ca, netip.MustParseAddr("127.0.0.3")), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,11 +344,12 @@ func TestDaemonsOverTCP(t *testing.T) {
 		deadline := time.Now().Add(e2eTimeout)
 		for {
 			s := hb.d.Host().WireStats("")
-			if s.UnknownQP > before.UnknownQP && s.ICRC > before.ICRC {
+			if ca == nil && s.UnknownQP == before.UnknownQP+1 && s.ICRC == before.ICRC+1 ||
+				ca != nil && s.UnknownQP == before.UnknownQP+2 && s.ICRC == before.ICRC {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("B's engine counted %+v, before %+v: want one more unknown QP and one more ICRC error", s, before)
+				t.Fatalf("B's engine counted %+v, before %+v: want one more unknown QP and one more ICRC error over plain TCP, two more unknown QPs over TLS", s, before)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -344,8 +370,8 @@ func BenchmarkRCWrite(b *testing.B) {
 	for _, size := range []int{64, 4096, 16 << 10} {
 		b.Run(sizeName(size), func(b *testing.B) {
 			peers := &peerTable{m: make(map[netip.Addr]string)}
-			ha := startHost(b, peers, 1)
-			hb := startHost(b, peers, 2)
+			ha := startHost(b, peers, 1, nil)
+			hb := startHost(b, peers, 2, nil)
 			x, y := newEnd(b, ha, vrdma.RC), newEnd(b, hb, vrdma.RC)
 			connect(b, x, y)
 			wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{x.mr.SGE(srcOff, size)},

@@ -10,7 +10,7 @@ import (
 
 // readBufSize is a connection's read buffer: frames are returned in place
 // from it, so it must hold the largest frame and its length.
-const readBufSize = 64 << 10
+const readBufSize = 256 << 10
 
 // frameReader splits a connection's byte stream, after the hello, into
 // frames. It allocates nothing per frame.

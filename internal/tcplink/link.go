@@ -33,6 +33,7 @@ type Link struct {
 	minGID [16]byte // with id, its rank in the tie-break
 	ln     net.Listener
 	srvTLS *tls.Config
+	cliTLS *tls.Config // Config.TLS with fixed 16 KiB records
 	dialer net.Dialer
 	local  netip.Addr      // the address Listen names, if one: outgoing connections come from it
 	ctx    context.Context // ends at Close: aborts dials
@@ -93,7 +94,13 @@ func Open(cfg Config) (*Link, error) {
 	l.minGID = minGID(l.gids)
 	ka := net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive, Interval: cfg.KeepAlive, Count: DeadAfter}
 	l.dialer = net.Dialer{KeepAliveConfig: ka}
-	l.srvTLS = admit.ServerTLS(cfg.TLS)
+	if cfg.TLS != nil {
+		// Records are written many at a time (seal.go): TLS's small first
+		// records, which help a browser's first paint, only add records.
+		l.cliTLS = cfg.TLS.Clone()
+		l.cliTLS.DynamicRecordSizingDisabled = true
+		l.srvTLS = admit.ServerTLS(l.cliTLS)
+	}
 	lc := net.ListenConfig{KeepAliveConfig: ka}
 	ln, err := lc.Listen(context.Background(), "tcp", cfg.Listen)
 	if err != nil {
@@ -133,6 +140,13 @@ func (l *Link) GIDs() [][16]byte { return slices.Clone(l.gids) }
 
 // ActiveMTU returns Config.MTU (4096 unless set).
 func (l *Link) ActiveMTU() abi.MTU { return l.cfg.MTU }
+
+// FramesIntact reports whether the link vouches for the frames it
+// delivers (engine.IntactLink): with TLS, whose AEAD authenticates every
+// byte between the two daemons, it does, and the engine skips the ICRC
+// check; over plain TCP, whose 16-bit checksum is weaker than the ICRC,
+// it does not.
+func (l *Link) FramesIntact() bool { return l.cfg.TLS != nil }
 
 // PathKind tells the engine that packets on this link take the tcp path.
 func (l *Link) PathKind() string { return "tcp" }

@@ -54,14 +54,17 @@ func (p *peer) run() {
 		if c != nil && p.headConn != nil && p.headConn != c {
 			p.dropHead() // its connection is gone, and the frame with it
 		}
-		if c != nil && len(p.pending) > 0 && !busy {
+		// A TLS connection may hold sealed records that a direct write
+		// left, or that TLS made on its own (seal.go).
+		write := c != nil && !busy && (len(p.pending) > 0 || c.sl != nil && c.sl.backlog() > 0)
+		if write {
 			out, p.pending = p.pending, spare[:0]
 			frames, p.pendingFrames = p.pendingFrames, 0
 			p.headConn, p.headLen = nil, 0
 			p.writing = true
 		}
 		needConn := c == nil && len(p.pending) > 0
-		keepAlive := c != nil && out == nil && !busy && time.Since(lastWrite) >= l.cfg.KeepAlive
+		keepAlive := c != nil && !write && !busy && time.Since(lastWrite) >= l.cfg.KeepAlive
 		if keepAlive {
 			p.writing = true
 		}
@@ -79,9 +82,9 @@ func (p *peer) run() {
 			cur, lastWrite = c, now
 		}
 		switch {
-		case out != nil:
+		case write:
 			_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
-			_, err := c.nc.Write(out)
+			err := c.writeFrames(out)
 			p.doneWriting()
 			if err != nil {
 				l.stats.droppedConnLost.Add(uint64(frames))
@@ -112,7 +115,7 @@ func (p *peer) run() {
 			timer.Stop()
 		case keepAlive:
 			_ = c.nc.SetWriteDeadline(now.Add(DeadAfter * l.cfg.KeepAlive))
-			_, err := c.nc.Write(keepalive[:])
+			err := c.writeFrames(keepalive[:])
 			p.doneWriting()
 			if err != nil {
 				c.close(err)
