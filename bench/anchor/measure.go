@@ -123,6 +123,7 @@ func measure(args []string) error {
 			r["link_mtu"] = l1.mtu
 			r["resent_pkts"] = l1.resent - l0.resent
 			r["go_back_ns"] = l1.goBackNs - l0.goBackNs
+			r["ack_timeouts"] = l1.timeouts - l0.timeouts
 		}
 		if *netns != "" && r0 >= 0 && r1 >= 0 {
 			r["tcp_retrans"] = r1 - r0
@@ -418,9 +419,10 @@ func statCPU(s string) time.Duration {
 type linkCounts struct {
 	tx, rx, revTx, revRx uint64
 	mtu                  int
-	// The sender's adapters' go-back-Ns and the packets they sent again
-	// (every instance's: the client's may be any).
-	goBackNs, resent uint64
+	// The sender's adapters' go-back-Ns, how many of them followed a
+	// retransmit timeout, and the packets they sent again (every
+	// instance's: the client's may be any).
+	goBackNs, timeouts, resent uint64
 }
 
 // linkPackets sums the link counters of socks[0] (the sender) and socks[1].
@@ -440,7 +442,7 @@ func linkPackets(socks []string) (linkCounts, error) {
 			return c, err
 		}
 		if i == 0 {
-			if c.goBackNs, c.resent, err = resends(s); err != nil {
+			if c.goBackNs, c.timeouts, c.resent, err = resends(s); err != nil {
 				return c, err
 			}
 		}
@@ -458,40 +460,42 @@ func linkPackets(socks []string) (linkCounts, error) {
 	return c, nil
 }
 
-// resends sums the go-back-Ns and the packets sent again of every adapter
-// of every instance on the daemon at sock.
-func resends(sock string) (goBackNs, resent uint64, err error) {
+// resends sums the go-back-Ns, the retransmit timeouts among them and the
+// packets sent again of every adapter of every instance on the daemon at
+// sock.
+func resends(sock string) (goBackNs, timeouts, resent uint64, err error) {
 	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock, Client: "anchor measure"})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	insts, err := adm.Instances()
 	adm.Close()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, in := range insts {
 		o := vrdma.Options{Socket: sock, Instance: in.Name, Client: "anchor measure"}
 		devs, err := vrdma.Devices(o)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		for _, info := range devs {
 			d, err := vrdma.Open(info.Name, o)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			p, err := d.QueryPort(1)
 			d.Close()
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			c := p.Counters
 			goBackNs += c.AckTimeouts + c.SeqNAKs + c.ImpliedNAKs
+			timeouts += c.AckTimeouts
 			resent += c.ResentPackets
 		}
 	}
-	return goBackNs, resent, nil
+	return goBackNs, timeouts, resent, nil
 }
 
 // tcpRetrans returns the TCP segments network namespace ns retransmitted

@@ -33,6 +33,7 @@ type row struct {
 	TCPRetrans *float64 `json:"tcp_retrans"`
 	Resent     *float64 `json:"resent_pkts"`
 	GoBackNs   *float64 `json:"go_back_ns"`
+	Timeouts   *float64 `json:"ack_timeouts"`
 }
 
 // key names a row of the table: the same key in several runs is one row.
@@ -48,7 +49,7 @@ type series struct {
 	bw, lat, rate, cpu, perQP, ring []float64
 	cpuGB, daemonGB                 []float64 // CPU seconds per GB moved
 	sent, lost, retrans             []float64 // link packets sent and lost, TCP retransmissions
-	resent, goBackNs                []float64 // the sender's go-back-Ns and the packets they sent again
+	resent, goBackNs, timeouts      []float64 // the sender's go-back-Ns, the timeouts among them, the packets they sent again
 }
 
 // readRows reads a results file into series by key, in first-seen order;
@@ -96,6 +97,9 @@ func readRows(path string) (data map[key]*series, order []key, wide bool, err er
 		if r.Resent != nil && r.GoBackNs != nil {
 			s.resent = append(s.resent, *r.Resent)
 			s.goBackNs = append(s.goBackNs, *r.GoBackNs)
+		}
+		if r.Timeouts != nil {
+			s.timeouts = append(s.timeouts, *r.Timeouts)
 		}
 		if r.TCPRetrans != nil {
 			s.retrans = append(s.retrans, *r.TCPRetrans)
@@ -158,19 +162,20 @@ func wideTable(data map[key]*series, order []key) {
 	}
 	fmt.Println()
 	fmt.Println("Under loss, per run: the data packets the sender's links sent and how many of them the receiver's links never")
-	fmt.Println("received; the sending adapters' go-back-Ns (timeouts and sequence NAKs: `vrdma stat`'s local_ack_timeout_err,")
-	fmt.Println("packet_seq_err, implied_nak_seq_err) and the packets they sent again (resent_packets); TCP's retransmitted")
+	fmt.Println("received; the sending adapters' go-back-Ns (`vrdma stat`'s local_ack_timeout_err + packet_seq_err +")
+	fmt.Println("implied_nak_seq_err), how many of them waited for the retransmit timer (local_ack_timeout_err: 67 ms each at")
+	fmt.Println("`vrdma perf`'s timeout 14, as perftest's) and the packets they sent again (resent_packets); TCP's retransmitted")
 	fmt.Println("segments (iperf3's sender, or the TCP channel's namespace).")
 	fmt.Println()
-	fmt.Println("| topology | source | test | size | QPs | GB/s | data packets sent | lost (sent − received) | go-back-Ns | packets sent again | TCP retransmits | runs |")
-	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| topology | source | test | size | QPs | GB/s | data packets sent | lost (sent − received) | go-back-Ns | of them timeouts | packets sent again | TCP retransmits | runs |")
+	fmt.Println("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, k := range order {
 		s := data[k]
 		if !isLossy(k.topo) || len(s.bw) == 0 {
 			continue
 		}
-		fmt.Printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %d |\n", k.topo, k.source, k.test, sizeText(k.size), k.qps,
-			stat(s.bw, 1e9, "%.2f"), stat(s.sent, 1, "%.0f"), stat(s.lost, 1, "%.0f"), stat(s.goBackNs, 1, "%.0f"), stat(s.resent, 1, "%.0f"),
+		fmt.Printf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %d |\n", k.topo, k.source, k.test, sizeText(k.size), k.qps,
+			stat(s.bw, 1e9, "%.2f"), stat(s.sent, 1, "%.0f"), stat(s.lost, 1, "%.0f"), stat(s.goBackNs, 1, "%.0f"), stat(s.timeouts, 1, "%.0f"), stat(s.resent, 1, "%.0f"),
 			stat(s.retrans, 1, "%.0f"), len(s.bw))
 	}
 }

@@ -112,14 +112,14 @@ func TestWideTableShowsCPUPerGBAndLoss(t *testing.T) {
 	rows := []string{
 		// 2 GB moved for 2 CPU seconds, 1 of them the daemons'.
 		bwRow("std-v4", "vrdma-wire", "rc_rdma_write_bw", 1<<20, 1, 1e9),
-		`{"source":"vrdma-wire","topo":"std-v4-loss","test":"rc_rdma_write_bw","msg_size":1048576,"bw":1e8,"bytes":2e8,"cpu_s":1,"tx_pkts":1000,"rx_pkts":990,"go_back_ns":7,"resent_pkts":640}`,
+		`{"source":"vrdma-wire","topo":"std-v4-loss","test":"rc_rdma_write_bw","msg_size":1048576,"bw":1e8,"bytes":2e8,"cpu_s":1,"tx_pkts":1000,"rx_pkts":990,"go_back_ns":7,"ack_timeouts":2,"resent_pkts":640}`,
 		`{"source":"iperf3-tcp","topo":"std-v4-loss","test":"tcp_bw","msg_size":131072,"bw":1e9,"bytes":2e9,"cpu_s":1,"tcp_retrans":0}`,
 	}
 	out := render(t, rows, func(map[key]*series) {})
 	for _, w := range []string{
 		`\| std-v4 \| vrdma-wire \| rc_rdma_write_bw \| 1 MiB \| 1 \| \*\*1.00\*\* \|  \|  \| \*\*1.00\*\* \| \*\*0.50\*\* \| 1 \|`,
-		`\| std-v4-loss \| vrdma-wire \| rc_rdma_write_bw \| 1 MiB \| 1 \| \*\*0.10\*\* \| \*\*1000\*\* \| \*\*10\*\* \| \*\*7\*\* \| \*\*640\*\* \|  \| 1 \|`,
-		`\| std-v4-loss \| iperf3-tcp \| tcp_bw \| 128 KiB \| 1 \| \*\*1.00\*\* \|  \|  \|  \|  \| \*\*0\*\* \| 1 \|`,
+		`\| std-v4-loss \| vrdma-wire \| rc_rdma_write_bw \| 1 MiB \| 1 \| \*\*0.10\*\* \| \*\*1000\*\* \| \*\*10\*\* \| \*\*7\*\* \| \*\*2\*\* \| \*\*640\*\* \|  \| 1 \|`,
+		`\| std-v4-loss \| iperf3-tcp \| tcp_bw \| 128 KiB \| 1 \| \*\*1.00\*\* \|  \|  \|  \|  \|  \| \*\*0\*\* \| 1 \|`,
 	} {
 		if !regexp.MustCompile(w).MatchString(out) {
 			t.Errorf("table lacks %q:\n%s", w, out)
