@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,10 +33,16 @@ import (
 // rxe sends 0; receivers, rxe included, accept both, and the ICRC does not
 // cover it.
 type gsoSender struct {
-	nsfd    int // the link's network namespace, for making sockets
+	nsfd int // the link's network namespace, for making sockets
+	prio int // their SO_PRIORITY
+
+	// mu guards the sockets (the map and each one's f) and the interface
+	// index, not the send: close and bindTo must not wait for a send that
+	// waits for room in a socket buffer, which closing its socket ends.
+	mu      sync.Mutex
 	ifindex int // the interface the sockets are bound to
-	prio    int // their SO_PRIORITY
 	socks   map[gsoKey]*gsoSock
+	closed  bool // after close no socket is made
 
 	// One send at a time (the sender's mutex): its arrays.
 	hdr   unix.Msghdr
@@ -63,8 +70,9 @@ type gsoKey struct {
 
 // gsoSock is one UDP send socket; f is nil if it could not be made.
 type gsoSock struct {
-	f  *os.File
-	rc syscall.RawConn
+	f       *os.File
+	rc      syscall.RawConn
+	ifindex int // the interface it is bound to
 }
 
 func newGSOSender(nsfd, prio int) *gsoSender {
@@ -80,8 +88,16 @@ func newGSOSender(nsfd, prio int) *gsoSender {
 	return g
 }
 
-// close closes every socket.
+// close closes every socket and makes no more.
 func (g *gsoSender) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	g.closeAll()
+}
+
+// closeAll closes every socket; g.mu is held.
+func (g *gsoSender) closeAll() {
 	for k, s := range g.socks {
 		if s.f != nil {
 			s.f.Close()
@@ -93,7 +109,9 @@ func (g *gsoSender) close() {
 // bindTo makes later sockets send through interface ifindex; the ones made
 // for the old index are closed.
 func (g *gsoSender) bindTo(ifindex int) {
-	g.close()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closeAll()
 	g.ifindex = ifindex
 }
 
@@ -117,6 +135,11 @@ func keyOf(f []byte, hl int) gsoKey {
 // it cannot be had.
 func (g *gsoSender) sock(f []byte, hl int) *gsoSock {
 	k := keyOf(f, hl)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
 	if s, ok := g.socks[k]; ok {
 		if s.f == nil {
 			return nil
@@ -124,10 +147,10 @@ func (g *gsoSender) sock(f []byte, hl int) *gsoSock {
 		return s
 	}
 	if len(g.socks) >= gsoMaxSockets {
-		g.close()
+		g.closeAll()
 	}
-	s := &gsoSock{}
-	if fd, err := g.open(k); err == nil {
+	s := &gsoSock{ifindex: g.ifindex}
+	if fd, err := g.open(k, g.ifindex); err == nil {
 		s.f = os.NewFile(uintptr(fd), "uplink-gso")
 		if s.rc, err = s.f.SyscallConn(); err != nil {
 			s.f.Close()
@@ -144,7 +167,7 @@ func (g *gsoSender) sock(f []byte, hl int) *gsoSock {
 // open makes the UDP socket for k in the link's network namespace, on a
 // thread of its own: one that had to enter the namespace is never used
 // again (it ends with its goroutine).
-func (g *gsoSender) open(k gsoKey) (int, error) {
+func (g *gsoSender) open(k gsoKey, ifindex int) (int, error) {
 	fd, err := -1, error(nil)
 	done := make(chan struct{})
 	go func() {
@@ -155,7 +178,7 @@ func (g *gsoSender) open(k gsoKey) (int, error) {
 		} else if err = enterNetns(g.nsfd); err != nil {
 			return
 		}
-		fd, err = openGSOSocket(k, g.ifindex, g.prio)
+		fd, err = openGSOSocket(k, ifindex, g.prio)
 	}()
 	<-done
 	return fd, err
@@ -236,7 +259,7 @@ func (g *gsoSender) send(s *gsoSock, run [][]byte, hl int) error {
 		g.name6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: [16]byte(f0[24:40])}
 		g.name6.Port = htons(binary.BigEndian.Uint16(f0[42:44]))
 		if needsScope(netip.AddrFrom16(g.name6.Addr)) {
-			g.name6.Scope_id = uint32(g.ifindex)
+			g.name6.Scope_id = uint32(s.ifindex)
 		}
 		g.setName6()
 	}
@@ -306,7 +329,9 @@ func refusedGSO(err error) bool {
 // refuse closes the socket and marks it unusable: its flow's runs go on
 // the raw socket from now on (until the interface's index changes or the
 // sockets are made again).
-func (s *gsoSock) refuse() {
+func (g *gsoSender) refuse(s *gsoSock) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if s.f != nil {
 		s.f.Close()
 		s.f, s.rc = nil, nil

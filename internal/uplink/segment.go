@@ -138,7 +138,10 @@ func gsoRun(frames [][]byte, max int) int {
 // packet of one MTU, and every segment's BTH names the same QP with the
 // next PSN: splitSize tries the five MTUs. A packet that reads both ways (a
 // MIDDLE of one MTU whose payload happens to hold such BTHs) is one packet
-// if its own ICRC verifies.
+// if its own ICRC verifies. A run can chain at a smaller MTU than its own
+// too, when its payload data holds such BTHs at the smaller spacing: the
+// size whose first segment's ICRC verifies wins, and only if none does the
+// smallest that chains.
 func splitSize(b []byte, hl int) int {
 	if len(b) < hl+8+2*minSegment {
 		return 0
@@ -149,20 +152,51 @@ func splitSize(b []byte, hl int) int {
 		return 0
 	}
 	psn := bthPSN(p)
+	first := 0
 	for _, mtu := range [...]int{256, 512, 1024, 2048, 4096} {
 		s := op.HeaderLen() + mtu + 4
 		if s >= len(p) {
-			return 0
+			break
 		}
 		if !segmentsChain(p, s, psn) {
 			continue
 		}
-		if mtuSized(op, len(p)) && wire.VerifyICRC(b) == nil {
-			return 0
+		if first == 0 {
+			if mtuSized(op, len(p)) && wire.VerifyICRC(b) == nil {
+				return 0
+			}
+			first = s
 		}
-		return s
+		if firstSegmentICRC(b, hl, s) {
+			return s
+		}
 	}
-	return 0
+	return first
+}
+
+// firstSegmentICRC reports whether the first s-byte segment of b (IP header
+// hl bytes, 20 or 40), with the header forSegments gives it, has an ICRC
+// that verifies. It does not allocate.
+func firstSegmentICRC(b []byte, hl, s int) bool {
+	n := hl + 8
+	var m [ipv6HeaderLen + 8 + 12]byte
+	copy(m[:n+12], b[:n+12])
+	if hl == 20 {
+		binary.BigEndian.PutUint16(m[2:4], uint16(n+s))
+		m[1], m[8], m[10], m[11] = 0xff, 0xff, 0xff, 0xff // TOS, TTL, checksum
+	} else {
+		binary.BigEndian.PutUint16(m[4:6], uint16(8+s))
+		m[0] |= 0x0f                        // traffic class
+		m[1], m[2], m[3] = 0xff, 0xff, 0xff // traffic class, flow label
+		m[7] = 0xff                         // hop limit
+	}
+	binary.BigEndian.PutUint16(m[hl+4:hl+6], uint16(8+s))
+	m[hl+6], m[hl+7] = 0xff, 0xff // UDP checksum
+	m[n+4] = 0xff                 // BTH FECN, BECN, resv6
+	crc := crcSmall(icrcSeed, m[:n+12])
+	seg := b[n : n+s]
+	crc = crc32.Update(crc, crc32.IEEETable, seg[12:s-4])
+	return binary.LittleEndian.Uint32(seg[s-4:]) == crc
 }
 
 // segmentsChain reports whether p cut into s-byte segments is a run: each

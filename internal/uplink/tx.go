@@ -59,9 +59,10 @@ func newSender(dscp uint8) (*sender, error) {
 	return s, nil
 }
 
+// close closes the sockets without taking s.mu: a write may hold it while
+// it waits for room in a socket buffer, and closing the socket ends that
+// wait.
 func (s *sender) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.f4.Close()
 	s.f6.Close()
 	if s.gso != nil {
@@ -73,9 +74,7 @@ func (s *sender) close() {
 // routes with the netdev as output interface.
 func (s *sender) bindTo(ifindex int) error {
 	if s.gso != nil {
-		s.mu.Lock()
 		s.gso.bindTo(ifindex)
-		s.mu.Unlock()
 	}
 	for _, rc := range []syscall.RawConn{s.rc4, s.rc6} {
 		var serr error
@@ -156,7 +155,7 @@ func (s *sender) write(l *Link, frames [][]byte, ifindex int) (int, error) {
 				if refusedGSO(err) {
 					// Nothing of the run went: it goes on the raw
 					// socket, and so will the flow's next runs.
-					sock.refuse()
+					s.gso.refuse(sock)
 					continue
 				}
 				if err != ErrClosed {
