@@ -167,10 +167,19 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 			}
 			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs})
 		}
-		if c, err := pathsel.Select(sw.HostEnd(self), sw.HostEnd(h)); err == nil {
-			hi.Path = c.String()
-		} else {
+		// Another host's path is the route table's, which new connections
+		// take; it follows the switch's watch, which a direct read of the
+		// records (hosts, above) may be ahead of.
+		c, err := pathsel.Select(sw.HostEnd(self), sw.HostEnd(h))
+		switch rc, routed := sw.RouteChoice(h.Name); {
+		case err != nil:
 			hi.Path = err.Error()
+		case h.Name == self.Name:
+			hi.Path = c.String()
+		case !routed:
+			hi.Path = "not routed yet: this daemon's watch has not taken the host's record"
+		default:
+			hi.Path = rc.String()
 		}
 		resp.Hosts = append(resp.Hosts, hi)
 	}

@@ -15,8 +15,9 @@ import (
 // or a local link changes: for every GID of every other host, how to reach
 // it. It is replaced whole, never changed, so readers take no lock.
 type routeTable struct {
-	byGID map[[16]byte]*peerRoute
-	rdma  map[[16]byte]engine.Link // this host's RDMA links by GID
+	byGID  map[[16]byte]*peerRoute
+	rdma   map[[16]byte]engine.Link  // this host's RDMA links by GID
+	byHost map[string]pathsel.Choice // the path chosen to each other host
 }
 
 // peerRoute is how this host reaches one address of another host.
@@ -86,7 +87,7 @@ func hostGIDs(h fabric.Host) map[[16]byte]bool {
 func (a *Agent) rebuildLocked() {
 	self := a.Record()
 	local := a.HostEnd(self)
-	rt := &routeTable{byGID: map[[16]byte]*peerRoute{}, rdma: map[[16]byte]engine.Link{}}
+	rt := &routeTable{byGID: map[[16]byte]*peerRoute{}, rdma: map[[16]byte]engine.Link{}, byHost: map[string]pathsel.Choice{}}
 	for _, up := range a.uplinks() {
 		if up.Link == nil {
 			continue
@@ -107,6 +108,7 @@ func (a *Agent) rebuildLocked() {
 			a.log.Warn("switch: no path to host", "host", name, "err", err)
 			continue
 		}
+		rt.byHost[name] = choice
 		viaRDMA := map[[16]byte]bool{}
 		for _, u := range h.Uplinks {
 			if u.Kind != fabric.UplinkRXE || u.State == fabric.UplinkDown {
@@ -138,6 +140,15 @@ func (a *Agent) rebuildLocked() {
 		}
 	}
 	a.routes.Store(rt)
+}
+
+// RouteChoice returns the path the route table chose to host — what new
+// connections to it take — and false if the table has none: the host is
+// this one, or its record has not reached this daemon's watch (a direct
+// read of the records may be ahead of it), or no path exists.
+func (a *Agent) RouteChoice(host string) (pathsel.Choice, bool) {
+	c, ok := a.routes.Load().byHost[host]
+	return c, ok
 }
 
 // route is the engine's router: DESIGN.md's path table between this host

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fakelink"
+	"github.com/vrdma/vrdma/internal/pathsel"
 )
 
 // TestRoutes: the router the agent installs takes an RDMA uplink only
@@ -54,6 +55,13 @@ func TestRoutes(t *testing.T) {
 	}
 	if got := as[0].Status().Fallbacks; got != fallbacks {
 		t.Errorf("%d fallbacks to the TCP channel counted, want %d", got, fallbacks)
+	}
+	self, peer := as[0].Record().Name, as[1].Record().Name
+	if c, ok := as[0].RouteChoice(peer); !ok || c.Kind != pathsel.RDMA {
+		t.Errorf("host1's route table's choice for host2: %v, %v; want rdma", c, ok)
+	}
+	if c, ok := as[0].RouteChoice(self); ok {
+		t.Errorf("host1's route table has a choice for itself: %v", c)
 	}
 	rec := as[0].Record()
 	var names []string
