@@ -11,8 +11,9 @@ import (
 
 // bufSize is one receive buffer: the largest IP packet, which a GSO
 // buffer arriving whole (see segment.go) may be, behind the room an IPv6
-// reader leaves for the fixed header. Pages a packet never reaches are
-// never touched.
+// reader leaves for the fixed header. A reader holds 64 of them (4.2 MB,
+// 8.4 MB per link): fresh from the OS, pages a packet never reaches stay
+// untouched, but memory the Go heap reuses is zeroed, and so resident.
 const bufSize = ipv6HeaderLen + 0xffff + 1
 
 // ipv6HeaderLen is the fixed IPv6 header a reader puts back in front of
