@@ -17,7 +17,7 @@ import (
 // sockets carrying UDP_SEGMENT. A UDP socket fixes its source address,
 // source port, TOS or traffic class and TTL or hop limit, so there is a
 // socket per combination in use, made on first use and kept (at most
-// gsoMaxSockets; past that all are closed and made again as needed). Each
+// gsoMaxSockets; past that a new one replaces one of them). Each
 // is bound with SO_REUSEADDR and IP_FREEBIND, as the port holders are, and
 // drops whatever it receives. A combination whose socket cannot be made
 // (the port is another program's) is remembered and its runs go through
@@ -106,6 +106,19 @@ func (g *gsoSender) closeAll() {
 	}
 }
 
+// evictOne closes one socket (the map's order picks which) to make room:
+// past gsoMaxSockets flows each new one costs one socket made and one
+// closed, not all of them.
+func (g *gsoSender) evictOne() {
+	for k, s := range g.socks {
+		if s.f != nil {
+			s.f.Close()
+		}
+		delete(g.socks, k)
+		return
+	}
+}
+
 // bindTo makes later sockets send through interface ifindex; the ones made
 // for the old index are closed.
 func (g *gsoSender) bindTo(ifindex int) {
@@ -147,7 +160,7 @@ func (g *gsoSender) sock(f []byte, hl int) *gsoSock {
 		return s
 	}
 	if len(g.socks) >= gsoMaxSockets {
-		g.closeAll()
+		g.evictOne()
 	}
 	s := &gsoSock{ifindex: g.ifindex}
 	if fd, err := g.open(k, g.ifindex); err == nil {
