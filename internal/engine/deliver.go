@@ -21,6 +21,8 @@ type receiver struct {
 	// intact: the link vouches for its frames' integrity (IntactLink), so
 	// their ICRC is not checked again.
 	intact bool
+
+	gsiDatagram GSIDatagram // the one the GSI handler gets, reused
 }
 
 // Receiver returns the function a link's Serve calls with each packet.
@@ -70,6 +72,10 @@ func (r *receiver) deliver(frame []byte) {
 	}
 	if p.PKey&0x7fff != DefaultPKey&0x7fff {
 		ctr.BadKey.Add(1)
+		return
+	}
+	if p.DestQP == GSIQPN {
+		r.deliverGSI(p)
 		return
 	}
 	q := h.qp(p.DestQP)

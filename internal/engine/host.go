@@ -26,7 +26,8 @@ type Host struct {
 
 	txErrors atomic.Uint64 // frames the workers' sends lost
 
-	router atomic.Pointer[Router] // route.go; nil: the default choice
+	router atomic.Pointer[Router]     // route.go; nil: the default choice
+	gsi    atomic.Pointer[gsiHandler] // gsi.go; nil: QP1's datagrams are dropped
 }
 
 // WireCounters count, per link, the packets it received and those that
@@ -34,13 +35,15 @@ type Host struct {
 type WireCounters struct {
 	RxPackets, RxBytes         atomic.Uint64
 	Malformed, ICRC            atomic.Uint64 // undecodable; wrong ICRC
-	NotOurs, UnknownQP, BadKey atomic.Uint64 // destination not ours; no such QP or wrong type/state/address; P_Key
+	NotOurs, UnknownQP, BadKey atomic.Uint64 // destination not ours; no such QP or wrong type/state/address; P_Key (or QP1's Q_Key)
+	GSI                        atomic.Uint64 // management datagrams handed to QP1's handler
 	TxErrors                   atomic.Uint64 // answers the link refused to send
 }
 
 // WireStats is a snapshot of WireCounters.
 type WireStats struct {
 	RxPackets, RxBytes, Malformed, ICRC, NotOurs, UnknownQP, BadKey, TxErrors uint64
+	GSI                                                                       uint64
 }
 
 // WireStats returns the counters of the link called name, or of all links
@@ -65,6 +68,7 @@ func (h *Host) WireStats(name string) WireStats {
 		s.UnknownQP += c.UnknownQP.Load()
 		s.BadKey += c.BadKey.Load()
 		s.TxErrors += c.TxErrors.Load()
+		s.GSI += c.GSI.Load()
 	}
 	return s
 }
