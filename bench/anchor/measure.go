@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/perf"
 )
 
 // measure runs a benchmark command (N copies at once for N parallel
@@ -389,30 +390,11 @@ func sumCPU(pids []int) time.Duration {
 		if err != nil {
 			continue
 		}
-		t += statCPU(string(b))
+		t += perf.StatCPU(string(b))
 	}
 	return t
 }
 
-// statCPU reads utime + stime from the text of /proc/PID/stat (0 if it
-// cannot): fields 14 and 15, in clock ticks of 1/100 s.
-func statCPU(s string) time.Duration {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	const hz = 100 // USER_HZ on Linux
-	return time.Duration(ut+st) * time.Second / hz
-}
 
 // linkCounts are packets one daemon's links sent (tx) and the other's
 // received (rx), and the reverse direction's.

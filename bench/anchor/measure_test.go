@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/perf"
 )
 
 func TestParseIperf3(t *testing.T) {
@@ -142,8 +144,8 @@ func TestStatCPU(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := statCPU(tt.in); got != tt.want {
-				t.Fatalf("statCPU = %v, want %v", got, tt.want)
+			if got := perf.StatCPU(tt.in); got != tt.want {
+				t.Fatalf("perf.StatCPU = %v, want %v", got, tt.want)
 			}
 		})
 	}

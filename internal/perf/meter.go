@@ -53,7 +53,12 @@ func procCPU(pid int) time.Duration {
 	if err != nil {
 		return 0
 	}
-	s := string(b)
+	return StatCPU(string(b))
+}
+
+// StatCPU reads utime + stime from the text of /proc/PID/stat (0 if it
+// cannot): fields 14 and 15, in clock ticks of 1/100 s.
+func StatCPU(s string) time.Duration {
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0
@@ -62,8 +67,11 @@ func procCPU(pid int) time.Duration {
 	if len(f) < 13 {
 		return 0
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
 	const hz = 100 // USER_HZ on Linux
 	return time.Duration(ut+st) * time.Second / hz
 }
