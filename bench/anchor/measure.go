@@ -395,7 +395,6 @@ func sumCPU(pids []int) time.Duration {
 	return t
 }
 
-
 // linkCounts are packets one daemon's links sent (tx) and the other's
 // received (rx), and the reverse direction's.
 type linkCounts struct {
