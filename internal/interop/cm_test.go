@@ -52,7 +52,7 @@ func TestCMRejectFromRxe(t *testing.T) {
 		LocalCommID: commID, ServiceID: ibcm.ServiceID(ibcm.PortSpaceTCP, 7999), LocalCAGUID: 0x0200000000000001,
 		LocalQPN: 0x77, ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20, StartingPSN: 1,
 		LocalCMResponseTimeout: 20, RetryCount: 7, PKey: 0xffff, PathMTU: 3, RNRRetryCount: 7, MaxCMRetries: 15,
-		Primary: ibcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: ours, RemoteGID: theirs, HopLimit: 64, LocalACKTimeout: 19},
+		Primary:     ibcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: ours, RemoteGID: theirs, HopLimit: 64, LocalACKTimeout: 19},
 		PrivateData: priv,
 	}
 	mad, err := req.Append(ibcm.AppendHeader(nil, ibcm.CMHeader(ibcm.AttrREQ, tid)))
