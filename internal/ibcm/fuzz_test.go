@@ -44,11 +44,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		for name, parse := range map[string]func([]byte) error{
-			"REP":  func(d []byte) error { _, err := ParseREP(d); return err },
-			"RTU":  func(d []byte) error { _, err := ParseRTU(d); return err },
-			"DREQ": func(d []byte) error { _, err := ParseDREQ(d); return err },
-			"DREP": func(d []byte) error { _, err := ParseDREP(d); return err },
-			"MRA":  func(d []byte) error { _, err := ParseMRA(d); return err },
+			"REP":      func(d []byte) error { _, err := ParseREP(d); return err },
+			"RTU":      func(d []byte) error { _, err := ParseRTU(d); return err },
+			"DREQ":     func(d []byte) error { _, err := ParseDREQ(d); return err },
+			"DREP":     func(d []byte) error { _, err := ParseDREP(d); return err },
+			"MRA":      func(d []byte) error { _, err := ParseMRA(d); return err },
+			"SIDR_REQ": func(d []byte) error { _, err := ParseSIDRREQ(d); return err },
+			"SIDR_REP": func(d []byte) error { _, err := ParseSIDRREP(d); return err },
 		} {
 			if err := parse(d); err != nil {
 				t.Fatalf("%s: a %d-byte attribute refused: %v", name, len(d), err)
