@@ -100,11 +100,9 @@ func (q *QP) rnr(env Env, psn uint32, timer uint8, now int64) {
 		}
 		r.rnrLeft--
 	}
-	from := r.psn
-	if !q.rewind(psn) {
+	if !q.rewind(env, psn, RetryRNR) {
 		return
 	}
-	env.Retransmit(RetryRNR, uint32(max(psnDiff(from, r.psn), 0)))
 	r.lastNAK, r.nakValid = psn, true
 	r.timerAt = 0
 	r.rnrUntil = now + abi.RNRTimer(timer)

@@ -223,10 +223,11 @@ func transportOf(t abi.QPType) wire.Opcode {
 
 // rewind makes the requester send again from psn: the request that
 // consumed psn, from the packet with that PSN (a READ from the first
-// response not yet received). It reports false when no outstanding
-// request consumed psn.
-func (q *QP) rewind(psn uint32) bool {
+// response not yet received), and counts the go-back-N (env.Retransmit).
+// It reports false when no outstanding request consumed psn.
+func (q *QP) rewind(env Env, psn uint32, cause RetryCause) bool {
 	r := &q.req
+	from := r.psn
 	for i := r.head; i != r.tail; i++ {
 		w := r.at(i)
 		if !w.started {
@@ -256,6 +257,7 @@ func (q *QP) rewind(psn uint32) bool {
 				r.rdOut++
 			}
 		}
+		env.Retransmit(cause, uint32(max(psnDiff(from, r.psn), 0)))
 		return true
 	}
 	return false
@@ -276,11 +278,9 @@ func (q *QP) retry(env Env, now int64, psn uint32, cause RetryCause) {
 		}
 		r.retryCnt--
 	}
-	from := r.psn
-	if !q.rewind(psn) {
+	if !q.rewind(env, psn, cause) {
 		return
 	}
-	env.Retransmit(cause, uint32(max(psnDiff(from, r.psn), 0)))
 	r.lastNAK, r.nakValid = psn, true
 	r.timerAt = 0
 	q.pump(env, now)
