@@ -8,7 +8,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -71,9 +70,6 @@ func (r *receiver) deliverGSI(p *wire.Packet) {
 // destination from the source GID.
 var ErrNoRoute = errors.New("no link between the GIDs")
 
-// gsiPSN numbers QP1's datagrams, as a UD QP's PSNs do.
-var gsiPSN atomic.Uint32
-
 // SendGSI sends mad (MADSize bytes) from QP1 at sgid, one of the links'
 // GIDs, to QP dqp (1 for a peer's CM) at dgid, on the link the host routes
 // between them.
@@ -90,7 +86,7 @@ func (h *Host) SendGSI(sgid, dgid [16]byte, dqp uint32, mad []byte) error {
 		Src: src, Dst: dst, TOS: h.tos(l), TTL: 64, DF: true,
 		SrcPort: rxeUDSourcePort(GSIQPN), DstPort: wire.UDPPort,
 		Opcode: wire.TransportUD | wire.OpSendOnly, PKey: DefaultPKey, DestQP: dqp, AckReq: true,
-		PSN:  (gsiPSN.Add(1) - 1) & 0xffffff,
+		PSN:  (h.gsiPSN.Add(1) - 1) & 0xffffff,
 		DETH: wire.DETH{QKey: GSIQKey, SrcQP: GSIQPN},
 	}
 	if src.Is4() {

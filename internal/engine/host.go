@@ -28,6 +28,7 @@ type Host struct {
 
 	router atomic.Pointer[Router]     // route.go; nil: the default choice
 	gsi    atomic.Pointer[gsiHandler] // gsi.go; nil: QP1's datagrams are dropped
+	gsiPSN atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
 }
 
 // WireCounters count, per link, the packets it received and those that

@@ -25,8 +25,8 @@ type REP struct {
 
 // ParseREP decodes a REP's attribute data.
 func ParseREP(d []byte) (REP, error) {
-	if len(d) != DataSize {
-		return REP{}, formatErr("REP", "%d bytes of data, want %d", len(d), DataSize)
+	if err := checkData(d, "REP"); err != nil {
+		return REP{}, err
 	}
 	return REP{
 		LocalCommID: binary.BigEndian.Uint32(d[0:4]), RemoteCommID: binary.BigEndian.Uint32(d[4:8]),
@@ -42,11 +42,8 @@ func ParseREP(d []byte) (REP, error) {
 
 // Append appends r's attribute data.
 func (r *REP) Append(dst []byte) ([]byte, error) {
-	n := len(dst)
-	dst = append(dst, make([]byte, DataSize)...)
-	d := dst[n:]
-	binary.BigEndian.PutUint32(d[0:4], r.LocalCommID)
-	binary.BigEndian.PutUint32(d[4:8], r.RemoteCommID)
+	dst, d := appendData(dst)
+	putIDs(d, r.LocalCommID, r.RemoteCommID)
 	binary.BigEndian.PutUint32(d[8:12], r.LocalQKey)
 	put24(d[12:15], r.LocalQPN)
 	put24(d[16:19], r.LocalEECN)

@@ -35,8 +35,8 @@ type REQ struct {
 
 // ParseREQ decodes a REQ's 232 bytes of attribute data.
 func ParseREQ(d []byte) (REQ, error) {
-	if len(d) != DataSize {
-		return REQ{}, formatErr("REQ", "%d bytes of data, want %d", len(d), DataSize)
+	if err := checkData(d, "REQ"); err != nil {
+		return REQ{}, err
 	}
 	r := REQ{
 		LocalCommID: binary.BigEndian.Uint32(d[0:4]),
@@ -60,9 +60,7 @@ func ParseREQ(d []byte) (REQ, error) {
 // Append appends r's 232 bytes of attribute data (a MAD's after its
 // header); its private data is zero-padded.
 func (r *REQ) Append(dst []byte) ([]byte, error) {
-	n := len(dst)
-	dst = append(dst, make([]byte, DataSize)...)
-	d := dst[n:]
+	dst, d := appendData(dst)
 	binary.BigEndian.PutUint32(d[0:4], r.LocalCommID)
 	binary.BigEndian.PutUint64(d[8:16], r.ServiceID)
 	binary.BigEndian.PutUint64(d[16:24], r.LocalCAGUID)
