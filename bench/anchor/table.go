@@ -180,6 +180,16 @@ func wideTable(data map[key]*series, order []key) {
 	}
 }
 
+// lossRows reports, under a lossy topology t, source's 1 MiB write
+// bandwidth with one QP (w) and 8 (w8, 0 if not measured) next to iperf3
+// TCP's one stream (tcp) and 8 (tcp8).
+func lossRows(line func(string, float64, bool, string), t, source string, w, w8, tcp, tcp8 float64) {
+	line(fmt.Sprintf("%s: %s rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream under the same loss (report)", t, source), w/tcp, true, "×")
+	if w8 != 0 {
+		line(fmt.Sprintf("%s: %s rc_rdma_write_bw 1 MiB, 8 QPs, next to iperf3 -P 8 under the same loss (report)", t, source), w8/tcp8, true, "×")
+	}
+}
+
 // isLossy tells whether a topology drops packets on purpose (lib.sh's
 // "-loss" suffix).
 func isLossy(topo string) bool { return strings.Contains(topo, "loss") }
@@ -325,10 +335,7 @@ func wireTargets(data map[key]*series) {
 		w := medianAt(data, at(t, "vrdma-wire", "rc_rdma_write_bw", 1<<20), bwOf)
 		w8 := medianAt(data, key{t, "vrdma-wire", "rc_rdma_write_bw", 1 << 20, 8}, bwOf)
 		if isLossy(t) {
-			line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream under the same loss (report)", t), w/tcp, true, "×")
-			if w8 != 0 {
-				line(fmt.Sprintf("%s: vrdma-wire rc_rdma_write_bw 1 MiB, 8 QPs, next to iperf3 -P 8 under the same loss (report)", t), w8/tcp8, true, "×")
-			}
+			lossRows(line, t, "vrdma-wire", w, w8, tcp, tcp8)
 			continue
 		}
 		switch {

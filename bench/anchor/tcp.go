@@ -115,10 +115,7 @@ func tcpTargets(data map[key]*series) {
 		w := medianAt(data, at(t, "vrdma-tcp", "rc_rdma_write_bw", 1<<20), bwOf)
 		w8 := medianAt(data, key{t, "vrdma-tcp", "rc_rdma_write_bw", 1 << 20, 8}, bwOf)
 		if isLossy(t) {
-			line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB next to one iperf3 TCP stream under the same loss (report)", t), w/tcp, true, "×")
-			if w8 != 0 {
-				line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB, 8 QPs, next to iperf3 -P 8 under the same loss (report)", t), w8/tcp8, true, "×")
-			}
+			lossRows(line, t, "vrdma-tcp", w, w8, tcp, tcp8)
 			continue
 		}
 		line(fmt.Sprintf("%s: vrdma-tcp rc_rdma_write_bw 1 MiB ≥ 1.0× one iperf3 TCP stream", t), w/tcp, w/tcp >= 1, "×")
