@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -312,6 +313,26 @@ func TestServeAndClose(t *testing.T) {
 	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("a second Close = %v", err)
+	}
+}
+
+// awaitIdle waits until no peer's queue holds anything and no write is in
+// progress, so that the next WriteBatch may write directly. It allocates
+// nothing.
+func (l *Link) awaitIdle() {
+	for {
+		busy := false
+		l.mu.RLock()
+		for _, p := range l.peers {
+			p.mu.Lock()
+			busy = busy || p.writing || len(p.pending) > 0
+			p.mu.Unlock()
+		}
+		l.mu.RUnlock()
+		if !busy {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 
