@@ -10,6 +10,8 @@
 //	anchor guesttable RESULTS.jsonl   the same, with the guest library's targets (guest.go)
 //	anchor topo SOCKET HOST KIND -- CMD...  time from CMD's return until HOST's path is KIND (tcp.go)
 //	anchor measure [flags] -- CMD...    run a benchmark command (N copies at once), its rows with their CPU cost (measure.go)
+//	anchor cm serve|connect|hold ...    connection setup through vrdma's connection manager (cm.go)
+//	anchor tcpconn serve|connect|hold ...   the same with TCP connect/accept, its anchor (cm.go)
 //
 // Every figure is printed as one JSON object on one line, like vrdma perf --json.
 package main
@@ -27,7 +29,7 @@ import (
 
 func main() {
 	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | guesttable FILE | topo SOCKET HOST KIND -- CMD... | measure [flags] -- CMD...")
+		fmt.Fprintln(os.Stderr, "usage: anchor copy SIZE SECONDS | wake N | qpmem N | table FILE | wiretable FILE | tcptable FILE | guesttable FILE | topo SOCKET HOST KIND -- CMD... | measure [flags] -- CMD... | cm ... | tcpconn ...")
 		os.Exit(2)
 	}
 	var err error
@@ -50,6 +52,10 @@ func main() {
 		err = topo(os.Args[2:])
 	case "measure":
 		err = measure(os.Args[2:])
+	case "cm":
+		err = cmBench(os.Args[2:])
+	case "tcpconn":
+		err = tcpConn(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
