@@ -52,9 +52,9 @@ await_path() {
 }
 
 # The servers in B: the Go API's listener and TCP's.
-VRDMA_SOCKET=$SB inB "$BIN/anchor" cm serve 7471 >"$RAW/cm-server.log" 2>&1 &
+VRDMA_SOCKET=$SB ip netns exec "$NS_B" "$BIN/anchor" cm serve 7471 >"$RAW/cm-server.log" 2>&1 &
 PIDS+=($!)
-inB "$BIN/anchor" tcpconn serve 7472 >"$RAW/tcp-server.log" 2>&1 &
+ip netns exec "$NS_B" "$BIN/anchor" tcpconn serve 7472 >"$RAW/tcp-server.log" 2>&1 &
 PIDS+=($!)
 sleep 0.5
 
@@ -102,7 +102,7 @@ noticed() {
 # cmtime_vrdma PATH: rdma_cm's cmtime under vrdma run, if the drop-in
 # librdmacm carries it; its "connect" step's µs per connection.
 cmtime_vrdma() {
-	VRDMA_SOCKET=$SB inB timeout 60 "$BIN/vrdma" run -- cmtime -p 7473 >"$RAW/cmtime-server-$1.log" 2>&1 &
+	VRDMA_SOCKET=$SB ip netns exec "$NS_B" timeout 60 "$BIN/vrdma" run -- cmtime -p 7473 >"$RAW/cmtime-server-$1.log" 2>&1 &
 	local spid=$!
 	sleep 1
 	if VRDMA_SOCKET=$SA inA timeout 60 "$BIN/vrdma" run -- cmtime -s "$ADDR_B4" -p 7473 -c 100 >"$RAW/cmtime-client-$1.log" 2>&1; then
