@@ -1,0 +1,245 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
+)
+
+// TestRdmaCMToolsWithRxe runs Debian's unmodified rdma_cm programs on both
+// ends: on vrdma in the namespace, through the drop-in libibverbs and
+// librdmacm, and on the kernel's rdma_cm over rdma_rxe in guest A, each end
+// as server and as client: rping (its ten pings checked on both sides) and
+// perftest's ib_write_bw -R. The rping runs are captured on the bridge and
+// tshark must find the CM exchange (REQ, REP, RTU, DREQ, DREP) between the
+// two addresses, each MAD decoded.
+func TestRdmaCMToolsWithRxe(t *testing.T) {
+	Require(t)
+	guesttest.RequirePrograms(t, "rping", "ib_write_bw")
+	lib := guesttest.Library(t)
+	if _, err := os.Stat(filepath.Join(lib, "librdmacm.so.1")); err != nil {
+		t.Skipf("the guest libraries in %s have no librdmacm.so.1: %v", lib, err)
+	}
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark is not installed: apt-get install tshark")
+	}
+	g := Up(t)
+	host := g.Host(t)
+	d := host.StartDaemon(t)
+	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)
+	if out, rc := g.Run(t, "A", 30, "command -v rping && command -v ib_write_bw"); rc != 0 {
+		t.Skipf("the interop guest lacks rping or ib_write_bw (shared/interop/setup.sh puts rdmacm-utils' and perftest's programs into its initramfs): %s", out)
+	}
+	prog := guesttest.Program{Host: host, Lib: lib, Socket: d.Socket}
+
+	const pings = 10
+	for i, guestServer := range []bool{true, false} {
+		t.Run("rping, "+roleName(guestServer), func(t *testing.T) {
+			port := 7174 + i
+			server, client := GuestIP("A"), HostIP
+			if !guestServer {
+				server, client = HostIP, GuestIP("A")
+			}
+			pcapPath := filepath.Join(t.TempDir(), "rping.pcap")
+			stop := captureCM(t, g.NS(), HostIface, pcapPath)
+			args := fmt.Sprintf("-a %s -p %d -C %d -v", server, port, pings)
+			r := runCMWithGuest(t, g, prog, guestServer, "rping", strings.Fields("-s "+args), strings.Fields("-c "+args))
+			stop()
+			for _, side := range r.sides() {
+				if side.failed {
+					continue
+				}
+				prefix := "ping data: "
+				if side.server {
+					prefix = "server ping data: "
+				}
+				if err := checkPings(side.out, prefix, pings); err != nil {
+					t.Errorf("%s: %v\n%s", side.who, err, side.out)
+				}
+			}
+			checkCMExchange(t, pcapPath, client.String(), server.String())
+		})
+	}
+	for i, guestServer := range []bool{true, false} {
+		t.Run("ib_write_bw -R, "+roleName(guestServer), func(t *testing.T) {
+			port := 18600 + i
+			server := GuestIP("A")
+			if !guestServer {
+				server = HostIP
+			}
+			common := []string{"-R", "-p", fmt.Sprint(port), "-s", "4096", "-n", "20"}
+			ours, theirs := append([]string{"-d", hostDev}, common...), append([]string{"-d", "rxe0"}, common...)
+			srvArgs, cliArgs := theirs, append(ours, server.String())
+			if !guestServer {
+				srvArgs, cliArgs = ours, append(theirs, server.String())
+			}
+			r := runCMWithGuest(t, g, prog, guestServer, "ib_write_bw", srvArgs, cliArgs)
+			for _, side := range r.sides() {
+				if side.failed {
+					continue
+				}
+				rows, err := guesttest.ParsePerftest(side.out)
+				if err != nil {
+					t.Errorf("%s: %v", side.who, err)
+					continue
+				}
+				if x := rows[0]; x.Bytes != 4096 || x.Iterations != 20 || x.MsgRateMpps <= 0 {
+					t.Errorf("%s: result %+v: want 20 iterations of 4096 bytes at a non-zero rate", side.who, x)
+				}
+			}
+		})
+	}
+}
+
+// runCMWithGuest runs program name as the server on one side and its
+// client on the other (the guest's side a shell word list). An rdma_cm
+// server shows no TCP socket to wait on, so the client is started again,
+// a few times, while the server is not listening yet (its request
+// rejected).
+func runCMWithGuest(t *testing.T, g *Guests, prog guesttest.Program, guestServer bool, name string, srvArgs, cliArgs []string) guestRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	r := guestRun{guestServer: guestServer}
+	var ourOut bytes.Buffer
+	// retry wraps a client command line: again while it fails, at most 30
+	// times, 0.3 s apart; its output is the last attempt's.
+	retry := func(cmd string) string {
+		return fmt.Sprintf(`i=0; while :; do out=$(%s 2>&1); rc=$?; [ $rc -eq 0 ] && break; i=$((i+1)); [ $i -ge 30 ] && break; sleep 0.3; done; printf '%%s\n' "$out"; exit $rc`, cmd)
+	}
+	if guestServer {
+		id := g.Spawn(t, "A", 90, name+" "+strings.Join(srvArgs, " "))
+		for attempt := 0; ; attempt++ {
+			ourOut.Reset()
+			cmd := prog.Command(ctx, name, cliArgs...)
+			cmd.Stdout, cmd.Stderr = &ourOut, &ourOut
+			r.ourErr = cmd.Run()
+			if r.ourErr == nil || attempt >= 30 || ctx.Err() != nil || g.Done("A", id) {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		r.guestOut, r.guestRC = g.Wait(t, "A", id, 90)
+	} else {
+		cmd := prog.Command(ctx, name, srvArgs...)
+		cmd.Stdout, cmd.Stderr = &ourOut, &ourOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r.guestOut, r.guestRC = g.Run(t, "A", 90, retry(name+" "+strings.Join(cliArgs, " ")))
+		if r.guestRC != 0 {
+			cancel() // our server would wait for a client for ever
+		}
+		r.ourErr = cmd.Wait()
+	}
+	r.ourOut = ourOut.String()
+	if r.ourErr != nil || r.guestRC != 0 {
+		t.Errorf("%s, %s: ours: %v; the guest's: exit %d\nours:\n%s\nthe guest's:\n%s",
+			name, roleName(guestServer), r.ourErr, r.guestRC, r.ourOut, r.guestOut)
+	}
+	return r
+}
+
+// pingLine is one line of rping -v: "ping data: rdma-ping-N: PATTERN".
+var pingLine = regexp.MustCompile(`^(server )?ping data: rdma-ping-(\d+): (.*)$`)
+
+// checkPings checks that out has pings lines with prefix, numbered from
+// 0, each with rping's pattern: the printable characters from 'A' + N on,
+// wrapping as rping's do.
+func checkPings(out, prefix string, pings int) error {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		m := pingLine.FindStringSubmatch(line)
+		if m == nil || m[2] != fmt.Sprint(n) {
+			return fmt.Errorf("ping line %q: want rdma-ping-%d", line, n)
+		}
+		if data := m[3]; len(data) == 0 || data[0] != byte('A'+n%('z'-'A'+1)) {
+			return fmt.Errorf("ping %d carries %q: want rping's pattern from %q", n, data, rune('A'+n))
+		}
+		n++
+	}
+	if n != pings {
+		return fmt.Errorf("%d lines %q..., want %d", n, prefix, pings)
+	}
+	return nil
+}
+
+// captureCM runs tcpdump on dev in namespace ns, writing RoCEv2 packets to
+// path, until stop is called.
+func captureCM(t *testing.T, ns, dev, path string) (stop func()) {
+	t.Helper()
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Skip("tcpdump is not installed: apt-get install tcpdump")
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "0", "-U", "-w", path, "udp", "port", "4791")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a hang guard
+	for !strings.Contains(stderr.String(), "listening on") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	done := false
+	stop = func() {
+		if !done {
+			done = true
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// checkCMExchange checks with tshark that the capture holds a connection's
+// CM MADs: REQ from client to server, REP back, RTU, then a DREQ one way
+// and its DREP the other, every MAD decoded (no malformed packet).
+func checkCMExchange(t *testing.T, path, client, server string) {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", path, "-Y", "infiniband.mad", "-T", "fields",
+		"-e", "ip.src", "-e", "ip.dst", "-e", "infiniband.mad.attributeid", "-e", "_ws.malformed").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	names := map[string]string{"0x0010": "REQ", "0x0011": "MRA", "0x0012": "REJ", "0x0013": "REP", "0x0014": "RTU", "0x0015": "DREQ", "0x0016": "DREP"}
+	var seen []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) < 4 {
+			continue
+		}
+		if f[3] != "" {
+			t.Errorf("tshark marks a CM MAD malformed: %q", l)
+		}
+		seen = append(seen, fmt.Sprintf("%s %s>%s", names[f[2]], f[0], f[1]))
+	}
+	want := []string{"REQ " + client + ">" + server, "REP " + server + ">" + client, "RTU " + client + ">" + server}
+	for i, w := range want {
+		if i >= len(seen) || seen[i] != w {
+			t.Fatalf("CM MADs on the wire: %q: want %q first", seen, want)
+		}
+	}
+	var dreq, drep bool
+	for _, s := range seen[3:] {
+		dreq = dreq || strings.HasPrefix(s, "DREQ ")
+		drep = drep || (dreq && strings.HasPrefix(s, "DREP "))
+	}
+	if !dreq || !drep {
+		t.Errorf("CM MADs on the wire: %q: want a DREQ and its DREP after the RTU", seen)
+	}
+	t.Logf("CM MADs on the wire: %q", seen)
+}
