@@ -76,7 +76,18 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 	if err != nil {
 		d.quota.leave(cred.uid, user)
 		d.warnEvery("session-refused", "refused a session", "peer", cred.String(), "pid", cred.pid, "err", err)
-		refuse(c, err)
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			c.Close()
+			return
+		}
+		d.wg.Add(1)
+		d.mu.Unlock()
+		go func() { // off the accept loop: a client that does not close must not hold up the next
+			defer d.wg.Done()
+			refuse(c, err, refuseLinger)
+		}()
 		return
 	}
 	s := newSession(d, proto.NewConn(c), cred, user)
@@ -99,28 +110,37 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 
 // refuse tells a connection why it is refused, in a reply to no request
 // (id 0) that the library reports for the call it makes, and closes it.
-func refuse(c *net.UnixConn, err error) {
+//
+// Closing a unix socket with a message unread resets it: the peer's next
+// read fails even with the refusal queued before the reset. A client's
+// hello can arrive at any moment, before the refusal or after, so refuse
+// shuts its side for writing and discards what arrives until the peer
+// closes its end (having read the refusal), a few messages have come, or
+// linger has passed; only a client that neither reads nor closes meets
+// the reset.
+func refuse(c *net.UnixConn, err error, linger time.Duration) {
 	pc := proto.NewConn(c)
 	_ = pc.Send(proto.Header{Kind: proto.KindReply, Op: proto.OpHello, Code: proto.CodeOf(err)}, errBody(err))
-	// Closing with a request unread would reset the connection, which the
-	// client sees before the reason: discard what has arrived already (a
-	// few messages at most; none, or the peer's end, stops it).
-	if raw, err := c.SyscallConn(); err == nil {
-		_ = raw.Read(func(fd uintptr) bool {
-			var b [1]byte
-			for range refuseDrain {
-				if n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); err != nil || n == 0 {
-					break
-				}
-			}
-			return true
-		})
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(linger))
+	var b [1]byte // a message longer than this is discarded whole
+	for range refuseDrain {
+		if n, err := c.Read(b[:]); err != nil || n == 0 {
+			break
+		}
 	}
 	pc.Close()
 }
 
-// refuseDrain is how many waiting messages refuse discards at most.
-const refuseDrain = 4
+// refuseDrain is how many messages refuse discards at most.
+const refuseDrain = 16
+
+// How long refuse waits for the peer to close: off the accept loop
+// (admitSession), and on it (shedOne, where the descriptor is the spare).
+const (
+	refuseLinger = 250 * time.Millisecond
+	shedLinger   = 20 * time.Millisecond
+)
 
 // shedWait is how long shedOne waits for the connection it expects.
 const shedWait = 10 * time.Millisecond
@@ -161,5 +181,5 @@ func (d *Daemon) shedOne() {
 	if err != nil {
 		return
 	}
-	refuse(c, proto.Errorf(proto.CodeLimit, "the vrdma daemon has no descriptor left for a new session: try again once other clients have closed theirs; its administrator may raise its RLIMIT_NOFILE (LimitNOFILE=) or lower the tenants' limits (--limit)"))
+	refuse(c, proto.Errorf(proto.CodeLimit, "the vrdma daemon has no descriptor left for a new session: try again once other clients have closed theirs; its administrator may raise its RLIMIT_NOFILE (LimitNOFILE=) or lower the tenants' limits (--limit)"), shedLinger)
 }

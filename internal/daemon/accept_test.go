@@ -131,11 +131,66 @@ func TestRefuseReturnsWhenThePeerIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
-		go func() { refuse(s, proto.Errorf(proto.CodeLimit, "no")); close(done) }()
+		go func() { refuse(s, proto.Errorf(proto.CodeLimit, "no"), refuseLinger); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second): // a hang guard
 			t.Fatalf("refuse did not return for a peer gone after %d requests", sends)
 		}
+	}
+}
+
+// TestRefusalReachesAClientThatSpeaksLate: a client whose first request
+// arrives while the daemon is refusing it (after the refusal is sent,
+// before the connection closes) still reads the refusal, not a reset:
+// closing a unix socket with a request unread makes the peer's next read
+// fail even with the reply queued, so refuse must not close on one.
+func TestRefusalReachesAClientThatSpeaksLate(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(dir, "s"), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for i := range 300 {
+		c, err := proto.Dial(ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.AcceptUnix()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { refuse(s, proto.Errorf(proto.CodeLimit, "no descriptor left"), refuseLinger); close(done) }()
+		// Speak once the refusal is there, unread, as a client does whose
+		// hello was slower than the daemon's answer.
+		waitReadable(t, c)
+		_ = c.Send(proto.Header{Kind: proto.KindRequest, Op: proto.OpHello, ID: 1}, proto.HelloReq{})
+		h, body, _, err := c.Recv()
+		c.Close()
+		<-done
+		if err != nil || h.Code != proto.CodeLimit {
+			t.Fatalf("attempt %d: the client read %+v %s, %v: want the refusal (code %d)", i, h, body, err, proto.CodeLimit)
+		}
+	}
+}
+
+// waitReadable waits until c has a message to read, without reading it.
+func waitReadable(t *testing.T, c *proto.Conn) {
+	t.Helper()
+	raw, err := c.Raw().SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perr error
+	if err := raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		_, perr = unix.Poll(fds, 10_000) // a hang guard
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if perr != nil {
+		t.Fatal(perr)
 	}
 }
