@@ -104,6 +104,16 @@ func TestCMTwoHosts(t *testing.T) {
 	})
 }
 
+// The same over the TCP compatibility path between the daemons.
+func TestCMTwoHostsTCP(t *testing.T) {
+	h := newCMHostsWith(t, vrdma.MTU1024, true)
+	e := h.env(t)
+	a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})
+	cmConnect(t, a, b, h.addrs[1])
+	checkConnected(t, a, b, vrdma.GID(h.addrs[1].As16()), vrdma.MTU1024)
+	rcWorkload(t, a, b, 1)
+}
+
 // ucTraffic sends and writes from a to b over UC.
 func ucTraffic(t *testing.T, a, b *side) {
 	t.Helper()
@@ -215,7 +225,7 @@ func TestCMConcurrentDials(t *testing.T) {
 		}
 	}
 	for i, c := range conns {
-		if len(c.PrivateData()) != 1 || c.PrivateData()[0] != byte(i) {
+		if !samePrivate(c.PrivateData(), string([]byte{byte(i)})) {
 			t.Fatalf("connection %d got the reply %v", i, c.PrivateData())
 		}
 		// Each requester's QP reaches the listener's QP that accepted it.

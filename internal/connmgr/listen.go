@@ -84,7 +84,7 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 			continue
 		}
 		text := fmt.Sprintf("the listener on port %d %s before it answered", l.port, why)
-		m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
+		m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
@@ -111,14 +111,14 @@ func (m *Manager) CloseSession(s Session) {
 	for _, c := range sp.conns {
 		switch c.state {
 		case established:
-			m.send(c.peer, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
+			m.send(c.peer, c.via(m), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
 		case dreqSent:
 		default:
 			reason, text := cm.RejectConsumer, "the process that accepted the request exited"
 			if c.active {
 				reason, text = cm.RejectTimeout, "the requesting process exited"
 			}
-			m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
+			m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
 		}
 		m.remove(c)
 	}

@@ -28,6 +28,7 @@ type peer struct {
 	endpoint string // dialled peers: where to
 	expect   string // dialled peers: the identity expected there ("" none)
 	local    bool
+	gsi      bool       // MADs on QP1 to whichever CM a connection names (gsi.go)
 	inbound  bool       // it connected to this daemon's listener
 	src      netip.Addr // inbound: its source address
 	ident    string     // the identity Config.Authorize named it ("" without one)
@@ -79,9 +80,16 @@ func (m *Manager) peerFor(endpoint, expect string) (*peer, error) {
 }
 
 // send encodes msg and queues it for p; m.mu is held. A message that does
-// not encode is a bug of this daemon: logged, not sent.
-func (m *Manager) send(p *peer, msg cm.Message) {
+// not encode is a bug of this daemon: logged, not sent. Over MADs, v says
+// where it goes and what it carries besides (nil: not sent).
+func (m *Manager) send(p *peer, v *via, msg cm.Message) {
 	if p == nil {
+		return
+	}
+	if p.gsi {
+		if v != nil {
+			m.queueMAD(v, msg)
+		}
 		return
 	}
 	if r, ok := msg.(*cm.REJ); ok {
@@ -142,7 +150,7 @@ func (p *peer) runLocal() {
 				p.m.log.Error("connection manager: a message of this daemon does not decode", "err", err)
 				continue
 			}
-			p.m.handle(p, msg)
+			p.m.handle(p, nil, msg)
 		}
 	}
 }
@@ -244,7 +252,7 @@ func (p *peer) readLoop(c net.Conn) {
 		}
 		p.lastActive.Store(time.Now().UnixNano())
 		p.spoke.Store(true)
-		p.m.handle(p, msg)
+		p.m.handle(p, nil, msg)
 	}
 }
 

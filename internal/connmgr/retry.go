@@ -1,0 +1,128 @@
+package connmgr
+
+// What unreliable datagrams need of the CM (IBTA Vol. 1 12.9): a REQ, REP
+// or DREQ sent again when no answer comes within the peer's response time,
+// up to Max CM Retries; MRAs that ask for (and grant) more time; the last
+// message sent again on a duplicate; and TIMEWAIT, in which a comm ID that
+// ended is not reused and a late REQ naming it is stale. The TCP and
+// in-process peers need none of it: they lose nothing.
+
+import (
+	"time"
+
+	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/ibcm"
+)
+
+// sendConn sends msg for c and keeps it as c's last message. Over MADs, a
+// message that waits for an answer (REQ, REP, DREQ) is sent again after
+// c.retryInterval, up to c.maxRetries times; m.mu is held.
+func (m *Manager) sendConn(c *connection, msg cm.Message, waits bool) {
+	m.send(c.peer, c.via(m), msg)
+	c.last = msg
+	c.retries = 0
+	if waits && c.peer != nil && c.peer.gsi {
+		m.armRetry(c, c.retryInterval())
+	}
+}
+
+// armRetry starts c's retransmission timer; m.mu is held.
+func (m *Manager) armRetry(c *connection, d time.Duration) {
+	if c.rtx != nil {
+		c.rtx.Stop()
+	}
+	gen := c.gen
+	c.rtx = time.AfterFunc(d, func() { m.retry(c, gen) })
+}
+
+// retry sends c's last message again, or, once c.maxRetries are spent,
+// ends c as a timeout.
+func (m *Manager) retry(c *connection, gen uint32) {
+	m.mu.Lock()
+	if m.closed || m.conns[c.id] != c || c.gen != gen || c.last == nil {
+		m.mu.Unlock()
+		return
+	}
+	if c.retries >= c.maxRetries {
+		after := m.expireLocked(c)
+		m.mu.Unlock()
+		after()
+		return
+	}
+	c.retries++
+	m.mads.retransmits.Add(1)
+	m.send(c.peer, c.via(m), c.last)
+	m.armRetry(c, c.retryInterval())
+	m.mu.Unlock()
+}
+
+// resend sends c's last message again: the answer to a duplicate; m.mu is
+// held.
+func (m *Manager) resend(c *connection) {
+	m.mads.duplicates.Add(1)
+	if c.last != nil {
+		m.send(c.peer, c.via(m), c.last)
+	}
+}
+
+// onMRA takes a peer's "your message arrived, the answer will take
+// longer": the retransmission of what it acknowledges waits its service
+// timeout instead.
+func (m *Manager) onMRA(p *peer, v *via, r *mra) {
+	c := m.connFor(p, v, r)
+	if c == nil {
+		return
+	}
+	if (r.what == ibcm.MsgREQ && c.active && c.state == reqSent) || (r.what == ibcm.MsgREP && !c.active && c.state == repSent) {
+		m.armRetry(c, cmTime(r.serviceTimeout)+2*cmTime(c.packetLife))
+	}
+}
+
+// sendMRA tells the requester of c, whose REQ came again while the
+// listener has not answered, to wait longer; m.mu is held.
+func (m *Manager) sendMRA(c *connection) {
+	m.mads.duplicates.Add(1)
+	m.mads.mraSent.Add(1)
+	m.send(c.peer, c.via(m), &mra{LocalID: c.id, RemoteID: c.remoteID, what: ibcm.MsgREQ, serviceTimeout: mraServiceTimeout})
+}
+
+// timeWaitEntry is a connection in TIMEWAIT.
+type timeWaitEntry struct {
+	key   remoteKey
+	id    uint32
+	until time.Time
+}
+
+// enterTimeWait keeps c's comm IDs for the TIMEWAIT time; m.mu is held.
+func (m *Manager) enterTimeWait(c *connection) {
+	now := time.Now()
+	m.pruneTimeWait(now)
+	e := timeWaitEntry{key: c.key(), id: c.id, until: now.Add(m.timeWait)}
+	m.timeWaitQ = append(m.timeWaitQ, e)
+	m.timeWaitIDs[e.id] = struct{}{}
+	m.timeWaitRemote[e.key] = struct{}{}
+}
+
+// pruneTimeWait forgets the connections whose TIMEWAIT is over; m.mu is
+// held. Every entry waits as long, so the queue is in order.
+func (m *Manager) pruneTimeWait(now time.Time) {
+	n := 0
+	for _, e := range m.timeWaitQ {
+		if e.until.After(now) {
+			break
+		}
+		delete(m.timeWaitIDs, e.id)
+		delete(m.timeWaitRemote, e.key)
+		n++
+	}
+	if n > 0 {
+		m.timeWaitQ = append(m.timeWaitQ[:0], m.timeWaitQ[n:]...)
+	}
+}
+
+// inTimeWait reports whether a peer's connection k ended here moments ago.
+func (m *Manager) inTimeWait(k remoteKey) bool {
+	m.pruneTimeWait(time.Now())
+	_, ok := m.timeWaitRemote[k]
+	return ok
+}
