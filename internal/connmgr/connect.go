@@ -60,6 +60,12 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 			return none, proto.Errorf(proto.CodeNotFound, "cannot tell whose connection manager %s is: the daemon's CMResolvePeer named no identity there, which CMAuthorize needs", endpoint.Addr)
 		}
 	}
+	if overMADs {
+		_, src := sourceGID(s.Adapter(), dst)
+		if err := m.gsi.GSIRoute(src, dst); err != nil {
+			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v)", gidString(dst), gidString(src), err)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp := m.session(s)

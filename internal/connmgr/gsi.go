@@ -27,6 +27,9 @@ type GSI interface {
 	// SetGSIHandler sets the function every MAD to QP1 goes to (nil:
 	// none). It runs on a link's receive goroutine and must not block.
 	SetGSIHandler(f func(*engine.GSIDatagram))
+	// GSIRoute returns nil if a link carries MADs from sgid to dgid, else
+	// why not.
+	GSIRoute(sgid, dgid [16]byte) error
 }
 
 // madQueue bounds the MADs waiting to be run, and those waiting to be
