@@ -189,9 +189,8 @@ func (m *Manager) onMAD(in *inMAD) {
 			m.mads.malformed.Add(1)
 			return
 		}
-		var reason cm.Reason
-		msg, reason = m.reqOfMAD(in, &r, v)
-		if msg == nil {
+		req, reason := m.reqOfMAD(in, &r, v)
+		if req == nil {
 			if reason == cm.RejectInvalidGID {
 				m.adm.wrongSource.Add(1)
 			}
@@ -200,6 +199,7 @@ func (m *Manager) onMAD(in *inMAD) {
 			m.mu.Unlock()
 			return
 		}
+		msg = req
 	case ibcm.AttrREP:
 		r, err := ibcm.ParseREP(d)
 		if err != nil {
