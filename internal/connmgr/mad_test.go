@@ -30,7 +30,7 @@ func reqMAD(t testing.TB, dst [16]byte, port uint16, consumer []byte, mod func(*
 	r := ibcm.REQ{LocalCommID: 0x572a4dcd, ServiceID: ibcm.ServiceID(ibcm.PortSpaceTCP, port), LocalCAGUID: 0x505400fffe479101,
 		LocalQPN: 0x1f, ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20, StartingPSN: 0x5059d4,
 		LocalCMResponseTimeout: 20, RetryCount: 7, PKey: 0xffff, PathMTU: 3, RNRRetryCount: 7, MaxCMRetries: 15,
-		Primary: ibcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: linuxGID, RemoteGID: dst, FlowLabel: 0x0f04c, HopLimit: 64, LocalACKTimeout: 0x13},
+		Primary:     ibcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: linuxGID, RemoteGID: dst, FlowLabel: 0x0f04c, HopLimit: 64, LocalACKTimeout: 0x13},
 		PrivateData: append(pd, consumer...)}
 	if mod != nil {
 		mod(&r)
