@@ -177,7 +177,9 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 // Config.PeerOwns only for the addresses the switch gives its host. The
 // in-process peer is this daemon.
 func (m *Manager) wrongSource(p *peer, src [16]byte) string {
-	if p.local || m.adm.authorize == nil {
+	if p.local || p.gsi || m.adm.authorize == nil {
+		// Over MADs the REQ's source is the packet's (reqOfMAD): the
+		// host of a TCP channel is not known per packet.
 		return ""
 	}
 	if m.host.IsLocalGID(src) {
