@@ -1,0 +1,198 @@
+package interop
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma"
+)
+
+// TestCMWithRxe connects the Go API on vrdma (a daemon with a Soft-RoCE
+// link on the namespace's br0) and the guest kernel's rdma_cm over
+// rdma_rxe, through unmodified ucmatose (rdmacm-utils) in guest A, both
+// ways: the Go API dials the guest's listener, and the guest's client
+// dials a Go API listener. Both reach ESTABLISHED and disconnect. The
+// exchange is captured on br0 and checked with tshark, which decodes the
+// CM MADs.
+func TestCMWithRxe(t *testing.T) {
+	g := Up(t)
+	host := g.Host(t)
+	d := host.StartDaemon(t)
+	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)
+	if out, rc := g.Run(t, "A", 10, "command -v ucmatose"); rc != 0 {
+		t.Skipf("the interop guest has no ucmatose (rdmacm-utils): %s", out)
+	}
+	pcap := filepath.Join(t.TempDir(), "cm.pcap")
+	stopCapture := capture(t, host.Command, pcap)
+
+	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: d.Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	guest := GuestIP("A")
+
+	t.Run("Go API dials ucmatose in the guest", func(t *testing.T) {
+		id := g.Spawn(t, "A", 60, "ucmatose -b "+guest.String()+" -p 7471 -c 1 -C 0")
+		qp := rcQP(t, dev)
+		var c *vrdma.Conn
+		deadline := time.Now().Add(30 * time.Second) // a hang guard: the guest's listener may not be up yet
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c, err = dev.Dial(ctx, qp, guest, 7471, nil)
+			cancel()
+			var rej *vrdma.RejectError
+			if err == nil || !errors.As(err, &rej) || rej.Reason != vrdma.RejectNoListener || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
+			out, rc := g.Wait(t, "A", id, 70)
+			t.Fatalf("dial the guest's ucmatose: %v; ucmatose (rc %d):\n%s", err, rc, out)
+		}
+		t.Logf("established with the guest's rdma_cm: our QP 0x%x, path %s", qp.QPN(), func() string { p, _ := c.Path(); return p }())
+		// ucmatose, with no messages to send, disconnects at once.
+		select {
+		case <-c.Done():
+		case <-time.After(30 * time.Second):
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := c.Disconnect(ctx, nil)
+			cancel()
+			t.Errorf("the guest did not disconnect; we did: %v", err)
+		}
+		out, rc := g.Wait(t, "A", id, 70)
+		if rc != 0 || !strings.Contains(out, "disconnecting") {
+			t.Fatalf("ucmatose in the guest (rc %d):\n%s", rc, out)
+		}
+		t.Logf("ucmatose in the guest:\n%s", out)
+	})
+
+	t.Run("ucmatose in the guest dials a Go API listener", func(t *testing.T) {
+		l, err := dev.Listen(7472)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		id := g.Spawn(t, "A", 60, "ucmatose -s "+HostIP.String()+" -p 7472 -c 1 -C 0")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, err := l.Accept(ctx)
+		if err != nil {
+			out, rc := g.Wait(t, "A", id, 70)
+			t.Fatalf("no request from the guest: %v; ucmatose (rc %d):\n%s", err, rc, out)
+		}
+		if req.RemoteAddr != guest {
+			t.Errorf("the request comes from %v, want the guest's %v", req.RemoteAddr, guest)
+		}
+		c, err := req.Accept(ctx, rcQP(t, dev), nil)
+		if err != nil {
+			out, rc := g.Wait(t, "A", id, 70)
+			t.Fatalf("accept: %v; ucmatose (rc %d):\n%s", err, rc, out)
+		}
+		// As ucmatose's server does: the client waits for it to
+		// disconnect.
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		if err := c.Disconnect(dctx, nil); err != nil {
+			t.Errorf("disconnect: %v", err)
+		}
+		out, rc := g.Wait(t, "A", id, 70)
+		if rc != 0 || !strings.Contains(out, "test complete") {
+			t.Fatalf("ucmatose in the guest (rc %d):\n%s", rc, out)
+		}
+		t.Logf("ucmatose in the guest:\n%s", out)
+	})
+
+	stopCapture()
+	checkCMCapture(t, pcap)
+}
+
+// rcQP is an RC QP of dev's, with its CQs, until the test ends.
+func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
+	t.Helper()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pd.Dealloc() })
+	cq, err := dev.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cq.Destroy() })
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qp.Destroy() })
+	return qp
+}
+
+// capture runs tcpdump on br0 in the namespace into file until the
+// returned function stops it.
+func capture(t *testing.T, command func(context.Context, string, ...string) *exec.Cmd, file string) func() {
+	t.Helper()
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Log("no tcpdump: the exchange is not captured")
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := command(ctx, "tcpdump", "-i", HostIface, "--immediate-mode", "-U", "-s", "0", "-w", file, "udp", "port", "4791")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Logf("tcpdump: %v: the exchange is not captured", err)
+		return func() {}
+	}
+	time.Sleep(500 * time.Millisecond) // tcpdump opens the interface; a missed first packet only weakens the check below
+	return func() {
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+		_ = cmd.Wait()
+	}
+}
+
+// checkCMCapture checks with tshark that the capture holds both
+// connections' CM exchange, each MAD a CM Send on QP1.
+func checkCMCapture(t *testing.T, file string) {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Log("no tshark: the capture is not checked")
+		return
+	}
+	if _, err := os.Stat(file); err != nil {
+		return
+	}
+	out, err := exec.Command("tshark", "-r", file, "-Y", "infiniband.mad.mgmtclass == 0x07", "-T", "fields",
+		"-e", "ip.src", "-e", "infiniband.bth.destqp", "-e", "infiniband.mad.attributeid").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	t.Logf("CM MADs on the wire (source, dest QP, attribute):\n%s", out)
+	count := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] != "0x000001" && f[1] != "1" {
+			t.Errorf("a CM MAD to QP %s: %s", f[1], line)
+		}
+		count[f[2]]++
+	}
+	// REQ 0x0010, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP 0x0016: at
+	// least one of each per connection.
+	for _, attr := range []string{"0x0010", "0x0013", "0x0014", "0x0015", "0x0016"} {
+		if count[attr] < 2 {
+			t.Errorf("tshark decoded %d MADs of attribute %s, want one per connection at least: %v", count[attr], attr, count)
+		}
+	}
+}
