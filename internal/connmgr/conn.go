@@ -145,7 +145,7 @@ func (m *Manager) remove(c *connection) {
 		delete(m.remote, k)
 	}
 	if c.reached && c.peer != nil && c.peer.gsi && c.remoteID != 0 {
-		m.enterTimeWait(c)
+		m.enterTimeWait(c, nil)
 	}
 	if sp := m.sessions[c.s]; sp != nil && sp.conns[c.clientID] == c {
 		delete(sp.conns, c.clientID)

@@ -8,6 +8,7 @@ import (
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -20,6 +21,9 @@ import (
 // timeout reaches s as an event. The session's lock is held.
 func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
+	if q, err := s.QP(req.QP); err == nil && q.Type() == abi.QPTypeUD {
+		return m.connectUD(s, req, q) // sidr.go
+	}
 	if err := checkClientID(req.ID, false); err != nil {
 		return none, err
 	}
@@ -124,6 +128,8 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		return err
 	}
 	switch {
+	case !c.active && c.state == reqRcvd && c.qpType == uint8(abi.QPTypeUD):
+		return m.acceptUD(s, c, req) // sidr.go
 	case !c.active && c.state == reqRcvd:
 		if err := checkPrivateData(cm.TypeREP, req.PrivateData); err != nil {
 			return err
@@ -185,6 +191,14 @@ func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
 		return proto.Errorf(proto.CodeState, "connection %d is %v: end it with disconnect", req.ID, c.state)
 	case repSent:
 		errQPLocked(c)
+	}
+	if c.qpType == uint8(abi.QPTypeUD) {
+		status := uint8(ibcm.SIDRRejected)
+		if len(req.PrivateData) > sidrRepPrivate {
+			return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
+		}
+		m.rejectUD(c, status, req.PrivateData)
+		return nil
 	}
 	reason := cm.Reason(req.Reason)
 	if reason == 0 {

@@ -54,8 +54,8 @@ type outMAD struct {
 
 // madStats count the MAD transport's work.
 type madStats struct {
-	in, dropped, malformed, unsupported, sendErrors, outDropped atomic.Uint64
-	retransmits, duplicates, mraSent, mraReceived, stale        atomic.Uint64
+	in, dropped, malformed, unsupported, sendErrors, outDropped       atomic.Uint64
+	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull atomic.Uint64
 }
 
 // startGSI sets the host's GSI handler and starts the goroutines that run
@@ -245,7 +245,32 @@ func (m *Manager) onMAD(in *inMAD) {
 			return
 		}
 		msg = &cm.DREP{LocalID: r.LocalCommID, RemoteID: r.RemoteCommID, PrivateData: bytes.Clone(r.PrivateData)}
-	default: // SIDR, LAP/APR, ClassPortInfo: not served
+	case ibcm.AttrSIDRREQ:
+		r, err := ibcm.ParseSIDRREQ(d)
+		if err != nil {
+			m.mads.malformed.Add(1)
+			return
+		}
+		ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
+		ip, consumer, err := ibcm.ParseIPHeader(r.PrivateData)
+		if !ok || ps != ibcm.PortSpaceUDP || err != nil {
+			m.mu.Lock()
+			m.queueMAD(v.reply(0), &sidrRep{RequestID: r.RequestID, Port: port, Status: ibcm.SIDRNoService})
+			m.mu.Unlock()
+			return
+		}
+		// A SIDR_REQ names no GIDs: the packet's are the addresses.
+		msg = &sidrReq{RequestID: r.RequestID, SrcPort: ip.SrcPort, DstPort: port, SrcGID: in.src, DstGID: in.dst,
+			PrivateData: bytes.Clone(consumer)}
+	case ibcm.AttrSIDRREP:
+		r, err := ibcm.ParseSIDRREP(d)
+		if err != nil {
+			m.mads.malformed.Add(1)
+			return
+		}
+		_, port, _ := ibcm.ParseServiceID(r.ServiceID)
+		msg = &sidrRep{RequestID: r.RequestID, Port: port, Status: r.Status, QPN: r.QPN, QKey: r.QKey, PrivateData: bytes.Clone(r.PrivateData)}
+	default: // LAP/APR, ClassPortInfo: not served
 		m.mads.unsupported.Add(1)
 		return
 	}

@@ -3,7 +3,9 @@ package connmgr
 import (
 	"fmt"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -84,6 +86,13 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 			continue
 		}
 		text := fmt.Sprintf("the listener on port %d %s before it answered", l.port, why)
+		if c.qpType == uint8(abi.QPTypeUD) {
+			m.rejectUD(c, ibcm.SIDRNoService, nil)
+			ev := c.event(proto.CMEventRejected)
+			ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
+			c.s.Emit(ev)
+			continue
+		}
 		m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
@@ -109,6 +118,10 @@ func (m *Manager) CloseSession(s Session) {
 		m.dropListener(sp, l, "went away (its process exited)")
 	}
 	for _, c := range sp.conns {
+		if c.qpType == uint8(abi.QPTypeUD) {
+			m.rejectUD(c, ibcm.SIDRRejected, nil)
+			continue
+		}
 		switch c.state {
 		case established:
 			m.send(c.peer, c.via(m), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})

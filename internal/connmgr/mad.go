@@ -102,7 +102,7 @@ func encodeMAD(v *via, msg cm.Message, out []byte) ([]byte, error) {
 		r := ibcm.MRA{LocalCommID: x.LocalID, RemoteCommID: x.RemoteID, MessageMRAed: x.what, ServiceTimeout: x.serviceTimeout}
 		b, err = r.Append(b)
 	default:
-		return nil, errUnknownMessage
+		return encodeSIDR(v, msg, out)
 	}
 	return b, err
 }
@@ -121,3 +121,60 @@ func (m *mra) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
 func (m *mra) String() string                  { return "MRA" }
 
 var _ cm.Message = (*mra)(nil)
+
+// sidrReq is a SIDR_REQ (UD service resolution, rdma_cm's UDP port
+// space): which QP serves port DstPort.
+type sidrReq struct {
+	RequestID        uint32
+	SrcPort, DstPort uint16
+	SrcGID, DstGID   [16]byte
+	PrivateData      []byte
+}
+
+// sidrRep answers a sidrReq: the listener's UD QP and Q_Key, or a status
+// (ibcm.SIDRNoService ...) saying why not.
+type sidrRep struct {
+	RequestID   uint32
+	Port        uint16 // the service's (rdma_cm echoes the service ID)
+	Status      uint8
+	QPN, QKey   uint32
+	PrivateData []byte
+}
+
+func (m *sidrReq) Type() cm.Type                   { return 0 }
+func (m *sidrReq) IDs() (local, remote uint32)     { return m.RequestID, 0 }
+func (m *sidrReq) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
+func (m *sidrRep) Type() cm.Type                   { return 0 }
+func (m *sidrRep) IDs() (local, remote uint32)     { return 0, m.RequestID }
+func (m *sidrRep) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
+
+// The private data rdma_cm's UDP port space leaves the consumer: a
+// SIDR_REQ's after the IP CM header, and a SIDR_REP's.
+const (
+	sidrReqPrivate = ibcm.SIDRREQPrivateSize - ibcm.IPHeaderSize
+	sidrRepPrivate = ibcm.SIDRREPPrivateSize
+)
+
+// encodeSIDR builds a SIDR message's MAD into out.
+func encodeSIDR(v *via, msg cm.Message, out []byte) ([]byte, error) {
+	b := out[:0]
+	switch x := msg.(type) {
+	case *sidrReq:
+		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrSIDRREQ, v.tid))
+		var pd [ibcm.SIDRREQPrivateSize]byte
+		src, dst := netip.AddrFrom16(x.SrcGID).Unmap(), netip.AddrFrom16(x.DstGID).Unmap()
+		h, err := ibcm.AppendIPHeader(pd[:0], ibcm.IPHeader{SrcPort: x.SrcPort, Src: src, Dst: dst})
+		if err != nil {
+			return nil, err
+		}
+		n := copy(pd[len(h):], x.PrivateData)
+		r := ibcm.SIDRREQ{RequestID: x.RequestID, PKey: 0xffff, ServiceID: ibcm.ServiceID(ibcm.PortSpaceUDP, x.DstPort), PrivateData: pd[:len(h)+n]}
+		return r.Append(b)
+	case *sidrRep:
+		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrSIDRREP, v.tid))
+		r := ibcm.SIDRREP{RequestID: x.RequestID, Status: x.Status, QPN: x.QPN, ServiceID: ibcm.ServiceID(ibcm.PortSpaceUDP, x.Port),
+			QKey: x.QKey, PrivateData: x.PrivateData}
+		return r.Append(b)
+	}
+	return nil, errUnknownMessage
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -131,7 +132,7 @@ type Manager struct {
 	timeWait                          time.Duration
 	timeWaitQ                         []timeWaitEntry
 	timeWaitIDs                       map[uint32]struct{}
-	timeWaitRemote                    map[remoteKey]struct{}
+	timeWaitRemote                    map[remoteKey]cm.Message
 
 	wg sync.WaitGroup
 }
@@ -182,9 +183,12 @@ func New(cfg Config) (*Manager, error) {
 		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		dialTCP: cfg.DialTCP, respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
 		packetLife: orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
-		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]struct{}{},
+		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
 	}
-	m.timeWait = cmTime(m.respTimeout) + 2*cmTime(m.packetLife)
+	// TIMEWAIT outlasts a peer's retransmissions: a late REQ is told it
+	// is stale, a repeated SIDR_REQ gets its answer again (a SIDR_REQ says
+	// nothing of how long its sender waits: rdma_cm's ~4.3 s, times a few).
+	m.timeWait = max(cmTime(m.respTimeout)+2*cmTime(m.packetLife), minTimeWait)
 	var err error
 	if m.adm, err = newAdmission(&cfg); err != nil {
 		return nil, err
@@ -323,6 +327,9 @@ func (m *Manager) nextEphemeral() (uint16, bool) {
 	}
 	return 0, false
 }
+
+// minTimeWait is the shortest TIMEWAIT.
+const minTimeWait = 10 * time.Second
 
 func orDefault(v, def uint8) uint8 {
 	if v == 0 {

@@ -44,6 +44,7 @@ type peer struct {
 	mu     sync.Mutex
 	conn   net.Conn
 	q      [][]byte
+	vals   []cm.Message // local: the messages this host sends itself
 	qBytes int
 	dead   bool
 	ready  chan struct{} // something was queued
@@ -95,6 +96,10 @@ func (m *Manager) send(p *peer, v *via, msg cm.Message) {
 	if r, ok := msg.(*cm.REJ); ok {
 		r.Text = clip(r.Text)
 	}
+	if p.local {
+		p.pushLocal(msg)
+		return
+	}
 	b, err := msg.Append(nil)
 	if err != nil {
 		m.log.Error("connection manager: a message of this daemon does not encode", "type", msg.Type(), "err", err)
@@ -126,6 +131,30 @@ func (p *peer) push(frame []byte) {
 	}
 }
 
+// pushLocal queues a message of this host for this host: as it is, not
+// encoded (SIDR's messages have no frame of the TCP protocol).
+func (p *peer) pushLocal(msg cm.Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return
+	}
+	p.vals = append(p.vals, msg)
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+}
+
+// takeLocal empties the in-process queue.
+func (p *peer) takeLocal() []cm.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.vals
+	p.vals = nil
+	return v
+}
+
 // take empties the queue.
 func (p *peer) take() [][]byte {
 	p.mu.Lock()
@@ -144,12 +173,7 @@ func (p *peer) runLocal() {
 		case <-p.ctx.Done():
 			return
 		}
-		for _, f := range p.take() {
-			msg, _, err := cm.Parse(f)
-			if err != nil {
-				p.m.log.Error("connection manager: a message of this daemon does not decode", "err", err)
-				continue
-			}
+		for _, msg := range p.takeLocal() {
 			p.m.handle(p, nil, msg)
 		}
 	}

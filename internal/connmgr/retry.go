@@ -10,6 +10,7 @@ package connmgr
 import (
 	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/ibcm"
 )
@@ -43,13 +44,18 @@ func (m *Manager) retry(c *connection, gen uint32) {
 		m.mu.Unlock()
 		return
 	}
-	if c.retries >= c.maxRetries {
+	// A SIDR_REQ has no MRA to ask for more time: it goes again until the
+	// dial's own deadline (c.timer), not Max CM Retries.
+	sidr := c.active && c.qpType == uint8(abi.QPTypeUD)
+	if c.retries >= c.maxRetries && !sidr {
 		after := m.expireLocked(c)
 		m.mu.Unlock()
 		after()
 		return
 	}
-	c.retries++
+	if c.retries < c.maxRetries {
+		c.retries++
+	}
 	m.mads.retransmits.Add(1)
 	m.send(c.peer, c.via(m), c.last)
 	m.armRetry(c, c.retryInterval())
@@ -93,14 +99,16 @@ type timeWaitEntry struct {
 	until time.Time
 }
 
-// enterTimeWait keeps c's comm IDs for the TIMEWAIT time; m.mu is held.
-func (m *Manager) enterTimeWait(c *connection) {
+// enterTimeWait keeps c's comm IDs for the TIMEWAIT time, and reply, the
+// answer to send again to a late copy of c's request (a SIDR_REP; nil for
+// a connection: a late REQ is stale); m.mu is held.
+func (m *Manager) enterTimeWait(c *connection, reply cm.Message) {
 	now := time.Now()
 	m.pruneTimeWait(now)
 	e := timeWaitEntry{key: c.key(), id: c.id, until: now.Add(m.timeWait)}
 	m.timeWaitQ = append(m.timeWaitQ, e)
 	m.timeWaitIDs[e.id] = struct{}{}
-	m.timeWaitRemote[e.key] = struct{}{}
+	m.timeWaitRemote[e.key] = reply
 }
 
 // pruneTimeWait forgets the connections whose TIMEWAIT is over; m.mu is
@@ -122,7 +130,14 @@ func (m *Manager) pruneTimeWait(now time.Time) {
 
 // inTimeWait reports whether a peer's connection k ended here moments ago.
 func (m *Manager) inTimeWait(k remoteKey) bool {
-	m.pruneTimeWait(time.Now())
-	_, ok := m.timeWaitRemote[k]
+	_, ok := m.timeWaitReply(k)
 	return ok
+}
+
+// timeWaitReply returns what a peer's request k was answered with, if it
+// ended here moments ago.
+func (m *Manager) timeWaitReply(k remoteKey) (cm.Message, bool) {
+	m.pruneTimeWait(time.Now())
+	r, ok := m.timeWaitRemote[k]
+	return r, ok
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -31,6 +32,10 @@ func (m *Manager) handle(p *peer, v *via, msg cm.Message) {
 			m.onDREP(p, v, r)
 		case *mra:
 			m.onMRA(p, v, r)
+		case *sidrReq:
+			m.onSIDRReq(p, v, r)
+		case *sidrRep:
+			m.onSIDRRep(p, v, r)
 		}
 	}
 	m.mu.Unlock()
@@ -117,6 +122,7 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.hostName)
 		return
 	case l.pending >= l.backlog:
+		m.mads.backlogFull.Add(1)
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
 		return
 	case l.s.Lagging():
@@ -151,15 +157,7 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		}
 	}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
-	id := sp.nextID
-	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
-		id++
-		if id < proto.CMDaemonIDBase {
-			id = proto.CMDaemonIDBase
-		}
-	}
-	sp.nextID = id + 1
-	m.add(c, id)
+	m.add(c, m.requestID(sp))
 	l.pending++
 	m.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)
@@ -168,6 +166,20 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
 	ev.PrivateData = r.PrivateData
 	l.s.Emit(ev)
+}
+
+// requestID returns an unused id for a request handed to the session of
+// sp: the daemon's ids, CMDaemonIDBase and up; m.mu is held.
+func (m *Manager) requestID(sp *sessionPart) uint32 {
+	id := sp.nextID
+	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
+		id++
+		if id < proto.CMDaemonIDBase {
+			id = proto.CMDaemonIDBase
+		}
+	}
+	sp.nextID = id + 1
+	return id
 }
 
 // wrongSource says why a request from p may not come from src, or "" if
@@ -388,7 +400,7 @@ func (m *Manager) expireLocked(c *connection) func() {
 		ev = c.event(proto.CMEventDisconnectDone)
 		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", wait)
 	}
-	if rej != nil {
+	if rej != nil && c.qpType != uint8(abi.QPTypeUD) { // SIDR: the requester times out on its own
 		m.send(c.peer, c.via(m), rej)
 	}
 	m.remove(c)
