@@ -37,6 +37,7 @@ func TestCMWithRxe(t *testing.T) {
 	}
 	defer dev.Close()
 	guest := GuestIP("A")
+	var nRC, nUD int // connections and resolutions that went through, for the capture's check
 
 	t.Run("Go API dials ucmatose in the guest", func(t *testing.T) {
 		id := g.Spawn(t, "A", 60, "ucmatose -b "+guest.String()+" -p 7471 -c 1 -C 0")
@@ -72,6 +73,7 @@ func TestCMWithRxe(t *testing.T) {
 			t.Fatalf("ucmatose in the guest (rc %d):\n%s", rc, out)
 		}
 		t.Logf("ucmatose in the guest:\n%s", out)
+		nRC++
 	})
 
 	t.Run("ucmatose in the guest dials a Go API listener", func(t *testing.T) {
@@ -108,10 +110,94 @@ func TestCMWithRxe(t *testing.T) {
 			t.Fatalf("ucmatose in the guest (rc %d):\n%s", rc, out)
 		}
 		t.Logf("ucmatose in the guest:\n%s", out)
+		nRC++
+	})
+
+	t.Run("Go API resolves udaddy's UD QP in the guest (SIDR)", func(t *testing.T) {
+		id := g.Spawn(t, "A", 60, "udaddy -b "+guest.String()+" -c 1 -C 0")
+		qp := udQP(t, dev)
+		var c *vrdma.Conn
+		deadline := time.Now().Add(30 * time.Second) // a hang guard: the guest's listener may not be up yet
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c, err = dev.Dial(ctx, qp, guest, 7174, nil) // udaddy's port
+			cancel()
+			var rej *vrdma.RejectError
+			if err == nil || !errors.As(err, &rej) || rej.Reason != vrdma.RejectNoListener || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out, code := g.Wait(t, "A", id, 70)
+		if err != nil {
+			t.Fatalf("resolve the guest's udaddy: %v; udaddy (rc %d):\n%s", err, code, out)
+		}
+		// rdma_cm's UD QPs use RDMA_UDP_QKEY.
+		if c.RemoteQPN() == 0 || c.RemoteQKey() != 0x01234567 {
+			t.Errorf("the guest's UD QP 0x%x, Q_Key %#x: want a QPN and rdma_cm's Q_Key 0x01234567", c.RemoteQPN(), c.RemoteQKey())
+		}
+		t.Logf("the guest's UD QP: 0x%x, Q_Key %#x; udaddy (rc %d):\n%s", c.RemoteQPN(), c.RemoteQKey(), code, out)
+		nUD++
+	})
+
+	t.Run("udaddy in the guest resolves a Go API listener's UD QP (SIDR)", func(t *testing.T) {
+		l, err := dev.Listen(7174) // udaddy's port
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		id := g.Spawn(t, "A", 60, "udaddy -s "+HostIP.String()+" -c 1 -C 0")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, err := l.Accept(ctx)
+		if err != nil {
+			out, rc := g.Wait(t, "A", id, 70)
+			t.Fatalf("no request from the guest: %v; udaddy (rc %d):\n%s", err, rc, out)
+		}
+		if req.QPType != vrdma.UD {
+			t.Errorf("request for a %v QP, want UD", req.QPType)
+		}
+		if _, err := req.Accept(ctx, udQP(t, dev), nil); err != nil {
+			t.Fatal(err)
+		}
+		out, rc := g.Wait(t, "A", id, 70)
+		if rc != 0 || !strings.Contains(out, "test complete") {
+			t.Fatalf("udaddy in the guest (rc %d):\n%s", rc, out)
+		}
+		t.Logf("udaddy in the guest:\n%s", out)
+		nUD++
 	})
 
 	stopCapture()
-	checkCMCapture(t, pcap)
+	checkCMCapture(t, pcap, nRC, nUD)
+}
+
+// udQP is a UD QP of dev's in RTS with rdma_cm's Q_Key, until the test
+// ends.
+func udQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
+	t.Helper()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pd.Dealloc() })
+	cq, err := dev.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cq.Destroy() })
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.UD, SendCQ: cq, RecvCQ: cq,
+		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qp.Destroy() })
+	o := vrdma.DefaultConnectOptions()
+	o.QKey = 0x01234567
+	if err := qp.Connect(vrdma.Endpoint{}, &o); err != nil {
+		t.Fatal(err)
+	}
+	return qp
 }
 
 // rcQP is an RC QP of dev's, with its CQs, until the test ends.
@@ -160,9 +246,10 @@ func capture(t *testing.T, command func(context.Context, string, ...string) *exe
 	}
 }
 
-// checkCMCapture checks with tshark that the capture holds both
-// connections' CM exchange, each MAD a CM Send on QP1.
-func checkCMCapture(t *testing.T, file string) {
+// checkCMCapture checks with tshark that the capture holds the CM
+// exchange of rc connections (REQ, REP, RTU, DREQ, DREP) and ud
+// resolutions (SIDR_REQ, SIDR_REP), each MAD a CM Send to QP1.
+func checkCMCapture(t *testing.T, file string, rc, ud int) {
 	t.Helper()
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Log("no tshark: the capture is not checked")
@@ -188,11 +275,13 @@ func checkCMCapture(t *testing.T, file string) {
 		}
 		count[f[2]]++
 	}
-	// REQ 0x0010, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP 0x0016: at
-	// least one of each per connection.
-	for _, attr := range []string{"0x0010", "0x0013", "0x0014", "0x0015", "0x0016"} {
-		if count[attr] < 2 {
-			t.Errorf("tshark decoded %d MADs of attribute %s, want one per connection at least: %v", count[attr], attr, count)
+	// REQ 0x0010, REP 0x0013, RTU 0x0014, DREQ 0x0015, DREP 0x0016:
+	// at least one of each per connection; SIDR_REQ 0x0017 and SIDR_REP
+	// 0x0018 one per resolution.
+	want := map[string]int{"0x0010": rc, "0x0013": rc, "0x0014": rc, "0x0015": rc, "0x0016": rc, "0x0017": ud, "0x0018": ud}
+	for attr, n := range want {
+		if count[attr] < n {
+			t.Errorf("tshark decoded %d MADs of attribute %s, want %d at least: %v", count[attr], attr, n, count)
 		}
 	}
 }
