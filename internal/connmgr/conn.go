@@ -78,6 +78,7 @@ type connection struct {
 	peerTimeout uint8
 	packetLife  uint8
 	reached     bool // it was established: it leaves through TIMEWAIT
+	inProgress  bool // counted in Manager.inProgress
 }
 
 // key names c by the peer's side of it: the peer, the peer's GID over
@@ -133,6 +134,7 @@ func (m *Manager) setRemote(c *connection, id uint32) {
 // remove forgets c and gives it back to its session's quota.
 func (m *Manager) remove(c *connection) {
 	c.stopTimer()
+	m.endInProgress(c)
 	if !c.removed {
 		c.removed = true
 		c.s.Uncharge(Connections)
@@ -161,6 +163,7 @@ func (m *Manager) to(c *connection, st state) {
 	c.state = st
 	if st == established {
 		c.reached = true
+		m.endInProgress(c)
 	}
 	c.gen++
 	c.stopTimer()

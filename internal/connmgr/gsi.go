@@ -54,8 +54,8 @@ type outMAD struct {
 
 // madStats count the MAD transport's work.
 type madStats struct {
-	in, dropped, malformed, unsupported, sendErrors, outDropped       atomic.Uint64
-	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull atomic.Uint64
+	in, dropped, malformed, unsupported, sendErrors, outDropped                        atomic.Uint64
+	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull, inProgressLimit atomic.Uint64
 }
 
 // startGSI sets the host's GSI handler and starts the goroutines that run

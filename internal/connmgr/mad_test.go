@@ -304,3 +304,35 @@ func FuzzCMMAD(f *testing.F) {
 		waitFor(t, "both MADs run", func() bool { return m.Stats().MADsIn >= before+2 })
 	})
 }
+
+// A flood of REQs from one address takes at most MaxInProgressPerSource
+// of the listener's backlog: the next are refused (no resources) and
+// counted, and requests from another address still get through.
+func TestCMMADFloodFromOneSource(t *testing.T) {
+	n := newGSINet()
+	linux := n.end(linuxGID)
+	other := linuxGID
+	other[15]++
+	second := n.end(other)
+	m, h := madManager(t, n, func(c *connmgr.Config) { c.MaxInProgressPerSource = 2 })
+	s := listenSession(t, m, h, 7000, 16)
+	dst := h.gid()
+	for i := range 3 {
+		linux.send(t, n, dst, reqMAD(t, dst, 7000, nil, func(r *ibcm.REQ) { r.LocalCommID = 100 + uint32(i) }))
+	}
+	for range 2 {
+		if ev := s.event(); ev.Type != proto.CMEventRequest {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+	if rej := lastREJ(t, n, 1); rej.Reason != ibcm.RejectNoResources || rej.RemoteCommID != 102 {
+		t.Fatalf("REJ %+v, want no resources for the third request", rej)
+	}
+	second.send(t, n, dst, reqMAD(t, dst, 7000, nil, func(r *ibcm.REQ) { r.LocalCommID, r.Primary.LocalGID = 200, other }))
+	if ev := s.event(); ev.Type != proto.CMEventRequest || !bytes.Equal(ev.GID, other[:]) {
+		t.Fatalf("event %+v, want the other address's request", ev)
+	}
+	if st := m.Stats(); st.InProgressLimit != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

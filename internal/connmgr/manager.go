@@ -96,6 +96,11 @@ type Config struct {
 	// each retransmission interval (0: 14, about 67 ms), and MaxCMRetries
 	// how many times a REQ, REP or DREQ is sent again (0: 15, rdma_cm's).
 	ResponseTimeout, PacketLife, MaxCMRetries uint8
+	// MaxInProgressPerSource bounds the requests from one remote GID that
+	// are being set up here (not yet established) over MADs: past it a REQ
+	// (or SIDR_REQ) is refused (no resources) and counted, so that a flood
+	// from one address cannot take every listener's backlog. 0: 256.
+	MaxInProgressPerSource int
 }
 
 // Manager is the daemon's connection manager.
@@ -133,6 +138,8 @@ type Manager struct {
 	timeWaitQ                         []timeWaitEntry
 	timeWaitIDs                       map[uint32]struct{}
 	timeWaitRemote                    map[remoteKey]cm.Message
+	inProgress                        map[[16]byte]int // requests being set up, by remote GID (MADs)
+	maxInProgress                     int
 
 	wg sync.WaitGroup
 }
@@ -184,6 +191,10 @@ func New(cfg Config) (*Manager, error) {
 		dialTCP: cfg.DialTCP, respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
 		packetLife: orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
 		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
+		inProgress: map[[16]byte]int{}, maxInProgress: cfg.MaxInProgressPerSource,
+	}
+	if m.maxInProgress <= 0 {
+		m.maxInProgress = defaultInProgressPerSource
 	}
 	// TIMEWAIT outlasts a peer's retransmissions: a late REQ is told it
 	// is stale, a repeated SIDR_REQ gets its answer again (a SIDR_REQ says
@@ -327,6 +338,9 @@ func (m *Manager) nextEphemeral() (uint16, bool) {
 	}
 	return 0, false
 }
+
+// defaultInProgressPerSource is Config.MaxInProgressPerSource's default.
+const defaultInProgressPerSource = 256
 
 // minTimeWait is the shortest TIMEWAIT.
 const minTimeWait = 10 * time.Second

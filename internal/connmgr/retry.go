@@ -141,3 +141,33 @@ func (m *Manager) timeWaitReply(k remoteKey) (cm.Message, bool) {
 	r, ok := m.timeWaitRemote[k]
 	return r, ok
 }
+
+// tooManyInProgress reports whether requests from src over MADs may not
+// start one more connection here; counted. m.mu is held.
+func (m *Manager) tooManyInProgress(p *peer, src [16]byte) bool {
+	if !p.gsi || m.inProgress[src] < m.maxInProgress {
+		return false
+	}
+	m.mads.inProgressLimit.Add(1)
+	return true
+}
+
+// beginInProgress counts c, a request from another host being set up
+// here; endInProgress stops counting it (established, or gone). m.mu is
+// held.
+func (m *Manager) beginInProgress(c *connection) {
+	if c.peer != nil && c.peer.gsi && !c.inProgress {
+		c.inProgress = true
+		m.inProgress[c.remoteGID]++
+	}
+}
+
+func (m *Manager) endInProgress(c *connection) {
+	if !c.inProgress {
+		return
+	}
+	c.inProgress = false
+	if m.inProgress[c.remoteGID]--; m.inProgress[c.remoteGID] <= 0 {
+		delete(m.inProgress, c.remoteGID)
+	}
+}

@@ -102,6 +102,9 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 	case l == nil || !m.host.IsLocalGID(r.DstGID):
 		reply(ibcm.SIDRNoService)
 		return
+	case m.tooManyInProgress(p, r.SrcGID):
+		reply(ibcm.SIDRNoResources)
+		return
 	case l.pending >= l.backlog:
 		m.mads.backlogFull.Add(1)
 		reply(ibcm.SIDRNoResources)
@@ -129,6 +132,7 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 	}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
 	m.add(c, m.requestID(sp))
+	m.beginInProgress(c)
 	l.pending++
 	m.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)

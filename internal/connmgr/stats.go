@@ -52,6 +52,7 @@ type Stats struct {
 	MRAsReceived    uint64
 	StaleRequests   uint64 // REQs for a connection in TIMEWAIT, rejected as stale
 	BacklogFull     uint64 // requests refused because their listener's backlog was full
+	InProgressLimit uint64 // requests refused because their source had Config.MaxInProgressPerSource being set up
 }
 
 // Stats returns the listener's counters.
@@ -68,5 +69,6 @@ func (m *Manager) Stats() Stats {
 		MADsIn: m.mads.in.Load(), MADsDropped: m.mads.dropped.Load(), MADsMalformed: m.mads.malformed.Load(),
 		MADsUnsupported: m.mads.unsupported.Load(), MADSendErrors: m.mads.sendErrors.Load(), MADsNotSent: m.mads.outDropped.Load(),
 		Retransmits: m.mads.retransmits.Load(), Duplicates: m.mads.duplicates.Load(), MRAsSent: m.mads.mraSent.Load(),
-		MRAsReceived: m.mads.mraReceived.Load(), StaleRequests: m.mads.stale.Load(), BacklogFull: m.mads.backlogFull.Load()}
+		MRAsReceived: m.mads.mraReceived.Load(), StaleRequests: m.mads.stale.Load(), BacklogFull: m.mads.backlogFull.Load(),
+		InProgressLimit: m.mads.inProgressLimit.Load()}
 }

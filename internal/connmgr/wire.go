@@ -121,6 +121,9 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 	case !m.host.IsLocalGID(r.DstGID):
 		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.hostName)
 		return
+	case m.tooManyInProgress(p, r.SrcGID):
+		reject(cm.RejectNoResources, "%s has %d requests being set up here, the most one address may", gidString(r.SrcGID), m.maxInProgress)
+		return
 	case l.pending >= l.backlog:
 		m.mads.backlogFull.Add(1)
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
@@ -158,6 +161,7 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 	}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
 	m.add(c, m.requestID(sp))
+	m.beginInProgress(c)
 	l.pending++
 	m.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)
