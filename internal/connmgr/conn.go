@@ -79,6 +79,14 @@ type connection struct {
 	packetLife  uint8
 	reached     bool // it was established: it leaves through TIMEWAIT
 	inProgress  bool // counted in Manager.inProgress
+	orphan      bool // its session ended: its DREQ goes on until answered, and nobody hears of it
+}
+
+// tell emits ev to c's session, unless the session has ended.
+func (c *connection) tell(ev proto.CMEvent) {
+	if !c.orphan {
+		c.s.Emit(ev)
+	}
 }
 
 // key names c by the peer's side of it: the peer, the peer's GID over

@@ -151,7 +151,7 @@ func (m *Manager) sendMAD(o *outMAD) {
 	m.remove(c)
 	ev := c.event(proto.CMEventUnreachable)
 	ev.Text = clip(fmt.Sprintf("cannot send the request to %s: %v", gidString(c.remoteGID), err))
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
 // queueMAD encodes msg with v and queues it for the sender; m.mu is held.

@@ -90,14 +90,14 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 			m.rejectUD(c, ibcm.SIDRNoService, nil)
 			ev := c.event(proto.CMEventRejected)
 			ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
-			c.s.Emit(ev)
+			c.tell(ev)
 			continue
 		}
 		m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
-		c.s.Emit(ev)
+		c.tell(ev)
 	}
 }
 
@@ -124,6 +124,18 @@ func (m *Manager) CloseSession(s Session) {
 		}
 		switch c.state {
 		case established:
+			if c.peer != nil && c.peer.gsi {
+				// Over MADs a DREQ may be lost: it goes on, sent again
+				// until answered, after the session.
+				c.orphan, c.qp = true, nil
+				if !c.removed {
+					c.removed = true
+					c.s.Uncharge(Connections)
+				}
+				m.to(c, dreqSent)
+				m.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID}, true)
+				continue
+			}
 			m.send(c.peer, c.via(m), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
 		case dreqSent:
 		default:

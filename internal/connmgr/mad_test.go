@@ -336,3 +336,61 @@ func TestCMMADFloodFromOneSource(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// establish connects a new session of ma's to a new listening session of
+// mb's on port, through the API, and returns both sessions and the
+// listener's id for the connection.
+func establish(t *testing.T, ma *connmgr.Manager, ha *testHost, mb *connmgr.Manager, hb *testHost, port uint16) (sa, sb *session, idB uint32) {
+	t.Helper()
+	sb = listenSession(t, mb, hb, port, 0)
+	sa = newSession(t, ha.adapter)
+	qa, qpA := sa.newQP(abi.QPTypeRC)
+	dst := hb.gid()
+	if err := sa.do(func() error {
+		_, err := ma.Connect(sa, proto.CMConnectReq{ID: 5, QP: qa, PSN: 1, Addr: dst[:], Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ev := sb.event()
+	qb, qpB := sb.newQP(abi.QPTypeRC)
+	connect(t, qpB, ev, 2, false)
+	if err := sb.do(func() error { return mb.Accept(sb, proto.CMAcceptReq{ID: ev.ID, QP: qb, PSN: 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, qpA, sa.event(), 1, true)
+	if err := sa.do(func() error { return ma.Accept(sa, proto.CMAcceptReq{ID: 5}) }); err != nil {
+		t.Fatal(err)
+	}
+	if ev := sb.event(); ev.Type != proto.CMEventEstablished {
+		t.Fatalf("event %+v", ev)
+	}
+	return sa, sb, ev.ID
+}
+
+// A session that ends with a connection established: its DREQ, the first
+// of which is lost, goes again after the session is gone, until the peer
+// answers; the peer hears of the disconnection.
+func TestCMMADSessionEndsDREQLost(t *testing.T) {
+	n := newGSINet()
+	mb, hb := madManager(t, n, nil)
+	ma, ha := madManager(t, n, nil)
+	sa, sb, _ := establish(t, ma, ha, mb, hb, 7000)
+	n.setRule(func(a ibcm.AttrID, n int) fate {
+		if a == ibcm.AttrDREQ && n == 0 {
+			return drop
+		}
+		return deliver
+	})
+	ma.CloseSession(sa)
+	if ev := sb.event(); ev.Type != proto.CMEventDisconnected {
+		t.Fatalf("event %+v, want disconnected", ev)
+	}
+	waitFor(t, "the DREP", func() bool { return len(n.mads(ibcm.AttrDREP)) > 0 })
+	if got := len(n.mads(ibcm.AttrDREQ)); got < 2 {
+		t.Fatalf("%d DREQs sent, want the lost one sent again", got)
+	}
+	if h := sa.holds(connmgr.Connections); h != 0 {
+		t.Fatalf("the ended session still holds %d connections", h)
+	}
+}

@@ -198,12 +198,12 @@ func (m *Manager) onSIDRRep(p *peer, v *via, r *sidrRep) {
 		default:
 			ev.Reason, ev.Text = uint16(cm.RejectUnsupported), fmt.Sprintf("SIDR_REP status %d", r.Status)
 		}
-		c.s.Emit(ev)
+		c.tell(ev)
 		return
 	}
 	ev := c.event(proto.CMEventEstablished)
 	ev.QPType, ev.GID, ev.QPN, ev.QKey, ev.SGIDIndex = c.qpType, c.remoteGID[:], r.QPN, r.QKey, c.sgidIndex
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = c.localGID[:], c.localPort, c.remoteGID[:], c.remotePort
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }

@@ -237,7 +237,7 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidMTU), fmt.Sprintf("the reply chose MTU %d, above this port's %d", r.MTU, c.mtu)
-		c.s.Emit(ev)
+		c.tell(ev)
 		return
 	}
 	m.setRemote(c, r.LocalID)
@@ -251,7 +251,7 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
 	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
 func (m *Manager) onRTU(p *peer, v *via, r *cm.RTU) {
@@ -270,7 +270,7 @@ func (m *Manager) onRTU(p *peer, v *via, r *cm.RTU) {
 	m.to(c, established)
 	ev := c.event(proto.CMEventEstablished)
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
 func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
@@ -287,14 +287,14 @@ func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
 	}
 	switch st {
 	case repSent:
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case established:
 		ev.Type = proto.CMEventDisconnected
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent:
 		ev.Type = proto.CMEventDisconnectDone
 	}
-	c.s.Emit(ev)
+	c.tell(ev)
 	return nil
 }
 
@@ -343,10 +343,10 @@ func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
 		m.remove(c)
 		ev := c.event(proto.CMEventDisconnected)
 		ev.PrivateData = r.PrivateData
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent: // both sides disconnect at once
 		m.remove(c)
-		c.s.Emit(c.event(proto.CMEventDisconnectDone))
+		c.tell(c.event(proto.CMEventDisconnectDone))
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func (m *Manager) onDREP(p *peer, v *via, r *cm.DREP) {
 	m.remove(c)
 	ev := c.event(proto.CMEventDisconnectDone)
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
 // expire runs when c's timer fires in the state it was armed in.
@@ -409,12 +409,12 @@ func (m *Manager) expireLocked(c *connection) func() {
 	}
 	m.remove(c)
 	if !errq {
-		c.s.Emit(ev)
+		c.tell(ev)
 		return func() {}
 	}
 	return func() {
 		errQP(c)
-		c.s.Emit(ev)
+		c.tell(ev)
 	}
 }
 
@@ -453,7 +453,7 @@ func (m *Manager) peerGone(p *peer, err error) {
 			m.remove(c)
 			ev := c.event(proto.CMEventDisconnectDone)
 			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
-			c.s.Emit(ev)
+			c.tell(ev)
 			continue
 		}
 		st := c.state
@@ -461,9 +461,9 @@ func (m *Manager) peerGone(p *peer, err error) {
 		ev := c.event(proto.CMEventUnreachable)
 		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
 		if st == repSent {
-			after = append(after, func() { errQP(c); c.s.Emit(ev) })
+			after = append(after, func() { errQP(c); c.tell(ev) })
 			continue
 		}
-		c.s.Emit(ev)
+		c.tell(ev)
 	}
 }
