@@ -54,8 +54,8 @@ type outMAD struct {
 
 // madStats count the MAD transport's work.
 type madStats struct {
-	in, dropped, malformed, unsupported, sendErrors, outDropped                        atomic.Uint64
-	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull, inProgressLimit atomic.Uint64
+	in, dropped, malformed, unsupported, sendErrors, outDropped                                    atomic.Uint64
+	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull, inProgressLimit, mtuRetries atomic.Uint64
 }
 
 // startGSI sets the host's GSI handler and starts the goroutines that run
@@ -223,6 +223,7 @@ func (m *Manager) onMAD(in *inMAD) {
 			return
 		}
 		msg = &cm.REJ{LocalID: r.LocalCommID, RemoteID: r.RemoteCommID, Reason: cm.Reason(r.Reason), PrivateData: bytes.Clone(r.PrivateData)}
+		v.ari = bytes.Clone(r.ARI[:r.ARILength])
 	case ibcm.AttrMRA:
 		r, err := ibcm.ParseMRA(d)
 		if err != nil {

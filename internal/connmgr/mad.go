@@ -25,7 +25,8 @@ type via struct {
 	// long the requester takes to answer a REP); maxRetries its Max CM
 	// Retries. 5-bit exponents of 4.096 µs.
 	respTimeout, localTimeout, maxRetries uint8
-	rejected                              uint8 // a REJ's "message rejected": ibcm.MsgREQ, MsgREP, MsgOther
+	rejected                              uint8  // a REJ's "message rejected": ibcm.MsgREQ, MsgREP, MsgOther
+	ari                                   []byte // a REJ's additional rejection information
 }
 
 // reply is the via of an answer to a MAD that came with v.
@@ -87,7 +88,8 @@ func encodeMAD(v *via, msg cm.Message, out []byte) ([]byte, error) {
 	case *cm.REJ:
 		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrREJ, v.tid))
 		r := ibcm.REJ{LocalCommID: x.LocalID, RemoteCommID: x.RemoteID, MessageRejected: v.rejected, Reason: uint16(x.Reason),
-			PrivateData: x.PrivateData}
+			ARILength: uint8(min(len(v.ari), ibcm.REJARISize)), PrivateData: x.PrivateData}
+		copy(r.ARI[:], v.ari)
 		b, err = r.Append(b)
 	case *cm.DREQ:
 		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrDREQ, v.tid))

@@ -394,3 +394,34 @@ func TestCMMADSessionEndsDREQLost(t *testing.T) {
 		t.Fatalf("the ended session still holds %d connections", h)
 	}
 }
+
+// A listener whose port carries a smaller MTU than the REQ's rejects it
+// (invalid path MTU) naming its own in the ARI, as a REP cannot; the
+// requester asks again with it, and both QPs get the smaller MTU.
+func TestCMMADSmallerMTU(t *testing.T) {
+	n := newGSINet()
+	mb, hb := madManager(t, n, nil)
+	ma, ha := madManager(t, n, nil)
+	hb.adapter.ActiveMTU = abi.MTU1024
+	sb := listenSession(t, mb, hb, 7000, 0)
+	sa := connectSessionTo(t, ma, ha, hb.gid(), 7000, 60000)
+	ev := sb.event()
+	if ev.Type != proto.CMEventRequest || ev.MTU != uint8(abi.MTU1024) {
+		t.Fatalf("request %+v, want MTU 1024", ev)
+	}
+	qb, qpB := sb.newQP(abi.QPTypeRC)
+	connect(t, qpB, ev, 2, false)
+	if err := sb.do(func() error { return mb.Accept(sb, proto.CMAcceptReq{ID: ev.ID, QP: qb, PSN: 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	if ev := sa.event(); ev.Type != proto.CMEventReply || ev.MTU != uint8(abi.MTU1024) {
+		t.Fatalf("reply %+v, want MTU 1024", ev)
+	}
+	rej := lastREJ(t, n, 1)
+	if rej.Reason != ibcm.RejectInvalidMTU || rej.ARILength != 1 || rej.ARI[0] != uint8(abi.MTU1024) {
+		t.Fatalf("REJ %+v", rej)
+	}
+	if st := ma.Stats(); st.MTURetries != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

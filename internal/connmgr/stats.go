@@ -53,6 +53,7 @@ type Stats struct {
 	StaleRequests   uint64 // REQs for a connection in TIMEWAIT, rejected as stale
 	BacklogFull     uint64 // requests refused because their listener's backlog was full
 	InProgressLimit uint64 // requests refused because their source had Config.MaxInProgressPerSource being set up
+	MTURetries      uint64 // REQs sent again with the smaller MTU a REJ (invalid path MTU) named
 }
 
 // Stats returns the listener's counters.
@@ -70,5 +71,5 @@ func (m *Manager) Stats() Stats {
 		MADsUnsupported: m.mads.unsupported.Load(), MADSendErrors: m.mads.sendErrors.Load(), MADsNotSent: m.mads.outDropped.Load(),
 		Retransmits: m.mads.retransmits.Load(), Duplicates: m.mads.duplicates.Load(), MRAsSent: m.mads.mraSent.Load(),
 		MRAsReceived: m.mads.mraReceived.Load(), StaleRequests: m.mads.stale.Load(), BacklogFull: m.mads.backlogFull.Load(),
-		InProgressLimit: m.mads.inProgressLimit.Load()}
+		InProgressLimit: m.mads.inProgressLimit.Load(), MTURetries: m.mads.mtuRetries.Load()}
 }

@@ -153,8 +153,11 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		c.tid, c.peerTimeout, c.maxRetries, c.packetLife = v.tid, v.localTimeout, v.maxRetries, m.packetLife
 		if r.MTU > c.mtu {
 			// A REP has no MTU: the requester's QP uses the REQ's, which
-			// this port cannot carry (rxe refuses it too).
-			m.send(p, v.reply(a.GUID), &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU})
+			// this port cannot carry (rxe refuses it too). The REJ's ARI
+			// says what it can: a vrdma requester asks again with it.
+			out := v.reply(a.GUID)
+			out.ari = []byte{c.mtu}
+			m.send(p, out, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU})
 			l.s.Uncharge(Connections)
 			return
 		}
@@ -277,6 +280,17 @@ func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
 	c := m.connFor(p, v, r)
 	if c == nil {
 		return nil // never answer a REJ: two daemons would bounce them for ever
+	}
+	if req, ok := c.last.(*cm.REQ); ok && c.active && c.state == reqSent && r.Reason == cm.RejectInvalidMTU &&
+		v != nil && len(v.ari) == 1 && v.ari[0] >= 1 && v.ari[0] < req.MTU {
+		// The responder's port carries a smaller MTU, which its REJ
+		// names: the same request again with it.
+		again := *req
+		again.MTU = v.ari[0]
+		c.mtu = again.MTU
+		m.mads.mtuRetries.Add(1)
+		m.sendConn(c, &again, true)
+		return nil
 	}
 	st := c.state
 	m.remove(c)
