@@ -44,10 +44,8 @@ func (m *Manager) retry(c *connection, gen uint32) {
 		m.mu.Unlock()
 		return
 	}
-	// A SIDR_REQ has no MRA to ask for more time: it goes again until the
-	// dial's own deadline (c.timer), not Max CM Retries.
 	sidr := c.active && c.qpType == uint8(abi.QPTypeUD)
-	if c.retries >= c.maxRetries && !sidr {
+	if onRetryTimer(c.retries, c.maxRetries, sidr) == retryGiveUp { // rules.go
 		after := m.expireLocked(c)
 		m.mu.Unlock()
 		after()
@@ -79,7 +77,7 @@ func (m *Manager) onMRA(p *peer, v *via, r *mra) {
 	if c == nil {
 		return
 	}
-	if (r.what == ibcm.MsgREQ && c.active && c.state == reqSent) || (r.what == ibcm.MsgREP && !c.active && c.state == repSent) {
+	if mraApplies(r.what, c.active, c.state) { // rules.go
 		m.armRetry(c, cmTime(r.serviceTimeout)+2*cmTime(c.packetLife))
 	}
 }

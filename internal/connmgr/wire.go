@@ -87,11 +87,13 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		// A request this daemon has already: its REQ came again because
 		// the answer was lost or is slow. The REP again if one was sent,
 		// an MRA while the listener has not answered.
-		switch {
-		case !p.gsi:
-		case c.state == reqRcvd:
+		if !p.gsi {
+			return
+		}
+		switch duplicateREQ(c.state) { // rules.go
+		case answerMRA:
 			m.sendMRA(c)
-		case c.state == repSent:
+		case answerResend:
 			m.resend(c)
 		default:
 			m.mads.duplicates.Add(1)
@@ -223,7 +225,7 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 	if !c.active || c.state != reqSent {
 		// A second reply: the first one counts. Over MADs it means the
 		// RTU was lost: it goes again.
-		if p.gsi && c.active && c.state == established && c.remoteID == r.LocalID {
+		if p.gsi && duplicateREP(c.active, c.state, c.remoteID == r.LocalID) == answerResend {
 			m.resend(c)
 		}
 		return
@@ -281,16 +283,17 @@ func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
 	if c == nil {
 		return nil // never answer a REJ: two daemons would bounce them for ever
 	}
-	if req, ok := c.last.(*cm.REQ); ok && c.active && c.state == reqSent && r.Reason == cm.RejectInvalidMTU &&
-		v != nil && len(v.ari) == 1 && v.ari[0] >= 1 && v.ari[0] < req.MTU {
-		// The responder's port carries a smaller MTU, which its REJ
-		// names: the same request again with it.
-		again := *req
-		again.MTU = v.ari[0]
-		c.mtu = again.MTU
-		m.mads.mtuRetries.Add(1)
-		m.sendConn(c, &again, true)
-		return nil
+	if req, ok := c.last.(*cm.REQ); ok && c.active && c.state == reqSent && r.Reason == cm.RejectInvalidMTU && v != nil {
+		if mtu, ok := mtuRetry(v.ari, req.MTU); ok { // rules.go
+			// The responder's port carries a smaller MTU, which its REJ
+			// names: the same request again with it.
+			again := *req
+			again.MTU = mtu
+			c.mtu = again.MTU
+			m.mads.mtuRetries.Add(1)
+			m.sendConn(c, &again, true)
+			return nil
+		}
 	}
 	st := c.state
 	m.remove(c)
