@@ -254,7 +254,7 @@ func (m *Manager) onMAD(in *inMAD) {
 		}
 		ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
 		ip, consumer, err := ibcm.ParseIPHeader(r.PrivateData)
-		if !ok || ps != ibcm.PortSpaceUDP || err != nil {
+		if !ok || ps != ibcm.PortSpaceUDP || err != nil || m.host.IsLocalGID(in.src) {
 			m.mu.Lock()
 			m.queueMAD(v.reply(0), &sidrRep{RequestID: r.RequestID, Port: port, Status: ibcm.SIDRNoService})
 			m.mu.Unlock()
@@ -297,7 +297,10 @@ func (m *Manager) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) 
 	default:
 		return nil, cm.RejectInvalidTransportType
 	}
-	if r.Primary.LocalGID != in.src {
+	if r.Primary.LocalGID != in.src || m.host.IsLocalGID(in.src) {
+		// Over RoCEv2 nothing else says who sent it; and a request from
+		// an adapter of this host comes through the in-process peer,
+		// never as a MAD.
 		return nil, cm.RejectInvalidGID
 	}
 	if r.PathMTU < 1 || r.PathMTU > 5 {

@@ -81,6 +81,7 @@ func TestCMMADRequestFromAPeer(t *testing.T) {
 		{"a source GID not the packet's", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID[15]++ }, ibcm.RejectInvalidGID},
 		{"path MTU code 7", 7000, func(r *ibcm.REQ) { r.PathMTU = 7 }, ibcm.RejectInvalidMTU},
 		{"an address that is not this host's", 7000, func(r *ibcm.REQ) { r.Primary.RemoteGID[15]++ }, ibcm.RejectInvalidGID},
+		{"from this host's own address", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID = dst }, ibcm.RejectInvalidGID},
 	}
 	rejs := 0
 	for i, tt := range tests {
@@ -107,8 +108,8 @@ func TestCMMADRequestFromAPeer(t *testing.T) {
 			}
 		})
 	}
-	if st := m.Stats(); st.WrongSource != 1 {
-		t.Fatalf("stats %+v: want the request with another source counted", st)
+	if st := m.Stats(); st.WrongSource != 2 {
+		t.Fatalf("stats %+v: want the requests with another source and with this host's counted", st)
 	}
 }
 
