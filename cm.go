@@ -259,7 +259,7 @@ type ConnRequest struct {
 	LocalAddr   netip.Addr // the address the request was sent to
 	LocalPort   uint16     // the listener's port
 	QPType      QPType     // the type of QP the requester connects (RC or UC)
-	PrivateData []byte     // what the requester sent with the request (at most 56 bytes)
+	PrivateData []byte     // what the requester sent with the request (at most 56 bytes; from another host zero-padded to 56, as rdma_cm hands it up)
 
 	d        *Device
 	id       uint32
@@ -410,7 +410,9 @@ func (c *Conn) RemoteAddr() netip.Addr { return c.remoteAddr }
 func (c *Conn) RemotePort() uint16     { return c.remotePort }
 
 // PrivateData returns what the peer sent when the connection was made:
-// the requester's request, or the listener's reply.
+// the requester's request, or the listener's reply. From another host it
+// arrives zero-padded to the size its CM message holds (a REQ's 56 bytes,
+// a REP's 196), as rdma_cm hands it up; from this host, as sent.
 func (c *Conn) PrivateData() []byte { return c.privateData }
 
 // Path returns how the QP reaches the peer and why (QP.Path).
