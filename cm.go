@@ -259,7 +259,7 @@ type ConnRequest struct {
 	LocalAddr   netip.Addr // the address the request was sent to
 	LocalPort   uint16     // the listener's port
 	QPType      QPType     // the type of QP the requester connects (RC or UC)
-	PrivateData []byte     // what the requester sent with the request (at most 56 bytes)
+	PrivateData []byte     // what the requester sent with the request (at most 56 bytes; from another host zero-padded to 56, as rdma_cm hands it up)
 
 	d        *Device
 	id       uint32
@@ -293,6 +293,9 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, privateData []byte) (*
 // AcceptWith is Accept with connection options.
 func (r *ConnRequest) AcceptWith(ctx context.Context, qp *QP, privateData []byte, o *ConnectOptions) (*Conn, error) {
 	const op = "cm_accept"
+	if r.QPType == UD {
+		return r.acceptUD(qp, privateData)
+	}
 	if err := checkPrivateData(op, cm.TypeREP, privateData); err != nil {
 		return nil, err
 	}
@@ -368,6 +371,7 @@ type Conn struct {
 	localAddr, remoteAddr netip.Addr
 	localPort, remotePort uint16
 	privateData           []byte
+	remoteQPN, remoteQKey uint32 // UD (SIDR): the listener's QP
 
 	done    chan struct{}
 	endOnce sync.Once
@@ -390,6 +394,12 @@ func (c *Conn) end(ev proto.CMEvent) {
 	})
 }
 
+// RemoteQPN and RemoteQKey are, for a UD QP's dial, the listener's UD QP
+// and its Q_Key, to address datagrams to (with RemoteAddr's GID); 0 for
+// RC and UC.
+func (c *Conn) RemoteQPN() uint32  { return c.remoteQPN }
+func (c *Conn) RemoteQKey() uint32 { return c.remoteQKey }
+
 // QP returns the connection's queue pair.
 func (c *Conn) QP() *QP { return c.qp }
 
@@ -400,7 +410,9 @@ func (c *Conn) RemoteAddr() netip.Addr { return c.remoteAddr }
 func (c *Conn) RemotePort() uint16     { return c.remotePort }
 
 // PrivateData returns what the peer sent when the connection was made:
-// the requester's request, or the listener's reply.
+// the requester's request, or the listener's reply. From another host it
+// arrives zero-padded to the size its CM message holds (a REQ's 56 bytes,
+// a REP's 196), as rdma_cm hands it up; from this host, as sent.
 func (c *Conn) PrivateData() []byte { return c.privateData }
 
 // Path returns how the QP reaches the peer and why (QP.Path).
@@ -437,6 +449,9 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 		return nil
 	default:
 	}
+	if c.qp.typ == UD {
+		return nil // SIDR leaves no connection to end
+	}
 	if _, err := c.d.c.call(proto.OpCMDisconnect, proto.CMDisconnectReq{ID: c.id, PrivateData: privateData}, nil); err != nil {
 		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalidState) {
 			return err
@@ -461,6 +476,12 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 // matching ErrTimeout; a peer whose daemon cannot be reached one matching
 // ErrUnreachable. If the connection fails after qp was connected, qp is
 // left in ERR.
+//
+// A UD qp is not connected: Dial resolves the listener's UD QP (rdma_cm's
+// UDP port space, a SIDR_REQ, with up to 180 bytes of private data) and
+// the Conn it returns names it — RemoteAddr, RemoteQPN, RemoteQKey — for
+// the datagrams qp sends; the listener answers with ConnRequest.Accept on
+// a UD QP in INIT or later, whose Q_Key it hands over.
 func (d *Device) Dial(ctx context.Context, qp *QP, addr netip.Addr, port uint16, privateData []byte) (*Conn, error) {
 	return d.DialWith(ctx, qp, addr, port, privateData, nil)
 }
@@ -470,14 +491,15 @@ func (d *Device) Dial(ctx context.Context, qp *QP, addr netip.Addr, port uint16,
 // PathMTU and MaxRdAtomic (the smaller of o's and the responder's).
 func (d *Device) DialWith(ctx context.Context, qp *QP, addr netip.Addr, port uint16, privateData []byte, o *ConnectOptions) (*Conn, error) {
 	const op = "cm_connect"
+	if qp != nil && qp.typ == UD {
+		return d.dialUD(ctx, qp, addr, port, privateData)
+	}
 	if err := checkPrivateData(op, cm.TypeREQ, privateData); err != nil {
 		return nil, err
 	}
 	switch {
 	case qp == nil || qp.d != d:
 		return nil, errorf(op, ErrInvalidArgument, "the QP must be one of this device")
-	case qp.typ == UD:
-		return nil, errorf(op, ErrInvalidArgument, "a UD QP needs no connection: create an address handle for the peer's GID and address each datagram")
 	case !addr.IsValid() || addr.IsUnspecified():
 		return nil, errorf(op, ErrInvalidArgument, "no address: name an address (GID) of the peer's adapter")
 	case port == 0:
@@ -623,3 +645,73 @@ func gidOf(b []byte) GID {
 	copy(g[:], b)
 	return g
 }
+
+// dialUD resolves, for UD QP qp, the listener's UD QP on port at addr
+// (rdma_cm's UDP port space: a SIDR_REQ): the Conn it returns names it
+// (RemoteQPN, RemoteQKey, RemoteAddr) and ends nothing when disconnected.
+func (d *Device) dialUD(ctx context.Context, qp *QP, addr netip.Addr, port uint16, privateData []byte) (*Conn, error) {
+	const op = "cm_connect"
+	switch {
+	case qp.d != d:
+		return nil, errorf(op, ErrInvalidArgument, "the QP must be one of this device")
+	case len(privateData) > sidrReqPrivate:
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: ErrPrivateDataTooLarge,
+			Msg: fmt.Sprintf("private data of %d bytes: a UD dial (SIDR_REQ) carries at most %d (rdma_cm's limit)", len(privateData), sidrReqPrivate)}
+	case !addr.IsValid() || addr.IsUnspecified():
+		return nil, errorf(op, ErrInvalidArgument, "no address: name an address (GID) of the peer's adapter")
+	case port == 0:
+		return nil, errorf(op, ErrInvalidArgument, "port 0: name the port the peer listens on")
+	}
+	id, ep := d.cmRegister(nil)
+	defer d.cmForget(id)
+	c := newConn(d, id, qp, ep)
+	c.remoteAddr, c.remotePort = addr.Unmap(), port
+	gid := addr.As16()
+	req := proto.CMConnectReq{ID: id, QP: qp.handle, Addr: gid[:], Port: port, PrivateData: privateData, TimeoutMs: timeoutMillis(ctx)}
+	var resp proto.CMConnectResp
+	if _, err := d.c.call(proto.OpCMConnect, req, &resp); err != nil {
+		return nil, err
+	}
+	c.localAddr, c.localPort = addrOf(resp.LocalAddr), resp.LocalPort
+	ev, err := d.cmWait(ctx, op, id, ep, fmt.Sprintf("no answer from %s port %d", c.remoteAddr, port))
+	if err != nil {
+		return nil, err
+	}
+	if ev.Type != proto.CMEventEstablished {
+		return nil, cmFailure(op, ev, c.remoteAddr, port)
+	}
+	c.remoteQPN, c.remoteQKey, c.privateData = ev.QPN, ev.QKey, ev.PrivateData
+	return c, nil
+}
+
+// acceptUD answers a UD QP's dial with qp (UD, in INIT or later: its Q_Key
+// goes to the requester).
+func (r *ConnRequest) acceptUD(qp *QP, privateData []byte) (*Conn, error) {
+	const op = "cm_accept"
+	switch {
+	case qp == nil || qp.d != r.d:
+		return nil, errorf(op, ErrInvalidArgument, "the QP must be one of the device the listener is on")
+	case qp.typ != UD:
+		return nil, errorf(op, ErrInvalidArgument, "the request is for a UD QP and this QP is %v", qp.typ)
+	case len(privateData) > sidrRepPrivate:
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: ErrPrivateDataTooLarge,
+			Msg: fmt.Sprintf("private data of %d bytes: a SIDR_REP carries at most %d", len(privateData), sidrRepPrivate)}
+	}
+	if !r.answered.CompareAndSwap(false, true) {
+		return nil, errorf(op, ErrInvalidState, "the request was answered already")
+	}
+	defer r.d.cmForget(r.id)
+	c := newConn(r.d, r.id, qp, r.ep)
+	c.localAddr, c.localPort, c.remoteAddr, c.remotePort, c.privateData = r.LocalAddr, r.LocalPort, r.RemoteAddr, r.RemotePort, r.PrivateData
+	if _, err := r.d.c.call(proto.OpCMAccept, proto.CMAcceptReq{ID: r.id, QP: qp.handle, PrivateData: privateData}, nil); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// The private data of rdma_cm's UDP port space: a SIDR_REQ's after the IP
+// CM header, and a SIDR_REP's.
+const (
+	sidrReqPrivate = 180
+	sidrRepPrivate = 136
+)

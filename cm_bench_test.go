@@ -21,8 +21,12 @@ func BenchmarkCMConnect(b *testing.B) {
 		e := sameHostEnv(b)
 		benchConnect(b, e, gidAddr(b, e.b, 0))
 	})
-	b.Run("two-hosts", func(b *testing.B) {
+	b.Run("two-hosts", func(b *testing.B) { // CM MADs on QP1 over the link
 		h := newCMHosts(b, vrdma.MTU1024)
+		benchConnect(b, h.env(b), h.addrs[1])
+	})
+	b.Run("two-hosts-tcp", func(b *testing.B) { // the TCP compatibility path on loopback
+		h := newCMHostsWith(b, vrdma.MTU1024, true)
 		benchConnect(b, h.env(b), h.addrs[1])
 	})
 }

@@ -104,6 +104,16 @@ func TestCMTwoHosts(t *testing.T) {
 	})
 }
 
+// The same over the TCP compatibility path between the daemons.
+func TestCMTwoHostsTCP(t *testing.T) {
+	h := newCMHostsWith(t, vrdma.MTU1024, true)
+	e := h.env(t)
+	a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})
+	cmConnect(t, a, b, h.addrs[1])
+	checkConnected(t, a, b, vrdma.GID(h.addrs[1].As16()), vrdma.MTU1024)
+	rcWorkload(t, a, b, 1)
+}
+
 // ucTraffic sends and writes from a to b over UC.
 func ucTraffic(t *testing.T, a, b *side) {
 	t.Helper()
@@ -146,14 +156,15 @@ func TestCMListenPortInUse(t *testing.T) {
 	listen(t, e.b, 7471) // free again
 }
 
-// UD needs no connection; a QP not in RESET cannot be connected.
+// A UD dial carries at most 180 bytes; a QP not in RESET cannot be
+// connected.
 func TestCMDialRefusesBadQPs(t *testing.T) {
 	e := sameHostEnv(t)
 	ctx := cmCtx(t)
 	ud := newSide(t, e.a, qpSpec{typ: vrdma.UD})
 	addr := gidAddr(t, e.b, 0)
-	_, err := e.a.Dial(ctx, ud.qp, addr, 1, nil)
-	expectErr(t, err, vrdma.ErrInvalidArgument, "UD QP needs no connection")
+	_, err := e.a.Dial(ctx, ud.qp, addr, 1, make([]byte, 181))
+	expectErr(t, err, vrdma.ErrPrivateDataTooLarge, "at most 180")
 
 	a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})
 	connect(t, a, b, nil, nil)
@@ -215,7 +226,7 @@ func TestCMConcurrentDials(t *testing.T) {
 		}
 	}
 	for i, c := range conns {
-		if len(c.PrivateData()) != 1 || c.PrivateData()[0] != byte(i) {
+		if !samePrivate(c.PrivateData(), string([]byte{byte(i)})) {
 			t.Fatalf("connection %d got the reply %v", i, c.PrivateData())
 		}
 		// Each requester's QP reaches the listener's QP that accepted it.
@@ -239,4 +250,48 @@ func TestCMConcurrentDials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A UD QP's dial resolves the listener's UD QP (SIDR, rdma_cm's UDP port
+// space): its QPN and Q_Key come back, and a datagram sent with them
+// arrives.
+func TestCMUD(t *testing.T) {
+	cmEnvs(t, func(t *testing.T, e *confEnv, addrB netip.Addr) {
+		ctx := cmCtx(t)
+		a, b := newSide(t, e.a, qpSpec{typ: vrdma.UD}), newSide(t, e.b, qpSpec{typ: vrdma.UD})
+		oa, ob := vrdma.DefaultConnectOptions(), vrdma.DefaultConnectOptions()
+		ob.QKey = 0x2222
+		if err := a.qp.Connect(vrdma.Endpoint{}, &oa); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.qp.Connect(vrdma.Endpoint{}, &ob); err != nil {
+			t.Fatal(err)
+		}
+		l := listen(t, e.b, 0)
+		got := acceptOne(ctx, l, b.qp, []byte("welcome"))
+		c, err := e.a.Dial(ctx, a.qp, addrB, l.Port(), []byte("hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if c.RemoteQPN() != b.qp.QPN() || c.RemoteQKey() != 0x2222 || !samePrivate(c.PrivateData(), "welcome") ||
+			r.req.QPType != vrdma.UD || !samePrivate(r.req.PrivateData, "hello") || c.RemoteAddr() != addrB {
+			t.Fatalf("resolved QPN %#x Q_Key %#x at %v (%q); want %#x, 0x2222 at %v; the request: %v %q",
+				c.RemoteQPN(), c.RemoteQKey(), c.RemoteAddr(), c.PrivateData(), b.qp.QPN(), addrB, r.req.QPType, r.req.PrivateData)
+		}
+		a.ah = newAHIndex(t, a, vrdma.GID(addrB.As16()), uint8(gidIndexOf(t, e.a, vrdma.GID(c.LocalAddr().As16()))))
+		src := fill(a.mr.Bytes()[srcOff:srcOff+500], 7)
+		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, grhLen+500)))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 500)},
+			AH: a.ah, RemoteQPN: c.RemoteQPN(), RemoteQKey: c.RemoteQKey()})
+		pollOne(t, a.scq)
+		pollOne(t, b.rcq)
+		expectBytes(t, "UD SEND to the resolved QP", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+500], src)
+		if err := c.Disconnect(ctx, nil); err != nil {
+			t.Fatalf("disconnecting a UD dial: %v", err)
+		}
+	})
 }

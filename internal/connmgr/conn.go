@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
 )
@@ -61,7 +63,62 @@ type connection struct {
 	mtu        uint8
 
 	removed bool // forgotten, and given back to the session's quota
+
+	// Over CM MADs (peer.gsi): the transaction all the connection's MADs
+	// carry, the peer's CA GUID and QPN, the last message sent (sent again
+	// on a timeout or a duplicate), the retransmission timer and count,
+	// and the CM timing: how long the peer takes to answer (an exponent of
+	// 4.096 µs), the packet life time and the Max CM Retries.
+	tid         uint64
+	remoteQPN   uint32
+	last        cm.Message
+	rtx         *time.Timer
+	retries     uint8
+	maxRetries  uint8
+	peerTimeout uint8
+	packetLife  uint8
+	reached     bool // it was established: it leaves through TIMEWAIT
+	inProgress  bool // counted in Manager.inProgress
+	orphan      bool // its session ended: its DREQ goes on until answered, and nobody hears of it
 }
+
+// tell emits ev to c's session, unless the session has ended.
+func (c *connection) tell(ev proto.CMEvent) {
+	if !c.orphan {
+		c.s.Emit(ev)
+	}
+}
+
+// key names c by the peer's side of it: the peer, the peer's GID over
+// MADs (comm IDs are the sender's, one space per CM), and its id.
+func (c *connection) key() remoteKey {
+	k := remoteKey{p: c.peer, id: c.remoteID}
+	if c.peer != nil && c.peer.gsi {
+		k.gid = c.remoteGID
+	}
+	return k
+}
+
+// via is what c's MADs carry besides their messages.
+func (c *connection) via(m *Manager) *via {
+	v := &via{src: c.localGID, dst: c.remoteGID, tid: c.tid, guid: c.s.Adapter().GUID, qpn: c.remoteQPN,
+		respTimeout: c.peerTimeout, localTimeout: m.respTimeout, maxRetries: c.maxRetries}
+	if c.active && c.state == repRcvd {
+		v.rejected = ibcm.MsgREP
+	} else if c.active || c.state == established || c.state == dreqSent {
+		v.rejected = ibcm.MsgOther
+	}
+	return v
+}
+
+// retryInterval is how long c waits for an answer before sending again:
+// the peer's response time and a packet's round trip.
+func (c *connection) retryInterval() time.Duration {
+	return cmTime(c.peerTimeout) + 2*cmTime(c.packetLife)
+}
+
+// cmTime is an IBTA CM time exponent as a duration: 4.096 µs·2^x.
+func cmTime(x uint8) time.Duration { return 4096 * time.Nanosecond << min(x, 31) }
 
 // add registers c for s under clientID, with a new id.
 func (m *Manager) add(c *connection, clientID uint32) {
@@ -70,7 +127,7 @@ func (m *Manager) add(c *connection, clientID uint32) {
 	m.conns[c.id] = c
 	m.session(c.s).conns[clientID] = c
 	if c.remoteID != 0 && c.peer != nil {
-		m.remote[remoteKey{c.peer, c.remoteID}] = c
+		m.remote[c.key()] = c
 	}
 }
 
@@ -78,13 +135,14 @@ func (m *Manager) add(c *connection, clientID uint32) {
 func (m *Manager) setRemote(c *connection, id uint32) {
 	c.remoteID = id
 	if c.peer != nil {
-		m.remote[remoteKey{c.peer, id}] = c
+		m.remote[c.key()] = c
 	}
 }
 
 // remove forgets c and gives it back to its session's quota.
 func (m *Manager) remove(c *connection) {
 	c.stopTimer()
+	m.endInProgress(c)
 	if !c.removed {
 		c.removed = true
 		c.s.Uncharge(Connections)
@@ -92,9 +150,12 @@ func (m *Manager) remove(c *connection) {
 	if m.conns[c.id] == c {
 		delete(m.conns, c.id)
 	}
-	k := remoteKey{c.peer, c.remoteID}
+	k := c.key()
 	if m.remote[k] == c {
 		delete(m.remote, k)
+	}
+	if c.reached && c.peer != nil && c.peer.gsi && c.remoteID != 0 {
+		m.enterTimeWait(c, nil)
 	}
 	if sp := m.sessions[c.s]; sp != nil && sp.conns[c.clientID] == c {
 		delete(sp.conns, c.clientID)
@@ -108,13 +169,19 @@ func (m *Manager) remove(c *connection) {
 // to moves c to state st; a timer armed before does nothing.
 func (m *Manager) to(c *connection, st state) {
 	c.state = st
+	if st == established {
+		c.reached = true
+		m.endInProgress(c)
+	}
 	c.gen++
 	c.stopTimer()
 }
 
 // arm starts c's timer for its current state.
 func (m *Manager) arm(c *connection, d time.Duration) {
-	c.stopTimer()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	gen := c.gen
 	c.timer = time.AfterFunc(d, func() { m.expire(c, gen) })
 }
@@ -123,6 +190,10 @@ func (c *connection) stopTimer() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
+	}
+	if c.rtx != nil {
+		c.rtx.Stop()
+		c.rtx = nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -20,6 +21,9 @@ import (
 // timeout reaches s as an event. The session's lock is held.
 func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
+	if q, err := s.QP(req.QP); err == nil && q.Type() == abi.QPTypeUD {
+		return m.connectUD(s, req, q) // sidr.go
+	}
 	if err := checkClientID(req.ID, false); err != nil {
 		return none, err
 	}
@@ -48,7 +52,8 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	}
 	var p *peer
 	var endpoint admit.Endpoint
-	if !m.host.IsLocalGID(dst) {
+	overMADs := !m.host.IsLocalGID(dst) && m.gsiPeer != nil && !m.dialTCP
+	if !m.host.IsLocalGID(dst) && !overMADs {
 		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
 			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)
 		}
@@ -57,6 +62,12 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 		}
 		if endpoint.Identity == "" && m.adm.authorize != nil {
 			return none, proto.Errorf(proto.CodeNotFound, "cannot tell whose connection manager %s is: the daemon's CMResolvePeer named no identity there, which CMAuthorize needs", endpoint.Addr)
+		}
+	}
+	if overMADs {
+		_, src := sourceGID(s.Adapter(), dst)
+		if err := m.gsi.GSIRoute(src, dst); err != nil {
+			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v)", gidString(dst), gidString(src), err)
 		}
 	}
 	m.mu.Lock()
@@ -71,7 +82,9 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	if err := s.Charge(Connections); err != nil {
 		return none, err
 	}
-	if endpoint.Addr == "" {
+	if overMADs {
+		p = m.gsiPeer
+	} else if endpoint.Addr == "" {
 		p = m.local
 	} else if p, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
 		s.Uncharge(Connections)
@@ -82,12 +95,14 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
 	c.sgidIndex, c.localGID = sourceGID(a, dst)
 	c.localPort, _ = m.nextEphemeral()
+	c.tid = m.rng.Uint64()
+	c.peerTimeout, c.packetLife, c.maxRetries = m.respTimeout, m.packetLife, m.maxRetry
 	m.add(c, req.ID)
 	m.arm(c, c.timeout)
 	rd := min(req.RdAtomic, engine.MaxRdAtomic)
-	m.send(p, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
+	m.sendConn(c, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
 		ResponderResources: rd, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
-		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData})
+		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
 }
 
@@ -113,6 +128,8 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		return err
 	}
 	switch {
+	case !c.active && c.state == reqRcvd && c.qpType == uint8(abi.QPTypeUD):
+		return m.acceptUD(s, c, req) // sidr.go
 	case !c.active && c.state == reqRcvd:
 		if err := checkPrivateData(cm.TypeREP, req.PrivateData); err != nil {
 			return err
@@ -136,8 +153,8 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		m.to(c, repSent)
 		m.arm(c, c.timeout)
 		rd := min(req.RdAtomic, engine.MaxRdAtomic)
-		m.send(c.peer, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
-			QPN: q.QPN(), PSN: req.PSN, GID: c.localGID, PrivateData: req.PrivateData})
+		m.sendConn(c, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
+			QPN: q.QPN(), PSN: req.PSN, GID: c.localGID, PrivateData: req.PrivateData}, true)
 	case c.active && c.state == repRcvd:
 		if err := checkPrivateData(cm.TypeRTU, req.PrivateData); err != nil {
 			return err
@@ -146,7 +163,7 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 			return proto.Errorf(proto.CodeState, "QP %d is in %v: connect it to the responder's QP (RTS) before confirming", c.qpHandle, st)
 		}
 		m.to(c, established)
-		m.send(c.peer, &cm.RTU{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData})
+		m.sendConn(c, &cm.RTU{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, false)
 	default:
 		return proto.Errorf(proto.CodeState, "connection %d is %v: accept answers a request (listener side) or a reply (dialling side)", req.ID, c.state)
 	}
@@ -175,11 +192,19 @@ func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
 	case repSent:
 		errQPLocked(c)
 	}
+	if c.qpType == uint8(abi.QPTypeUD) {
+		status := uint8(ibcm.SIDRRejected)
+		if len(req.PrivateData) > sidrRepPrivate {
+			return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
+		}
+		m.rejectUD(c, status, req.PrivateData)
+		return nil
+	}
 	reason := cm.Reason(req.Reason)
 	if reason == 0 {
 		reason = cm.RejectConsumer
 	}
-	m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: req.Text, PrivateData: req.PrivateData})
+	m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: req.Text, PrivateData: req.PrivateData})
 	m.remove(c)
 	return nil
 }
@@ -210,6 +235,6 @@ func (m *Manager) Disconnect(s Session, req proto.CMDisconnectReq) error {
 	}
 	m.to(c, dreqSent)
 	m.arm(c, c.timeout)
-	m.send(c.peer, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData})
+	m.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, true)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/connmgr"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -32,6 +33,41 @@ func TestCMConnectLifecycle(t *testing.T) {
 						t.Errorf("resolving %v, want the listener's %v", addr, netip.AddrFrom16(hb.gid()))
 					}
 					return admit.Endpoint{Addr: b.Addr().String()}, nil
+				}
+			})
+			return a, ha, b, hb
+		}},
+		{"two managers over CM MADs", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
+			n := newGSINet()
+			b, hb := madManager(t, n, nil)
+			a, ha := madManager(t, n, nil)
+			return a, ha, b, hb
+		}},
+		{"over CM MADs, the first of each lost", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
+			n := newGSINet()
+			n.setRule(func(_ ibcm.AttrID, n int) fate {
+				if n == 0 {
+					return drop
+				}
+				return deliver
+			})
+			b, hb := madManager(t, n, nil)
+			a, ha := madManager(t, n, nil)
+			t.Cleanup(func() {
+				if st := a.Stats(); st.Retransmits == 0 {
+					t.Errorf("the requester sent nothing again: %+v", st)
+				}
+			})
+			return a, ha, b, hb
+		}},
+		{"over CM MADs, each one twice", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
+			n := newGSINet()
+			n.setRule(func(ibcm.AttrID, int) fate { return duplicate })
+			b, hb := madManager(t, n, nil)
+			a, ha := madManager(t, n, nil)
+			t.Cleanup(func() {
+				if st := b.Stats(); st.Duplicates == 0 {
+					t.Errorf("the listener saw no duplicate: %+v", st)
 				}
 			})
 			return a, ha, b, hb
@@ -63,7 +99,7 @@ func TestCMConnectLifecycle(t *testing.T) {
 
 			ev := sb.event()
 			if ev.Type != proto.CMEventRequest || ev.QPN != qpA.QPN() || ev.PSN != psnA || ev.RdAtomic != 4 ||
-				!bytes.Equal(ev.GID, resp.LocalAddr) || string(ev.PrivateData) != "req" {
+				!bytes.Equal(ev.GID, resp.LocalAddr) || padded(ev.PrivateData) != "req" {
 				t.Fatalf("request %+v", ev)
 			}
 			qb, qpB := sb.newQP(abi.QPTypeRC)
@@ -76,7 +112,7 @@ func TestCMConnectLifecycle(t *testing.T) {
 
 			ev = sa.event()
 			if ev.Type != proto.CMEventReply || ev.ID != 5 || ev.QPN != qpB.QPN() || ev.PSN != psnB || ev.RdAtomic != 2 ||
-				!bytes.Equal(ev.GID, dst[:]) || string(ev.PrivateData) != "rep" {
+				!bytes.Equal(ev.GID, dst[:]) || padded(ev.PrivateData) != "rep" {
 				t.Fatalf("reply %+v", ev)
 			}
 			connect(t, qpA, ev, psnA, true)
@@ -85,7 +121,7 @@ func TestCMConnectLifecycle(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if ev := sb.event(); ev.Type != proto.CMEventEstablished || string(ev.PrivateData) != "rtu" {
+			if ev := sb.event(); ev.Type != proto.CMEventEstablished || padded(ev.PrivateData) != "rtu" {
 				t.Fatalf("event %+v, want established", ev)
 			}
 			if a, b, l := sa.holds(connmgr.Connections), sb.holds(connmgr.Connections), sb.holds(connmgr.Listeners); a != 1 || b != 1 || l != 1 {
@@ -100,7 +136,7 @@ func TestCMConnectLifecycle(t *testing.T) {
 			if st := qpA.State(); st != abi.QPStateErr {
 				t.Fatalf("the requester's QP is in %v after its disconnect, want ERR", st)
 			}
-			if ev := sb.event(); ev.Type != proto.CMEventDisconnected || string(ev.PrivateData) != "bye" {
+			if ev := sb.event(); ev.Type != proto.CMEventDisconnected || padded(ev.PrivateData) != "bye" {
 				t.Fatalf("event %+v, want disconnected", ev)
 			}
 			if st := qpB.State(); st != abi.QPStateErr {
@@ -119,3 +155,6 @@ func TestCMConnectLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// padded is private data as sent, without the zeros a CM MAD pads it with.
+func padded(b []byte) string { return string(bytes.TrimRight(b, "\x00")) }

@@ -2,11 +2,16 @@
 // between vrdma daemons: sessions listen on ports of a host-wide port
 // space, dial an adapter's address and port, accept or reject with private
 // data and disconnect, and hear of the outcome through events; the
-// daemons exchange the IBTA CM messages of package cm, over TCP between
-// hosts and through an in-process queue between the adapters of one host,
-// and run the IBTA CM state machine on connection ids.
+// daemons exchange IBTA CM MADs on QP1 between hosts, as Linux rdma_cm
+// does (Config.GSI: gsi.go, mad.go, retry.go, sidr.go — retransmission,
+// duplicates, MRA, TIMEWAIT, SIDR for UD), the messages of package cm
+// through an in-process queue between the adapters of one host (and over
+// TCP, the compatibility path, with Config.DialTCP), and run the IBTA CM
+// state machine on connection ids.
 //
-// The manager owns the listener and who gets in on it (handshake slots of
+// The manager owns the MAD transport (a bounded queue between the GSI
+// handler and the goroutine that runs what arrives), the TCP listener and
+// who gets in on it (handshake slots of
 // package admit, optional mutual TLS, an authorizer that names the daemon
 // at the other end, bounded and idle-closed inbound connections), the
 // peers (one TCP connection per pair of daemons, multiplexed, each with a

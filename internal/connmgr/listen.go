@@ -3,7 +3,9 @@ package connmgr
 import (
 	"fmt"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -84,11 +86,18 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 			continue
 		}
 		text := fmt.Sprintf("the listener on port %d %s before it answered", l.port, why)
-		m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
+		if c.qpType == uint8(abi.QPTypeUD) {
+			m.rejectUD(c, ibcm.SIDRNoService, nil)
+			ev := c.event(proto.CMEventRejected)
+			ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
+			c.tell(ev)
+			continue
+		}
+		m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
-		c.s.Emit(ev)
+		c.tell(ev)
 	}
 }
 
@@ -109,16 +118,32 @@ func (m *Manager) CloseSession(s Session) {
 		m.dropListener(sp, l, "went away (its process exited)")
 	}
 	for _, c := range sp.conns {
+		if c.qpType == uint8(abi.QPTypeUD) {
+			m.rejectUD(c, ibcm.SIDRRejected, nil)
+			continue
+		}
 		switch c.state {
 		case established:
-			m.send(c.peer, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
+			if c.peer != nil && c.peer.gsi {
+				// Over MADs a DREQ may be lost: it goes on, sent again
+				// until answered, after the session.
+				c.orphan, c.qp = true, nil
+				if !c.removed {
+					c.removed = true
+					c.s.Uncharge(Connections)
+				}
+				m.to(c, dreqSent)
+				m.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID}, true)
+				continue
+			}
+			m.send(c.peer, c.via(m), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
 		case dreqSent:
 		default:
 			reason, text := cm.RejectConsumer, "the process that accepted the request exited"
 			if c.active {
 				reason, text = cm.RejectTimeout, "the requesting process exited"
 			}
-			m.send(c.peer, &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
+			m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
 		}
 		m.remove(c)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -79,6 +80,27 @@ type Config struct {
 	HostName string
 	// Logger gets refusals (a few lines at a time) and failures; nil: none.
 	Logger *slog.Logger
+
+	// GSI is QP1 of the host's links: connections to other hosts' adapters
+	// are set up with IBTA CM MADs on it, as Linux rdma_cm does (over RoCEv2,
+	// or inside the TCP channel's packets, whichever link the host routes
+	// between the two GIDs). nil: no MADs; other hosts are reached over TCP.
+	GSI GSI
+	// DialTCP has connections to other hosts set up over TCP, with the
+	// daemons' own protocol (the listener at Resolve's endpoint), even with
+	// a GSI: the compatibility path with daemons that speak no MADs.
+	DialTCP bool
+	// ResponseTimeout is the CM response timeout a REQ of this side asks of
+	// the responder, an exponent of 4.096 µs (0: 18, about 1.07 s;
+	// rdma_cm's is 20), PacketLife the packet life time counted twice in
+	// each retransmission interval (0: 14, about 67 ms), and MaxCMRetries
+	// how many times a REQ, REP or DREQ is sent again (0: 15, rdma_cm's).
+	ResponseTimeout, PacketLife, MaxCMRetries uint8
+	// MaxInProgressPerSource bounds the requests from one remote GID that
+	// are being set up here (not yet established) over MADs: past it a REQ
+	// (or SIDR_REQ) is refused (no resources) and counted, so that a flood
+	// from one address cannot take every listener's backlog. 0: 256.
+	MaxInProgressPerSource int
 }
 
 // Manager is the daemon's connection manager.
@@ -103,13 +125,30 @@ type Manager struct {
 	ephemeral uint16
 	rng       *rand.Rand
 
+	// The MAD transport (gsi.go, retry.go).
+	gsi                               GSI
+	gsiPeer                           *peer // every remote CM reached by MADs
+	madIn                             chan inMAD
+	madOut                            chan outMAD
+	madStop                           chan struct{}
+	mads                              madStats
+	dialTCP                           bool
+	respTimeout, packetLife, maxRetry uint8
+	timeWait                          time.Duration
+	timeWaitQ                         []timeWaitEntry
+	timeWaitIDs                       map[uint32]struct{}
+	timeWaitRemote                    map[remoteKey]cm.Message
+	inProgress                        map[[16]byte]int // requests being set up, by remote GID (MADs)
+	maxInProgress                     int
+
 	wg sync.WaitGroup
 }
 
 // remoteKey names a connection by the peer's side of it.
 type remoteKey struct {
-	p  *peer
-	id uint32
+	p   *peer
+	gid [16]byte // over MADs: the peer's GID
+	id  uint32
 }
 
 // sessionPart is what one session has of the connection manager, by the
@@ -149,7 +188,18 @@ func New(cfg Config) (*Manager, error) {
 		listeners: map[uint16]*listener{}, conns: map[uint32]*connection{}, remote: map[remoteKey]*connection{},
 		sessions: map[Session]*sessionPart{}, peers: map[string]*peer{}, inbound: map[*peer]struct{}{},
 		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		dialTCP: cfg.DialTCP, respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
+		packetLife: orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
+		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
+		inProgress: map[[16]byte]int{}, maxInProgress: cfg.MaxInProgressPerSource,
 	}
+	if m.maxInProgress <= 0 {
+		m.maxInProgress = defaultInProgressPerSource
+	}
+	// TIMEWAIT outlasts a peer's retransmissions: a late REQ is told it
+	// is stale, a repeated SIDR_REQ gets its answer again (a SIDR_REQ says
+	// nothing of how long its sender waits: rdma_cm's ~4.3 s, times a few).
+	m.timeWait = max(cmTime(m.respTimeout)+2*cmTime(m.packetLife), minTimeWait)
 	var err error
 	if m.adm, err = newAdmission(&cfg); err != nil {
 		return nil, err
@@ -178,6 +228,9 @@ func New(cfg Config) (*Manager, error) {
 	if m.ln != nil {
 		m.wg.Add(1)
 		go m.acceptLoop()
+	}
+	if cfg.GSI != nil {
+		m.startGSI(cfg.GSI)
 	}
 	return m, nil
 }
@@ -235,6 +288,7 @@ func (m *Manager) Close() {
 		peers = append(peers, p)
 	}
 	m.mu.Unlock()
+	m.stopGSI()
 	if m.ln != nil {
 		m.ln.Close()
 	}
@@ -259,7 +313,9 @@ func (m *Manager) session(s Session) *sessionPart {
 func (m *Manager) newID() uint32 {
 	for {
 		id := m.rng.Uint32()
-		if _, used := m.conns[id]; id != 0 && !used {
+		_, used := m.conns[id]
+		_, waits := m.timeWaitIDs[id]
+		if id != 0 && !used && !waits {
 			return id
 		}
 	}
@@ -281,6 +337,19 @@ func (m *Manager) nextEphemeral() (uint16, bool) {
 		}
 	}
 	return 0, false
+}
+
+// defaultInProgressPerSource is Config.MaxInProgressPerSource's default.
+const defaultInProgressPerSource = 256
+
+// minTimeWait is the shortest TIMEWAIT.
+const minTimeWait = 10 * time.Second
+
+func orDefault(v, def uint8) uint8 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // timeoutOf turns a client's or a peer's timeout in milliseconds into how

@@ -28,6 +28,7 @@ type peer struct {
 	endpoint string // dialled peers: where to
 	expect   string // dialled peers: the identity expected there ("" none)
 	local    bool
+	gsi      bool       // MADs on QP1 to whichever CM a connection names (gsi.go)
 	inbound  bool       // it connected to this daemon's listener
 	src      netip.Addr // inbound: its source address
 	ident    string     // the identity Config.Authorize named it ("" without one)
@@ -43,6 +44,7 @@ type peer struct {
 	mu     sync.Mutex
 	conn   net.Conn
 	q      [][]byte
+	vals   []cm.Message // local: the messages this host sends itself
 	qBytes int
 	dead   bool
 	ready  chan struct{} // something was queued
@@ -79,13 +81,24 @@ func (m *Manager) peerFor(endpoint, expect string) (*peer, error) {
 }
 
 // send encodes msg and queues it for p; m.mu is held. A message that does
-// not encode is a bug of this daemon: logged, not sent.
-func (m *Manager) send(p *peer, msg cm.Message) {
+// not encode is a bug of this daemon: logged, not sent. Over MADs, v says
+// where it goes and what it carries besides (nil: not sent).
+func (m *Manager) send(p *peer, v *via, msg cm.Message) {
 	if p == nil {
+		return
+	}
+	if p.gsi {
+		if v != nil {
+			m.queueMAD(v, msg)
+		}
 		return
 	}
 	if r, ok := msg.(*cm.REJ); ok {
 		r.Text = clip(r.Text)
+	}
+	if p.local {
+		p.pushLocal(msg)
+		return
 	}
 	b, err := msg.Append(nil)
 	if err != nil {
@@ -118,6 +131,30 @@ func (p *peer) push(frame []byte) {
 	}
 }
 
+// pushLocal queues a message of this host for this host: as it is, not
+// encoded (SIDR's messages have no frame of the TCP protocol).
+func (p *peer) pushLocal(msg cm.Message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return
+	}
+	p.vals = append(p.vals, msg)
+	select {
+	case p.ready <- struct{}{}:
+	default:
+	}
+}
+
+// takeLocal empties the in-process queue.
+func (p *peer) takeLocal() []cm.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.vals
+	p.vals = nil
+	return v
+}
+
 // take empties the queue.
 func (p *peer) take() [][]byte {
 	p.mu.Lock()
@@ -136,13 +173,8 @@ func (p *peer) runLocal() {
 		case <-p.ctx.Done():
 			return
 		}
-		for _, f := range p.take() {
-			msg, _, err := cm.Parse(f)
-			if err != nil {
-				p.m.log.Error("connection manager: a message of this daemon does not decode", "err", err)
-				continue
-			}
-			p.m.handle(p, msg)
+		for _, msg := range p.takeLocal() {
+			p.m.handle(p, nil, msg)
 		}
 	}
 }
@@ -244,7 +276,7 @@ func (p *peer) readLoop(c net.Conn) {
 		}
 		p.lastActive.Store(time.Now().UnixNano())
 		p.spoke.Store(true)
-		p.m.handle(p, msg)
+		p.m.handle(p, nil, msg)
 	}
 }
 

@@ -38,6 +38,22 @@ type Stats struct {
 	// OverLimit: requests refused because the listening session's tenant
 	// had all the connections its quota allows (Session.Charge).
 	OverLimit uint64
+
+	// The CM MADs on QP1 (gsi.go, retry.go).
+	MADsIn          uint64 // MADs run
+	MADsDropped     uint64 // MADs that arrived with the queue full
+	MADsMalformed   uint64 // MADs that do not decode (or not a CM Send of class version 2)
+	MADsUnsupported uint64 // SIDR, LAP, APR, ClassPortInfo: not served
+	MADSendErrors   uint64 // MADs the host could not send
+	MADsNotSent     uint64 // MADs dropped with the send queue full
+	Retransmits     uint64 // REQs, REPs and DREQs sent again on a timeout
+	Duplicates      uint64 // duplicate REQs, REPs and DREQs answered (or ignored)
+	MRAsSent        uint64
+	MRAsReceived    uint64
+	StaleRequests   uint64 // REQs for a connection in TIMEWAIT, rejected as stale
+	BacklogFull     uint64 // requests refused because their listener's backlog was full
+	InProgressLimit uint64 // requests refused because their source had Config.MaxInProgressPerSource being set up
+	MTURetries      uint64 // REQs sent again with the smaller MTU a REJ (invalid path MTU) named
 }
 
 // Stats returns the listener's counters.
@@ -50,5 +66,10 @@ func (m *Manager) Stats() Stats {
 	return Stats{Inbound: n, Accepted: a.accepted.Load(), HandshakesRefused: g.Refused, HandshakesCut: g.Cut,
 		HandshakeErrors: a.hsErrors.Load(), Unauthorized: a.unauthorized.Load(), WrongPeer: a.wrongPeer.Load(),
 		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed(),
-		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load()}
+		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load(),
+		MADsIn: m.mads.in.Load(), MADsDropped: m.mads.dropped.Load(), MADsMalformed: m.mads.malformed.Load(),
+		MADsUnsupported: m.mads.unsupported.Load(), MADSendErrors: m.mads.sendErrors.Load(), MADsNotSent: m.mads.outDropped.Load(),
+		Retransmits: m.mads.retransmits.Load(), Duplicates: m.mads.duplicates.Load(), MRAsSent: m.mads.mraSent.Load(),
+		MRAsReceived: m.mads.mraReceived.Load(), StaleRequests: m.mads.stale.Load(), BacklogFull: m.mads.backlogFull.Load(),
+		InProgressLimit: m.mads.inProgressLimit.Load(), MTURetries: m.mads.mtuRetries.Load()}
 }

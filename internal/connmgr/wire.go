@@ -2,31 +2,40 @@ package connmgr
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/cm"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
-// handle runs a message that came from p. State changes happen under m.mu;
-// what needs a session's lock (a QP to the error state) runs after, in
-// order with the events that report it.
-func (m *Manager) handle(p *peer, msg cm.Message) {
+// handle runs a message that came from p (with v over MADs, else nil).
+// State changes happen under m.mu; what needs a session's lock (a QP to
+// the error state) runs after, in order with the events that report it.
+func (m *Manager) handle(p *peer, v *via, msg cm.Message) {
 	var after []func()
 	m.mu.Lock()
 	if !m.closed {
-		switch v := msg.(type) {
+		switch r := msg.(type) {
 		case *cm.REQ:
-			m.onREQ(p, v)
+			m.onREQ(p, v, r)
 		case *cm.REP:
-			m.onREP(p, v)
+			m.onREP(p, v, r)
 		case *cm.RTU:
-			m.onRTU(p, v)
+			m.onRTU(p, v, r)
 		case *cm.REJ:
-			after = m.onREJ(p, v)
+			after = m.onREJ(p, v, r)
 		case *cm.DREQ:
-			after = m.onDREQ(p, v)
+			after = m.onDREQ(p, v, r)
 		case *cm.DREP:
-			m.onDREP(p, v)
+			m.onDREP(p, v, r)
+		case *mra:
+			m.onMRA(p, v, r)
+		case *sidrReq:
+			m.onSIDRReq(p, v, r)
+		case *sidrRep:
+			m.onSIDRRep(p, v, r)
 		}
 	}
 	m.mu.Unlock()
@@ -35,16 +44,32 @@ func (m *Manager) handle(p *peer, msg cm.Message) {
 	}
 }
 
+// answer sends msg to the sender of a message that came from p with v,
+// for no connection of this side; m.mu is held.
+func (m *Manager) answer(p *peer, v *via, msg cm.Message, rejected uint8) {
+	var out *via
+	if v != nil {
+		out = v.reply(0)
+		out.rejected = rejected
+	}
+	m.send(p, out, msg)
+}
+
 // connFor finds the connection a message from p is for: by this side's id
 // (which must have been given to p, and the sender must be the peer it
-// knows), or for a REJ naming only the sender's id, by that.
-func (m *Manager) connFor(p *peer, msg cm.Message) *connection {
+// knows: over MADs, the GID it is connected to), or for a REJ naming only
+// the sender's id, by that.
+func (m *Manager) connFor(p *peer, v *via, msg cm.Message) *connection {
 	local, remote := msg.IDs()
 	if remote == 0 {
-		return m.remote[remoteKey{p, local}]
+		k := remoteKey{p: p, id: local}
+		if p.gsi && v != nil {
+			k.gid = v.src
+		}
+		return m.remote[k]
 	}
 	c := m.conns[remote]
-	if c == nil || c.peer != p {
+	if c == nil || c.peer != p || (p.gsi && v != nil && v.src != c.remoteGID) {
 		return nil
 	}
 	if c.remoteID != 0 && local != c.remoteID && (local != 0 || msg.Type() != cm.TypeREJ) {
@@ -53,12 +78,35 @@ func (m *Manager) connFor(p *peer, msg cm.Message) *connection {
 	return c
 }
 
-func (m *Manager) onREQ(p *peer, r *cm.REQ) {
-	if m.remote[remoteKey{p, r.LocalID}] != nil {
-		return // a request this daemon has already
+func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
+	k := remoteKey{p: p, id: r.LocalID}
+	if p.gsi && v != nil {
+		k.gid = v.src
+	}
+	if c := m.remote[k]; c != nil {
+		// A request this daemon has already: its REQ came again because
+		// the answer was lost or is slow. The REP again if one was sent,
+		// an MRA while the listener has not answered.
+		if !p.gsi {
+			return
+		}
+		switch duplicateREQ(c.state) { // rules.go
+		case answerMRA:
+			m.sendMRA(c)
+		case answerResend:
+			m.resend(c)
+		default:
+			m.mads.duplicates.Add(1)
+		}
+		return
 	}
 	reject := func(reason cm.Reason, format string, args ...any) {
-		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)})
+		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)}, ibcm.MsgREQ)
+	}
+	if p.gsi && m.inTimeWait(k) {
+		m.mads.stale.Add(1)
+		reject(cm.RejectStaleConn, "connection %#x of %s ended moments ago (TIMEWAIT)", r.LocalID, gidString(r.SrcGID))
+		return
 	}
 	if why := m.wrongSource(p, r.SrcGID); why != "" {
 		m.adm.wrongSource.Add(1)
@@ -75,7 +123,11 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	case !m.host.IsLocalGID(r.DstGID):
 		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.hostName)
 		return
+	case m.tooManyInProgress(p, r.SrcGID):
+		reject(cm.RejectNoResources, "%s has %d requests being set up here, the most one address may", gidString(r.SrcGID), m.maxInProgress)
+		return
 	case l.pending >= l.backlog:
+		m.mads.backlogFull.Add(1)
 		reject(cm.RejectNoResources, "the listener on port %d has %d requests waiting for an answer, its backlog: try again later", r.DstPort, l.pending)
 		return
 	case l.s.Lagging():
@@ -96,17 +148,25 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	a := l.s.Adapter()
 	c := &connection{s: l.s, state: reqRcvd, peer: p, remoteID: r.LocalID, listener: l, timeout: timeoutOf(r.TimeoutMillis),
 		qpType: r.QPType, localPort: r.DstPort, remoteGID: r.SrcGID, remotePort: r.SrcPort,
-		mtu: min(r.MTU, uint8(a.PortMTU()))}
-	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
-	id := sp.nextID
-	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
-		id++
-		if id < proto.CMDaemonIDBase {
-			id = proto.CMDaemonIDBase
+		mtu: min(r.MTU, uint8(a.PortMTU())), remoteQPN: r.QPN}
+	if v != nil {
+		// The requester's transaction, and its timing: it answers a REP
+		// within its local CM response timeout.
+		c.tid, c.peerTimeout, c.maxRetries, c.packetLife = v.tid, v.localTimeout, v.maxRetries, m.packetLife
+		if r.MTU > c.mtu {
+			// A REP has no MTU: the requester's QP uses the REQ's, which
+			// this port cannot carry (rxe refuses it too). The REJ's ARI
+			// says what it can: a vrdma requester asks again with it.
+			out := v.reply(a.GUID)
+			out.ari = []byte{c.mtu}
+			m.send(p, out, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU})
+			l.s.Uncharge(Connections)
+			return
 		}
 	}
-	sp.nextID = id + 1
-	m.add(c, id)
+	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
+	m.add(c, m.requestID(sp))
+	m.beginInProgress(c)
 	l.pending++
 	m.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)
@@ -117,6 +177,20 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 	l.s.Emit(ev)
 }
 
+// requestID returns an unused id for a request handed to the session of
+// sp: the daemon's ids, CMDaemonIDBase and up; m.mu is held.
+func (m *Manager) requestID(sp *sessionPart) uint32 {
+	id := sp.nextID
+	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
+		id++
+		if id < proto.CMDaemonIDBase {
+			id = proto.CMDaemonIDBase
+		}
+	}
+	sp.nextID = id + 1
+	return id
+}
+
 // wrongSource says why a request from p may not come from src, or "" if
 // it may. Only with Config.Authorize, which names the daemon behind
 // every connection: the daemon at the other end of a TCP connection
@@ -124,7 +198,9 @@ func (m *Manager) onREQ(p *peer, r *cm.REQ) {
 // Config.PeerOwns only for the addresses the switch gives its host. The
 // in-process peer is this daemon.
 func (m *Manager) wrongSource(p *peer, src [16]byte) string {
-	if p.local || m.adm.authorize == nil {
+	if p.local || p.gsi || m.adm.authorize == nil {
+		// Over MADs the REQ's source is the packet's (reqOfMAD): the
+		// host of a TCP channel is not known per packet.
 		return ""
 	}
 	if m.host.IsLocalGID(src) {
@@ -136,26 +212,43 @@ func (m *Manager) wrongSource(p *peer, src [16]byte) string {
 	return ""
 }
 
-func (m *Manager) onREP(p *peer, r *cm.REP) {
-	c := m.connFor(p, r)
+func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
+	c := m.connFor(p, v, r)
 	if c == nil {
-		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
-			Text: fmt.Sprintf("no request %#x waits for a reply here: it timed out or was cancelled", r.RemoteID)})
+		if p.gsi && v != nil && m.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
+			return // a late copy of the reply of a connection that ended
+		}
+		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+			Text: fmt.Sprintf("no request %#x waits for a reply here: it timed out or was cancelled", r.RemoteID)}, ibcm.MsgREP)
 		return
 	}
 	if !c.active || c.state != reqSent {
-		return // a second reply: the first one counts
+		// A second reply: the first one counts. Over MADs it means the
+		// RTU was lost: it goes again.
+		if p.gsi && duplicateREP(c.active, c.state, c.remoteID == r.LocalID) == answerResend {
+			m.resend(c)
+		}
+		return
+	}
+	if r.MTU == 0 { // over MADs a REP has no MTU: the REQ's holds
+		r.MTU = c.mtu
 	}
 	if r.MTU > c.mtu {
-		m.send(p, &cm.REJ{LocalID: c.id, RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU,
-			Text: fmt.Sprintf("path MTU %d is above the requester's %d", r.MTU, c.mtu)})
+		rej := &cm.REJ{LocalID: c.id, RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU,
+			Text: fmt.Sprintf("path MTU %d is above the requester's %d", r.MTU, c.mtu)}
+		m.setRemote(c, r.LocalID)
+		m.to(c, repRcvd)
+		m.send(p, c.via(m), rej)
 		m.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidMTU), fmt.Sprintf("the reply chose MTU %d, above this port's %d", r.MTU, c.mtu)
-		c.s.Emit(ev)
+		c.tell(ev)
 		return
 	}
 	m.setRemote(c, r.LocalID)
+	if v != nil {
+		c.remoteQPN = v.qpn
+	}
 	m.to(c, repRcvd)
 	c.mtu = r.MTU
 	m.arm(c, c.timeout)
@@ -163,14 +256,17 @@ func (m *Manager) onREP(p *peer, r *cm.REP) {
 	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
 	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
-func (m *Manager) onRTU(p *peer, r *cm.RTU) {
-	c := m.connFor(p, r)
+func (m *Manager) onRTU(p *peer, v *via, r *cm.RTU) {
+	c := m.connFor(p, v, r)
 	if c == nil {
-		m.send(p, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
-			Text: fmt.Sprintf("connection %#x does not wait for a confirmation here: it timed out or was rejected", r.RemoteID)})
+		if p.gsi && v != nil && m.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
+			return
+		}
+		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+			Text: fmt.Sprintf("connection %#x does not wait for a confirmation here: it timed out or was rejected", r.RemoteID)}, ibcm.MsgOther)
 		return
 	}
 	if c.active || c.state != repSent {
@@ -179,104 +275,163 @@ func (m *Manager) onRTU(p *peer, r *cm.RTU) {
 	m.to(c, established)
 	ev := c.event(proto.CMEventEstablished)
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
-func (m *Manager) onREJ(p *peer, r *cm.REJ) []func() {
-	c := m.connFor(p, r)
+func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
+	c := m.connFor(p, v, r)
 	if c == nil {
 		return nil // never answer a REJ: two daemons would bounce them for ever
+	}
+	if req, ok := c.last.(*cm.REQ); ok && c.active && c.state == reqSent && r.Reason == cm.RejectInvalidMTU && v != nil {
+		if mtu, ok := mtuRetry(v.ari, req.MTU); ok { // rules.go
+			// The responder's port carries a smaller MTU, which its REJ
+			// names: the same request again with it.
+			again := *req
+			again.MTU = mtu
+			c.mtu = again.MTU
+			m.mads.mtuRetries.Add(1)
+			m.sendConn(c, &again, true)
+			return nil
+		}
 	}
 	st := c.state
 	m.remove(c)
 	ev := c.event(proto.CMEventRejected)
 	ev.Reason, ev.Text, ev.PrivateData = uint16(r.Reason), r.Text, r.PrivateData
+	if ev.Text == "" {
+		ev.Text = rejectText(c, r.Reason)
+	}
 	switch st {
 	case repSent:
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case established:
 		ev.Type = proto.CMEventDisconnected
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent:
 		ev.Type = proto.CMEventDisconnectDone
 	}
-	c.s.Emit(ev)
+	c.tell(ev)
 	return nil
 }
 
-func (m *Manager) onDREQ(p *peer, r *cm.DREQ) []func() {
-	c := m.connFor(p, r)
+// rejectText says for people why c was rejected, when the REJ said only
+// its reason (a MAD has no text).
+func rejectText(c *connection, reason cm.Reason) string {
+	switch reason {
+	case cm.RejectInvalidServiceID:
+		if c.active {
+			return fmt.Sprintf("no listener on port %d of %s", c.remotePort, gidString(c.remoteGID))
+		}
+	case cm.RejectInvalidGID:
+		if c.active {
+			return fmt.Sprintf("%s is not the address of an adapter of the host that answered", gidString(c.remoteGID))
+		}
+	case cm.RejectTimeout:
+		if c.active {
+			return "the listener gave up waiting for this side"
+		}
+		return "the requester gave up"
+	case cm.RejectConsumer:
+		return "rejected by the peer's application"
+	}
+	return fmt.Sprintf("rejected by the peer: %v", reason)
+}
+
+func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
+	c := m.connFor(p, v, r)
 	// The answer goes even for a connection that is gone here: the DREP
-	// of an earlier DREQ may have been lost with a connection.
-	m.send(p, &cm.DREP{LocalID: r.RemoteID, RemoteID: r.LocalID})
+	// of an earlier DREQ may have been lost.
+	drep := &cm.DREP{LocalID: r.RemoteID, RemoteID: r.LocalID}
+	if c != nil && p.gsi {
+		m.send(p, c.via(m), drep)
+	} else {
+		m.answer(p, v, drep, ibcm.MsgOther)
+	}
 	if c == nil {
+		if p.gsi {
+			m.mads.duplicates.Add(1)
+		}
 		return nil
 	}
 	switch c.state {
 	case established, repSent:
+		c.reached = true
 		m.remove(c)
 		ev := c.event(proto.CMEventDisconnected)
 		ev.PrivateData = r.PrivateData
-		return []func(){func() { errQP(c); c.s.Emit(ev) }}
+		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent: // both sides disconnect at once
 		m.remove(c)
-		c.s.Emit(c.event(proto.CMEventDisconnectDone))
+		c.tell(c.event(proto.CMEventDisconnectDone))
 	}
 	return nil
 }
 
-func (m *Manager) onDREP(p *peer, r *cm.DREP) {
-	c := m.connFor(p, r)
+func (m *Manager) onDREP(p *peer, v *via, r *cm.DREP) {
+	c := m.connFor(p, v, r)
 	if c == nil || c.state != dreqSent {
 		return
 	}
 	m.remove(c)
 	ev := c.event(proto.CMEventDisconnectDone)
 	ev.PrivateData = r.PrivateData
-	c.s.Emit(ev)
+	c.tell(ev)
 }
 
 // expire runs when c's timer fires in the state it was armed in.
 func (m *Manager) expire(c *connection, gen uint32) {
-	var after func()
 	m.mu.Lock()
 	if m.closed || m.conns[c.id] != c || c.gen != gen {
 		m.mu.Unlock()
 		return
 	}
+	after := m.expireLocked(c)
+	m.mu.Unlock()
+	after()
+}
+
+// expireLocked ends c, which waited too long (its timer, or its last
+// retransmission), and returns what to run once m.mu is released.
+func (m *Manager) expireLocked(c *connection) func() {
 	ev := c.event(proto.CMEventTimeout)
 	ev.Reason = uint16(cm.RejectTimeout)
 	rej := &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectTimeout}
+	wait := c.timeout
+	if c.last != nil && c.retries >= c.maxRetries && c.peer != nil && c.peer.gsi {
+		wait = time.Duration(c.retries+1) * c.retryInterval()
+	}
+	var errq bool
 	switch c.state {
 	case reqSent:
-		rej.Text = fmt.Sprintf("the requester got no reply within %v and gave up", c.timeout)
-		ev.Text = fmt.Sprintf("no reply within %v", c.timeout)
+		rej.Text = fmt.Sprintf("the requester got no reply within %v and gave up", wait)
+		ev.Text = fmt.Sprintf("no reply within %v", wait)
 	case repRcvd:
-		rej.Text = fmt.Sprintf("the requester did not connect its QP within %v", c.timeout)
-		ev.Text = fmt.Sprintf("the QP was not connected and confirmed within %v of the reply", c.timeout)
+		rej.Text = fmt.Sprintf("the requester did not connect its QP within %v", wait)
+		ev.Text = fmt.Sprintf("the QP was not connected and confirmed within %v of the reply", wait)
 	case reqRcvd:
-		rej.Text = fmt.Sprintf("the listener on port %d did not answer within %v", c.localPort, c.timeout)
-		ev.Text = fmt.Sprintf("the request was not answered within %v: the requester gave up", c.timeout)
+		rej.Text = fmt.Sprintf("the listener on port %d did not answer within %v", c.localPort, wait)
+		ev.Text = fmt.Sprintf("the request was not answered within %v: the requester gave up", wait)
 	case repSent:
-		rej.Text = fmt.Sprintf("no confirmation (RTU) of the reply within %v", c.timeout)
+		rej.Text = fmt.Sprintf("no confirmation (RTU) of the reply within %v", wait)
 		ev.Text = rej.Text
-		after = func() { errQP(c) }
+		errq = true
 	case dreqSent:
 		rej = nil
 		ev = c.event(proto.CMEventDisconnectDone)
-		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", c.timeout)
+		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", wait)
 	}
-	if rej != nil {
-		m.send(c.peer, rej)
+	if rej != nil && c.qpType != uint8(abi.QPTypeUD) { // SIDR: the requester times out on its own
+		m.send(c.peer, c.via(m), rej)
 	}
 	m.remove(c)
-	if after == nil {
-		c.s.Emit(ev)
+	if !errq {
+		c.tell(ev)
+		return func() {}
 	}
-	m.mu.Unlock()
-	if after != nil {
-		after()
-		c.s.Emit(ev)
+	return func() {
+		errQP(c)
+		c.tell(ev)
 	}
 }
 
@@ -305,7 +460,7 @@ func (m *Manager) peerGone(p *peer, err error) {
 		}
 		switch c.state {
 		case established:
-			k := remoteKey{p, c.remoteID}
+			k := c.key()
 			if m.remote[k] == c {
 				delete(m.remote, k)
 			}
@@ -315,7 +470,7 @@ func (m *Manager) peerGone(p *peer, err error) {
 			m.remove(c)
 			ev := c.event(proto.CMEventDisconnectDone)
 			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
-			c.s.Emit(ev)
+			c.tell(ev)
 			continue
 		}
 		st := c.state
@@ -323,9 +478,9 @@ func (m *Manager) peerGone(p *peer, err error) {
 		ev := c.event(proto.CMEventUnreachable)
 		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
 		if st == repSent {
-			after = append(after, func() { errQP(c); c.s.Emit(ev) })
+			after = append(after, func() { errQP(c); c.tell(ev) })
 			continue
 		}
-		c.s.Emit(ev)
+		c.tell(ev)
 	}
 }

@@ -83,6 +83,7 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 		ep, got := countingListener(t)
 		d := cmDaemonWith(t, func(c *daemon.Config) {
 			c.CMResolve = func(netip.Addr) (string, error) { return ep, nil }
+			c.CMDialTCP = true
 		})
 		cmConnect(t, d, otherGID)
 		waitCM(t, "the request at the resolved endpoint", func() bool { return got.Load() > 0 })
@@ -91,6 +92,7 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 		ep, got := countingListener(t)
 		d := cmDaemonWith(t, func(c *daemon.Config) {
 			c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: "hostb"}, nil }
+			c.CMDialTCP = true
 			c.CMAuthorize = func(admit.Peer) (string, error) { return "mallory", nil }
 		})
 		s := cmConnect(t, d, otherGID)

@@ -70,6 +70,16 @@ func (r *receiver) deliverGSI(p *wire.Packet) {
 // destination from the source GID.
 var ErrNoRoute = errors.New("no link between the GIDs")
 
+// GSIRoute returns nil if SendGSI from sgid to dgid has a link to go on,
+// else an error matching ErrNoRoute.
+func (h *Host) GSIRoute(sgid, dgid [16]byte) error {
+	l, _ := h.route(sgid, dgid)
+	if src, dst := gidAddr(sgid), gidAddr(dgid); l == nil || src.Is4() != dst.Is4() {
+		return fmt.Errorf("engine: QP1 from %v to %v: %w", src, dst, ErrNoRoute)
+	}
+	return nil
+}
+
 // SendGSI sends mad (MADSize bytes) from QP1 at sgid, one of the links'
 // GIDs, to QP dqp (1 for a peer's CM) at dgid, on the link the host routes
 // between them.

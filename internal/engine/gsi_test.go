@@ -122,3 +122,23 @@ func TestGSIRefuses(t *testing.T) {
 		t.Errorf("the handler got %d datagrams it should not have", handled)
 	}
 }
+
+// GSIRoute says whether SendGSI has a link between two GIDs: from one of
+// the host's link GIDs to any address of the same family, and nothing
+// from a GID the host has not, or across families.
+func TestGSIRoute(t *testing.T) {
+	a, _, _, _ := gsiHosts(t)
+	for _, tt := range []struct {
+		src, dst string
+		ok       bool
+	}{
+		{"::ffff:10.0.0.1", "::ffff:10.0.0.2", true},
+		{"::ffff:10.0.0.9", "::ffff:10.0.0.2", false},
+		{"::ffff:10.0.0.1", "fe80::2", false},
+	} {
+		err := a.GSIRoute(gid(tt.src), gid(tt.dst))
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, engine.ErrNoRoute)) {
+			t.Errorf("GSIRoute(%s, %s) = %v, want a route: %v", tt.src, tt.dst, err, tt.ok)
+		}
+	}
+}

@@ -111,6 +111,9 @@ type CMEvent struct {
 	LocalPort  uint16 `json:"local_port,omitempty"`
 	RemoteAddr []byte `json:"remote_addr,omitempty"`
 	RemotePort uint16 `json:"remote_port,omitempty"`
+	// Established of a UD QP's dial (SIDR): the listener's Q_Key, with its
+	// QPN and GID above.
+	QKey uint32 `json:"qkey,omitempty"`
 
 	// Rejected, Timeout, Unreachable: why.
 	Reason uint16 `json:"reason,omitempty"`
