@@ -320,7 +320,7 @@ func (r *ConnRequest) AcceptWith(ctx context.Context, qp *QP, privateData []byte
 	opts.GIDIndex, opts.PathMTU, opts.MaxRdAtomic = r.sgid, r.mtu, min(opts.MaxRdAtomic, r.rdAtomic)
 	c := newConn(r.d, r.id, qp, r.ep)
 	c.localAddr, c.localPort, c.remoteAddr, c.remotePort, c.privateData = r.LocalAddr, r.LocalPort, r.RemoteAddr, r.RemotePort, r.PrivateData
-	if err := qp.Connect(r.peer, &opts); err != nil {
+	if err := qp.cmConnect(r.peer, &opts); err != nil {
 		r.d.cmAbandon(r.id, RejectNoQP, "the listener could not connect its QP to the requester's")
 		return nil, err
 	}
@@ -529,7 +529,7 @@ func (d *Device) DialWith(ctx context.Context, qp *QP, addr netip.Addr, port uin
 		return nil, cmFailure(op, ev, c.remoteAddr, port)
 	}
 	opts.GIDIndex, opts.PathMTU, opts.MaxRdAtomic = ev.SGIDIndex, MTU(ev.MTU), min(opts.MaxRdAtomic, ev.RdAtomic)
-	if err := qp.Connect(Endpoint{GID: gidOf(ev.GID), QPN: ev.QPN, PSN: ev.PSN}, &opts); err != nil {
+	if err := qp.cmConnect(Endpoint{GID: gidOf(ev.GID), QPN: ev.QPN, PSN: ev.PSN}, &opts); err != nil {
 		d.cmAbandon(id, RejectNoQP, "the requester could not connect its QP to the responder's")
 		failQP(qp)
 		return nil, err

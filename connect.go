@@ -77,6 +77,14 @@ func DefaultConnectOptions() ConnectOptions {
 // send anywhere with Q_Key o.QKey (remote is ignored). A nil o means
 // DefaultConnectOptions.
 func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
+	return q.connect(remote, remote.PSN, q.psn, o)
+}
+
+// connect is Connect with the first PSN this QP expects (rqPSN) and the
+// first it sends (sqPSN) given: Connect's are the peer's and this QP's
+// own, as programs that exchange endpoints by hand use them; the
+// connection manager's are the other way round (cmConnect).
+func (q *QP) connect(remote Endpoint, rqPSN, sqPSN uint32, o *ConnectOptions) error {
 	if o == nil {
 		d := DefaultConnectOptions()
 		o = &d
@@ -102,7 +110,7 @@ func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
 	rtr := QPAttr{State: QPSRTR}
 	mask = AttrState
 	if q.typ != UD {
-		rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = mtu, remote.QPN, remote.PSN
+		rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = mtu, remote.QPN, rqPSN
 		rtr.AV = AHAttr{DGID: remote.GID, DLID: remote.LID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
 		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		if q.typ == RC {
@@ -113,11 +121,20 @@ func (q *QP) Connect(remote Endpoint, o *ConnectOptions) error {
 	if err := q.Modify(&rtr, mask); err != nil {
 		return err
 	}
-	rts := QPAttr{State: QPSRTS, SQPSN: q.psn}
+	rts := QPAttr{State: QPSRTS, SQPSN: sqPSN}
 	mask = AttrState | AttrSQPSN
 	if q.typ == RC {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.Timeout, o.RetryCnt, o.RNRRetry, o.MaxRdAtomic
 		mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
 	}
 	return q.Modify(&rts, mask)
+}
+
+// cmConnect connects q to the peer a connection manager exchange named,
+// with the PSNs as IBTA's CM carries them (and Linux's rdma_cm sets
+// them): the Starting PSN each side sends in its REQ or REP is the first
+// PSN it expects to receive, so this QP expects its own (q.psn, which the
+// daemon sent) and sends from the peer's.
+func (q *QP) cmConnect(remote Endpoint, o *ConnectOptions) error {
+	return q.connect(remote, q.psn, remote.PSN, o)
 }

@@ -183,7 +183,7 @@ func captureCM(t *testing.T, ns, dev, path string) (stop func()) {
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		t.Skip("tcpdump is not installed: apt-get install tcpdump")
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "0", "-U", "-w", path, "udp", "port", "4791")
+	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "--immediate-mode", "-s", "0", "-U", "-w", path, "udp", "port", "4791")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
