@@ -14,21 +14,28 @@ import (
 )
 
 // checkConnected checks that x's QP is in RTS, connected to y's with the
-// attributes the connection manager filled in.
+// attributes the connection manager filled in. As in IBTA's CM (and Linux's
+// rdma_cm), the Starting PSN a side sends in its REQ or REP is the first it
+// expects to receive: x's RQ PSN is x's own, and x sends from y's.
 func checkConnected(t *testing.T, x, y *side, dgid vrdma.GID, mtu vrdma.MTU) {
 	t.Helper()
 	attr, _, err := x.qp.Query()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ey, err := y.qp.Endpoint(0)
+	ex, err := x.qp.Endpoint(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.State != vrdma.QPSRTS || attr.DestQPN != y.qp.QPN() || attr.RQPSN != ey.PSN ||
+	if attr.State != vrdma.QPSRTS || attr.DestQPN != y.qp.QPN() || attr.RQPSN != ex.PSN ||
 		attr.AV.DGID != dgid || attr.PathMTU != mtu {
 		t.Fatalf("QP 0x%x: state %v, dest QPN 0x%x, RQ PSN %#x, DGID %v, MTU %v; want RTS, 0x%x, %#x, %v, %v",
-			x.qp.QPN(), attr.State, attr.DestQPN, attr.RQPSN, attr.AV.DGID, attr.PathMTU, y.qp.QPN(), ey.PSN, dgid, mtu)
+			x.qp.QPN(), attr.State, attr.DestQPN, attr.RQPSN, attr.AV.DGID, attr.PathMTU, y.qp.QPN(), ex.PSN, dgid, mtu)
+	}
+	if ey, err := y.qp.Endpoint(0); err != nil {
+		t.Fatal(err)
+	} else if attr.SQPSN != ey.PSN {
+		t.Fatalf("QP 0x%x: SQ PSN %#x, want the peer's Starting PSN %#x (checked before traffic)", x.qp.QPN(), attr.SQPSN, ey.PSN)
 	}
 	if attr.MaxRdAtomic == 0 || attr.MaxDestRdAtomic == 0 {
 		if x.qp.Type() == vrdma.RC {
