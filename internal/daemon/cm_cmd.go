@@ -63,3 +63,15 @@ func cmdCMDisconnect(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	return done, nil, s.d.cm.Disconnect(s.cm(), req)
 }
+
+func cmdCMResolve(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.CMResolveReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := s.d.cm.Resolve(s.cm(), req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, nil, nil
+}

@@ -62,6 +62,7 @@ func init() {
 		proto.OpCMAccept:        {device: true, run: cmdCMAccept},
 		proto.OpCMReject:        {device: true, run: cmdCMReject},
 		proto.OpCMDisconnect:    {device: true, run: cmdCMDisconnect},
+		proto.OpCMResolve:       {device: true, run: cmdCMResolve},
 	}
 }
 

@@ -121,3 +121,20 @@ type CMEvent struct {
 
 	PrivateData []byte `json:"private_data,omitempty"`
 }
+
+// CMResolveReq asks how the session's adapter reaches Addr (a GID; IPv4
+// as ::ffff:a.b.c.d): rdma_resolve_addr and rdma_resolve_route.
+type CMResolveReq struct {
+	Addr []byte `json:"addr"`
+}
+
+// CMResolveResp says which of the adapter's addresses a connection to the
+// requested one leaves from, at which GID index, over which port MTU, and
+// whether the address is an adapter of this host (the connection then
+// stays in the daemon).
+type CMResolveResp struct {
+	LocalAddr []byte `json:"local_addr"`
+	SGIDIndex uint8  `json:"sgid_index"`
+	MTU       uint8  `json:"mtu"`
+	Local     bool   `json:"local,omitempty"`
+}

@@ -44,7 +44,8 @@ const (
 	OpCMAccept
 	OpCMReject
 	OpCMDisconnect
-	OpCMEvent // daemon to client: a connection manager event
+	OpCMEvent   // daemon to client: a connection manager event
+	OpCMResolve // the source address and path to an address (rdma_resolve_addr/route)
 	opMax
 )
 
@@ -53,7 +54,7 @@ var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd",
 	"destroy_srq", "create_ah", "destroy_ah", "create_instance", "delete_instance", "list_instances",
 	"stats", "event", "map_mr", "link_add", "link_delete", "list_links",
 	"switch_show", "portgroup_add", "portgroup_delete", "portgroup_list", "host_list", "path",
-	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event"}
+	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event", "cm_resolve"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

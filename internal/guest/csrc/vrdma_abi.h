@@ -135,6 +135,7 @@
 #define VRDMA_CMD_CM_REJECT        37U
 #define VRDMA_CMD_CM_DISCONNECT    38U
 #define VRDMA_CMD_CM_EVENT         39U
+#define VRDMA_CMD_CM_RESOLVE       40U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
