@@ -340,3 +340,28 @@ func TestHelloFloodRefused(t *testing.T) {
 		t.Fatalf("%d lines logged, %d suppressed: want at most %d", lines, s.LogsSuppressed, admit.DefaultLogBurst)
 	}
 }
+
+// A peer delivers only frames from the addresses its hello announced (and
+// Authorize accepted): a frame whose source is another host's address, or
+// this host's own, is dropped and counted, and the peer's own frames
+// still arrive.
+func TestSpoofedSourceDropped(t *testing.T) {
+	var eps endpoints
+	a := openNode(t, &eps, addrA, 0, nil)
+	b := openNode(t, &eps, addrB, 0, nil)
+	connectPair(t, a, b)
+	x := intrude(t, a, attacker, randomID(), attacker)
+	before := a.sink.count()
+	for i, src := range []netip.Addr{addrB, addrA, netip.MustParseAddr("10.9.9.9"), attacker} {
+		f := testFrame(src, addrA, uint32(i+1), []byte("spoofed?"))
+		if _, err := x.c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(f))), f...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the intruder's own frame", func() bool { return a.sink.count() > before })
+	waitFor(t, "three spoofed frames counted", func() bool { return a.Stats().Spoofed == 3 })
+	if got := a.sink.count() - before; got != 1 {
+		t.Fatalf("A delivered %d of the intruder's frames, want only the one from its own address", got)
+	}
+	checkFlow(t, a, b, 10)
+}

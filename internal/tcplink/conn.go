@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -238,6 +239,10 @@ func (c *conn) readLoop() error {
 			return c.readErr(err)
 		case len(f) == 0:
 			l.stats.pings.Add(1)
+		case !c.announced(f):
+			l.stats.spoofed.Add(1)
+			l.refuseLog.Log(l.log, slog.LevelWarn, "tcplink: dropped a frame whose source the peer does not own",
+				"remote", c.remote, "identity", c.ident, "source", frameSource(f))
 		case !l.deliverFrame(f):
 			return ErrClosed
 		default:
@@ -312,4 +317,25 @@ func (c *conn) closeWrite() {
 		}
 	}
 	c.close(nil)
+}
+
+// announced reports whether frame f comes from one of the addresses c's
+// peer announced in its hello (and Authorize accepted): a peer speaks
+// only for its own host's addresses, as the IBTA packets it carries say
+// where they come from and the engine answers there.
+func (c *conn) announced(f []byte) bool {
+	src := frameSource(f)
+	return src.IsValid() && slices.Contains(c.addrs, src)
+}
+
+// frameSource is the source address of the IP packet f (IPv4 unmapped),
+// or the zero Addr if f is too short to say.
+func frameSource(f []byte) netip.Addr {
+	switch {
+	case len(f) >= 20 && f[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(f[12:16]))
+	case len(f) >= 40 && f[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(f[8:24])).Unmap()
+	}
+	return netip.Addr{}
 }

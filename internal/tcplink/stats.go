@@ -45,8 +45,12 @@ type Stats struct {
 	// MaxFrame, bytes that are not a whole IP packet, a stream cut
 	// mid-frame.
 	ProtocolErrors uint64
-	Timeouts       uint64 // connections closed because the peer was silent
-	Duplicates     uint64 // connections given up by the tie-break (both sides dialled)
+	// Spoofed: frames dropped because their source address is not one the
+	// peer's hello announced (and Authorize accepted): another host's,
+	// this host's, or nobody's.
+	Spoofed    uint64
+	Timeouts   uint64 // connections closed because the peer was silent
+	Duplicates uint64 // connections given up by the tie-break (both sides dialled)
 
 	// Frames dropped on the way out: for an address no peer answers for,
 	// or to a peer that could not be reached; that did not fit the peer's
@@ -63,7 +67,7 @@ type Stats struct {
 type counters struct {
 	framesOut, bytesOut, framesIn, bytesIn, pings     atomic.Uint64
 	connects, reconnects, dialErrors, handshakeErrors atomic.Uint64
-	protocolErrors, timeouts, duplicates              atomic.Uint64
+	protocolErrors, timeouts, duplicates, spoofed     atomic.Uint64
 	droppedNoPeer, droppedQueueFull, droppedConnLost  atomic.Uint64
 	badFramesOut                                      atomic.Uint64
 	directWrites, directShort                         atomic.Uint64
@@ -76,7 +80,7 @@ func (c *counters) snapshot() Stats {
 		FramesIn: c.framesIn.Load(), BytesIn: c.bytesIn.Load(), Pings: c.pings.Load(),
 		Connects: c.connects.Load(), Reconnects: c.reconnects.Load(), DialErrors: c.dialErrors.Load(),
 		HandshakeErrors: c.handshakeErrors.Load(), ProtocolErrors: c.protocolErrors.Load(),
-		Timeouts: c.timeouts.Load(), Duplicates: c.duplicates.Load(),
+		Timeouts: c.timeouts.Load(), Duplicates: c.duplicates.Load(), Spoofed: c.spoofed.Load(),
 		DroppedNoPeer: c.droppedNoPeer.Load(), DroppedQueueFull: c.droppedQueueFull.Load(),
 		DroppedConnLost: c.droppedConnLost.Load(), BadFramesOut: c.badFramesOut.Load(),
 		DirectWrites: c.directWrites.Load(), DirectShort: c.directShort.Load(),
