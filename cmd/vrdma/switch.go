@@ -72,8 +72,8 @@ func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 			fmt.Fprintf(t, "%s:\tnot listening\n", l.name)
 			continue
 		}
-		fmt.Fprintf(t, "%s:\t%s peers %d accepted %d refused %d cut %d unauthorized %d wrong_peer %d dropped %d\n", l.name, l.st.Listen,
-			l.st.Peers, l.st.Accepted, l.st.Refused, l.st.Cut, l.st.Unauthorized, l.st.WrongPeer, l.st.Dropped)
+		fmt.Fprintf(t, "%s:\t%s peers %d accepted %d refused %d cut %d unauthorized %d wrong_peer %d dropped %d spoofed %d\n", l.name, l.st.Listen,
+			l.st.Peers, l.st.Accepted, l.st.Refused, l.st.Cut, l.st.Unauthorized, l.st.WrongPeer, l.st.Dropped, l.st.Spoofed)
 	}
 	t.Flush()
 }

@@ -86,7 +86,7 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 		`(?m)^switch:\s+vrdma$`, `(?m)^etcd:\s+unix:///\S+/client\.sock \(embedded in this daemon\)$`, `(?m)^this host:\s+h1$`,
 		`(?m)^subnet manager:\s+h1 \(priority 0\)$`, `(?m)^role:\s+leader$`, `(?m)^hosts:\s+1$`, `(?m)^port groups:\s+1$`,
 		`(?m)^instances:\s+0$`, `(?m)^fallbacks:\s+0 `, `(?m)^hosts gone:\s+0$`,
-		`(?m)^security:\s+loopback only: `, `(?m)^tcp channel:\s+127\.0\.0\.1:\d+ peers 0 accepted 0 refused 0 cut 0 unauthorized 0 wrong_peer 0 dropped 0$`)
+		`(?m)^security:\s+loopback only: `, `(?m)^tcp channel:\s+127\.0\.0\.1:\d+ peers 0 accepted 0 refused 0 cut 0 unauthorized 0 wrong_peer 0 dropped 0 spoofed 0$`)
 	if out2 := mustRun(t, "switch", "--socket", sock); out2 != out {
 		t.Errorf("`vrdma switch` differs from `vrdma switch show`:\n%s\n%s", out2, out)
 	}

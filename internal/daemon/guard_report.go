@@ -15,7 +15,7 @@ func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel, c
 		st := c.Stats
 		channel = proto.ListenerStats{Listen: c.Listen, Peers: c.Peers,
 			Accepted: st.Connects, Refused: st.HandshakeErrors + st.HandshakesRefused + st.PeerLimit, Cut: st.HandshakesCut,
-			Unauthorized: st.Unauthorized, WrongPeer: st.WrongPeer, Dropped: st.PeersForgotten}
+			Unauthorized: st.Unauthorized, WrongPeer: st.WrongPeer, Dropped: st.PeersForgotten, Spoofed: st.Spoofed}
 	}
 	if a := d.CMAddr(); a != nil {
 		st := d.CMStats()

@@ -42,6 +42,7 @@ type ListenerStats struct {
 	Unauthorized uint64 `json:"unauthorized"`     // not a live host of the switch, or claiming another's addresses
 	WrongPeer    uint64 `json:"wrong_peer"`       // dialled, and another host answered
 	Dropped      uint64 `json:"dropped"`          // idle peers or connections let go
+	Spoofed      uint64 `json:"spoofed"`          // frames from an address the sending peer does not own, dropped
 }
 
 // PortGroupSpec is a port group of the switch.
