@@ -24,7 +24,22 @@ const (
 	// VersionScript is the sources' linker version script; the build uses
 	// it when the sources have one.
 	VersionScript = "libibverbs.map"
+
+	// RDMACMSOName is the drop-in librdmacm's soname, built beside
+	// libibverbs from the sources under RDMACMDir.
+	RDMACMSOName = "librdmacm.so.1"
+	// RDMACMLinkName is its development name, a symbolic link to RDMACMSOName.
+	RDMACMLinkName = "librdmacm.so"
+	// RDMACMDir is the directory of librdmacm's sources in the embedded
+	// sources; it also compiles rdmacmShared from the top.
+	RDMACMDir = "rdmacm"
+	// RDMACMVersionScript is librdmacm's linker version script.
+	RDMACMVersionScript = RDMACMDir + "/librdmacm.map"
 )
+
+// rdmacmShared are the top-level sources librdmacm compiles in as well
+// (hidden in each library): the JSON reader and the log.
+var rdmacmShared = []string{"json.c", "log.c"}
 
 // Debian packages that provide what a build needs.
 const (
@@ -36,12 +51,12 @@ const (
 // looked at only when there is no compiler to ask.
 const headersFile = "/usr/include/infiniband/verbs.h"
 
-// cflags are the compiler's flags, before the output and the sources. They
-// are part of the cache key: changing them rebuilds.
+// cflags are the compiler's flags, before the soname, the output and the
+// sources. They are part of the cache key: changing them rebuilds.
 var cflags = []string{
 	"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC",
 	"-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
-	"-shared", "-Wl,-soname," + SOName, "-Wl,-z,defs",
+	"-shared", "-Wl,-z,defs",
 }
 
 // libs are the libraries the library links against, after the sources.
@@ -49,7 +64,7 @@ var libs = []string{"-lpthread"}
 
 // keyVersion changes when the layout of a build directory or the way it is
 // built changes, so that older builds are not reused.
-const keyVersion = "vrdma guest build 1"
+const keyVersion = "vrdma guest build 2"
 
 // Build returns the directory holding libibverbs.so.1 (and a libibverbs.so
 // link to it) built from the embedded sources, building it on first use.
@@ -87,14 +102,18 @@ func (b builder) build(cacheDir string) (string, error) {
 	if cacheDir, err = filepath.Abs(cacheDir); err != nil { // the directory goes into LD_LIBRARY_PATH
 		return "", fmt.Errorf("guest library: %w", err)
 	}
-	var cfiles []string
-	hasScript := false
+	var cfiles, cmfiles []string
+	hasScript, hasCMScript := false, false
 	for _, f := range files {
 		switch {
 		case f == VersionScript:
 			hasScript = true
+		case f == RDMACMVersionScript:
+			hasCMScript = true
 		case !strings.Contains(f, "/") && strings.HasSuffix(f, ".c"):
 			cfiles = append(cfiles, f)
+		case path.Dir(f) == RDMACMDir && strings.HasSuffix(f, ".c"):
+			cmfiles = append(cmfiles, f)
 		}
 	}
 	if len(cfiles) == 0 {
@@ -132,24 +151,30 @@ func (b builder) build(cacheDir string) (string, error) {
 	if err := writeSources(b.src, files, filepath.Join(tmp, "src")); err != nil {
 		return "", err
 	}
-	args := append([]string{}, cflags...)
+	script := ""
 	if hasScript {
-		args = append(args, "-Wl,--version-script="+path.Join("src", VersionScript))
+		script = VersionScript
 	}
-	// The sources are named relative to tmp; the debug information names
-	// them under final, where they will be.
-	args = append(args, "-fdebug-prefix-map="+tmp+"="+final, "-o", SOName)
-	for _, f := range cfiles {
-		args = append(args, path.Join("src", f))
-	}
-	args = append(args, libs...)
-	cmd := command(cc, args...)
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &CompileError{Command: append([]string{cc}, args...), Dir: tmp, Output: string(out), Err: err}
+	if err := compile(cc, tmp, final, SOName, script, cfiles, libs); err != nil {
+		return "", err
 	}
 	if err := os.Symlink(SOName, filepath.Join(tmp, LinkName)); err != nil {
 		return "", fmt.Errorf("guest library: %w", err)
+	}
+	if len(cmfiles) > 0 {
+		// librdmacm links against the libibverbs just built (its verbs and
+		// its private interface), found through the link made above.
+		script = ""
+		if hasCMScript {
+			script = RDMACMVersionScript
+		}
+		srcs := append(cmfiles, rdmacmShared...)
+		if err := compile(cc, tmp, final, RDMACMSOName, script, srcs, append([]string{"-Isrc", "-L.", "-libverbs"}, libs...)); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(RDMACMSOName, filepath.Join(tmp, RDMACMLinkName)); err != nil {
+			return "", fmt.Errorf("guest library: %w", err)
+		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return "", fmt.Errorf("guest library: %w", err)
@@ -158,6 +183,29 @@ func (b builder) build(cacheDir string) (string, error) {
 		return "", err
 	}
 	return final, nil
+}
+
+// compile builds the shared library soname in dir from srcs (paths under
+// dir's src/) with the version script (under src/; "" for none), then the
+// extra arguments (libraries). The debug information names the sources
+// under final, where they will be.
+func compile(cc, dir, final, soname, script string, srcs, extra []string) error {
+	args := append([]string{}, cflags...)
+	args = append(args, "-Wl,-soname,"+soname)
+	if script != "" {
+		args = append(args, "-Wl,--version-script="+path.Join("src", script))
+	}
+	args = append(args, "-fdebug-prefix-map="+dir+"="+final, "-o", soname)
+	for _, f := range srcs {
+		args = append(args, path.Join("src", f))
+	}
+	args = append(args, extra...)
+	cmd := command(cc, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return &CompileError{Command: append([]string{cc}, args...), Dir: dir, Output: string(out), Err: err}
+	}
+	return nil
 }
 
 // built reports whether dir holds a finished build.

@@ -7,7 +7,7 @@
  *
  * Every test also checks that no descriptor leaked.
  *
- * sources: chan.c json.c log.c
+ * sources: chan.c cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"
