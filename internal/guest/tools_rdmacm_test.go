@@ -97,3 +97,99 @@ func TestToolRping(t *testing.T) {
 	checkRpingData(t, "rping client", out, count)
 	checkRpingData(t, "rping server", srv.wait(t), count)
 }
+
+func TestToolUcmatose(t *testing.T) {
+	requireTool(t, "ucmatose", rdmacmPackage)
+	h := newToolHost(t)
+	port := strconv.Itoa(freePort(t))
+	// Two connections, ten messages each way on each.
+	srv := h.startCMServer(t, "ucmatose", "-b", "127.0.0.1", "-p", port, "-c", "2", "-C", "10")
+	out := h.runCMClient(t, srv, refusedNoListener, "ucmatose", "-s", "127.0.0.1", "-p", port, "-c", "2", "-C", "10")
+	sout := srv.wait(t)
+	for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+		if !strings.Contains(o.out, "test complete") || !strings.Contains(o.out, "return status 0") {
+			t.Errorf("ucmatose %s did not complete; it printed:\n%s", o.who, o.out)
+		}
+	}
+}
+
+func TestToolRdmaServerClient(t *testing.T) {
+	requireTool(t, "rdma_server", rdmacmPackage)
+	requireTool(t, "rdma_client", rdmacmPackage)
+	h := newToolHost(t)
+	port := strconv.Itoa(freePort(t))
+	srv := h.startCMServer(t, "rdma_server", "-p", port)
+	out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, "rdma_client", "-s", "127.0.0.1", "-p", port)
+	sout := srv.wait(t)
+	for _, o := range []struct{ who, out string }{{"rdma_client", out}, {"rdma_server", sout}} {
+		if !strings.Contains(o.out, "end 0") {
+			t.Errorf("%s did not succeed; it printed:\n%s", o.who, o.out)
+		}
+	}
+}
+
+// TestToolUdaddy needs the daemon to answer a UD connect with SIDR: until
+// it does, rdma_connect fails and the test skips saying so.
+func TestToolUdaddy(t *testing.T) {
+	requireTool(t, "udaddy", rdmacmPackage)
+	h := newToolHost(t)
+	// udaddy's port is fixed (7174); the port space is the test daemon's own.
+	srv := h.startCMServer(t, "udaddy", "-b", "127.0.0.1", "-c", "2", "-C", "10")
+	cli := h.start(t, "", "udaddy", "-s", "127.0.0.1", "-c", "2", "-C", "10")
+	<-cli.done
+	out := cli.out.String()
+	if cli.err != nil {
+		if strings.Contains(out, "failure connecting") { // rdma_connect on the UD QP failed
+			t.Skipf("the daemon does not answer a UD connect (SIDR) yet: udaddy's client printed:\n%s", out)
+		}
+		t.Fatalf("udaddy client failed (%v); it printed:\n%s", cli.err, out)
+	}
+	sout := srv.wait(t)
+	for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+		if !strings.Contains(o.out, "test complete") || !strings.Contains(o.out, "return status 0") {
+			t.Errorf("udaddy %s did not complete; it printed:\n%s", o.who, o.out)
+		}
+	}
+}
+
+func TestToolQperfCM(t *testing.T) {
+	requireTool(t, "qperf", "qperf")
+	h := newToolHost(t)
+	for _, tt := range []struct{ test, result string }{{"rc_bw", "bw"}, {"rc_lat", "latency"}} {
+		t.Run(tt.test, func(t *testing.T) {
+			port := freePort(t)
+			lp := strconv.Itoa(port)
+			h.startServer(t, "", port, "qperf", "-lp", lp)
+			// -cm1: the connection through rdma_cm, not qperf's own exchange.
+			out := h.run(t, "", "qperf", "-lp", lp, "-cm1", "-t", "1", "127.0.0.1", tt.test)
+			v, ok := qperfResults(out)[tt.result]
+			if !ok {
+				t.Fatalf("qperf -cm1 %s reports no %s; it printed:\n%s", tt.test, tt.result, out)
+			}
+			if n := number(t, tt.test+" "+tt.result, v); n <= 0 {
+				t.Errorf("qperf -cm1 %s: %s = %s, want a positive number; it printed:\n%s", tt.test, tt.result, v, out)
+			}
+		})
+	}
+}
+
+func TestToolPerftestRDMACM(t *testing.T) {
+	for _, p := range []string{"ib_write_bw", "ib_send_lat"} {
+		requireTool(t, p, "perftest")
+	}
+	h := newToolHost(t)
+	for _, program := range []string{"ib_write_bw", "ib_send_lat"} {
+		t.Run(program, func(t *testing.T) {
+			// -R: the connection through rdma_cm; the server still takes
+			// its client's parameters on the TCP port -p.
+			port := freePort(t)
+			args := []string{"-R", "-d", "vrdma0", "-x", "0", "-p", strconv.Itoa(port), "-n", strconv.Itoa(perftestIters), "-F"}
+			srv := h.start(t, "", program, args...)
+			out := h.runCMClient(t, srv, func(out string) bool {
+				return strings.Contains(out, "REJECTED") || strings.Contains(out, "Unable to perform rdma_client function")
+			}, program, append(args, "127.0.0.1")...)
+			srv.wait(t)
+			checkPerftest(t, program, out)
+		})
+	}
+}

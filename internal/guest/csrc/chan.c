@@ -331,7 +331,6 @@ static void pass_cm_event(struct vrdma_chan *c, const char *body, size_t len)
 		vrdma_debug("dropped a connection manager event that does not decode (%zu bytes)", len);
 		return;
 	}
-	vrdma_debug("cm event type %u id %u", ev.type, ev.id);
 	c->cm_fn(c->cm_arg, &ev);
 }
 

@@ -27,8 +27,7 @@ VRDMA_EXPORT int vrdma_private_cm_call(struct ibv_context *c, uint16_t op, const
 	size_t n = 0;
 	int rc = vrdma_call(&ctx->chan, op, body, len, NULL, 0, buf, VRDMA_REPLY_MAX, &n, NULL, NULL);
 	if (rc < 0) {
-		rc = -rc;
-		vrdma_debug("%s: cm command %u: %s", ctx->dev->dev.name, op, ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
+		rc = -rc; /* librdmacm says what failed */
 		if (msg != NULL && msgcap > 0)
 			snprintf(msg, msgcap, "%s", ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
 	} else if (reply != NULL && cap > 0) {

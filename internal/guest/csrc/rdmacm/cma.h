@@ -106,6 +106,7 @@ struct cma_id {
 	uint8_t rd_atomic;       /* RDMA READs/atomics in flight, agreed */
 	uint8_t tos;
 	int backlog;
+	int auto_port; /* rdma_bind_addr picked the port (the application asked for 0) */
 	struct ibv_qp_init_attr *qp_init; /* rdma_create_ep on a passive id: for rdma_get_request */
 	struct ibv_sa_path_rec path;
 	struct cma_id *next; /* in cma_ids */

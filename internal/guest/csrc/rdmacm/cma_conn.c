@@ -437,6 +437,11 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 	int r = cma_cmd(c->dev, VRDMA_CMD_CM_DISCONNECT, NULL, 0, "{\"id\":%u}", c->cmid);
 	if (r == ENOENT || r == EINVAL)
 		r = 0; /* ended meanwhile */
+	if (r == 0) {
+		pthread_mutex_lock(&cma_mu);
+		c->state = CMA_DISCONNECTED; /* its DISCONNECTED event follows the peer's answer */
+		pthread_mutex_unlock(&cma_mu);
+	}
 	return r ? cma_err(r) : 0;
 }
 

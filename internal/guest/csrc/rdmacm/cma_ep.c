@@ -98,6 +98,8 @@ CMA_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 		return -1;
 	struct cma_id *c = to_cid(cm_id);
 	cm_id->qp_type = (enum ibv_qp_type)res->ai_qp_type;
+	if (qp_init_attr)
+		qp_init_attr->qp_type = cm_id->qp_type; /* rdma-core: the QP is of the address's type */
 	int r;
 	if (res->ai_flags & RAI_PASSIVE) {
 		r = res->ai_src_addr ? rdma_bind_addr(cm_id, res->ai_src_addr) : 0;

@@ -43,6 +43,16 @@ static uint32_t random_psn(void)
 	return v & 0xffffff;
 }
 
+/* A port of the range the daemon gives requesters and listeners on port 0
+ * (Linux's ephemeral range). */
+static uint16_t random_port(void)
+{
+	uint32_t v = 0;
+	if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v)
+		v = (uint32_t)rand();
+	return (uint16_t)(32768 + v % (60999 - 32768 + 1));
+}
+
 struct cma_id *cma_id_alloc(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps,
 			    enum ibv_qp_type qpt)
 {
@@ -179,6 +189,13 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	}
 	memset(&id->route.addr.src_storage, 0, sizeof id->route.addr.src_storage);
 	memcpy(&id->route.addr.src_storage, addr, len);
+	if (cma_sa_port(addr) == 0 && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+		/* rdma_cm gives the port at once (programs read it to tell their
+		 * peer before they listen); the daemon's port space is checked
+		 * when the id listens. */
+		c->auto_port = 1;
+		cma_sa_set_port(&id->route.addr.src_addr, random_port());
+	}
 	return 0;
 }
 
@@ -234,6 +251,7 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_add
 		}
 	}
 	c->state = CMA_ADDR_RESOLVED;
+	vrdma_debug("rdma_cm: resolved port %u on %s", cma_sa_port(dst_addr), ibv_get_device_name(d->verbs->device));
 	if (cma_queue_local(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0))
 		return cma_err(ENOMEM);
 	return cma_complete(c);
@@ -287,8 +305,14 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	c->cmid = cmid;
 	c->state = CMA_LISTEN;
 	pthread_mutex_unlock(&cma_mu);
-	int r = cma_cmd(d, VRDMA_CMD_CM_LISTEN, reply, sizeof reply, "{\"id\":%u,\"port\":%u,\"backlog\":%d}", cmid,
-			cma_sa_port(&id->route.addr.src_addr), backlog);
+	int r;
+	for (int try = 0;; try++) {
+		r = cma_cmd(d, VRDMA_CMD_CM_LISTEN, reply, sizeof reply, "{\"id\":%u,\"port\":%u,\"backlog\":%d}", cmid,
+			    cma_sa_port(&id->route.addr.src_addr), backlog);
+		if (r != EBUSY || !c->auto_port || try == 8)
+			break;
+		cma_sa_set_port(&id->route.addr.src_addr, random_port()); /* the port bind picked is taken */
+	}
 	if (r != 0) {
 		pthread_mutex_lock(&cma_mu);
 		c->cmid = 0;
@@ -309,6 +333,8 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (port > 0 && port <= UINT16_MAX)
 		cma_sa_set_port(&id->route.addr.src_addr, (uint16_t)port);
 	c->backlog = backlog;
+	vrdma_debug("rdma_cm: listening on port %u of %s", cma_sa_port(&id->route.addr.src_addr),
+		    ibv_get_device_name(d->verbs->device));
 	return 0;
 }
 
