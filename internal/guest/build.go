@@ -45,7 +45,11 @@ var rdmacmShared = []string{"json.c", "log.c"}
 const (
 	compilerPackage = "gcc"
 	headersPackage  = "libibverbs-dev"
+	rdmacmPackage   = "librdmacm-dev"
 )
+
+// rdmacmHeader is the rdma_cm header librdmacm's sources need.
+const rdmacmHeader = "rdma/rdma_cma.h"
 
 // headersFile is where Debian's libibverbs-dev puts the verbs header; it is
 // looked at only when there is no compiler to ask.
@@ -66,8 +70,9 @@ var libs = []string{"-lpthread"}
 // built changes, so that older builds are not reused.
 const keyVersion = "vrdma guest build 2"
 
-// Build returns the directory holding libibverbs.so.1 (and a libibverbs.so
-// link to it) built from the embedded sources, building it on first use.
+// Build returns the directory holding libibverbs.so.1 and librdmacm.so.1
+// (and their libibverbs.so and librdmacm.so links) built from the embedded
+// sources, building them on first use.
 //
 // The directory is cacheDir/guest-HASH, where HASH covers the sources (every
 // embedded file's name and contents), the compiler (`cc --version`) and the
@@ -78,7 +83,7 @@ const keyVersion = "vrdma guest build 2"
 // build at the same time all end up with one complete directory.
 //
 // Build fails with a *MissingToolsError when the compiler or rdma-core's
-// headers are not installed and with a *CompileError, holding the compiler's
+// headers (libibverbs-dev, librdmacm-dev) are not installed and with a *CompileError, holding the compiler's
 // output, when the compiler fails. DefaultCacheDir is the usual cacheDir.
 func Build(cacheDir string) (libDir string, err error) {
 	return builder{src: Sources(), cc: "cc", header: "infiniband/verbs.h"}.build(cacheDir)
@@ -136,8 +141,13 @@ func (b builder) build(cacheDir string) (string, error) {
 		return final, nil
 	}
 	if b.header != "" {
-		if err := checkHeader(cc, b.header); err != nil {
+		if err := checkHeader(cc, b.header, headersPackage); err != nil {
 			return "", err
+		}
+		if len(cmfiles) > 0 {
+			if err := checkHeader(cc, rdmacmHeader, rdmacmPackage); err != nil {
+				return "", err
+			}
 		}
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -296,9 +306,9 @@ func writeSources(src fs.FS, files []string, dir string) error {
 }
 
 // checkHeader asks the compiler whether it finds header, so that a build
-// without rdma-core's headers says which package to install rather than
-// failing on the first #include.
-func checkHeader(cc, header string) error {
+// without rdma-core's headers says which package (pkg) to install rather
+// than failing on the first #include.
+func checkHeader(cc, header, pkg string) error {
 	cmd := command(cc, "-std=c11", "-D_GNU_SOURCE", "-E", "-o", os.DevNull, "-x", "c", "-")
 	cmd.Stdin = strings.NewReader("#include <" + header + ">\n")
 	var out bytes.Buffer
@@ -306,7 +316,7 @@ func checkHeader(cc, header string) error {
 	if err := cmd.Run(); err != nil {
 		return &MissingToolsError{
 			Missing:  []string{fmt.Sprintf("rdma-core's headers (the compiler finds no <%s>)", header)},
-			Packages: []string{headersPackage},
+			Packages: []string{pkg},
 			Err:      fmt.Errorf("%v: %s", err, strings.TrimSpace(out.String())),
 		}
 	}

@@ -12,8 +12,8 @@ import (
 // through the drop-in librdmacm.so.1 and libibverbs.so.1, on one host: the
 // address 127.0.0.1 is the first adapter, as rdma_cm binds loopback.
 
-// rdmacmPackage provides rping, ucmatose, udaddy, rdma_server and rdma_client.
-const rdmacmPackage = "rdmacm-utils"
+// rdmacmUtils provides rping, ucmatose, udaddy, rdma_server and rdma_client.
+const rdmacmUtils = "rdmacm-utils"
 
 // startCMServer starts an rdma_cm server; it listens through the daemon,
 // not on a TCP port, so its client retries while it is rejected for want
@@ -88,7 +88,7 @@ func checkRpingData(t *testing.T, who, out string, count int) {
 }
 
 func TestToolRping(t *testing.T) {
-	requireTool(t, "rping", rdmacmPackage)
+	requireTool(t, "rping", rdmacmUtils)
 	h := newToolHost(t)
 	const count = 10
 	port := strconv.Itoa(freePort(t))
@@ -99,7 +99,7 @@ func TestToolRping(t *testing.T) {
 }
 
 func TestToolUcmatose(t *testing.T) {
-	requireTool(t, "ucmatose", rdmacmPackage)
+	requireTool(t, "ucmatose", rdmacmUtils)
 	h := newToolHost(t)
 	port := strconv.Itoa(freePort(t))
 	// Two connections, ten messages each way on each.
@@ -114,8 +114,8 @@ func TestToolUcmatose(t *testing.T) {
 }
 
 func TestToolRdmaServerClient(t *testing.T) {
-	requireTool(t, "rdma_server", rdmacmPackage)
-	requireTool(t, "rdma_client", rdmacmPackage)
+	requireTool(t, "rdma_server", rdmacmUtils)
+	requireTool(t, "rdma_client", rdmacmUtils)
 	h := newToolHost(t)
 	port := strconv.Itoa(freePort(t))
 	srv := h.startCMServer(t, "rdma_server", "-p", port)
@@ -131,7 +131,7 @@ func TestToolRdmaServerClient(t *testing.T) {
 // TestToolUdaddy needs the daemon to answer a UD connect with SIDR: until
 // it does, rdma_connect fails and the test skips saying so.
 func TestToolUdaddy(t *testing.T) {
-	requireTool(t, "udaddy", rdmacmPackage)
+	requireTool(t, "udaddy", rdmacmUtils)
 	h := newToolHost(t)
 	// udaddy's port is fixed (7174); the port space is the test daemon's own.
 	srv := h.startCMServer(t, "udaddy", "-b", "127.0.0.1", "-c", "2", "-C", "10")
