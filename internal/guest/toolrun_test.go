@@ -83,8 +83,9 @@ func requireTool(t *testing.T, program, pkg string) {
 // toolHost is one host for the tools: a daemon of the test's own and the
 // library its programs load.
 type toolHost struct {
-	lib  string // the directory of libibverbs.so.1
-	sock string // the daemon's socket
+	lib   string // the directory of libibverbs.so.1
+	sock  string // the daemon's socket
+	quiet bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -133,7 +134,11 @@ func (h *toolHost) env(instance string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, "VRDMA_DEBUG=1", "LC_ALL=C")
+	debug := "VRDMA_DEBUG=1"
+	if h.quiet {
+		debug = "VRDMA_DEBUG=0"
+	}
+	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, debug, "LC_ALL=C")
 	if instance != "" {
 		env = append(env, "VRDMA_INSTANCE="+instance)
 	}

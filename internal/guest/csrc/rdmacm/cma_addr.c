@@ -52,8 +52,8 @@ void cma_gid_sa(const uint8_t gid[16], uint16_t port, struct sockaddr_storage *o
 
 int cma_sa_is_any(const struct sockaddr *sa)
 {
-	if (sa == NULL)
-		return 1;
+	if (sa == NULL || sa->sa_family == AF_UNSPEC)
+		return 1; /* nothing bound */
 	if (sa->sa_family == AF_INET)
 		return ((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
 	if (sa->sa_family == AF_INET6)
