@@ -369,7 +369,17 @@ func TestGuestRdmaCMBetweenHosts(t *testing.T) {
 			t.Run("rping", func(t *testing.T) {
 				const count = 10
 				args := []string{"-a", addr, "-p", "7471", "-v", "-C", fmt.Sprint(count)}
+				ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
 				server, client := runCMPair(t, a, b, "rping", append([]string{"-s"}, args...), append([]string{"-c"}, args...))
+				da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
+				for _, h := range []struct {
+					name string
+					d    pathCount
+				}{{"a (server)", da}, {"b (client)", db}} {
+					if took, others := h.d.by(mode.path); took == 0 || others != 0 {
+						t.Errorf("host %s's path counters moved by %+v: want messages by %s only", h.name, h.d, mode.path)
+					}
+				}
 				for side, out := range map[string]string{"server": server, "client": client} {
 					if n := strings.Count(out, "ping data: rdma-ping-"); n != count {
 						t.Errorf("rping %s printed %d pings, want %d:\n%s", side, n, count, out)
