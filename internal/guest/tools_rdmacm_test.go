@@ -113,18 +113,25 @@ func TestToolUcmatose(t *testing.T) {
 	}
 }
 
+// TestToolRdmaServerClient runs rdma_server and rdma_client (synchronous
+// ids: rdma_getaddrinfo, rdma_create_ep, rdma_get_request, the rdma_verbs.h
+// helpers), and rdma_xserver and rdma_xclient (their RC mode).
 func TestToolRdmaServerClient(t *testing.T) {
-	requireTool(t, "rdma_server", rdmacmUtils)
-	requireTool(t, "rdma_client", rdmacmUtils)
 	h := newToolHost(t)
-	port := strconv.Itoa(freePort(t))
-	srv := h.startCMServer(t, "rdma_server", "-p", port)
-	out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, "rdma_client", "-s", "127.0.0.1", "-p", port)
-	sout := srv.wait(t)
-	for _, o := range []struct{ who, out string }{{"rdma_client", out}, {"rdma_server", sout}} {
-		if !strings.Contains(o.out, "end 0") {
-			t.Errorf("%s did not succeed; it printed:\n%s", o.who, o.out)
-		}
+	for _, pair := range [][2]string{{"rdma_server", "rdma_client"}, {"rdma_xserver", "rdma_xclient"}} {
+		t.Run(pair[0], func(t *testing.T) {
+			requireTool(t, pair[0], rdmacmUtils)
+			requireTool(t, pair[1], rdmacmUtils)
+			port := strconv.Itoa(freePort(t))
+			srv := h.startCMServer(t, pair[0], "-p", port)
+			out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, pair[1], "-s", "127.0.0.1", "-p", port)
+			sout := srv.wait(t)
+			for _, o := range []struct{ who, out string }{{pair[1], out}, {pair[0], sout}} {
+				if !strings.Contains(o.out, "end 0") {
+					t.Errorf("%s did not succeed; it printed:\n%s", o.who, o.out)
+				}
+			}
+		})
 	}
 }
 
