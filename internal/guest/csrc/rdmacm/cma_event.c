@@ -197,6 +197,30 @@ static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 	cma_enqueue(l, e);
 }
 
+/* Whether an event of the daemon fits the state of the id it names: the
+ * daemon is trusted less than fully, and an event that cannot happen in a
+ * state (a reply to a listener, ESTABLISHED before any request) is dropped
+ * rather than handed to the application; cma_mu held. */
+static int fits(const struct cma_id *id, uint8_t type)
+{
+	switch (type) {
+	case VRDMA_CM_EV_REPLY:
+		return id->state == CMA_CONNECT && id->id.qp_type != IBV_QPT_UD;
+	case VRDMA_CM_EV_ESTABLISHED:
+		return id->state == CMA_ACCEPTED || (id->state == CMA_CONNECT && id->id.qp_type == IBV_QPT_UD);
+	case VRDMA_CM_EV_REJECTED:
+	case VRDMA_CM_EV_TIMEOUT:
+	case VRDMA_CM_EV_UNREACHABLE:
+		return id->state == CMA_CONNECT || id->state == CMA_REPLY_RCVD || id->state == CMA_REQ_RCVD ||
+		       id->state == CMA_ACCEPTED;
+	case VRDMA_CM_EV_DISCONNECTED:
+	case VRDMA_CM_EV_DISCONNECT_DONE:
+		return id->state == CMA_ESTABLISHED || id->state == CMA_ACCEPTED || id->state == CMA_REPLY_RCVD ||
+		       id->state == CMA_DISCONNECTED;
+	}
+	return 0;
+}
+
 void cma_on_event(void *arg, const struct vrdma_cm_ev *ev)
 {
 	struct cma_device *d = arg;
@@ -210,6 +234,11 @@ void cma_on_event(void *arg, const struct vrdma_cm_ev *ev)
 	struct cma_id *id = cma_find(d, ev->id);
 	if (id == NULL) {
 		vrdma_debug("rdma_cm: event %u for connection %u, which is gone", ev->type, ev->id);
+		goto out;
+	}
+	if (!fits(id, ev->type)) {
+		vrdma_debug("rdma_cm: dropped event %u for connection %u, which is in state %d", ev->type, ev->id,
+			    id->state);
 		goto out;
 	}
 	if (ev->type == VRDMA_CM_EV_DISCONNECTED || ev->type == VRDMA_CM_EV_DISCONNECT_DONE) {
@@ -231,6 +260,24 @@ out:
 	pthread_mutex_unlock(&cma_mu);
 }
 
+/* The device's daemon went away: every id on it gets DEVICE_REMOVAL, as
+ * rdma_cm's ids do when their device goes; cma_mu held. */
+static void device_removed(struct cma_device *d)
+{
+	for (struct cma_id *id = cma_ids; id; id = id->next) {
+		if (id->dev != d)
+			continue;
+		struct cma_event *e = calloc(1, sizeof *e);
+		if (e == NULL)
+			continue;
+		e->owner = id;
+		e->ev.id = &id->id;
+		e->ev.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+		id->state = CMA_FAILED;
+		cma_enqueue(id, e);
+	}
+}
+
 /* Reads what the daemon has sent on every device's channel. A lost
  * channel leaves the epoll sets (its socket would stay readable). */
 static void drain_all(void)
@@ -249,6 +296,7 @@ static void drain_all(void)
 				  ibv_get_device_name(d->verbs->device));
 			for (struct cma_chan *c = cma_chans; c && fd >= 0; c = c->next)
 				(void)epoll_ctl(c->ch.fd, EPOLL_CTL_DEL, fd, NULL);
+			device_removed(d);
 		}
 		pthread_mutex_unlock(&cma_mu);
 	}
