@@ -149,9 +149,28 @@ func (h *toolHost) env(instance string) []string {
 // what it forks (qperf's server forks per client) is killed with it.
 type toolProc struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer // stdout and stderr, read once the program ended
+	out  lockedBuffer // stdout and stderr
 	done chan struct{}
 	err  error // how it ended, once done is closed
+}
+
+// lockedBuffer is a bytes.Buffer that may be read while the program writes
+// it (an rdma_cm server's "listening" line).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // start runs program with args on instance in the background, killed after

@@ -15,12 +15,29 @@ import (
 // rdmacmUtils provides rping, ucmatose, udaddy, rdma_server and rdma_client.
 const rdmacmUtils = "rdmacm-utils"
 
-// startCMServer starts an rdma_cm server; it listens through the daemon,
-// not on a TCP port, so its client retries while it is rejected for want
-// of a listener (runCMClient).
+// startCMServer starts an rdma_cm server. It listens through the daemon,
+// not on a TCP port: the library says so on stderr (VRDMA_DEBUG), and
+// startCMServer waits for that line. (A client that connects too early is
+// rejected, and one of several connections rejected fails a whole
+// ucmatose run, its server's included.)
 func (h *toolHost) startCMServer(t *testing.T, program string, args ...string) *toolProc {
 	t.Helper()
-	return h.start(t, "", program, args...)
+	p := h.start(t, "", program, args...)
+	if h.quiet {
+		return p // no debug lines: runCMClient's retries cover it
+	}
+	deadline := time.Now().Add(listenTimeout)
+	for !strings.Contains(p.out.String(), "rdma_cm: listening on port") {
+		select {
+		case <-p.done:
+			t.Fatalf("%s ended (%v) before listening; it printed:\n%s", strings.Join(p.cmd.Args, " "), p.err, p.out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen after %v; it printed:\n%s", strings.Join(p.cmd.Args, " "), listenTimeout, p.out.String())
+		}
+	}
+	return p
 }
 
 // runCMClient runs an rdma_cm client against srv until it is not refused

@@ -134,6 +134,8 @@ struct cma_chan {
 	struct rdma_event_channel ch; /* ch.fd: an epoll set of efd and the daemon sockets */
 	int efd;                      /* eventfd: signalled while events are queued */
 	struct cma_event *head, *tail;
+	int users;     /* threads in rdma_get_cm_event on it */
+	int destroyed; /* rdma_destroy_event_channel ran while some were */
 	struct cma_chan *next; /* in cma_chans */
 };
 

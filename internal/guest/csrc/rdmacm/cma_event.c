@@ -78,6 +78,13 @@ fail:
 	return NULL;
 }
 
+/*
+ * A thread may still be in rdma_get_cm_event on the channel (rping's CM
+ * thread is, when its main thread destroys the channel and returns from
+ * main). With rdma-core, such a thread stays blocked in read(2) for good;
+ * here it does too (rdma_get_cm_event never returns once it sees the
+ * channel destroyed), and the channel's memory stays for it.
+ */
 CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	if (channel == NULL)
@@ -89,17 +96,25 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 			*p = c->next;
 			break;
 		}
+	for (int i = 0; i < cma_ndevs; i++) {
+		int fd = vrdma_private_cm_fd(cma_devs[i].verbs);
+		if (fd >= 0)
+			(void)epoll_ctl(c->ch.fd, EPOLL_CTL_DEL, fd, NULL);
+	}
 	struct cma_event *e = c->head;
 	c->head = c->tail = NULL;
+	c->destroyed = 1;
+	int users = c->users;
+	close(c->efd);
+	close(c->ch.fd);
 	pthread_mutex_unlock(&cma_mu);
 	while (e) {
 		struct cma_event *next = e->next;
 		free(e);
 		e = next;
 	}
-	close(c->efd);
-	close(c->ch.fd);
-	free(c);
+	if (users == 0)
+		free(c);
 }
 
 void cma_enqueue(struct cma_id *id, struct cma_event *e)
@@ -419,14 +434,17 @@ static int nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+/* The next event of c: 0 with *event, -1 with errno, or 1 when c was
+ * destroyed meanwhile. The caller counts as one of c's users. */
+static int next_event(struct cma_chan *c, struct rdma_cm_event **event)
 {
-	if (channel == NULL || event == NULL)
-		return cma_err(EINVAL);
-	struct cma_chan *c = to_cchan(channel);
 	for (;;) {
 		drain_all();
 		pthread_mutex_lock(&cma_mu);
+		if (c->destroyed) {
+			pthread_mutex_unlock(&cma_mu);
+			return 1;
+		}
 		struct cma_event *e = c->head;
 		if (e) {
 			c->head = e->next;
@@ -435,6 +453,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 		}
 		if (c->head == NULL)
 			efd_clear(c->efd);
+		int fd = c->ch.fd;
 		pthread_mutex_unlock(&cma_mu);
 		if (e) {
 			if (e->from_daemon)
@@ -446,12 +465,36 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			*event = &e->ev;
 			return 0;
 		}
-		if (nonblocking(channel->fd))
+		if (nonblocking(fd))
 			return cma_err(EAGAIN);
-		struct pollfd p = { .fd = channel->fd, .events = POLLIN };
+		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, -1) < 0 && errno != EINTR)
 			return -1;
 	}
+}
+
+CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	if (channel == NULL || event == NULL)
+		return cma_err(EINVAL);
+	struct cma_chan *c = to_cchan(channel);
+	pthread_mutex_lock(&cma_mu);
+	c->users++;
+	pthread_mutex_unlock(&cma_mu);
+	int r = next_event(c, event);
+	int e = errno;
+	pthread_mutex_lock(&cma_mu);
+	c->users--;
+	pthread_mutex_unlock(&cma_mu);
+	if (r == 1) {
+		/* Destroyed under this thread: rdma-core's reader stays blocked in
+		 * read(2) for good, and so does this one (the process is usually
+		 * ending: rping's CM thread). */
+		for (;;)
+			pause();
+	}
+	errno = e;
+	return r;
 }
 
 CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)

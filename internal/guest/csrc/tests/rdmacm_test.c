@@ -29,6 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rdmacm/cma.h" /* a white-box look: a channel's users */
+
 static int failures;
 static const char *current = "setup";
 
@@ -408,6 +410,49 @@ static void test_destroy_waits_for_acks(void)
 	rdma_destroy_event_channel(ch);
 }
 
+static void *wait_for_event(void *ch)
+{
+	struct rdma_cm_event *ev;
+	(void)rdma_get_cm_event(ch, &ev); /* blocks for good, as in rdma-core */
+	return NULL;
+}
+
+/* rping's CM thread waits in rdma_get_cm_event while its main thread
+ * destroys the channel and returns from main: the waiter must neither
+ * wake nor touch freed memory (the sanitizers watch). */
+static void test_destroy_channel_with_waiter(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	pthread_t t;
+
+	current = "destroy a channel with a waiter";
+	REQUIRE(ch != NULL, "rdma_create_event_channel: %s", strerror(errno));
+	struct cma_chan *c = to_cchan(ch);
+	pthread_create(&t, NULL, wait_for_event, ch);
+	for (;;) { /* until the thread is in rdma_get_cm_event */
+		pthread_mutex_lock(&cma_mu);
+		int w = c->users;
+		pthread_mutex_unlock(&cma_mu);
+		if (w == 1)
+			break;
+		usleep(1000);
+	}
+	rdma_destroy_event_channel(ch);
+	/* A connection on another channel: the device's socket is busy, and
+	 * nothing of it may reach the destroyed channel's waiter. */
+	struct rdma_event_channel *other = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	REQUIRE(other != NULL && rdma_create_id(other, &id, NULL, RDMA_PS_TCP) == 0, "id: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(7471);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	struct rdma_cm_event *ev = expect(other, RDMA_CM_EVENT_ADDR_RESOLVED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(other);
+	pthread_detach(t); /* it stays blocked until the process ends */
+}
+
 /* rdma_server and rdma_client's way: synchronous ids. */
 struct sync_server {
 	struct rdma_cm_id *listen;
@@ -491,6 +536,7 @@ int main(int argc, char **argv)
 	test_reject();
 	test_destroy_waits_for_acks();
 	test_sync();
+	test_destroy_channel_with_waiter();
 	if (failures) {
 		fprintf(stderr, "rdmacm_test: %d failures\n", failures);
 		return 1;
