@@ -101,6 +101,7 @@ struct cma_id {
 	int unacked;    /* events handed out and not acked */
 	int disc_queued; /* a DISCONNECTED event is queued or handed out */
 	int own_cqs;    /* rdma_create_qp made the CQs and their channels */
+	int qp_in_init; /* its QP is in INIT (a child's, from rdma_create_qp) */
 	struct vrdma_cm_ev peer; /* the request (child) or reply (active side) */
 	uint32_t psn;            /* this side's first PSN */
 	uint8_t rd_atomic;       /* RDMA READs/atomics in flight, agreed */

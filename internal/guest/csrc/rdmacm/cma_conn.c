@@ -93,21 +93,25 @@ static int ud_to_rts(struct cma_id *c)
 	return r;
 }
 
+/* RESET to INIT, as rdma-core's rdma_create_qp leaves a connected QP. */
+static int conn_to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1 };
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	return modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+}
+
 int cma_qp_connect(struct cma_id *c)
 {
 	struct ibv_qp *qp = c->id.qp;
 	const struct vrdma_cm_ev *p = &c->peer;
 	struct ibv_qp_attr a = { 0 };
+	int r;
 
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	int r = modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	if (r != 0)
+	if (!c->qp_in_init && (r = conn_to_init(qp)) != 0)
 		return r;
-	memset(&a, 0, sizeof a);
+	c->qp_in_init = 0;
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = p->mtu ? (enum ibv_mtu)p->mtu : (enum ibv_mtu)c->dev->active_mtu;
 	a.dest_qp_num = p->qpn;
@@ -229,9 +233,20 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	id->qp = qp;
 	id->pd = pd;
 	id->qp_type = qp->qp_type;
-	/* RC and UC stay in RESET: the daemon's connection manager takes them
-	 * from there (receives posted now are kept). UD is ready at once. */
-	if (qp->qp_type == IBV_QPT_UD) {
+	/* A requester's RC or UC QP stays in RESET: the daemon's connection
+	 * manager takes it from there (receives posted now are kept). A
+	 * listener's child's goes to INIT, as with rdma-core. UD is ready at once. */
+	if (qp->qp_type != IBV_QPT_UD && c->state == CMA_REQ_RCVD) {
+		int r = conn_to_init(qp);
+		if (r != 0) {
+			ibv_destroy_qp(qp);
+			id->qp = NULL;
+			if (made)
+				destroy_cqs(c);
+			return cma_err(r);
+		}
+		c->qp_in_init = 1;
+	} else if (qp->qp_type == IBV_QPT_UD) {
 		int r = ud_to_rts(c);
 		if (r != 0) {
 			ibv_destroy_qp(qp);
@@ -269,6 +284,7 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 		return;
 	ibv_destroy_qp(id->qp);
 	id->qp = NULL;
+	to_cid(id)->qp_in_init = 0;
 	destroy_cqs(to_cid(id));
 }
 

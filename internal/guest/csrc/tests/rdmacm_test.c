@@ -279,6 +279,7 @@ static void test_connect(void)
 	      ntohs(rdma_get_dst_port(s)), ntohs(rdma_get_src_port(c)));
 	rdma_ack_cm_event(ev);
 	REQUIRE(create_qp(s) == 0, "the child's QP: %s", strerror(errno));
+	CHECK(qp_state(s->qp) == IBV_QPS_INIT, "the child's new QP in state %d, want INIT (as rdma_cm)", qp_state(s->qp));
 	struct ibv_mr *smr = rdma_reg_msgs(s, sbuf, sizeof sbuf);
 	REQUIRE(smr != NULL, "rdma_reg_msgs: %s", strerror(errno));
 	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "rdma_post_recv: %s", strerror(errno));
