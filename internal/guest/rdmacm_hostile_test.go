@@ -20,8 +20,9 @@ import (
 
 // TestRdmacmAgainstAHostileDaemon runs csrc/tests/rdmacm_peer.c through a
 // proxy in front of a real daemon that injects impossible connection
-// manager events on the program's first cm_listen and cuts the connection
-// on its second (see the program's comment for what it checks).
+// manager events on the program's first cm_listen, answers its cm_connect
+// with "not found" and cuts the connection on its second cm_listen (see the
+// program's comment for what it checks).
 func TestRdmacmAgainstAHostileDaemon(t *testing.T) {
 	cc := requireToolchain(t)
 	bin := buildCTest(t, cc, append(append([]string(nil), libFlags...), sanitizeFlags...), "rdmacm_peer.c")
@@ -46,6 +47,9 @@ func TestRdmacmAgainstAHostileDaemon(t *testing.T) {
 	if p.injected.Load() == 0 {
 		t.Fatalf("the proxy never saw a cm_listen, so it injected nothing:\n%s", out)
 	}
+	if p.refused.Load() != 1 {
+		t.Errorf("the proxy answered %d cm_connect requests, want 1:\n%s", p.refused.Load(), out)
+	}
 	if !strings.Contains(string(out), "dropped") {
 		t.Errorf("the library logged no dropped event:\n%s", out)
 	}
@@ -57,6 +61,7 @@ type hostileProxy struct {
 	daemon   string
 	listens  atomic.Int32
 	injected atomic.Int32
+	refused  atomic.Int32 // cm_connect requests answered "not found"
 	wg       sync.WaitGroup
 }
 
@@ -86,6 +91,13 @@ func (p *hostileProxy) serve(l *net.UnixListener) {
 				if err != nil {
 					proto.CloseFDs(fds)
 					return
+				}
+				if h.Kind == proto.KindRequest && h.Op == proto.OpCMConnect {
+					proto.CloseFDs(fds)
+					p.refused.Add(1)
+					_ = client.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeNotFound},
+						map[string]string{"error": "cannot find the connection manager of 127.0.0.7"})
+					continue
 				}
 				if h.Kind == proto.KindRequest && h.Op == proto.OpCMListen {
 					switch p.listens.Add(1) {

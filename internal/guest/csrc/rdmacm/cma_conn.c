@@ -329,12 +329,23 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_
 	int r = cma_cmd(c->dev, VRDMA_CMD_CM_CONNECT, reply, sizeof reply,
 			"{\"id\":%u,\"qp\":%u,\"psn\":%u,\"addr\":\"%s\",\"port\":%u%s,\"rd_atomic\":%u}", cmid, handle,
 			c->psn, addr, cma_sa_port(&id->route.addr.dst_addr), pd, c->rd_atomic);
+	if (r == ENOENT) {
+		/* The daemon finds no way to the peer's connection manager: with
+		 * rdma-core that is an UNREACHABLE event after the request times
+		 * out, which programs wait for (rping's CM thread ends the
+		 * program on it), not a failed call. */
+		pthread_mutex_lock(&cma_mu);
+		c->cmid = 0;
+		c->state = CMA_FAILED;
+		pthread_mutex_unlock(&cma_mu);
+		return cma_queue_local(c, RDMA_CM_EVENT_UNREACHABLE, -ENETUNREACH) ? cma_err(ENOMEM) : cma_complete(c);
+	}
 	if (r != 0) {
 		pthread_mutex_lock(&cma_mu);
 		c->cmid = 0;
 		c->state = CMA_ROUTE_RESOLVED;
 		pthread_mutex_unlock(&cma_mu);
-		return cma_err(r == ENOENT ? ENETUNREACH : r);
+		return cma_err(r);
 	}
 	struct vj_doc doc;
 	uint64_t port = 0;

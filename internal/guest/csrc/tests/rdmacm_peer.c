@@ -6,11 +6,15 @@
  * cm_listen, sends events that cannot be (a reply, ESTABLISHED and
  * DISCONNECTED for a listener, a request for a listener that does not
  * exist, a rejection of an unknown connection, a body that is not JSON, a
- * text beyond its bound) before the daemon's answer; on the second
- * cm_listen it cuts the connection, as a daemon that goes away.
+ * text beyond its bound) before the daemon's answer; it answers every
+ * cm_connect itself with "not found" (no way to the peer's connection
+ * manager); on the second cm_listen it cuts the connection, as a daemon
+ * that goes away.
  *
  * What must happen: none of the bad events reaches the application (the
- * channel stays empty); after the cut, every id on the device gets
+ * channel stays empty); the connect that finds no way succeeds and its id
+ * gets UNREACHABLE, as rdma-core's gets it when its request times out
+ * (rping's CM thread ends the program on it); after the cut, every id on the device gets
  * DEVICE_REMOVAL, once, and the channel does not spin.
  *
  * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c post.c private.c qp.c stubs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c
@@ -75,6 +79,19 @@ int main(void)
 	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == c,
 	      "want ADDR_RESOLVED");
 	rdma_ack_cm_event(ev);
+	CHECK(rdma_resolve_route(c, 1000) == 0, "rdma_resolve_route: %s", strerror(errno));
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED, "want ROUTE_RESOLVED");
+	rdma_ack_cm_event(ev);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	CHECK(rdma_create_qp(c, NULL, &qa) == 0, "rdma_create_qp: %s", strerror(errno));
+	CHECK(rdma_connect(c, NULL) == 0, "a connect with no way to the peer: %s, want the failure as an event",
+	      strerror(errno));
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_UNREACHABLE && ev->id == c &&
+		      ev->status < 0,
+	      "want UNREACHABLE with a negative status");
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(c);
 
 	if (rdma_create_id(ch, &l2, NULL, RDMA_PS_TCP) || rdma_bind_addr(l2, (struct sockaddr *)&a)) {
 		perror("the second id");

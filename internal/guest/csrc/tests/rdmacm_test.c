@@ -377,6 +377,7 @@ static void test_reject(void)
 	}
 	rdma_destroy_qp(c);
 	rdma_destroy_id(c);
+
 	rig_down(&r);
 }
 
