@@ -152,8 +152,9 @@ func TestToolRdmaServerClient(t *testing.T) {
 	}
 }
 
-// TestToolUdaddy needs the daemon to answer a UD connect with SIDR: until
-// it does, rdma_connect fails and the test skips saying so.
+// TestToolUdaddy needs the daemon to answer a UD connect with SIDR (the CM
+// over MADs does: udaddy -c 2 ran through this library against it); with a
+// daemon that refuses, rdma_connect fails and the test skips saying so.
 func TestToolUdaddy(t *testing.T) {
 	requireTool(t, "udaddy", rdmacmUtils)
 	h := newToolHost(t)
