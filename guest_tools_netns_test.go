@@ -349,8 +349,8 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 // TestGuestRdmaCMBetweenHosts runs Debian's unmodified rdma_cm programs
 // through the guest libraries (librdmacm.so.1 beside libibverbs.so.1)
 // between the two namespace hosts: rping's server on a, listening on a's
-// IPv4 address, its client on b; then ucmatose (two connections) and
-// perftest's ib_write_bw -R. Over
+// IPv4 address, its client on b; then ucmatose (two connections), qperf
+// -cm1 and perftest's ib_write_bw -R. Over
 // Soft-RoCE links (RoCEv2) and over the TCP channel. Needs root, gcc,
 // libibverbs-dev, librdmacm-dev, rdmacm-utils and perftest.
 func TestGuestRdmaCMBetweenHosts(t *testing.T) {
@@ -411,6 +411,7 @@ func TestGuestRdmaCMBetweenHosts(t *testing.T) {
 					}
 				}
 			})
+			t.Run("qperf -cm1", func(t *testing.T) { runQperfCM(t, a, b) })
 			t.Run("ib_write_bw -R", func(t *testing.T) {
 				args := []string{"-R", "-d", "vrdma0", "-x", fmt.Sprint(a.gid), "-s", "65536", "-n", fmt.Sprint(toolIters), "-F"}
 				_, client := runCMPair(t, a, b, "ib_write_bw", args, append(append([]string(nil), args...), addr))
@@ -424,6 +425,41 @@ func TestGuestRdmaCMBetweenHosts(t *testing.T) {
 			})
 		})
 	}
+}
+
+// runQperfCM runs qperf's server on a and its client on b with -cm1: the
+// RC connections through rdma_cm (the address, the port the server's
+// rdma_bind_addr got), not qperf's own exchange of LIDs and QPNs.
+func runQperfCM(t *testing.T, a, b *toolHost) {
+	guesttest.RequirePrograms(t, "qperf")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var sout syncBuffer
+	server := a.prog.Command(ctx, "qperf", "-lp", fmt.Sprint(qperfPort))
+	server.Stdout, server.Stderr = &sout, &sout
+	server.WaitDelay = 5 * time.Second
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = server.Wait()
+	}()
+	if err := guesttest.WaitListening(server.Process.Pid, a.sw.h.NS, qperfPort, 30*time.Second); err != nil {
+		t.Fatalf("qperf server on a: %v\n%s", err, sout.String())
+	}
+	client := b.prog.Command(ctx, "qperf", "-lp", fmt.Sprint(qperfPort), "-cm1", "-t", "1", a.sw.h.IPv4.String(), "rc_bw", "rc_lat")
+	client.WaitDelay = 5 * time.Second
+	out, err := client.CombinedOutput()
+	if err != nil {
+		t.Fatalf("qperf -cm1: %v\n%s\nserver:\n%s", err, out, sout.String())
+	}
+	for _, test := range []string{"rc_bw:", "rc_lat:"} {
+		if i := strings.Index(string(out), test); i < 0 || (!strings.Contains(string(out[i:]), "bw") && !strings.Contains(string(out[i:]), "latency")) {
+			t.Errorf("qperf -cm1 printed no result for %s\n%s", test, out)
+		}
+	}
+	t.Logf("qperf -cm1 between the hosts:\n%s", out)
 }
 
 // runCMPair runs an rdma_cm program's server on a and its client on b. The
