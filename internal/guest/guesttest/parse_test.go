@@ -114,7 +114,7 @@ func TestListenRe(t *testing.T) {
 }
 
 func TestPackageOf(t *testing.T) {
-	for name, want := range map[string]string{"ibv_rc_pingpong": "ibverbs-utils", "ib_write_bw": "perftest", "qperf": "qperf", "rping": "rping"} {
+	for name, want := range map[string]string{"ibv_rc_pingpong": "ibverbs-utils", "ib_write_bw": "perftest", "qperf": "qperf", "rping": "rdmacm-utils", "ucmatose": "rdmacm-utils", "tshark": "tshark"} {
 		if got := packageOf(name); got != want {
 			t.Errorf("packageOf(%s) = %s, want %s", name, got, want)
 		}
