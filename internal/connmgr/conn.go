@@ -54,6 +54,7 @@ type connection struct {
 	qpType    uint8
 	qpHandle  uint32
 	qp        *engine.QP
+	keepQP    bool // a DREQ leaves qp alone: the session's library ends it (proto.CMConnectReq.KeepQP)
 	localGID  [16]byte
 	sgidIndex uint8
 	localPort uint16

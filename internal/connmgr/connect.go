@@ -92,7 +92,7 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	}
 	a := s.Adapter()
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),
-		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
+		qpHandle: req.QP, qp: q, keepQP: req.KeepQP, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
 	c.sgidIndex, c.localGID = sourceGID(a, dst)
 	c.localPort, _ = m.nextEphemeral()
 	c.tid = m.rng.Uint64()
@@ -149,7 +149,7 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		}
 		c.listener.pending--
 		c.listener = nil
-		c.qpHandle, c.qp = req.QP, q
+		c.qpHandle, c.qp, c.keepQP = req.QP, q, req.KeepQP
 		m.to(c, repSent)
 		m.arm(c, c.timeout)
 		rd := min(req.RdAtomic, engine.MaxRdAtomic)

@@ -7,6 +7,7 @@ package connmgr_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -158,3 +159,58 @@ func TestCMConnectLifecycle(t *testing.T) {
 
 // padded is private data as sent, without the zeros a CM MAD pads it with.
 func padded(b []byte) string { return string(bytes.TrimRight(b, "\x00")) }
+
+// A listener's library that keeps its QP (KeepQP, as librdmacm asks)
+// finds it as it was when the peer disconnects: rdma_cm moves the passive
+// side's QP to ERR only when its application calls rdma_disconnect, so a
+// last message in flight is not flushed. Without KeepQP the daemon moves
+// it to ERR with the event (the Go API's contract).
+func TestDisconnectKeepsTheListenersQP(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("KeepQP %v", keep), func(t *testing.T) {
+			n := newGSINet()
+			mb, hb := madManager(t, n, nil)
+			ma, ha := madManager(t, n, nil)
+			sb := listenSession(t, mb, hb, 7000, 1)
+			sa := newSession(t, ha.adapter)
+			qa, qpA := sa.newQP(abi.QPTypeRC)
+			const psnA, psnB = 0x100, 0x200
+			dst := hb.gid()
+			if err := sa.do(func() error {
+				_, err := ma.Connect(sa, proto.CMConnectReq{ID: 5, QP: qa, PSN: psnA, Addr: dst[:], Port: 7000, RdAtomic: 1, KeepQP: true})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			ev := sb.event()
+			qb, qpB := sb.newQP(abi.QPTypeRC)
+			connect(t, qpB, ev, psnB, false)
+			if err := sb.do(func() error {
+				return mb.Accept(sb, proto.CMAcceptReq{ID: ev.ID, QP: qb, PSN: psnB, RdAtomic: 1, KeepQP: keep})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			connect(t, qpA, sa.event(), psnA, true)
+			if err := sa.do(func() error { return ma.Accept(sa, proto.CMAcceptReq{ID: 5}) }); err != nil {
+				t.Fatal(err)
+			}
+			if ev := sb.event(); ev.Type != proto.CMEventEstablished {
+				t.Fatalf("event %+v, want established", ev)
+			}
+			before := qpB.State()
+			if err := sa.do(func() error { return ma.Disconnect(sa, proto.CMDisconnectReq{ID: 5}) }); err != nil {
+				t.Fatal(err)
+			}
+			if ev := sb.event(); ev.Type != proto.CMEventDisconnected {
+				t.Fatalf("event %+v, want disconnected", ev)
+			}
+			want := abi.QPStateErr
+			if keep {
+				want = before
+			}
+			if st := qpB.State(); st != want {
+				t.Fatalf("the listener's QP is in %v after the peer's disconnect, want %v", st, want)
+			}
+		})
+	}
+}

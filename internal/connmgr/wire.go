@@ -360,6 +360,9 @@ func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
 		m.remove(c)
 		ev := c.event(proto.CMEventDisconnected)
 		ev.PrivateData = r.PrivateData
+		if c.keepQP { // as rdma_cm: the QP goes to ERR when the application disconnects
+			return []func(){func() { c.tell(ev) }}
+		}
 		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent: // both sides disconnect at once
 		m.remove(c)

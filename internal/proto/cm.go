@@ -43,6 +43,11 @@ type CMConnectReq struct {
 	PrivateData []byte `json:"private_data,omitempty"`
 	TimeoutMs   uint32 `json:"timeout_ms,omitempty"` // how long to wait for the reply; 0: the daemon's default
 	RdAtomic    uint8  `json:"rd_atomic"`            // RDMA READs and atomics in flight each way, at most
+	// KeepQP: when the peer ends the connection, the daemon leaves QP as
+	// it is (the event says so); the library moves it to ERR when its
+	// application disconnects, as rdma_cm does. False: the daemon moves
+	// it to ERR with the event.
+	KeepQP bool `json:"keep_qp,omitempty"`
 }
 
 // CMConnectResp says which local address and port the request came from.
@@ -61,6 +66,7 @@ type CMAcceptReq struct {
 	PSN         uint32 `json:"psn,omitempty"`
 	PrivateData []byte `json:"private_data,omitempty"`
 	RdAtomic    uint8  `json:"rd_atomic,omitempty"`
+	KeepQP      bool   `json:"keep_qp,omitempty"` // as CMConnectReq's, for the listener's side
 }
 
 // CMRejectReq refuses a request, or abandons a connection being set up

@@ -327,7 +327,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_
 	c->state = CMA_CONNECT;
 	pthread_mutex_unlock(&cma_mu);
 	int r = cma_cmd(c->dev, VRDMA_CMD_CM_CONNECT, reply, sizeof reply,
-			"{\"id\":%u,\"qp\":%u,\"psn\":%u,\"addr\":\"%s\",\"port\":%u%s,\"rd_atomic\":%u}", cmid, handle,
+			"{\"id\":%u,\"qp\":%u,\"psn\":%u,\"addr\":\"%s\",\"port\":%u%s,\"rd_atomic\":%u,\"keep_qp\":true}", cmid, handle,
 			c->psn, addr, cma_sa_port(&id->route.addr.dst_addr), pd, c->rd_atomic);
 	if (r == ENOENT) {
 		/* The daemon finds no way to the peer's connection manager: with
@@ -407,7 +407,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	pthread_mutex_lock(&cma_mu);
 	c->state = CMA_ACCEPTED;
 	pthread_mutex_unlock(&cma_mu);
-	r = cma_cmd(c->dev, VRDMA_CMD_CM_ACCEPT, NULL, 0, "{\"id\":%u,\"qp\":%u,\"psn\":%u%s,\"rd_atomic\":%u}", c->cmid,
+	r = cma_cmd(c->dev, VRDMA_CMD_CM_ACCEPT, NULL, 0, "{\"id\":%u,\"qp\":%u,\"psn\":%u%s,\"rd_atomic\":%u,\"keep_qp\":true}", c->cmid,
 		    handle, c->psn, pd, c->rd_atomic);
 	if (r != 0) {
 		fail_qp(id->qp);
