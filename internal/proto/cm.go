@@ -95,7 +95,7 @@ const (
 	CMEventRejected                              // refused, by the peer or by this daemon (Reason, Text)
 	CMEventTimeout                               // no answer in time; the connection is gone
 	CMEventUnreachable                           // the peer's connection manager could not be reached
-	CMEventDisconnected                          // the peer ended the connection; the QP is in ERR
+	CMEventDisconnected                          // the peer ended the connection; the QP is in ERR (unless KeepQP)
 	CMEventDisconnectDone                        // the peer answered this side's disconnection (or did not in time)
 )
 
