@@ -66,8 +66,8 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	}
 	if overMADs {
 		_, src := sourceGID(s.Adapter(), dst)
-		if err := m.gsi.GSIRoute(src, dst); err != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v)", gidString(dst), gidString(src), err)
+		if err := m.madRoute(src, dst); err != nil {
+			return none, err
 		}
 	}
 	m.mu.Lock()

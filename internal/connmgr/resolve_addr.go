@@ -29,11 +29,20 @@ func (m *Manager) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveRes
 	}
 	resp := proto.CMResolveResp{LocalAddr: src[:], SGIDIndex: idx, MTU: uint8(a.PortMTU()), Local: m.host.IsLocalGID(dst)}
 	if !resp.Local && m.gsiPeer != nil && !m.dialTCP {
-		if err := m.gsi.GSIRoute(src, dst); err != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "no link of this host reaches %s from %s (%v): add a link on its network (vrdma link add), or name another of its addresses", gidString(dst), gidString(src), err)
+		if err := m.madRoute(src, dst); err != nil {
+			return none, err
 		}
 	}
 	return resp, nil
+}
+
+// madRoute is nil if a link of this host carries MADs from src to dst,
+// else why not, as the error a dial or a resolution answers.
+func (m *Manager) madRoute(src, dst [16]byte) error {
+	if err := m.gsi.GSIRoute(src, dst); err != nil {
+		return proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v): add a link on its network (vrdma link add), or name another of its addresses", gidString(dst), gidString(src), err)
+	}
+	return nil
 }
 
 func kindName(k int) string {

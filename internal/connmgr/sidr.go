@@ -46,8 +46,8 @@ func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (pr
 	a := s.Adapter()
 	_, src := sourceGID(a, dst)
 	if !local {
-		if err := m.gsi.GSIRoute(src, dst); err != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v)", gidString(dst), gidString(src), err)
+		if err := m.madRoute(src, dst); err != nil {
+			return none, err
 		}
 	}
 	m.mu.Lock()
