@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,4 +344,141 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 	if _, others := da.by(path); others != 0 {
 		t.Errorf("server's path counters moved by %+v: want messages by %s only", da, path)
 	}
+}
+
+// TestGuestRdmaCMBetweenHosts runs Debian's unmodified rdma_cm programs
+// through the guest libraries (librdmacm.so.1 beside libibverbs.so.1)
+// between the two namespace hosts: rping's server on a, listening on a's
+// IPv4 address, its client on b; then ucmatose (two connections) and
+// perftest's ib_write_bw -R. Over
+// Soft-RoCE links (RoCEv2) and over the TCP channel. Needs root, gcc,
+// libibverbs-dev, librdmacm-dev, rdmacm-utils and perftest.
+func TestGuestRdmaCMBetweenHosts(t *testing.T) {
+	netns.Require(t)
+	guesttest.RequirePrograms(t, "ibv_devinfo", "rping", "ucmatose", "ib_write_bw")
+	lib := guesttest.Library(t)
+	for _, mode := range []struct {
+		name  string
+		links bool
+		path  string
+	}{
+		{"RoCEv2", true, "rdma"},
+		{"TCP channel", false, "tcp"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			a, b := twoToolHosts(t, lib, mode.links, mode.path)
+			addr := a.sw.h.IPv4.String()
+			t.Run("rping", func(t *testing.T) {
+				const count = 10
+				args := []string{"-a", addr, "-p", "7471", "-v", "-C", fmt.Sprint(count)}
+				ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
+				server, client := runCMPair(t, a, b, "rping", append([]string{"-s"}, args...), append([]string{"-c"}, args...))
+				da, db := pathDelta(ba, pathsOf(t, a.dev)), pathDelta(bb, pathsOf(t, b.dev))
+				for _, h := range []struct {
+					name string
+					d    pathCount
+				}{{"a (server)", da}, {"b (client)", db}} {
+					if took, others := h.d.by(mode.path); took == 0 || others != 0 {
+						t.Errorf("host %s's path counters moved by %+v: want messages by %s only", h.name, h.d, mode.path)
+					}
+				}
+				for side, out := range map[string]string{"server": server, "client": client} {
+					if n := strings.Count(out, "ping data: rdma-ping-"); n != count {
+						t.Errorf("rping %s printed %d pings, want %d:\n%s", side, n, count, out)
+					}
+				}
+			})
+			t.Run("ucmatose", func(t *testing.T) {
+				server, client := runCMPair(t, a, b, "ucmatose", []string{"-b", addr, "-c", "2", "-C", "10"}, []string{"-s", addr, "-c", "2", "-C", "10"})
+				for side, out := range map[string]string{"server": server, "client": client} {
+					if !strings.Contains(out, "test complete") || !strings.Contains(out, "return status 0") {
+						t.Errorf("ucmatose %s did not complete:\n%s", side, out)
+					}
+				}
+			})
+			t.Run("ib_write_bw -R", func(t *testing.T) {
+				args := []string{"-R", "-d", "vrdma0", "-x", fmt.Sprint(a.gid), "-s", "65536", "-n", fmt.Sprint(toolIters), "-F"}
+				_, client := runCMPair(t, a, b, "ib_write_bw", args, append(append([]string(nil), args...), addr))
+				rows, err := guesttest.ParsePerftest(client)
+				if err != nil {
+					t.Fatalf("client: %v", err)
+				}
+				if r := rows[0]; r.Iterations != toolIters || r.MsgRateMpps <= 0 {
+					t.Errorf("ib_write_bw -R: %+v: want %d iterations at a non-zero rate", r, toolIters)
+				}
+			})
+		})
+	}
+}
+
+// runCMPair runs an rdma_cm program's server on a and its client on b. The
+// server listens through its daemon, not on a TCP port of its own: the
+// client starts once the library has said (VRDMA_DEBUG) that the server
+// listens, and is run again while it is refused for want of a listener.
+// Both must exit 0; it returns what each printed.
+func runCMPair(t *testing.T, a, b *toolHost, name string, serverArgs, clientArgs []string) (server, client string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var sout syncBuffer
+	sp := a.prog
+	sp.Env = append(append([]string(nil), sp.Env...), "VRDMA_DEBUG=1")
+	srv := sp.Command(ctx, name, serverArgs...)
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	for !strings.Contains(sout.String(), "rdma_cm: listening on port") {
+		select {
+		case err := <-done:
+			t.Fatalf("%s server on a ended (%v) before listening:\n%s", name, err, sout.String())
+		case <-ctx.Done():
+			t.Fatalf("%s server on a does not listen:\n%s", name, sout.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for {
+		out, err := b.prog.Command(ctx, name, clientArgs...).CombinedOutput()
+		if err == nil {
+			client = string(out)
+			break
+		}
+		refused := strings.Contains(string(out), "REJECTED") || strings.Contains(string(out), "Unable to perform rdma_client function") ||
+			strings.Contains(string(out), "failure connecting") // ucmatose: the listener is not there yet
+		select {
+		case serr := <-done:
+			t.Fatalf("%s server on a ended (%v) before its client on b connected:\n%s\nclient:\n%s", name, serr, sout.String(), out)
+		default:
+		}
+		if !refused || ctx.Err() != nil {
+			cancel()
+			<-done
+			t.Fatalf("%s client on b: %v\n%s\nserver:\n%s", name, err, out, sout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("%s server on a: %v\n%s\nclient:\n%s", name, err, sout.String(), client)
+	}
+	return sout.String(), client
+}
+
+// syncBuffer is a strings.Builder that may be read while a program writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

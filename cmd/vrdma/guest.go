@@ -11,18 +11,20 @@ import (
 
 const guestUsage = "guest build [--out DIR] | guest path"
 
-const guestHelp = `The guest library is vrdma's drop-in libibverbs.so.1, which puts unmodified
-verbs programs on vrdma adapters (vrdma run uses it).
+const guestHelp = `The guest library is vrdma's drop-in libibverbs.so.1 and librdmacm.so.1, which
+put unmodified verbs and rdma_cm programs on vrdma adapters (vrdma run uses
+them).
 
   guest build            builds it into the cache ($VRDMA_GUEST_CACHE or
                          ~/.cache/vrdma) if it is not there, prints its directory
-  guest build --out DIR  also copies libibverbs.so.1 (and libibverbs.so) into
-                         DIR, for a system-wide install or a container image
+  guest build --out DIR  also copies libibverbs.so.1 and librdmacm.so.1 (and
+                         their .so links) into DIR, for a system-wide install
+                         or a container image
   guest path             prints the directory, building it on first use:
                          LD_LIBRARY_PATH=$(vrdma guest path) ibv_devinfo
 
 The build needs a C compiler and rdma-core's headers:
-apt-get install gcc libibverbs-dev. See docs/guest-library.md.
+apt-get install gcc libibverbs-dev librdmacm-dev. See docs/guest-library.md.
 
 `
 

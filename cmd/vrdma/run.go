@@ -17,12 +17,13 @@ import (
 
 const runUsage = "run [--instance NAME] [--socket PATH] [--print-env] [--] COMMAND [ARGS...]"
 
-const runHelp = `Runs COMMAND, an unmodified verbs program (ibv_devinfo, ibv_rc_pingpong,
-perftest's ib_write_bw, qperf, ...), on vrdma adapters. It builds the guest
-library, a drop-in libibverbs.so.1, on first use (and again when vrdma's
-sources change) into $VRDMA_GUEST_CACHE or ~/.cache/vrdma, then runs COMMAND
-with LD_LIBRARY_PATH naming it: the program loads vrdma's libibverbs instead
-of rdma-core's, and its devices are the instance's adapters, vrdma0..vrdma9.
+const runHelp = `Runs COMMAND, an unmodified verbs or rdma_cm program (ibv_devinfo,
+ibv_rc_pingpong, perftest's ib_write_bw, qperf, rping, ...), on vrdma
+adapters. It builds the guest library, a drop-in libibverbs.so.1 and
+librdmacm.so.1, on first use (and again when vrdma's sources change) into
+$VRDMA_GUEST_CACHE or ~/.cache/vrdma, then runs COMMAND with LD_LIBRARY_PATH
+naming it: the program loads vrdma's libibverbs and librdmacm instead of
+rdma-core's, and its devices are the instance's adapters, vrdma0..vrdma9.
 COMMAND replaces vrdma: the exit status and signals are COMMAND's own.
 When no daemon answers at the default socket (and neither --socket nor
 VRDMA_SOCKET names one), vrdma runs COMMAND on a daemon of its own, embedded
@@ -31,7 +32,7 @@ works on a fresh machine, but only that COMMAND and its children see those
 adapters. Start "vrdma daemon" to share adapters between programs.
 
 The build needs a C compiler and rdma-core's headers:
-apt-get install gcc libibverbs-dev.
+apt-get install gcc libibverbs-dev librdmacm-dev.
 
 Programs that ignore LD_LIBRARY_PATH do not see vrdma: setuid and setgid
 binaries (the dynamic loader drops the variable for them), statically linked

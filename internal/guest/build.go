@@ -24,24 +24,43 @@ const (
 	// VersionScript is the sources' linker version script; the build uses
 	// it when the sources have one.
 	VersionScript = "libibverbs.map"
+
+	// RDMACMSOName is the drop-in librdmacm's soname, built beside
+	// libibverbs from the sources under RDMACMDir.
+	RDMACMSOName = "librdmacm.so.1"
+	// RDMACMLinkName is its development name, a symbolic link to RDMACMSOName.
+	RDMACMLinkName = "librdmacm.so"
+	// RDMACMDir is the directory of librdmacm's sources in the embedded
+	// sources; it also compiles rdmacmShared from the top.
+	RDMACMDir = "rdmacm"
+	// RDMACMVersionScript is librdmacm's linker version script.
+	RDMACMVersionScript = RDMACMDir + "/librdmacm.map"
 )
+
+// rdmacmShared are the top-level sources librdmacm compiles in as well
+// (hidden in each library): the JSON reader and the log.
+var rdmacmShared = []string{"json.c", "log.c"}
 
 // Debian packages that provide what a build needs.
 const (
 	compilerPackage = "gcc"
 	headersPackage  = "libibverbs-dev"
+	rdmacmPackage   = "librdmacm-dev"
 )
+
+// rdmacmHeader is the rdma_cm header librdmacm's sources need.
+const rdmacmHeader = "rdma/rdma_cma.h"
 
 // headersFile is where Debian's libibverbs-dev puts the verbs header; it is
 // looked at only when there is no compiler to ask.
 const headersFile = "/usr/include/infiniband/verbs.h"
 
-// cflags are the compiler's flags, before the output and the sources. They
-// are part of the cache key: changing them rebuilds.
+// cflags are the compiler's flags, before the soname, the output and the
+// sources. They are part of the cache key: changing them rebuilds.
 var cflags = []string{
 	"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC",
 	"-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
-	"-shared", "-Wl,-soname," + SOName, "-Wl,-z,defs",
+	"-shared", "-Wl,-z,defs",
 }
 
 // libs are the libraries the library links against, after the sources.
@@ -49,10 +68,11 @@ var libs = []string{"-lpthread"}
 
 // keyVersion changes when the layout of a build directory or the way it is
 // built changes, so that older builds are not reused.
-const keyVersion = "vrdma guest build 1"
+const keyVersion = "vrdma guest build 2"
 
-// Build returns the directory holding libibverbs.so.1 (and a libibverbs.so
-// link to it) built from the embedded sources, building it on first use.
+// Build returns the directory holding libibverbs.so.1 and librdmacm.so.1
+// (and their libibverbs.so and librdmacm.so links) built from the embedded
+// sources, building them on first use.
 //
 // The directory is cacheDir/guest-HASH, where HASH covers the sources (every
 // embedded file's name and contents), the compiler (`cc --version`) and the
@@ -63,7 +83,7 @@ const keyVersion = "vrdma guest build 1"
 // build at the same time all end up with one complete directory.
 //
 // Build fails with a *MissingToolsError when the compiler or rdma-core's
-// headers are not installed and with a *CompileError, holding the compiler's
+// headers (libibverbs-dev, librdmacm-dev) are not installed and with a *CompileError, holding the compiler's
 // output, when the compiler fails. DefaultCacheDir is the usual cacheDir.
 func Build(cacheDir string) (libDir string, err error) {
 	return builder{src: Sources(), cc: "cc", header: "infiniband/verbs.h"}.build(cacheDir)
@@ -87,14 +107,18 @@ func (b builder) build(cacheDir string) (string, error) {
 	if cacheDir, err = filepath.Abs(cacheDir); err != nil { // the directory goes into LD_LIBRARY_PATH
 		return "", fmt.Errorf("guest library: %w", err)
 	}
-	var cfiles []string
-	hasScript := false
+	var cfiles, cmfiles []string
+	hasScript, hasCMScript := false, false
 	for _, f := range files {
 		switch {
 		case f == VersionScript:
 			hasScript = true
+		case f == RDMACMVersionScript:
+			hasCMScript = true
 		case !strings.Contains(f, "/") && strings.HasSuffix(f, ".c"):
 			cfiles = append(cfiles, f)
+		case path.Dir(f) == RDMACMDir && strings.HasSuffix(f, ".c"):
+			cmfiles = append(cmfiles, f)
 		}
 	}
 	if len(cfiles) == 0 {
@@ -117,8 +141,13 @@ func (b builder) build(cacheDir string) (string, error) {
 		return final, nil
 	}
 	if b.header != "" {
-		if err := checkHeader(cc, b.header); err != nil {
+		if err := checkHeader(cc, b.header, headersPackage); err != nil {
 			return "", err
+		}
+		if len(cmfiles) > 0 {
+			if err := checkHeader(cc, rdmacmHeader, rdmacmPackage); err != nil {
+				return "", err
+			}
 		}
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -132,24 +161,30 @@ func (b builder) build(cacheDir string) (string, error) {
 	if err := writeSources(b.src, files, filepath.Join(tmp, "src")); err != nil {
 		return "", err
 	}
-	args := append([]string{}, cflags...)
+	script := ""
 	if hasScript {
-		args = append(args, "-Wl,--version-script="+path.Join("src", VersionScript))
+		script = VersionScript
 	}
-	// The sources are named relative to tmp; the debug information names
-	// them under final, where they will be.
-	args = append(args, "-fdebug-prefix-map="+tmp+"="+final, "-o", SOName)
-	for _, f := range cfiles {
-		args = append(args, path.Join("src", f))
-	}
-	args = append(args, libs...)
-	cmd := command(cc, args...)
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &CompileError{Command: append([]string{cc}, args...), Dir: tmp, Output: string(out), Err: err}
+	if err := compile(cc, tmp, final, SOName, script, cfiles, libs); err != nil {
+		return "", err
 	}
 	if err := os.Symlink(SOName, filepath.Join(tmp, LinkName)); err != nil {
 		return "", fmt.Errorf("guest library: %w", err)
+	}
+	if len(cmfiles) > 0 {
+		// librdmacm links against the libibverbs just built (its verbs and
+		// its private interface), found through the link made above.
+		script = ""
+		if hasCMScript {
+			script = RDMACMVersionScript
+		}
+		srcs := append(cmfiles, rdmacmShared...)
+		if err := compile(cc, tmp, final, RDMACMSOName, script, srcs, append([]string{"-Isrc", "-L.", "-libverbs"}, libs...)); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(RDMACMSOName, filepath.Join(tmp, RDMACMLinkName)); err != nil {
+			return "", fmt.Errorf("guest library: %w", err)
+		}
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return "", fmt.Errorf("guest library: %w", err)
@@ -158,6 +193,29 @@ func (b builder) build(cacheDir string) (string, error) {
 		return "", err
 	}
 	return final, nil
+}
+
+// compile builds the shared library soname in dir from srcs (paths under
+// dir's src/) with the version script (under src/; "" for none), then the
+// extra arguments (libraries). The debug information names the sources
+// under final, where they will be.
+func compile(cc, dir, final, soname, script string, srcs, extra []string) error {
+	args := append([]string{}, cflags...)
+	args = append(args, "-Wl,-soname,"+soname)
+	if script != "" {
+		args = append(args, "-Wl,--version-script="+path.Join("src", script))
+	}
+	args = append(args, "-fdebug-prefix-map="+dir+"="+final, "-o", soname)
+	for _, f := range srcs {
+		args = append(args, path.Join("src", f))
+	}
+	args = append(args, extra...)
+	cmd := command(cc, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return &CompileError{Command: append([]string{cc}, args...), Dir: dir, Output: string(out), Err: err}
+	}
+	return nil
 }
 
 // built reports whether dir holds a finished build.
@@ -248,9 +306,9 @@ func writeSources(src fs.FS, files []string, dir string) error {
 }
 
 // checkHeader asks the compiler whether it finds header, so that a build
-// without rdma-core's headers says which package to install rather than
-// failing on the first #include.
-func checkHeader(cc, header string) error {
+// without rdma-core's headers says which package (pkg) to install rather
+// than failing on the first #include.
+func checkHeader(cc, header, pkg string) error {
 	cmd := command(cc, "-std=c11", "-D_GNU_SOURCE", "-E", "-o", os.DevNull, "-x", "c", "-")
 	cmd.Stdin = strings.NewReader("#include <" + header + ">\n")
 	var out bytes.Buffer
@@ -258,7 +316,7 @@ func checkHeader(cc, header string) error {
 	if err := cmd.Run(); err != nil {
 		return &MissingToolsError{
 			Missing:  []string{fmt.Sprintf("rdma-core's headers (the compiler finds no <%s>)", header)},
-			Packages: []string{headersPackage},
+			Packages: []string{pkg},
 			Err:      fmt.Errorf("%v: %s", err, strings.TrimSpace(out.String())),
 		}
 	}

@@ -229,7 +229,7 @@ func buildCTest(t *testing.T, cc string, flags []string, file string) string {
 
 // cTestSpec is what a C test's opening comment says about it.
 type cTestSpec struct {
-	sources []string // "sources: a.c b.c": the library files it links with
+	sources []string // "sources: a.c b.c rdmacm/c.c": the library files it links with
 	daemon  bool     // "needs: daemon": it runs against a daemon
 }
 
@@ -259,8 +259,9 @@ func readTestSpec(path string) (cTestSpec, error) {
 			found = true
 			spec.sources = strings.Fields(rest)
 			for _, s := range spec.sources {
-				if !strings.HasSuffix(s, ".c") || strings.ContainsAny(s, "/\\") {
-					return spec, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/")
+				dir, file := filepath.Split(s)
+				if !strings.HasSuffix(file, ".c") || strings.Contains(s, "\\") || (dir != "" && dir != RDMACMDir+"/") {
+					return spec, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/ or csrc/" + RDMACMDir + "/")
 				}
 			}
 		}

@@ -20,18 +20,20 @@ const functionTable = "../../docs/guest-functions.md"
 // functionTableName is how messages name it.
 const functionTableName = "docs/guest-functions.md"
 
-// TestExportsMatchTheVersionScript builds the real library and checks, in
-// its dynamic symbol table, that every function of the version script is
-// defined under its version, and that nothing else is exported.
+// guestLibraries are the libraries a build makes, with their version
+// scripts and the heading of their table in docs/guest-functions.md ("":
+// the first table).
+var guestLibraries = []struct {
+	soname, script, heading string
+}{
+	{SOName, VersionScript, ""},
+	{RDMACMSOName, RDMACMVersionScript, "## librdmacm.so.1"},
+}
+
+// TestExportsMatchTheVersionScript builds the real libraries and checks, in
+// each one's dynamic symbol table, that every function of its version
+// script is defined under its version, and that nothing else is exported.
 func TestExportsMatchTheVersionScript(t *testing.T) {
-	script, err := fs.ReadFile(Sources(), VersionScript)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := parseVersionScript(string(script))
-	if err != nil {
-		t.Fatalf("%s: %v", VersionScript, err)
-	}
 	dir, err := Build(t.TempDir())
 	var missing *MissingToolsError
 	if errors.As(err, &missing) {
@@ -40,7 +42,22 @@ func TestExportsMatchTheVersionScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := elf.Open(filepath.Join(dir, SOName))
+	for _, lib := range guestLibraries {
+		t.Run(lib.soname, func(t *testing.T) { checkExports(t, filepath.Join(dir, lib.soname), lib.script) })
+	}
+}
+
+// checkExports checks the library at path against its version script.
+func checkExports(t *testing.T, path, scriptName string) {
+	script, err := fs.ReadFile(Sources(), scriptName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseVersionScript(string(script))
+	if err != nil {
+		t.Fatalf("%s: %v", scriptName, err)
+	}
+	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,36 +79,43 @@ func TestExportsMatchTheVersionScript(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("%s (%s in %s) is not defined in the library: write it (a stub in stubs.c if nothing calls it), marked VRDMA_EXPORT",
-				name, want[name], VersionScript)
+				name, want[name], scriptName)
 		case v != want[name]:
-			t.Errorf("%s has version %q, want %s (%s)", name, v, want[name], VersionScript)
+			t.Errorf("%s has version %q, want %s (%s)", name, v, want[name], scriptName)
 		}
 	}
 	for _, name := range sortedKeys(got) {
 		if _, ok := want[name]; !ok {
-			t.Errorf("%s is exported but not in %s: add it to its version node, or do not mark it VRDMA_EXPORT", name, VersionScript)
+			t.Errorf("%s is exported but not in %s: add it to its version node, or do not mark it VRDMA_EXPORT", name, scriptName)
 		}
 	}
 }
 
 // TestFunctionTableMatchesTheVersionScript checks docs/guest-functions.md,
-// the table of the library's functions users read, against the version
-// script: a row for every exported function, with its version, and no row
+// the tables of the libraries' functions users read, against the version
+// scripts: a row for every exported function, with its version, and no row
 // for anything else.
 func TestFunctionTableMatchesTheVersionScript(t *testing.T) {
-	script, err := fs.ReadFile(Sources(), VersionScript)
+	doc, err := os.ReadFile(functionTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lib := range guestLibraries {
+		t.Run(lib.soname, func(t *testing.T) { checkFunctionTable(t, string(doc), lib.script, lib.heading) })
+	}
+}
+
+// checkFunctionTable checks the table after heading against VersionScript.
+func checkFunctionTable(t *testing.T, doc, scriptName, heading string) {
+	script, err := fs.ReadFile(Sources(), scriptName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exported, err := parseVersionScript(string(script))
 	if err != nil {
-		t.Fatalf("%s: %v", VersionScript, err)
+		t.Fatalf("%s: %v", scriptName, err)
 	}
-	doc, err := os.ReadFile(functionTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := parseFunctionTable(string(doc))
+	rows, err := parseFunctionTableAfter(doc, heading)
 	if err != nil {
 		t.Fatalf("%s: %v", functionTableName, err)
 	}
@@ -104,9 +128,9 @@ func TestFunctionTableMatchesTheVersionScript(t *testing.T) {
 		v, ok := exported[r.name]
 		switch {
 		case !ok:
-			t.Errorf("%s:%d: %s is not exported (it is not in csrc/%s): remove its row, or export it", functionTableName, r.line, r.name, VersionScript)
+			t.Errorf("%s:%d: %s is not exported (it is not in csrc/%s): remove its row, or export it", functionTableName, r.line, r.name, scriptName)
 		case r.version != v:
-			t.Errorf("%s:%d: %s's version is %q in the table but %s in csrc/%s", functionTableName, r.line, r.name, r.version, v, VersionScript)
+			t.Errorf("%s:%d: %s's version is %q in the table but %s in csrc/%s", functionTableName, r.line, r.name, r.version, v, scriptName)
 		}
 		if r.status == "" {
 			t.Errorf("%s:%d: %s has no status (implemented, EOPNOTSUPP, private ABI: stub)", functionTableName, r.line, r.name)
@@ -114,7 +138,7 @@ func TestFunctionTableMatchesTheVersionScript(t *testing.T) {
 	}
 	for _, name := range sortedKeys(exported) {
 		if !seen[name] {
-			t.Errorf("%s (%s in csrc/%s) has no row in %s: add one saying what the library does with it", name, exported[name], VersionScript, functionTableName)
+			t.Errorf("%s (%s in csrc/%s) has no row in %s: add one saying what the library does with it", name, exported[name], scriptName, functionTableName)
 		}
 	}
 }
@@ -251,10 +275,20 @@ type functionRow struct {
 // parseFunctionTable reads the rows of the Markdown table whose header
 // starts "| function | version | status |".
 func parseFunctionTable(doc string) ([]functionRow, error) {
+	return parseFunctionTableAfter(doc, "")
+}
+
+// parseFunctionTableAfter is parseFunctionTable on the first such table
+// after the line heading ("": from the top).
+func parseFunctionTableAfter(doc, heading string) ([]functionRow, error) {
 	var rows []functionRow
-	inTable := false
+	inTable, seenHeading := false, heading == ""
 	for n, line := range strings.Split(doc, "\n") {
 		line = strings.TrimSpace(line)
+		if !seenHeading {
+			seenHeading = line == heading
+			continue
+		}
 		if !inTable {
 			inTable = strings.HasPrefix(strings.Join(strings.Fields(line), " "), "| function | version | status |")
 			continue
@@ -279,6 +313,9 @@ func parseFunctionTable(doc string) ([]functionRow, error) {
 			status:  strings.TrimSpace(cells[3]),
 			line:    n + 1,
 		})
+	}
+	if !seenHeading {
+		return nil, fmt.Errorf("no heading %q", heading)
 	}
 	if !inTable || len(rows) == 0 {
 		return nil, errors.New(`no table with the header "| function | version | status | notes |" and rows`)

@@ -1,26 +1,39 @@
 package guest
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// Install copies the library built in libDir (see Build) into dir, with its
-// libibverbs.so link, for a system-wide install or a container image. The
-// files are replaced by rename, so programs already running on an older copy
-// keep it.
+// Install copies the libraries built in libDir (see Build) into dir, each
+// with its development link: libibverbs.so.1, and librdmacm.so.1 when the
+// build made it. The files are replaced by rename, so programs already
+// running on an older copy keep it.
 func Install(libDir, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
 	}
-	src, err := os.Open(filepath.Join(libDir, SOName))
+	if err := install(libDir, dir, SOName, LinkName); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(libDir, RDMACMSOName)); errors.Is(err, fs.ErrNotExist) {
+		return nil // a build of sources without librdmacm
+	}
+	return install(libDir, dir, RDMACMSOName, RDMACMLinkName)
+}
+
+// install copies soname from libDir into dir and links linkName to it.
+func install(libDir, dir, soname, linkName string) error {
+	src, err := os.Open(filepath.Join(libDir, soname))
 	if err != nil {
 		return fmt.Errorf("guest library: %w (build the library first)", err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, "."+SOName+".")
+	tmp, err := os.CreateTemp(dir, "."+soname+".")
 	if err != nil {
 		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
 	}
@@ -33,19 +46,19 @@ func Install(libDir, dir string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, SOName))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, soname))
 	}
 	if err != nil {
-		return fmt.Errorf("guest library: installing %s into %s: %w", SOName, dir, err)
+		return fmt.Errorf("guest library: installing %s into %s: %w", soname, dir, err)
 	}
-	link := filepath.Join(dir, "."+LinkName+".new")
+	link := filepath.Join(dir, "."+linkName+".new")
 	os.Remove(link)
-	if err := os.Symlink(SOName, link); err != nil {
-		return fmt.Errorf("guest library: installing %s into %s: %w", LinkName, dir, err)
+	if err := os.Symlink(soname, link); err != nil {
+		return fmt.Errorf("guest library: installing %s into %s: %w", linkName, dir, err)
 	}
-	if err := os.Rename(link, filepath.Join(dir, LinkName)); err != nil {
+	if err := os.Rename(link, filepath.Join(dir, linkName)); err != nil {
 		os.Remove(link)
-		return fmt.Errorf("guest library: installing %s into %s: %w", LinkName, dir, err)
+		return fmt.Errorf("guest library: installing %s into %s: %w", linkName, dir, err)
 	}
 	return nil
 }

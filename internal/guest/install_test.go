@@ -34,3 +34,27 @@ func TestInstallCopiesTheLibrary(t *testing.T) {
 		t.Errorf("%s holds %v, want the library and its link", out, entries)
 	}
 }
+
+func TestInstallCopiesLibrdmacm(t *testing.T) {
+	requireCC(t)
+	libDir, err := Build(t.TempDir())
+	if err != nil {
+		t.Skipf("cannot build the library here: %v", err)
+	}
+	out := t.TempDir()
+	if err := Install(libDir, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ so, link string }{{SOName, LinkName}, {RDMACMSOName, RDMACMLinkName}} {
+		want, err := os.ReadFile(filepath.Join(libDir, f.so))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(out, f.so)); err != nil || string(got) != string(want) {
+			t.Errorf("installed %s differs from the build (%v)", f.so, err)
+		}
+		if target, err := os.Readlink(filepath.Join(out, f.link)); err != nil || target != f.so {
+			t.Errorf("%s -> %q (%v), want %s", f.link, target, err, f.so)
+		}
+	}
+}

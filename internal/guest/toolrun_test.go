@@ -83,8 +83,9 @@ func requireTool(t *testing.T, program, pkg string) {
 // toolHost is one host for the tools: a daemon of the test's own and the
 // library its programs load.
 type toolHost struct {
-	lib  string // the directory of libibverbs.so.1
-	sock string // the daemon's socket
+	lib   string // the directory of libibverbs.so.1
+	sock  string // the daemon's socket
+	quiet bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -133,7 +134,11 @@ func (h *toolHost) env(instance string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, "VRDMA_DEBUG=1", "LC_ALL=C")
+	debug := "VRDMA_DEBUG=1"
+	if h.quiet {
+		debug = "VRDMA_DEBUG=0"
+	}
+	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, debug, "LC_ALL=C")
 	if instance != "" {
 		env = append(env, "VRDMA_INSTANCE="+instance)
 	}
@@ -144,9 +149,28 @@ func (h *toolHost) env(instance string) []string {
 // what it forks (qperf's server forks per client) is killed with it.
 type toolProc struct {
 	cmd  *exec.Cmd
-	out  bytes.Buffer // stdout and stderr, read once the program ended
+	out  lockedBuffer // stdout and stderr
 	done chan struct{}
 	err  error // how it ended, once done is closed
+}
+
+// lockedBuffer is a bytes.Buffer that may be read while the program writes
+// it (an rdma_cm server's "listening" line).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // start runs program with args on instance in the background, killed after

@@ -15,6 +15,7 @@
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"
+#include "vrdma_private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -316,6 +317,23 @@ static void queue_event(struct vrdma_chan *c, const char *body, size_t len)
 	signal_event(c);
 }
 
+/* Hands a connection manager event to whoever listens (librdmacm); one
+ * that does not decode is dropped, as a broken verbs event is. */
+static void pass_cm_event(struct vrdma_chan *c, const char *body, size_t len)
+{
+	struct vrdma_cm_ev ev;
+
+	if (c->cm_fn == NULL) {
+		vrdma_debug("dropped a connection manager event: no rdma_cm user on this channel");
+		return;
+	}
+	if (vrdma_cm_event_parse(body, len, &ev) < 0) {
+		vrdma_debug("dropped a connection manager event that does not decode (%zu bytes)", len);
+		return;
+	}
+	c->cm_fn(c->cm_arg, &ev);
+}
+
 /* Deals with a message that is not the reply to request id (0: none). */
 static enum handled handle(struct vrdma_chan *c, struct msg *m, uint32_t id)
 {
@@ -339,6 +357,8 @@ static enum handled handle(struct vrdma_chan *c, struct msg *m, uint32_t id)
 	case VRDMA_KIND_EVENT:
 		if (m->op == VRDMA_CMD_EVENT)
 			queue_event(c, m->body, m->len);
+		else if (m->op == VRDMA_CMD_CM_EVENT)
+			pass_cm_event(c, m->body, m->len);
 		else
 			vrdma_debug("dropped an event of op %u", m->op);
 		break;
@@ -518,6 +538,37 @@ static int pump(struct vrdma_chan *c)
 	}
 	free(buf);
 	return c->dead ? -c->deaderr : r < 0 ? r : 0;
+}
+
+/* Messages vrdma_chan_drain reads at most before it returns. */
+#define DRAIN_BATCH 512
+
+int vrdma_chan_drain(struct vrdma_chan *c)
+{
+	if (c == NULL)
+		return -EINVAL;
+	uint8_t *buf = malloc(VRDMA_PROTO_MAX_MESSAGE + 1);
+	struct msg m;
+	int r = 0;
+
+	if (buf == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	if (c->fd < 0)
+		r = -EBADF;
+	for (int i = 0; r == 0 && i < DRAIN_BATCH && !c->dead; i++) {
+		int got = recv_msg(c, buf, &m, 1);
+		if (got <= 0) {
+			r = got;
+			break;
+		}
+		(void)handle(c, &m, 0);
+	}
+	if (c->dead)
+		r = -c->deaderr;
+	pthread_mutex_unlock(&c->mu);
+	free(buf);
+	return r;
 }
 
 int vrdma_chan_event(struct vrdma_chan *c, struct vrdma_event *ev, int block)

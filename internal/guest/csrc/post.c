@@ -221,8 +221,12 @@ static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *pr
 int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
-	if (qp->srq || vrdma_load32(q->mem, VRDMA_QP_STATE_OFF) == IBV_QPS_RESET) {
-		*bad = wr; /* a QP on an SRQ receives from it; RESET takes nothing */
+	if (qp->srq || (vrdma_load32(q->mem, VRDMA_QP_STATE_OFF) == IBV_QPS_RESET &&
+			!__atomic_load_n(&q->cm_held, __ATOMIC_ACQUIRE))) {
+		/* A QP on an SRQ receives from it; RESET takes nothing, but for
+		 * a QP rdma_cm holds there until the daemon connects it (its
+		 * receives wait in the ring: only entering RESET discards). */
+		*bad = wr;
 		return EINVAL;
 	}
 	pthread_spin_lock(&q->rlock);

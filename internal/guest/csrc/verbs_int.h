@@ -114,6 +114,10 @@ struct vrdma_qp {
 	uint8_t *wr_cur;
 	uint32_t wr_start_prod;
 	int wr_err;
+	/* librdmacm created it and holds it in RESET until the connection
+	 * manager connects it (rdma_cm leaves it in INIT): receives are taken
+	 * meanwhile (vrdma_private_qp_handle). */
+	int cm_held;
 	struct vrdma_qp *next;
 };
 

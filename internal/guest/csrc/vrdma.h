@@ -85,6 +85,8 @@ int vj_escape(char *dst, size_t cap, const char *s);
  * channel's pollable descriptor (pollfd) becomes readable when an event may
  * be waiting: it is an epoll set of the socket and an eventfd the channel
  * signals when it queues an event. */
+struct vrdma_cm_ev; /* vrdma_private.h */
+
 struct vrdma_event {
 	uint8_t type;    /* enum ibv_event_type value */
 	uint32_t handle; /* the QP, CQ or SRQ handle of this connection; 0 for port/device */
@@ -106,6 +108,10 @@ struct vrdma_chan {
 	char err[VRDMA_ERRMSG_LEN]; /* the daemon's message for the last failed call */
 	int deaderr; /* when dead: the errno calls fail with (EIO, or what the
 		      * code of the daemon's refusal of the session maps to) */
+	/* Where connection manager events go (librdmacm, through the private
+	 * interface): called with mu held; NULL drops them. */
+	void (*cm_fn)(void *arg, const struct vrdma_cm_ev *ev);
+	void *cm_arg;
 };
 
 /* Connects to the daemon's socket (a path starting with '@' names the
@@ -132,6 +138,10 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 /* The next queued event: 1 and *ev filled, 0 when none (block == 0), or
  * -errno (-EIO: the daemon is gone). With block != 0, waits for one. */
 int vrdma_chan_event(struct vrdma_chan *c, struct vrdma_event *ev, int block);
+/* Reads what the socket holds, without waiting (at most a few hundred
+ * messages): events are queued, CM events handed to cm_fn. 0, or -errno
+ * when the channel is dead. */
+int vrdma_chan_drain(struct vrdma_chan *c);
 /* errno for a daemon error code: INVALID/ATTR -> EINVAL, NOT_FOUND -> ENOENT,
  * LIMIT -> ENOMEM, BUSY -> EBUSY, STATE -> EINVAL, MEMLOCK -> ENOMEM,
  * PERMISSION -> EACCES, VERSION -> EPROTO, INTERNAL and unknown -> EIO. */

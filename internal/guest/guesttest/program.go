@@ -18,6 +18,8 @@ var toolPackages = map[string]string{
 	"ibv_rc_pingpong": "ibverbs-utils", "ibv_uc_pingpong": "ibverbs-utils",
 	"ibv_ud_pingpong": "ibverbs-utils", "ibv_srq_pingpong": "ibverbs-utils",
 	"qperf": "qperf",
+	"rping": "rdmacm-utils", "ucmatose": "rdmacm-utils", "udaddy": "rdmacm-utils",
+	"rdma_server": "rdmacm-utils", "rdma_client": "rdmacm-utils",
 }
 
 // packageOf returns the Debian package that ships program name.

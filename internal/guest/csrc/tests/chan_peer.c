@@ -10,7 +10,7 @@
  *   alloc_pd {"name":"..."}  -> not_found {"error":"..."}
  *   query_port               -> the Go side closes the connection
  *
- * sources: chan.c json.c log.c
+ * sources: chan.c cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"

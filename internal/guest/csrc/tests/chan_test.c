@@ -5,12 +5,16 @@
  * requests, sends events before replies, passes descriptors, fails
  * commands, refuses the session, speaks garbage, closes.
  *
+ * Connection manager events (cm_event) go to the function librdmacm
+ * attaches, decoded; vrdma_chan_drain reads them while no call is made.
+ *
  * Every test also checks that no descriptor leaked.
  *
- * sources: chan.c json.c log.c
+ * sources: chan.c cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"
+#include "vrdma_private.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1062,6 +1066,96 @@ static void test_open(void)
 	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
 }
 
+/* ---- connection manager events ---- */
+
+struct cm_seen {
+	int n;
+	struct vrdma_cm_ev ev[8];
+};
+
+static void record_cm(void *arg, const struct vrdma_cm_ev *ev)
+{
+	struct cm_seen *s = arg;
+	if (s->n < 8)
+		s->ev[s->n] = *ev;
+	s->n++;
+}
+
+static void d_cm_event(int fd, const char *body)
+{
+	d_send(fd, VRDMA_KIND_EVENT, VRDMA_CMD_CM_EVENT, 0, 0, body, NULL, 0);
+}
+
+static void script_cm_events(struct daemon *d)
+{
+	struct dmsg *m = d->m;
+
+	d_recv(d->fd, m);
+	/* While a call waits for its reply: a request, a broken one, a verbs event. */
+	d_cm_event(d->fd, "{\"type\":1,\"id\":2147483649,\"listener\":3,\"qp_type\":2,\"qpn\":17,\"psn\":5,"
+			  "\"mtu\":3,\"rd_atomic\":16,\"gid\":\"AAAAAAAAAAAAAP//CgAAAQ==\",\"local_port\":7471,"
+			  "\"private_data\":\"aGVsbG8=\"}");
+	d_cm_event(d->fd, "{\"type\":9,\"id\":1}"); /* no such type: dropped */
+	d_event(d->fd, "{\"type\":1,\"handle\":7}");
+	d_reply(d->fd, m, "{}");
+	/* While nobody calls: read by vrdma_chan_drain. */
+	d_cm_event(d->fd, "{\"type\":4,\"id\":1,\"reason\":28,\"text\":\"no\"}");
+	d_cm_event(d->fd, "{\"type\":7,\"id\":2}");
+	d_recv(d->fd, m); /* the test's next call: the events are read by then */
+	d_reply(d->fd, m, "{}");
+	d_close(d);
+}
+
+static void test_cm_events(void)
+{
+	int fds0 = count_fds();
+	struct vrdma_chan c;
+	struct daemon d;
+	struct cm_seen seen = { 0 };
+	struct vrdma_event ev;
+	char reply[8];
+
+	start(&c, &d, script_cm_events, 0);
+	c.cm_fn = record_cm;
+	c.cm_arg = &seen;
+	int r = vrdma_call(&c, VRDMA_CMD_CM_LISTEN, "{}", 2, NULL, 0, reply, sizeof reply, NULL, NULL, NULL);
+	CHECK(r == 0, "call = %d (%s)", r, c.err);
+	CHECK(seen.n == 1, "%d CM events passed on during the call, want 1 (the broken one dropped)", seen.n);
+	if (seen.n >= 1) {
+		const struct vrdma_cm_ev *e = &seen.ev[0];
+		static const uint8_t gid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1 };
+		CHECK(e->type == VRDMA_CM_EV_REQUEST && e->id == 2147483649u && e->listener == 3 && e->qp_type == 2 &&
+			      e->qpn == 17 && e->psn == 5 && e->mtu == 3 && e->rd_atomic == 16 && e->local_port == 7471,
+		      "request: type %u id %u listener %u qp_type %u qpn %u psn %u mtu %u rd %u port %u", e->type, e->id,
+		      e->listener, e->qp_type, e->qpn, e->psn, e->mtu, e->rd_atomic, e->local_port);
+		CHECK(memcmp(e->gid, gid, 16) == 0, "the request's GID did not decode");
+		CHECK(e->private_len == 5 && memcmp(e->private_data, "hello", 5) == 0, "private data of %zu bytes",
+		      e->private_len);
+	}
+	CHECK(vrdma_chan_event(&c, &ev, 0) == 1 && ev.type == 1 && ev.handle == 7, "the verbs event was not queued");
+	/* Idle: drain reads what waits, and no more. */
+	struct pollfd p = { .fd = c.fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 5000) == 1, "the idle events never came");
+	while (seen.n < 3) {
+		r = vrdma_chan_drain(&c);
+		CHECK(r == 0, "drain = %d", r);
+		if (r != 0)
+			break;
+		if (seen.n < 3)
+			(void)poll(&p, 1, 5000);
+	}
+	CHECK(seen.n == 3 && seen.ev[1].type == VRDMA_CM_EV_REJECTED && seen.ev[1].reason == 28 &&
+		      strcmp(seen.ev[1].text, "no") == 0 && seen.ev[2].type == VRDMA_CM_EV_DISCONNECTED &&
+		      seen.ev[2].id == 2,
+	      "after drain: %d events", seen.n);
+	r = vrdma_call(&c, VRDMA_CMD_CM_LISTEN, "{}", 2, NULL, 0, reply, sizeof reply, NULL, NULL, NULL);
+	CHECK(r == 0, "second call = %d (%s)", r, c.err);
+	finish(&d);
+	CHECK(vrdma_chan_drain(&c) == -EIO, "drain after the daemon closed: want -EIO");
+	vrdma_chan_close(&c);
+	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
+}
+
 int main(void)
 {
 	alarm(120); /* a hang guard: a hung test dies of SIGALRM */
@@ -1081,6 +1175,7 @@ int main(void)
 	test_limits();
 	test_waiter();
 	test_open();
+	test_cm_events();
 	if (failures) {
 		fprintf(stderr, "chan_test: %d failures\n", (int)failures);
 		return 1;

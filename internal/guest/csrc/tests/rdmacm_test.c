@@ -1,0 +1,546 @@
+/*
+ * rdmacm_test.c: the drop-in librdmacm as an application calls it, against
+ * a real daemon (the Go test starts one and passes its socket in
+ * VRDMA_SOCKET), both sides of each connection in this one process on the
+ * first adapter (127.0.0.1 is that adapter, as rdma_cm binds loopback).
+ *
+ * Each case asserts the return value, errno, event and status rdma_cm
+ * gives: the event channel's descriptor with poll and O_NONBLOCK, address
+ * and route resolution, a connection with private data both ways and the
+ * QPs' states at each event, data over it, disconnection seen once on each
+ * side, a rejection with its status and data, a port nobody listens on,
+ * destruction waiting for unacked events, synchronous ids (rdma_create_ep,
+ * rdma_get_request), and misuse.
+ *
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c post.c private.c qp.c stubs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c
+ * needs: daemon
+ */
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdmacm/cma.h" /* a white-box look: a channel's users */
+
+static int failures;
+static const char *current = "setup";
+
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			failures++;                                                        \
+			fprintf(stderr, "%s:%d: [%s] %s: ", __FILE__, __LINE__, current, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                      \
+			fputc('\n', stderr);                                               \
+		}                                                                          \
+	} while (0)
+
+#define REQUIRE(cond, ...)                        \
+	do {                                      \
+		if (!(cond)) {                    \
+			CHECK(cond, __VA_ARGS__); \
+			return;                   \
+		}                                 \
+	} while (0)
+
+/* The hang guard of a wait for an event: a lost event, not slowness. */
+#define HANG_GUARD_MS 20000
+
+static struct sockaddr_in loopback(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+/* The next event on ch, which must be want; NULL (and a failure) if it
+ * is another or none comes. */
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev = NULL;
+
+	if (poll(&p, 1, HANG_GUARD_MS) != 1) {
+		CHECK(0, "no event on the channel, want %s", rdma_event_str(want));
+		return NULL;
+	}
+	if (rdma_get_cm_event(ch, &ev) != 0) {
+		CHECK(0, "rdma_get_cm_event: %s, want %s", strerror(errno), rdma_event_str(want));
+		return NULL;
+	}
+	if (ev->event != want) {
+		CHECK(0, "event %s (status %d), want %s", rdma_event_str(ev->event), ev->status, rdma_event_str(want));
+		rdma_ack_cm_event(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) != 0)
+		return (enum ibv_qp_state)-1;
+	return a.qp_state;
+}
+
+static int create_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
+	a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	return rdma_create_qp(id, NULL, &a); /* NULL PD and CQs: the library's */
+}
+
+static void test_channel(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev = NULL;
+	struct rdma_cm_id *id;
+
+	current = "channel";
+	REQUIRE(ch != NULL, "rdma_create_event_channel: %s", strerror(errno));
+	int fl = fcntl(ch->fd, F_GETFL);
+	REQUIRE(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK: %s", strerror(errno));
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "an empty non-blocking channel: errno %d", errno);
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) == 0, "an empty channel polls readable");
+	REQUIRE(rdma_create_id(ch, &id, (void *)0x1234, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
+	CHECK(id->verbs == NULL && id->qp == NULL && id->channel == ch && id->context == (void *)0x1234 &&
+		      id->ps == RDMA_PS_TCP,
+	      "a new id: verbs %p channel %p", (void *)id->verbs, (void *)id->channel);
+	struct sockaddr_in dst = loopback(7471);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "rdma_resolve_addr: %s",
+	      strerror(errno));
+	CHECK(poll(&p, 1, HANG_GUARD_MS) == 1, "ADDR_RESOLVED does not make the channel readable");
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->status == 0 &&
+		      ev->id == id,
+	      "want ADDR_RESOLVED for the id");
+	CHECK(id->verbs != NULL && id->port_num == 1, "resolved, the id has no device");
+	CHECK(rdma_get_dst_port(id) == htons(7471), "dst port %u", ntohs(rdma_get_dst_port(id)));
+	CHECK(rdma_ack_cm_event(ev) == 0, "ack: %s", strerror(errno));
+	CHECK(rdma_resolve_route(id, 2000) == 0, "rdma_resolve_route: %s", strerror(errno));
+	ev = expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(id->route.num_paths == 1 && id->route.path_rec != NULL, "no path record after ROUTE_RESOLVED");
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id: %s", strerror(errno));
+	rdma_destroy_event_channel(ch);
+}
+
+static void test_misuse(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	current = "misuse";
+	REQUIRE(ch != NULL, "rdma_create_event_channel: %s", strerror(errno));
+	errno = 0;
+	CHECK(rdma_get_cm_event(NULL, &ev) == -1 && errno == EINVAL, "no channel: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_create_id(ch, &id, NULL, (enum rdma_port_space)0x77) == -1 && errno == EINVAL,
+	      "an unknown port space: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_create_id(ch, NULL, NULL, RDMA_PS_TCP) == -1 && errno == EINVAL, "no id pointer: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_ack_cm_event(NULL) == -1 && errno == EINVAL, "acking NULL: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_destroy_id(NULL) == -1 && errno == EINVAL, "destroying NULL: errno %d", errno);
+	REQUIRE(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
+	errno = 0;
+	CHECK(rdma_connect(id, NULL) == -1 && errno == EINVAL, "connecting an unresolved id: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_resolve_route(id, 100) == -1 && errno == EINVAL, "a route before the address: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_accept(id, NULL) == -1 && errno == EINVAL, "accepting on an id with no request: errno %d", errno);
+	errno = 0;
+	CHECK(create_qp(id) == -1 && errno == EINVAL, "a QP on an id with no device: errno %d", errno);
+	struct sockaddr_in foreign = { .sin_family = AF_INET };
+	foreign.sin_addr.s_addr = inet_addr("192.0.2.1");
+	errno = 0;
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&foreign) == -1 && errno == EADDRNOTAVAIL,
+	      "binding an address no adapter has: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_join_multicast(id, (struct sockaddr *)&foreign, NULL) == -1 && errno == EOPNOTSUPP,
+	      "multicast: errno %d", errno);
+	struct sockaddr_in any = loopback(0);
+	any.sin_addr.s_addr = htonl(INADDR_ANY);
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&any) == 0, "binding the wildcard: %s", strerror(errno));
+	CHECK(rdma_get_src_port(id) != 0, "binding port 0 gave no port");
+	CHECK(rdma_listen(id, 0) == 0, "rdma_listen: %s", strerror(errno));
+	errno = 0;
+	CHECK(rdma_accept(id, NULL) == -1 && errno == EINVAL, "accepting on a listener: errno %d", errno);
+	errno = 0;
+	CHECK(rdma_listen(id, 0) == -1 && errno == EINVAL, "listening twice: errno %d", errno);
+	struct rdma_cm_id *other;
+	REQUIRE(rdma_create_id(ch, &other, NULL, RDMA_PS_TCP) == 0, "rdma_create_id: %s", strerror(errno));
+	struct sockaddr_in same = loopback(ntohs(rdma_get_src_port(id)));
+	CHECK(rdma_bind_addr(other, (struct sockaddr *)&same) == 0, "bind: %s", strerror(errno));
+	errno = 0;
+	CHECK(rdma_listen(other, 0) == -1 && errno == EADDRINUSE, "a second listener on the port: errno %d", errno);
+	CHECK(rdma_destroy_id(other) == 0 && rdma_destroy_id(id) == 0, "destroy: %s", strerror(errno));
+	rdma_destroy_event_channel(ch);
+}
+
+/* Both ends of connections: a listener on ls, clients on cs. */
+struct rig {
+	struct rdma_event_channel *ls, *cs;
+	struct rdma_cm_id *listener;
+	uint16_t port;
+};
+
+static int rig_up(struct rig *r)
+{
+	memset(r, 0, sizeof *r);
+	r->ls = rdma_create_event_channel();
+	r->cs = rdma_create_event_channel();
+	if (r->ls == NULL || r->cs == NULL || rdma_create_id(r->ls, &r->listener, NULL, RDMA_PS_TCP) != 0)
+		return -1;
+	struct sockaddr_in a = loopback(0);
+	if (rdma_bind_addr(r->listener, (struct sockaddr *)&a) != 0 || rdma_listen(r->listener, 8) != 0)
+		return -1;
+	r->port = ntohs(rdma_get_src_port(r->listener));
+	return 0;
+}
+
+static void rig_down(struct rig *r)
+{
+	if (r->listener)
+		rdma_destroy_id(r->listener);
+	if (r->ls)
+		rdma_destroy_event_channel(r->ls);
+	if (r->cs)
+		rdma_destroy_event_channel(r->cs);
+}
+
+/* A client id resolved to the rig's port, with a QP. */
+static struct rdma_cm_id *client(struct rig *r, uint16_t port)
+{
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in dst = loopback(port);
+
+	if (rdma_create_id(r->cs, &id, NULL, RDMA_PS_TCP) != 0)
+		return NULL;
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	if ((ev = expect(r->cs, RDMA_CM_EVENT_ADDR_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	CHECK(rdma_resolve_route(id, 2000) == 0, "route: %s", strerror(errno));
+	if ((ev = expect(r->cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	CHECK(create_qp(id) == 0, "rdma_create_qp: %s", strerror(errno));
+	return id;
+}
+
+static void test_connect(void)
+{
+	struct rig r;
+	struct rdma_cm_event *ev;
+
+	current = "connect";
+	REQUIRE(rig_up(&r) == 0, "the listener: %s", strerror(errno));
+	struct rdma_cm_id *c = client(&r, r.port);
+	REQUIRE(c != NULL && c->qp != NULL, "no client");
+	CHECK(c->send_cq != NULL && c->recv_cq != NULL && c->send_cq_channel != NULL && c->pd != NULL,
+	      "rdma_create_qp with NULL PD and CQs made none");
+	/* vrdma holds the QP in RESET (rdma_cm: INIT) until connected; receives are taken. */
+	CHECK(qp_state(c->qp) == IBV_QPS_RESET, "a new QP in state %d", qp_state(c->qp));
+	char cbuf[64] = "", sbuf[64] = "";
+	struct ibv_mr *cmr = rdma_reg_msgs(c, cbuf, sizeof cbuf);
+	REQUIRE(cmr != NULL, "rdma_reg_msgs: %s", strerror(errno));
+	CHECK(rdma_post_recv(c, NULL, cbuf, sizeof cbuf, cmr) == 0, "a receive before connecting: %s",
+	      strerror(errno));
+	struct rdma_conn_param cp = { .private_data = "hello", .private_data_len = 5, .responder_resources = 1,
+				      .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7 };
+	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect: %s", strerror(errno));
+
+	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	struct rdma_cm_id *s = ev->id;
+	CHECK(ev->listen_id == r.listener && s != r.listener && s->verbs != NULL && s->channel == r.ls,
+	      "the request's ids: listen_id %p id %p verbs %p", (void *)ev->listen_id, (void *)s, (void *)s->verbs);
+	CHECK(ev->param.conn.private_data_len >= 5 && memcmp(ev->param.conn.private_data, "hello", 5) == 0,
+	      "the request's private data (%u bytes)", ev->param.conn.private_data_len);
+	CHECK(ev->param.conn.initiator_depth >= 1, "initiator depth %u", ev->param.conn.initiator_depth);
+	CHECK(rdma_get_dst_port(s) == rdma_get_src_port(c) && rdma_get_src_port(s) == htons(r.port),
+	      "the child's ports: src %u dst %u; the client's src %u", ntohs(rdma_get_src_port(s)),
+	      ntohs(rdma_get_dst_port(s)), ntohs(rdma_get_src_port(c)));
+	rdma_ack_cm_event(ev);
+	REQUIRE(create_qp(s) == 0, "the child's QP: %s", strerror(errno));
+	struct ibv_mr *smr = rdma_reg_msgs(s, sbuf, sizeof sbuf);
+	REQUIRE(smr != NULL, "rdma_reg_msgs: %s", strerror(errno));
+	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "rdma_post_recv: %s", strerror(errno));
+	cp.private_data = "welcome";
+	cp.private_data_len = 7;
+	CHECK(rdma_accept(s, &cp) == 0, "rdma_accept: %s", strerror(errno));
+	CHECK(qp_state(s->qp) == IBV_QPS_RTS, "the accepted QP in state %d, want RTS", qp_state(s->qp));
+
+	ev = expect(r.cs, RDMA_CM_EVENT_ESTABLISHED);
+	if (ev) {
+		CHECK(ev->id == c && ev->param.conn.private_data_len >= 7 &&
+			      memcmp(ev->param.conn.private_data, "welcome", 7) == 0,
+		      "the reply's private data (%u bytes)", ev->param.conn.private_data_len);
+		rdma_ack_cm_event(ev);
+	}
+	CHECK(qp_state(c->qp) == IBV_QPS_RTS, "the client's QP at ESTABLISHED in state %d", qp_state(c->qp));
+	if ((ev = expect(r.ls, RDMA_CM_EVENT_ESTABLISHED)) != NULL) {
+		CHECK(ev->id == s, "ESTABLISHED for another id");
+		rdma_ack_cm_event(ev);
+	}
+
+	/* Data: a send each way, into the receives posted before connecting. */
+	struct ibv_wc wc;
+	strcpy(cbuf + 32, "ping");
+	CHECK(rdma_post_send(c, NULL, cbuf + 32, 5, cmr, 0) == 0, "send: %s", strerror(errno));
+	CHECK(rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the client's send: status %d",
+	      wc.status);
+	CHECK(rdma_get_recv_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(sbuf, "ping") == 0,
+	      "the server received %s (status %d)", sbuf, wc.status);
+	strcpy(sbuf + 32, "pong");
+	CHECK(rdma_post_send(s, NULL, sbuf + 32, 5, smr, 0) == 0, "send: %s", strerror(errno));
+	CHECK(rdma_get_send_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the server's send: status %d",
+	      wc.status);
+	CHECK(rdma_get_recv_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(cbuf, "pong") == 0,
+	      "the client received %s (status %d)", cbuf, wc.status);
+
+	/* The client ends it: each side gets DISCONNECTED once, QPs in ERR. */
+	CHECK(rdma_disconnect(c) == 0, "rdma_disconnect: %s", strerror(errno));
+	if ((ev = expect(r.ls, RDMA_CM_EVENT_DISCONNECTED)) != NULL)
+		rdma_ack_cm_event(ev);
+	CHECK(rdma_disconnect(s) == 0, "disconnecting the other side too: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_DISCONNECTED)) != NULL)
+		rdma_ack_cm_event(ev);
+	CHECK(qp_state(c->qp) == IBV_QPS_ERR && qp_state(s->qp) == IBV_QPS_ERR, "QPs after disconnection: %d %d",
+	      qp_state(c->qp), qp_state(s->qp));
+	int fl = fcntl(r.cs->fd, F_GETFL);
+	fcntl(r.cs->fd, F_SETFL, fl | O_NONBLOCK);
+	fcntl(r.ls->fd, F_SETFL, fl | O_NONBLOCK);
+	errno = 0;
+	CHECK(rdma_get_cm_event(r.cs, &ev) == -1 && errno == EAGAIN, "a second DISCONNECTED on the client");
+	errno = 0;
+	CHECK(rdma_get_cm_event(r.ls, &ev) == -1 && errno == EAGAIN, "a second DISCONNECTED on the server");
+	rdma_dereg_mr(cmr);
+	rdma_dereg_mr(smr);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	CHECK(rdma_destroy_id(c) == 0 && rdma_destroy_id(s) == 0, "destroy: %s", strerror(errno));
+	rig_down(&r);
+}
+
+static void test_reject(void)
+{
+	struct rig r;
+	struct rdma_cm_event *ev;
+
+	current = "reject";
+	REQUIRE(rig_up(&r) == 0, "the listener: %s", strerror(errno));
+	struct rdma_cm_id *c = client(&r, r.port);
+	REQUIRE(c != NULL, "no client");
+	CHECK(rdma_connect(c, NULL) == 0, "rdma_connect: %s", strerror(errno));
+	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	struct rdma_cm_id *s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_reject(s, "busy", 4) == 0, "rdma_reject: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_REJECTED)) != NULL) {
+		CHECK(ev->status == 28, "REJECTED with status %d, want 28 (the consumer's)", ev->status);
+		CHECK(ev->param.conn.private_data_len >= 4 && memcmp(ev->param.conn.private_data, "busy", 4) == 0,
+		      "the rejection's private data (%u bytes)", ev->param.conn.private_data_len);
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_id(s);
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+
+	/* Nobody on the port: REJECTED, status 8 (invalid service ID). */
+	current = "no listener";
+	uint16_t nobody = r.port == 65535 ? 1 : (uint16_t)(r.port + 1);
+	c = client(&r, nobody);
+	REQUIRE(c != NULL, "no client");
+	CHECK(rdma_connect(c, NULL) == 0, "rdma_connect: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_REJECTED)) != NULL) {
+		CHECK(ev->status == 8, "REJECTED with status %d, want 8", ev->status);
+		rdma_ack_cm_event(ev);
+	}
+	rdma_destroy_qp(c);
+	rdma_destroy_id(c);
+	rig_down(&r);
+}
+
+static atomic_int destroyed;
+
+static void *destroy_it(void *id)
+{
+	rdma_destroy_id(id);
+	atomic_store(&destroyed, 1);
+	return NULL;
+}
+
+static void test_destroy_waits_for_acks(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	pthread_t t;
+
+	current = "destroy waits";
+	REQUIRE(ch != NULL && rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "id: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(7471);
+	REQUIRE(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	REQUIRE(ev != NULL, "no event");
+	pthread_create(&t, NULL, destroy_it, id);
+	usleep(100 * 1000); /* not a threshold: a destroy that did not wait may be seen */
+	CHECK(!atomic_load(&destroyed), "rdma_destroy_id returned with an event not acked");
+	rdma_ack_cm_event(ev);
+	pthread_join(t, NULL);
+	CHECK(atomic_load(&destroyed), "rdma_destroy_id did not return after the ack");
+	rdma_destroy_event_channel(ch);
+}
+
+static void *wait_for_event(void *ch)
+{
+	struct rdma_cm_event *ev;
+	(void)rdma_get_cm_event(ch, &ev); /* blocks for good, as in rdma-core */
+	return NULL;
+}
+
+/* rping's CM thread waits in rdma_get_cm_event while its main thread
+ * destroys the channel and returns from main: the waiter must neither
+ * wake nor touch freed memory (the sanitizers watch). */
+static void test_destroy_channel_with_waiter(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	pthread_t t;
+
+	current = "destroy a channel with a waiter";
+	REQUIRE(ch != NULL, "rdma_create_event_channel: %s", strerror(errno));
+	struct cma_chan *c = to_cchan(ch);
+	pthread_create(&t, NULL, wait_for_event, ch);
+	for (;;) { /* until the thread is in rdma_get_cm_event */
+		pthread_mutex_lock(&cma_mu);
+		int w = c->users;
+		pthread_mutex_unlock(&cma_mu);
+		if (w == 1)
+			break;
+		usleep(1000);
+	}
+	rdma_destroy_event_channel(ch);
+	/* A connection on another channel: the device's socket is busy, and
+	 * nothing of it may reach the destroyed channel's waiter. */
+	struct rdma_event_channel *other = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	REQUIRE(other != NULL && rdma_create_id(other, &id, NULL, RDMA_PS_TCP) == 0, "id: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(7471);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	struct rdma_cm_event *ev = expect(other, RDMA_CM_EVENT_ADDR_RESOLVED);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(other);
+	pthread_detach(t); /* it stays blocked until the process ends */
+}
+
+/* rdma_server and rdma_client's way: synchronous ids. */
+struct sync_server {
+	struct rdma_cm_id *listen;
+	int ok;
+};
+
+static void *serve_one(void *p)
+{
+	struct sync_server *sv = p;
+	struct rdma_cm_id *id;
+	char buf[16] = "";
+
+	if (rdma_get_request(sv->listen, &id) != 0)
+		return NULL;
+	struct ibv_mr *mr = rdma_reg_msgs(id, buf, sizeof buf);
+	if (mr && rdma_post_recv(id, NULL, buf, sizeof buf, mr) == 0 && rdma_accept(id, NULL) == 0) {
+		struct ibv_wc wc;
+		sv->ok = rdma_get_recv_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(buf, "sync") == 0;
+		rdma_disconnect(id);
+	}
+	if (mr)
+		rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	return NULL;
+}
+
+static void test_sync(void)
+{
+	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP }, *res;
+	struct ibv_qp_init_attr attr = { .sq_sig_all = 1 };
+	struct sync_server sv = { 0 };
+	pthread_t t;
+
+	current = "synchronous";
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	REQUIRE(rdma_getaddrinfo("127.0.0.1", "0", &hints, &res) == 0, "rdma_getaddrinfo: %s", strerror(errno));
+	CHECK(res->ai_src_addr != NULL && res->ai_dst_addr == NULL && res->ai_qp_type == IBV_QPT_RC,
+	      "a passive address: src %p dst %p", (void *)res->ai_src_addr, (void *)res->ai_dst_addr);
+	REQUIRE(rdma_create_ep(&sv.listen, res, NULL, &attr) == 0, "rdma_create_ep: %s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	REQUIRE(rdma_listen(sv.listen, 0) == 0, "rdma_listen: %s", strerror(errno));
+	char port[8];
+	snprintf(port, sizeof port, "%u", ntohs(rdma_get_src_port(sv.listen)));
+	pthread_create(&t, NULL, serve_one, &sv);
+
+	struct rdma_addrinfo chints = { .ai_port_space = RDMA_PS_TCP };
+	struct rdma_cm_id *id;
+	REQUIRE(rdma_getaddrinfo("127.0.0.1", port, &chints, &res) == 0, "rdma_getaddrinfo: %s", strerror(errno));
+	int r = rdma_create_ep(&id, res, NULL, &attr);
+	rdma_freeaddrinfo(res);
+	REQUIRE(r == 0, "rdma_create_ep: %s", strerror(errno));
+	char buf[16] = "sync";
+	struct ibv_mr *mr = rdma_reg_msgs(id, buf, sizeof buf);
+	CHECK(mr != NULL, "rdma_reg_msgs: %s", strerror(errno));
+	CHECK(rdma_connect(id, NULL) == 0, "a synchronous rdma_connect: %s", strerror(errno));
+	CHECK(id->event != NULL && id->event->event == RDMA_CM_EVENT_ESTABLISHED, "the id's event after connect");
+	struct ibv_wc wc;
+	CHECK(rdma_post_send(id, NULL, buf, 5, mr, 0) == 0 && rdma_get_send_comp(id, &wc) == 1 &&
+		      wc.status == IBV_WC_SUCCESS,
+	      "send: status %d", wc.status);
+	pthread_join(t, NULL);
+	CHECK(sv.ok, "the server did not receive the message");
+	rdma_disconnect(id);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(sv.listen);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argv;
+	if (argc > 1) {
+		fprintf(stderr, "usage: rdmacm_test\n");
+		return 2;
+	}
+	alarm(120); /* a hang guard */
+	test_channel();
+	test_misuse();
+	test_connect();
+	test_reject();
+	test_destroy_waits_for_acks();
+	test_sync();
+	test_destroy_channel_with_waiter();
+	if (failures) {
+		fprintf(stderr, "rdmacm_test: %d failures\n", failures);
+		return 1;
+	}
+	printf("rdmacm_test: ok\n");
+	return 0;
+}

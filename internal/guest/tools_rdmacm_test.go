@@ -1,0 +1,220 @@
+package guest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Debian's rdma_cm programs (rdmacm-utils), unmodified, on vrdma adapters
+// through the drop-in librdmacm.so.1 and libibverbs.so.1, on one host: the
+// address 127.0.0.1 is the first adapter, as rdma_cm binds loopback.
+
+// rdmacmUtils provides rping, ucmatose, udaddy, rdma_server and rdma_client.
+const rdmacmUtils = "rdmacm-utils"
+
+// startCMServer starts an rdma_cm server. It listens through the daemon,
+// not on a TCP port: the library says so on stderr (VRDMA_DEBUG), and
+// startCMServer waits for that line. (A client that connects too early is
+// rejected, and one of several connections rejected fails a whole
+// ucmatose run, its server's included.)
+func (h *toolHost) startCMServer(t *testing.T, program string, args ...string) *toolProc {
+	t.Helper()
+	p := h.start(t, "", program, args...)
+	if h.quiet {
+		return p // no debug lines: runCMClient's retries cover it
+	}
+	deadline := time.Now().Add(listenTimeout)
+	for !strings.Contains(p.out.String(), "rdma_cm: listening on port") {
+		select {
+		case <-p.done:
+			t.Fatalf("%s ended (%v) before listening; it printed:\n%s", strings.Join(p.cmd.Args, " "), p.err, p.out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen after %v; it printed:\n%s", strings.Join(p.cmd.Args, " "), listenTimeout, p.out.String())
+		}
+	}
+	return p
+}
+
+// runCMClient runs an rdma_cm client against srv until it is not refused
+// for want of a listener (rejected reports that from its output): the
+// server may not be listening yet. The test fails if the client fails
+// otherwise, or if the server ends first.
+func (h *toolHost) runCMClient(t *testing.T, srv *toolProc, rejected func(out string) bool, program string, args ...string) string {
+	t.Helper()
+	for {
+		p := h.start(t, "", program, args...)
+		<-p.done
+		out := p.out.String()
+		if p.err == nil {
+			return out
+		}
+		if !rejected(out) {
+			t.Fatalf("%s failed (%v); it printed:\n%s", strings.Join(p.cmd.Args, " "), p.err, out)
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("%s ended (%v) before its client connected; it printed:\n%s", strings.Join(srv.cmd.Args, " "), srv.err, srv.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// refusedNoListener reports whether an rdma_cm client's output says the
+// connection was rejected (nobody listens yet).
+func refusedNoListener(out string) bool {
+	return strings.Contains(out, "RDMA_CM_EVENT_REJECTED") || strings.Contains(out, "Connection refused")
+}
+
+// checkRpingData checks rping -v's lines: count pings, each the rotating
+// pattern rping writes ("rdma-ping-N: ", then the characters 'A' to 'z'
+// over and over, starting N characters in), as the server read it by RDMA
+// READ and the client by RDMA WRITE.
+func checkRpingData(t *testing.T, who, out string, count int) {
+	t.Helper()
+	var got []string
+	for line := range strings.Lines(out) {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "server ") // the server's lines say whose they are
+		if s, ok := strings.CutPrefix(line, "ping data: "); ok {
+			got = append(got, s)
+		}
+	}
+	if len(got) != count {
+		t.Fatalf("%s printed %d pings, want %d:\n%s", who, len(got), count, out)
+	}
+	var alphabet []byte
+	for c := byte('A'); c <= 'z'; c++ {
+		alphabet = append(alphabet, c)
+	}
+	for i, s := range got {
+		prefix := fmt.Sprintf("rdma-ping-%d: ", i)
+		body, ok := strings.CutPrefix(s, prefix)
+		if !ok || len(body) == 0 {
+			t.Fatalf("%s: ping %d is %q, want it to start with %q", who, i, s, prefix)
+		}
+		for j := 0; j < len(body); j++ {
+			if want := alphabet[(i+j)%len(alphabet)]; body[j] != want {
+				t.Fatalf("%s: ping %d is %q: byte %d is %q, want %q (the data did not arrive intact)", who, i, s, j, body[j], want)
+			}
+		}
+	}
+}
+
+func TestToolRping(t *testing.T) {
+	requireTool(t, "rping", rdmacmUtils)
+	h := newToolHost(t)
+	const count = 10
+	port := strconv.Itoa(freePort(t))
+	srv := h.startCMServer(t, "rping", "-s", "-a", "127.0.0.1", "-p", port, "-v", "-C", strconv.Itoa(count))
+	out := h.runCMClient(t, srv, refusedNoListener, "rping", "-c", "-a", "127.0.0.1", "-p", port, "-v", "-C", strconv.Itoa(count))
+	checkRpingData(t, "rping client", out, count)
+	checkRpingData(t, "rping server", srv.wait(t), count)
+}
+
+func TestToolUcmatose(t *testing.T) {
+	requireTool(t, "ucmatose", rdmacmUtils)
+	h := newToolHost(t)
+	port := strconv.Itoa(freePort(t))
+	// Two connections, ten messages each way on each.
+	srv := h.startCMServer(t, "ucmatose", "-b", "127.0.0.1", "-p", port, "-c", "2", "-C", "10")
+	out := h.runCMClient(t, srv, refusedNoListener, "ucmatose", "-s", "127.0.0.1", "-p", port, "-c", "2", "-C", "10")
+	sout := srv.wait(t)
+	for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+		if !strings.Contains(o.out, "test complete") || !strings.Contains(o.out, "return status 0") {
+			t.Errorf("ucmatose %s did not complete; it printed:\n%s", o.who, o.out)
+		}
+	}
+}
+
+// TestToolRdmaServerClient runs rdma_server and rdma_client (synchronous
+// ids: rdma_getaddrinfo, rdma_create_ep, rdma_get_request, the rdma_verbs.h
+// helpers), and rdma_xserver and rdma_xclient (their RC mode).
+func TestToolRdmaServerClient(t *testing.T) {
+	h := newToolHost(t)
+	for _, pair := range [][2]string{{"rdma_server", "rdma_client"}, {"rdma_xserver", "rdma_xclient"}} {
+		t.Run(pair[0], func(t *testing.T) {
+			requireTool(t, pair[0], rdmacmUtils)
+			requireTool(t, pair[1], rdmacmUtils)
+			port := strconv.Itoa(freePort(t))
+			srv := h.startCMServer(t, pair[0], "-p", port)
+			out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, pair[1], "-s", "127.0.0.1", "-p", port)
+			sout := srv.wait(t)
+			for _, o := range []struct{ who, out string }{{pair[1], out}, {pair[0], sout}} {
+				if !strings.Contains(o.out, "end 0") {
+					t.Errorf("%s did not succeed; it printed:\n%s", o.who, o.out)
+				}
+			}
+		})
+	}
+}
+
+// TestToolUdaddy needs the daemon to answer a UD connect with SIDR: until
+// it does, rdma_connect fails and the test skips saying so.
+func TestToolUdaddy(t *testing.T) {
+	requireTool(t, "udaddy", rdmacmUtils)
+	h := newToolHost(t)
+	// udaddy's port is fixed (7174); the port space is the test daemon's own.
+	srv := h.startCMServer(t, "udaddy", "-b", "127.0.0.1", "-c", "2", "-C", "10")
+	cli := h.start(t, "", "udaddy", "-s", "127.0.0.1", "-c", "2", "-C", "10")
+	<-cli.done
+	out := cli.out.String()
+	if cli.err != nil {
+		if strings.Contains(out, "failure connecting") { // rdma_connect on the UD QP failed
+			t.Skipf("the daemon does not answer a UD connect (SIDR) yet: udaddy's client printed:\n%s", out)
+		}
+		t.Fatalf("udaddy client failed (%v); it printed:\n%s", cli.err, out)
+	}
+	sout := srv.wait(t)
+	for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+		if !strings.Contains(o.out, "test complete") || !strings.Contains(o.out, "return status 0") {
+			t.Errorf("udaddy %s did not complete; it printed:\n%s", o.who, o.out)
+		}
+	}
+}
+
+func TestToolQperfCM(t *testing.T) {
+	requireTool(t, "qperf", "qperf")
+	h := newToolHost(t)
+	for _, tt := range []struct{ test, result string }{{"rc_bw", "bw"}, {"rc_lat", "latency"}} {
+		t.Run(tt.test, func(t *testing.T) {
+			port := freePort(t)
+			lp := strconv.Itoa(port)
+			h.startServer(t, "", port, "qperf", "-lp", lp)
+			// -cm1: the connection through rdma_cm, not qperf's own exchange.
+			out := h.run(t, "", "qperf", "-lp", lp, "-cm1", "-t", "1", "127.0.0.1", tt.test)
+			v, ok := qperfResults(out)[tt.result]
+			if !ok {
+				t.Fatalf("qperf -cm1 %s reports no %s; it printed:\n%s", tt.test, tt.result, out)
+			}
+			if n := number(t, tt.test+" "+tt.result, v); n <= 0 {
+				t.Errorf("qperf -cm1 %s: %s = %s, want a positive number; it printed:\n%s", tt.test, tt.result, v, out)
+			}
+		})
+	}
+}
+
+func TestToolPerftestRDMACM(t *testing.T) {
+	for _, p := range []string{"ib_write_bw", "ib_send_lat"} {
+		requireTool(t, p, "perftest")
+	}
+	h := newToolHost(t)
+	h.quiet = true // the library's debug lines on stderr would cut perftest's report rows on the shared pipe
+	for _, program := range []string{"ib_write_bw", "ib_send_lat"} {
+		t.Run(program, func(t *testing.T) {
+			// -R: the connection through rdma_cm; the server still takes
+			// its client's parameters on the TCP port -p.
+			port := freePort(t)
+			args := []string{"-R", "-d", "vrdma0", "-x", "0", "-p", strconv.Itoa(port), "-n", strconv.Itoa(perftestIters), "-F"}
+			srv := h.start(t, "", program, args...)
+			out := h.runCMClient(t, srv, func(out string) bool {
+				return strings.Contains(out, "REJECTED") || strings.Contains(out, "Unable to perform rdma_client function")
+			}, program, append(args, "127.0.0.1")...)
+			srv.wait(t)
+			checkPerftest(t, program, out)
+		})
+	}
+}
