@@ -246,12 +246,13 @@ func cmMADs(path string) (seen, malformed []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("tshark: %v\n%s", err, out)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	// Lines end in a tab when the last field is empty: trim only newlines.
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(l, "\t")
-		if len(f) < 4 {
+		if len(f) < 3 {
 			continue
 		}
-		if f[3] != "" {
+		if len(f) > 3 && f[3] != "" {
 			malformed = append(malformed, l)
 		}
 		seen = append(seen, fmt.Sprintf("%s %s>%s", cmNames[f[2]], f[0], f[1]))
