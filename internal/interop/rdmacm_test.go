@@ -19,7 +19,9 @@ import (
 // ends: on vrdma in the namespace, through the drop-in libibverbs and
 // librdmacm, and on the kernel's rdma_cm over rdma_rxe in guest A, each end
 // as server and as client: rping (its ten pings checked on both sides) and
-// perftest's ib_write_bw -R. The rping runs are captured on the bridge and
+// perftest's ib_write_bw -R, then ucmatose (two RC connections) and
+// udaddy (two UD ones, resolved with SIDR), their ten messages each way
+// checked on both sides. The rping runs are captured on the bridge and
 // tshark must find the CM exchange (REQ, REP, RTU, DREQ, DREP) between the
 // two addresses, each MAD decoded.
 func TestRdmaCMToolsWithRxe(t *testing.T) {
@@ -98,6 +100,32 @@ func TestRdmaCMToolsWithRxe(t *testing.T) {
 				}
 			}
 		})
+	}
+	for _, tool := range []struct {
+		name string
+		port []string // udaddy's port is fixed (7174); its -p is the port space
+	}{{"ucmatose", []string{"-p", "7471"}}, {"udaddy", nil}} {
+		for _, guestServer := range []bool{true, false} {
+			t.Run(tool.name+", "+roleName(guestServer), func(t *testing.T) {
+				guesttest.RequirePrograms(t, tool.name)
+				server := GuestIP("A")
+				if !guestServer {
+					server = HostIP
+				}
+				common := append([]string{"-c", "2", "-C", "10"}, tool.port...)
+				srvArgs := append([]string{"-b", server.String()}, common...)
+				cliArgs := append([]string{"-s", server.String()}, common...)
+				r := runCMWithGuest(t, g, prog, guestServer, tool.name, srvArgs, cliArgs)
+				for _, side := range r.sides() {
+					if side.failed {
+						continue
+					}
+					if !strings.Contains(side.out, "test complete") || !strings.Contains(side.out, "return status 0") {
+						t.Errorf("%s: %s did not complete; it printed:\n%s", side.who, tool.name, side.out)
+					}
+				}
+			})
+		}
 	}
 }
 
