@@ -139,7 +139,7 @@ func TestRdmaCMToolsWithRxe(t *testing.T) {
 // accepted one of its connections is not started again alone: the server
 // has moved on (perftest's listens again on the same port, for its data
 // connection) and a new client would meet it mid-protocol. The pair is
-// started again instead, at most 8 times. perftest -R needs that: its
+// started again instead, at most 12 times. perftest -R needs that: its
 // server listens for the data connection only after a handshake that
 // releases the client at the same moment, and our client, at the host's
 // speed, can send its REQ before the emulated guest listens; the kernel
@@ -158,7 +158,7 @@ func runCMWithGuest(t *testing.T, g *Guests, prog guesttest.Program, guestServer
 		return fmt.Sprintf(`i=0; while :; do out=$(%s 2>&1); rc=$?; [ $rc -eq 0 ] && break; i=$((i+1)); [ $i -ge 30 ] && break; sleep 0.3; done; printf '%%s\n' "$out"; exit $rc`, cmd)
 	}
 	if guestServer {
-		const pairs = 8
+		const pairs = 12
 		for pair := 1; ; pair++ {
 			id, pidFile := spawnServer(t, g, name+" "+strings.Join(srvArgs, " "))
 			for attempt := 0; ; attempt++ {
