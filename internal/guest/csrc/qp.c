@@ -413,6 +413,32 @@ VRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 	return 0;
 }
 
+int vrdma_grh_addrs(const struct ibv_grh *grh, union ibv_gid *from, union ibv_gid *to, uint32_t *flow_label,
+		    uint8_t *tclass)
+{
+	uint32_t flow = ntohl(grh->version_tclass_flow);
+	const uint8_t *ip4 = (const uint8_t *)grh + 20;
+	if (flow >> 28 == 6) {
+		*from = grh->sgid;
+		*to = grh->dgid;
+		*flow_label = flow & 0xfffff;
+		*tclass = (uint8_t)(flow >> 20);
+		return 0;
+	}
+	if (ip4[0] != 0x45) {
+		errno = EPROTONOSUPPORT; /* neither an IPv6 nor an IPv4 header */
+		return -1;
+	}
+	memset(from, 0, sizeof *from);
+	memset(to, 0, sizeof *to);
+	from->raw[10] = from->raw[11] = to->raw[10] = to->raw[11] = 0xff;
+	memcpy(&from->raw[12], ip4 + 12, 4);
+	memcpy(&to->raw[12], ip4 + 16, 4);
+	*flow_label = 0;
+	*tclass = ip4[1];
+	return 0;
+}
+
 VRDMA_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
 				     struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
 {
@@ -426,17 +452,16 @@ VRDMA_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_n
 		return -1;
 	}
 	ah_attr->is_global = 1;
-	ah_attr->grh.dgid = grh->sgid;
-	uint32_t flow = ntohl(grh->version_tclass_flow);
-	ah_attr->grh.flow_label = flow & 0xfffff;
-	ah_attr->grh.traffic_class = (uint8_t)(flow >> 20);
 	ah_attr->grh.hop_limit = 0xff;
+	union ibv_gid to; /* the address the sender used: one of ours */
+	if (vrdma_grh_addrs(grh, &ah_attr->grh.dgid, &to, &ah_attr->grh.flow_label, &ah_attr->grh.traffic_class))
+		return -1;
 	/* The source GID index: the entry of our table the sender addressed. */
 	for (int i = 0; i < VRDMA_MAX_GIDS; i++) {
 		union ibv_gid g;
 		if (ibv_query_gid(context, port_num, i, &g))
 			break;
-		if (memcmp(g.raw, grh->dgid.raw, 16) == 0) {
+		if (memcmp(g.raw, to.raw, 16) == 0) {
 			ah_attr->grh.sgid_index = (uint8_t)i;
 			return 0;
 		}

@@ -205,6 +205,13 @@ int vrdma_take_region(struct vrdma_context *ctx, int rc, int *fds, int nfds, siz
 		      uint16_t destroy_op, uint32_t handle);
 int vrdma_ring_from(const struct vj_doc *doc, int tok, size_t size, struct vrdma_ring *r);
 
+/* vrdma_grh_addrs reads the GRH area of a UD receive: an IPv6 header, or
+ * (RoCEv2 over IPv4, as rxe and the NICs fill it) an IPv4 header in its
+ * last 20 bytes; the addresses as GIDs (IPv4-mapped for IPv4). -1 with
+ * errno EPROTONOSUPPORT if it holds neither. */
+int vrdma_grh_addrs(const struct ibv_grh *grh, union ibv_gid *from, union ibv_gid *to, uint32_t *flow_label,
+		    uint8_t *tclass);
+
 /* vrdma_live counts the context's objects; the last one destroyed after
  * ibv_close_device frees the context. */
 void vrdma_live(struct vrdma_context *ctx, int delta);

@@ -115,7 +115,10 @@ int cma_qp_connect(struct cma_id *c)
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = p->mtu ? (enum ibv_mtu)p->mtu : (enum ibv_mtu)c->dev->active_mtu;
 	a.dest_qp_num = p->qpn;
-	a.rq_psn = p->psn;
+	/* IBTA's CM (and Linux's rdma_cm): the Starting PSN a side sends in
+	 * its REQ or REP is the first it expects to receive; it sends from
+	 * the peer's. */
+	a.rq_psn = c->psn;
 	a.max_dest_rd_atomic = c->rd_atomic;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
@@ -131,7 +134,7 @@ int cma_qp_connect(struct cma_id *c)
 		return r;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = c->psn;
+	a.sq_psn = p->psn;
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;

@@ -955,6 +955,57 @@ out:
 
 /* ---- bad work requests ---- */
 
+/* ibv_init_ah_from_wc reads the GRH area of a UD receive in both layouts
+ * RoCEv2 gives it: an IPv6 header, or (rxe's and the NICs' IPv4 packets)
+ * an IPv4 header in its last 20 bytes, the first 20 zero. */
+static void test_ah_from_wc(void)
+{
+	struct ibv_wc wc = {.wc_flags = IBV_WC_GRH};
+	struct ibv_grh grh;
+	struct ibv_ah_attr a;
+	union ibv_gid peer = {.raw = {0xfe, 0x80, [8] = 0x02, [15] = 0x42}};
+
+	memset(&grh, 0, sizeof grh);
+	grh.version_tclass_flow = htobe32(6u << 28 | 0x12u << 20 | 0x345);
+	grh.sgid = peer;
+	grh.dgid = gid0;
+	REQUIRE(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a) == 0, "IPv6 layout: %s", strerror(errno));
+	CHECK(a.is_global && memcmp(&a.grh.dgid, &peer, sizeof peer) == 0, "IPv6 layout: the AH's dgid is not the sender's GID");
+	CHECK(a.grh.sgid_index == 0, "IPv6 layout: sgid_index %u, want 0 (the GID addressed)", a.grh.sgid_index);
+	CHECK(a.grh.flow_label == 0x345 && a.grh.traffic_class == 0x12, "IPv6 layout: flow label %#x, class %#x",
+	      a.grh.flow_label, a.grh.traffic_class);
+
+	/* An IPv4 packet (the test's device has no IPv4 address: the GRH's
+	 * reading is checked, then that it names no GID of ours). */
+	uint8_t *ip = (uint8_t *)&grh + 20;
+	memset(&grh, 0, sizeof grh);
+	ip[0] = 0x45; /* version 4, 5 words */
+	ip[1] = 0x08; /* DSCP/ECN */
+	ip[8] = 64;   /* TTL */
+	ip[9] = 17;   /* UDP */
+	static const uint8_t src4[4] = {10, 47, 91, 1}, dst4[4] = {10, 47, 91, 254};
+	memcpy(ip + 12, src4, 4);
+	memcpy(ip + 16, dst4, 4);
+	union ibv_gid from, to;
+	uint32_t flow = 1;
+	uint8_t tclass = 0;
+	REQUIRE(vrdma_grh_addrs(&grh, &from, &to, &flow, &tclass) == 0, "IPv4 layout: %s", strerror(errno));
+	static const uint8_t want_from[16] = {[10] = 0xff, [11] = 0xff, 10, 47, 91, 1};
+	static const uint8_t want_to[16] = {[10] = 0xff, [11] = 0xff, 10, 47, 91, 254};
+	CHECK(memcmp(from.raw, want_from, 16) == 0, "IPv4 layout: the sender is not ::ffff:10.47.91.1");
+	CHECK(memcmp(to.raw, want_to, 16) == 0, "IPv4 layout: the address is not ::ffff:10.47.91.254");
+	CHECK(flow == 0 && tclass == 0x08, "IPv4 layout: flow label %#x, class %#x, want 0 and the TOS byte", flow,
+	      tclass);
+	errno = 0;
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a) == -1 && errno == ENOENT,
+	      "IPv4 layout to an address not ours: errno %d, want ENOENT", errno);
+
+	memset(&grh, 0, sizeof grh);
+	errno = 0;
+	CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &a) == -1 && errno == EPROTONOSUPPORT,
+	      "neither layout: errno %d, want EPROTONOSUPPORT", errno);
+}
+
 static void test_post_send_states(void)
 {
 	struct pair p;
@@ -1782,6 +1833,7 @@ static const struct {
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
 	{"lid_without_grh", test_lid_without_grh},
+	{"ah_from_wc", test_ah_from_wc},
 	{"reg_mr_memlock_refused", test_reg_mr_memlock_refused},
 	{"post_send_states", test_post_send_states},
 	{"too_many_sges", test_too_many_sges},
