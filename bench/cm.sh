@@ -206,7 +206,7 @@ for k in sorted(rows):
 print()
 print("Sources: vrdma-cm is the Go API (Dial to RTS on a QP created before the clock; cycles/s include the QP's creation, the")
 print("disconnection and the QP's destruction); vrdma-cmtime is rdma_cm's cmtime, unmodified, under `vrdma run`; tcp is TCP")
-print("connect on the same veth (cycles: connect + close); kernel-rxe is cmtime between two QEMU guests (TCG) on rdma_rxe,")
+print("connect on the same veth (cycles: connect + close, closed with a reset so that TIME_WAIT does not exhaust the ports); kernel-rxe is cmtime between two QEMU guests (TCG) on rdma_rxe,")
 print("whose CPU is emulated: a ceiling on the kernel's cost here, not its speed on this host. The vanished peer is a")
 print("connected process killed with SIGKILL: its daemon (or, for TCP, its kernel) ends the connection for it.")
 if gnote:
