@@ -72,14 +72,7 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sp := m.session(s)
-	if err := checkClientID(req.ID, sp.conns[req.ID] != nil); err != nil {
-		return none, err
-	}
-	if len(sp.conns) >= maxConns {
-		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(sp.conns))
-	}
-	if err := s.Charge(Connections); err != nil {
+	if err := m.chargeDial(s, req.ID); err != nil {
 		return none, err
 	}
 	if overMADs {
@@ -93,17 +86,37 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	a := s.Adapter()
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),
 		qpHandle: req.QP, qp: q, keepQP: req.KeepQP, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
-	c.sgidIndex, c.localGID = sourceGID(a, dst)
-	c.localPort, _ = m.nextEphemeral()
-	c.tid = m.rng.Uint64()
-	c.peerTimeout, c.packetLife, c.maxRetries = m.respTimeout, m.packetLife, m.maxRetry
-	m.add(c, req.ID)
-	m.arm(c, c.timeout)
+	m.startDial(c, a, req.ID)
 	rd := min(req.RdAtomic, engine.MaxRdAtomic)
 	m.sendConn(c, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
 		ResponderResources: rd, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
 		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
+}
+
+// chargeDial admits a dial of s under the library's id: a new id, within
+// the connections a session may have, charged to its quota; m.mu is held.
+func (m *Manager) chargeDial(s Session, id uint32) error {
+	sp := m.session(s)
+	if err := checkClientID(id, sp.conns[id] != nil); err != nil {
+		return err
+	}
+	if len(sp.conns) >= maxConns {
+		return proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(sp.conns))
+	}
+	return s.Charge(Connections)
+}
+
+// startDial gives the requester's connection c (to c.remoteGID, from
+// adapter a) its source GID, port, transaction ID and CM timeouts, and
+// registers it under the library's id, its timer armed; m.mu is held.
+func (m *Manager) startDial(c *connection, a *engine.Adapter, id uint32) {
+	c.sgidIndex, c.localGID = sourceGID(a, c.remoteGID)
+	c.localPort, _ = m.nextEphemeral()
+	c.tid = m.rng.Uint64()
+	c.peerTimeout, c.packetLife, c.maxRetries = m.respTimeout, m.packetLife, m.maxRetry
+	m.add(c, id)
+	m.arm(c, c.timeout)
 }
 
 // connOf finds the connection a command names; m.mu is held.

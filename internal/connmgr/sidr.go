@@ -52,14 +52,7 @@ func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (pr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sp := m.session(s)
-	if err := checkClientID(req.ID, sp.conns[req.ID] != nil); err != nil {
-		return none, err
-	}
-	if len(sp.conns) >= maxConns {
-		return none, proto.Errorf(proto.CodeLimit, "this process has %d connections, the most it may: disconnect some first", len(sp.conns))
-	}
-	if err := s.Charge(Connections); err != nil {
+	if err := m.chargeDial(s, req.ID); err != nil {
 		return none, err
 	}
 	p := m.local
@@ -68,12 +61,7 @@ func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (pr
 	}
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(abi.QPTypeUD),
 		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port}
-	c.sgidIndex, c.localGID = sourceGID(a, dst)
-	c.localPort, _ = m.nextEphemeral()
-	c.tid = m.rng.Uint64()
-	c.peerTimeout, c.packetLife, c.maxRetries = m.respTimeout, m.packetLife, m.maxRetry
-	m.add(c, req.ID)
-	m.arm(c, c.timeout)
+	m.startDial(c, a, req.ID)
 	m.sendConn(c, &sidrReq{RequestID: c.id, SrcPort: c.localPort, DstPort: req.Port, SrcGID: c.localGID, DstGID: dst,
 		PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
