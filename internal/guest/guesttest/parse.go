@@ -88,7 +88,7 @@ func ParsePerftest(out string) ([]Perftest, error) {
 			}
 			nums := make([]float64, want)
 			for k := range nums {
-				x, err := strconv.ParseFloat(v[k], 64)
+				x, err := perfNumber(v[k])
 				if err != nil {
 					return nil, fmt.Errorf("perftest result row %q: field %d: %w", row, k+1, err)
 				}
@@ -109,4 +109,15 @@ func ParsePerftest(out string) ([]Perftest, error) {
 		return nil, fmt.Errorf("no result table (\"#bytes #iterations ...\" and a row) in perftest's output:\n%s", out)
 	}
 	return rows, nil
+}
+
+// perfNumber parses one field of a perftest result row. perftest prints
+// what C's printf makes of its arithmetic: "inf", "nan" or "-nan" when
+// its cycle counter gave it nothing to divide by (as in an emulated
+// guest), which strconv reads but for the sign of a NaN.
+func perfNumber(f string) (float64, error) {
+	if strings.EqualFold(f, "-nan") {
+		f = f[1:]
+	}
+	return strconv.ParseFloat(f, 64)
 }

@@ -1,6 +1,7 @@
 package guesttest
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,6 +78,12 @@ func TestParsePerftest(t *testing.T) {
 		"---------------------------------------------------------------------------------------\n"
 	if rows, err := ParsePerftest(all); err != nil || len(rows) != 2 || rows[1].Bytes != 4 || rows[1].AvgMBps != 2.8 {
 		t.Errorf("ParsePerftest(two sizes) = %+v, %v", rows, err)
+	}
+	// An emulated guest's perftest may divide by a zero cycle count.
+	nan := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" +
+		" 64      20          inf            inf          inf      \t       inf         \t-nan   \t\tinf     \t\tinf    \n"
+	if rows, err := ParsePerftest(nan); err != nil || len(rows) != 1 || rows[0].Iterations != 20 || !math.IsInf(rows[0].AvgUsec, 1) || !math.IsNaN(rows[0].StdevUsec) {
+		t.Errorf("ParsePerftest(inf and -nan) = %+v, %v", rows, err)
 	}
 	for name, bad := range map[string]string{
 		"no table":    readTestdata(t, "ib_read_lat.server.txt"),
