@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/interop"
 	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // toolHost is one namespace host of the two, with its daemon, its default
@@ -434,7 +434,7 @@ func runQperfCM(t *testing.T, a, b *toolHost) {
 	guesttest.RequirePrograms(t, "qperf")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var sout syncBuffer
+	var sout proctest.Buffer
 	server := a.prog.Command(ctx, "qperf", "-lp", fmt.Sprint(qperfPort))
 	server.Stdout, server.Stderr = &sout, &sout
 	server.WaitDelay = 5 * time.Second
@@ -514,7 +514,7 @@ func runCMPairOnce(t *testing.T, a, b *toolHost, name string, serverArgs, client
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var sout syncBuffer
+	var sout proctest.Buffer
 	sp := a.prog
 	sp.Env = append(append([]string(nil), sp.Env...), "VRDMA_DEBUG=1")
 	srv := sp.Command(ctx, name, serverArgs...)
@@ -563,22 +563,4 @@ func runCMPairOnce(t *testing.T, a, b *toolHost, name string, serverArgs, client
 		return "", "", fmt.Errorf("%s server on a: %v\n%s\nclient:\n%s", name, err, sout.String(), client)
 	}
 	return sout.String(), client, nil
-}
-
-// syncBuffer is a strings.Builder that may be read while a program writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // The end-to-end tests of tools_*_test.go run Debian's unmodified verbs
@@ -149,28 +150,9 @@ func (h *toolHost) env(instance string) []string {
 // what it forks (qperf's server forks per client) is killed with it.
 type toolProc struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer // stdout and stderr
+	out  proctest.Buffer // stdout and stderr
 	done chan struct{}
 	err  error // how it ended, once done is closed
-}
-
-// lockedBuffer is a bytes.Buffer that may be read while the program writes
-// it (an rdma_cm server's "listening" line).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs program with args on instance in the background, killed after

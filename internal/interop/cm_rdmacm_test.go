@@ -176,22 +176,7 @@ func TestCMWithRxe(t *testing.T) {
 // ends.
 func udQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
 	t.Helper()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pd.Dealloc() })
-	cq, err := dev.CreateCQ(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cq.Destroy() })
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.UD, SendCQ: cq, RecvCQ: cq,
-		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = qp.Destroy() })
+	qp := newQP(t, dev, vrdma.UD)
 	o := vrdma.DefaultConnectOptions()
 	o.QKey = 0x01234567
 	if err := qp.Connect(vrdma.Endpoint{}, &o); err != nil {
@@ -201,7 +186,11 @@ func udQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
 }
 
 // rcQP is an RC QP of dev's, with its CQs, until the test ends.
-func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
+func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP { return newQP(t, dev, vrdma.RC) }
+
+// newQP is a QP of dev's of type typ in RESET, with its PD and CQ, until
+// the test ends.
+func newQP(t *testing.T, dev *vrdma.Device, typ vrdma.QPType) *vrdma.QP {
 	t.Helper()
 	pd, err := dev.AllocPD()
 	if err != nil {
@@ -213,7 +202,7 @@ func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cq.Destroy() })
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
 		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
