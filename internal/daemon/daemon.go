@@ -148,6 +148,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: listen on %s: %w (give --socket a path in a directory you may write)", cfg.SocketPath, err)
 	}
 	ln.SetUnlinkOnClose(true)
+	_ = proto.PassCredentials(ln) // inherited by what it accepts, from the first message on
 	if err := os.Chmod(cfg.SocketPath, cfg.SocketMode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("daemon: chmod socket: %w", err)

@@ -16,11 +16,13 @@ type Conn struct {
 	wmu sync.Mutex
 	buf []byte
 	oob []byte
+
+	sender Sender // of the message Recv returned last (sender.go)
 }
 
 // NewConn wraps a connected unixpacket socket.
 func NewConn(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMessage+1), oob: make([]byte, unix.CmsgSpace(4*MaxFDs))}
+	return &Conn{c: c, buf: make([]byte, MaxMessage+1), oob: make([]byte, unix.CmsgSpace(4*MaxFDs)+unix.CmsgSpace(unix.SizeofUcred))}
 }
 
 // Dial connects to the daemon socket at path.
@@ -64,8 +66,10 @@ func (c *Conn) Send(h Header, v any, fds ...int) error {
 func (c *Conn) Recv() (Header, []byte, []int, error) {
 	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
 	if err != nil {
+		c.sender = Sender{}
 		return Header{}, nil, nil, err
 	}
+	c.sender = parseSender(c.oob[:oobn])
 	var fds []int
 	if oobn > 0 {
 		fds = parseRights(c.oob[:oobn])
