@@ -141,7 +141,7 @@ func checkChain(dir string, final bool, role, asked, fix string) error {
 		case !info.IsDir():
 			return refuse("is not a directory (it changed while vrdma checked it)")
 		case !trustedOwner(ownerOf(info)):
-			return refuse(fmt.Sprintf("belongs to uid %d, neither you (uid %d) nor root, who can write in it", ownerOf(info), os.Geteuid()))
+			return refuse(fmt.Sprintf("belongs to neither you (uid %d) nor root", os.Geteuid()))
 		case mode.Perm()&0o022 != 0 && (mode&fs.ModeSticky == 0 || final && p == dir):
 			who := "others"
 			if mode.Perm()&0o002 == 0 {
