@@ -47,11 +47,11 @@ func mkdir(t *testing.T, dir string, mode uint32, uid int) {
 func TestSecureDir(t *testing.T) {
 	tests := []struct {
 		name  string
-		root  bool                           // needs root (chown)
+		root  bool                            // needs root (chown)
 		setup func(t *testing.T, base string) // makes what is under base
-		dir   string                         // asked for, under base
-		path  string                         // the directory at fault, under base; "" when accepted
-		why   string                         // what the refusal says
+		dir   string                          // asked for, under base
+		path  string                          // the directory at fault, under base; "" when accepted
+		why   string                          // what the refusal says
 	}{
 		{"own, made", false, func(*testing.T, string) {}, "a/b/cache", "", ""},
 		{"own 0755, there", false, func(t *testing.T, b string) { mkdir(t, b+"/cache", 0o755, -1) }, "cache", "", ""},
