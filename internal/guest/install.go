@@ -3,8 +3,10 @@ package guest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -23,8 +25,11 @@ const installFix = "install into a directory only you or root can write (e.g. on
 // it.
 func Install(libDir, dir string) error {
 	m, err := verifyBuild(libDir)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w (build the library first)", err)
+	}
+	if err != nil {
+		return err
 	}
 	if dir, err = secureDir(dir, 0o755, "the install directory", installFix); err != nil {
 		return err
