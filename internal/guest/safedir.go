@@ -108,10 +108,10 @@ func secureDir(dir string, perm fs.FileMode, role, fix string) (string, error) {
 				if errors.Is(err, fs.ErrExist) {
 					continue // made meanwhile: checked below like the rest
 				}
-				return "", fmt.Errorf("guest library: cannot create %s %s: %w", role, abs, err)
+				return "", fmt.Errorf("guest library: cannot create %s %s: %w (%s)", role, abs, err, fix)
 			}
 			if err := os.Chmod(p, perm); err != nil { // the umask took bits away
-				return "", fmt.Errorf("guest library: cannot create %s %s: %w", role, abs, err)
+				return "", fmt.Errorf("guest library: cannot create %s %s: %w (%s)", role, abs, err, fix)
 			}
 		}
 	}
