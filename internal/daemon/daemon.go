@@ -61,10 +61,6 @@ type Config struct {
 	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
 	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
 	CMPeerOwns    func(identity string, gid [16]byte) bool      // with CMAuthorize: does the host a CM connection is authorized as own this GID (a request's source)? nil = only this host's GIDs are refused as sources
-	// CMDialTCP sets up connections to other hosts over the TCP port
-	// (CMResolve's endpoints), the compatibility path with daemons that
-	// speak no CM MADs; false: IBTA CM MADs on QP1, as rdma_cm (cm.go).
-	CMDialTCP bool
 }
 
 // Daemon is a running host daemon.
