@@ -6,7 +6,6 @@ package vrdma_test
 // switch picks for the pair. Needs root; skipped otherwise.
 
 import (
-	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -39,9 +38,11 @@ func TestCMSwitchHosts(t *testing.T) {
 	a, b, c := hosts[0], hosts[1], hosts[2]
 	a.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", a.h.Iface)
 	b.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", b.h.Iface)
-	eventually(t, 60*time.Second, "a sees b by rdma and c by tcp", func() (bool, string) {
-		p := hostPaths(t, a)
-		return strings.HasPrefix(p["b"], "rdma:") && strings.HasPrefix(p["c"], "tcp:") && len(p) == 3, fmt.Sprint(p)
+	awaitPaths(t, 60*time.Second, hosts, func(from, to *switchHost) pathWant {
+		if from != c && to != c {
+			return pathWant{"rdma", ""}
+		}
+		return pathWant{"tcp", ""}
 	})
 	a1, b1, c1 := openOn(t, a, "a1"), openOn(t, b, "b1"), openOn(t, c, "c1")
 	for _, x := range []struct {

@@ -49,9 +49,13 @@ func (q *QP) Endpoint(gidIndex int) (Endpoint, error) {
 }
 
 // ConnectOptions are the attributes Connect sets; DefaultConnectOptions
-// gives values that suit most programs.
+// gives values that suit most programs, and a nil *ConnectOptions means
+// them. The zero value is not the default: its Access lets the peer do
+// nothing (its RDMA WRITEs, READs and atomics complete with
+// WCRemInvReqErr), its Timeout waits for ever and it never retries. Start
+// from DefaultConnectOptions and change what differs.
 type ConnectOptions struct {
-	Access      Access // what the remote side may do (RC/UC)
+	Access      Access // what the remote side may do (RC/UC); 0 allows no RDMA WRITE, READ or atomic
 	PathMTU     MTU    // 0: the port's active MTU
 	GIDIndex    uint8
 	Timeout     uint8 // 4.096 µs × 2^Timeout; 0 = wait for ever

@@ -10,18 +10,23 @@
 // through shared memory for work requests and completions, so posting and
 // polling are function calls that do not allocate.
 //
-//	dev, err := vrdma.Open("vrdma0")           // VRDMA_INSTANCE picks the instance
-//	pd, _ := dev.AllocPD()
-//	mr, _ := pd.AllocMR(1<<20, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite)
-//	cq, _ := dev.CreateCQ(256)
-//	qp, _ := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
-//		Cap: vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4}})
-//	_ = qp.Connect(remote, vrdma.ConnectOptions{}) // RESET -> INIT -> RTR -> RTS
-//	_ = qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-//		SGL: []vrdma.SGE{mr.SGE(0, 4096)}, RemoteAddr: raddr, RKey: rkey}})
-//	wc := make([]vrdma.WorkCompletion, 16)
-//	_ = cq.Wait(ctx)
-//	n, _ := cq.Poll(wc)
+// A program opens a device (Open; VRDMA_INSTANCE picks the instance),
+// allocates a protection domain, registers memory, creates completion
+// queues and queue pairs, connects its queue pairs to a peer's, posts work
+// requests and polls their completions. The package's examples do all of
+// it against a daemon they start, and `go test` runs them and checks what
+// they print (pkg.go.dev shows them; in a clone, example_test.go and
+// example_verbs_test.go):
+//
+//   - the package example: a server lends a region; a client connects with
+//     the connection manager ([Device.Listen], [Device.Dial]), learns the
+//     region's address and rkey from the server's reply, RDMA WRITEs into
+//     it and SENDs a message the server receives;
+//   - [QP.Connect]: the same connection made by hand, the two sides
+//     exchanging their endpoints ([Endpoint]) as ibv_rc_pingpong does;
+//   - [CQ.Wait]: sleeping until completions arrive, then polling them;
+//   - [DefaultConnectOptions]: the options Connect takes (nil means the
+//     defaults; the zero ConnectOptions lets the peer do nothing).
 //
 // Memory regions are allocated by the registration (AllocMR): their memory
 // is a sealed memfd shared with the daemon and locked in RAM, so the daemon

@@ -96,7 +96,8 @@ func statusHelp(s Status) string {
 	case WCWRFlushErr:
 		return "the QP was in the error state; the request was not executed"
 	case WCRemInvReqErr:
-		return "the responder found the request invalid (receive buffer too small, operation not enabled by its QP access flags, misaligned atomic)"
+		return "the responder found the request invalid (receive buffer too small, operation not enabled by its QP access flags, misaligned atomic); " +
+			"a QP connected with the zero ConnectOptions allows no RDMA WRITE, READ or atomic: pass nil (DefaultConnectOptions) or set ConnectOptions.Access"
 	case WCRemAccessErr:
 		return "the rkey, the remote range or its access flags do not allow this operation"
 	case WCRemOpErr:

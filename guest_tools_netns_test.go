@@ -308,11 +308,8 @@ func runQperf(t *testing.T, a, b *toolHost, path string) {
 	if err := guesttest.WaitListening(server.Process.Pid, a.sw.h.NS, qperfPort, 30*time.Second); err != nil {
 		t.Fatalf("qperf server on a: %v\n%s", err, sout.String())
 	}
-	for _, h := range []*toolHost{a, b} {
-		if pa, err := h.dev.QueryPort(1); err == nil {
-			t.Logf("host %s: port LID 0x%x", h.sw.name, pa.LID)
-		}
-	}
+	la, lb := awaitLIDs(t, a.dev, b.dev) // qperf's QPs name the other host's port by LID
+	t.Logf("port LIDs: host %s 0x%x, host %s 0x%x", a.sw.name, la, b.sw.name, lb)
 	ba, bb := pathsOf(t, a.dev), pathsOf(t, b.dev)
 	tests := []string{"rc_lat", "rc_bw", "ud_lat"} // -t takes whole seconds: 0.5 would be 0, no end
 	args := append([]string{"-lp", fmt.Sprint(qperfPort), a.sw.h.IPv4.String(), "-t", "1"}, tests...)

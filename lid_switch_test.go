@@ -47,42 +47,9 @@ func TestLIDAcrossHosts(t *testing.T) {
 		t.Cleanup(func() { d.Close() })
 		devs[i] = d
 	}
-	// host2's daemon joined after host1's: host1 learns its LID a moment
-	// later (a hang guard, not a timing check).
-	lid := func(d *vrdma.Device) uint16 {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if l := portLID(t, d); l != 0 || time.Now().After(deadline) {
-				return l
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	l0, l1 := lid(devs[0]), lid(devs[1])
-	if l0 == 0 || l1 == 0 || l0 == l1 {
+	l0, l1 := awaitLIDs(t, devs[0], devs[1])
+	if l0 == l1 {
 		t.Fatalf("the hosts' default ports have LIDs %#x and %#x: want two different ones", l0, l1)
-	}
-	// Each daemon learns the other's LID and record from the switch a
-	// moment after the other has it: wait until an address handle by LID
-	// resolves on both (a hang guard).
-	for i, peer := range []uint16{l1, l0} {
-		pd, err := devs[i].AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ah, err := pd.CreateAH(vrdma.AHAttr{DLID: peer, PortNum: 1})
-			if err == nil {
-				_ = ah.Destroy()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("host%d never resolves LID %#x: %v", i+1, peer, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		_ = pd.Dealloc()
 	}
 
 	t.Run("RC", func(t *testing.T) {
@@ -150,4 +117,48 @@ func connectByLID(t *testing.T, x, y *side) {
 	if err := y.qp.Connect(ex, y.connectOptions(nil)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// awaitLIDs waits until the ports of x and y, on two hosts of a switch,
+// have LIDs and each host resolves the other's: the subnet manager assigns
+// a port its LID, and a daemon learns another host's LIDs and record from
+// the switch, a moment after they change (30 s is a hang guard, not a
+// timing check). It returns the two LIDs.
+func awaitLIDs(t *testing.T, x, y *vrdma.Device) (lx, ly uint16) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	lid := func(d *vrdma.Device) uint16 {
+		for {
+			if l := portLID(t, d); l != 0 {
+				return l
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's port has no LID", d.Name())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	lx, ly = lid(x), lid(y)
+	for _, p := range []struct {
+		from *vrdma.Device
+		lid  uint16
+	}{{x, ly}, {y, lx}} {
+		pd, err := p.from.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ah, err := pd.CreateAH(vrdma.AHAttr{DLID: p.lid, PortNum: 1})
+			if err == nil {
+				_ = ah.Destroy()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s on host %s never resolves LID %#x: %v", p.from.Name(), p.from.Info().Host, p.lid, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = pd.Dealloc()
+	}
+	return lx, ly
 }

@@ -79,6 +79,37 @@ func hostPaths(t *testing.T, s *switchHost) map[string]string {
 	return out
 }
 
+// pathWant is the path a host should see to another: its kind ("rdma",
+// "tcp") and, if not "", words its reason holds.
+type pathWant struct{ kind, reason string }
+
+// awaitPaths waits until every host of hosts sees every other live, by the
+// path want gives, and no host besides them: each daemon learns the others
+// from the switch's store a moment after they change, so a test reads
+// another host's view only once it holds (limit is a hang guard, not a
+// timing check).
+func awaitPaths(t *testing.T, limit time.Duration, hosts []*switchHost, want func(from, to *switchHost) pathWant) {
+	t.Helper()
+	for _, from := range hosts {
+		eventually(t, limit, fmt.Sprintf("host %s sees the other hosts by the paths they should have", from.name), func() (bool, string) {
+			p := hostPaths(t, from)
+			if len(p) != len(hosts) { // the host itself is one of them
+				return false, fmt.Sprint(p)
+			}
+			for _, to := range hosts {
+				if to == from {
+					continue
+				}
+				w := want(from, to)
+				if got := p[to.name]; !strings.HasPrefix(got, w.kind+":") || !strings.Contains(got, w.reason) {
+					return false, fmt.Sprintf("%s's path to %s is %q, want %s (%s); all: %v", from.name, to.name, got, w.kind, w.reason, p)
+				}
+			}
+			return true, ""
+		})
+	}
+}
+
 // openOn creates instance name on s and opens its vrdma0.
 func openOn(t *testing.T, s *switchHost, name string) *vrdma.Device {
 	t.Helper()
@@ -196,13 +227,15 @@ func TestSwitchThreeHosts(t *testing.T) {
 	a.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", a.h.Iface)
 	b.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", b.h.Iface)
 
-	eventually(t, 60*time.Second, "a sees b by rdma and c by tcp", func() (bool, string) {
-		p := hostPaths(t, a)
-		return strings.HasPrefix(p["b"], "rdma:") && strings.HasPrefix(p["c"], "tcp:") && len(p) == 3, fmt.Sprint(p)
-	})
-	if p := hostPaths(t, c); !strings.HasPrefix(p["a"], "tcp:") || !strings.Contains(p["a"], "host c has no RDMA uplink") {
-		t.Fatalf("c's view of a: %q; want tcp because host c has no RDMA uplink", p["a"])
+	// a and b reach each other by rdma; c, which has no RDMA uplink, and
+	// the others reach each other by tcp, and every host says why.
+	noUplinkOnC := func(from, to *switchHost) pathWant {
+		if from != c && to != c {
+			return pathWant{"rdma", "both have an RDMA uplink"}
+		}
+		return pathWant{"tcp", "host c has no RDMA uplink"}
 	}
+	awaitPaths(t, 60*time.Second, hosts, noUplinkOnC)
 
 	a1, a2 := openOn(t, a, "a1"), openOn(t, a, "a2")
 	b1, c1 := openOn(t, b, "b1"), openOn(t, c, "c1")
@@ -211,26 +244,31 @@ func TestSwitchThreeHosts(t *testing.T) {
 	t.Run("vrdma path", func(t *testing.T) {
 		adm := b.admin(t) // any host answers for the whole switch
 		defer adm.Close()
+		// b and a learn the instances of the other hosts from the switch a
+		// moment after those hosts create them.
 		for _, x := range []struct{ a, b, kind, reason string }{
 			{"a1", "a2/vrdma0", "memcpy", "same host a"},
 			{"a1", "b1", "rdma", "hosts a (rxe0) and b (rxe0) both have an RDMA uplink on port group default"},
 			{"c1", "a1", "tcp", "host c has no RDMA uplink on port group default"},
 			{"a1", "c1", "tcp", "host c has no RDMA uplink on port group default"},
 		} {
-			p, err := adm.Path(x.a, x.b)
-			if err != nil {
-				t.Fatalf("path %s %s: %v", x.a, x.b, err)
-			}
-			if p.Kind != x.kind || p.Reason != x.reason {
-				t.Errorf("path %s %s = %s: %s; want %s: %s", x.a, x.b, p.Kind, p.Reason, x.kind, x.reason)
-			}
+			eventually(t, 30*time.Second, fmt.Sprintf("b's path from %s to %s", x.a, x.b), func() (bool, string) {
+				p, err := adm.Path(x.a, x.b)
+				if err != nil {
+					return false, err.Error()
+				}
+				return p.Kind == x.kind && p.Reason == x.reason, fmt.Sprintf("%s: %s; want %s: %s", p.Kind, p.Reason, x.kind, x.reason)
+			})
 		}
-		all := a.d.Vrdma(t, "vm", "show", "--all")
-		for _, want := range []string{"a1", "a2", "b1", "c1"} {
-			if !strings.Contains(all, want+" ") {
-				t.Errorf("vm show --all on a lacks %s:\n%s", want, all)
+		eventually(t, 30*time.Second, "vm show --all on a lists every host's instances", func() (bool, string) {
+			all := a.d.Vrdma(t, "vm", "show", "--all")
+			for _, want := range []string{"a1", "a2", "b1", "c1"} {
+				if !strings.Contains(all, want+" ") {
+					return false, fmt.Sprintf("it lacks %s:\n%s", want, all)
+				}
 			}
-		}
+			return true, ""
+		})
 		if _, err := adm.Path("a1", "nosuch"); err == nil || !strings.Contains(err.Error(), "vm show") {
 			t.Errorf("path to a missing instance: %v; want an error pointing at `vrdma vm show`", err)
 		}
@@ -265,20 +303,14 @@ func TestSwitchThreeHosts(t *testing.T) {
 
 	t.Run("c comes back", func(t *testing.T) {
 		c.start(topT, cluster)
-		eventually(t, 60*time.Second, "a sees c again", func() (bool, string) {
-			p := hostPaths(t, a)
-			return strings.HasPrefix(p["c"], "tcp:"), fmt.Sprint(p)
-		})
+		awaitPaths(t, 60*time.Second, hosts, noUplinkOnC)
 		c1 = openOn(topT, c, "c1")
 		expectPath(t, a1, c1, ga, gc, "tcp")
 	})
 
 	t.Run("c gets a link", func(t *testing.T) {
 		c.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", c.h.Iface)
-		eventually(t, 30*time.Second, "a reaches c by rdma", func() (bool, string) {
-			p := hostPaths(t, a)
-			return strings.HasPrefix(p["c"], "rdma:"), fmt.Sprint(p)
-		})
+		awaitPaths(t, 30*time.Second, hosts, func(from, to *switchHost) pathWant { return pathWant{"rdma", "both have an RDMA uplink"} })
 		expectPath(t, a1, c1, ga, gc, "rdma")
 	})
 
@@ -324,10 +356,12 @@ func TestSwitchThreeHosts(t *testing.T) {
 		if len(survivors) != 2 {
 			t.Fatalf("the holder %q is not one of the hosts", holder)
 		}
-		eventually(t, 60*time.Second, "the role moves to a live host", func() (bool, string) {
-			h, why := smOf(survivors[0])
-			return h != "" && h != holder, why
-		})
+		for _, s := range survivors {
+			eventually(t, 60*time.Second, fmt.Sprintf("%s sees the role move to a live host", s.name), func() (bool, string) {
+				h, why := smOf(s)
+				return h != "" && h != holder, why
+			})
+		}
 		x, y := survivors[0].name, survivors[1].name
 		expectPath(t, devs[x], devs[y], gids[x], gids[y], "rdma")
 	})

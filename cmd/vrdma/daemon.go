@@ -18,7 +18,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	sock := fs.String("socket", envOr("VRDMA_SOCKET", daemon.DefaultSocket), "unix socket to serve")
 	state := fs.String("state-dir", "/var/lib/vrdma", "directory where instances persist ('' = nothing persists)")
 	group := fs.String("group", "", "group that may use the devices: the socket is made group-owned by it (like the rdma group)")
-	mode := fs.Uint("mode", 0o660, "socket permission bits")
+	mode := octalFlag(0o660)
+	fs.Var(&mode, "mode", "socket permission bits `MODE`, octal")
 	verbose := fs.Bool("v", false, "log each session and failure")
 	linkGSO := fs.Bool("link-gso", os.Getenv("VRDMA_LINK_GSO") != "0", "RoCEv2 links send each run of a message's MTU-sized packets as one UDP GSO buffer (docs/design/bulk-path.md); --link-gso=false or VRDMA_LINK_GSO=0 sends packet by packet")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
@@ -50,7 +51,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log, LinkGSO: *linkGSO,
+	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
 		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
 		TotalLimits: daemon.Limits(totalLimits)})

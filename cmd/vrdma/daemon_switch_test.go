@@ -132,8 +132,10 @@ func TestTCPChannelTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := waitPath(ctx, hosts[0].SocketPath(), "tls-host2", "tcp:"); err != nil {
-		t.Fatal(err)
+	for i, other := range []string{"tls-host2", "tls-host1"} { // each host's view of the other
+		if err := waitPath(ctx, hosts[i].SocketPath(), other, "tcp:"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out strings.Builder
 	if err := runDemoPass(ctx, &out, hosts[0].SocketPath(), hosts[1].SocketPath(), 0); err != nil {

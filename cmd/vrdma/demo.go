@@ -118,7 +118,12 @@ func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
 		defer d.Close()
 		hosts[i] = d
 	}
+	// Each daemon learns the other from the switch a moment after it
+	// joins: both views must hold before traffic flows both ways.
 	if err := waitPath(ctx, hosts[0].SocketPath(), "demo-host2", "tcp:"); err != nil {
+		return err
+	}
+	if err := waitPath(ctx, hosts[1].SocketPath(), "demo-host1", "tcp:"); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "  the TCP channel between them is mutual TLS under the switch's CA (%s)\n", filepath.Join(pkiDir, pki.CACertFile))

@@ -13,13 +13,17 @@ const hostUsage = "host show [NAME] [--json] | " + hostCertUsage
 // runHost shows the switch's live hosts; `vrdma host` alone shows them.
 func runHost(args []string, stdout, stderr io.Writer) error {
 	sub, args := subcommand(args, "show")
-	if sub == "cert" {
+	switch sub {
+	case "cert":
 		return runHostCert(args, stdout)
+	case "help":
+		subcommandHelp(stderr, hostUsage)
+		return nil
 	}
 	if sub != "show" && sub != "list" {
 		return usagef("unknown host command %q: %s", sub, hostUsage)
 	}
-	fs, socket := newFlagSet("host show", hostUsage)
+	fs, socket := newFlagSet("host show", "host show [NAME] [--json]")
 	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

@@ -18,7 +18,7 @@ const linkUsage = "link add NAME type rxe netdev IFACE [dscp N] | link show [NAM
 func runLink(args []string, stdout, stderr io.Writer) error {
 	pos, flags := splitLinkFlags(args)
 	fs := flag.NewFlagSet("link", flag.ContinueOnError)
-	socket := fs.String("socket", "", "daemon socket (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
+	socket := fs.String("socket", "", "daemon socket `PATH` (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vrdma %s\n\n", linkUsage)
 		fs.PrintDefaults()

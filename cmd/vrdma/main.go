@@ -58,7 +58,8 @@ func init() {
 		{"portgroup", "add, show and delete the switch's port groups (VLAN, priority, MTU, P_Key)", runPortGroup},
 		{"host", "show the switch's live hosts, their uplinks and the path to each", runHost},
 		{"path", "show the path between two adapters (memcpy, rdma or tcp) and why", runPath},
-		{"version", "print the version", func([]string, io.Writer, io.Writer) error { fmt.Println("vrdma 0.1.0"); return nil }},
+		{"version", "print the version, the Go release it was built with and the protocol version (also --version)", runVersion},
+		{"help", "print a command's help: vrdma help COMMAND [SUBCOMMAND]", runHelpCommand},
 	}
 }
 
@@ -77,12 +78,15 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || len(args) == 1 && args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version"
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -124,14 +128,15 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(w, "\nvrdma help COMMAND prints a command's options; vrdma --version the version.\n")
 	fmt.Fprintf(w, "\nenvironment: VRDMA_SOCKET (daemon socket, default %s), VRDMA_INSTANCE (instance to attach to), %s (where run builds the guest library)\n", vrdma.DefaultSocket, guest.CacheEnv)
 }
 
 // clientFlags adds the flags every client command takes.
 func clientFlags(fs *flag.FlagSet) *vrdma.Options {
 	o := &vrdma.Options{}
-	fs.StringVar(&o.Socket, "socket", "", "daemon socket (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
-	fs.StringVar(&o.Instance, "instance", "", "instance to attach to (default $VRDMA_INSTANCE or \"default\")")
+	fs.StringVar(&o.Socket, "socket", "", "daemon socket `PATH` (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
+	fs.StringVar(&o.Instance, "instance", "", "instance `NAME` to attach to (default $VRDMA_INSTANCE or \"default\")")
 	return o
 }
 

@@ -105,8 +105,7 @@ func parsePerfArgs(args []string) (*perfFlags, []string, error) {
 	fs.IntVar(&f.gid, "g", perf.AutoGID, "this end's GID index (default: the GID of the control connection's address family, IPv4-mapped for IPv4, else 0)")
 	fs.IntVar(&f.clients, "max-clients", 0, "server: clients served at once, each running its tests (default 4); others are told to come back")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, perfUsage, strings.Join(perf.TestNames(), " "))
-		fs.SetOutput(os.Stderr)
+		fmt.Fprintf(fs.Output(), perfUsage, strings.Join(perf.TestNames(), " "))
 		fs.PrintDefaults()
 	}
 	var names []string
@@ -223,9 +222,9 @@ func perfServer(ctx context.Context, f *perfFlags, stdout, stderr io.Writer, lis
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(f.port)))
+	ln, err := listenTCP(f.port, "--listen-port (-lp)")
 	if err != nil {
-		return fmt.Errorf("listening on TCP port %d: %w: is another server running? Pick another port with --listen-port, on both ends", f.port, err)
+		return err
 	}
 	if listening != nil {
 		listening(ln.Addr())

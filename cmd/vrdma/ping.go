@@ -81,11 +81,10 @@ func parsePingArgs(args []string) (*pingConfig, error) {
 	flood := fs.Bool("f", false, "flood: send each ping as soon as the last one is answered or lost, not a second later")
 	wait := fs.Float64("w", 1, "`SECONDS` to wait for each reply before counting it lost")
 	dev := fs.String("d", "", "the `DEVICE` to use (default: the first)")
-	gid := fs.Int("g", 0, "the `GID index` of the source GID (client) or of the GID to tell clients (responder)")
+	gid := fs.Int("g", 0, "the GID index (`IDX`) of the source GID (client) or of the GID to tell clients (responder)")
 	port := fs.Int("p", pingPort, "the responder's TCP `PORT`")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: vrdma ping -S [-d DEV] [-g GIDIDX] [-p PORT]\n       vrdma ping [-c COUNT] [-f] [-w SECS] [-d DEV] [-g GIDIDX] [-p PORT] HOST\n")
-		fs.SetOutput(os.Stderr)
+		fmt.Fprintf(fs.Output(), "usage: vrdma ping -S [-d DEVICE] [-g IDX] [-p PORT]\n       vrdma ping [-c COUNT] [-f] [-w SECONDS] [-d DEVICE] [-g IDX] [-p PORT] HOST\n\n")
 		fs.PrintDefaults()
 	}
 	var operands []string
@@ -285,10 +284,10 @@ func newPingResponder(cfg *pingConfig, stderr io.Writer) (*pingResponder, error)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.port)))
+	ln, err := listenTCP(cfg.port, "-p")
 	if err != nil {
 		u.close()
-		return nil, fmt.Errorf("cannot listen on TCP port %d: %w: is another responder running? pick another port with -p", cfg.port, err)
+		return nil, err
 	}
 	host, _ := os.Hostname()
 	r := &pingResponder{u: u, ln: ln, stderr: stderr}

@@ -514,8 +514,8 @@ func (s *ppSide) dial(local vrdma.Endpoint) (vrdma.Endpoint, error) {
 func (s *ppSide) serve(local vrdma.Endpoint, ln net.Listener) (vrdma.Endpoint, error) {
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(s.cfg.port))); err != nil {
-			return vrdma.Endpoint{}, fmt.Errorf("couldn't listen to port %d: %w: is another server using it? pick another with -p", s.cfg.port, err)
+		if ln, err = listenTCP(s.cfg.port, "-p (--port)"); err != nil {
+			return vrdma.Endpoint{}, err
 		}
 	}
 	conn, err := ln.Accept()

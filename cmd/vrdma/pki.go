@@ -33,8 +33,8 @@ func runSwitchCA(args []string, stdout io.Writer) error {
 		return usagef("unknown switch ca command %q: %s", sub, caUsage)
 	}
 	fs := flag.NewFlagSet("switch ca init", flag.ContinueOnError)
-	dir := fs.String("dir", DefaultPKIDir, "directory for ca.pem and ca.key (0600)")
-	sw := fs.String("switch", daemon.DefaultSwitch, "the switch the CA is for")
+	dir := fs.String("dir", DefaultPKIDir, "`DIR` for ca.pem and ca.key (0600)")
+	sw := fs.String("switch", daemon.DefaultSwitch, "the switch `NAME` the CA is for")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vrdma %s\n\n", caUsage)
 		fs.PrintDefaults()
@@ -58,10 +58,10 @@ func runSwitchCA(args []string, stdout io.Writer) error {
 
 func runHostCert(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("host cert", flag.ContinueOnError)
-	dir := fs.String("dir", DefaultPKIDir, "the CA's directory, where the host's files are written too")
-	ips := fs.String("ip", "", "comma-separated addresses the host publishes: the other hosts route only to these (etcd members check them too)")
-	dns := fs.String("dns", "", "comma-separated DNS names the host is dialled by")
-	days := fs.Int("days", int(pki.HostValidity/(24*time.Hour)), "days the certificate is valid")
+	dir := fs.String("dir", DefaultPKIDir, "the CA's directory `DIR`, where the host's files are written too")
+	ips := fs.String("ip", "", "`ADDR,...`: comma-separated addresses the host publishes: the other hosts route only to these (etcd members check them too)")
+	dns := fs.String("dns", "", "`NAME,...`: comma-separated DNS names the host is dialled by")
+	days := fs.Int("days", int(pki.HostValidity/(24*time.Hour)), "`N` days the certificate is valid")
 	force := fs.Bool("force", false, "replace the host's existing certificate")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vrdma %s\n\n", hostCertUsage)

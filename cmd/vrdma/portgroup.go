@@ -23,6 +23,9 @@ func runPortGroup(args []string, stdout, stderr io.Writer) error {
 		return portGroupShow(args, stdout)
 	case "delete", "del":
 		return portGroupDelete(args)
+	case "help":
+		subcommandHelp(stderr, portGroupUsage)
+		return nil
 	}
 	return usagef("unknown portgroup command %q: %s", sub, portGroupUsage)
 }
@@ -34,11 +37,11 @@ func portGroupAdd(args []string, stdout io.Writer) error {
 	dscp := &rangeFlag{what: "DSCP", max: 63, fix: "give a DSCP from 0 to 63 (26 is common for RoCE)"}
 	var mtu mtuFlag
 	var pkey pkeyFlag
-	fs.Var(vlan, "vlan", "VLAN ID, 0 (untagged) to 4094")
-	fs.Var(pcp, "pcp", "802.1p priority, 0 to 7")
-	fs.Var(dscp, "dscp", "DSCP of the RoCEv2 packets, 0 to 63")
-	fs.Var(&mtu, "mtu", "path MTU: 256, 512, 1024, 2048 or 4096 (default 1024)")
-	fs.Var(&pkey, "pkey", "partition key, hex (0x8001) or decimal (default 0xffff)")
+	fs.Var(vlan, "vlan", "VLAN ID `N`, 0 (untagged) to 4094")
+	fs.Var(pcp, "pcp", "802.1p priority `N`, 0 to 7")
+	fs.Var(dscp, "dscp", "DSCP `N` of the RoCEv2 packets, 0 to 63")
+	fs.Var(&mtu, "mtu", "path `MTU`: 256, 512, 1024, 2048 or 4096 (default 1024)")
+	fs.Var(&pkey, "pkey", "partition key `0xNNNN`, hex (0x8001) or decimal (default 0xffff)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

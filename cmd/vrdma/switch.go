@@ -14,8 +14,12 @@ const switchUsage = "switch show [--json] | switch ca init [--dir DIR]"
 // alone shows it too.
 func runSwitch(args []string, stdout, stderr io.Writer) error {
 	sub, args := subcommand(args, "show")
-	if sub == "ca" {
+	switch sub {
+	case "ca":
 		return runSwitchCA(args, stdout)
+	case "help":
+		subcommandHelp(stderr, switchUsage)
+		return nil
 	}
 	if sub != "show" {
 		return usagef("unknown switch command %q: %s", sub, switchUsage)

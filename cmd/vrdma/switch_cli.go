@@ -14,19 +14,29 @@ import (
 // and vm: subcommands, flags among the arguments, tables and JSON.
 
 // subcommand splits off the subcommand, def when the arguments start with
-// a flag or there are none (`vrdma portgroup` shows the port groups).
+// a flag or there are none (`vrdma portgroup` shows the port groups), and
+// "help" for a help flag before any subcommand (`vrdma portgroup -h`: the
+// command's help, every subcommand's usage).
 func subcommand(args []string, def string) (string, []string) {
+	if len(args) > 0 && isHelpFlag(args[0]) {
+		return "help", args[1:]
+	}
 	if len(args) == 0 || len(args[0]) > 1 && args[0][0] == '-' {
 		return def, args
 	}
 	return args[0], args[1:]
 }
 
+// isHelpFlag reports whether arg asks for help, as the flag package takes it.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "--h" || arg == "-help" || arg == "--help"
+}
+
 // newFlagSet is a flag set for `vrdma NAME` with the --socket flag every
 // client command takes, and a usage message led by use.
 func newFlagSet(name, use string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	socket := fs.String("socket", "", "daemon socket (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
+	socket := fs.String("socket", "", "daemon socket `PATH` (default $VRDMA_SOCKET or "+vrdma.DefaultSocket+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: vrdma %s\n\n", use)
 		fs.PrintDefaults()

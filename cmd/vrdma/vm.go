@@ -26,20 +26,23 @@ func runVM(args []string, stdout, stderr io.Writer) error {
 		return vmShow(args, stdout)
 	case "delete", "del":
 		return vmDelete(args)
+	case "help":
+		subcommandHelp(stderr, vmUsage)
+		return nil
 	}
 	return usagef("unknown vm command %q: %s", sub, vmUsage)
 }
 
 func vmCreate(args []string, stdout io.Writer) error {
 	fs, socket := newFlagSet("vm create", vmCreateUsage)
-	n := fs.Int("adapters", 1, fmt.Sprintf("adapters of the instance, 1 to %d (vrdma0...)", daemon.MaxAdapters))
-	pg := fs.String("portgroup", "", "the switch's port group the adapters attach to (default "+daemon.DefaultPortGroup+"; `vrdma portgroup show` lists them)")
+	n := fs.Int("adapters", 1, fmt.Sprintf("`N` adapters of the instance, 1 to %d (vrdma0...)", daemon.MaxAdapters))
+	pg := fs.String("portgroup", "", "the switch's port group `PG` the adapters attach to (default "+daemon.DefaultPortGroup+"; vrdma portgroup show lists them)")
 	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
 	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer (without it, on a switch with certificates, only by the switch's hosts)")
 	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
-	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
-	owner := fs.String("owner", "", "the tenant the instance belongs to, USER[:GROUP] by name or number (default: you; another owner needs root or the daemon's admin group)")
-	file := fs.String("file", "", "read the options from a .vmx (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
+	trust := fs.String("trust-group", "", "trust group `G`: instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
+	owner := fs.String("owner", "", "the tenant the instance belongs to, `USER[:GROUP]` by name or number (default: you; another owner needs root or the daemon's admin group)")
+	file := fs.String("file", "", "read the options from `VMX`, a .vmx file (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

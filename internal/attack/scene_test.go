@@ -53,18 +53,27 @@ func newScene(t *testing.T, secure bool) *scene {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "a sees b on the switch with a tcp path", func() (bool, string) {
-		hs, err := f.admin(t, f.a).Hosts()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, h := range hs {
-			if h.Name == "b" && strings.HasPrefix(h.Path, "tcp") {
-				return true, ""
+	// Each daemon learns the other from the switch a moment after it
+	// joins: the scene starts once both views hold.
+	for _, v := range []struct {
+		from *netns.Daemon
+		seer string
+		sees string
+	}{{f.a, "a", "b"}, {f.b, "b", "a"}} {
+		adm := f.admin(t, v.from)
+		eventually(t, 30*time.Second, fmt.Sprintf("%s sees %s on the switch with a tcp path", v.seer, v.sees), func() (bool, string) {
+			hs, err := adm.Hosts()
+			if err != nil {
+				return false, err.Error()
 			}
-		}
-		return false, fmt.Sprintf("hosts %+v", hs)
-	})
+			for _, h := range hs {
+				if h.Name == v.sees && strings.HasPrefix(h.Path, "tcp") {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("hosts %+v", hs)
+		})
+	}
 	return f
 }
 

@@ -57,7 +57,14 @@ func TestSwitchHooksReachTheCM(t *testing.T) {
 	if cfg.CMResolvePeer == nil || cfg.CMAuthorize == nil || cfg.CMTLS == nil {
 		t.Fatalf("the CM's hooks: resolver %v, authorizer %v, TLS %v: want all three", cfg.CMResolvePeer != nil, cfg.CMAuthorize != nil, cfg.CMTLS != nil)
 	}
+	// host1 learns host2 from the switch a moment after host2 joins (a
+	// hang guard, not a timing check).
+	deadline := time.Now().Add(30 * time.Second)
 	ep, err := cfg.CMResolvePeer(netip.MustParseAddr("127.0.0.2"))
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		ep, err = cfg.CMResolvePeer(netip.MustParseAddr("127.0.0.2"))
+	}
 	if want := ds[1].CMAddr().String(); err != nil || ep.Addr != want || ep.Identity != "host2" {
 		t.Errorf("the CM resolves host2's address to %+v, %v; want %s at host2", ep, err, want)
 	}

@@ -21,6 +21,9 @@ func (a *Agent) openTCP() error {
 	}
 	l, err := tcplink.Open(tcplink.Config{Name: TCPLinkName, Addrs: addrs, Listen: a.cfg.TCPListen,
 		Peers: a.peerEndpoint, TLS: t, Authorize: a.Authorize, Logger: a.log})
+	if flag := inUseFlag(err, nil); flag != "" {
+		return fmt.Errorf("switch: TCP channel: %w: another program uses the port; choose another with %s", err, flag)
+	}
 	if err != nil {
 		return fmt.Errorf("switch: TCP channel: %w (give --tcp-listen another address, or stop what holds the port)", err)
 	}

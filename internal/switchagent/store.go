@@ -49,6 +49,9 @@ func (a *Agent) openStore() error {
 		}
 	}
 	if a.emb, err = fabric.StartEmbedded(dir, emb); err != nil {
+		if flag := inUseFlag(err, &emb); flag != "" {
+			return fmt.Errorf("switch: embedded etcd: %w: another program uses the port; choose another with %s", err, flag)
+		}
 		return fmt.Errorf("switch: embedded etcd in %s: %w (give --state-dir a directory you may write, or --etcd-endpoints of a running cluster)", dir, err)
 	}
 	var t *tls.Config
