@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -98,4 +100,48 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 	if err := os.Chmod(path, mode); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUserDaemonsLookLikeNoOther: two users' own daemons on one host (two
+// sockets here) show their adapters under GUIDs and LIDs that differ,
+// and unlike an ordinary daemon's LID 1: a program handed the other's
+// address finds no port of its own there.
+func TestUserDaemonsLookLikeNoOther(t *testing.T) {
+	var seen []string
+	for i := range 2 {
+		sock := filepath.Join(privateTempDir(t), userSocketName)
+		if code, out, errs := vrdmaCmdChild(t, "daemon", "--user", "--socket", sock, "--idle-exit", "1s", "--detach"); code != 0 {
+			t.Fatalf("daemon %d: exit %d: %s%s", i, code, out, errs)
+		}
+		code, out, errs := vrdmaCmd(t, "devinfo", "--socket", sock)
+		if code != 0 {
+			t.Fatalf("devinfo: exit %d: %s", code, errs)
+		}
+		guid := regexp.MustCompile(`node_guid:\s+(\S+)`).FindStringSubmatch(out)
+		lid := regexp.MustCompile(`port_lid:\s+(\d+)`).FindStringSubmatch(out)
+		if guid == nil || lid == nil || lid[1] == "1" {
+			t.Fatalf("devinfo shows no GUID, or LID 1:\n%s", out)
+		}
+		seen = append(seen, guid[1], lid[1])
+		t.Cleanup(func() { awaitGone(t, sock) })
+	}
+	if seen[0] == seen[2] || seen[1] == seen[3] {
+		t.Errorf("two users' daemons: GUIDs %s and %s, LIDs %s and %s; want both different", seen[0], seen[2], seen[1], seen[3])
+	}
+}
+
+// vrdmaCmdChild runs the test binary as `vrdma args...` and returns its
+// exit code and output.
+func vrdmaCmdChild(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	var out, errs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errs.String()
 }
