@@ -64,8 +64,10 @@ func startDetached(args []string, sock string, stdout io.Writer) error {
 	}
 	cmd := exec.Command(self, append([]string{"daemon"}, rest...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = "/" // holds no directory of the caller's
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no terminal's signals
+	// In / (holding no directory of the caller's), in a session of its
+	// own (no terminal's signals).
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("--detach: %w", err)
 	}
