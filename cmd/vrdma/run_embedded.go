@@ -60,27 +60,34 @@ func onUserDaemon() (sock string, lease *os.File, started bool, err error) {
 		return "", nil, false, err
 	}
 	defer unlock()
+	if lease, err := takeLease(sock); err == nil { // started while this waited for the lock
+		return sock, lease, false, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, false, err
+	}
+	var startErr error
+	// A daemon that was stopping, idle, as this began may still hold the
+	// socket for a moment: the start fails, or the lease is refused;
+	// try again.
 	for range 3 {
-		if lease, err := takeLease(sock); err == nil {
-			return sock, lease, started, nil
-		}
-		self, err := os.Executable()
-		if err != nil {
-			return "", nil, false, err
-		}
 		cmd := exec.Command(self, "daemon", "--user", "--socket", sock, "--idle-exit", userDaemonIdle.String(), "--detach")
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			return "", nil, false, fmt.Errorf("starting your own daemon (vrdma daemon --user): %v: %s", err, strings.TrimSpace(out.String()))
+			startErr = fmt.Errorf("starting your own daemon (vrdma daemon --user): %v: %s", err, strings.TrimSpace(out.String()))
+			time.Sleep(100 * time.Millisecond)
+		} else {
+			started = true
 		}
-		started = true
+		if lease, err := takeLease(sock); err == nil {
+			return sock, lease, started, nil
+		} else if startErr == nil {
+			startErr = fmt.Errorf("your own daemon at %s refused a session: %w", sock, err)
+		}
 	}
-	lease, err = takeLease(sock)
-	if err != nil {
-		return "", nil, false, fmt.Errorf("your own daemon at %s started but refused a session: %w", sock, err)
-	}
-	return sock, lease, true, nil
+	return "", nil, false, startErr
 }
 
 // lockStart takes the lock that serializes starting the user's daemon,

@@ -180,3 +180,38 @@ func TestRunUserDaemonOutlivesTheFirstProgram(t *testing.T) {
 	}
 	awaitGone(t, sock)
 }
+
+// TestRunStartsOneDaemonForManyAtOnce: vrdma runs that start together on a
+// machine with no daemon start one daemon between them, and all use it.
+func TestRunStartsOneDaemonForManyAtOnce(t *testing.T) {
+	libDir := fakeLibDir(t, t.TempDir())
+	env := childEnv(t, libDir)
+	const n = 4
+	type result struct {
+		out []byte
+		err error
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", `sleep 1`)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			results <- result{out, err}
+		}()
+	}
+	started := 0
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("a vrdma run failed: %v\n%s", r.err, r.out)
+		}
+		if strings.Contains(string(r.out), "started now") {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d of %d vrdma runs started a daemon, want 1", started, n)
+	}
+	awaitGone(t, filepath.Join(envValue(env, "XDG_RUNTIME_DIR"), "vrdma", userSocketName))
+}

@@ -147,9 +147,9 @@ func TestRunExecsTheCommand(t *testing.T) {
 }
 
 // TestRunCommandsSignalIsItsOwn: a command killed by a signal kills vrdma
-// run with that signal, on a running daemon (vrdma run is the command) and
-// on the embedded one (vrdma run waits for it): a crash (SIGSEGV, SIGABRT)
-// too, which the Go runtime would otherwise take for vrdma's own.
+// run with that signal, on a running daemon and on the user's own daemon
+// that vrdma run starts (vrdma run is the command either way): a crash
+// (SIGSEGV, SIGABRT) too.
 func TestRunCommandsSignalIsItsOwn(t *testing.T) {
 	// No core files from the commands, nor from vrdma dying as they did.
 	var old syscall.Rlimit
@@ -167,7 +167,7 @@ func TestRunCommandsSignalIsItsOwn(t *testing.T) {
 		env  []string
 	}{
 		{"running daemon", []string{defaultSocketEnv + "=" + sock}},
-		{"embedded daemon", nil},
+		{"user's daemon", nil},
 	} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL, syscall.SIGSEGV,
 			syscall.SIGABRT, syscall.SIGQUIT, syscall.SIGBUS, syscall.SIGPIPE, syscall.SIGUSR1} {
@@ -328,7 +328,7 @@ func TestRunUsesTheDaemonThatAnswers(t *testing.T) {
 }
 
 // TestRunDevicesOnAFreshMachine: `vrdma run -- ibv_devices` with no daemon
-// running lists the embedded daemon's vrdma0 through the real library.
+// running lists the user's daemon's vrdma0 through the real library.
 func TestRunDevicesOnAFreshMachine(t *testing.T) {
 	if _, err := exec.LookPath("ibv_devices"); err != nil {
 		t.Skip("ibv_devices is missing: apt-get install ibverbs-utils")
