@@ -77,10 +77,10 @@ func startDetached(args []string, sock string, stdout io.Writer) error {
 	for {
 		select {
 		case <-ended:
-			return fmt.Errorf("the daemon ended as it started: %s", lastLines(logPath))
+			return fmt.Errorf("the daemon ended as it started: %s", logTail(logPath))
 		case <-deadline:
 			_ = cmd.Process.Kill()
-			return fmt.Errorf("the daemon did not serve %s within %v: %s", sock, detachWait, lastLines(logPath))
+			return fmt.Errorf("the daemon did not serve %s within %v: %s", sock, detachWait, logTail(logPath))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if daemonAnswers(sock) {
@@ -90,8 +90,8 @@ func startDetached(args []string, sock string, stdout io.Writer) error {
 	}
 }
 
-// lastLines returns the end of the file at path, for an error message.
-func lastLines(path string) string {
+// logTail returns the end of the file at path, for an error message.
+func logTail(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
