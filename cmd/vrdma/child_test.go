@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // cliEnv makes the test binary run as the vrdma command on its arguments:
@@ -18,6 +19,10 @@ const guestLibEnv = "VRDMA_TEST_GUEST_LIB"
 // for a daemon at when told of none (instead of /run/vrdma/vrdma.sock).
 const defaultSocketEnv = "VRDMA_TEST_DEFAULT_SOCKET"
 
+// userDaemonIdleEnv, in such a process, is how long the user's daemon
+// that vrdma run starts stays idle (instead of 5 s).
+const userDaemonIdleEnv = "VRDMA_TEST_USER_DAEMON_IDLE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		if dir := os.Getenv(guestLibEnv); dir != "" {
@@ -25,6 +30,9 @@ func TestMain(m *testing.M) {
 		}
 		if s := os.Getenv(defaultSocketEnv); s != "" {
 			defaultSocket = s
+		}
+		if d, err := time.ParseDuration(os.Getenv(userDaemonIdleEnv)); err == nil {
+			userDaemonIdle = d
 		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -30,9 +30,20 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	fs.Var(instLimits, "instance-limit", "per-instance limits, RESOURCE=N,... (as --limit, but not instance); repeatable")
 	totalLimits := limitsFlag{}
 	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, ring = an eighth, the rest unlimited); repeatable")
+	userDaemon := fs.Bool("user", false, "be your own daemon, for your programs alone: serve a socket in a directory that is yours alone ($XDG_RUNTIME_DIR/vrdma/vrdma.sock, else /run/user/UID/vrdma or $TMPDIR/vrdma-UID), join no switch, persist nothing, give the adapters addresses no other daemon on the host has; needs no root (vrdma run starts one when no daemon answers)")
+	idleExit := fs.Duration("idle-exit", 0, "stop once no program has been connected for this long, e.g. 30s (0 = never)")
+	detach := fs.Bool("detach", false, "run in the background, logging to SOCKET.log, and return once the daemon serves")
 	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *userDaemon {
+		if err := userDefaults(fs, sock, state, mode, sw); err != nil {
+			return err
+		}
+	}
+	if *detach {
+		return startDetached(args, *sock, stdout)
 	}
 	swCfg, hostName, err := sw.config()
 	if err != nil {
@@ -54,7 +65,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
 		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
-		TotalLimits: daemon.Limits(totalLimits)})
+		TotalLimits: daemon.Limits(totalLimits), DistinctIdentity: *userDaemon, IdleExit: *idleExit})
 	if err != nil {
 		return err
 	}

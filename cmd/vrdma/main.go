@@ -43,7 +43,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"demo", "run every verb between two instances on an embedded daemon, then a short benchmark", runDemo},
-		{"daemon", "run the host daemon", runDaemon},
+		{"daemon", "run the host daemon (--user: your own, no root)", runDaemon},
 		{"devices", "list the adapters (like ibv_devices)", runDevices},
 		{"devinfo", "show adapter attributes (like ibv_devinfo)", runDevinfo},
 		{"stat", "show adapter state and port counters (like ibstat)", runStat},
@@ -96,10 +96,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			if errors.Is(err, flag.ErrHelp) {
 				return 0
-			}
-			var status exitStatus
-			if errors.As(err, &status) {
-				return int(status) // a program vrdma ran: its status, said by itself
 			}
 			fmt.Fprintf(stderr, "vrdma %s: %s\n", c.name, errorText(err))
 			if errors.Is(err, errUsage) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -27,10 +28,13 @@ naming it: the program loads vrdma's libibverbs and librdmacm instead of
 rdma-core's, and its devices are the instance's adapters, vrdma0..vrdma9.
 COMMAND replaces vrdma: the exit status and signals are COMMAND's own.
 When no daemon answers at the default socket (and neither --socket nor
-VRDMA_SOCKET names one), vrdma runs COMMAND on a daemon of its own, embedded
-in vrdma for as long as COMMAND runs, and says so on stderr: everything
-works on a fresh machine, but only that COMMAND and its children see those
-adapters. Start "vrdma daemon" to share adapters between programs.
+VRDMA_SOCKET names one), vrdma runs COMMAND on your own daemon, and says so
+on stderr: "vrdma daemon --user", on a socket in a directory that is yours
+alone ($XDG_RUNTIME_DIR/vrdma, else /run/user/UID/vrdma or $TMPDIR/vrdma-UID),
+started if it is not running. Every vrdma run of yours shares it, so a
+server and a client each under vrdma run meet there; it stays while any of
+them runs and stops a few seconds after the last. Other users' programs
+cannot use it: for that, root runs "vrdma daemon".
 
 The build needs a C compiler and rdma-core's headers:
 apt-get install gcc libibverbs-dev librdmacm-dev.
@@ -81,11 +85,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	vars, err := guestVars(libDir, os.Getenv("LD_LIBRARY_PATH"), *o)
-	if err != nil {
-		return err
-	}
 	if *printEnv {
+		vars, err := guestVars(libDir, os.Getenv("LD_LIBRARY_PATH"), *o)
+		if err != nil {
+			return err
+		}
 		for _, v := range vars {
 			fmt.Fprintf(stdout, "export %s=%s\n", v.name, shellQuote(v.value))
 		}
@@ -95,13 +99,27 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%v%s", err, packageHint(argv[0]))
 	}
+	var lease *os.File // the user's daemon's, inherited by the command (run_embedded.go)
 	if o.Socket == "" && os.Getenv("VRDMA_SOCKET") == "" && !daemonAnswers(defaultSocket) {
-		return runOnEmbeddedDaemon(path, argv, libDir, *o, stderr)
+		sock, l, started, err := onUserDaemon()
+		if err != nil {
+			return fmt.Errorf("no daemon answers at %s, and %w: %w", defaultSocket, errNoUserDaemon, err)
+		}
+		lease, o.Socket = l, sock
+		how := "already running"
+		if started {
+			how = "started now"
+		}
+		fmt.Fprintf(stderr, "vrdma run: no daemon answers at %s: %s runs on your own daemon at %s (%s; every vrdma run of yours uses it, and it stops once no program has used it for %v)\n",
+			defaultSocket, filepath.Base(path), sock, how, userDaemonIdle)
 	}
-	if err := syscall.Exec(path, argv, withVars(os.Environ(), vars)); err != nil {
-		return fmt.Errorf("cannot run %s: %w", path, err)
+	vars, err := guestVars(libDir, os.Getenv("LD_LIBRARY_PATH"), *o)
+	if err != nil {
+		return err
 	}
-	return nil // not reached: Exec returns only on failure
+	err = syscall.Exec(path, argv, withVars(os.Environ(), vars))
+	runtime.KeepAlive(lease) // open until the command has it
+	return fmt.Errorf("cannot run %s: %w", path, err)
 }
 
 // envVar is one variable vrdma run sets.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
-	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/guest"
 )
@@ -97,14 +97,32 @@ func TestRunPrintEnvEvaluates(t *testing.T) {
 	}
 }
 
+// childEnv is the environment of a vrdma process that a test runs: no
+// daemon answers at the default socket unless the test says so, the
+// user's daemon (which vrdma run starts then) lives in a private
+// directory of the test's and stops a second after its last program.
+func childEnv(t *testing.T, libDir string) []string {
+	noDaemon := filepath.Join(t.TempDir(), "absent.sock")
+	return append(os.Environ(), cliEnv+"=1", guestLibEnv+"="+libDir, defaultSocketEnv+"="+noDaemon, "VRDMA_SOCKET=",
+		"XDG_RUNTIME_DIR="+privateTempDir(t), userDaemonIdleEnv+"=1s")
+}
+
+// privateTempDir returns a temporary directory of the test's with mode
+// 0700, as a runtime directory is.
+func privateTempDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // runChild runs the test binary as `vrdma args...` with libDir as its
 // guest library and returns its state and output.
 func runChild(t *testing.T, libDir string, env []string, args ...string) (*os.ProcessState, string, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	// No daemon answers at the default socket unless a test says so.
-	noDaemon := filepath.Join(t.TempDir(), "absent.sock")
-	cmd.Env = append(append(os.Environ(), cliEnv+"=1", guestLibEnv+"="+libDir, defaultSocketEnv+"="+noDaemon, "VRDMA_SOCKET="), env...)
+	cmd.Env = append(childEnv(t, libDir), env...)
 	var out, errs strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	err := cmd.Run()
@@ -129,9 +147,9 @@ func TestRunExecsTheCommand(t *testing.T) {
 }
 
 // TestRunCommandsSignalIsItsOwn: a command killed by a signal kills vrdma
-// run with that signal, on a running daemon (vrdma run is the command) and
-// on the embedded one (vrdma run waits for it): a crash (SIGSEGV, SIGABRT)
-// too, which the Go runtime would otherwise take for vrdma's own.
+// run with that signal, on a running daemon and on the user's own daemon
+// that vrdma run starts (vrdma run is the command either way): a crash
+// (SIGSEGV, SIGABRT) too.
 func TestRunCommandsSignalIsItsOwn(t *testing.T) {
 	// No core files from the commands, nor from vrdma dying as they did.
 	var old syscall.Rlimit
@@ -149,7 +167,7 @@ func TestRunCommandsSignalIsItsOwn(t *testing.T) {
 		env  []string
 	}{
 		{"running daemon", []string{defaultSocketEnv + "=" + sock}},
-		{"embedded daemon", nil},
+		{"user's daemon", nil},
 	} {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGKILL, syscall.SIGSEGV,
 			syscall.SIGABRT, syscall.SIGQUIT, syscall.SIGBUS, syscall.SIGPIPE, syscall.SIGUSR1} {
@@ -256,25 +274,46 @@ func TestRunBuildsTheGuestLibrary(t *testing.T) {
 }
 
 // TestRunStartsADaemonWhenNoneAnswers: with no daemon at the default socket
-// and none named, the command runs on a daemon embedded in vrdma run, whose
-// socket it is given; vrdma says so, and ends with the command's status.
+// and none named, the command runs on the user's own daemon, on a socket in
+// a directory that is the user's alone, which it is given; vrdma says so,
+// ends with the command's status, and the daemon stops once idle.
 func TestRunStartsADaemonWhenNoneAnswers(t *testing.T) {
 	libDir := fakeLibDir(t, t.TempDir())
+	xdg := privateTempDir(t)
 	script := `test -S "$VRDMA_SOCKET" && printf '%s\n' "$VRDMA_SOCKET"; exit 4`
-	st, out, errs := runChild(t, libDir, nil, "run", "--", "sh", "-c", script)
+	st, out, errs := runChild(t, libDir, []string{"XDG_RUNTIME_DIR=" + xdg}, "run", "--", "sh", "-c", script)
 	if st.ExitCode() != 4 {
 		t.Errorf("exit status %d, want the command's 4 (stderr %q)", st.ExitCode(), errs)
 	}
 	sock := strings.TrimSpace(out)
-	if sock == "" || sock == vrdma.DefaultSocket {
-		t.Errorf("the command saw VRDMA_SOCKET %q, want the embedded daemon's live socket", sock)
+	if want := filepath.Join(xdg, "vrdma", userSocketName); sock != want {
+		t.Errorf("the command saw VRDMA_SOCKET %q, want the user's daemon's live socket %s", sock, want)
 	}
-	if !strings.Contains(errs, "no daemon answers at") {
-		t.Errorf("stderr %q does not say the command runs on an embedded daemon", errs)
+	if !strings.Contains(errs, "no daemon answers at") || !strings.Contains(errs, "your own daemon") {
+		t.Errorf("stderr %q does not say the command runs on the user's own daemon", errs)
 	}
-	if _, err := os.Stat(sock); !os.IsNotExist(err) {
-		t.Errorf("the embedded daemon's socket %s outlived vrdma run: %v", sock, err)
+	if fi, err := os.Stat(filepath.Dir(sock)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the daemon's directory: %v %v, want mode 0700", fi, err)
 	}
+	awaitGone(t, sock)
+}
+
+// awaitGone waits until the daemon at sock has stopped, idle, and removed
+// its socket; 30 s is a hang guard.
+func awaitGone(t *testing.T, sock string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for daemonAnswers(sock) || fileExists(sock) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the user's daemon at %s still runs 30 s after its last program ended", sock)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // TestRunUsesTheDaemonThatAnswers: a daemon at the default socket is used
@@ -289,7 +328,7 @@ func TestRunUsesTheDaemonThatAnswers(t *testing.T) {
 }
 
 // TestRunDevicesOnAFreshMachine: `vrdma run -- ibv_devices` with no daemon
-// running lists the embedded daemon's vrdma0 through the real library.
+// running lists the user's daemon's vrdma0 through the real library.
 func TestRunDevicesOnAFreshMachine(t *testing.T) {
 	if _, err := exec.LookPath("ibv_devices"); err != nil {
 		t.Skip("ibv_devices is missing: apt-get install ibverbs-utils")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/connmgr"
@@ -61,6 +62,14 @@ type Config struct {
 	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
 	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
 	CMPeerOwns    func(identity string, gid [16]byte) bool      // with CMAuthorize: does the host a CM connection is authorized as own this GID (a request's source)? nil = only this host's GIDs are refused as sources
+	// DistinctIdentity gives the adapters random GUIDs, MACs and GIDs, a
+	// random first LID and first QPN, so that they resemble no other
+	// daemon's on the host (identity.go): a user's daemon, started by
+	// vrdma run, beside another user's or the system's.
+	DistinctIdentity bool
+	// IdleExit, if positive, closes the daemon once no client has been
+	// connected for that long (idle.go): Serve then returns nil.
+	IdleExit time.Duration
 }
 
 // Daemon is a running host daemon.
@@ -70,7 +79,8 @@ type Daemon struct {
 	host *engine.Host
 	ln   listener
 
-	selfUID    uint32 // the daemon's own uid: privileged like root
+	selfUID    uint32   // the daemon's own uid: privileged like root
+	ident      identity // where its adapters' addresses start (identity.go)
 	adminGroup struct {
 		name string
 		gid  uint32
@@ -116,11 +126,19 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
 		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{})}
+		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{}),
+		ident: defaultIdentity}
+	if cfg.DistinctIdentity {
+		var err error
+		if d.ident, err = randomIdentity(); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.setupAccess(); err != nil {
 		return nil, err
 	}
 	d.host = engine.NewHost()
+	d.host.StartQPNsAt(d.ident.qpn)
 	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
@@ -193,6 +211,9 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	d.reserveSpare()
+	if cfg.IdleExit > 0 {
+		go d.watchIdle(cfg.IdleExit)
+	}
 	return d, nil
 }
 
@@ -202,10 +223,18 @@ func (d *Daemon) SocketPath() string { return d.cfg.SocketPath }
 // Close stops accepting, ends every session (clients see DEVICE_FATAL) and
 // stops the adapters.
 func (d *Daemon) Close() error {
+	_, err := d.closeIf(nil)
+	return err
+}
+
+// closeIf closes the daemon, as Close, if it is open and cond (nil: true),
+// asked holding d.mu, holds; it reports whether it did: no session can
+// start between the question and the close.
+func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 	d.mu.Lock()
-	if d.closed {
+	if d.closed || cond != nil && !cond() {
 		d.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	d.closed = true
 	sessions := make([]*session, 0, len(d.sessions))
@@ -233,7 +262,7 @@ func (d *Daemon) Close() error {
 	}
 	d.closeLinks()
 	d.host.Close()
-	return err
+	return true, err
 }
 
 // Stats counts live objects across all sessions.

@@ -40,8 +40,8 @@ func (d *Daemon) lidsChangedLocked() {
 
 // giveLIDsLocked gives a new instance's adapters their LIDs on a daemon
 // with no switch (d.mu): want's where they are valid and free, else the
-// lowest free ones. On a switch they come from the subnet manager
-// (switchLIDsChanged).
+// lowest free ones from the daemon's first LID (identity.go). On a switch
+// they come from the subnet manager (switchLIDsChanged).
 func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 	if d.cfg.Switch.Enable {
 		return
@@ -52,7 +52,7 @@ func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 			used[a.LID()] = true
 		}
 	}
-	next := uint16(1)
+	next := d.ident.lid
 	for i, a := range inst.Adapters {
 		if i < len(want) && want[i] != 0 && want[i] <= fabric.MaxUnicastLID && !used[want[i]] {
 			a.SetLID(want[i])
