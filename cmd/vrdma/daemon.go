@@ -38,7 +38,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *userDaemon {
-		if err := userDefaults(fs, sock, state, mode, sw); err != nil {
+		if err := userDefaults(fs, sock, state, &mode, sw); err != nil {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // command line left alone: the user's private socket (userdir.go), owner
 // only; no switch (whose listeners would take the host's ports);
 // nothing persisted.
-func userDefaults(fs *flag.FlagSet, sock, state *string, mode *uint, sw *daemonSwitchFlags) error {
+func userDefaults(fs *flag.FlagSet, sock, state *string, mode *octalFlag, sw *daemonSwitchFlags) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["socket"] {
