@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -220,12 +221,20 @@ type errResp struct {
 	Error string `json:"error"`
 }
 
+// maxErrMessage bounds the message of an error reply: whatever a refusal
+// repeats of a request, the reply stays one short message.
+const maxErrMessage = 4096
+
 func errBody(err error) errResp {
+	msg := err.Error()
 	var pe *proto.Error
 	if errors.As(err, &pe) {
-		return errResp{Error: pe.Message}
+		msg = pe.Message
 	}
-	return errResp{Error: err.Error()}
+	if len(msg) > maxErrMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrMessage], "") + "... (cut)"
+	}
+	return errResp{Error: msg}
 }
 
 func (s *session) handleID() uint32 {
