@@ -40,6 +40,9 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if req, err = ownSpec(req, owner.UID, true); err != nil {
 		return nil, nil, err
 	}
+	if err := validateSpec(req); err != nil {
+		return nil, nil, err
+	}
 	if err := s.d.checkInstance(req); err != nil {
 		return nil, nil, err
 	}
