@@ -77,27 +77,37 @@ func tenantOf(name string) bool {
 }
 
 // canonicalName checks the name of kind that owner gives (for a new
-// instance or trust group) and returns its canonical name. An instance of
-// root's may not take a name of a tenant's namespace; a trust group of
-// root's may (root mixes owners in a group by naming it so).
+// instance or trust group) and returns its canonical name. A name of
+// another's namespace (u<uid>.NAME of another uid) is refused: it would
+// read as that uid's. Only root may give one, for a trust group (root
+// mixes owners in a group by naming it so).
 func canonicalName(kind string, owner uint32, name string) (string, error) {
 	if err := checkName(kind, name); err != nil {
 		return "", err
 	}
-	if owner == 0 && kind == "instance" && tenantOf(name) {
-		return "", proto.Errorf(proto.CodeInvalid, "%s name %s: names u<uid>.NAME are the names of tenant uid's; give the owner (--owner) and NAME instead", kind, quoteName(name))
+	own := tenantPrefix(owner)
+	if tenantOf(name) && (own == "" || !strings.HasPrefix(name, own)) && !(owner == 0 && kind == "trust group") {
+		return "", proto.Errorf(proto.CodeInvalid, "%s name %s: a name u<uid>.NAME is tenant uid's own%s", kind, quoteName(name), createHint(owner))
 	}
 	c := qualify(owner, name)
 	if len(c) > maxName {
-		return "", proto.Errorf(proto.CodeInvalid, "%s name %s: a name of uid %d is at most %d characters (the daemon keeps it as %sNAME)", kind, quoteName(name), owner, maxName-len(tenantPrefix(owner)), tenantPrefix(owner))
+		return "", proto.Errorf(proto.CodeInvalid, "%s name %s: a name of uid %d is at most %d characters (the daemon keeps it as %sNAME)", kind, quoteName(name), owner, maxName-len(own), own)
 	}
 	return c, nil
 }
 
+func createHint(owner uint32) string {
+	if owner == 0 {
+		return ": give NAME and the owner (--owner) instead"
+	}
+	return ": pick a name that does not start so"
+}
+
 // lookupName checks an instance name a peer gives ("" = the default) and
 // returns the canonical name it means to that peer: the default instance,
-// or the instance of that name in the peer's own namespace (root names
-// another's by its canonical name, as root's `vm show` lists it).
+// a canonical name as it is (u<uid>.NAME: the same for everyone, as root's
+// `vm show` lists it), or the instance of that name in the peer's own
+// namespace.
 func lookupName(c creds, name string) (string, error) {
 	if name == "" || name == DefaultInstance {
 		return DefaultInstance, nil
@@ -105,8 +115,11 @@ func lookupName(c creds, name string) (string, error) {
 	if err := checkName("instance", name); err != nil {
 		return "", err
 	}
-	if !c.known {
-		return name, nil // no namespace: its owner cannot be told, mayAttach refuses
+	if !c.known || tenantOf(name) {
+		// Canonical already (another's, as root's `vm show` lists it: the
+		// caller checks that c may see it), or c has no namespace (its
+		// uid is not known: mayAttach refuses it).
+		return name, nil
 	}
 	return qualify(c.uid, name), nil
 }

@@ -20,7 +20,7 @@ func TestNames(t *testing.T) {
 		{alice, "default", DefaultInstance, ""},
 		{alice, "db1", "u1000.db1", ""},
 		{alice, "u1000.db1", "u1000.db1", ""},
-		{alice, "u1001.db1", "u1000.u1001.db1", ""}, // another's names are not reachable from one's own
+		{alice, "u1001.db1", "u1001.db1", ""}, // a canonical name is everyone's (maySee decides)
 		{root, "db1", "db1", ""},
 		{root, "u1000.db1", "u1000.db1", ""},
 		{alice, strings.Repeat("x", 60000), "", "(60000 bytes)"},
@@ -64,6 +64,9 @@ func TestNames(t *testing.T) {
 		{"instance", 0, "u1000.db1", ""}, // a tenant's namespace is not root's
 		{"trust group", 0, "u1000.g", "u1000.g"},
 		{"instance", 1000, "u1000.db1", "u1000.db1"},
+		{"instance", 1000, "u1001.db1", ""},  // another's namespace
+		{"trust group", 1000, "u1001.g", ""}, // likewise
+		{"instance", 1000, "u1000x.db1", "u1000.u1000x.db1"},
 		{"instance", 4000000000, strings.Repeat("x", 60), ""}, // too long with the prefix
 		{"instance", 1000, strings.Repeat("x", 57), "u1000." + strings.Repeat("x", 57)},
 	} {
