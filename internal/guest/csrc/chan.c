@@ -5,9 +5,9 @@
  * little-endian header, then a JSON body, with up to VRDMA_PROTO_MAX_FDS
  * descriptors attached (SCM_RIGHTS); a reply larger than one message comes
  * as parts (VRDMA_KIND_MORE set on all but the last, the descriptors with
- * the first), which vrdma_call puts together. Requests are synchronous: vrdma_call
- * sends one and reads until its reply, holding the mutex, and queues the
- * events it reads meanwhile. While no call is in progress, events wait in
+ * the first), which vrdma_call puts together. Requests are synchronous:
+ * vrdma_call sends one and reads until its reply, holding the mutex, and
+ * queues the events it reads meanwhile. While no call is in progress, events wait in
  * the socket; vrdma_chan_event reads them.
  *
  * The daemon is trusted less than fully: a message that breaks the protocol
