@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -170,6 +171,55 @@ func TestRecvRefusesBadParts(t *testing.T) {
 		}()
 		if _, _, _, err := b.Recv(); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("Recv: %v, want ErrTooLarge", err)
+		}
+	})
+}
+
+// FuzzRecvParts: whatever messages a peer sends (here: data cut into
+// messages at each 0xff byte, each with a fuzzed header), Recv never
+// panics, and a reply it returns is whole: not marked KindMore, its length
+// its body's, at most MaxReply.
+func FuzzRecvParts(f *testing.F) {
+	reply := func(more bool, id uint32, body string) []byte {
+		return message(Header{Version: Version, Kind: KindReply, More: more, Op: OpListInstances, ID: id}, []byte(body))
+	}
+	join := func(msgs ...[]byte) []byte {
+		var b []byte
+		for _, m := range msgs {
+			b = append(append(b, m...), 0xff)
+		}
+		return b
+	}
+	f.Add(join(reply(true, 1, "{\"a\":"), reply(false, 1, "1}")))
+	f.Add(join(reply(true, 1, "{"), reply(false, 2, "}")))
+	f.Add(join(reply(true, 1, "{"), message(Header{Version: Version, Kind: KindEvent, Op: OpEvent}, nil)))
+	f.Add(join(reply(false, 3, "{}")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := connPair(t)
+		var msgs [][]byte
+		for _, m := range bytes.Split(data, []byte{0xff}) {
+			if len(m) > 0 && len(m) <= MaxMessage {
+				msgs = append(msgs, m)
+			}
+		}
+		for _, m := range msgs {
+			if _, _, err := a.Raw().WriteMsgUnix(m, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Close()
+		for range len(msgs) + 1 {
+			h, body, fds, err := b.Recv()
+			CloseFDs(fds)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "EOF") {
+					return
+				}
+				continue
+			}
+			if h.More || int(h.BodyLen) != len(body) || len(body) > MaxReply {
+				t.Fatalf("Recv returned %+v with a %d-byte body", h, len(body))
+			}
 		}
 	})
 }
