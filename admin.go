@@ -53,7 +53,9 @@ type InstanceSpec struct {
 	// PortGroup is the switch's port group the adapters attach to ("" =
 	// the default one).
 	PortGroup string
-	// NativeEndpoints: the adapters' QPs are reachable by any RoCEv2 peer.
+	// NativeEndpoints: the adapters' QPs are reachable by any RoCEv2 peer;
+	// without it, on a switch with certificates, only by the switch's
+	// member hosts (their CM requests and packets).
 	NativeEndpoints bool
 	// Pin: the instance's registered memory must be lockable; creation
 	// fails when the daemon cannot lock memory.

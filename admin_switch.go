@@ -32,6 +32,18 @@ type SwitchInfo struct {
 	Security string        `json:"security"`
 	Channel  ListenerStats `json:"channel"`
 	CM       ListenerStats `json:"cm"`
+	// Outsiders are what came over RoCEv2 from outside a switch with
+	// certificates (an address no member host publishes) and was dropped.
+	Outsiders OutsiderStats `json:"outsiders"`
+}
+
+// OutsiderStats count what a daemon on a switch with certificates dropped
+// from outside the switch: CM requests for a listener, and packets for a
+// QP, whose instance is not a native endpoint (`vrdma vm create
+// --native-endpoints` takes them).
+type OutsiderStats struct {
+	Requests uint64 `json:"requests"`
+	Packets  uint64 `json:"packets"`
 }
 
 // ListenerStats are what one of a daemon's listeners between daemons let
@@ -101,7 +113,7 @@ func (a *Admin) Switch() (SwitchInfo, error) {
 		SMHost: s.SMHost, SMPriority: s.SMPriority, Role: s.Role, Hosts: s.Hosts, PortGroups: s.PortGroups,
 		Instances: s.Instances, Fallbacks: s.Fallbacks, HostsGone: s.HostsGone, SMReport: s.SMReport,
 		LeaseLost: s.LeaseLost, SMCandidates: s.SMCandidates, SMElection: s.SMElection,
-		Security: s.Security, Channel: ListenerStats(s.Channel), CM: ListenerStats(s.CM)}, nil
+		Security: s.Security, Channel: ListenerStats(s.Channel), CM: ListenerStats(s.CM), Outsiders: OutsiderStats(s.Outsiders)}, nil
 }
 
 // Hosts lists the switch's live hosts.

@@ -25,10 +25,6 @@ func BenchmarkCMConnect(b *testing.B) {
 		h := newCMHosts(b, vrdma.MTU1024)
 		benchConnect(b, h.env(b), h.addrs[1])
 	})
-	b.Run("two-hosts-tcp", func(b *testing.B) { // the TCP compatibility path on loopback
-		h := newCMHostsWith(b, vrdma.MTU1024, true)
-		benchConnect(b, h.env(b), h.addrs[1])
-	})
 }
 
 func benchConnect(b *testing.B, e *confEnv, addr netip.Addr) {

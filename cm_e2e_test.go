@@ -111,16 +111,6 @@ func TestCMTwoHosts(t *testing.T) {
 	})
 }
 
-// The same over the TCP compatibility path between the daemons.
-func TestCMTwoHostsTCP(t *testing.T) {
-	h := newCMHostsWith(t, vrdma.MTU1024, true)
-	e := h.env(t)
-	a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})
-	cmConnect(t, a, b, h.addrs[1])
-	checkConnected(t, a, b, vrdma.GID(h.addrs[1].As16()), vrdma.MTU1024)
-	rcWorkload(t, a, b, 1)
-}
-
 // ucTraffic sends and writes from a to b over UC.
 func ucTraffic(t *testing.T, a, b *side) {
 	t.Helper()

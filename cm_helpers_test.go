@@ -59,17 +59,12 @@ type cmHosts struct {
 	eps map[netip.Addr]string
 }
 
-func newCMHosts(t testing.TB, mtu vrdma.MTU) *cmHosts { return newCMHostsWith(t, mtu, false) }
-
-// newCMHostsWith is newCMHosts whose daemons, with dialTCP, set up
-// connections over their TCP listeners (the compatibility path) instead
-// of CM MADs on the link.
-func newCMHostsWith(t testing.TB, mtu vrdma.MTU, dialTCP bool) *cmHosts {
+func newCMHosts(t testing.TB, mtu vrdma.MTU) *cmHosts {
 	t.Helper()
 	h := &cmHosts{net: fakelink.New(1), eps: map[netip.Addr]string{}}
 	for i := range h.daemons {
 		d := startCMDaemonWith(t, daemon.Config{HostName: fmt.Sprintf("cm-host-%d", i), CMListen: "127.0.0.1:0",
-			CMResolve: h.resolve, CMDialTCP: dialTCP})
+			CMResolve: h.resolve})
 		h.addrs[i] = netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
 		l := h.net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0xc, byte(i + 1)}, h.addrs[i])
 		l.SetMTU(mtu)

@@ -81,6 +81,11 @@ type DeviceAttr struct {
 	MaxInline       int
 	MaxPKeys        int
 	PhysPortCnt     int
+	// MaxRingBytes is what this process's user and instance may have the
+	// daemon allocate for queues in all (their rings and the daemon's
+	// state of them, the daemon's ring limit): a QP, CQ or SRQ past it
+	// fails with ErrLimit. A vrdma extension; 0 from an older daemon.
+	MaxRingBytes uint64
 }
 
 func deviceAttr(a *proto.DeviceAttr) DeviceAttr {
@@ -94,6 +99,7 @@ func deviceAttr(a *proto.DeviceAttr) DeviceAttr {
 		MaxMR: a.MaxMR, MaxPD: a.MaxPD, MaxQPRdAtom: a.MaxQPRdAtom, MaxQPInitRdAtom: a.MaxQPInitRdAtom,
 		AtomicCap: a.AtomicCap, MaxSRQ: a.MaxSRQ, MaxSRQWR: a.MaxSRQWR, MaxSRQSGE: a.MaxSRQSGE,
 		MaxAH: a.MaxAH, MaxInline: a.MaxInline, MaxPKeys: a.MaxPKeys, PhysPortCnt: a.PhysPortCnt,
+		MaxRingBytes: a.MaxRingBytes,
 	}
 }
 

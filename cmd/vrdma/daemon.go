@@ -25,10 +25,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
 	userLimits := limitsFlag{}
 	instLimits := limitsFlag{}
-	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked, cmlisten, cmconn; N a count, 16G, or unlimited); repeatable")
+	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked, cmlisten, cmconn, ring; N a count, 16G, or unlimited; locked and ring are bytes, by default a quarter and a sixteenth of the host's memory); repeatable")
 	fs.Var(instLimits, "instance-limit", "per-instance limits, RESOURCE=N,... (as --limit, but not instance); repeatable")
 	totalLimits := limitsFlag{}
-	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, the rest unlimited); repeatable")
+	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, ring = an eighth, the rest unlimited); repeatable")
 	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -51,7 +51,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(*mode), Logger: log, LinkGSO: *linkGSO,
-		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen, CMDialTCP: *sw.cmDialTCP,
+		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
 		TotalLimits: daemon.Limits(totalLimits)})
 	if err != nil {

@@ -25,7 +25,6 @@ type daemonSwitchFlags struct {
 	etcdPeer, etcdInitCluster *string
 	etcdDir                   *string
 	cmListen                  *string
-	cmDialTCP                 *bool
 	pki                       *string
 	insecure                  *bool
 }
@@ -48,7 +47,6 @@ func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
 		etcdInitCluster: fs.String("etcd-initial-cluster", "", "embedded member: every member as name=peerURL,... to bootstrap a multi-member cluster"),
 		etcdDir:         fs.String("etcd-dir", "", "embedded member: its data directory (default STATE-DIR/etcd)"),
 		cmListen:        fs.String("cm-listen", "", "address of the connection manager's TCP compatibility listener (default: the TCP channel's address, port 4793; \"off\" for none)"),
-		cmDialTCP:       fs.Bool("cm-dial-tcp", false, "set up connections to other hosts over their connection managers' TCP port (the compatibility path with daemons that speak no CM MADs) instead of IBTA CM MADs on QP1"),
 		pki:             fs.String("pki", "", "directory of the switch's certificates: ca.pem, HOST.pem, HOST.key (default: STATE-DIR/pki if it has a ca.pem); `vrdma switch ca init` and `vrdma host cert` make them"),
 		insecure:        fs.Bool("insecure", false, "let the TCP channel, the connection manager and etcd listen beyond loopback without TLS: anyone who reaches them may pose as a host (isolated test networks only)"),
 	}

@@ -19,7 +19,8 @@ them).
                          ~/.cache/vrdma) if it is not there, prints its directory
   guest build --out DIR  also copies libibverbs.so.1 and librdmacm.so.1 (and
                          their .so links) into DIR, for a system-wide install
-                         or a container image
+                         or a container image; DIR and the directories above
+                         it must be writable by nobody but you and root
   guest path             prints the directory, building it on first use:
                          LD_LIBRARY_PATH=$(vrdma guest path) ibv_devinfo
 

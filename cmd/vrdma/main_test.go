@@ -34,7 +34,7 @@ func TestToolsFollowRdmaCoreLayouts(t *testing.T) {
 			[]string{`(?m)^hca_id:\tvrdma0$`, `node_guid:\t+[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}`, `phys_port_cnt:\t+1`,
 				`state:\t+PORT_ACTIVE \(4\)`, `active_mtu:\t+4096 \(5\)`, `(?m)port_lid:\t+1$`, `link_layer:\t+Ethernet`}},
 		{"devinfo -v", []string{"devinfo", "--socket", sock, "-v"},
-			[]string{`max_qp:\t+\d+`, `max_cqe:\t+\d+`, `max_mr_size:\t+0x[0-9a-f]+`, `atomic_cap:\t+ATOMIC_GLOB`,
+			[]string{`max_qp:\t+\d+`, `max_cqe:\t+\d+`, `max_mr_size:\t+0x[0-9a-f]+`, `max_ring_bytes:\t+(\d+|unlimited)\n`, `atomic_cap:\t+ATOMIC_GLOB`,
 				`GID\[  0\]:\t+fe80:0000:0000:0000:[0-9a-f]{4}:[0-9a-f]{2}ff:fe[0-9a-f]{2}:[0-9a-f]{4}, RoCE v2`}},
 		{"stat", []string{"stat", "--socket", sock, "vrdma0"},
 			[]string{`(?m)^CA 'vrdma0'$`, `Number of ports: 1`, `State: Active`, `(?m)Base lid: 1$`, `Link layer: Ethernet`, `port_xmit_data: \d+`, `port_rcv_packets: \d+`}},

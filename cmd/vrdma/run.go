@@ -21,7 +21,8 @@ const runHelp = `Runs COMMAND, an unmodified verbs or rdma_cm program (ibv_devin
 ibv_rc_pingpong, perftest's ib_write_bw, qperf, rping, ...), on vrdma
 adapters. It builds the guest library, a drop-in libibverbs.so.1 and
 librdmacm.so.1, on first use (and again when vrdma's sources change) into
-$VRDMA_GUEST_CACHE or ~/.cache/vrdma, then runs COMMAND with LD_LIBRARY_PATH
+$VRDMA_GUEST_CACHE or ~/.cache/vrdma (refused if anyone but you and root
+can write it or a directory above it), then runs COMMAND with LD_LIBRARY_PATH
 naming it: the program loads vrdma's libibverbs and librdmacm instead of
 rdma-core's, and its devices are the instance's adapters, vrdma0..vrdma9.
 COMMAND replaces vrdma: the exit status and signals are COMMAND's own.

@@ -207,13 +207,23 @@ func TestGuestBuildAndPath(t *testing.T) {
 			t.Errorf("guest %s: exit %d, printed %q (stderr %q); want %s", sub, code, out, errs, libDir)
 		}
 	}
+	// --out installs only a build that matches its manifest: a real one.
+	built, err := guest.Build(t.TempDir())
+	if err != nil {
+		t.Skipf("cannot build the guest library here: %v", err)
+	}
+	fakeGuest(t, built, nil)
 	dest := filepath.Join(t.TempDir(), "lib", "vrdma")
 	code, out, errs := vrdmaCmd(t, "guest", "build", "--out", dest)
 	if code != 0 || out != dest+"\n" {
 		t.Fatalf("guest build --out: exit %d, printed %q (stderr %q); want %s", code, out, errs, dest)
 	}
-	if b, err := os.ReadFile(filepath.Join(dest, guest.SOName)); err != nil || string(b) != "not really a library\n" {
-		t.Errorf("%s/%s: %q %v, want the built library's copy", dest, guest.SOName, b, err)
+	want, err := os.ReadFile(filepath.Join(built, guest.SOName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, guest.SOName)); err != nil || string(b) != string(want) {
+		t.Errorf("%s/%s: %v, want the built library's copy", dest, guest.SOName, err)
 	}
 	if target, err := os.Readlink(filepath.Join(dest, guest.LinkName)); err != nil || target != guest.SOName {
 		t.Errorf("%s -> %q (%v), want %s", guest.LinkName, target, err, guest.SOName)

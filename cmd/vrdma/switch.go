@@ -75,5 +75,6 @@ func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 		fmt.Fprintf(t, "%s:\t%s peers %d accepted %d refused %d cut %d unauthorized %d wrong_peer %d dropped %d spoofed %d\n", l.name, l.st.Listen,
 			l.st.Peers, l.st.Accepted, l.st.Refused, l.st.Cut, l.st.Unauthorized, l.st.WrongPeer, l.st.Dropped, l.st.Spoofed)
 	}
+	fmt.Fprintf(t, "outsiders:\t%d CM requests, %d packets dropped (from addresses no member host publishes)\n", s.Outsiders.Requests, s.Outsiders.Packets)
 	t.Flush()
 }

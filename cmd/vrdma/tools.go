@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/vrdma/vrdma"
 )
@@ -105,6 +106,13 @@ func printDevinfo(w io.Writer, d *vrdma.Device, verbose bool) error {
 		fmt.Fprintf(w, "\tmax_ah:\t\t\t\t%d\n", a.MaxAH)
 		fmt.Fprintf(w, "\tmax_pkeys:\t\t\t%d\n", a.MaxPKeys)
 		fmt.Fprintf(w, "\tmax_inline_data:\t\t%d\n", a.MaxInline)
+		switch a.MaxRingBytes {
+		case 0: // an older daemon
+		case math.MaxUint64:
+			fmt.Fprintf(w, "\tmax_ring_bytes:\t\t\tunlimited\n")
+		default:
+			fmt.Fprintf(w, "\tmax_ring_bytes:\t\t\t%d\n", a.MaxRingBytes)
+		}
 	}
 	fmt.Fprintf(w, "\t\tport:\t1\n")
 	fmt.Fprintf(w, "\t\t\tstate:\t\t\tPORT_%s (4)\n", p.State)

@@ -35,7 +35,7 @@ func vmCreate(args []string, stdout io.Writer) error {
 	n := fs.Int("adapters", 1, fmt.Sprintf("adapters of the instance, 1 to %d (vrdma0...)", daemon.MaxAdapters))
 	pg := fs.String("portgroup", "", "the switch's port group the adapters attach to (default "+daemon.DefaultPortGroup+"; `vrdma portgroup show` lists them)")
 	async := fs.Bool("async", false, "async mode: the daemon polls the adapters' queues on dedicated threads")
-	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer")
+	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer (without it, on a switch with certificates, only by the switch's hosts)")
 	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
 	trust := fs.String("trust-group", "", "instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
 	owner := fs.String("owner", "", "the tenant the instance belongs to, USER[:GROUP] by name or number (default: you; another owner needs root or the daemon's admin group); NAME is then the owner's, which root sees as u<uid>.NAME")

@@ -30,6 +30,9 @@ import (
 const tenantEnv = "VRDMA_ATTACK_TENANT"
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(accountEnv); role != "" {
+		os.Exit(accountMain(role)) // account_test.go
+	}
 	if os.Getenv(tenantEnv) == "1" {
 		os.Exit(tenantMain(os.Args[1:]))
 	}

@@ -19,9 +19,13 @@
 //   - writes to the switch's etcd from another uid and from another host
 //     without the switch's certificate (etcd_test.go);
 //   - kill -9 of a daemon under traffic: the programs on it stop with a
-//     clear error instead of spinning (crash_test.go).
+//     clear error instead of spinning (crash_test.go);
+//   - a libibverbs.so.1 planted by another uid in a shared guest-library
+//     cache, or altered in the user's own: root's `vrdma guest build
+//     --out` and `vrdma run` refuse it and its constructor never runs
+//     (cache_test.go; root, a C compiler and ibv_devices, no namespaces).
 //
-// Every test needs root, iproute2 and network namespaces, and skips with a
+// Every other test needs root, iproute2 and network namespaces, and skips with a
 // message without them; CI runs them as root. Every attack is bounded in
 // count and time and sends traffic only inside the namespaces it made.
 // Tenants other than root run as uids 4001, 4002 and 65534 (processes of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,13 @@ type heldTenant struct {
 // holds.
 func tenantHold(t *testing.T, uid int, sock string, verbs ...string) *heldTenant {
 	t.Helper()
-	cmd := tenantCommand(t, uid, sock, append(verbs, "hold")...)
+	return holdCommand(t, tenantCommand(t, uid, sock, append(verbs, "hold")...))
+}
+
+// holdCommand starts a tenant that says "holding" once it holds what it
+// made, and returns then.
+func holdCommand(t *testing.T, cmd *exec.Cmd) *heldTenant {
+	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func tenantHold(t *testing.T, uid int, sock string, verbs ...string) *heldTenant
 			h.lines[k] = v
 		}
 	}
-	t.Fatalf("tenant %d %v ended before holding:\n%s", uid, verbs, strings.Join(all, "\n"))
+	t.Fatalf("tenant %v ended before holding:\n%s", cmd.Args, strings.Join(all, "\n"))
 	return nil
 }
 

@@ -17,9 +17,9 @@ import (
 // The command channel as a hostile tenant uses it, against one host's
 // daemon on no switch whose socket every user may open.
 
-// soloDaemon starts a daemon on one host, on no switch, open to every
+// publicDaemon starts a daemon on one host, on no switch, open to every
 // user of the host.
-func soloDaemon(t *testing.T) *netns.Daemon {
+func publicDaemon(t *testing.T) *netns.Daemon {
 	t.Helper()
 	netns.Require(t)
 	top := netns.New(t, 1)
@@ -60,7 +60,7 @@ func tenantWithin(t *testing.T, limit time.Duration, uid int, sock string, verbs
 // hello naming a 60,000-character instance is refused, briefly, saying
 // what is wrong.
 func TestLargeReplies(t *testing.T) {
-	d := soloDaemon(t)
+	d := publicDaemon(t)
 	a := tenantWithin(t, 2*time.Minute, tenantA, d.Socket, "many", "40", "10", "list")
 	if !strings.HasPrefix(a["many"], "ok") {
 		t.Fatalf("A creating 40 instances of 10 adapters: %s", a["many"])
@@ -95,7 +95,7 @@ func TestLargeReplies(t *testing.T) {
 // instance — by A's name, or by the name root sees — gets exactly what
 // it gets for one that does not exist; nothing names A.
 func TestRefusalsAlike(t *testing.T) {
-	d := soloDaemon(t)
+	d := publicDaemon(t)
 	a := tenantWithin(t, time.Minute, tenantA, d.Socket, "create", "secret")
 	if !strings.HasPrefix(a["create secret"], "ok") {
 		t.Fatalf("A: %s", a["create secret"])
@@ -128,7 +128,7 @@ func TestRefusalsAlike(t *testing.T) {
 // TestNoSquatting: B creates "db1" before A does. A still creates its
 // "db1" and attaches to it, B attaches to its own, and root sees two.
 func TestNoSquatting(t *testing.T) {
-	d := soloDaemon(t)
+	d := publicDaemon(t)
 	b := tenantWithin(t, time.Minute, tenantB, d.Socket, "create", "db1", "group=g")
 	if !strings.HasPrefix(b["create db1"], "ok") {
 		t.Fatalf("B: %s", b["create db1"])

@@ -44,6 +44,9 @@ type admission struct {
 	// listener whose session is not reading its events; at the limit of
 	// the listener's owner.
 	wrongSource, lagging, overLimit atomic.Uint64
+	// MADs dropped: requests from outside the switch for a listener
+	// that is not a native endpoint (refuseOutsider).
+	outsiders atomic.Uint64
 }
 
 func newAdmission(cfg *Config) (*admission, error) {

@@ -52,7 +52,7 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	}
 	var p *peer
 	var endpoint admit.Endpoint
-	overMADs := !m.host.IsLocalGID(dst) && m.gsiPeer != nil && !m.dialTCP
+	overMADs := !m.host.IsLocalGID(dst) && m.gsiPeer != nil
 	if !m.host.IsLocalGID(dst) && !overMADs {
 		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
 			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)

@@ -6,7 +6,7 @@
 // does (Config.GSI: gsi.go, mad.go, retry.go, sidr.go — retransmission,
 // duplicates, MRA, TIMEWAIT, SIDR for UD), the messages of package cm
 // through an in-process queue between the adapters of one host (and over
-// TCP, the compatibility path, with Config.DialTCP), and run the IBTA CM
+// TCP, the compatibility path, without a GSI), and run the IBTA CM
 // state machine on connection ids.
 //
 // The manager owns the MAD transport (a bounded queue between the GSI

@@ -189,6 +189,9 @@ func (m *Manager) onMAD(in *inMAD) {
 			m.mads.malformed.Add(1)
 			return
 		}
+		if m.refuseOutsider(in.src, r.ServiceID) {
+			return
+		}
 		req, reason := m.reqOfMAD(in, &r, v)
 		if req == nil {
 			if reason == cm.RejectInvalidGID {
@@ -250,6 +253,9 @@ func (m *Manager) onMAD(in *inMAD) {
 		r, err := ibcm.ParseSIDRREQ(d)
 		if err != nil {
 			m.mads.malformed.Add(1)
+			return
+		}
+		if m.refuseOutsider(in.src, r.ServiceID) {
 			return
 		}
 		ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
@@ -315,4 +321,26 @@ func (m *Manager) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) 
 	return &cm.REQ{LocalID: r.LocalCommID, SrcPort: ip.SrcPort, DstPort: port, QPType: qpType, MTU: r.PathMTU,
 		ResponderResources: r.ResponderResources, InitiatorDepth: r.InitiatorDepth, QPN: r.LocalQPN, PSN: r.StartingPSN,
 		SrcGID: r.Primary.LocalGID, DstGID: r.Primary.RemoteGID, PrivateData: bytes.Clone(consumer)}, 0
+}
+
+// refuseOutsider reports whether a request from src for serviceID is
+// dropped, unanswered, and counts it: src is outside the switch
+// (Host.IsOutsider) and no listener whose adapter accepts native endpoints
+// has the port. No answer, not even a REJ: an outsider learns nothing of
+// the ports that listen.
+func (m *Manager) refuseOutsider(src [16]byte, serviceID uint64) bool {
+	if !m.host.IsOutsider(src) {
+		return false
+	}
+	_, port, _ := ibcm.ParseServiceID(serviceID)
+	m.mu.Lock()
+	l := m.listeners[port]
+	native := l != nil && l.s.Adapter().NativeEndpoint
+	m.mu.Unlock()
+	if native {
+		return false
+	}
+	m.adm.outsiders.Add(1)
+	m.refused("connection manager: dropped a request from outside the switch (an address no member host publishes); `vrdma vm create --native-endpoints` takes them", "source", gidString(src), "port", port)
+	return true
 }

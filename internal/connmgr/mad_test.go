@@ -426,3 +426,38 @@ func TestCMMADSmallerMTU(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A REQ from outside the switch (an address the host's membership test
+// does not know): dropped unanswered and counted, unless the listener's
+// adapter is a native endpoint, which serves it as any other.
+func TestCMMADOutsider(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		t.Run(map[bool]string{false: "member instance", true: "native endpoint"}[native], func(t *testing.T) {
+			n := newGSINet()
+			linux := n.end(linuxGID)
+			m, h := madManager(t, n, nil)
+			h.adapter.NativeEndpoint = native // before any MAD: the receiver reads it after the send below
+			h.SetMembers(func([16]byte) bool { return false })
+			s := listenSession(t, m, h, 7000, 0)
+			linux.send(t, n, h.gid(), reqMAD(t, h.gid(), 7000, []byte("hi"), nil))
+			if native {
+				if ev := s.event(); ev.Type != proto.CMEventRequest {
+					t.Fatalf("event %+v, want the request", ev)
+				}
+				if st := m.Stats(); st.Outsiders != 0 {
+					t.Fatalf("stats %+v: a request to a native endpoint counted as refused", st)
+				}
+				return
+			}
+			waitFor(t, "the request counted as from outside", func() bool { return m.Stats().Outsiders == 1 })
+			if len(s.events) != 0 {
+				t.Fatalf("the listener got %+v", <-s.events)
+			}
+			for _, attr := range []ibcm.AttrID{ibcm.AttrREJ, ibcm.AttrREP, ibcm.AttrMRA} {
+				if got := n.mads(attr); len(got) != 0 {
+					t.Fatalf("the manager answered an outsider's request: %d MADs of attribute %#x", len(got), attr)
+				}
+			}
+		})
+	}
+}

@@ -86,10 +86,6 @@ type Config struct {
 	// or inside the TCP channel's packets, whichever link the host routes
 	// between the two GIDs). nil: no MADs; other hosts are reached over TCP.
 	GSI GSI
-	// DialTCP has connections to other hosts set up over TCP, with the
-	// daemons' own protocol (the listener at Resolve's endpoint), even with
-	// a GSI: the compatibility path with daemons that speak no MADs.
-	DialTCP bool
 	// ResponseTimeout is the CM response timeout a REQ of this side asks of
 	// the responder, an exponent of 4.096 µs (0: 18, about 1.07 s;
 	// rdma_cm's is 20), PacketLife the packet life time counted twice in
@@ -132,7 +128,6 @@ type Manager struct {
 	madOut                            chan outMAD
 	madStop                           chan struct{}
 	mads                              madStats
-	dialTCP                           bool
 	respTimeout, packetLife, maxRetry uint8
 	timeWait                          time.Duration
 	timeWaitQ                         []timeWaitEntry
@@ -188,8 +183,8 @@ func New(cfg Config) (*Manager, error) {
 		listeners: map[uint16]*listener{}, conns: map[uint32]*connection{}, remote: map[remoteKey]*connection{},
 		sessions: map[Session]*sessionPart{}, peers: map[string]*peer{}, inbound: map[*peer]struct{}{},
 		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-		dialTCP: cfg.DialTCP, respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
-		packetLife: orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
+		respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
+		packetLife:  orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
 		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
 		inProgress: map[[16]byte]int{}, maxInProgress: cfg.MaxInProgressPerSource,
 	}

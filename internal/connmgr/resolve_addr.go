@@ -28,7 +28,7 @@ func (m *Manager) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveRes
 		return none, proto.Errorf(proto.CodeNotFound, "the adapter has no address of %s's kind (%s) to reach it from: give its link such an address, or name another of the peer's addresses", gidString(dst), kindName(gidKind(dst)))
 	}
 	resp := proto.CMResolveResp{LocalAddr: src[:], SGIDIndex: idx, MTU: uint8(a.PortMTU()), Local: m.host.IsLocalGID(dst)}
-	if !resp.Local && m.gsiPeer != nil && !m.dialTCP {
+	if !resp.Local && m.gsiPeer != nil {
 		if err := m.madRoute(src, dst); err != nil {
 			return none, err
 		}

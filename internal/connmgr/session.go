@@ -65,4 +65,10 @@ type Host interface {
 	// host: a connection to it stays in process, and a request for
 	// another GID is refused. *engine.Host has it.
 	IsLocalGID(gid [16]byte) bool
+	// IsOutsider reports whether gid, the source of a MAD, is outside the
+	// switch: on a switch with certificates, an address no member host
+	// publishes. A request from it reaches only a listener whose adapter
+	// accepts native endpoints (engine.Adapter.NativeEndpoint); others are
+	// dropped unanswered and counted. *engine.Host has it.
+	IsOutsider(gid [16]byte) bool
 }

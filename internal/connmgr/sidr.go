@@ -40,8 +40,8 @@ func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (pr
 		return none, proto.Errorf(proto.CodeInvalid, "address :: : name an address of the peer's adapter")
 	}
 	local := m.host.IsLocalGID(dst)
-	if !local && (m.gsiPeer == nil || m.dialTCP) {
-		return none, proto.Errorf(proto.CodeInvalid, "a UD QP's dial to another host is a SIDR_REQ, a CM MAD: this daemon reaches other hosts over TCP (the compatibility path), which carries no SIDR")
+	if !local && m.gsiPeer == nil {
+		return none, proto.Errorf(proto.CodeInvalid, "a UD QP's dial to another host is a SIDR_REQ, a CM MAD: this connection manager has no QP1 (Config.GSI) to send it on")
 	}
 	a := s.Adapter()
 	_, src := sourceGID(a, dst)

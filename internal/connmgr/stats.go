@@ -38,6 +38,10 @@ type Stats struct {
 	// OverLimit: requests refused because the listening session's tenant
 	// had all the connections its quota allows (Session.Charge).
 	OverLimit uint64
+	// Outsiders: requests (REQ, SIDR_REQ) over MADs from outside the
+	// switch (Host.IsOutsider) dropped unanswered: no listener on their
+	// port accepts native endpoints.
+	Outsiders uint64
 
 	// The CM MADs on QP1 (gsi.go, retry.go).
 	MADsIn          uint64 // MADs run
@@ -66,7 +70,7 @@ func (m *Manager) Stats() Stats {
 	return Stats{Inbound: n, Accepted: a.accepted.Load(), HandshakesRefused: g.Refused, HandshakesCut: g.Cut,
 		HandshakeErrors: a.hsErrors.Load(), Unauthorized: a.unauthorized.Load(), WrongPeer: a.wrongPeer.Load(),
 		IdleClosed: a.idleClosed.Load(), Evicted: a.evicted.Load(), LogsSuppressed: a.log.Suppressed(),
-		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load(),
+		WrongSource: a.wrongSource.Load(), Lagging: a.lagging.Load(), OverLimit: a.overLimit.Load(), Outsiders: a.outsiders.Load(),
 		MADsIn: m.mads.in.Load(), MADsDropped: m.mads.dropped.Load(), MADsMalformed: m.mads.malformed.Load(),
 		MADsUnsupported: m.mads.unsupported.Load(), MADSendErrors: m.mads.sendErrors.Load(), MADsNotSent: m.mads.outDropped.Load(),
 		Retransmits: m.mads.retransmits.Load(), Duplicates: m.mads.duplicates.Load(), MRAsSent: m.mads.mraSent.Load(),

@@ -90,6 +90,9 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 		}()
 		return
 	}
+	// Every request says which process sent it (a process that forked
+	// passes its connection on): registrations are charged to it (pinned.go).
+	_ = proto.PassCredentials(c)
 	s := newSession(d, proto.NewConn(c), cred, user)
 	d.mu.Lock()
 	if d.closed {

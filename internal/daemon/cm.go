@@ -65,7 +65,7 @@ var (
 func newCM(d *Daemon) (*connmgr.Manager, error) {
 	m, err := connmgr.New(connmgr.Config{Listen: d.cfg.CMListen, ListenIsDefault: d.cmListenDefault, Resolve: cmResolve(&d.cfg), TLS: d.cfg.CMTLS,
 		Authorize: d.cfg.CMAuthorize, PeerOwns: d.cfg.CMPeerOwns, Limits: d.cfg.CMLimits, Host: d.host, HostName: d.cfg.HostName,
-		Logger: d.log.With("part", "cm"), GSI: d.host, DialTCP: d.cfg.CMDialTCP})
+		Logger: d.log.With("part", "cm"), GSI: d.host})
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}

@@ -13,9 +13,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"math/big"
-	"net"
-	"net/netip"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +21,6 @@ import (
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
-	"github.com/vrdma/vrdma/internal/proto"
 )
 
 func TestCMConfigReachesTheManager(t *testing.T) {
@@ -79,74 +75,6 @@ func TestCMConfigReachesTheManager(t *testing.T) {
 		}
 		waitCM(t, "the failed handshake to be counted", func() bool { return d.CMStats().HandshakeErrors == 1 })
 	})
-	t.Run("CMResolve", func(t *testing.T) {
-		ep, got := countingListener(t)
-		d := cmDaemonWith(t, func(c *daemon.Config) {
-			c.CMResolve = func(netip.Addr) (string, error) { return ep, nil }
-			c.CMDialTCP = true
-		})
-		cmConnect(t, d, otherGID)
-		waitCM(t, "the request at the resolved endpoint", func() bool { return got.Load() > 0 })
-	})
-	t.Run("CMResolvePeer", func(t *testing.T) {
-		ep, got := countingListener(t)
-		d := cmDaemonWith(t, func(c *daemon.Config) {
-			c.CMResolvePeer = func(netip.Addr) (admit.Endpoint, error) { return admit.Endpoint{Addr: ep, Identity: "hostb"}, nil }
-			c.CMDialTCP = true
-			c.CMAuthorize = func(admit.Peer) (string, error) { return "mallory", nil }
-		})
-		s := cmConnect(t, d, otherGID)
-		if ev := s.event(); ev.Type != proto.CMEventUnreachable || !strings.Contains(ev.Text, `answered as "mallory", not "hostb"`) {
-			t.Fatalf("event %+v, want unreachable, with the reason", ev)
-		}
-		if st := d.CMStats(); st.WrongPeer != 1 {
-			t.Fatalf("stats %+v", st)
-		}
-		if n := got.Load(); n != 0 {
-			t.Fatalf("the endpoint got %d bytes", n)
-		}
-	})
-}
-
-// cmConnect starts a connection from a new session of d to addr, port 7,
-// and returns the session, which hears how it ends.
-func cmConnect(t *testing.T, d *daemon.Daemon, addr [16]byte) *cmSession {
-	t.Helper()
-	c := dial(t, d.SocketPath())
-	o := prepare(c)
-	c.ok(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: addr[:], Port: 7}, nil)
-	return &cmSession{rawClient: c}
-}
-
-// countingListener is a TCP listener that counts what it is sent and never
-// answers.
-func countingListener(t *testing.T) (string, *atomic.Int64) {
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var got atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					n, err := c.Read(buf)
-					got.Add(int64(n))
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), &got
 }
 
 func waitCM(t testing.TB, what string, cond func() bool) {

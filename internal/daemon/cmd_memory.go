@@ -1,11 +1,7 @@
 package daemon
 
 import (
-	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
@@ -103,22 +99,23 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	// must not have the daemon map (up to MaxMRSize of a sparse memfd per
 	// request) what it then refuses. Nothing is locked until it is taken.
 	locked := shm.MappedSize(req.Offset, req.Length)
-	if err := s.pin(locked); err != nil {
+	proc, err := s.pin(locked)
+	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
-		s.unpin(locked)
+		s.unpin(proc, locked)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, locked); err != nil {
 		s.give(MRs, 1)
-		s.unpin(locked)
+		s.unpin(proc, locked)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(locked) }
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, locked) }
 	region, err := shm.MapRegionRange(fds[0], req.Offset, req.Length) // owns fds[0] from here
 	if err != nil {
 		giveBack()
@@ -136,6 +133,7 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	}
 	h := s.handleID()
 	s.mrs[h] = mr
+	s.mrPins[h] = proc
 	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
 }
 
@@ -151,32 +149,11 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	locked := mr.Mapped()
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
-	s.unpin(locked)
+	s.unpin(s.mrPins[req.Handle], locked)
+	delete(s.mrPins, req.Handle)
 	s.give(MRs, 1)
 	s.give(Locked, locked)
 	return done, nil, nil
-}
-
-// memlockLimit reads a process's soft RLIMIT_MEMLOCK from /proc (prlimit on
-// another user's process needs CAP_SYS_RESOURCE; /proc/PID/limits does not).
-// ok is false when it is unlimited or unreadable.
-func memlockLimit(pid int) (limit uint64, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "Max locked memory") {
-			continue
-		}
-		f := strings.Fields(strings.TrimPrefix(line, "Max locked memory"))
-		if len(f) == 0 || f[0] == "unlimited" {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(f[0], 10, 64)
-		return v, err == nil
-	}
-	return 0, false
 }
 
 // cmdMapMR hands a direct-path initiator the peer's region with an rkey:

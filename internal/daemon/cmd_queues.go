@@ -18,12 +18,13 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.CQE < 1 || req.CQE > engine.MaxCQE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "cqe %d: a CQ holds 1 to %d completions", req.CQE, engine.MaxCQE)
 	}
-	if err := s.take(CQs, 1); err != nil {
+	ring := engine.CQBytes(req.CQE)
+	if err := s.takeQueue(CQs, ring); err != nil {
 		return nil, nil, err
 	}
 	cq, err := engine.NewCQ(req.CQE)
 	if err != nil {
-		s.give(CQs, 1)
+		s.giveQueue(CQs, ring)
 		return nil, nil, s.d.creationError("completion queue", err)
 	}
 	h := s.handleID()
@@ -33,7 +34,7 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		cq.Close()
 		delete(s.cqs, h)
-		s.give(CQs, 1)
+		s.giveQueue(CQs, ring)
 		return nil, nil, err
 	}
 	r := cq.Ring()
@@ -56,12 +57,13 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.MaxWR < 1 || req.MaxWR > engine.MaxQPWR || req.MaxSGE < 1 || req.MaxSGE > engine.MaxSGE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "SRQ max_wr %d / max_sge %d: must be 1..%d / 1..%d", req.MaxWR, req.MaxSGE, engine.MaxQPWR, engine.MaxSGE)
 	}
-	if err := s.take(SRQs, 1); err != nil {
+	ring := engine.SRQBytes(req.MaxWR, req.MaxSGE)
+	if err := s.takeQueue(SRQs, ring); err != nil {
 		return nil, nil, err
 	}
 	srq, err := engine.NewSRQ(pd, req.MaxWR, req.MaxSGE)
 	if err != nil {
-		s.give(SRQs, 1)
+		s.giveQueue(SRQs, ring)
 		return nil, nil, s.d.creationError("shared receive queue", err)
 	}
 	h := s.handleID()
@@ -71,7 +73,7 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		srq.Close()
 		delete(s.srqs, h)
-		s.give(SRQs, 1)
+		s.giveQueue(SRQs, ring)
 		return nil, nil, err
 	}
 	r := srq.Ring()
@@ -84,10 +86,11 @@ func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 // destroyUnused destroys the queue a request names, unless QPs still use
-// it, and gives back the r it held.
+// it, and gives back the r and the bytes it held.
 func destroyUnused[T interface {
 	Busy() bool
 	Close()
+	Footprint() uint64
 }](s *session, r Resource, m map[uint32]T, body []byte, what string) (any, []int, error) {
 	req, err := decode[proto.HandleReq](body)
 	if err != nil {
@@ -102,7 +105,7 @@ func destroyUnused[T interface {
 	}
 	q.Close()
 	delete(m, req.Handle)
-	s.give(r, 1)
+	s.giveQueue(r, q.Footprint())
 	return done, nil, nil
 }
 
@@ -129,7 +132,11 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	if err := s.take(QPs, 1); err != nil {
+	ring, err := engine.QPBytes(req.Caps, srq != nil)
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	if err := s.takeQueue(QPs, ring); err != nil {
 		return nil, nil, err
 	}
 	h := s.handleID()
@@ -138,7 +145,7 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 		Caps: req.Caps, Handle: h, Events: s, AH: s.ah,
 	})
 	if err != nil {
-		s.give(QPs, 1)
+		s.giveQueue(QPs, ring)
 		if outOfDescriptors(err) {
 			return nil, nil, s.d.creationError("queue pair", err)
 		}
@@ -147,14 +154,14 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	bell, err := q.ShareDoorbell()
 	if err != nil {
 		q.Destroy()
-		s.give(QPs, 1)
+		s.giveQueue(QPs, ring)
 		return nil, nil, s.d.creationError("queue pair's doorbell", err)
 	}
 	fds, err := shareFDs(q.RegionFD, nil)
 	if err != nil {
 		unix.Close(bell)
 		q.Destroy()
-		s.give(QPs, 1)
+		s.giveQueue(QPs, ring)
 		return nil, nil, err
 	}
 	fds = append(fds, bell)
@@ -219,6 +226,25 @@ func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	q.Destroy()
 	delete(s.qps, req.Handle)
-	s.give(QPs, 1)
+	s.giveQueue(QPs, q.Footprint())
 	return done, nil, nil
+}
+
+// takeQueue charges a queue of kind r (CQs, SRQs, QPs) and its footprint,
+// ring bytes (engine.QPBytes), to the session's uid and instance; giveQueue
+// gives both back.
+func (s *session) takeQueue(r Resource, ring uint64) error {
+	if err := s.take(r, 1); err != nil {
+		return err
+	}
+	if err := s.take(Ring, ring); err != nil {
+		s.give(r, 1)
+		return err
+	}
+	return nil
+}
+
+func (s *session) giveQueue(r Resource, ring uint64) {
+	s.give(r, 1)
+	s.give(Ring, ring)
 }

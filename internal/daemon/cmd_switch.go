@@ -58,6 +58,7 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
 	info.Security, info.Channel, info.CM = s.d.guardReport(st)
+	info.Outsiders = proto.OutsiderStats{Requests: s.d.CMStats().Outsiders, Packets: s.d.host.WireStats("").Outsiders}
 	if cands, keys, err := fab.SMState(ctx); err == nil {
 		for _, c := range cands {
 			info.SMCandidates = append(info.SMCandidates, fmt.Sprintf("%s(%d)", c.Host, c.Priority))

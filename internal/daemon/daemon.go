@@ -61,10 +61,6 @@ type Config struct {
 	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
 	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
 	CMPeerOwns    func(identity string, gid [16]byte) bool      // with CMAuthorize: does the host a CM connection is authorized as own this GID (a request's source)? nil = only this host's GIDs are refused as sources
-	// CMDialTCP sets up connections to other hosts over the TCP port
-	// (CMResolve's endpoints), the compatibility path with daemons that
-	// speak no CM MADs; false: IBTA CM MADs on QP1, as rdma_cm (cm.go).
-	CMDialTCP bool
 }
 
 // Daemon is a running host daemon.
@@ -148,6 +144,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: listen on %s: %w (give --socket a path in a directory you may write)", cfg.SocketPath, err)
 	}
 	ln.SetUnlinkOnClose(true)
+	_ = proto.PassCredentials(ln) // inherited by what it accepts, from the first message on
 	if err := os.Chmod(cfg.SocketPath, cfg.SocketMode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("daemon: chmod socket: %w", err)

@@ -109,6 +109,7 @@ func deviceAttr(a *engine.Adapter, lim limitSet) *proto.DeviceAttr {
 		MaxQPRdAtom: engine.MaxRdAtomic, MaxQPInitRdAtom: engine.MaxRdAtomic,
 		AtomicCap: "ATOMIC_GLOB", MaxSRQ: int(lim[SRQs]), MaxSRQWR: engine.MaxQPWR, MaxSRQSGE: engine.MaxSGE,
 		MaxAH: int(lim[AHs]), MaxInline: engine.MaxInline, MaxPKeys: engine.PKeyTable, PhysPortCnt: 1,
+		MaxRingBytes: lim[Ring],
 	}
 }
 

@@ -92,6 +92,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 			if d.host.AdapterByGID(engine.LinkLocalGID(mac)) == nil {
 				a = engine.NewAdapter(trustDomain, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
 				a.TrustGroup = spec.TrustGroup
+				a.NativeEndpoint = spec.NativeEndpoints
 				break
 			}
 		}

@@ -26,10 +26,11 @@ const (
 	Locked                      // bytes of registered memory the daemon locks
 	CMListeners                 // connection manager listeners: ports of the host's one port space
 	CMConns                     // connection manager connections and requests, until their last event is delivered
+	Ring                        // bytes the daemon allocates for queues: shared rings and its own state of them (engine.QPBytes)
 	numResources
 )
 
-var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn"}
+var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring"}
 
 // String returns the name a limit flag uses for r ("qp", "locked", ...).
 func (r Resource) String() string {
@@ -72,7 +73,7 @@ func (l Limits) String() string {
 
 // ParseLimits reads "qp=4096,cq=4096,locked=16G,session=unlimited": a
 // comma-separated list of RESOURCE=N, where RESOURCE is session, instance,
-// pd, cq, qp, mr, srq, ah, locked (bytes), cmlisten or cmconn, and N a
+// pd, cq, qp, mr, srq, ah, locked (bytes), cmlisten, cmconn or ring (bytes), and N a
 // count with an optional binary suffix (K, M, G, T: 16G is 16 GiB) or "unlimited". A resource may
 // appear once; an empty string is no limit at all (the defaults).
 func ParseLimits(s string) (Limits, error) {
@@ -151,7 +152,7 @@ type limitSet [numResources]uint64
 var deviceMax = limitSet{
 	Sessions: Unlimited, Instances: Unlimited,
 	PDs: 1 << 14, CQs: 1 << 14, QPs: engine.MaxQP, MRs: engine.MaxMR, SRQs: 1 << 12, AHs: 1 << 16,
-	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited,
+	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited, Ring: Unlimited,
 }
 
 // fdCost is how many descriptors the daemon holds for one of each
@@ -184,8 +185,9 @@ const userShare = 4
 // hold fdBudget descriptors for its clients and a host of memBytes of RAM:
 // the descriptor-holding resources are scaled so that one uid holding its
 // whole quota of every one of them holds at most a quarter of the budget
-// (never below a floor that keeps the defaults usable), and a uid may lock
-// a quarter of the host's memory.
+// (never below a floor that keeps the defaults usable), a uid may lock
+// a quarter of the host's memory and have the daemon allocate a
+// sixteenth of it for its queues.
 func defaultUserLimits(fdBudget, memBytes uint64) limitSet {
 	l := nominalUserLimits
 	var need uint64
@@ -205,9 +207,10 @@ func defaultUserLimits(fdBudget, memBytes uint64) limitSet {
 			l[r] = max(l[r]*share/need, floor)
 		}
 	}
-	l[Locked] = Unlimited
+	l[Locked], l[Ring] = Unlimited, Unlimited
 	if memBytes > 0 {
 		l[Locked] = memBytes / userShare
+		l[Ring] = memBytes / userRingShare
 	}
 	return l
 }
@@ -216,10 +219,20 @@ func defaultUserLimits(fdBudget, memBytes uint64) limitSet {
 // have the daemon lock by default: 1/totalShare.
 const totalShare = 2
 
+// userRingShare and totalRingShare are the parts of the host's memory one
+// uid, and all tenants together, may have the daemon allocate for queues
+// by default (Ring): 1/16 and 1/8. With the locked shares, one uid takes
+// at most 1/4 + 1/16 of the host's memory, all tenants 1/2 + 1/8
+// (docs/design/accounting.md).
+const (
+	userRingShare  = 16
+	totalRingShare = 8
+)
+
 // defaultTotalLimits returns the daemon-wide defaults for a host of
-// memBytes of RAM: all tenants together may lock half of it; nothing else
-// is capped daemon-wide (the descriptor reserve bounds what holds
-// descriptors).
+// memBytes of RAM: all tenants together may lock half of it and have an
+// eighth allocated for their queues; nothing else is capped daemon-wide
+// (the descriptor reserve bounds what holds descriptors).
 func defaultTotalLimits(memBytes uint64) limitSet {
 	var l limitSet
 	for r := range numResources {
@@ -227,6 +240,7 @@ func defaultTotalLimits(memBytes uint64) limitSet {
 	}
 	if memBytes > 0 {
 		l[Locked] = memBytes / totalShare
+		l[Ring] = memBytes / totalRingShare
 	}
 	return l
 }

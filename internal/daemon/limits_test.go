@@ -25,6 +25,7 @@ func TestParseLimits(t *testing.T) {
 		{"instance=0", Limits{Instances: 0}, ""},
 		{"pd=1,srq=2,ah=3,instance=4", Limits{PDs: 1, SRQs: 2, AHs: 3, Instances: 4}, ""},
 		{"cmlisten=16,cmconn=1K", Limits{CMListeners: 16, CMConns: 1 << 10}, ""},
+		{"ring=1G", Limits{Ring: 1 << 30}, ""},
 		{"qp", nil, "write RESOURCE=N"},
 		{"=5", nil, "write RESOURCE=N"},
 		{"qp=", nil, "not a count"},
@@ -74,7 +75,7 @@ func FuzzParseLimits(f *testing.F) {
 // nominal ones; with few, one uid holding its whole quota of everything
 // holds at most a quarter of the daemon's descriptors, plus the floors.
 func TestDefaultUserLimits(t *testing.T) {
-	if got := defaultUserLimits(1<<20, 8<<30); got[QPs] != nominalUserLimits[QPs] || got[Locked] != 2<<30 {
+	if got := defaultUserLimits(1<<20, 8<<30); got[QPs] != nominalUserLimits[QPs] || got[Locked] != 2<<30 || got[Ring] != 512<<20 {
 		t.Errorf("a roomy daemon: %v", got)
 	}
 	for _, budget := range []uint64{20000 - fdReserve(20000), 1024 - fdReserve(1024), 65536, 1 << 20} {
@@ -90,29 +91,33 @@ func TestDefaultUserLimits(t *testing.T) {
 		if fds > budget/userShare+floors {
 			t.Errorf("budget %d: one uid may hold %d descriptors: %v", budget, fds, l)
 		}
-		if l[Locked] != Unlimited {
-			t.Errorf("budget %d, memory unknown: locked %d, want unlimited", budget, l[Locked])
+		if l[Locked] != Unlimited || l[Ring] != Unlimited {
+			t.Errorf("budget %d, memory unknown: locked %d, ring %d, want unlimited", budget, l[Locked], l[Ring])
 		}
 	}
 }
 
 // TestDefaultTotalLimits: all tenants together may lock half of the
-// host's memory by default (each uid a quarter), and nothing else is
+// host's memory by default (each uid a quarter) and have an eighth
+// allocated for their queues (each uid a sixteenth), and nothing else is
 // capped daemon-wide by default beyond the descriptor reserve; a
 // configured total is taken as given, not capped at one adapter's maxima.
 func TestDefaultTotalLimits(t *testing.T) {
 	l := defaultTotalLimits(8 << 30)
 	for r := range numResources {
 		want := uint64(Unlimited)
-		if Resource(r) == Locked {
+		switch Resource(r) {
+		case Locked:
 			want = 4 << 30
+		case Ring:
+			want = 1 << 30
 		}
 		if l[r] != want {
 			t.Errorf("default total %v = %d, want %d", Resource(r), l[r], want)
 		}
 	}
-	if l := defaultTotalLimits(0); l[Locked] != Unlimited {
-		t.Errorf("memory unknown: total locked %d, want unlimited", l[Locked])
+	if l := defaultTotalLimits(0); l[Locked] != Unlimited || l[Ring] != Unlimited {
+		t.Errorf("memory unknown: total locked %d, ring %d, want unlimited", l[Locked], l[Ring])
 	}
 	if l := resolveTotal(defaultTotalLimits(8<<30), Limits{QPs: 1 << 20, Locked: 1 << 30}); l[QPs] != 1<<20 || l[Locked] != 1<<30 {
 		t.Errorf("configured totals: %v", l)

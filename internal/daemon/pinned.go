@@ -1,6 +1,11 @@
 package daemon
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/vrdma/vrdma/internal/proto"
@@ -9,8 +14,14 @@ import (
 // The kernel charges the memory ibv_reg_mr pins to the registering
 // process, against that process's RLIMIT_MEMLOCK, however many device
 // contexts it opened. The daemon, which locks the memory itself, does the
-// same: it counts what it locks per client process (the pid SO_PEERCRED
-// gave at connect), across all that process's sessions.
+// same: it counts what it locks per client process across all that
+// process's sessions, and the process is the one that sent the
+// registration, as the kernel names it with the message (SCM_CREDENTIALS),
+// not the one that connected: a process that forks passes its connection
+// on, and its child is charged against its own limit, as the kernel would
+// charge it. A process whose limit cannot be read (it has exited, or the
+// daemon cannot see it) is refused, not assumed unlimited
+// (docs/design/accounting.md).
 
 // pinLedger counts the bytes the daemon locks for each client process.
 type pinLedger struct {
@@ -79,33 +90,89 @@ func (l *pinLedger) pinned(p *procPins) uint64 {
 	return p.pinned
 }
 
-// pin counts n more bytes locked for the session's process, after checking
-// that this stays within the process's own RLIMIT_MEMLOCK: a daemon that
-// may lock anything must not pin memory on behalf of a client that may
-// not. Root clients (CAP_IPC_LOCK), peers of unknown pid and processes
-// without a limit are not limited. unpin gives the bytes back.
-func (s *session) pin(n uint64) error {
-	s.pinned += n
-	if s.proc == nil {
-		return nil
+// pin counts n more bytes locked for the process that sent the request
+// being served, after checking that this stays within that process's own
+// RLIMIT_MEMLOCK: a daemon that may lock anything must not pin memory on
+// behalf of a client that may not. It returns the process's count, for
+// unpin (nil for a root session's request from a process it cannot name).
+// Root sessions (CAP_IPC_LOCK) are not limited; any other request from a
+// process whose limit cannot be read is refused.
+func (s *session) pin(n uint64) (*procPins, error) {
+	pid := int32(0)
+	if from := s.conn.LastSender(); from.Known {
+		pid = from.PID
 	}
 	limit := uint64(Unlimited)
-	if s.cred.uid != 0 {
-		if l, ok := memlockLimit(int(s.cred.pid)); ok {
-			limit = l
+	if s.cred.uid == 0 {
+		if pid <= 0 && s.cred.known {
+			pid = s.cred.pid
 		}
+		if pid <= 0 {
+			s.pinned += n
+			return nil, nil
+		}
+	} else {
+		l, err := memlockOf(pid)
+		if err != nil {
+			return nil, proto.Errorf(proto.CodeMemlock, "%v: the daemon locks registered memory only within the registering process's RLIMIT_MEMLOCK, and refuses what it cannot check", err)
+		}
+		limit = l
 	}
-	if total, ok := s.d.pins.pin(s.proc, n, limit); !ok {
-		s.pinned -= n
-		return proto.Errorf(proto.CodeMemlock, "registering %d more bytes would lock %d bytes in all for this process (pid %d, all its sessions together), above its RLIMIT_MEMLOCK of %d bytes: raise it with `ulimit -l` or limits.conf memlock lines", n, total, s.proc.pid, limit)
+	p := s.d.pins.join(pid)
+	if total, ok := s.d.pins.pin(p, n, limit); !ok {
+		s.d.pins.leave(p)
+		return nil, proto.Errorf(proto.CodeMemlock, "registering %d more bytes would lock %d bytes in all for this process (pid %d: all its regions, whichever connection registered them), above its RLIMIT_MEMLOCK of %d bytes: raise it with `ulimit -l` or limits.conf memlock lines", n, total, pid, limit)
 	}
-	return nil
+	s.pinned += n
+	return p, nil
 }
 
-func (s *session) unpin(n uint64) {
+// unpin gives back n bytes pin counted for p.
+func (s *session) unpin(p *procPins, n uint64) {
 	n = min(n, s.pinned)
 	s.pinned -= n
-	if s.proc != nil {
-		s.d.pins.unpin(s.proc, n)
+	if p != nil {
+		s.d.pins.unpin(p, n)
+		s.d.pins.leave(p)
 	}
+}
+
+// memlockOf is memlockLimit; tests replace it.
+var memlockOf = memlockLimit
+
+// memlockLimit reads a process's soft RLIMIT_MEMLOCK from /proc (prlimit on
+// another user's process needs CAP_SYS_RESOURCE; /proc/PID/limits does not):
+// Unlimited when it is unlimited, an error when it cannot be read.
+func memlockLimit(pid int32) (uint64, error) {
+	if pid <= 0 {
+		return 0, errors.New("the daemon cannot tell which process sent this registration (its pid is not visible in the daemon's pid namespace, or the connection passes no credentials), so it cannot read its RLIMIT_MEMLOCK: run the daemon in the clients' pid namespace or a parent of it")
+	}
+	path := fmt.Sprintf("/proc/%d/limits", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("cannot read the RLIMIT_MEMLOCK of process %d (%v): has it exited while its request was served, or is /proc mounted with hidepid?", pid, err)
+	}
+	return parseMemlock(b, path)
+}
+
+// parseMemlock reads the soft limit from the "Max locked memory" line of
+// a /proc/PID/limits file.
+func parseMemlock(b []byte, path string) (uint64, error) {
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Max locked memory")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) > 0 && f[0] == "unlimited" {
+			return Unlimited, nil
+		}
+		if len(f) > 0 {
+			if v, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+				return v, nil
+			}
+		}
+		return 0, fmt.Errorf("%s has a \"Max locked memory\" line the daemon cannot read: %q", path, line)
+	}
+	return 0, fmt.Errorf("%s has no \"Max locked memory\" line", path)
 }

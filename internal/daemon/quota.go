@@ -190,6 +190,10 @@ func limitError(a *account, r Resource, n uint64) error {
 		return proto.Errorf(proto.CodeLimit, "%s has %d bytes of registered memory locked and may lock %d (limit %s=%d): %d more would pass it; deregister regions, or have the daemon started with a higher `%s %s=BYTES`",
 			a.what, a.used[r], lim, r, lim, n, a.flag, r)
 	}
+	if r == Ring {
+		return proto.Errorf(proto.CodeLimit, "%s has queues of %d bytes (shared rings and the daemon's state of them) and may have %d (limit %s=%d): %d more would pass it; destroy some queue pairs, completion queues or shared receive queues, create smaller ones (fewer work requests, completions or scatter/gather entries), or have the daemon started with a higher `%s %s=BYTES`",
+			a.what, a.used[r], lim, r, lim, n, a.flag, r)
+	}
 	fix := "destroy some"
 	switch r {
 	case Sessions:

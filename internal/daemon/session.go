@@ -29,8 +29,8 @@ type session struct {
 	acct *account
 	held limitSet
 
-	pinned uint64    // bytes of registered memory this session has the daemon lock (mu)
-	proc   *procPins // what the peer process has locked in all (pinned.go); nil: pid unknown
+	pinned uint64               // bytes of registered memory this session has the daemon lock (mu)
+	mrPins map[uint32]*procPins // by region: the process its bytes are charged to (pinned.go; mu)
 
 	inst    atomic.Pointer[Instance]
 	adapter *engine.Adapter
@@ -59,12 +59,9 @@ func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 	s := &session{
 		d: d, conn: c, cred: cred, user: user,
 		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, cqs: map[uint32]*engine.CQ{},
-		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{},
+		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{}, mrPins: map[uint32]*procPins{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
-	}
-	if cred.known && cred.pid > 0 {
-		s.proc = d.pins.join(cred.pid)
 	}
 	return s
 }
@@ -104,9 +101,6 @@ func (s *session) limits() limitSet {
 func (s *session) leave() {
 	s.d.quota.release(nil, Sessions, 1, s.user, s.acct)
 	s.d.quota.leave(s.cred.uid, s.user)
-	if s.proc != nil {
-		s.d.pins.leave(s.proc)
-	}
 }
 
 func (s *session) instance() *Instance { return s.inst.Load() }
@@ -265,10 +259,12 @@ func (s *session) cleanup() {
 		delete(s.cqs, h)
 	}
 	for h, m := range s.mrs {
+		locked := m.Mapped()
 		m.Deregister()
 		delete(s.mrs, h)
+		s.unpin(s.mrPins[h], locked)
+		delete(s.mrPins, h)
 	}
-	s.unpin(s.pinned)
 	s.ahMu.Lock()
 	clear(s.ahs)
 	clear(s.ahPD)

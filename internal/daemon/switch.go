@@ -95,6 +95,8 @@ type switchHost struct{ d *Daemon }
 
 func (h switchHost) SetRouter(r engine.Router) { h.d.host.SetRouter(r) }
 
+func (h switchHost) SetMembers(m engine.Members) { h.d.host.SetMembers(m) }
+
 func (h switchHost) FailPeers(gone func(netip.Addr) bool, reason string) int {
 	return h.d.host.FailPeers(gone, reason)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
 )
@@ -73,9 +74,16 @@ func TestQuotaComesBack(t *testing.T) {
 	c := dial(t, d.SocketPath())
 	c.ok(proto.OpHello, proto.HelloReq{Instance: "vm", Device: "vrdma0"}, nil)
 	pd, mr, cq, srq, qp, ah := everything(t, c)
-	full := map[string]uint64{"session": 2, "instance": 1, "pd": 1, "mr": 1, "locked": 4096, "cq": 1, "srq": 1, "qp": 1, "ah": 1}
+	// Ring bytes: everything's CQ, SRQ and QP.
+	qpRing, err := engine.QPBytes(proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := map[string]uint64{"cq": engine.CQBytes(16), "srq": engine.SRQBytes(8, 1), "qp": qpRing}
+	full := map[string]uint64{"session": 2, "instance": 1, "pd": 1, "mr": 1, "locked": 4096, "cq": 1, "srq": 1, "qp": 1, "ah": 1,
+		"ring": ring["cq"] + ring["srq"] + ring["qp"]}
 	waitUsage(t, d, uid, full)
-	if got, want := d.InstanceUsage("vm"), map[string]uint64{"session": 1, "pd": 1, "mr": 1, "locked": 4096, "cq": 1, "srq": 1, "qp": 1, "ah": 1}; !maps.Equal(got, want) {
+	if got, want := d.InstanceUsage("vm"), map[string]uint64{"session": 1, "pd": 1, "mr": 1, "locked": 4096, "cq": 1, "srq": 1, "qp": 1, "ah": 1, "ring": full["ring"]}; !maps.Equal(got, want) {
 		t.Fatalf("instance vm holds %v, want %v", got, want)
 	}
 	// One by one.
@@ -88,6 +96,9 @@ func TestQuotaComesBack(t *testing.T) {
 		delete(full, step.r)
 		if step.r == "mr" {
 			delete(full, "locked")
+		}
+		if full["ring"] -= ring[step.r]; full["ring"] == 0 {
+			delete(full, "ring")
 		}
 		waitUsage(t, d, uid, full)
 	}

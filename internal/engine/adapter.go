@@ -34,6 +34,9 @@ type Adapter struct {
 	Async      bool
 	TrustGroup string // adapters of instances with the same non-empty group trust each other
 	ActiveMTU  abi.MTU
+	// NativeEndpoint: the adapter's QPs take packets from addresses outside
+	// the switch (members.go); set before the adapter is added to a host.
+	NativeEndpoint bool
 
 	Counters Counters
 

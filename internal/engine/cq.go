@@ -25,8 +25,7 @@ type CQ struct {
 
 // NewCQ creates a CQ able to hold at least cqe completions.
 func NewCQ(cqe int) (*CQ, error) {
-	entries := abi.RoundPow2(cqe)
-	ring := abi.RingLayout{Entries: entries, Stride: abi.CQESize}
+	ring := cqRing(cqe)
 	region, err := shm.NewRegion("vrdma-cq", ring.Size())
 	if err != nil {
 		return nil, err

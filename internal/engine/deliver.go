@@ -83,6 +83,10 @@ func (r *receiver) deliver(frame []byte) {
 		ctr.UnknownQP.Add(1)
 		return
 	}
+	if !q.adapter.NativeEndpoint && h.IsOutsider(addrGID(p.Src)) {
+		ctr.Outsiders.Add(1)
+		return
+	}
 	q.procMu.Lock()
 	rm := q.rm
 	if q.dead || rm == nil || (q.typ != abi.QPTypeUD && (!rm.wired || p.Src != rm.path.dst || p.Dst != rm.path.src)) {

@@ -26,9 +26,10 @@ type Host struct {
 
 	txErrors atomic.Uint64 // frames the workers' sends lost
 
-	router atomic.Pointer[Router]     // route.go; nil: the default choice
-	gsi    atomic.Pointer[gsiHandler] // gsi.go; nil: QP1's datagrams are dropped
-	gsiPSN atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
+	router  atomic.Pointer[Router]     // route.go; nil: the default choice
+	gsi     atomic.Pointer[gsiHandler] // gsi.go; nil: QP1's datagrams are dropped
+	gsiPSN  atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
+	members atomic.Pointer[Members]    // members.go; nil: every source is taken
 }
 
 // WireCounters count, per link, the packets it received and those that
@@ -38,13 +39,14 @@ type WireCounters struct {
 	Malformed, ICRC            atomic.Uint64 // undecodable; wrong ICRC
 	NotOurs, UnknownQP, BadKey atomic.Uint64 // destination not ours; no such QP or wrong type/state/address; P_Key (or QP1's Q_Key)
 	GSI                        atomic.Uint64 // management datagrams handed to QP1's handler
+	Outsiders                  atomic.Uint64 // from outside the switch to an adapter that takes only members (members.go)
 	TxErrors                   atomic.Uint64 // answers the link refused to send
 }
 
 // WireStats is a snapshot of WireCounters.
 type WireStats struct {
 	RxPackets, RxBytes, Malformed, ICRC, NotOurs, UnknownQP, BadKey, TxErrors uint64
-	GSI                                                                       uint64
+	GSI, Outsiders                                                            uint64
 }
 
 // WireStats returns the counters of the link called name, or of all links
@@ -70,6 +72,7 @@ func (h *Host) WireStats(name string) WireStats {
 		s.BadKey += c.BadKey.Load()
 		s.TxErrors += c.TxErrors.Load()
 		s.GSI += c.GSI.Load()
+		s.Outsiders += c.Outsiders.Load()
 	}
 	return s
 }

@@ -60,6 +60,7 @@ type QP struct {
 	caps    proto.QPCaps
 	ah      func(uint32) ([16]byte, uint8, *PD, bool)
 
+	footprint uint64 // bytes the daemon allocates for the QP (footprint.go)
 	region    *shm.Region
 	mem       []byte
 	memMu     sync.Mutex // a leaf lock: held by release while it unmaps mem, and by writers that are not the worker
@@ -99,50 +100,21 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if !cfg.Type.Valid() {
 		return nil, fmt.Errorf("QP type %d is not RC (2), UC (3) or UD (4)", cfg.Type)
 	}
-	c := cfg.Caps
-	if c.MaxSendWR < 0 || c.MaxSendWR > MaxQPWR {
-		return nil, fmt.Errorf("max_send_wr %d must be 0..%d", c.MaxSendWR, MaxQPWR)
-	}
-	if c.MaxSendSGE > MaxSGE || c.MaxRecvSGE > MaxSGE || c.MaxSendSGE < 0 || c.MaxRecvSGE < 0 {
-		return nil, fmt.Errorf("max_send_sge %d / max_recv_sge %d must be 0..%d", c.MaxSendSGE, c.MaxRecvSGE, MaxSGE)
-	}
-	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
-		return nil, fmt.Errorf("max_inline_data %d must be 0..%d", c.MaxInlineData, MaxInline)
-	}
-	if cfg.SRQ == nil && (c.MaxRecvWR < 0 || c.MaxRecvWR > MaxQPWR) {
-		return nil, fmt.Errorf("max_recv_wr %d must be 0..%d (or give the QP a shared receive queue)", c.MaxRecvWR, MaxQPWR)
-	}
-	if cfg.SRQ == nil {
-		// A QP that only sends may ask for no receive queue, one that
-		// only receives for no send queue (rdma_rxe allows both; qperf
-		// does it): it gets the smallest one.
-		c.MaxRecvWR = max(c.MaxRecvWR, 1)
-	}
 	if cfg.SRQ != nil && cfg.SRQ.pd != cfg.PD {
 		return nil, fmt.Errorf("the shared receive queue belongs to another protection domain")
 	}
-	c.MaxSendSGE = max(c.MaxSendSGE, 1)
-	c.MaxSendWR = abi.RoundPow2(c.MaxSendWR) // a QP that only receives gets the smallest send queue
+	sh, err := shapeQP(cfg.Caps, cfg.SRQ != nil)
+	if err != nil {
+		return nil, err
+	}
+	c := sh.caps
 	q := &QP{
 		Handle: cfg.Handle, Events: cfg.Events,
 		adapter: a, pd: cfg.PD, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
 		sigAll: cfg.SigAll, ah: cfg.AH, stallLeft: -1,
+		sq: sh.sq, rqRing: sh.rq, caps: c, footprint: sh.bytes(),
 	}
-	q.sq = abi.RingLayout{Offset: 0, Entries: c.MaxSendWR, Stride: abi.SendStride(c.MaxSendSGE, c.MaxInlineData)}
-	c.MaxInlineData = q.sq.Stride - abi.SendWQEHeader
-	// Rings start on 256-byte boundaries, where the library's layout check
-	// expects them (a one-entry send ring would leave the next unaligned).
-	size := (q.sq.Size() + abi.RingHeaderSize - 1) &^ (abi.RingHeaderSize - 1)
-	if cfg.SRQ == nil {
-		c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
-		c.MaxRecvWR = abi.RoundPow2(c.MaxRecvWR)
-		q.rqRing = abi.RingLayout{Offset: size, Entries: c.MaxRecvWR, Stride: abi.RecvStride(c.MaxRecvSGE)}
-		size += q.rqRing.Size()
-	} else {
-		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
-	}
-	q.caps = c
-	region, err := shm.NewRegion("vrdma-qp", size)
+	region, err := shm.NewRegion("vrdma-qp", sh.size)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func newRQ(mem []byte, ring abi.RingLayout, maxSGE int, pd *PD) *RQ {
 
 // NewSRQ creates a shared receive queue of at least maxWR entries.
 func NewSRQ(pd *PD, maxWR, maxSGE int) (*RQ, error) {
-	ring := abi.RingLayout{Entries: abi.RoundPow2(maxWR), Stride: abi.RecvStride(maxSGE)}
+	ring := srqRing(maxWR, maxSGE)
 	region, err := shm.NewRegion("vrdma-srq", ring.Size())
 	if err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Names of what a build leaves in its directory.
@@ -56,10 +59,13 @@ const rdmacmHeader = "rdma/rdma_cma.h"
 const headersFile = "/usr/include/infiniband/verbs.h"
 
 // cflags are the compiler's flags, before the soname, the output and the
-// sources. They are part of the cache key: changing them rebuilds.
+// sources. They are part of the cache key: changing them rebuilds. There
+// is no -Werror: on a user's machine a newer compiler's new warning must
+// not stop every program; the project's own tests add it (see
+// builder.extraFlags), so that a warning still fails them.
 var cflags = []string{
 	"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC",
-	"-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
+	"-Wall", "-Wextra", "-fvisibility=hidden",
 	"-shared", "-Wl,-z,defs",
 }
 
@@ -68,7 +74,7 @@ var libs = []string{"-lpthread"}
 
 // keyVersion changes when the layout of a build directory or the way it is
 // built changes, so that older builds are not reused.
-const keyVersion = "vrdma guest build 2"
+const keyVersion = "vrdma guest build 3"
 
 // Build returns the directory holding libibverbs.so.1 and librdmacm.so.1
 // (and their libibverbs.so and librdmacm.so links) built from the embedded
@@ -78,15 +84,26 @@ const keyVersion = "vrdma guest build 2"
 // embedded file's name and contents), the compiler (`cc --version`) and the
 // flags, so a change to any of them builds anew into another directory and
 // an unchanged build is reused without running the compiler. The sources are
-// kept in the directory's src/ (the debug information points there). A build
-// is made in a temporary directory and renamed into place, so processes that
-// build at the same time all end up with one complete directory.
+// kept in the directory's src/ (the debug information points there). The
+// compiler's warnings, if any, go to stderr; they do not fail the build.
+//
+// The cache is the caller's alone: cacheDir and every directory above it
+// must be owned by the caller or root and not writable by others (see
+// secureDir), or Build fails with an *UnsafeDirError (ErrUnsafeDir); a
+// cacheDir it makes is mode 0700. A build is made in a private temporary
+// directory, sealed with a manifest of its files' SHA-256 (ManifestName)
+// and renamed into place, so processes that build at the same time all end
+// up with one complete directory. A build found in the cache is used only
+// while it matches its manifest and nobody else can write it, else Build
+// fails with an *AlteredBuildError (ErrAlteredBuild) that says to remove
+// it: it is not rebuilt silently, since something other than vrdma wrote
+// there.
 //
 // Build fails with a *MissingToolsError when the compiler or rdma-core's
 // headers (libibverbs-dev, librdmacm-dev) are not installed and with a *CompileError, holding the compiler's
 // output, when the compiler fails. DefaultCacheDir is the usual cacheDir.
 func Build(cacheDir string) (libDir string, err error) {
-	return builder{src: Sources(), cc: "cc", header: "infiniband/verbs.h"}.build(cacheDir)
+	return builder{src: Sources(), cc: "cc", header: "infiniband/verbs.h", warnings: os.Stderr}.build(cacheDir)
 }
 
 // builder builds the library from src with the compiler cc.
@@ -96,16 +113,22 @@ type builder struct {
 	// header is a system header the sources need, checked with the
 	// compiler before a build; "" checks none.
 	header string
+	// extraFlags follow cflags (and are part of the cache key): the
+	// project's tests add -Werror.
+	extraFlags []string
+	// warnings, if not nil, is shown what the compiler printed when it
+	// succeeded.
+	warnings io.Writer
 }
+
+// cacheFix is what an *UnsafeDirError for the build cache says to do.
+const cacheFix = "use a directory only you can write, mode 0700: set " + CacheEnv + " to one, or unset it for ~/.cache/vrdma"
 
 // build is Build on b's sources and compiler.
 func (b builder) build(cacheDir string) (string, error) {
 	files, err := sourceFiles(b.src)
 	if err != nil {
 		return "", err
-	}
-	if cacheDir, err = filepath.Abs(cacheDir); err != nil { // the directory goes into LD_LIBRARY_PATH
-		return "", fmt.Errorf("guest library: %w", err)
 	}
 	var cfiles, cmfiles []string
 	hasScript, hasCMScript := false, false
@@ -132,12 +155,21 @@ func (b builder) build(cacheDir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("guest library: %s --version failed (%v): check that the C compiler works, or reinstall it with `apt-get install --reinstall %s`", cc, err, compilerPackage)
 	}
-	key, err := cacheKey(b.src, files, version)
+	flags := append(append([]string(nil), cflags...), b.extraFlags...)
+	key, err := cacheKey(b.src, files, version, flags)
 	if err != nil {
 		return "", err
 	}
+	// Absolute, without links, and checked: the directory goes into
+	// LD_LIBRARY_PATH.
+	if cacheDir, err = secureDir(cacheDir, 0o700, "the build cache", cacheFix); err != nil {
+		return "", err
+	}
 	final := filepath.Join(cacheDir, "guest-"+key)
-	if built(final) {
+	if _, err := verifyBuild(final); !errors.Is(err, fs.ErrNotExist) {
+		if err != nil {
+			return "", err
+		}
 		return final, nil
 	}
 	if b.header != "" {
@@ -150,10 +182,7 @@ func (b builder) build(cacheDir string) (string, error) {
 			}
 		}
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("guest library: cannot create the build cache: %w (set %s to a writable directory)", err, CacheEnv)
-	}
-	tmp, err := os.MkdirTemp(cacheDir, ".build-")
+	tmp, err := os.MkdirTemp(cacheDir, ".build-") // 0700 until sealed
 	if err != nil {
 		return "", fmt.Errorf("guest library: cannot build in the cache: %w (set %s to a writable directory)", err, CacheEnv)
 	}
@@ -165,7 +194,7 @@ func (b builder) build(cacheDir string) (string, error) {
 	if hasScript {
 		script = VersionScript
 	}
-	if err := compile(cc, tmp, final, SOName, script, cfiles, libs); err != nil {
+	if err := b.compile(cc, flags, tmp, final, SOName, script, cfiles, libs); err != nil {
 		return "", err
 	}
 	if err := os.Symlink(SOName, filepath.Join(tmp, LinkName)); err != nil {
@@ -179,12 +208,15 @@ func (b builder) build(cacheDir string) (string, error) {
 			script = RDMACMVersionScript
 		}
 		srcs := append(cmfiles, rdmacmShared...)
-		if err := compile(cc, tmp, final, RDMACMSOName, script, srcs, append([]string{"-Isrc", "-L.", "-libverbs"}, libs...)); err != nil {
+		if err := b.compile(cc, flags, tmp, final, RDMACMSOName, script, srcs, append([]string{"-Isrc", "-L.", "-libverbs"}, libs...)); err != nil {
 			return "", err
 		}
 		if err := os.Symlink(RDMACMSOName, filepath.Join(tmp, RDMACMLinkName)); err != nil {
 			return "", fmt.Errorf("guest library: %w", err)
 		}
+	}
+	if err := seal(tmp); err != nil {
+		return "", err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
 		return "", fmt.Errorf("guest library: %w", err)
@@ -192,15 +224,20 @@ func (b builder) build(cacheDir string) (string, error) {
 	if err := publish(tmp, final); err != nil {
 		return "", err
 	}
+	// Ours or, when another build landed first, the winner's: checked alike.
+	if _, err := verifyBuild(final); err != nil {
+		return "", err
+	}
 	return final, nil
 }
 
 // compile builds the shared library soname in dir from srcs (paths under
-// dir's src/) with the version script (under src/; "" for none), then the
-// extra arguments (libraries). The debug information names the sources
-// under final, where they will be.
-func compile(cc, dir, final, soname, script string, srcs, extra []string) error {
-	args := append([]string{}, cflags...)
+// dir's src/) with flags and the version script (under src/; "" for
+// none), then the extra arguments (libraries). The debug information names
+// the sources under final, where they will be. What the compiler prints
+// when it succeeds (warnings) goes to b.warnings.
+func (b builder) compile(cc string, flags []string, dir, final, soname, script string, srcs, extra []string) error {
+	args := append([]string{}, flags...)
 	args = append(args, "-Wl,-soname,"+soname)
 	if script != "" {
 		args = append(args, "-Wl,--version-script="+path.Join("src", script))
@@ -212,33 +249,24 @@ func compile(cc, dir, final, soname, script string, srcs, extra []string) error 
 	args = append(args, extra...)
 	cmd := command(cc, args...)
 	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		return &CompileError{Command: append([]string{cc}, args...), Dir: dir, Output: string(out), Err: err}
+	}
+	if len(out) > 0 && b.warnings != nil {
+		fmt.Fprintf(b.warnings, "vrdma: the compiler warned while building the guest library's %s (the build goes on; please report this):\n%s", soname, out)
 	}
 	return nil
 }
 
-// built reports whether dir holds a finished build.
-func built(dir string) bool {
-	st, err := os.Stat(filepath.Join(dir, SOName))
-	return err == nil && st.Mode().IsRegular()
-}
-
-// publish renames the finished build tmp to final. When another process
-// published final first, its build is as good as ours; a final directory
-// without the library (emptied by hand) is replaced.
+// publish renames the sealed build tmp to final. When another process
+// published final first (the rename finds a directory that is not empty),
+// its build is used instead: the caller checks it as it would check ours.
+// An empty final is replaced by the rename.
 func publish(tmp, final string) error {
 	err := os.Rename(tmp, final)
-	if err == nil || built(final) {
+	if err == nil || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
 		return nil
-	}
-	if _, statErr := os.Lstat(final); statErr == nil {
-		if rmErr := os.RemoveAll(final); rmErr != nil {
-			return fmt.Errorf("guest library: %s is an incomplete build and cannot be removed: %w (remove it by hand)", final, rmErr)
-		}
-		if err = os.Rename(tmp, final); err == nil || built(final) {
-			return nil
-		}
 	}
 	return fmt.Errorf("guest library: cannot move the build into place: %w", err)
 }
@@ -264,7 +292,7 @@ func sourceFiles(src fs.FS) ([]string, error) {
 
 // cacheKey hashes what the build depends on: every file's name and
 // contents, the compiler's version text and the flags.
-func cacheKey(src fs.FS, files []string, ccVersion []byte) (string, error) {
+func cacheKey(src fs.FS, files []string, ccVersion []byte, flags []string) (string, error) {
 	h := sha256.New()
 	field := func(b []byte) {
 		var n [8]byte
@@ -282,7 +310,7 @@ func cacheKey(src fs.FS, files []string, ccVersion []byte) (string, error) {
 		field(data)
 	}
 	field(ccVersion)
-	field([]byte(strings.Join(cflags, "\x00")))
+	field([]byte(strings.Join(flags, "\x00")))
 	field([]byte(strings.Join(libs, "\x00")))
 	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }

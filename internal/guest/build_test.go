@@ -23,6 +23,18 @@ func requireCC(t *testing.T) {
 	}
 }
 
+// built reports whether dir holds a finished build that passes the checks
+// made before it is loaded.
+func built(t *testing.T, dir string) bool {
+	t.Helper()
+	if _, err := verifyBuild(dir); err != nil {
+		t.Log(err)
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, SOName))
+	return err == nil
+}
+
 // fakeSources is a library of one exported function, one hidden one and,
 // when script, a version script that versions the exported one.
 func fakeSources(script bool, body string) fstest.MapFS {
@@ -168,7 +180,7 @@ func TestBuildRebuildsWhenTheSourcesChange(t *testing.T) {
 		t.Fatalf("a changed tests/README built into the same directory %s", second)
 	}
 	for _, dir := range []string{first, second, third} {
-		if !built(dir) {
+		if !built(t, dir) {
 			t.Errorf("%s holds no library", dir)
 		}
 	}
@@ -198,7 +210,7 @@ func TestBuildConcurrentFirstUses(t *testing.T) {
 			t.Errorf("build %d in %s, build 0 in %s", i, dirs[i], dirs[0])
 		}
 	}
-	if !built(dirs[0]) {
+	if !built(t, dirs[0]) {
 		t.Errorf("%s holds no library", dirs[0])
 	}
 	entries, err := os.ReadDir(cache)
@@ -256,17 +268,19 @@ func TestBuildWithoutTheToolsSaysWhatToInstall(t *testing.T) {
 func TestBuildReturnsTheCompilersOutput(t *testing.T) {
 	requireCC(t)
 	tests := []struct {
-		name, source, want string
+		name, source string
+		extraFlags   []string
+		want         string
 	}{
-		{"error", "int f(void) { return no_such_variable; }\n", "no_such_variable"},
-		{"warning, with -Werror", "int f(int unused_parameter) { return 0; }\n", "unused_parameter"},
-		{"undefined symbol, with -z defs", "int no_such_function(void);\nint f(void) { return no_such_function(); }\n", "no_such_function"},
+		{"error", "int f(void) { return no_such_variable; }\n", nil, "no_such_variable"},
+		{"warning, with the tests' -Werror", "int f(int unused_parameter) { return 0; }\n", []string{"-Werror"}, "unused_parameter"},
+		{"undefined symbol, with -z defs", "int no_such_function(void);\nint f(void) { return no_such_function(); }\n", nil, "no_such_function"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cache := t.TempDir()
 			src := fstest.MapFS{"bad.c": {Data: []byte(tt.source)}}
-			_, err := builder{src: src, cc: "cc"}.build(cache)
+			_, err := builder{src: src, cc: "cc", extraFlags: tt.extraFlags}.build(cache)
 			var ce *CompileError
 			if !errors.As(err, &ce) {
 				t.Fatalf("err = %v, want a *CompileError", err)
@@ -295,7 +309,7 @@ func TestBuildInARelativeCacheReturnsAnAbsoluteDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !filepath.IsAbs(dir) || !built(dir) {
+	if !filepath.IsAbs(dir) || !built(t, dir) {
 		t.Errorf("built into %q, want an absolute directory holding the library", dir)
 	}
 }

@@ -22,8 +22,9 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
-// The library's compiler flags (see the build), and what the C unit tests
-// add: the sanitizers, which stop at the first error.
+// The library's compiler flags (see the build) with -Werror, which only the
+// project's tests add (a warning fails them, not a user's build), and what
+// the C unit tests add: the sanitizers, which stop at the first error.
 var (
 	libFlags      = []string{"-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden"}
 	sanitizeFlags = []string{"-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"}

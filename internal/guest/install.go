@@ -1,6 +1,8 @@
 package guest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,25 +11,45 @@ import (
 	"path/filepath"
 )
 
+// installFix is what an *UnsafeDirError for an install directory says to do.
+const installFix = "install into a directory only you or root can write (e.g. one root made with mode 0755), or make it so"
+
 // Install copies the libraries built in libDir (see Build) into dir, each
 // with its development link: libibverbs.so.1, and librdmacm.so.1 when the
-// build made it. The files are replaced by rename, so programs already
-// running on an older copy keep it.
+// build made it. dir and the directories above it must pass the checks
+// the build cache does (an *UnsafeDirError otherwise); those Install makes
+// are mode 0755. libDir is checked as Build checks it (an
+// *AlteredBuildError otherwise), and each copy is compared with the
+// SHA-256 the build recorded before it replaces anything. The files are
+// replaced by rename, so programs already running on an older copy keep
+// it.
 func Install(libDir, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
+	m, err := verifyBuild(libDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (build the library first)", err)
 	}
-	if err := install(libDir, dir, SOName, LinkName); err != nil {
+	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(libDir, RDMACMSOName)); errors.Is(err, fs.ErrNotExist) {
+	if dir, err = secureDir(dir, 0o755, "the install directory", installFix); err != nil {
+		return err
+	}
+	if err := install(libDir, dir, SOName, LinkName, m); err != nil {
+		return err
+	}
+	if _, ok := m[RDMACMSOName]; !ok {
 		return nil // a build of sources without librdmacm
 	}
-	return install(libDir, dir, RDMACMSOName, RDMACMLinkName)
+	return install(libDir, dir, RDMACMSOName, RDMACMLinkName, m)
 }
 
-// install copies soname from libDir into dir and links linkName to it.
-func install(libDir, dir, soname, linkName string) error {
+// install copies soname from libDir into dir, checking the copy against
+// m, and links linkName to it.
+func install(libDir, dir, soname, linkName string, m manifest) error {
+	want, ok := m[soname]
+	if !ok || want.kind != 'f' {
+		return &AlteredBuildError{Dir: libDir, Path: soname, Why: "is not recorded as a file"}
+	}
 	src, err := os.Open(filepath.Join(libDir, soname))
 	if err != nil {
 		return fmt.Errorf("guest library: %w (build the library first)", err)
@@ -38,12 +60,16 @@ func install(libDir, dir, soname, linkName string) error {
 		return fmt.Errorf("guest library: cannot install into %s: %w", dir, err)
 	}
 	defer os.Remove(tmp.Name()) // gone after the rename
-	_, err = io.Copy(tmp, src)
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(tmp, h), src)
 	if err == nil {
 		err = tmp.Chmod(0o644)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); err == nil && sum != want.value {
+		return &AlteredBuildError{Dir: libDir, Path: soname, Why: fmt.Sprintf("had SHA-256 %s while it was copied, not the %s recorded", sum, want.value)}
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, soname))

@@ -20,11 +20,13 @@ type Conn struct {
 	buf  []byte
 	oob  []byte
 	asm  []byte // a reply being put together from its parts (Recv)
+
+	sender Sender // of the message Recv returned last (sender.go)
 }
 
 // NewConn wraps a connected unixpacket socket.
 func NewConn(c *net.UnixConn) *Conn {
-	return &Conn{c: c, buf: make([]byte, MaxMessage+1), oob: make([]byte, unix.CmsgSpace(4*MaxFDs))}
+	return &Conn{c: c, buf: make([]byte, MaxMessage+1), oob: make([]byte, unix.CmsgSpace(4*MaxFDs)+unix.CmsgSpace(unix.SizeofUcred))}
 }
 
 // Dial connects to the daemon socket at path.
@@ -114,8 +116,10 @@ func (c *Conn) Recv() (Header, []byte, []int, error) {
 func (c *Conn) recvOne() (Header, []byte, []int, error) {
 	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
 	if err != nil {
+		c.sender = Sender{}
 		return Header{}, nil, nil, err
 	}
+	c.sender = parseSender(c.oob[:oobn])
 	var fds []int
 	if oobn > 0 {
 		fds = parseRights(c.oob[:oobn])

@@ -58,6 +58,9 @@ type DeviceAttr struct {
 	MaxInline       int    `json:"max_inline_data"`
 	MaxPKeys        int    `json:"max_pkeys"`
 	PhysPortCnt     int    `json:"phys_port_cnt"`
+	// MaxRingBytes is what the caller's queues may take in all (the
+	// daemon's ring limit): a vrdma extension.
+	MaxRingBytes uint64 `json:"max_ring_bytes,omitempty"`
 }
 
 // PortAttr is the part of ibv_port_attr that applies, with counters.

@@ -30,6 +30,17 @@ type SwitchInfo struct {
 	Security string        `json:"security"`
 	Channel  ListenerStats `json:"channel"`
 	CM       ListenerStats `json:"cm"`
+	// Outsiders are what came over RoCEv2 from outside a switch with
+	// certificates (an address no member host publishes) and was dropped.
+	Outsiders OutsiderStats `json:"outsiders"`
+}
+
+// OutsiderStats count what was dropped from outside the switch: CM
+// requests for a listener, and packets for a QP, that is not a native
+// endpoint.
+type OutsiderStats struct {
+	Requests uint64 `json:"requests"`
+	Packets  uint64 `json:"packets"`
 }
 
 // ListenerStats are what a listener between daemons let in and refused.

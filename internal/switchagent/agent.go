@@ -170,6 +170,11 @@ func (a *Agent) Join() error {
 	go a.keepCandidacy()
 	a.joined.Store(true)
 	a.host.SetRouter(a.route)
+	if a.cfg.Member != nil {
+		// With certificates, RoCEv2 packets from outside the switch reach
+		// only native endpoints (engine.Members).
+		a.host.SetMembers(a.isMember)
+	}
 	ok = true
 	return nil
 }
@@ -215,6 +220,7 @@ func (a *Agent) Close() {
 func (a *Agent) leave() {
 	a.closing.Store(true)
 	a.host.SetRouter(nil)
+	a.host.SetMembers(nil)
 	left := make(chan struct{})
 	go func() {
 		defer close(left)

@@ -60,6 +60,8 @@ func (h *fakeHost) SetRouter(r engine.Router) {
 	h.eng.SetRouter(r)
 }
 
+func (h *fakeHost) SetMembers(m engine.Members) { h.eng.SetMembers(m) }
+
 func (h *fakeHost) FailPeers(gone func(netip.Addr) bool, reason string) int {
 	h.mu.Lock()
 	h.failed = append(h.failed, reason)

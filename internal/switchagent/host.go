@@ -17,6 +17,9 @@ type Host interface {
 	// SetRouter installs the engine's router (nil: none): the agent's
 	// route table while it is on the switch.
 	SetRouter(engine.Router)
+	// SetMembers installs the engine's membership test (nil: none): on a
+	// switch with certificates, the addresses its hosts publish.
+	SetMembers(engine.Members)
 	// FailPeers moves every connected QP whose destination GID gone
 	// matches to the error state, with reason, and returns how many.
 	FailPeers(gone func(netip.Addr) bool, reason string) int

@@ -18,6 +18,10 @@ type routeTable struct {
 	byGID  map[[16]byte]*peerRoute
 	rdma   map[[16]byte]engine.Link  // this host's RDMA links by GID
 	byHost map[string]pathsel.Choice // the path chosen to each other host
+	// members: every address a host of the switch publishes (this one's,
+	// and those two hosts claim, too): what the engine takes packets from
+	// on a switch with certificates (isMember).
+	members map[[16]byte]bool
 }
 
 // peerRoute is how this host reaches one address of another host.
@@ -87,7 +91,8 @@ func hostGIDs(h fabric.Host) map[[16]byte]bool {
 func (a *Agent) rebuildLocked() {
 	self := a.Record()
 	local := a.HostEnd(self)
-	rt := &routeTable{byGID: map[[16]byte]*peerRoute{}, rdma: map[[16]byte]engine.Link{}, byHost: map[string]pathsel.Choice{}}
+	rt := &routeTable{byGID: map[[16]byte]*peerRoute{}, rdma: map[[16]byte]engine.Link{}, byHost: map[string]pathsel.Choice{},
+		members: hostGIDs(self)}
 	for _, up := range a.uplinks() {
 		if up.Link == nil {
 			continue
@@ -100,6 +105,9 @@ func (a *Agent) rebuildLocked() {
 	}
 	contested := map[[16]byte]bool{}
 	for name, h := range a.hosts {
+		for g := range hostGIDs(h) {
+			rt.members[g] = true
+		}
 		if name == self.Name || identityKey(h.Identity) == local.HostID {
 			continue
 		}
@@ -140,6 +148,13 @@ func (a *Agent) rebuildLocked() {
 		}
 	}
 	a.routes.Store(rt)
+}
+
+// isMember is the engine's membership test (engine.Members) on a switch
+// with certificates: gid is an address a host of the switch publishes. It
+// takes no lock and allocates nothing: the engine asks per packet.
+func (a *Agent) isMember(gid [16]byte) bool {
+	return a.routes.Load().members[gid]
 }
 
 // RouteChoice returns the path the route table chose to host — what new

@@ -147,8 +147,8 @@ static int lose(struct vrdma_chan *c, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(c->err, sizeof c->err, fmt, ap);
 		va_end(ap);
-		c->dead = 1;
 		c->deaderr = EIO;
+		__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE); /* read without mu (lost.c) */
 		vrdma_debug("channel to the daemon lost: %s", c->err);
 		signal_event(c); /* pollers learn of it from vrdma_chan_event */
 	}
@@ -353,8 +353,8 @@ static enum handled handle(struct vrdma_chan *c, struct msg *m, uint32_t id)
 			close_fds(m->fds, m->nfds);
 			error_message(c, m->op, m->code, m->body, m->len);
 			vrdma_debug("the daemon refused the session: %s", c->err);
-			c->dead = 1;
 			c->deaderr = vrdma_code_errno(m->code);
+			__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE);
 			signal_event(c);
 			return REFUSED;
 		}

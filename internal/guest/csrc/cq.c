@@ -163,9 +163,10 @@ VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return EOPNOTSUPP;
 }
 
-int vrdma_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+/* Takes up to num completions from cq's ring into wc: how many, or -1 when
+ * the ring is corrupt or overran. */
+static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 {
-	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
 	int n = 0;
 	pthread_spin_lock(&cq->lock);
 	uint32_t prod = vrdma_load32(cq->mem, VRDMA_RING_PROD_OFF);
@@ -200,12 +201,47 @@ int vrdma_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		return -1;
 	}
 	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+/* poll_lost is poll_cq on a lost device (lost.c): what the ring still
+ * holds (read again now that the daemon is known gone), then flushes, then
+ * EIO. n completions are in wc already. */
+static int poll_lost(struct vrdma_cq *cq, int n, int num, struct ibv_wc *wc)
+{
+	int r = poll_ring(cq, num - n, wc + n);
+	if (r < 0)
+		return n ? n : -1;
+	n += r;
+	if (n < num)
+		n += vrdma_flush_cq(cq, num - n, wc + n);
+	if (n == 0) {
+		errno = EIO;
+		return -1;
+	}
+	return n;
+}
+
+int vrdma_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	struct vrdma_context *ctx = to_vctx(ibcq->context);
+	int n = poll_ring(cq, num, wc);
+	if (n < 0 || n == num)
+		return n;
+	if (vrdma_is_lost(ctx))
+		return poll_lost(cq, n, num, wc);
 	/* Applications spin on an empty CQ; the daemon that fills it needs a
 	 * core too. With every core busy a spinner that never yields costs
 	 * the daemon a whole scheduler slice per hand-off; a yield with
-	 * nobody waiting costs well under a microsecond. */
-	if (n == 0 && ++cq->empty_polls % VRDMA_POLL_YIELD_EVERY == 0)
+	 * nobody waiting costs well under a microsecond. Now and then the
+	 * spinner also looks whether the daemon is still there: a dead one
+	 * completes nothing, and the program would spin for ever. */
+	if (n == 0 && ++cq->empty_polls % VRDMA_POLL_YIELD_EVERY == 0) {
+		if (cq->empty_polls % VRDMA_LOST_CHECK_EVERY == 0 && vrdma_check_lost(ctx))
+			return poll_lost(cq, 0, num, wc);
 		sched_yield();
+	}
 	return n;
 }
 
@@ -274,7 +310,9 @@ VRDMA_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_c
 		;
 	if (r == 0) {
 		/* The daemon closed its end: the session is over (the daemon
-		 * is gone), as a disassociated device's channel says. */
+		 * is gone), as a disassociated device's channel says; polls
+		 * then deliver what the CQ holds and the flushes (lost.c). */
+		vrdma_note_lost(to_vctx(q->ibcq.context));
 		errno = EIO;
 		return -1;
 	}

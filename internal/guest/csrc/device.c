@@ -304,6 +304,8 @@ int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const 
 	if (rc < 0)
 		rc = -rc;
 	if (rc) {
+		if (__atomic_load_n(&ctx->chan.dead, __ATOMIC_ACQUIRE))
+			vrdma_note_lost(ctx);
 		vrdma_debug("%s: %s", ctx->dev->dev.name, ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
 		free(reply);
 		return rc;
@@ -647,12 +649,13 @@ VRDMA_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_asy
 		int flags = fcntl(context->async_fd, F_GETFL);
 		int block = flags < 0 || !(flags & O_NONBLOCK);
 		int rc = vrdma_chan_event(&ctx->chan, &ev, block);
-		if (rc == -EIO) {
-			if (ctx->fatal_sent) {
+		if (rc < 0 && __atomic_load_n(&ctx->chan.dead, __ATOMIC_ACQUIRE)) {
+			/* The daemon is gone (lost.c): DEVICE_FATAL once, then EIO. */
+			vrdma_note_lost(ctx);
+			if (__atomic_exchange_n(&ctx->fatal_sent, 1, __ATOMIC_ACQ_REL)) {
 				errno = EIO;
 				return -1;
 			}
-			ctx->fatal_sent = 1;
 			memset(event, 0, sizeof *event);
 			event->event_type = IBV_EVENT_DEVICE_FATAL;
 			event->element.port_num = 1;

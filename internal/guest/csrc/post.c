@@ -41,18 +41,21 @@ static int allowed_on(enum ibv_qp_type t, enum ibv_wr_opcode op)
  * write raised is taken back, as libraries that write to pipes they do not
  * own do. A thread that blocks SIGPIPE itself keeps what it gets. Two
  * system calls more, only when the daemon sleeps and must be woken, which
- * costs far more. */
-static void ring_bell(int fd)
+ * costs far more. A closed pipe is a lost daemon: the context notes it
+ * (lost.c), and the request just posted is flushed. */
+static void ring_bell(struct vrdma_qp *q)
 {
+	int fd = q->bell;
 	sigset_t pipe_set, old;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	int own = !sigismember(&old, SIGPIPE); /* then no SIGPIPE was pending for this thread */
 	char b = 1;
-	if (write(fd, &b, 1) < 0 && errno == EPIPE && own) {
+	if (write(fd, &b, 1) < 0 && errno == EPIPE) {
+		vrdma_note_lost(to_vctx(q->qpx.qp_base.context));
 		struct timespec none = {0, 0};
-		while (sigtimedwait(&pipe_set, NULL, &none) < 0 && errno == EINTR)
+		while (own && sigtimedwait(&pipe_set, NULL, &none) < 0 && errno == EINTR)
 			;
 	}
 	if (own)
@@ -101,7 +104,7 @@ static void publish_sq(struct vrdma_qp *q)
 {
 	vrdma_publish32(q->mem, q->sq.off + VRDMA_RING_PROD_OFF, q->sq_prod);
 	if (vrdma_load32(q->mem, q->sq.off + VRDMA_RING_NOTIFY_OFF))
-		ring_bell(q->bell);
+		ring_bell(q);
 }
 
 static int send_state_ok(struct vrdma_qp *q)
@@ -161,7 +164,10 @@ int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
 	int rc = 0;
 	pthread_spin_lock(&q->slock);
-	if (!send_state_ok(q)) {
+	if (vrdma_is_lost(to_vctx(qp->context))) {
+		rc = EIO; /* the daemon is gone (lost.c) */
+		*bad = wr;
+	} else if (!send_state_ok(q)) {
 		rc = EINVAL;
 		*bad = wr;
 	} else {
@@ -230,12 +236,17 @@ int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 		return EINVAL;
 	}
 	pthread_spin_lock(&q->rlock);
+	if (vrdma_is_lost(to_vctx(qp->context))) {
+		pthread_spin_unlock(&q->rlock);
+		*bad = wr;
+		return EIO; /* the daemon is gone (lost.c) */
+	}
 	uint32_t before = q->rq_prod;
 	int rc = post_recv_ring(q->mem, &q->rq, &q->rq_prod, q->cap.max_recv_sge, wr, bad);
 	if (q->rq_prod != before) {
 		vrdma_fence(); /* the producer index before the notify word */
 		if (vrdma_load32(q->mem, q->rq.off + VRDMA_RING_NOTIFY_OFF))
-			ring_bell(q->bell); /* the QP is in ERR: the daemon flushes what we post */
+			ring_bell(q); /* the QP is in ERR: the daemon flushes what we post */
 	}
 	pthread_spin_unlock(&q->rlock);
 	return rc;
@@ -245,6 +256,11 @@ int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 {
 	struct vrdma_srq *s = (struct vrdma_srq *)srq;
 	pthread_spin_lock(&s->lock);
+	if (vrdma_is_lost(to_vctx(srq->context))) {
+		pthread_spin_unlock(&s->lock);
+		*bad = wr;
+		return EIO; /* the daemon is gone (lost.c) */
+	}
 	int rc = post_recv_ring(s->mem, &s->ring, &s->prod, (uint32_t)s->max_sge, wr, bad);
 	pthread_spin_unlock(&s->lock);
 	return rc;
@@ -259,7 +275,7 @@ static void wr_start(struct ibv_qp_ex *x)
 	struct vrdma_qp *q = qx(x);
 	pthread_spin_lock(&q->slock);
 	q->wr_start_prod = q->sq_prod;
-	q->wr_err = send_state_ok(q) ? 0 : EINVAL;
+	q->wr_err = vrdma_is_lost(to_vctx(q->qpx.qp_base.context)) ? EIO : send_state_ok(q) ? 0 : EINVAL;
 	q->wr_cur = NULL;
 }
 

@@ -21,6 +21,9 @@
 #define VRDMA_MAX_DEVICES 10
 /* An empty poll_cq yields the CPU every this many polls in a row (cq.c). */
 #define VRDMA_POLL_YIELD_EVERY 16
+/* An empty poll_cq looks whether the daemon is still there (one poll(2) of
+ * the command socket) every this many polls in a row (lost.c). */
+#define VRDMA_LOST_CHECK_EVERY 1024
 #define VRDMA_MAX_GIDS 16
 
 /* A device: one adapter of the process's instance. Devices live as long as
@@ -41,6 +44,10 @@ struct vrdma_context {
 	struct vrdma_cq *cqs;
 	struct vrdma_srq *srqs;
 	int fatal_sent;
+	/* The daemon is gone (lost.c): set once, by whoever notices first
+	 * (atomic); posts then fail with EIO and polls flush. */
+	int lost;
+	int flush_ready; /* the flush cursors below are set (objs_mu) */
 	int live;   /* objects not yet destroyed (atomic) */
 	int closed; /* ibv_close_device ran; the memory stays while objects live */
 	struct verbs_context vctx; /* must be last: ibv_context ends it */
@@ -95,6 +102,7 @@ struct vrdma_srq {
 	int max_sge;
 	uint32_t max_wr;
 	pthread_spinlock_t lock;
+	uint32_t flush; /* after the loss: the next request to flush (lost.c) */
 	struct vrdma_srq *next;
 };
 
@@ -118,6 +126,8 @@ struct vrdma_qp {
 	 * manager connects it (rdma_cm leaves it in INIT): receives are taken
 	 * meanwhile (vrdma_private_qp_handle). */
 	int cm_held;
+	/* After the loss: the next send and receive requests to flush (lost.c). */
+	uint32_t flush_sq, flush_rq;
 	struct vrdma_qp *next;
 };
 
@@ -220,6 +230,18 @@ void vrdma_live(struct vrdma_context *ctx, int delta);
 void vrdma_track(struct vrdma_context *ctx, void *obj, int kind);
 void vrdma_untrack(struct vrdma_context *ctx, void *obj, int kind);
 enum { VRDMA_OBJ_QP, VRDMA_OBJ_CQ, VRDMA_OBJ_SRQ };
+
+/* A lost daemon (lost.c; docs/design/lost-daemon.md). vrdma_note_lost
+ * records the loss (cheap, any thread, any lock held); vrdma_is_lost reads
+ * it; vrdma_check_lost looks at the command socket (one poll(2)) and notes
+ * the loss when the daemon's end closed. vrdma_flush_cq writes up to num
+ * IBV_WC_WR_FLUSH_ERR completions for the requests still outstanding on
+ * the QPs (and SRQs) whose completions go to cq; it takes objs_mu and the
+ * queues' locks, so no caller may hold them. */
+void vrdma_note_lost(struct vrdma_context *ctx);
+static inline int vrdma_is_lost(const struct vrdma_context *ctx) { return __atomic_load_n(&ctx->lost, __ATOMIC_ACQUIRE); }
+int vrdma_check_lost(struct vrdma_context *ctx);
+int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc);
 
 /* Per-operation entry points placed into ibv_context_ops. */
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);

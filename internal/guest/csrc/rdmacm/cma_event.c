@@ -306,7 +306,7 @@ static void drain_all(void)
 		int fd = vrdma_private_cm_fd(d->verbs);
 		pthread_mutex_lock(&cma_mu);
 		if (!d->dead) {
-			d->dead = 1;
+			__atomic_store_n(&d->dead, 1, __ATOMIC_RELEASE);
 			vrdma_log("rdma_cm: the channel of %s to the vrdma daemon is lost; its connections are gone",
 				  ibv_get_device_name(d->verbs->device));
 			for (struct cma_chan *c = cma_chans; c && fd >= 0; c = c->next)
@@ -315,6 +315,15 @@ static void drain_all(void)
 		}
 		pthread_mutex_unlock(&cma_mu);
 	}
+}
+
+/* Whether every device's channel to the daemon is lost. */
+static int all_dead(void)
+{
+	for (int i = 0; i < cma_ndevs; i++)
+		if (!__atomic_load_n(&cma_devs[i].dead, __ATOMIC_ACQUIRE))
+			return 0;
+	return cma_ndevs > 0;
 }
 
 static void set_conn_param(struct cma_event *e)
@@ -454,6 +463,7 @@ static int next_event(struct cma_chan *c, struct rdma_cm_event **event)
 		if (c->head == NULL)
 			efd_clear(c->efd);
 		int fd = c->ch.fd;
+		int gone = e == NULL && all_dead(); /* with the queue: removals are queued as devices die */
 		pthread_mutex_unlock(&cma_mu);
 		if (e) {
 			if (e->from_daemon)
@@ -464,6 +474,11 @@ static int next_event(struct cma_chan *c, struct rdma_cm_event **event)
 			e->next = NULL;
 			*event = &e->ev;
 			return 0;
+		}
+		if (gone) {
+			/* Every device's daemon is gone and each id had its
+			 * DEVICE_REMOVAL: nothing can come any more. */
+			return cma_err(EIO);
 		}
 		if (nonblocking(fd))
 			return cma_err(EAGAIN);

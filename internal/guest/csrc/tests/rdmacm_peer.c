@@ -15,9 +15,10 @@
  * channel stays empty); the connect that finds no way succeeds and its id
  * gets UNREACHABLE, as rdma-core's gets it when its request times out
  * (rping's CM thread ends the program on it); after the cut, every id on the device gets
- * DEVICE_REMOVAL, once, and the channel does not spin.
+ * DEVICE_REMOVAL, once, the channel does not spin, and rdma_get_cm_event
+ * then fails with EIO (blocking or not) instead of waiting for ever.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c post.c private.c qp.c stubs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c
  */
 #include <rdma/rdma_cma.h>
 
@@ -121,7 +122,12 @@ int main(void)
 	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
 	CHECK(poll(&p, 1, 0) == 0, "the channel polls readable with nothing to read (a dead socket left in it)");
 	errno = 0;
-	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "more events after the removal");
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EIO, "after the removal: errno %d, want EIO", errno);
+	/* and a blocking call does not block: nothing can come any more */
+	fcntl(ch->fd, F_SETFL, fl);
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EIO, "blocking, after the removal: errno %d, want EIO",
+	      errno);
 	rdma_destroy_id(l1);
 	rdma_destroy_id(c);
 	rdma_destroy_id(l2);
