@@ -5,9 +5,11 @@ import "github.com/vrdma/vrdma/internal/proto"
 // Admin is a connection for managing the daemon rather than using a device:
 // instances, links and the distributed switch. Errors are *Error values of
 // the usual classes: ErrPermission when the daemon refuses the caller
-// (another tenant's instance, switch-wide administration without being
-// root or in the daemon's admin group), ErrLimit past a quota, ErrNotFound,
-// ErrBusy, ...
+// (switch-wide administration without being root or in the daemon's admin
+// group), ErrNotFound for an instance that does not exist or that the
+// caller may not see (another tenant's: the daemon says the same of both),
+// ErrLimit past a quota, ErrBusy, ErrTimeout when the daemon does not
+// answer within Options.Timeout, ...
 type Admin struct{ c *conn }
 
 // DialAdmin connects to the daemon for administration.
@@ -37,12 +39,16 @@ type Owner struct {
 
 // InstanceSpec describes an instance to create.
 type InstanceSpec struct {
+	// Name is the owner's own: a tenant's "db1" is another tenant's "db1"
+	// no more than it is root's; root sees and names uid 1000's as
+	// "u1000.db1" (1-63 letters, digits, '.', '_' or '-' in all).
 	Name     string
 	Adapters int  // 1 to 10: vrdma0, vrdma1, ...
 	Async    bool // the daemon polls the adapters' queues on a dedicated thread
 	// TrustGroup: instances with the same non-empty group trust each other,
 	// as an instance trusts itself: one-sided operations between them skip
-	// the daemon. A group holds the instances of one owner.
+	// the daemon. A group holds the instances of one owner, and its name is
+	// the owner's own, as instance names are.
 	TrustGroup string
 	// PortGroup is the switch's port group the adapters attach to ("" =
 	// the default one).

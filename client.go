@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -18,7 +20,17 @@ type Options struct {
 	Socket   string // the daemon's socket; default $VRDMA_SOCKET or /run/vrdma/vrdma.sock
 	Instance string // the instance to attach to; default $VRDMA_INSTANCE or "default"
 	Client   string // a name that shows in the daemon's logs; default the program's name
+	// Timeout is how long a command waits for the daemon's reply before it
+	// fails with ErrTimeout (the daemon did not answer); default
+	// DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is how long a command waits for the daemon's reply when
+// Options.Timeout is zero: longer than the daemon's slowest command
+// (creating an instance waits up to 10 s for the switch, and 10 s more
+// for its LIDs).
+const DefaultTimeout = 30 * time.Second
 
 // DefaultSocket is where the daemon listens by default.
 const DefaultSocket = "/run/vrdma/vrdma.sock"
@@ -36,6 +48,9 @@ func (o Options) withDefaults() Options {
 	if o.Client == "" && len(os.Args) > 0 {
 		o.Client = os.Args[0]
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
 	return o
 }
 
@@ -52,6 +67,8 @@ type conn struct {
 
 	mu      sync.Mutex // one request in flight
 	nextID  uint32
+	want    atomic.Uint32 // the id of the request in flight (0: none); the reader drops other replies
+	timeout time.Duration // how long a call waits for its reply
 	replies chan reply
 
 	onEvent func(proto.Event)
@@ -75,7 +92,10 @@ func dialEvents(o Options, onEvent func(proto.Event), onCMEvent func(proto.CMEve
 		return nil, &Error{Op: "open", Kind: ErrNoDaemon, Err: err,
 			Msg: fmt.Sprintf("cannot reach the vrdma daemon at %s (%v): start it with `vrdma daemon`, or point VRDMA_SOCKET at its socket", o.Socket, err)}
 	}
-	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, onCMEvent: onCMEvent, dead: make(chan struct{})}
+	c := &conn{pc: pc, replies: make(chan reply, 1), onEvent: onEvent, onCMEvent: onCMEvent, dead: make(chan struct{}), timeout: o.Timeout}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
 	if raw, err := pc.Raw().SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
 			if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
@@ -116,6 +136,11 @@ func (c *conn) read() {
 				c.deadErr = c.refused
 				return
 			}
+			if h.ID != c.want.Load() {
+				// A late reply to a call that gave up waiting (ErrTimeout).
+				proto.CloseFDs(fds)
+				continue
+			}
 			c.replies <- reply{h: h, body: append([]byte(nil), body...), fds: fds}
 		case proto.KindEvent:
 			proto.CloseFDs(fds)
@@ -148,6 +173,10 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 	}
 	c.nextID++
 	id := c.nextID
+	c.want.Store(id)
+	defer c.want.Store(0)
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
 	if err := c.pc.Send(proto.Header{Kind: proto.KindRequest, Op: op, ID: id}, req, fds...); err != nil {
 		if r := c.refusal(err); r != nil {
 			return nil, r
@@ -177,6 +206,8 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 				return nil, c.refused
 			}
 			return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: lostMsg}
+		case <-timer.C:
+			return nil, errorf(op.String(), ErrTimeout, "the vrdma daemon did not answer within %v (pid %d): it may be stuck or overloaded; look at its log, or raise Options.Timeout", c.timeout, c.peerPID)
 		}
 	}
 }

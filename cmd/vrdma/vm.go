@@ -41,7 +41,7 @@ func vmCreate(args []string, stdout io.Writer) error {
 	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer (without it, on a switch with certificates, only by the switch's hosts)")
 	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
 	trust := fs.String("trust-group", "", "trust group `G`: instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
-	owner := fs.String("owner", "", "the tenant the instance belongs to, `USER[:GROUP]` by name or number (default: you; another owner needs root or the daemon's admin group)")
+	owner := fs.String("owner", "", "the tenant the instance belongs to, `USER[:GROUP]` by name or number (default: you; another owner needs root or the daemon's admin group); NAME is then the owner's, which root sees as u<uid>.NAME")
 	file := fs.String("file", "", "read the options from `VMX`, a .vmx file (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

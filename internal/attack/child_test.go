@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,7 +45,7 @@ var classes = []struct {
 	err  error
 }{
 	{"ErrPermission", vrdma.ErrPermission}, {"ErrLimit", vrdma.ErrLimit}, {"ErrNotFound", vrdma.ErrNotFound},
-	{"ErrBusy", vrdma.ErrBusy}, {"ErrDeviceFatal", vrdma.ErrDeviceFatal}, {"ErrNoDaemon", vrdma.ErrNoDaemon},
+	{"ErrBusy", vrdma.ErrBusy}, {"ErrInvalidArgument", vrdma.ErrInvalidArgument}, {"ErrTimeout", vrdma.ErrTimeout}, {"ErrDeviceFatal", vrdma.ErrDeviceFatal}, {"ErrNoDaemon", vrdma.ErrNoDaemon},
 	{"EACCES", syscall.EACCES},
 }
 
@@ -63,6 +64,7 @@ func classOf(err error) string {
 // tenantMain runs the verbs:
 //
 //	create NAME [GROUP]   create an instance (in a trust group)
+//	many N ADAPTERS       create instances vm00..vmN-1 of ADAPTERS adapters each
 //	attach NAME           open vrdma0 of the instance
 //	delete NAME           delete the instance
 //	list                  the instances it sees
@@ -105,6 +107,14 @@ func tenantMain(args []string) int {
 			}
 			_, err := adm.CreateInstance(spec)
 			say("create "+name, err, "")
+		case "many":
+			n, _ := strconv.Atoi(arg())
+			adapters, _ := strconv.Atoi(arg())
+			var err error
+			for k := 0; k < n && err == nil; k++ {
+				_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: fmt.Sprintf("vm%02d", k), Adapters: adapters})
+			}
+			say("many", err, "")
 		case "attach":
 			name := arg()
 			d, err := vrdma.Open("vrdma0", vrdma.Options{Instance: name})

@@ -13,8 +13,10 @@ const (
 
 // TestCrossTenant: tenant B against tenant A's instance on host a, the
 // attack that attached to, deleted and joined the trust group of another
-// user's instance. B is refused each with ErrPermission and does not see
-// A's instance; A's instance is whole afterwards and A can use it.
+// user's instance. A's names are A's: B's "a-vm" is an instance B does not
+// have (ErrNotFound, as for any other), and B's trust group "a-group" is
+// B's own, which A's instances are not in. B does not see A's instance;
+// A's instance is whole afterwards and A can use it.
 func TestCrossTenant(t *testing.T) {
 	f := newScene(t, true)
 	sock := f.a.Socket
@@ -22,9 +24,10 @@ func TestCrossTenant(t *testing.T) {
 	if !strings.HasPrefix(a["create a-vm"], "ok") {
 		t.Fatalf("A creating its instance: %s", a["create a-vm"])
 	}
-	b := tenantRun(t, tenantB, sock, "attach", "a-vm", "delete", "a-vm", "create", "b-spy", "group=a-group", "list")
+	b := tenantRun(t, tenantB, sock, "attach", "a-vm", "delete", "a-vm", "attach", "u4001.a-vm", "delete", "u4001.a-vm", "create", "b-spy", "group=a-group", "list")
 	for verb, want := range map[string]string{
-		"attach a-vm": "ErrPermission", "delete a-vm": "ErrPermission", "create b-spy": "ErrPermission",
+		"attach a-vm": "ErrNotFound", "delete a-vm": "ErrNotFound", "attach u4001.a-vm": "ErrNotFound", "delete u4001.a-vm": "ErrNotFound",
+		"create b-spy": "ok",
 	} {
 		if got := b[verb]; !strings.HasPrefix(got, want) {
 			t.Errorf("B: %s: %q, want %s", verb, got, want)
@@ -34,6 +37,15 @@ func TestCrossTenant(t *testing.T) {
 		t.Errorf("B sees A's instance: %s", b["list"])
 	}
 	t.Logf("what B sees: %s", b["list"])
+	insts, err := f.admin(t, f.a).Instances()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range insts {
+		if i.Name == "u4002.b-spy" && i.TrustGroup != "u4002.a-group" {
+			t.Errorf("B's b-spy is in trust group %q, want B's own u4002.a-group", i.TrustGroup)
+		}
+	}
 	a = tenantRun(t, tenantA, sock, "attach", "a-vm", "list")
 	if !strings.HasPrefix(a["attach a-vm"], "ok") || !strings.Contains(a["list"], "a-vm") {
 		t.Errorf("A after B's attempts: attach %q, list %q", a["attach a-vm"], a["list"])

@@ -66,13 +66,14 @@ func (c creds) owns(inst *Instance) bool { return c.known && c.uid == inst.Owner
 
 // mayAttach checks that c may attach to inst (a hello naming it): the
 // default instance is open to every user of the socket; any other is its
-// owner's.
+// owner's. The caller has checked that c may see inst (one it may not is
+// one that does not exist); the refusal names no owner.
 func (d *Daemon) mayAttach(c creds, inst *Instance) error {
 	if inst.shared || d.privileged(c) || c.owns(inst) {
 		return nil
 	}
-	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not attach to it: only its owner and root may (unset VRDMA_INSTANCE for the default instance, or create one of your own with `vrdma vm create NAME`)",
-		inst.Name, inst.Owner.UID, c)
+	return proto.Errorf(proto.CodePermission, "instance %s is another owner's and %s may not attach to it: only its owner and root may (unset VRDMA_INSTANCE for the default instance, or create one of your own with `vrdma vm create NAME`)",
+		quoteName(shownName(c, inst.Name)), c)
 }
 
 // mayDelete checks that c may delete inst: its owner or a privileged peer.
@@ -80,8 +81,8 @@ func (d *Daemon) mayDelete(c creds, inst *Instance) error {
 	if d.privileged(c) || c.owns(inst) {
 		return nil
 	}
-	return proto.Errorf(proto.CodePermission, "instance %q belongs to uid %d and %s may not delete it: only its owner and root may",
-		inst.Name, inst.Owner.UID, c)
+	return proto.Errorf(proto.CodePermission, "instance %s is another owner's and %s may not delete it: only its owner and root may",
+		quoteName(shownName(c, inst.Name)), c)
 }
 
 // maySee reports whether c may see inst in a listing: its owner,
@@ -104,8 +105,8 @@ func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error)
 		return o, nil // one's own, with another of one's groups
 	}
 	if !d.privileged(c) {
-		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %q for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are root's (and the daemon's user's)",
-			spec.Name, o.UID, o.GID, c, c.uid)
+		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %s for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are root's (and the daemon's user's)",
+			quoteName(spec.Name), o.UID, o.GID, c, c.uid)
 	}
 	return o, nil
 }
@@ -120,8 +121,8 @@ func (d *Daemon) mayJoinTrustGroupLocked(c creds, name, g string, owner proto.Ow
 	}
 	for _, inst := range d.instances {
 		if inst.TrustGroup == g && inst.Owner.UID != owner.UID {
-			return proto.Errorf(proto.CodePermission, "instance %q may not join trust group %q: instance %q in it belongs to uid %d, and the members of a trust group map each other's memory, so a group holds the instances of one owner; pick another group name",
-				name, g, inst.Name, inst.Owner.UID)
+			return proto.Errorf(proto.CodePermission, "instance %s may not join trust group %s: the members of a trust group map each other's memory, so a group holds the instances of one owner, and root has put another owner's in it; pick another group name",
+				quoteName(shownName(c, name)), quoteName(shownName(c, g)))
 		}
 	}
 	return nil

@@ -55,8 +55,8 @@ func TestAccessRules(t *testing.T) {
 	}
 	err := d.mayAttach(other, vm)
 	var pe *proto.Error
-	if !errors.As(err, &pe) || pe.Code != proto.CodePermission || !strings.Contains(pe.Message, `instance "vm" belongs to uid 1000`) {
-		t.Errorf("refusal: %v", err)
+	if !errors.As(err, &pe) || pe.Code != proto.CodePermission || !strings.Contains(pe.Message, `instance "vm" is another owner's`) || strings.Contains(pe.Message, "1000") {
+		t.Errorf("refusal: %v (want it to name no owner)", err)
 	}
 }
 
@@ -95,8 +95,10 @@ func TestOwnerFor(t *testing.T) {
 	}
 }
 
-// TestTrustGroupHoldsOneOwner: an instance may join a trust group only
-// if every instance in it has the same owner; root may mix.
+// TestTrustGroupHoldsOneOwner: trust group names are their owner's, so
+// another owner's group of the same name is another group; root may mix
+// owners (by the group's canonical name), and then the owner's next
+// instance is refused with a message that names no one.
 func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	d := testDaemon(t, nil)
 	alice := &session{cred: creds{known: true, uid: 1000, gid: 1000}}
@@ -116,32 +118,30 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	if err := create(alice, "a2", "g"); err != nil {
 		t.Fatalf("the owner's second instance in its group: %v", err)
 	}
-	err := create(bob, "b1", "g")
-	if proto.CodeOf(err) != proto.CodePermission || !strings.Contains(err.Error(), `instance "a1" in it belongs to uid 1000`) && !strings.Contains(err.Error(), `instance "a2" in it belongs to uid 1000`) {
-		t.Fatalf("another owner joining the group: %v", err)
+	if err := create(bob, "b1", "g"); err != nil {
+		t.Fatalf("another owner's group of the same name: %v", err)
 	}
-	if d.instance("b1") != nil {
-		t.Fatal("the refused instance exists")
+	a1, b1 := d.instance("u1000.a1"), d.instance("u1001.b1")
+	if a1 == nil || b1 == nil || a1.TrustGroup != "u1000.g" || b1.TrustGroup != "u1001.g" {
+		t.Fatalf("a1 %+v, b1 %+v: want them in u1000.g and u1001.g", a1, b1)
 	}
-	if err := create(bob, "b1", "h"); err != nil {
-		t.Fatalf("another owner in a group of its own: %v", err)
+	if a1.Adapters[0].Trusts(b1.Adapters[0]) {
+		t.Fatal("bob's instance in his g trusts alice's in hers")
 	}
-	if err := create(root, "r1", "g"); err != nil {
+	if err := create(root, "r1", "u1000.g"); err != nil {
 		t.Fatalf("root mixing owners: %v", err)
 	}
+	err := create(alice, "a3", "g")
+	if proto.CodeOf(err) != proto.CodePermission || strings.Contains(err.Error(), "r1") || strings.Contains(err.Error(), "uid 0") {
+		t.Fatalf("the owner joining a group root mixed: %v (want a refusal that names no one)", err)
+	}
+	if d.instance("u1000.a3") != nil {
+		t.Fatal("the refused instance exists")
+	}
 	if n := d.quota.usedBy(1001)[Instances]; n != 1 {
-		t.Fatalf("bob holds %d instances after one refusal and one success", n)
+		t.Fatalf("bob holds %d instances, want 1", n)
 	}
-}
-
-func TestLookupGroup(t *testing.T) {
-	if name, gid, err := lookupGroup("4242"); err != nil || gid != 4242 || name == "" {
-		t.Errorf("a gid with no entry: %q %d %v", name, gid, err)
-	}
-	if name, gid, err := lookupGroup("root"); err != nil || gid != 0 || name != "root" {
-		t.Errorf("root: %q %d %v", name, gid, err)
-	}
-	if _, _, err := lookupGroup("no-such-group-here"); err == nil {
-		t.Error("an unknown group name resolved")
+	if n := d.quota.usedBy(1000)[Instances]; n != 2 {
+		t.Fatalf("alice holds %d instances after one refusal, want 2", n)
 	}
 }

@@ -27,7 +27,7 @@ func (c *cmSession) InstanceFor(asker connmgr.Session) string {
 	if inst == nil || !ok || !c.d.maySee(a.cred, inst) {
 		return ""
 	}
-	return inst.Name
+	return shownName(a.cred, inst.Name)
 }
 
 // Emit queues ev for the session's event sender.

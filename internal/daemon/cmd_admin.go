@@ -14,7 +14,7 @@ func cmdHello(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	resp := proto.HelloResp{Version: proto.Version, Instance: inst.Name, Host: s.d.cfg.HostName}
+	resp := proto.HelloResp{Version: proto.Version, Instance: s.shown(inst.Name), Host: s.d.cfg.HostName}
 	for _, a := range inst.Adapters {
 		resp.Adapters = append(resp.Adapters, adapterInfo(a))
 	}
@@ -37,6 +37,12 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if req, err = ownSpec(req, owner.UID, true); err != nil {
+		return nil, nil, err
+	}
+	if err := validateSpec(req); err != nil {
+		return nil, nil, err
+	}
 	if err := s.d.checkInstance(req); err != nil {
 		return nil, nil, err
 	}
@@ -45,12 +51,12 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	if err := s.d.publishInstance(inst); err != nil {
-		_ = s.d.deleteInstance(inst.Name, nil)
+		_, _ = s.d.deleteInstance(inst.Name, nil)
 		return nil, nil, err
 	}
 	s.d.switchLIDsChanged() // an assignment may be there already
 	s.d.awaitSwitchLIDs(inst)
-	return instanceInfo(inst, s.d.cfg.HostName), nil, nil
+	return instanceInfo(inst, s.d.cfg.HostName, s.cred), nil, nil
 }
 
 func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
@@ -58,10 +64,11 @@ func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.d.deleteInstance(req.Name, s); err != nil {
+	name, err := s.d.deleteInstance(req.Name, s)
+	if err != nil {
 		return nil, nil, err
 	}
-	s.d.unpublishInstance(req.Name)
+	s.d.unpublishInstance(name)
 	return done, nil, nil
 }
 

@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/uplink"
+	"golang.org/x/sys/unix"
 )
 
 const linksFile = "links.json"
@@ -53,6 +55,9 @@ func cmdLinkDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkName("link", req.Name); err != nil {
+		return nil, nil, err
+	}
 	if err := s.d.deleteLink(req.Name); err != nil {
 		return nil, nil, err
 	}
@@ -68,19 +73,27 @@ func cmdListLinks(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
+	if req.Name != "" {
+		if err := checkName("link", req.Name); err != nil {
+			return nil, nil, err
+		}
+	}
 	links, err := s.d.listLinks(req.Name)
 	return proto.ListLinksResp{Links: links}, nil, err
 }
 
 func validateLink(spec proto.LinkSpec) error {
-	if !instanceName.MatchString(spec.Name) {
-		return proto.Errorf(proto.CodeInvalid, "link name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit (rxe0, say)", spec.Name)
+	if err := checkName("link", spec.Name); err != nil {
+		return err
 	}
 	if spec.Type != linkType {
-		return proto.Errorf(proto.CodeInvalid, "link type %q: the only type is rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE)", spec.Type)
+		return proto.Errorf(proto.CodeInvalid, "link type %s: the only type is rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE)", quoteName(spec.Type))
 	}
 	if spec.Netdev == "" {
 		return proto.Errorf(proto.CodeInvalid, "link %s: no netdev: say which interface, `netdev eth0`", spec.Name)
+	}
+	if len(spec.Netdev) > unix.IFNAMSIZ-1 || strings.ContainsAny(spec.Netdev, "/: \t\n") {
+		return proto.Errorf(proto.CodeInvalid, "link %s: netdev %s is no interface name (at most %d characters, no '/', ':' or space): `ip link` lists them", spec.Name, quoteName(spec.Netdev), unix.IFNAMSIZ-1)
 	}
 	if spec.DSCP > 63 {
 		return proto.Errorf(proto.CodeInvalid, "link %s: DSCP %d is not in 0..63", spec.Name, spec.DSCP)

@@ -88,6 +88,9 @@ func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkName("port group", req.Name); err != nil {
+		return nil, nil, err
+	}
 	sw, ctx, cancel, err := s.switchCtx()
 	if err != nil {
 		return nil, nil, err
@@ -100,6 +103,9 @@ func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
 func cmdPortGroupDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.PortGroupSpec](body)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkName("port group", req.Name); err != nil {
 		return nil, nil, err
 	}
 	sw, ctx, cancel, err := s.switchCtx()
@@ -187,6 +193,23 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 	return resp, nil, nil
 }
 
+// ownAdapterName checks an adapter name INSTANCE[/vrdmaN] the peer gives
+// and returns it with INSTANCE canonical (names.go).
+func (s *session) ownAdapterName(a string) (string, error) {
+	inst, dev, slash := strings.Cut(a, "/")
+	canon, err := lookupName(s.cred, inst)
+	if err != nil {
+		return "", err
+	}
+	if slash {
+		if err := checkName("device", dev); err != nil {
+			return "", err
+		}
+		return canon + "/" + dev, nil
+	}
+	return canon, nil
+}
+
 // splitAdapter parses INSTANCE/vrdmaN (or INSTANCE, meaning vrdma0).
 func splitAdapter(s string) (string, int, error) {
 	inst, dev, ok := strings.Cut(s, "/")
@@ -195,7 +218,7 @@ func splitAdapter(s string) (string, int, error) {
 	}
 	n, err := strconv.Atoi(strings.TrimPrefix(dev, "vrdma"))
 	if !strings.HasPrefix(dev, "vrdma") || err != nil || n < 0 || n >= MaxAdapters {
-		return "", 0, proto.Errorf(proto.CodeInvalid, "adapter %q: name it INSTANCE/vrdmaN with N in 0..%d, e.g. vm1/vrdma0", s, MaxAdapters-1)
+		return "", 0, proto.Errorf(proto.CodeInvalid, "adapter %s: name it INSTANCE/vrdmaN with N in 0..%d, e.g. vm1/vrdma0", quoteName(s), MaxAdapters-1)
 	}
 	return inst, n, nil
 }
@@ -210,6 +233,12 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	defer cancel()
+	if req.A, err = s.ownAdapterName(req.A); err != nil {
+		return nil, nil, err
+	}
+	if req.B, err = s.ownAdapterName(req.B); err != nil {
+		return nil, nil, err
+	}
 	ea, ha, err := adapterEnd(ctx, sw, req.A)
 	if err != nil {
 		return nil, nil, err

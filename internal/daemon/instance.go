@@ -50,18 +50,23 @@ func (inst *Instance) spec() proto.InstanceSpec {
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
+// validateSpec checks a spec whose names are canonical (names.go).
 func validateSpec(s proto.InstanceSpec) error {
-	if !instanceName.MatchString(s.Name) {
-		return proto.Errorf(proto.CodeInvalid, "instance name %q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", s.Name)
+	if err := checkName("instance", s.Name); err != nil {
+		return err
 	}
-	if s.TrustGroup != "" && !instanceName.MatchString(s.TrustGroup) {
-		return proto.Errorf(proto.CodeInvalid, "trust group %q: use 1-63 letters, digits, '.', '_' or '-'", s.TrustGroup)
+	if s.TrustGroup != "" {
+		if err := checkName("trust group", s.TrustGroup); err != nil {
+			return err
+		}
 	}
-	if s.PortGroup != "" && !instanceName.MatchString(s.PortGroup) {
-		return proto.Errorf(proto.CodeInvalid, "port group %q: use 1-63 letters, digits, '.', '_' or '-'", s.PortGroup)
+	if s.PortGroup != "" {
+		if err := checkName("port group", s.PortGroup); err != nil {
+			return err
+		}
 	}
 	if s.Adapters < 1 || s.Adapters > MaxAdapters {
-		return proto.Errorf(proto.CodeLimit, "instance %q asks for %d adapters: an instance has 1 to %d (vrdma0..vrdma9)", s.Name, s.Adapters, MaxAdapters)
+		return proto.Errorf(proto.CodeLimit, "instance %s asks for %d adapters: an instance has 1 to %d (vrdma0..vrdma9)", quoteName(s.Name), s.Adapters, MaxAdapters)
 	}
 	return nil
 }

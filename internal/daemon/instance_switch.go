@@ -13,10 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// instanceInfo describes inst as the command channel reports it.
-func instanceInfo(inst *Instance, host string) proto.InstanceInfo {
+// instanceInfo describes inst as the command channel reports it to
+// viewer: its names as viewer sees them (names.go).
+func instanceInfo(inst *Instance, host string, viewer creds) proto.InstanceInfo {
 	owner := inst.Owner
-	info := proto.InstanceInfo{Name: inst.Name, Host: host, TrustGroup: inst.TrustGroup, PortGroup: inst.PortGroup,
+	info := proto.InstanceInfo{Name: shownName(viewer, inst.Name), Host: host, TrustGroup: shownName(viewer, inst.TrustGroup), PortGroup: inst.PortGroup,
 		Native: inst.Native, Async: inst.Async, Pin: inst.Pin, Owner: &owner, Temporary: inst.Temporary}
 	for _, a := range inst.Adapters {
 		info.Adapters = append(info.Adapters, adapterInfo(a))

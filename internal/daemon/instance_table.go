@@ -22,6 +22,10 @@ import (
 // table. lids are the LIDs the adapters had (saved), which they keep if
 // they can on a daemon with no switch.
 func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *session, persist bool, lids []uint16) (*Instance, error) {
+	var err error
+	if spec, err = ownSpec(spec, owner.UID, by != nil); err != nil {
+		return nil, err
+	}
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
@@ -34,7 +38,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 		return nil, proto.Errorf(proto.CodeState, "the daemon is stopping")
 	}
 	if _, ok := d.instances[spec.Name]; ok {
-		return nil, proto.Errorf(proto.CodeBusy, "instance %q exists already: pick another name or delete it first", spec.Name)
+		return nil, proto.Errorf(proto.CodeBusy, "instance %s exists already: pick another name or delete it first", quoteName(by.shown(spec.Name)))
 	}
 	if by != nil {
 		if err := d.mayJoinTrustGroupLocked(by.cred, spec.Name, spec.TrustGroup, owner); err != nil {
@@ -107,23 +111,34 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 
 // deleteInstance deletes the instance called name for by (nil: the daemon
 // itself), unless processes are attached to it.
-func (d *Daemon) deleteInstance(name string, by *session) error {
+// name is canonical when by is nil, and by's name for it otherwise
+// (lookupName); deleteInstance returns the canonical name.
+func (d *Daemon) deleteInstance(name string, by *session) (string, error) {
+	asked := name
+	if by != nil {
+		var err error
+		if name, err = lookupName(by.cred, name); err != nil {
+			return "", err
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	inst, ok := d.instances[name]
-	if !ok {
-		return proto.Errorf(proto.CodeNotFound, "no instance %q: `vrdma vm show` lists them", name)
+	// Another's instance that by may not see is one that does not exist:
+	// the refusal says the same, so that it tells nothing of who has what.
+	if !ok || by != nil && !d.maySee(by.cred, inst) {
+		return "", proto.Errorf(proto.CodeNotFound, "no instance %s: `vrdma vm show` lists them", quoteName(asked))
 	}
 	if inst.shared {
-		return proto.Errorf(proto.CodeInvalid, "the default instance cannot be deleted")
+		return "", proto.Errorf(proto.CodeInvalid, "the default instance cannot be deleted")
 	}
 	if by != nil {
 		if err := d.mayDelete(by.cred, inst); err != nil {
-			return err
+			return "", err
 		}
 	}
 	if n := d.attachedLocked(inst); n > 0 {
-		return proto.Errorf(proto.CodeBusy, "instance %q has %d attached processes: close them first", name, n)
+		return "", proto.Errorf(proto.CodeBusy, "instance %s has %d attached processes: close them first", quoteName(asked), n)
 	}
 	d.removeInstanceLocked(inst)
 	if !inst.Temporary {
@@ -131,7 +146,7 @@ func (d *Daemon) deleteInstance(name string, by *session) error {
 			d.log.Warn("could not save instances", "err", err)
 		}
 	}
-	return nil
+	return name, nil
 }
 
 // removeInstanceLocked takes inst's adapters off the host and gives its
@@ -165,14 +180,22 @@ func (d *Daemon) attachedLocked(inst *Instance) int {
 // All of it is done under d.mu, so that the instance cannot be deleted
 // between the check and the attachment.
 func (d *Daemon) attach(s *session, name, device string) (*Instance, error) {
-	if name == "" {
-		name = DefaultInstance
+	canon, err := lookupName(s.cred, name)
+	if err != nil {
+		return nil, err
+	}
+	if device != "" {
+		if err := checkName("device", device); err != nil {
+			return nil, err
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	inst := d.instances[name]
-	if inst == nil {
-		return nil, proto.Errorf(proto.CodeNotFound, "no instance %q on this host: create it with `vrdma vm create %s`, or unset VRDMA_INSTANCE to use the default", name, name)
+	inst := d.instances[canon]
+	// Another's instance that s may not see is one that does not exist:
+	// the refusal says the same, so that it tells nothing of who has what.
+	if inst == nil || !d.maySee(s.cred, inst) {
+		return nil, proto.Errorf(proto.CodeNotFound, "no instance %s on this host: create it with `vrdma vm create NAME`, or unset VRDMA_INSTANCE to use the default", quoteName(name))
 	}
 	if err := d.mayAttach(s.cred, inst); err != nil {
 		return nil, err
@@ -185,7 +208,7 @@ func (d *Daemon) attach(s *session, name, device string) (*Instance, error) {
 			}
 		}
 		if adapter == nil {
-			return nil, proto.Errorf(proto.CodeNotFound, "no device %q in instance %q: `vrdma devices` lists them", device, inst.Name)
+			return nil, proto.Errorf(proto.CodeNotFound, "no device %s in instance %s: `vrdma devices` lists them", quoteName(device), quoteName(shownName(s.cred, inst.Name)))
 		}
 	}
 	if err := d.quota.charge(nil, Sessions, 1, inst.acct); err != nil {
@@ -216,7 +239,7 @@ func (d *Daemon) listInstances(viewer creds) []proto.InstanceInfo {
 		if !d.maySee(viewer, inst) {
 			continue
 		}
-		info := instanceInfo(inst, d.cfg.HostName)
+		info := instanceInfo(inst, d.cfg.HostName, viewer)
 		info.Sessions = d.attachedLocked(inst)
 		out = append(out, info)
 	}

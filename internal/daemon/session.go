@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -150,7 +152,7 @@ func (s *session) serve() {
 				return
 			}
 			if h.Kind == 0 { // undecodable: answer with what we know and go on
-				_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Code: proto.CodeInvalid}, errBody(err))
+				s.reply(proto.Header{Kind: proto.KindReply, Code: proto.CodeInvalid}, errBody(err))
 				if errors.Is(err, proto.ErrMagic) || errors.Is(err, proto.ErrVersionGap) {
 					return
 				}
@@ -160,7 +162,7 @@ func (s *session) serve() {
 			if errors.Is(err, proto.ErrVersionGap) {
 				code = proto.CodeVersion
 			}
-			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: code}, errBody(err))
+			s.reply(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: code}, errBody(err))
 			if errors.Is(err, proto.ErrVersionGap) {
 				return
 			}
@@ -168,7 +170,7 @@ func (s *session) serve() {
 		}
 		if h.Kind != proto.KindRequest {
 			proto.CloseFDs(fds)
-			_ = s.conn.Send(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
+			s.reply(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
 			continue
 		}
 		resp, outFDs, err := s.handle(h.Op, body, fds)
@@ -178,12 +180,31 @@ func (s *session) serve() {
 			if rh.Code == proto.CodeInternal {
 				s.d.log.Warn("command failed", "op", h.Op, "err", err)
 			}
-			_ = s.conn.Send(rh, errBody(err))
+			s.reply(rh, errBody(err))
 			continue
 		}
-		_ = s.conn.Send(rh, resp, outFDs...)
+		s.reply(rh, resp, outFDs...)
 		proto.CloseFDs(outFDs) // new descriptors made for this reply
 	}
+}
+
+// reply sends the reply rh with body resp. One that cannot be sent (above
+// proto.MaxReply, or its body does not encode) is logged and answered with
+// a short error instead, so that no request goes unanswered; one that
+// cannot be written because the client went away ends nothing here (the
+// next Recv does).
+func (s *session) reply(rh proto.Header, resp any, fds ...int) {
+	err := s.conn.Send(rh, resp, fds...)
+	var oe *net.OpError
+	if err == nil || errors.As(err, &oe) {
+		return
+	}
+	s.d.log.Warn("a reply could not be sent: the client gets an error instead", "op", rh.Op, "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
+	rh.Code = proto.CodeInternal
+	if errors.Is(err, proto.ErrTooLarge) {
+		rh.Code = proto.CodeLimit
+	}
+	_ = s.conn.Send(rh, errResp{Error: fmt.Sprintf("the daemon could not send its %v reply (%v): ask for less, or ask the host's administrator to read the daemon's log", rh.Op, err)})
 }
 
 func isEOF(err error) bool {
@@ -194,12 +215,20 @@ type errResp struct {
 	Error string `json:"error"`
 }
 
+// maxErrMessage bounds the message of an error reply: whatever a refusal
+// repeats of a request, the reply stays one short message.
+const maxErrMessage = 4096
+
 func errBody(err error) errResp {
+	msg := err.Error()
 	var pe *proto.Error
 	if errors.As(err, &pe) {
-		return errResp{Error: pe.Message}
+		msg = pe.Message
 	}
-	return errResp{Error: err.Error()}
+	if len(msg) > maxErrMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrMessage], "") + "... (cut)"
+	}
+	return errResp{Error: msg}
 }
 
 func (s *session) handleID() uint32 {

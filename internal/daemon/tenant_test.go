@@ -336,7 +336,8 @@ func TestOwnersPersist(t *testing.T) {
 	c.ok(proto.OpHello, proto.HelloReq{}, nil)
 	c.ok(proto.OpCreateInstance, proto.InstanceSpec{Name: "theirs", Adapters: 1, Owner: &proto.Owner{UID: 4242, GID: 4343}}, nil)
 	c.Close()
-	want := map[string]proto.Owner{"default": {}, "legacy": {}, "theirs": {UID: 4242, GID: 4343}}
+	// Root sees another owner's instance by its canonical name (u<uid>.NAME).
+	want := map[string]proto.Owner{"default": {}, "legacy": {}, "u4242.theirs": {UID: 4242, GID: 4343}}
 	if got := list(d); !maps.Equal(got, want) {
 		t.Fatalf("owners %v, want %v", got, want)
 	}

@@ -72,19 +72,24 @@ func ownerChild() int {
 // outside review tried, and the switch-wide commands.
 func attackerChild() int {
 	var c checker
-	_, err := vrdma.Open("vrdma0", vrdma.Options{Instance: "a-vm"})
-	c.expect("attach to A's instance (VRDMA_INSTANCE=a-vm)", err, vrdma.ErrPermission)
-	_, err = vrdma.Devices(vrdma.Options{Instance: "a-vm"})
-	c.expect("list A's instance's devices", err, vrdma.ErrPermission)
+	// A's names are A's: B's a-vm is one B does not have, and A's own
+	// (u4001.a-vm, as root sees it) is refused as one that does not exist.
+	for _, name := range []string{"a-vm", "u4001.a-vm"} {
+		_, err := vrdma.Open("vrdma0", vrdma.Options{Instance: name})
+		c.expect("attach to A's instance (VRDMA_INSTANCE="+name+")", err, vrdma.ErrNotFound)
+		_, err = vrdma.Devices(vrdma.Options{Instance: name})
+		c.expect("list A's instance's devices ("+name+")", err, vrdma.ErrNotFound)
+	}
 	adm, err := vrdma.DialAdmin(vrdma.Options{})
 	if err != nil {
 		fmt.Println("FAIL: dial:", err)
 		return 1
 	}
 	defer adm.Close()
-	c.expect("delete A's instance", adm.DeleteInstance("a-vm"), vrdma.ErrPermission)
+	c.expect("delete A's instance", adm.DeleteInstance("a-vm"), vrdma.ErrNotFound)
+	c.expect("delete A's instance (u4001.a-vm)", adm.DeleteInstance("u4001.a-vm"), vrdma.ErrNotFound)
 	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "b-spy", Adapters: 1, TrustGroup: "ga"})
-	c.expect("join A's trust group ga", err, vrdma.ErrPermission)
+	c.expect("create b-spy in a trust group ga of its own (not A's: the names are each owner's)", err, nil)
 	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "b-gift", Adapters: 1, Owner: &vrdma.Owner{UID: tenantA, GID: tenantA}})
 	c.expect("create an instance for A", err, vrdma.ErrPermission)
 	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "b-own", Adapters: 1})
@@ -95,7 +100,7 @@ func attackerChild() int {
 	for _, i := range insts {
 		seen = append(seen, i.Name)
 	}
-	if strings.Join(seen, " ") != "b-own default" {
+	if strings.Join(seen, " ") != "b-own b-spy default" {
 		c.failed = true
 		fmt.Printf("FAIL: vm show lists %v, want only its own and the default\n", seen)
 	} else {
@@ -132,18 +137,18 @@ func adminChild() int {
 	for _, i := range insts {
 		seen[i.Name] = true
 	}
-	if !seen["a-vm"] {
+	if !seen["u4001.a-vm"] {
 		c.failed = true
-		fmt.Printf("FAIL: vm show lists %v, want every instance\n", seen)
+		fmt.Printf("FAIL: vm show lists %v, want every instance (A's as u4001.a-vm)\n", seen)
 	}
-	_, err = vrdma.Open("vrdma0", vrdma.Options{Instance: "a-vm"})
-	c.expect("attach to A's instance", err, vrdma.ErrPermission)
-	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "adm-spy", Adapters: 1, TrustGroup: "ga"})
-	c.expect("join A's trust group", err, vrdma.ErrPermission)
+	_, err = vrdma.Open("vrdma0", vrdma.Options{Instance: "u4001.a-vm"})
+	c.expect("attach to A's instance (which it sees)", err, vrdma.ErrPermission)
+	_, err = adm.CreateInstance(vrdma.InstanceSpec{Name: "adm-spy", Adapters: 1, TrustGroup: "u4001.ga"})
+	c.expect("join A's trust group (u4001.ga: a name of A's)", err, vrdma.ErrInvalidArgument)
 	c.expect("link delete (allowed; there is none)", adm.DeleteLink("nope"), vrdma.ErrNotFound)
 	_, err = adm.SwitchInstances()
 	c.expect("vm show --all (allowed; there is no switch)", err, vrdma.ErrInvalidState)
-	c.expect("delete A's instance (only its owner and root may)", adm.DeleteInstance("a-vm"), vrdma.ErrPermission)
+	c.expect("delete A's instance (only its owner and root may)", adm.DeleteInstance("u4001.a-vm"), vrdma.ErrPermission)
 	return c.exit()
 }
 

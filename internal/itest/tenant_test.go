@@ -65,11 +65,13 @@ func TestTenantCannotTouchAnothersInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := map[string]uint32{}
+	owners := map[string]string{}
 	for _, i := range insts {
-		owners[i.Name] = i.Owner.UID
+		owners[i.Name] = fmt.Sprintf("%d %s", i.Owner.UID, i.TrustGroup)
 	}
-	want := map[string]uint32{"default": 0, "a-vm": tenantA, "a-own": tenantA, "b-own": attacker}
+	// Root sees tenants' instances and groups by their canonical names.
+	want := map[string]string{"default": "0 ", "u4001.a-vm": "4001 u4001.ga", "u4001.a-own": "4001 u4001.ga",
+		"u65534.b-own": "65534 ", "u65534.b-spy": "65534 u65534.ga"}
 	if fmt.Sprint(owners) != fmt.Sprint(want) {
 		t.Fatalf("root sees %v, want %v: B changed something", owners, want)
 	}

@@ -11,11 +11,15 @@ import (
 
 // Conn sends and receives whole messages with descriptors on a unix
 // SOCK_SEQPACKET connection. Send is safe for concurrent use; Recv is not.
+// A reply larger than one message goes as parts (KindMore), which Send
+// writes back to back and Recv puts together again.
 type Conn struct {
-	c   *net.UnixConn
-	wmu sync.Mutex
-	buf []byte
-	oob []byte
+	c    *net.UnixConn
+	wmu  sync.Mutex
+	wbuf []byte // the message being written (wmu)
+	buf  []byte
+	oob  []byte
+	asm  []byte // a reply being put together from its parts (Recv)
 
 	sender Sender // of the message Recv returned last (sender.go)
 }
@@ -35,6 +39,10 @@ func Dial(path string) (*Conn, error) {
 }
 
 // Send writes one message whose body is v encoded (nil for none) with fds.
+// A reply whose body is larger than MaxBody goes as parts of at most
+// MaxBody, written without another message between them, the descriptors
+// with the first; any other message, or a reply larger than MaxReply, is
+// refused with ErrTooLarge and nothing is sent.
 func (c *Conn) Send(h Header, v any, fds ...int) error {
 	var body []byte
 	if v != nil {
@@ -43,27 +51,69 @@ func (c *Conn) Send(h Header, v any, fds ...int) error {
 			return fmt.Errorf("proto: encode %v: %w", h.Op, err)
 		}
 	}
-	h.Version = Version
-	h.BodyLen = uint32(len(body))
-	msg := AppendHeader(make([]byte, 0, HeaderSize+len(body)), h)
-	msg = append(msg, body...)
-	if len(msg) > MaxMessage {
-		return ErrTooLarge
+	if len(body) > MaxBody && h.Kind != KindReply {
+		return fmt.Errorf("%w: a %v message of %d bytes (only replies may be larger than %d: they go in parts)", ErrTooLarge, h.Op, len(body), MaxBody)
 	}
+	if len(body) > MaxReply {
+		return fmt.Errorf("%w: a %v reply of %d bytes, above the %d a reply may have", ErrTooLarge, h.Op, len(body), MaxReply)
+	}
+	h.Version = Version
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, _, err := c.c.WriteMsgUnix(msg, oob, nil)
-	return err
+	for first := true; first || len(body) > 0; first = false {
+		part := body[:min(len(body), MaxBody)]
+		body = body[len(part):]
+		h.More = len(body) > 0
+		h.BodyLen = uint32(len(part))
+		c.wbuf = append(AppendHeader(c.wbuf[:0], h), part...)
+		if _, _, err := c.c.WriteMsgUnix(c.wbuf, oob, nil); err != nil {
+			return err
+		}
+		oob = nil // the descriptors go with the first part
+	}
+	return nil
 }
 
-// Recv reads one message. The body aliases an internal buffer valid until the
-// next Recv. Received descriptors are returned even when the message is bad;
-// the caller owns and must close them.
+// Recv reads one message, or all the parts of a reply. The body aliases an
+// internal buffer valid until the next Recv. Received descriptors are
+// returned even when the message is bad; the caller owns and must close
+// them.
 func (c *Conn) Recv() (Header, []byte, []int, error) {
+	h, body, fds, err := c.recvOne()
+	if err != nil || !h.More {
+		return h, body, fds, err
+	}
+	first := h
+	c.asm = append(c.asm[:0], body...)
+	for h.More {
+		var more []int
+		h, body, more, err = c.recvOne()
+		fds = append(fds, more...)
+		if err != nil {
+			return first, nil, fds, err
+		}
+		if h.Kind != KindReply || h.Op != first.Op || h.ID != first.ID || h.Code != first.Code {
+			return first, nil, fds, fmt.Errorf("%w: a part of the %v reply %d was followed by a %v message of %v", ErrParts, first.Op, first.ID, h.Kind, h.Op)
+		}
+		if len(c.asm)+len(body) > MaxReply {
+			return first, nil, fds, fmt.Errorf("%w: a %v reply of more than %d bytes", ErrTooLarge, first.Op, MaxReply)
+		}
+		c.asm = append(c.asm, body...)
+	}
+	if len(fds) > MaxFDs {
+		return first, nil, fds, fmt.Errorf("%w: a %v reply with %d descriptors", ErrTooLarge, first.Op, len(fds))
+	}
+	first.More = false
+	first.BodyLen = uint32(len(c.asm))
+	return first, c.asm, fds, nil
+}
+
+// recvOne reads one message.
+func (c *Conn) recvOne() (Header, []byte, []int, error) {
 	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.buf, c.oob)
 	if err != nil {
 		c.sender = Sender{}

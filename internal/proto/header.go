@@ -10,11 +10,15 @@ import (
 const Version = 1
 
 // HeaderSize is the size of a message header; MaxMessage bounds a whole
-// message; MaxFDs bounds the descriptors one message carries; Magic opens
-// every message.
+// message (one datagram); MaxBody the body one message carries; MaxReply
+// the body of a whole reply, whose parts are messages of at most
+// MaxMessage (docs/design/command-replies.md); MaxFDs bounds the
+// descriptors one message carries; Magic opens every message.
 const (
 	HeaderSize = 16
 	MaxMessage = 64 << 10
+	MaxBody    = MaxMessage - HeaderSize
+	MaxReply   = 16 << 20
 	MaxFDs     = 4
 	Magic      = 0x7652 // "vR", little-endian, the first two bytes of every message
 )
@@ -28,10 +32,16 @@ const (
 	KindEvent   Kind = 3
 )
 
+// KindMore is the bit of the kind byte that marks a part of a reply with
+// more parts to follow: a reply larger than MaxBody goes as parts of the
+// same op, code and id, every one but the last with KindMore set.
+const KindMore = 0x80
+
 // Header is the fixed part of every message.
 type Header struct {
 	Version uint8
 	Kind    Kind
+	More    bool // a part of a reply, with more to follow (KindMore)
 	Op      Op
 	Code    Code
 	ID      uint32
@@ -45,13 +55,18 @@ var (
 	ErrLength     = errors.New("proto: body length does not match the message")
 	ErrKind       = errors.New("proto: unknown message kind")
 	ErrTooLarge   = errors.New("proto: message larger than 64 KiB")
+	ErrParts      = errors.New("proto: a reply's parts do not follow each other")
 	ErrVersionGap = errors.New("proto: protocol version mismatch")
 )
 
 // AppendHeader appends h to b.
 func AppendHeader(b []byte, h Header) []byte {
 	b = binary.LittleEndian.AppendUint16(b, Magic)
-	b = append(b, h.Version, byte(h.Kind))
+	kind := byte(h.Kind)
+	if h.More {
+		kind |= KindMore
+	}
+	b = append(b, h.Version, kind)
 	b = binary.LittleEndian.AppendUint16(b, uint16(h.Op))
 	b = binary.LittleEndian.AppendUint16(b, uint16(h.Code))
 	b = binary.LittleEndian.AppendUint32(b, h.ID)
@@ -73,12 +88,13 @@ func ParseHeader(msg []byte) (Header, []byte, error) {
 		return h, nil, ErrMagic
 	}
 	h.Version = msg[2]
-	h.Kind = Kind(msg[3])
+	h.Kind = Kind(msg[3] &^ KindMore)
+	h.More = msg[3]&KindMore != 0
 	h.Op = Op(le.Uint16(msg[4:]))
 	h.Code = Code(le.Uint16(msg[6:]))
 	h.ID = le.Uint32(msg[8:])
 	h.BodyLen = le.Uint32(msg[12:])
-	if h.Kind < KindRequest || h.Kind > KindEvent {
+	if h.Kind < KindRequest || h.Kind > KindEvent || h.More && h.Kind != KindReply {
 		return h, nil, ErrKind
 	}
 	if h.Version != Version {

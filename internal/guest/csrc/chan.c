@@ -3,9 +3,11 @@
  *
  * One unix SOCK_SEQPACKET connection; a message is one datagram: a 16-byte
  * little-endian header, then a JSON body, with up to VRDMA_PROTO_MAX_FDS
- * descriptors attached (SCM_RIGHTS). Requests are synchronous: vrdma_call
- * sends one and reads until its reply, holding the mutex, and queues the
- * events it reads meanwhile. While no call is in progress, events wait in
+ * descriptors attached (SCM_RIGHTS); a reply larger than one message comes
+ * as parts (VRDMA_KIND_MORE set on all but the last, the descriptors with
+ * the first), which vrdma_call puts together. Requests are synchronous:
+ * vrdma_call sends one and reads until its reply, holding the mutex, and
+ * queues the events it reads meanwhile. While no call is in progress, events wait in
  * the socket; vrdma_chan_event reads them.
  *
  * The daemon is trusted less than fully: a message that breaks the protocol
@@ -30,6 +32,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* The kind of a message, without the VRDMA_KIND_MORE bit. */
+#define KIND_OF(b) ((uint8_t)((b) & ~VRDMA_KIND_MORE))
+
 /* Messages read per vrdma_chan_event before it gives the caller a turn. */
 #define PUMP_BATCH 64
 
@@ -40,6 +45,7 @@ static const char lost_msg[] =
 /* One received message; body points into the receive buffer. */
 struct msg {
 	uint8_t kind;
+	uint8_t more; /* a part of a reply, more to follow (VRDMA_KIND_MORE) */
 	uint16_t op, code;
 	uint32_t id;
 	const char *body;
@@ -253,7 +259,8 @@ static int recv_msg(struct vrdma_chan *c, uint8_t *buf, struct msg *m, int dontw
 			bad = "a message shorter than its header";
 		else if (get16(buf) != VRDMA_PROTO_MAGIC)
 			bad = "a message with a bad magic number";
-		else if (buf[3] < VRDMA_KIND_REQUEST || buf[3] > VRDMA_KIND_EVENT)
+		else if (KIND_OF(buf[3]) < VRDMA_KIND_REQUEST || KIND_OF(buf[3]) > VRDMA_KIND_EVENT ||
+			 ((buf[3] & VRDMA_KIND_MORE) && KIND_OF(buf[3]) != VRDMA_KIND_REPLY))
 			bad = "a message of an unknown kind";
 		else if (buf[2] != VRDMA_PROTO_VERSION) {
 			close_fds(m->fds, m->nfds);
@@ -268,7 +275,8 @@ static int recv_msg(struct vrdma_chan *c, uint8_t *buf, struct msg *m, int dontw
 				       "the device is lost",
 				    bad);
 		}
-		m->kind = buf[3];
+		m->kind = KIND_OF(buf[3]);
+		m->more = (buf[3] & VRDMA_KIND_MORE) != 0;
 		m->op = get16(buf + 4);
 		m->code = get16(buf + 6);
 		m->id = get32(buf + 8);
@@ -411,9 +419,44 @@ static int send_request(struct vrdma_chan *c, uint16_t op, uint32_t id, const ch
 	}
 }
 
+/* A reply larger than one message, being put together from its parts. */
+struct whole {
+	char *body;
+	size_t len;
+	uint16_t code;
+	int fds[VRDMA_PROTO_MAX_FDS]; /* the first part's */
+	int nfds;
+};
+
+/* Appends part m of a reply to w; the first part's descriptors are kept,
+ * any later ones closed. 0, or -errno with the channel lost: parts that
+ * disagree or pass VRDMA_PROTO_MAX_REPLY break the protocol. */
+static int add_part(struct vrdma_chan *c, struct whole *w, struct msg *m)
+{
+	if (w->body == NULL) {
+		w->code = m->code;
+		memcpy(w->fds, m->fds, sizeof m->fds);
+		w->nfds = m->nfds;
+		m->nfds = 0;
+	}
+	close_fds(m->fds, m->nfds);
+	if (m->code != w->code || m->len > VRDMA_PROTO_MAX_REPLY - w->len)
+		return lose(c, "the vrdma daemon sent a reply in parts that %s: run a vrdma library and daemon of the "
+			       "same release",
+			    m->code != w->code ? "disagree" : "pass the most a reply may have");
+	char *b = realloc(w->body, w->len + m->len + 1);
+	if (b == NULL)
+		return lose(c, "no memory for the vrdma daemon's reply of more than %zu bytes", w->len);
+	memcpy(b + w->len, m->body, m->len);
+	w->body = b;
+	w->len += m->len;
+	return 0;
+}
+
 int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, const int *fds, int nfds,
 	       char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds)
 {
+	struct whole whole = { .body = NULL };
 	int room = rfds != NULL && nrfds != NULL ? *nrfds : 0;
 	struct msg m;
 	int r;
@@ -470,8 +513,20 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 			r = -c->deaderr;
 			goto out;
 		}
-		if (h == MATCHED)
+		if (h != MATCHED)
+			continue;
+		if (!m.more && whole.body == NULL)
+			break; /* a reply in one message */
+		if ((r = add_part(c, &whole, &m)) < 0)
+			goto out;
+		if (!m.more) {
+			m.body = whole.body;
+			m.len = whole.len;
+			memcpy(m.fds, whole.fds, sizeof m.fds);
+			m.nfds = whole.nfds;
+			whole.nfds = 0;
 			break;
+		}
 	}
 	if (m.code != VRDMA_CODE_OK) {
 		close_fds(m.fds, m.nfds);
@@ -503,6 +558,8 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 	r = 0;
 out:
 	pthread_mutex_unlock(&c->mu);
+	close_fds(whole.fds, whole.nfds);
+	free(whole.body);
 	free(buf);
 	return r;
 }

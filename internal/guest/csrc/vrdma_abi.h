@@ -89,11 +89,13 @@
 #define VRDMA_PROTO_VERSION     1U
 #define VRDMA_PROTO_HEADER_SIZE 16U
 #define VRDMA_PROTO_MAX_MESSAGE 65536U
+#define VRDMA_PROTO_MAX_REPLY   16777216U
 #define VRDMA_PROTO_MAX_FDS     4U
 #define VRDMA_PROTO_MAGIC       0x7652U
 #define VRDMA_KIND_REQUEST      1U
 #define VRDMA_KIND_REPLY        2U
 #define VRDMA_KIND_EVENT        3U
+#define VRDMA_KIND_MORE         0x80U
 
 /* Commands (proto/ops.go) */
 #define VRDMA_CMD_HELLO            1U

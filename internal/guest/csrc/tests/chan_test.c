@@ -1156,6 +1156,74 @@ static void test_cm_events(void)
 	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
 }
 
+/* ---- a reply in parts (VRDMA_KIND_MORE) ---- */
+
+#define PART_LEN 60000
+
+static void script_parts(struct daemon *d)
+{
+	struct dmsg *m = d->m;
+	char *part = malloc(PART_LEN + 1);
+	int p[2];
+
+	if (part == NULL || pipe2(p, O_CLOEXEC) < 0)
+		die("script_parts");
+	d_recv(d->fd, m);
+	/* Three parts, the descriptor with the first, an event between. */
+	memset(part, 'a', PART_LEN);
+	memcpy(part, "{\"s\":\"", 6);
+	part[PART_LEN] = '\0';
+	d_send(d->fd, VRDMA_KIND_REPLY | VRDMA_KIND_MORE, m->op, VRDMA_CODE_OK, m->id, part, &p[0], 1);
+	d_event(d->fd, "{\"type\":1,\"handle\":7}");
+	memset(part, 'b', PART_LEN);
+	d_send(d->fd, VRDMA_KIND_REPLY | VRDMA_KIND_MORE, m->op, VRDMA_CODE_OK, m->id, part, NULL, 0);
+	d_send(d->fd, VRDMA_KIND_REPLY, m->op, VRDMA_CODE_OK, m->id, "\"}", NULL, 0);
+	close(p[0]);
+	close(p[1]);
+
+	/* An error in two parts. */
+	d_recv(d->fd, m);
+	d_send(d->fd, VRDMA_KIND_REPLY | VRDMA_KIND_MORE, m->op, VRDMA_CODE_NOT_FOUND, m->id, "{\"error\":\"no su", NULL, 0);
+	d_send(d->fd, VRDMA_KIND_REPLY, m->op, VRDMA_CODE_NOT_FOUND, m->id, "ch thing\"}", NULL, 0);
+
+	/* Parts that disagree: the channel is lost. */
+	d_recv(d->fd, m);
+	d_send(d->fd, VRDMA_KIND_REPLY | VRDMA_KIND_MORE, m->op, VRDMA_CODE_OK, m->id, "{", NULL, 0);
+	d_send(d->fd, VRDMA_KIND_REPLY, m->op, VRDMA_CODE_INTERNAL, m->id, "}", NULL, 0);
+	free(part);
+}
+
+static void test_parts(void)
+{
+	int fds0 = count_fds();
+	struct vrdma_chan c;
+	struct daemon d;
+	size_t cap = 3 * PART_LEN, n = 0;
+	char *reply = malloc(cap);
+	int rfds[VRDMA_PROTO_MAX_FDS], nrfds = VRDMA_PROTO_MAX_FDS;
+	struct vrdma_event ev;
+
+	if (reply == NULL)
+		die("malloc");
+	start(&c, &d, script_parts, 0);
+	int r = vrdma_call(&c, VRDMA_CMD_LIST_INSTANCES, NULL, 0, NULL, 0, reply, cap, &n, rfds, &nrfds);
+	CHECK(r == 0 && n == 2 * PART_LEN + 2, "a reply in three parts = %d, %zu bytes (%s)", r, n, c.err);
+	CHECK(r != 0 || (reply[6] == 'a' && reply[PART_LEN] == 'b' && strcmp(reply + 2 * PART_LEN, "\"}") == 0),
+	      "the parts are not in order");
+	CHECK(nrfds == 1, "%d descriptors with a reply in parts that carried 1", nrfds);
+	for (int i = 0; i < nrfds; i++)
+		close(rfds[i]);
+	CHECK(vrdma_chan_event(&c, &ev, 0) == 1 && ev.handle == 7, "the event between the parts is lost");
+	r = vrdma_call(&c, VRDMA_CMD_HELLO, NULL, 0, NULL, 0, reply, cap, &n, NULL, NULL);
+	CHECK(r == -ENOENT && strcmp(c.err, "no such thing") == 0, "an error in two parts = %d: %s", r, c.err);
+	r = vrdma_call(&c, VRDMA_CMD_HELLO, NULL, 0, NULL, 0, reply, cap, &n, NULL, NULL);
+	CHECK(r == -EIO && c.dead && strstr(c.err, "disagree") != NULL, "parts that disagree = %d: %s", r, c.err);
+	finish(&d);
+	vrdma_chan_close(&c);
+	free(reply);
+	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
+}
+
 int main(void)
 {
 	alarm(120); /* a hang guard: a hung test dies of SIGALRM */
@@ -1176,6 +1244,7 @@ int main(void)
 	test_waiter();
 	test_open();
 	test_cm_events();
+	test_parts();
 	if (failures) {
 		fprintf(stderr, "chan_test: %d failures\n", (int)failures);
 		return 1;
