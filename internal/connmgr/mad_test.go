@@ -8,6 +8,7 @@ package connmgr_test
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
@@ -42,11 +43,15 @@ func reqMAD(t testing.TB, dst [16]byte, port uint16, consumer []byte, mod func(*
 	return b
 }
 
-// lastREJ waits for the count-th REJ the network carried and returns it.
+// lastREJ waits for the count-th REJ the network carried, but for those
+// the test sent from linuxGID, and returns it.
 func lastREJ(t testing.TB, n *gsiNet, count int) ibcm.REJ {
 	t.Helper()
-	waitFor(t, "a REJ", func() bool { return len(n.mads(ibcm.AttrREJ)) >= count })
-	m := n.mads(ibcm.AttrREJ)[count-1]
+	rejs := func() []sentMAD {
+		return slices.DeleteFunc(n.mads(ibcm.AttrREJ), func(s sentMAD) bool { return s.src == linuxGID })
+	}
+	waitFor(t, "a REJ", func() bool { return len(rejs()) >= count })
+	m := rejs()[count-1]
 	_, d, err := ibcm.ParseMAD(m.mad[:])
 	if err != nil {
 		t.Fatal(err)

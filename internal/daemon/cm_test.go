@@ -19,6 +19,8 @@ import (
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/fakelink"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -45,6 +47,33 @@ func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	go d.Serve()
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// madPeer joins d to a fake network by a link of address 10.0.0.1 and
+// returns a hand-made connection manager on another host of it (package
+// cmtest), which sends CM MADs to QP1 of d's host, and the address it
+// sends them to.
+func madPeer(t testing.TB, d *daemon.Daemon) (*cmtest.MADPeer, [16]byte) {
+	t.Helper()
+	ps, dst := madPeers(t, d, 1)
+	return ps[0], dst
+}
+
+// madPeers is madPeer with n peers, of addresses 10.0.1.1 and up.
+func madPeers(t testing.TB, d *daemon.Daemon, n int) ([]*cmtest.MADPeer, [16]byte) {
+	t.Helper()
+	net := fakelink.New(1)
+	addr := netip.MustParseAddr("10.0.0.1")
+	l := net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0xcd, 0, 1}, addr)
+	if err := d.AttachLink(l); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ps := make([]*cmtest.MADPeer, n)
+	for i := range ps {
+		ps[i] = cmtest.NewMADPeer(t, net, netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}))
+	}
+	return ps, addr.As16()
 }
 
 // cmPeer is a hand-made connection manager peer (package cmtest).
@@ -95,29 +124,33 @@ func (c *cmSession) event() proto.CMEvent {
 	}
 }
 
-// A request from another daemon reaches the client of the listening
+// A request from another host reaches the client of the listening
 // session as an event, through the session's outbox; a request the daemon
 // cannot serve is rejected in the daemon's name; a request the session
 // holds when it ends is rejected, and its listener is gone.
 func TestCMSessionEvents(t *testing.T) {
 	d := cmDaemon(t)
 	s := listenSession(t, d, 7000, 1)
-	p := dialCM(t, d)
-	r := req(21, 7000, s.gid)
-	r.PrivateData = []byte("hi")
-	p.Send(r)
+	p, dst := madPeer(t, d)
+	p.SendREQ(p.REQ(dst, 7000, 21, []byte("hi")))
 	ev := s.event()
 	if ev.Type != proto.CMEventRequest || ev.Listener != 1 || ev.ID < proto.CMDaemonIDBase || ev.QPN != 0x77 || ev.PSN != 0x1234 ||
-		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(ev.PrivateData) != "hi" ||
-		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
+		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(bytes.TrimRight(ev.PrivateData, "\x00")) != "hi" ||
+		!bytes.Equal(ev.GID, p.GID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
 		t.Fatalf("request event %+v", ev)
 	}
-	p.Send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
-	p.ExpectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
+	elsewhere := p.REQ(dst, 7000, 22, nil)
+	elsewhere.Primary.RemoteGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
+	b, err := elsewhere.Append(ibcm.AppendHeader(nil, ibcm.CMHeader(ibcm.AttrREQ, 22)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Send(dst, b)
+	p.ExpectREJ(22, ibcm.RejectInvalidGID)
 	s.Close()
-	p.ExpectREJ(21, cm.RejectInvalidServiceID, "went away")
-	p.Send(req(23, 7000, s.gid))
-	p.ExpectREJ(23, cm.RejectInvalidServiceID, "no listener on port 7000")
+	p.ExpectREJ(21, ibcm.RejectInvalidServiceID)
+	p.SendREQ(p.REQ(dst, 7000, 23, nil))
+	p.ExpectREJ(23, ibcm.RejectInvalidServiceID)
 	checkAlive(t, d.SocketPath())
 }
 
