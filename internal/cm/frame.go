@@ -10,10 +10,6 @@ import (
 // Version is the protocol version this build speaks.
 const Version = 1
 
-// DefaultPort is the TCP port a daemon's connection manager listens on
-// (RoCEv2's 4791 plus two; the TCP channel has 4792).
-const DefaultPort = 4793
-
 // HeaderSize is the size of a frame header; MaxBody bounds a body, and
 // MaxFrame a whole frame.
 const (

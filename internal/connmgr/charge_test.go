@@ -100,7 +100,7 @@ func TestCMRequestsCharged(t *testing.T) {
 // A dial is charged before anything is sent; at the limit it fails with
 // the session's error and nothing goes out.
 func TestCMConnectCharged(t *testing.T) {
-	m, h := newManager(t, func(c *connmgr.Config) { c.Listen = connmgr.ListenOff })
+	m, h := newManager(t, nil)
 	l := listenSession(t, m, h, 7, 8)
 	s := newSession(t, h.adapter)
 	s.limitTo(connmgr.Connections, 1)

@@ -1,11 +1,9 @@
 package connmgr
 
 import (
-	"net/netip"
 	"unicode/utf8"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/ibcm"
@@ -50,38 +48,18 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	if st := q.State(); st != abi.QPStateReset {
 		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager takes a QP from RESET to RTS; modify it to RESET first, or create a new one", req.QP, st)
 	}
-	var p *peer
-	var endpoint admit.Endpoint
-	overMADs := !m.host.IsLocalGID(dst) && m.gsiPeer != nil
-	if !m.host.IsLocalGID(dst) && !overMADs {
-		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)
-		}
-		if endpoint.Addr == "" {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: the resolver gave no endpoint", gidString(dst))
-		}
-		if endpoint.Identity == "" && m.adm.authorize != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot tell whose connection manager %s is: the daemon's CMResolvePeer named no identity there, which CMAuthorize needs", endpoint.Addr)
-		}
-	}
-	if overMADs {
+	p := m.local
+	if !m.host.IsLocalGID(dst) {
 		_, src := sourceGID(s.Adapter(), dst)
 		if err := m.madRoute(src, dst); err != nil {
 			return none, err
 		}
+		p = m.gsiPeer
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.chargeDial(s, req.ID); err != nil {
 		return none, err
-	}
-	if overMADs {
-		p = m.gsiPeer
-	} else if endpoint.Addr == "" {
-		p = m.local
-	} else if p, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
-		s.Uncharge(Connections)
-		return none, proto.Errorf(proto.CodeLimit, "%v", err)
 	}
 	a := s.Adapter()
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),

@@ -62,7 +62,7 @@ type madStats struct {
 // what arrives and send what leaves.
 func (m *Manager) startGSI(g GSI) {
 	m.gsi = g
-	m.gsiPeer = newPeer(m, "QP1", "")
+	m.gsiPeer = newPeer(m, "QP1")
 	m.gsiPeer.gsi = true
 	m.madIn = make(chan inMAD, madQueue)
 	m.madOut = make(chan outMAD, madQueue)

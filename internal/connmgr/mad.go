@@ -1,7 +1,6 @@
 package connmgr
 
-// The manager's messages (package cm's, which the TCP compatibility path
-// frames as they are) as IBTA CM MADs (package ibcm), the way Linux
+// The manager's messages (package cm's) as IBTA CM MADs (package ibcm), the way Linux
 // rdma_cm builds them: what a MAD carries beyond a message (its
 // transaction, the CA GUID, the QPN a DREQ names, the CM timeouts) is the
 // connection's, in a via.

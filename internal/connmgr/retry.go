@@ -4,8 +4,8 @@ package connmgr
 // or DREQ sent again when no answer comes within the peer's response time,
 // up to Max CM Retries; MRAs that ask for (and grant) more time; the last
 // message sent again on a duplicate; and TIMEWAIT, in which a comm ID that
-// ended is not reused and a late REQ naming it is stale. The TCP and
-// in-process peers need none of it: they lose nothing.
+// ended is not reused and a late REQ naming it is stale. The in-process
+// peer needs none of it: it loses nothing.
 
 import (
 	"time"

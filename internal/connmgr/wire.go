@@ -108,13 +108,6 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		reject(cm.RejectStaleConn, "connection %#x of %s ended moments ago (TIMEWAIT)", r.LocalID, gidString(r.SrcGID))
 		return
 	}
-	if why := m.wrongSource(p, r.SrcGID); why != "" {
-		m.adm.wrongSource.Add(1)
-		m.refused("connection manager: refused a request from a source its sender does not own", "peer", p.name, "identity", p.ident,
-			"source", gidString(r.SrcGID))
-		reject(cm.RejectInvalidGID, "%s", why)
-		return
-	}
 	l := m.listeners[r.DstPort]
 	switch {
 	case l == nil:
@@ -189,27 +182,6 @@ func (m *Manager) requestID(sp *sessionPart) uint32 {
 	}
 	sp.nextID = id + 1
 	return id
-}
-
-// wrongSource says why a request from p may not come from src, or "" if
-// it may. Only with Config.Authorize, which names the daemon behind
-// every connection: the daemon at the other end of a TCP connection
-// speaks for its own host's addresses, never for this host's, and with
-// Config.PeerOwns only for the addresses the switch gives its host. The
-// in-process peer is this daemon.
-func (m *Manager) wrongSource(p *peer, src [16]byte) string {
-	if p.local || p.gsi || m.adm.authorize == nil {
-		// Over MADs the REQ's source is the packet's (reqOfMAD): the
-		// host of a TCP channel is not known per packet.
-		return ""
-	}
-	if m.host.IsLocalGID(src) {
-		return fmt.Sprintf("source %s is an address of host %s: a request from another daemon cannot come from it", gidString(src), m.hostName)
-	}
-	if m.peerOwns != nil && !m.peerOwns(p.ident, src) {
-		return fmt.Sprintf("source %s is not an address of host %s, which sent the request", gidString(src), p.ident)
-	}
-	return ""
 }
 
 func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
@@ -434,56 +406,6 @@ func (m *Manager) expireLocked(c *connection) func() {
 	}
 	return func() {
 		errQP(c)
-		c.tell(ev)
-	}
-}
-
-// peerGone fails the connections being set up through p, whose connection
-// ended. Established connections stay: their QPs do not need it; only a
-// later disconnect cannot tell the peer.
-func (m *Manager) peerGone(p *peer, err error) {
-	var after []func()
-	m.mu.Lock()
-	defer func() {
-		m.mu.Unlock()
-		for _, f := range after {
-			f()
-		}
-	}()
-	if m.closed {
-		return
-	}
-	if m.peers[p.endpoint] == p {
-		delete(m.peers, p.endpoint)
-	}
-	delete(m.inbound, p)
-	for _, c := range m.conns {
-		if c.peer != p {
-			continue
-		}
-		switch c.state {
-		case established:
-			k := c.key()
-			if m.remote[k] == c {
-				delete(m.remote, k)
-			}
-			c.peer = nil
-			continue
-		case dreqSent:
-			m.remove(c)
-			ev := c.event(proto.CMEventDisconnectDone)
-			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
-			c.tell(ev)
-			continue
-		}
-		st := c.state
-		m.remove(c)
-		ev := c.event(proto.CMEventUnreachable)
-		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
-		if st == repSent {
-			after = append(after, func() { errQP(c); c.tell(ev) })
-			continue
-		}
 		c.tell(ev)
 	}
 }

@@ -2,21 +2,18 @@ package daemon_test
 
 // The daemon's side of the connection manager (package connmgr has the
 // manager's own tests): its commands, the events that reach a session's
-// client, what a session that ends leaves behind, and Config's CM fields
-// (cm_config_test.go).
+// client, and what a session that ends leaves behind.
 
 import (
 	"bytes"
-	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fakelink"
@@ -24,8 +21,8 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
-// cmDaemon runs a daemon whose connection manager listens on a loopback
-// port and knows no other daemon.
+// cmDaemon runs a daemon on no switch, with no link until a test attaches
+// one (madPeer).
 func cmDaemon(t testing.TB) *daemon.Daemon { return cmDaemonWith(t, func(*daemon.Config) {}) }
 
 // cmDaemonWith runs a daemon like cmDaemon, with mod applied to its
@@ -37,8 +34,7 @@ func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
-		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }}
+	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test"}
 	mod(&cfg)
 	d, err := daemon.New(cfg)
 	if err != nil {
@@ -76,14 +72,16 @@ func madPeers(t testing.TB, d *daemon.Daemon, n int) ([]*cmtest.MADPeer, [16]byt
 	return ps, addr.As16()
 }
 
-// cmPeer is a hand-made connection manager peer (package cmtest).
-type cmPeer = cmtest.Peer
-
-func dialCM(t testing.TB, d *daemon.Daemon) *cmPeer { return cmtest.Dial(t, d.CMAddr().String()) }
-
-func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
-	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
-		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
+// waitCM waits for cond, failing the test after cmtest.Wait.
+func waitCM(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(cmtest.Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // cmSession is a session that opened vrdma0 and listens.
@@ -190,37 +188,4 @@ func TestCMCommandErrors(t *testing.T) {
 	a := dial(t, d.SocketPath())
 	a.ok(proto.OpHello, proto.HelloReq{Client: "cm-test"}, nil)
 	a.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 3}, proto.CodeInvalid, "needs an opened device")
-}
-
-// The daemon comes up with its connection manager off, or refuses an
-// address it cannot listen on.
-func TestCMListenConfig(t *testing.T) {
-	dir, err := os.MkdirTemp("", "vrdma-cm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "a.sock"), CMListen: daemon.CMListenOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.CMAddr() != nil {
-		t.Fatalf("CM listening on %v when off", d.CMAddr())
-	}
-	d.Close()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	_, err = daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "b.sock"), CMListen: taken.Addr().String()})
-	if err == nil || !strings.Contains(err.Error(), "connection manager: listen on "+taken.Addr().String()) {
-		t.Fatalf("err = %v, want the CM address refused", err)
-	}
-	if _, err := daemon.DefaultCMResolve(netip.MustParseAddr("fe80::1")); err == nil || !strings.Contains(err.Error(), "link-local") {
-		t.Fatalf("a link-local address resolved: %v", err)
-	}
-	if ep, err := daemon.DefaultCMResolve(netip.MustParseAddr("192.0.2.1")); err != nil || ep != "192.0.2.1:4793" {
-		t.Fatalf("192.0.2.1 resolves to %q, %v", ep, err)
-	}
 }

@@ -1,3 +1,6 @@
+// Package cmtest is a hand-made connection manager peer for tests: another
+// host's CM that sends the CM MADs a test writes, so that a test can play
+// Linux rdma_cm, or a peer that breaks the rules.
 package cmtest
 
 import (
@@ -11,6 +14,9 @@ import (
 	"github.com/vrdma/vrdma/internal/fakelink"
 	"github.com/vrdma/vrdma/internal/ibcm"
 )
+
+// Wait turns a hang into a failure; nothing depends on it.
+const Wait = 5 * time.Second
 
 // MADPeer is a hand-made connection manager on another host: QP1 of an
 // engine host with one link on a fake network, which sends the CM MADs a
