@@ -23,6 +23,6 @@ type admission struct {
 }
 
 // refused logs a refusal, a few lines at a time.
-func (m *Manager) refused(msg string, args ...any) {
+func (m *core) refused(msg string, args ...any) {
 	m.adm.log.Log(m.log, slog.LevelWarn, msg, args...)
 }

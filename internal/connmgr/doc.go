@@ -8,12 +8,12 @@
 // through an in-process queue between the adapters of one host, and run
 // the IBTA CM state machine on connection ids.
 //
-// The manager owns the MAD transport (a bounded queue between the GSI
-// handler and the goroutine that runs what arrives, another before the
-// sender), the in-process peer, the connections with their timers, and
-// the sessions' listeners and connections by the ids the library gave
-// them. No call waits for a peer: what a command starts ends with an
-// event.
+// The manager (a thin API over parts of one concern each: manager.go)
+// owns the MAD transport (a bounded queue between the GSI handler and the
+// goroutine that runs what arrives, another before the sender), the
+// in-process peer, the connections with their timers, and the sessions'
+// listeners and connections by the ids the library gave them. No call
+// waits for a peer: what a command starts ends with an event.
 //
 // What it needs of the daemon is small: a Host that says whether a GID is
 // local, and for every session a Session (its adapter, its QPs by handle

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/cm"
-	"github.com/vrdma/vrdma/internal/proto"
 )
 
 // Limits and timeouts of the connection manager.
@@ -55,8 +54,25 @@ type Config struct {
 	MaxInProgressPerSource int
 }
 
-// Manager is the daemon's connection manager.
+// Manager is the daemon's connection manager: its API (manager_api.go)
+// over the parts below, each of one concern, which share the state of
+// core under its one lock.
 type Manager struct {
+	*core
+}
+
+// core is the manager's state, and the parts that work on it: every part
+// embeds it, so that each reaches the state and the other parts (m.book,
+// m.retr ...) alike.
+type core struct {
+	ports *ports        // the sessions' listeners, ids and the host's port space (listen.go)
+	book  *connBook     // connections by id, their states and timers (conn.go)
+	msgs  *peerMessages // what a peer sends: the IBTA CM state machine (wire.go, sidr.go)
+	cmds  *commands     // what a session asks: dial, accept, reject, disconnect (connect.go, sidr.go)
+	mad   *madTransport // CM MADs on QP1 to and from other hosts (gsi.go)
+	retr  *retrier      // sending, and sending again over MADs (retry.go)
+	tw    *timeWaits    // TIMEWAIT and requests in progress per source (timewait.go)
+
 	log      *slog.Logger
 	host     Host
 	hostName string
@@ -69,23 +85,11 @@ type Manager struct {
 	conns     map[uint32]*connection    // by this side's id
 	remote    map[remoteKey]*connection // by the peer and its id
 	sessions  map[Session]*sessionPart
-	ephemeral uint16
 	rng       *rand.Rand
 
-	// The MAD transport (gsi.go, retry.go).
-	gsi                               GSI
-	gsiPeer                           *peer // every remote CM reached by MADs
-	madIn                             chan inMAD
-	madOut                            chan outMAD
-	madStop                           chan struct{}
+	// The CM over MADs: its counters and timing (gsi.go, retry.go).
 	mads                              madStats
 	respTimeout, packetLife, maxRetry uint8
-	timeWait                          time.Duration
-	timeWaitQ                         []timeWaitEntry
-	timeWaitIDs                       map[uint32]struct{}
-	timeWaitRemote                    map[remoteKey]cm.Message
-	inProgress                        map[[16]byte]int // requests being set up, by remote GID (MADs)
-	maxInProgress                     int
 
 	wg sync.WaitGroup
 }
@@ -124,31 +128,33 @@ func New(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{
+	m := &core{
 		log: log, host: cfg.Host, hostName: cfg.HostName, adm: &admission{},
 		listeners: map[uint16]*listener{}, conns: map[uint32]*connection{}, remote: map[remoteKey]*connection{},
-		sessions:  map[Session]*sessionPart{},
-		ephemeral: ephemeralFirst, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		sessions:    map[Session]*sessionPart{},
+		rng:         rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		respTimeout: orDefault(cfg.ResponseTimeout, defaultResponseTimeout),
 		packetLife:  orDefault(cfg.PacketLife, defaultPacketLife), maxRetry: orDefault(cfg.MaxCMRetries, defaultMaxCMRetries),
-		timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
-		inProgress: map[[16]byte]int{}, maxInProgress: cfg.MaxInProgressPerSource,
 	}
-	if m.maxInProgress <= 0 {
-		m.maxInProgress = defaultInProgressPerSource
+	tw := &timeWaits{core: m, timeWaitIDs: map[uint32]struct{}{}, timeWaitRemote: map[remoteKey]cm.Message{},
+		inProgress: map[[16]byte]int{}, maxInProgress: cfg.MaxInProgressPerSource}
+	if tw.maxInProgress <= 0 {
+		tw.maxInProgress = defaultInProgressPerSource
 	}
 	// TIMEWAIT outlasts a peer's retransmissions: a late REQ is told it
 	// is stale, a repeated SIDR_REQ gets its answer again (a SIDR_REQ says
 	// nothing of how long its sender waits: rdma_cm's ~4.3 s, times a few).
-	m.timeWait = max(cmTime(m.respTimeout)+2*cmTime(m.packetLife), minTimeWait)
+	tw.timeWait = max(cmTime(m.respTimeout)+2*cmTime(m.packetLife), minTimeWait)
+	m.ports, m.book, m.msgs, m.cmds = &ports{core: m, ephemeral: ephemeralFirst}, &connBook{m}, &peerMessages{m}, &commands{m}
+	m.mad, m.retr, m.tw = &madTransport{core: m}, &retrier{m}, tw
 	m.local = newPeer(m, "this host")
 	m.local.local = true
 	m.wg.Add(1)
 	go m.local.runLocal()
 	if cfg.GSI != nil {
-		m.startGSI(cfg.GSI)
+		m.mad.startGSI(cfg.GSI)
 	}
-	return m, nil
+	return &Manager{m}, nil
 }
 
 // Close stops the MAD transport and the in-process peer and waits for
@@ -166,50 +172,9 @@ func (m *Manager) Close() {
 		c.stopTimer()
 	}
 	m.mu.Unlock()
-	m.stopGSI()
+	m.mad.stopGSI()
 	m.local.close()
 	m.wg.Wait()
-}
-
-// session returns s's part, creating it; m.mu is held.
-func (m *Manager) session(s Session) *sessionPart {
-	sp := m.sessions[s]
-	if sp == nil {
-		sp = &sessionPart{listeners: map[uint32]*listener{}, conns: map[uint32]*connection{}, nextID: proto.CMDaemonIDBase}
-		m.sessions[s] = sp
-	}
-	return sp
-}
-
-// newID returns an unused id for a connection of this side: random, so
-// that a peer cannot guess the ids of other connections.
-func (m *Manager) newID() uint32 {
-	for {
-		id := m.rng.Uint32()
-		_, used := m.conns[id]
-		_, waits := m.timeWaitIDs[id]
-		if id != 0 && !used && !waits {
-			return id
-		}
-	}
-}
-
-// nextEphemeral returns a port no listener has, from the ephemeral range:
-// for a listener that asked for port 0, and for the requester's side of a
-// connection (where it is informational: it names the connection to the
-// peer, as rdma_cm's source port does).
-func (m *Manager) nextEphemeral() (uint16, bool) {
-	for i := 0; i <= ephemeralLast-ephemeralFirst; i++ {
-		p := m.ephemeral
-		m.ephemeral++
-		if m.ephemeral > ephemeralLast {
-			m.ephemeral = ephemeralFirst
-		}
-		if m.listeners[p] == nil {
-			return p, true
-		}
-	}
-	return 0, false
 }
 
 // defaultInProgressPerSource is Config.MaxInProgressPerSource's default.

@@ -13,7 +13,7 @@ import (
 // lock — runs the answer under its own locks), or every remote CM, reached
 // by MADs on QP1 (gsi.go).
 type peer struct {
-	m     *Manager
+	m     *core
 	name  string // for messages: "this host", "QP1"
 	local bool
 	gsi   bool // MADs on QP1 to whichever CM a connection names (gsi.go)
@@ -26,30 +26,10 @@ type peer struct {
 	ready chan struct{} // something was queued
 }
 
-func newPeer(m *Manager, name string) *peer {
+func newPeer(m *core, name string) *peer {
 	p := &peer{m: m, name: name, ready: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
-}
-
-// send queues msg for p; m.mu is held. Over MADs, v says where it goes
-// and what it carries besides (nil: not sent).
-func (m *Manager) send(p *peer, v *via, msg cm.Message) {
-	if p == nil {
-		return
-	}
-	if p.gsi {
-		if v != nil {
-			m.queueMAD(v, msg)
-		}
-		return
-	}
-	if r, ok := msg.(*cm.REJ); ok {
-		r.Text = clip(r.Text)
-	}
-	if p.local {
-		p.pushLocal(msg)
-	}
 }
 
 // pushLocal queues a message of this host for this host, as it is.
@@ -82,7 +62,7 @@ func (p *peer) runLocal() {
 			return
 		}
 		for _, msg := range p.takeLocal() {
-			p.m.handle(p, nil, msg)
+			p.m.msgs.handle(p, nil, msg)
 		}
 	}
 }
