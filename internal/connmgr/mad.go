@@ -116,10 +116,9 @@ type mra struct {
 	serviceTimeout    uint8
 }
 
-func (m *mra) Type() cm.Type                   { return 0 }
-func (m *mra) IDs() (local, remote uint32)     { return m.LocalID, m.RemoteID }
-func (m *mra) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
-func (m *mra) String() string                  { return "MRA" }
+func (m *mra) Type() cm.Type               { return 0 }
+func (m *mra) IDs() (local, remote uint32) { return m.LocalID, m.RemoteID }
+func (m *mra) String() string              { return "MRA" }
 
 var _ cm.Message = (*mra)(nil)
 
@@ -142,12 +141,10 @@ type sidrRep struct {
 	PrivateData []byte
 }
 
-func (m *sidrReq) Type() cm.Type                   { return 0 }
-func (m *sidrReq) IDs() (local, remote uint32)     { return m.RequestID, 0 }
-func (m *sidrReq) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
-func (m *sidrRep) Type() cm.Type                   { return 0 }
-func (m *sidrRep) IDs() (local, remote uint32)     { return 0, m.RequestID }
-func (m *sidrRep) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
+func (m *sidrReq) Type() cm.Type               { return 0 }
+func (m *sidrReq) IDs() (local, remote uint32) { return m.RequestID, 0 }
+func (m *sidrRep) Type() cm.Type               { return 0 }
+func (m *sidrRep) IDs() (local, remote uint32) { return 0, m.RequestID }
 
 // The private data rdma_cm's UDP port space leaves the consumer: a
 // SIDR_REQ's after the IP CM header, and a SIDR_REP's.
