@@ -271,6 +271,10 @@ func (m *peerMessages) onREJ(p *peer, v *via, r *cm.REJ) []func() {
 			m.retr.sendConn(c, &again, true)
 			return nil
 		}
+		if lateMTURejection(v.ari, req.MTU) { // rules.go
+			m.mads.duplicates.Add(1)
+			return nil
+		}
 	}
 	st := c.state
 	m.book.remove(c)
