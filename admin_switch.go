@@ -27,11 +27,10 @@ type SwitchInfo struct {
 	SMElection   []string `json:"sm_election,omitempty"`
 	// Security says how the switch's daemons authenticate each other:
 	// "mutual TLS", or "insecure" when an operator allowed plaintext
-	// beyond loopback. Channel and CM are what the TCP channel's and the
-	// connection manager's listeners let in and refused.
+	// beyond loopback. Channel is what the TCP channel's listener let in
+	// and refused.
 	Security string        `json:"security"`
 	Channel  ListenerStats `json:"channel"`
-	CM       ListenerStats `json:"cm"`
 	// Outsiders are what came over RoCEv2 from outside a switch with
 	// certificates (an address no member host publishes) and was dropped.
 	Outsiders OutsiderStats `json:"outsiders"`
@@ -113,7 +112,7 @@ func (a *Admin) Switch() (SwitchInfo, error) {
 		SMHost: s.SMHost, SMPriority: s.SMPriority, Role: s.Role, Hosts: s.Hosts, PortGroups: s.PortGroups,
 		Instances: s.Instances, Fallbacks: s.Fallbacks, HostsGone: s.HostsGone, SMReport: s.SMReport,
 		LeaseLost: s.LeaseLost, SMCandidates: s.SMCandidates, SMElection: s.SMElection,
-		Security: s.Security, Channel: ListenerStats(s.Channel), CM: ListenerStats(s.CM), Outsiders: OutsiderStats(s.Outsiders)}, nil
+		Security: s.Security, Channel: ListenerStats(s.Channel), Outsiders: OutsiderStats(s.Outsiders)}, nil
 }
 
 // Hosts lists the switch's live hosts.

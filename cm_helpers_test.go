@@ -8,21 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fakelink"
 )
-
-// startCMDaemon runs a daemon whose connection manager listens on listen
-// (daemon.CMListenOff: not at all) and resolves remote adapters with
-// resolve, until the test ends.
-func startCMDaemon(t testing.TB, host, listen string, resolve daemon.CMResolver) *daemon.Daemon {
-	t.Helper()
-	return startCMDaemonWith(t, daemon.Config{HostName: host, CMListen: listen, CMResolve: resolve})
-}
 
 // startCMDaemonWith runs a daemon of cfg, on a socket of its own, until the
 // test ends.
@@ -47,55 +38,38 @@ func startCMDaemonWith(t testing.TB, cfg daemon.Config) *daemon.Daemon {
 }
 
 // cmHosts are two daemons joined by in-process links (10.0.0.1 and
-// 10.0.0.2), each with its connection manager on a loopback port; their
-// resolver maps a link's address to the daemon that has it.
+// 10.0.0.2): their connection managers speak CM MADs over them.
 type cmHosts struct {
 	net     *fakelink.Network
 	daemons [2]*daemon.Daemon
 	links   [2]*fakelink.Link
 	addrs   [2]netip.Addr
-
-	mu  sync.Mutex
-	eps map[netip.Addr]string
 }
 
 func newCMHosts(t testing.TB, mtu vrdma.MTU) *cmHosts {
 	t.Helper()
-	h := &cmHosts{net: fakelink.New(1), eps: map[netip.Addr]string{}}
+	h := &cmHosts{net: fakelink.New(1)}
 	for i := range h.daemons {
-		d := startCMDaemonWith(t, daemon.Config{HostName: fmt.Sprintf("cm-host-%d", i), CMListen: "127.0.0.1:0",
-			CMResolve: h.resolve})
+		d := startCMDaemonWith(t, daemon.Config{HostName: fmt.Sprintf("cm-host-%d", i)})
 		h.addrs[i] = netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
 		l := h.net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0, 0xc, byte(i + 1)}, h.addrs[i])
 		l.SetMTU(mtu)
 		if err := d.AttachLink(l); err != nil {
 			t.Fatal(err)
 		}
-		h.mu.Lock()
-		h.eps[h.addrs[i]] = d.CMAddr().String()
-		h.mu.Unlock()
 		h.daemons[i], h.links[i] = d, l
 	}
 	return h
-}
-
-func (h *cmHosts) resolve(a netip.Addr) (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if ep, ok := h.eps[a]; ok {
-		return ep, nil
-	}
-	return "", fmt.Errorf("no test daemon has address %s", a)
 }
 
 func (h *cmHosts) env(t testing.TB) *confEnv {
 	return newConfEnvOn(t, [2]string{h.daemons[0].SocketPath(), h.daemons[1].SocketPath()})
 }
 
-// sameHostEnv is the conformance pair of instances on one daemon whose
-// connection manager has no TCP listener: CM messages stay in the daemon.
+// sameHostEnv is the conformance pair of instances on one daemon with no
+// link: CM messages stay in the daemon.
 func sameHostEnv(t testing.TB) *confEnv {
-	d := startCMDaemon(t, "cm-one", daemon.CMListenOff, nil)
+	d := startCMDaemonWith(t, daemon.Config{HostName: "cm-one"})
 	return newConfEnvOn(t, [2]string{d.SocketPath(), d.SocketPath()})
 }
 

@@ -29,7 +29,7 @@ func TestLIDAcrossHosts(t *testing.T) {
 		name := fmt.Sprint("host", i+1)
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
 		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name,
-			CMListen: "off", Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0",
+			Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0",
 				TCPAddrs: []netip.Addr{ip}, Endpoints: endpoints, HostTTL: 2 * time.Second, Grace: time.Second}})
 		if err != nil {
 			t.Fatal(err)

@@ -63,7 +63,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
-		HostName: hostName, Switch: swCfg, CMListen: *sw.cmListen,
+		HostName: hostName, Switch: swCfg,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
 		TotalLimits: daemon.Limits(totalLimits), DistinctIdentity: *userDaemon, IdleExit: *idleExit})
 	if err != nil {

@@ -61,7 +61,7 @@ func startDaemonProc(t *testing.T) (*vrdmaProc, string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "vrdma.sock")
-	d := startVrdma(t, "the daemon", "daemon", "--socket", sock, "--state-dir", "", "--no-switch", "--cm-listen", "off")
+	d := startVrdma(t, "the daemon", "daemon", "--socket", sock, "--state-dir", "", "--no-switch")
 	d.awaitOutput(t, "serving")
 	return d, sock
 }

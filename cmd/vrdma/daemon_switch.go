@@ -24,7 +24,6 @@ type daemonSwitchFlags struct {
 	etcdName, etcdClient      *string
 	etcdPeer, etcdInitCluster *string
 	etcdDir                   *string
-	cmListen                  *string
 	pki                       *string
 	insecure                  *bool
 }
@@ -46,9 +45,8 @@ func switchFlags(fs *flag.FlagSet) *daemonSwitchFlags {
 		etcdPeer:        fs.String("etcd-peer-url", "", "embedded member: where it talks to the other members (https://IP:PORT; mutual TLS under the switch's CA)"),
 		etcdInitCluster: fs.String("etcd-initial-cluster", "", "embedded member: every member as name=peerURL,... to bootstrap a multi-member cluster"),
 		etcdDir:         fs.String("etcd-dir", "", "embedded member: its data directory (default STATE-DIR/etcd)"),
-		cmListen:        fs.String("cm-listen", "", "address of the connection manager's TCP compatibility listener (default: the TCP channel's address, port 4793; \"off\" for none)"),
 		pki:             fs.String("pki", "", "`DIR` holding the switch's certificates: ca.pem, HOST.pem, HOST.key (default: STATE-DIR/pki if it has a ca.pem), as vrdma switch ca init and vrdma host cert make them"),
-		insecure:        fs.Bool("insecure", false, "let the TCP channel, the connection manager and etcd listen beyond loopback without TLS: anyone who reaches them may pose as a host (isolated test networks only)"),
+		insecure:        fs.Bool("insecure", false, "let the TCP channel and etcd listen beyond loopback without TLS: anyone who reaches them may pose as a host (isolated test networks only)"),
 	}
 }
 

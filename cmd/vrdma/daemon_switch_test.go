@@ -121,8 +121,7 @@ func TestTCPChannelTLS(t *testing.T) {
 		if i > 0 {
 			c.Endpoints = hosts[0].SwitchEndpoints()
 		}
-		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("d%d.sock", i)), HostName: fmt.Sprint("tls-host", i+1),
-			CMListen: daemon.CMListenOff, Switch: c})
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("d%d.sock", i)), HostName: fmt.Sprint("tls-host", i+1), Switch: c})
 		if err != nil {
 			t.Fatal(err)
 		}

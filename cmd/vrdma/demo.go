@@ -109,8 +109,7 @@ func runDemoSwitch(ctx context.Context, stdout io.Writer, dir string) error {
 		if i > 0 {
 			sw.Endpoints = hosts[0].SwitchEndpoints()
 		}
-		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("sw%d.sock", i+1)), HostName: name,
-			CMListen: daemon.CMListenOff, Switch: sw})
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, fmt.Sprintf("sw%d.sock", i+1)), HostName: name, Switch: sw})
 		if err != nil {
 			return err
 		}

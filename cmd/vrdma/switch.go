@@ -71,7 +71,7 @@ func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 	for _, l := range []struct {
 		name string
 		st   vrdma.ListenerStats
-	}{{"tcp channel", s.Channel}, {"cm", s.CM}} {
+	}{{"tcp channel", s.Channel}} {
 		if l.st.Listen == "" {
 			fmt.Fprintf(t, "%s:\tnot listening\n", l.name)
 			continue

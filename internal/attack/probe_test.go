@@ -20,10 +20,9 @@ import (
 // What an attacker on mallory sends, written from the wire format alone
 // (internal/tcplink/protocol.go documents it), as a stranger would.
 
-const (
-	channelPort = "4792"
-	cmPort      = "4793"
-)
+// channelPort is the TCP channel's port, a daemon's one door to other
+// daemons.
+const channelPort = "4792"
 
 // channelHello is a TCP-channel hello: magic "vRtc", version 1, flags 0,
 // the number of GIDs, a link ID, a nonce, the GIDs.
@@ -103,14 +102,14 @@ func intrude(h *netns.Host, addr string, cfg *tls.Config, hello []byte, wait tim
 	return int(got), nil
 }
 
-// trap listens on mallory's TCP-channel and CM ports and counts who
-// connects: a daemon fooled into dialling a stranger would.
+// trap listens on mallory's TCP-channel port and counts who connects: a
+// daemon fooled into dialling a stranger would.
 type trap struct{ conns atomic.Int64 }
 
 func listenTrap(t *testing.T, h *netns.Host) *trap {
 	t.Helper()
 	tr := &trap{}
-	for _, port := range []string{channelPort, cmPort} {
+	for _, port := range []string{channelPort} {
 		var ln net.Listener
 		if err := h.Do(func() error {
 			var err error

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/connmgr"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -60,27 +60,34 @@ func TestCMListenersCharged(t *testing.T) {
 // (here, the requester gives up); at the session's limit the next one is
 // rejected with no resources, and counted.
 func TestCMRequestsCharged(t *testing.T) {
-	m, h := newManager(t, nil)
+	n := newGSINet()
+	linux := n.end(linuxGID)
+	m, h := madManager(t, n, nil)
 	s := listenSession(t, m, h, 7000, 8)
 	s.limitTo(connmgr.Connections, 1)
-	p := dialCM(t, m)
-	p.Send(req(1, 7000, h.gid()))
+	dst := h.gid()
+	send := func(id uint32) {
+		linux.send(t, n, dst, reqMAD(t, dst, 7000, nil, func(r *ibcm.REQ) { r.LocalCommID = id }))
+	}
+	send(1)
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}
-	p.Send(req(2, 7000, h.gid()))
-	p.ExpectREJ(2, cm.RejectNoResources, "may have no more connections (its owner's limit)")
+	send(2)
+	if rej := lastREJ(t, n, 1); rej.RemoteCommID != 2 || rej.Reason != ibcm.RejectNoResources {
+		t.Fatalf("REJ %+v, want no resources for request 2", rej)
+	}
 	if st := m.Stats(); st.OverLimit != 1 {
 		t.Fatalf("stats %+v, want one request over the limit", st)
 	}
-	p.Send(&cm.REJ{LocalID: 1, Reason: cm.RejectTimeout, Text: "gave up"})
+	linux.send(t, n, dst, madOf(t, ibcm.AttrREJ, &ibcm.REJ{LocalCommID: 1, Reason: ibcm.RejectTimeout}))
 	if ev := s.event(); ev.Type != proto.CMEventRejected {
 		t.Fatalf("event %+v", ev)
 	}
 	if n := s.holds(connmgr.Connections); n != 0 {
 		t.Fatalf("%d connections charged after the only request ended", n)
 	}
-	p.Send(req(3, 7000, h.gid()))
+	send(3)
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v: a request in the room the first one left", ev)
 	}
@@ -93,7 +100,7 @@ func TestCMRequestsCharged(t *testing.T) {
 // A dial is charged before anything is sent; at the limit it fails with
 // the session's error and nothing goes out.
 func TestCMConnectCharged(t *testing.T) {
-	m, h := newManager(t, func(c *connmgr.Config) { c.Listen = connmgr.ListenOff })
+	m, h := newManager(t, nil)
 	l := listenSession(t, m, h, 7, 8)
 	s := newSession(t, h.adapter)
 	s.limitTo(connmgr.Connections, 1)
@@ -133,12 +140,16 @@ func TestCMConnectCharged(t *testing.T) {
 // is rejected at once (no resources: receiver not ready), counted, and
 // not queued; once it reads again, requests are served.
 func TestCMLaggingListener(t *testing.T) {
-	m, h := newManager(t, nil)
+	n := newGSINet()
+	linux := n.end(linuxGID)
+	m, h := madManager(t, n, nil)
 	s := listenSession(t, m, h, 7000, 8)
-	p := dialCM(t, m)
+	dst := h.gid()
 	s.lagging.Store(true)
-	p.Send(req(1, 7000, h.gid()))
-	p.ExpectREJ(1, cm.RejectNoResources, "is not reading its events")
+	linux.send(t, n, dst, reqMAD(t, dst, 7000, nil, func(r *ibcm.REQ) { r.LocalCommID = 1 }))
+	if rej := lastREJ(t, n, 1); rej.RemoteCommID != 1 || rej.Reason != ibcm.RejectNoResources {
+		t.Fatalf("REJ %+v, want no resources", rej)
+	}
 	if st := m.Stats(); st.Lagging != 1 {
 		t.Fatalf("stats %+v, want one request refused for a lagging listener", st)
 	}
@@ -146,7 +157,7 @@ func TestCMLaggingListener(t *testing.T) {
 		t.Fatalf("a refused request left %d connections charged and %d events", n, len(s.events))
 	}
 	s.lagging.Store(false)
-	p.Send(req(2, 7000, h.gid()))
+	linux.send(t, n, dst, reqMAD(t, dst, 7000, nil, func(r *ibcm.REQ) { r.LocalCommID = 2 }))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v", ev)
 	}

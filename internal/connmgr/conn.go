@@ -79,7 +79,7 @@ type connection struct {
 	peerTimeout uint8
 	packetLife  uint8
 	reached     bool // it was established: it leaves through TIMEWAIT
-	inProgress  bool // counted in Manager.inProgress
+	inProgress  bool // counted in timeWaits.inProgress
 	orphan      bool // its session ended: its DREQ goes on until answered, and nobody hears of it
 }
 
@@ -101,7 +101,7 @@ func (c *connection) key() remoteKey {
 }
 
 // via is what c's MADs carry besides their messages.
-func (c *connection) via(m *Manager) *via {
+func (c *connection) via(m *core) *via {
 	v := &via{src: c.localGID, dst: c.remoteGID, tid: c.tid, guid: c.s.Adapter().GUID, qpn: c.remoteQPN,
 		respTimeout: c.peerTimeout, localTimeout: m.respTimeout, maxRetries: c.maxRetries}
 	if c.active && c.state == repRcvd {
@@ -121,19 +121,36 @@ func (c *connection) retryInterval() time.Duration {
 // cmTime is an IBTA CM time exponent as a duration: 4.096 µs·2^x.
 func cmTime(x uint8) time.Duration { return 4096 * time.Nanosecond << min(x, 31) }
 
+// connBook is the connections by id (and by the peer's side), their
+// states and their timers.
+type connBook struct{ *core }
+
+// newID returns an unused id for a connection of this side: random, so
+// that a peer cannot guess the ids of other connections.
+func (m *connBook) newID() uint32 {
+	for {
+		id := m.rng.Uint32()
+		_, used := m.conns[id]
+		_, waits := m.tw.timeWaitIDs[id]
+		if id != 0 && !used && !waits {
+			return id
+		}
+	}
+}
+
 // add registers c for s under clientID, with a new id.
-func (m *Manager) add(c *connection, clientID uint32) {
-	c.id = m.newID()
+func (m *connBook) add(c *connection, clientID uint32) {
+	c.id = m.book.newID()
 	c.clientID = clientID
 	m.conns[c.id] = c
-	m.session(c.s).conns[clientID] = c
+	m.ports.session(c.s).conns[clientID] = c
 	if c.remoteID != 0 && c.peer != nil {
 		m.remote[c.key()] = c
 	}
 }
 
 // setRemote records the peer's id for c.
-func (m *Manager) setRemote(c *connection, id uint32) {
+func (m *connBook) setRemote(c *connection, id uint32) {
 	c.remoteID = id
 	if c.peer != nil {
 		m.remote[c.key()] = c
@@ -141,9 +158,9 @@ func (m *Manager) setRemote(c *connection, id uint32) {
 }
 
 // remove forgets c and gives it back to its session's quota.
-func (m *Manager) remove(c *connection) {
+func (m *connBook) remove(c *connection) {
 	c.stopTimer()
-	m.endInProgress(c)
+	m.tw.endInProgress(c)
 	if !c.removed {
 		c.removed = true
 		c.s.Uncharge(Connections)
@@ -156,7 +173,7 @@ func (m *Manager) remove(c *connection) {
 		delete(m.remote, k)
 	}
 	if c.reached && c.peer != nil && c.peer.gsi && c.remoteID != 0 {
-		m.enterTimeWait(c, nil)
+		m.tw.enterTimeWait(c, nil)
 	}
 	if sp := m.sessions[c.s]; sp != nil && sp.conns[c.clientID] == c {
 		delete(sp.conns, c.clientID)
@@ -168,23 +185,23 @@ func (m *Manager) remove(c *connection) {
 }
 
 // to moves c to state st; a timer armed before does nothing.
-func (m *Manager) to(c *connection, st state) {
+func (m *connBook) to(c *connection, st state) {
 	c.state = st
 	if st == established {
 		c.reached = true
-		m.endInProgress(c)
+		m.tw.endInProgress(c)
 	}
 	c.gen++
 	c.stopTimer()
 }
 
 // arm starts c's timer for its current state.
-func (m *Manager) arm(c *connection, d time.Duration) {
+func (m *connBook) arm(c *connection, d time.Duration) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	gen := c.gen
-	c.timer = time.AfterFunc(d, func() { m.expire(c, gen) })
+	c.timer = time.AfterFunc(d, func() { m.book.expire(c, gen) })
 }
 
 func (c *connection) stopTimer() {

@@ -1,16 +1,20 @@
 package connmgr
 
 import (
-	"net/netip"
 	"unicode/utf8"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
+
+// commands runs what a session asks of the connection manager for a
+// connection: dial (REQ), answer a request (REP) or a reply (RTU), refuse
+// (REJ), end (DREQ); and resolve an address (resolve_addr.go). SIDR's
+// halves are in sidr.go.
+type commands struct{ *core }
 
 // A session's side of a connection: dial (REQ), answer a request (REP) or
 // a reply (RTU), refuse (REJ), end (DREQ).
@@ -19,10 +23,10 @@ import (
 // listener on req.Port of the adapter whose GID is req.Addr, under the
 // library's id req.ID. It returns at once: the reply, a rejection or a
 // timeout reaches s as an event. The session's lock is held.
-func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
+func (m *commands) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
 	if q, err := s.QP(req.QP); err == nil && q.Type() == abi.QPTypeUD {
-		return m.connectUD(s, req, q) // sidr.go
+		return m.cmds.connectUD(s, req, q) // sidr.go
 	}
 	if err := checkClientID(req.ID, false); err != nil {
 		return none, err
@@ -50,45 +54,25 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 	if st := q.State(); st != abi.QPStateReset {
 		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager takes a QP from RESET to RTS; modify it to RESET first, or create a new one", req.QP, st)
 	}
-	var p *peer
-	var endpoint admit.Endpoint
-	overMADs := !m.host.IsLocalGID(dst) && m.gsiPeer != nil
-	if !m.host.IsLocalGID(dst) && !overMADs {
-		if endpoint, err = m.resolve(netip.AddrFrom16(dst).Unmap()); err != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: %v", gidString(dst), err)
-		}
-		if endpoint.Addr == "" {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: the resolver gave no endpoint", gidString(dst))
-		}
-		if endpoint.Identity == "" && m.adm.authorize != nil {
-			return none, proto.Errorf(proto.CodeNotFound, "cannot tell whose connection manager %s is: the daemon's CMResolvePeer named no identity there, which CMAuthorize needs", endpoint.Addr)
-		}
-	}
-	if overMADs {
+	p := m.local
+	if !m.host.IsLocalGID(dst) {
 		_, src := sourceGID(s.Adapter(), dst)
-		if err := m.madRoute(src, dst); err != nil {
+		if err := m.mad.madRoute(src, dst); err != nil {
 			return none, err
 		}
+		p = m.mad.gsiPeer
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.chargeDial(s, req.ID); err != nil {
+	if err := m.cmds.chargeDial(s, req.ID); err != nil {
 		return none, err
-	}
-	if overMADs {
-		p = m.gsiPeer
-	} else if endpoint.Addr == "" {
-		p = m.local
-	} else if p, err = m.peerFor(endpoint.Addr, endpoint.Identity); err != nil {
-		s.Uncharge(Connections)
-		return none, proto.Errorf(proto.CodeLimit, "%v", err)
 	}
 	a := s.Adapter()
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(q.Type()),
 		qpHandle: req.QP, qp: q, keepQP: req.KeepQP, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
-	m.startDial(c, a, req.ID)
+	m.cmds.startDial(c, a, req.ID)
 	rd := min(req.RdAtomic, engine.MaxRdAtomic)
-	m.sendConn(c, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
+	m.retr.sendConn(c, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
 		ResponderResources: rd, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
 		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
@@ -96,8 +80,8 @@ func (m *Manager) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRes
 
 // chargeDial admits a dial of s under the library's id: a new id, within
 // the connections a session may have, charged to its quota; m.mu is held.
-func (m *Manager) chargeDial(s Session, id uint32) error {
-	sp := m.session(s)
+func (m *commands) chargeDial(s Session, id uint32) error {
+	sp := m.ports.session(s)
 	if err := checkClientID(id, sp.conns[id] != nil); err != nil {
 		return err
 	}
@@ -110,17 +94,17 @@ func (m *Manager) chargeDial(s Session, id uint32) error {
 // startDial gives the requester's connection c (to c.remoteGID, from
 // adapter a) its source GID, port, transaction ID and CM timeouts, and
 // registers it under the library's id, its timer armed; m.mu is held.
-func (m *Manager) startDial(c *connection, a *engine.Adapter, id uint32) {
+func (m *commands) startDial(c *connection, a *engine.Adapter, id uint32) {
 	c.sgidIndex, c.localGID = sourceGID(a, c.remoteGID)
-	c.localPort, _ = m.nextEphemeral()
+	c.localPort, _ = m.ports.nextEphemeral()
 	c.tid = m.rng.Uint64()
 	c.peerTimeout, c.packetLife, c.maxRetries = m.respTimeout, m.packetLife, m.maxRetry
-	m.add(c, id)
-	m.arm(c, c.timeout)
+	m.book.add(c, id)
+	m.book.arm(c, c.timeout)
 }
 
 // connOf finds the connection a command names; m.mu is held.
-func (m *Manager) connOf(s Session, id uint32) (*connection, error) {
+func (m *commands) connOf(s Session, id uint32) (*connection, error) {
 	if sp := m.sessions[s]; sp != nil {
 		if c := sp.conns[id]; c != nil {
 			return c, nil
@@ -133,16 +117,16 @@ func (m *Manager) connOf(s Session, id uint32) (*connection, error) {
 // req.QP, connected to the requester's (RTR or RTS) — the listener's side;
 // or confirms the reply to s's request with an RTU once its QP is in RTS —
 // the dialling side. The session's lock is held.
-func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
+func (m *commands) Accept(s Session, req proto.CMAcceptReq) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.connOf(s, req.ID)
+	c, err := m.cmds.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
 	switch {
 	case !c.active && c.state == reqRcvd && c.qpType == uint8(abi.QPTypeUD):
-		return m.acceptUD(s, c, req) // sidr.go
+		return m.cmds.acceptUD(s, c, req) // sidr.go
 	case !c.active && c.state == reqRcvd:
 		if err := checkPrivateData(cm.TypeREP, req.PrivateData); err != nil {
 			return err
@@ -163,10 +147,10 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		c.listener.pending--
 		c.listener = nil
 		c.qpHandle, c.qp, c.keepQP = req.QP, q, req.KeepQP
-		m.to(c, repSent)
-		m.arm(c, c.timeout)
+		m.book.to(c, repSent)
+		m.book.arm(c, c.timeout)
 		rd := min(req.RdAtomic, engine.MaxRdAtomic)
-		m.sendConn(c, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
+		m.retr.sendConn(c, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
 			QPN: q.QPN(), PSN: req.PSN, GID: c.localGID, PrivateData: req.PrivateData}, true)
 	case c.active && c.state == repRcvd:
 		if err := checkPrivateData(cm.TypeRTU, req.PrivateData); err != nil {
@@ -175,8 +159,8 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 		if st := c.qp.State(); !c.hasQP() || st != abi.QPStateRTS {
 			return proto.Errorf(proto.CodeState, "QP %d is in %v: connect it to the responder's QP (RTS) before confirming", c.qpHandle, st)
 		}
-		m.to(c, established)
-		m.sendConn(c, &cm.RTU{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, false)
+		m.book.to(c, established)
+		m.retr.sendConn(c, &cm.RTU{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, false)
 	default:
 		return proto.Errorf(proto.CodeState, "connection %d is %v: accept answers a request (listener side) or a reply (dialling side)", req.ID, c.state)
 	}
@@ -186,7 +170,7 @@ func (m *Manager) Accept(s Session, req proto.CMAcceptReq) error {
 // Reject refuses, for s, the request or reply req.ID with a REJ, the
 // reason req.Reason (0: the application's) and req.Text. The session's
 // lock is held.
-func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
+func (m *commands) Reject(s Session, req proto.CMRejectReq) error {
 	if err := checkPrivateData(cm.TypeREJ, req.PrivateData); err != nil {
 		return err
 	}
@@ -195,7 +179,7 @@ func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.connOf(s, req.ID)
+	c, err := m.cmds.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
@@ -210,28 +194,28 @@ func (m *Manager) Reject(s Session, req proto.CMRejectReq) error {
 		if len(req.PrivateData) > sidrRepPrivate {
 			return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
 		}
-		m.rejectUD(c, status, req.PrivateData)
+		m.cmds.rejectUD(c, status, req.PrivateData)
 		return nil
 	}
 	reason := cm.Reason(req.Reason)
 	if reason == 0 {
 		reason = cm.RejectConsumer
 	}
-	m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: req.Text, PrivateData: req.PrivateData})
-	m.remove(c)
+	m.retr.send(c.peer, c.via(m.core), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: req.Text, PrivateData: req.PrivateData})
+	m.book.remove(c)
 	return nil
 }
 
 // Disconnect ends s's established connection req.ID: its QP goes to the
 // error state and a DREQ to the peer; the peer's answer reaches s as an
 // event. The session's lock is held.
-func (m *Manager) Disconnect(s Session, req proto.CMDisconnectReq) error {
+func (m *commands) Disconnect(s Session, req proto.CMDisconnectReq) error {
 	if err := checkPrivateData(cm.TypeDREQ, req.PrivateData); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, err := m.connOf(s, req.ID)
+	c, err := m.cmds.connOf(s, req.ID)
 	if err != nil {
 		return err
 	}
@@ -240,14 +224,14 @@ func (m *Manager) Disconnect(s Session, req proto.CMDisconnectReq) error {
 	}
 	errQPLocked(c)
 	if c.peer == nil {
-		m.remove(c)
+		m.book.remove(c)
 		ev := c.event(proto.CMEventDisconnectDone)
 		ev.Text = "the connection to the peer's connection manager was lost: the peer was not told"
 		s.Emit(ev)
 		return nil
 	}
-	m.to(c, dreqSent)
-	m.arm(c, c.timeout)
-	m.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, true)
+	m.book.to(c, dreqSent)
+	m.book.arm(c, c.timeout)
+	m.retr.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID, PrivateData: req.PrivateData}, true)
 	return nil
 }

@@ -8,11 +8,9 @@ package connmgr_test
 import (
 	"bytes"
 	"fmt"
-	"net/netip"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -25,19 +23,6 @@ func TestCMConnectLifecycle(t *testing.T) {
 		// listener's.
 		managers func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost)
 	}{
-		{"two managers over TCP", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
-			b, hb := newManager(t, nil)
-			a, ha := newManager(t, func(c *connmgr.Config) {
-				c.Listen = connmgr.ListenOff
-				c.Resolve = func(addr netip.Addr) (admit.Endpoint, error) {
-					if addr != netip.AddrFrom16(hb.gid()).Unmap() {
-						t.Errorf("resolving %v, want the listener's %v", addr, netip.AddrFrom16(hb.gid()))
-					}
-					return admit.Endpoint{Addr: b.Addr().String()}, nil
-				}
-			})
-			return a, ha, b, hb
-		}},
 		{"two managers over CM MADs", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
 			n := newGSINet()
 			b, hb := madManager(t, n, nil)
@@ -74,7 +59,7 @@ func TestCMConnectLifecycle(t *testing.T) {
 			return a, ha, b, hb
 		}},
 		{"one manager, in process", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
-			m, h := newManager(t, func(c *connmgr.Config) { c.Listen = connmgr.ListenOff })
+			m, h := newManager(t, nil)
 			return m, h, m, h
 		}},
 	}

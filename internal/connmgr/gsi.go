@@ -58,24 +58,36 @@ type madStats struct {
 	retransmits, duplicates, mraSent, mraReceived, stale, backlogFull, inProgressLimit, mtuRetries atomic.Uint64
 }
 
+// madTransport is QP1 to the manager: what arrives is decoded and run,
+// what leaves is encoded and queued for the sender. One peer, gsiPeer,
+// stands for every remote CM.
+type madTransport struct {
+	*core
+	gsi     GSI
+	gsiPeer *peer // nil without a GSI
+	madIn   chan inMAD
+	madOut  chan outMAD
+	madStop chan struct{}
+}
+
 // startGSI sets the host's GSI handler and starts the goroutines that run
 // what arrives and send what leaves.
-func (m *Manager) startGSI(g GSI) {
+func (m *madTransport) startGSI(g GSI) {
 	m.gsi = g
-	m.gsiPeer = newPeer(m, "QP1", "")
+	m.gsiPeer = newPeer(m.core, "QP1")
 	m.gsiPeer.gsi = true
 	m.madIn = make(chan inMAD, madQueue)
 	m.madOut = make(chan outMAD, madQueue)
 	m.madStop = make(chan struct{})
 	m.wg.Add(2)
-	go m.madReceiver()
-	go m.madSender()
+	go m.mad.madReceiver()
+	go m.mad.madSender()
 	g.SetGSIHandler(m.onGSI)
 }
 
 // stopGSI stops taking MADs and ends the goroutines once what is queued to
 // send is sent.
-func (m *Manager) stopGSI() {
+func (m *madTransport) stopGSI() {
 	if m.gsi == nil {
 		return
 	}
@@ -85,7 +97,7 @@ func (m *Manager) stopGSI() {
 
 // onGSI is the host's GSI handler: it copies the MAD and queues it,
 // never waiting.
-func (m *Manager) onGSI(d *engine.GSIDatagram) {
+func (m *madTransport) onGSI(d *engine.GSIDatagram) {
 	if len(d.MAD) != ibcm.MADSize {
 		m.mads.malformed.Add(1)
 		return
@@ -99,29 +111,29 @@ func (m *Manager) onGSI(d *engine.GSIDatagram) {
 	}
 }
 
-func (m *Manager) madReceiver() {
+func (m *madTransport) madReceiver() {
 	defer m.wg.Done()
 	for {
 		select {
 		case in := <-m.madIn:
-			m.onMAD(&in)
+			m.mad.onMAD(&in)
 		case <-m.madStop:
 			return
 		}
 	}
 }
 
-func (m *Manager) madSender() {
+func (m *madTransport) madSender() {
 	defer m.wg.Done()
 	for {
 		select {
 		case o := <-m.madOut:
-			m.sendMAD(&o)
+			m.mad.sendMAD(&o)
 		case <-m.madStop:
 			for {
 				select {
 				case o := <-m.madOut:
-					m.sendMAD(&o)
+					m.mad.sendMAD(&o)
 				default:
 					return
 				}
@@ -130,7 +142,7 @@ func (m *Manager) madSender() {
 	}
 }
 
-func (m *Manager) sendMAD(o *outMAD) {
+func (m *madTransport) sendMAD(o *outMAD) {
 	err := m.gsi.SendGSI(o.src, o.dst, engine.GSIQPN, o.mad[:])
 	if err == nil {
 		return
@@ -148,14 +160,14 @@ func (m *Manager) sendMAD(o *outMAD) {
 	if m.closed || c == nil || !c.active || c.state != reqSent || c.peer != m.gsiPeer {
 		return
 	}
-	m.remove(c)
+	m.book.remove(c)
 	ev := c.event(proto.CMEventUnreachable)
 	ev.Text = clip(fmt.Sprintf("cannot send the request to %s: %v", gidString(c.remoteGID), err))
 	c.tell(ev)
 }
 
 // queueMAD encodes msg with v and queues it for the sender; m.mu is held.
-func (m *Manager) queueMAD(v *via, msg cm.Message) {
+func (m *madTransport) queueMAD(v *via, msg cm.Message) {
 	var o outMAD
 	b, err := encodeMAD(v, msg, o.mad[:0])
 	if err != nil || len(b) != ibcm.MADSize {
@@ -173,7 +185,7 @@ func (m *Manager) queueMAD(v *via, msg cm.Message) {
 // onMAD runs a MAD that arrived: decoded into the manager's message and
 // what came with it, or counted and dropped; a REQ the manager cannot
 // serve is rejected here.
-func (m *Manager) onMAD(in *inMAD) {
+func (m *madTransport) onMAD(in *inMAD) {
 	m.mads.in.Add(1)
 	h, d, err := ibcm.ParseMAD(in.mad[:])
 	if err != nil || h.ClassVersion != ibcm.ClassVersion || h.Method != ibcm.MethodSend {
@@ -189,16 +201,16 @@ func (m *Manager) onMAD(in *inMAD) {
 			m.mads.malformed.Add(1)
 			return
 		}
-		if m.refuseOutsider(in.src, r.ServiceID) {
+		if m.mad.refuseOutsider(in.src, r.ServiceID) {
 			return
 		}
-		req, reason := m.reqOfMAD(in, &r, v)
+		req, reason := m.mad.reqOfMAD(in, &r, v)
 		if req == nil {
 			if reason == cm.RejectInvalidGID {
 				m.adm.wrongSource.Add(1)
 			}
 			m.mu.Lock()
-			m.queueMAD(v.reply(0), &cm.REJ{RemoteID: r.LocalCommID, Reason: reason})
+			m.mad.queueMAD(v.reply(0), &cm.REJ{RemoteID: r.LocalCommID, Reason: reason})
 			m.mu.Unlock()
 			return
 		}
@@ -255,14 +267,14 @@ func (m *Manager) onMAD(in *inMAD) {
 			m.mads.malformed.Add(1)
 			return
 		}
-		if m.refuseOutsider(in.src, r.ServiceID) {
+		if m.mad.refuseOutsider(in.src, r.ServiceID) {
 			return
 		}
 		ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
 		ip, consumer, err := ibcm.ParseIPHeader(r.PrivateData)
 		if !ok || ps != ibcm.PortSpaceUDP || err != nil || m.host.IsLocalGID(in.src) {
 			m.mu.Lock()
-			m.queueMAD(v.reply(0), &sidrRep{RequestID: r.RequestID, Port: port, Status: ibcm.SIDRNoService})
+			m.mad.queueMAD(v.reply(0), &sidrRep{RequestID: r.RequestID, Port: port, Status: ibcm.SIDRNoService})
 			m.mu.Unlock()
 			return
 		}
@@ -281,7 +293,7 @@ func (m *Manager) onMAD(in *inMAD) {
 		m.mads.unsupported.Add(1)
 		return
 	}
-	m.handle(m.gsiPeer, v, msg)
+	m.msgs.handle(m.gsiPeer, v, msg)
 }
 
 // reqOfMAD turns a REQ MAD into the manager's REQ, or says why it is
@@ -289,7 +301,7 @@ func (m *Manager) onMAD(in *inMAD) {
 // other than RC or UC, no IP CM header, a path MTU out of range, or a
 // primary path whose source GID is not the packet's (over RoCEv2 nothing
 // else tells who sent it).
-func (m *Manager) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) {
+func (m *madTransport) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) {
 	ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
 	if !ok || ps != ibcm.PortSpaceTCP {
 		return nil, cm.RejectInvalidServiceID
@@ -328,7 +340,7 @@ func (m *Manager) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) 
 // (Host.IsOutsider) and no listener whose adapter accepts native endpoints
 // has the port. No answer, not even a REJ: an outsider learns nothing of
 // the ports that listen.
-func (m *Manager) refuseOutsider(src [16]byte, serviceID uint64) bool {
+func (m *madTransport) refuseOutsider(src [16]byte, serviceID uint64) bool {
 	if !m.host.IsOutsider(src) {
 		return false
 	}

@@ -133,7 +133,6 @@ func (n *gsiNet) mads(attr ibcm.AttrID) []sentMAD {
 func madManager(t testing.TB, n *gsiNet, mod func(*connmgr.Config)) (*connmgr.Manager, *testHost) {
 	t.Helper()
 	m, h := newManager(t, func(c *connmgr.Config) {
-		c.Listen = connmgr.ListenOff
 		c.GSI = n.end(c.Host.(*testHost).gid())
 		c.ResponseTimeout, c.PacketLife, c.MaxCMRetries = 8, 8, 4 // ~1 ms, 4 retries
 		if mod != nil {

@@ -1,21 +1,15 @@
 package connmgr_test
 
 // The manager with a fake daemon: a host of engine adapters, and sessions
-// that hold engine QPs by handle and collect the events emitted to them;
-// and a hand-made peer that speaks the wire format on the listener.
+// that hold engine QPs by handle and collect the events emitted to them.
 
 import (
-	"errors"
-	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/admit"
-	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
@@ -50,17 +44,12 @@ func newHost(t testing.TB) *testHost {
 // gid is the adapter's GID.
 func (h *testHost) gid() [16]byte { return h.adapter.GIDs()[0] }
 
-// noOtherDaemon is the resolver of a manager that knows no other daemon.
-func noOtherDaemon(netip.Addr) (admit.Endpoint, error) {
-	return admit.Endpoint{}, errors.New("this test knows no other daemon")
-}
-
-// newManager runs a manager that listens on a loopback port, with mod
-// applied to its config, until the test ends.
+// newManager runs a manager with no QP1 (the adapters of its host reach
+// each other), with mod applied to its config, until the test ends.
 func newManager(t testing.TB, mod func(*connmgr.Config)) (*connmgr.Manager, *testHost) {
 	t.Helper()
 	h := newHost(t)
-	cfg := connmgr.Config{Listen: "127.0.0.1:0", Resolve: noOtherDaemon, Host: h, HostName: "cm-test"}
+	cfg := connmgr.Config{Host: h, HostName: "cm-test"}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -244,20 +233,6 @@ func listenSession(t testing.TB, m *connmgr.Manager, h *testHost, port uint16, b
 	return s
 }
 
-// connectSession is a new session with an RC QP that dials addr, port 7.
-func connectSession(t testing.TB, m *connmgr.Manager, h *testHost, addr [16]byte) *session {
-	t.Helper()
-	s := newSession(t, h.adapter)
-	qp, _ := s.newQP(abi.QPTypeRC)
-	if err := s.do(func() error {
-		_, err := m.Connect(s, proto.CMConnectReq{ID: 5, QP: qp, PSN: 1, Addr: addr[:], Port: 7})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // connect moves q from RESET to RTR towards the peer's QP that ev names,
 // and to RTS if rts: what the library's QP.Connect does.
 func connect(t testing.TB, q *engine.QP, ev proto.CMEvent, psn uint32, rts bool) {
@@ -287,39 +262,6 @@ func connect(t testing.TB, q *engine.QP, ev proto.CMEvent, psn uint32, rts bool)
 	}
 }
 
-// wirePeer is a hand-made connection manager peer (package cmtest).
-type wirePeer = cmtest.Peer
-
-func dialCM(t testing.TB, m *connmgr.Manager) *wirePeer { return cmtest.Dial(t, m.Addr().String()) }
-
-// dialCMFrom connects to m's listener from src.
-func dialCMFrom(t testing.TB, m *connmgr.Manager, src netip.Addr) (*wirePeer, error) {
-	return cmtest.DialFrom(t, m.Addr().String(), src)
-}
-
-var otherGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
-
-// answers checks, on p, that the manager answers a request.
-func answers(p *wirePeer, id uint32) {
-	p.T.Helper()
-	p.Send(req(id, 7, otherGID))
-	p.ExpectREJ(id, cm.RejectInvalidServiceID, "no listener on port 7")
-}
-
-func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
-	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
-		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
-}
-
-// noListener checks, on a fresh connection, that the manager still
-// answers.
-func noListener(t *testing.T, m *connmgr.Manager) {
-	t.Helper()
-	p := dialCM(t, m)
-	p.Send(req(99, 9, [16]byte{0xfe, 0x80, 15: 1}))
-	p.ExpectREJ(99, cm.RejectInvalidServiceID, "no listener on port 9")
-}
-
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
@@ -329,21 +271,4 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// watch reads the CM messages that come on c, until it ends.
-func watch(c net.Conn) (<-chan cm.Message, <-chan error) {
-	msgs, ended := make(chan cm.Message, 4), make(chan error, 1)
-	go func() {
-		var buf [cm.MaxFrame]byte
-		for {
-			m, err := cm.ReadFrame(c, &buf)
-			if err != nil {
-				ended <- err
-				return
-			}
-			msgs <- m
-		}
-	}()
-	return msgs, ended
 }

@@ -9,6 +9,13 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
+// ports is the sessions' side of the connection manager: their listeners
+// on the host's one port space, and the ids of what they hold.
+type ports struct {
+	*core
+	ephemeral uint16 // the next port nextEphemeral tries
+}
+
 // Listeners: one port space for the host, requests handed to the
 // listening session, and what a session that ends leaves behind.
 
@@ -16,10 +23,10 @@ import (
 // ephemeral range) under the library's id req.ID, and returns the port.
 // Requests for it reach s as CMEventRequest events. The session's lock is
 // held.
-func (m *Manager) Listen(s Session, req proto.CMListenReq) (uint16, error) {
+func (m *ports) Listen(s Session, req proto.CMListenReq) (uint16, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sp := m.session(s)
+	sp := m.ports.session(s)
 	if err := checkClientID(req.ID, sp.listeners[req.ID] != nil); err != nil {
 		return 0, err
 	}
@@ -35,7 +42,7 @@ func (m *Manager) Listen(s Session, req proto.CMListenReq) (uint16, error) {
 	}
 	port := req.Port
 	if port == 0 {
-		p, ok := m.nextEphemeral()
+		p, ok := m.ports.nextEphemeral()
 		if !ok {
 			return 0, proto.Errorf(proto.CodeLimit, "no port of %d-%d is free", ephemeralFirst, ephemeralLast)
 		}
@@ -61,21 +68,21 @@ func (m *Manager) Listen(s Session, req proto.CMListenReq) (uint16, error) {
 
 // CancelListen stops s's listener id and rejects the requests it has not
 // answered. The session's lock is held.
-func (m *Manager) CancelListen(s Session, id uint32) error {
+func (m *ports) CancelListen(s Session, id uint32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sp := m.session(s)
+	sp := m.ports.session(s)
 	l := sp.listeners[id]
 	if l == nil {
 		return proto.Errorf(proto.CodeNotFound, "no listener %d on this connection", id)
 	}
-	m.dropListener(sp, l, "closed")
+	m.ports.dropListener(sp, l, "closed")
 	return nil
 }
 
 // dropListener stops l and rejects the requests it has not answered;
 // m.mu is held.
-func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
+func (m *ports) dropListener(sp *sessionPart, l *listener, why string) {
 	delete(sp.listeners, l.id)
 	if m.listeners[l.port] == l {
 		delete(m.listeners, l.port)
@@ -87,14 +94,14 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 		}
 		text := fmt.Sprintf("the listener on port %d %s before it answered", l.port, why)
 		if c.qpType == uint8(abi.QPTypeUD) {
-			m.rejectUD(c, ibcm.SIDRNoService, nil)
+			m.cmds.rejectUD(c, ibcm.SIDRNoService, nil)
 			ev := c.event(proto.CMEventRejected)
 			ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
 			c.tell(ev)
 			continue
 		}
-		m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
-		m.remove(c)
+		m.retr.send(c.peer, c.via(m.core), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectInvalidServiceID, Text: text})
+		m.book.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidServiceID), text
 		c.tell(ev)
@@ -107,7 +114,7 @@ func (m *Manager) dropListener(sp *sessionPart, l *listener, why string) {
 // connections are disconnected, so that every peer learns it. The daemon
 // calls it once the session has stopped serving commands, without its
 // lock.
-func (m *Manager) CloseSession(s Session) {
+func (m *ports) CloseSession(s Session) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp := m.sessions[s]
@@ -115,11 +122,11 @@ func (m *Manager) CloseSession(s Session) {
 		return
 	}
 	for _, l := range sp.listeners {
-		m.dropListener(sp, l, "went away (its process exited)")
+		m.ports.dropListener(sp, l, "went away (its process exited)")
 	}
 	for _, c := range sp.conns {
 		if c.qpType == uint8(abi.QPTypeUD) {
-			m.rejectUD(c, ibcm.SIDRRejected, nil)
+			m.cmds.rejectUD(c, ibcm.SIDRRejected, nil)
 			continue
 		}
 		switch c.state {
@@ -132,20 +139,48 @@ func (m *Manager) CloseSession(s Session) {
 					c.removed = true
 					c.s.Uncharge(Connections)
 				}
-				m.to(c, dreqSent)
-				m.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID}, true)
+				m.book.to(c, dreqSent)
+				m.retr.sendConn(c, &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID}, true)
 				continue
 			}
-			m.send(c.peer, c.via(m), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
+			m.retr.send(c.peer, c.via(m.core), &cm.DREQ{LocalID: c.id, RemoteID: c.remoteID})
 		case dreqSent:
 		default:
 			reason, text := cm.RejectConsumer, "the process that accepted the request exited"
 			if c.active {
 				reason, text = cm.RejectTimeout, "the requesting process exited"
 			}
-			m.send(c.peer, c.via(m), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
+			m.retr.send(c.peer, c.via(m.core), &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: reason, Text: text})
 		}
-		m.remove(c)
+		m.book.remove(c)
 	}
 	delete(m.sessions, s)
+}
+
+// session returns s's part, creating it; m.mu is held.
+func (m *ports) session(s Session) *sessionPart {
+	sp := m.sessions[s]
+	if sp == nil {
+		sp = &sessionPart{listeners: map[uint32]*listener{}, conns: map[uint32]*connection{}, nextID: proto.CMDaemonIDBase}
+		m.sessions[s] = sp
+	}
+	return sp
+}
+
+// nextEphemeral returns a port no listener has, from the ephemeral range:
+// for a listener that asked for port 0, and for the requester's side of a
+// connection (where it is informational: it names the connection to the
+// peer, as rdma_cm's source port does).
+func (m *ports) nextEphemeral() (uint16, bool) {
+	for i := 0; i <= ephemeralLast-ephemeralFirst; i++ {
+		p := m.ephemeral
+		m.ephemeral++
+		if m.ephemeral > ephemeralLast {
+			m.ephemeral = ephemeralFirst
+		}
+		if m.listeners[p] == nil {
+			return p, true
+		}
+	}
+	return 0, false
 }

@@ -1,7 +1,6 @@
 package connmgr
 
-// The manager's messages (package cm's, which the TCP compatibility path
-// frames as they are) as IBTA CM MADs (package ibcm), the way Linux
+// The manager's messages (package cm's) as IBTA CM MADs (package ibcm), the way Linux
 // rdma_cm builds them: what a MAD carries beyond a message (its
 // transaction, the CA GUID, the QPN a DREQ names, the CM timeouts) is the
 // connection's, in a via.
@@ -117,10 +116,9 @@ type mra struct {
 	serviceTimeout    uint8
 }
 
-func (m *mra) Type() cm.Type                   { return 0 }
-func (m *mra) IDs() (local, remote uint32)     { return m.LocalID, m.RemoteID }
-func (m *mra) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
-func (m *mra) String() string                  { return "MRA" }
+func (m *mra) Type() cm.Type               { return 0 }
+func (m *mra) IDs() (local, remote uint32) { return m.LocalID, m.RemoteID }
+func (m *mra) String() string              { return "MRA" }
 
 var _ cm.Message = (*mra)(nil)
 
@@ -143,12 +141,10 @@ type sidrRep struct {
 	PrivateData []byte
 }
 
-func (m *sidrReq) Type() cm.Type                   { return 0 }
-func (m *sidrReq) IDs() (local, remote uint32)     { return m.RequestID, 0 }
-func (m *sidrReq) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
-func (m *sidrRep) Type() cm.Type                   { return 0 }
-func (m *sidrRep) IDs() (local, remote uint32)     { return 0, m.RequestID }
-func (m *sidrRep) Append(b []byte) ([]byte, error) { return b, errUnknownMessage }
+func (m *sidrReq) Type() cm.Type               { return 0 }
+func (m *sidrReq) IDs() (local, remote uint32) { return m.RequestID, 0 }
+func (m *sidrRep) Type() cm.Type               { return 0 }
+func (m *sidrRep) IDs() (local, remote uint32) { return 0, m.RequestID }
 
 // The private data rdma_cm's UDP port space leaves the consumer: a
 // SIDR_REQ's after the IP CM header, and a SIDR_REP's.

@@ -8,6 +8,7 @@ package connmgr_test
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
@@ -42,11 +43,15 @@ func reqMAD(t testing.TB, dst [16]byte, port uint16, consumer []byte, mod func(*
 	return b
 }
 
-// lastREJ waits for the count-th REJ the network carried and returns it.
+// lastREJ waits for the count-th REJ the network carried, but for those
+// the test sent from linuxGID, and returns it.
 func lastREJ(t testing.TB, n *gsiNet, count int) ibcm.REJ {
 	t.Helper()
-	waitFor(t, "a REJ", func() bool { return len(n.mads(ibcm.AttrREJ)) >= count })
-	m := n.mads(ibcm.AttrREJ)[count-1]
+	rejs := func() []sentMAD {
+		return slices.DeleteFunc(n.mads(ibcm.AttrREJ), func(s sentMAD) bool { return s.src == linuxGID })
+	}
+	waitFor(t, "a REJ", func() bool { return len(rejs()) >= count })
+	m := rejs()[count-1]
 	_, d, err := ibcm.ParseMAD(m.mad[:])
 	if err != nil {
 		t.Fatal(err)
@@ -424,6 +429,44 @@ func TestCMMADSmallerMTU(t *testing.T) {
 	}
 	if st := ma.Stats(); st.MTURetries != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// The REQ of a connection to a port of smaller MTU arrives twice (it was
+// sent again, or the network doubled it): both copies are rejected naming
+// the smaller MTU, and the second REJ, which comes after the requester
+// asked again with it, is a late answer to the first request, not a
+// refusal of the second: the connection is set up.
+func TestCMMADSmallerMTUREQTwice(t *testing.T) {
+	n := newGSINet()
+	n.setRule(func(a ibcm.AttrID, k int) fate {
+		if a == ibcm.AttrREQ && k == 0 {
+			return duplicate
+		}
+		return deliver
+	})
+	mb, hb := madManager(t, n, nil)
+	ma, ha := madManager(t, n, nil)
+	hb.adapter.ActiveMTU = abi.MTU1024
+	sb := listenSession(t, mb, hb, 7000, 0)
+	sa := connectSessionTo(t, ma, ha, hb.gid(), 7000, 60000)
+	ev := sb.event()
+	if ev.Type != proto.CMEventRequest || ev.MTU != uint8(abi.MTU1024) {
+		t.Fatalf("request %+v, want MTU 1024", ev)
+	}
+	qb, qpB := sb.newQP(abi.QPTypeRC)
+	connect(t, qpB, ev, 2, false)
+	if err := sb.do(func() error { return mb.Accept(sb, proto.CMAcceptReq{ID: ev.ID, QP: qb, PSN: 2}) }); err != nil {
+		t.Fatal(err)
+	}
+	if ev := sa.event(); ev.Type != proto.CMEventReply || ev.MTU != uint8(abi.MTU1024) {
+		t.Fatalf("reply %+v, want MTU 1024", ev)
+	}
+	if rej := lastREJ(t, n, 2); rej.Reason != ibcm.RejectInvalidMTU {
+		t.Fatalf("second REJ %+v, want the first request's copy rejected for its MTU", rej)
+	}
+	if st := ma.Stats(); st.MTURetries != 1 {
+		t.Fatalf("stats %+v, want one MTU retry", st)
 	}
 }
 

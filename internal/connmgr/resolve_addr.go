@@ -13,7 +13,7 @@ import (
 // CodeNotFound, as rdma_cm's ADDR_ERROR; the switch's routes (vrdma hosts)
 // and the links' networks (any other RoCEv2 peer, whose neighbour the
 // kernel resolves) decide.
-func (m *Manager) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveResp, error) {
+func (m *commands) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveResp, error) {
 	var none proto.CMResolveResp
 	if len(req.Addr) != 16 {
 		return none, proto.Errorf(proto.CodeInvalid, "address of %d bytes: a GID has 16 (IPv4 as ::ffff:a.b.c.d)", len(req.Addr))
@@ -28,8 +28,8 @@ func (m *Manager) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveRes
 		return none, proto.Errorf(proto.CodeNotFound, "the adapter has no address of %s's kind (%s) to reach it from: give its link such an address, or name another of the peer's addresses", gidString(dst), kindName(gidKind(dst)))
 	}
 	resp := proto.CMResolveResp{LocalAddr: src[:], SGIDIndex: idx, MTU: uint8(a.PortMTU()), Local: m.host.IsLocalGID(dst)}
-	if !resp.Local && m.gsiPeer != nil {
-		if err := m.madRoute(src, dst); err != nil {
+	if !resp.Local {
+		if err := m.mad.madRoute(src, dst); err != nil {
 			return none, err
 		}
 	}
@@ -38,7 +38,10 @@ func (m *Manager) Resolve(s Session, req proto.CMResolveReq) (proto.CMResolveRes
 
 // madRoute is nil if a link of this host carries MADs from src to dst,
 // else why not, as the error a dial or a resolution answers.
-func (m *Manager) madRoute(src, dst [16]byte) error {
+func (m *madTransport) madRoute(src, dst [16]byte) error {
+	if m.gsi == nil {
+		return proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: this connection manager has no QP1 (Config.GSI) to reach other hosts with", gidString(dst))
+	}
 	if err := m.gsi.GSIRoute(src, dst); err != nil {
 		return proto.Errorf(proto.CodeNotFound, "cannot find the connection manager of %s: no link of this host reaches it from %s (%v): add a link on its network (vrdma link add), or name another of its addresses", gidString(dst), gidString(src), err)
 	}

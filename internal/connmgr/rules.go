@@ -72,3 +72,11 @@ func mtuRetry(ari []byte, mtu uint8) (uint8, bool) {
 	}
 	return ari[0], true
 }
+
+// lateMTURejection reports whether a REJ (invalid path MTU) whose ARI is
+// ari answers an earlier copy of a REQ that now asks for mtu: it names the
+// MTU asked already, which a responder names only to a REQ that asked for
+// more. The REQ asked again stands; the REJ is a duplicate.
+func lateMTURejection(ari []byte, mtu uint8) bool {
+	return len(ari) == 1 && ari[0] == mtu
+}

@@ -75,6 +75,17 @@ func TestRetryRules(t *testing.T) {
 			t.Errorf("mtuRetry(%v, %d) = %d, %v; want %d, %v", tt.ari, tt.mtu, got, ok, tt.want, tt.ok)
 		}
 	}
+	for _, tt := range []struct {
+		ari  []byte
+		mtu  uint8
+		want bool
+	}{
+		{[]byte{3}, 3, true}, {[]byte{3}, 5, false}, {nil, 3, false}, {[]byte{3, 3}, 3, false},
+	} {
+		if got := lateMTURejection(tt.ari, tt.mtu); got != tt.want {
+			t.Errorf("lateMTURejection(%v, %d) = %v, want %v", tt.ari, tt.mtu, got, tt.want)
+		}
+	}
 	if d := cmTime(18); d.Milliseconds() != 1073 {
 		t.Errorf("cmTime(18) = %v, want 4.096 µs·2^18 ≈ 1.07 s", d)
 	}

@@ -21,7 +21,7 @@ import (
 
 // connectUD is Connect for a UD QP q: a SIDR_REQ. The session's lock is
 // held.
-func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (proto.CMConnectResp, error) {
+func (m *commands) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
 	if err := checkClientID(req.ID, false); err != nil {
 		return none, err
@@ -40,35 +40,35 @@ func (m *Manager) connectUD(s Session, req proto.CMConnectReq, q *engine.QP) (pr
 		return none, proto.Errorf(proto.CodeInvalid, "address :: : name an address of the peer's adapter")
 	}
 	local := m.host.IsLocalGID(dst)
-	if !local && m.gsiPeer == nil {
+	if !local && m.mad.gsiPeer == nil {
 		return none, proto.Errorf(proto.CodeInvalid, "a UD QP's dial to another host is a SIDR_REQ, a CM MAD: this connection manager has no QP1 (Config.GSI) to send it on")
 	}
 	a := s.Adapter()
 	_, src := sourceGID(a, dst)
 	if !local {
-		if err := m.madRoute(src, dst); err != nil {
+		if err := m.mad.madRoute(src, dst); err != nil {
 			return none, err
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.chargeDial(s, req.ID); err != nil {
+	if err := m.cmds.chargeDial(s, req.ID); err != nil {
 		return none, err
 	}
 	p := m.local
 	if !local {
-		p = m.gsiPeer
+		p = m.mad.gsiPeer
 	}
 	c := &connection{s: s, active: true, state: reqSent, peer: p, timeout: timeoutOf(req.TimeoutMs), qpType: uint8(abi.QPTypeUD),
 		qpHandle: req.QP, qp: q, remoteGID: dst, remotePort: req.Port}
-	m.startDial(c, a, req.ID)
-	m.sendConn(c, &sidrReq{RequestID: c.id, SrcPort: c.localPort, DstPort: req.Port, SrcGID: c.localGID, DstGID: dst,
+	m.cmds.startDial(c, a, req.ID)
+	m.retr.sendConn(c, &sidrReq{RequestID: c.id, SrcPort: c.localPort, DstPort: req.Port, SrcGID: c.localGID, DstGID: dst,
 		PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
 }
 
 // onSIDRReq hands a SIDR_REQ to the listener on its port; m.mu is held.
-func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
+func (m *peerMessages) onSIDRReq(p *peer, v *via, r *sidrReq) {
 	k := remoteKey{p: p, id: r.RequestID}
 	if p.gsi && v != nil {
 		k.gid = v.src
@@ -77,20 +77,20 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 		m.mads.duplicates.Add(1)
 		return
 	}
-	if rep, ok := m.timeWaitReply(k); ok && rep != nil { // answered moments ago: the answer was lost
+	if rep, ok := m.tw.timeWaitReply(k); ok && rep != nil { // answered moments ago: the answer was lost
 		m.mads.duplicates.Add(1)
-		m.answer(p, v, rep, 0)
+		m.msgs.answer(p, v, rep, 0)
 		return
 	}
 	reply := func(status uint8) {
-		m.answer(p, v, &sidrRep{RequestID: r.RequestID, Port: r.DstPort, Status: status}, 0)
+		m.msgs.answer(p, v, &sidrRep{RequestID: r.RequestID, Port: r.DstPort, Status: status}, 0)
 	}
 	l := m.listeners[r.DstPort]
 	switch {
 	case l == nil || !m.host.IsLocalGID(r.DstGID):
 		reply(ibcm.SIDRNoService)
 		return
-	case m.tooManyInProgress(p, r.SrcGID):
+	case m.tw.tooManyInProgress(p, r.SrcGID):
 		reply(ibcm.SIDRNoResources)
 		return
 	case l.pending >= l.backlog:
@@ -102,7 +102,7 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 		reply(ibcm.SIDRNoResources)
 		return
 	}
-	sp := m.session(l.s)
+	sp := m.ports.session(l.s)
 	if len(sp.conns) >= maxConns {
 		reply(ibcm.SIDRNoResources)
 		return
@@ -119,10 +119,10 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 		c.tid = v.tid
 	}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
-	m.add(c, m.requestID(sp))
-	m.beginInProgress(c)
+	m.book.add(c, m.ports.requestID(sp))
+	m.tw.beginInProgress(c)
 	l.pending++
-	m.arm(c, c.timeout)
+	m.book.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)
 	ev.Listener, ev.QPType, ev.GID, ev.SGIDIndex = l.id, c.qpType, r.SrcGID[:], c.sgidIndex
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
@@ -132,7 +132,7 @@ func (m *Manager) onSIDRReq(p *peer, v *via, r *sidrReq) {
 
 // acceptUD answers the SIDR_REQ of c with s's UD QP h; m.mu and the
 // session's lock are held.
-func (m *Manager) acceptUD(s Session, c *connection, req proto.CMAcceptReq) error {
+func (m *commands) acceptUD(s Session, c *connection, req proto.CMAcceptReq) error {
 	if len(req.PrivateData) > sidrRepPrivate {
 		return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
 	}
@@ -149,30 +149,30 @@ func (m *Manager) acceptUD(s Session, c *connection, req proto.CMAcceptReq) erro
 		return proto.Errorf(proto.CodeState, "QP %d is in %v: its Q_Key is set from INIT on; move it to INIT (or RTS) before accepting", req.QP, q.State())
 	}
 	rep := &sidrRep{RequestID: c.remoteID, Port: c.localPort, QPN: q.QPN(), QKey: q.Attr().QKey, PrivateData: req.PrivateData}
-	m.send(c.peer, c.via(m), rep)
+	m.retr.send(c.peer, c.via(m.core), rep)
 	if c.peer != nil && c.peer.gsi {
-		m.enterTimeWait(c, rep)
+		m.tw.enterTimeWait(c, rep)
 	}
-	m.remove(c)
+	m.book.remove(c)
 	return nil
 }
 
 // rejectUD answers the SIDR_REQ of c with status, or, on the requester's
 // side, drops c; m.mu is held.
-func (m *Manager) rejectUD(c *connection, status uint8, data []byte) {
+func (m *commands) rejectUD(c *connection, status uint8, data []byte) {
 	if !c.active && c.state == reqRcvd {
-		m.send(c.peer, c.via(m), &sidrRep{RequestID: c.remoteID, Port: c.localPort, Status: status, PrivateData: data})
+		m.retr.send(c.peer, c.via(m.core), &sidrRep{RequestID: c.remoteID, Port: c.localPort, Status: status, PrivateData: data})
 	}
-	m.remove(c)
+	m.book.remove(c)
 }
 
 // onSIDRRep ends the requester's side of a SIDR exchange; m.mu is held.
-func (m *Manager) onSIDRRep(p *peer, v *via, r *sidrRep) {
+func (m *peerMessages) onSIDRRep(p *peer, v *via, r *sidrRep) {
 	c := m.conns[r.RequestID]
 	if c == nil || c.peer != p || (p.gsi && v != nil && v.src != c.remoteGID) || !c.active || c.qpType != uint8(abi.QPTypeUD) || c.state != reqSent {
 		return // a late copy, or not ours: SIDR answers nothing
 	}
-	m.remove(c)
+	m.book.remove(c)
 	if r.Status != ibcm.SIDRValid {
 		ev := c.event(proto.CMEventRejected)
 		ev.PrivateData = r.PrivateData

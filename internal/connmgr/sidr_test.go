@@ -34,7 +34,7 @@ func TestCMSIDR(t *testing.T) {
 			return a, ha, b, hb
 		}},
 		{"in process", func(t *testing.T) (*connmgr.Manager, *testHost, *connmgr.Manager, *testHost) {
-			m, h := newManager(t, func(c *connmgr.Config) { c.Listen = connmgr.ListenOff })
+			m, h := newManager(t, nil)
 			return m, h, m, h
 		}},
 	} {

@@ -39,7 +39,6 @@ func tcpChannelHosts(t *testing.T) (ma *connmgr.Manager, ha *testHost, mb *connm
 		}
 		eps.Store(a, l.ListenAddr().String())
 		ms[i], hs[i] = newManager(t, func(c *connmgr.Config) {
-			c.Listen = connmgr.ListenOff
 			c.GSI = c.Host.(*testHost).Host
 			h := c.Host.(*testHost)
 			if err := h.AddLink(l); err != nil {

@@ -10,32 +10,37 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
+// peerMessages runs what peers send (the in-process peer, and other hosts'
+// CMs over MADs): the IBTA CM state machine of the responder and of the
+// requester, and SIDR (sidr.go).
+type peerMessages struct{ *core }
+
 // handle runs a message that came from p (with v over MADs, else nil).
 // State changes happen under m.mu; what needs a session's lock (a QP to
 // the error state) runs after, in order with the events that report it.
-func (m *Manager) handle(p *peer, v *via, msg cm.Message) {
+func (m *peerMessages) handle(p *peer, v *via, msg cm.Message) {
 	var after []func()
 	m.mu.Lock()
 	if !m.closed {
 		switch r := msg.(type) {
 		case *cm.REQ:
-			m.onREQ(p, v, r)
+			m.msgs.onREQ(p, v, r)
 		case *cm.REP:
-			m.onREP(p, v, r)
+			m.msgs.onREP(p, v, r)
 		case *cm.RTU:
-			m.onRTU(p, v, r)
+			m.msgs.onRTU(p, v, r)
 		case *cm.REJ:
-			after = m.onREJ(p, v, r)
+			after = m.msgs.onREJ(p, v, r)
 		case *cm.DREQ:
-			after = m.onDREQ(p, v, r)
+			after = m.msgs.onDREQ(p, v, r)
 		case *cm.DREP:
-			m.onDREP(p, v, r)
+			m.msgs.onDREP(p, v, r)
 		case *mra:
-			m.onMRA(p, v, r)
+			m.retr.onMRA(p, v, r)
 		case *sidrReq:
-			m.onSIDRReq(p, v, r)
+			m.msgs.onSIDRReq(p, v, r)
 		case *sidrRep:
-			m.onSIDRRep(p, v, r)
+			m.msgs.onSIDRRep(p, v, r)
 		}
 	}
 	m.mu.Unlock()
@@ -46,20 +51,20 @@ func (m *Manager) handle(p *peer, v *via, msg cm.Message) {
 
 // answer sends msg to the sender of a message that came from p with v,
 // for no connection of this side; m.mu is held.
-func (m *Manager) answer(p *peer, v *via, msg cm.Message, rejected uint8) {
+func (m *peerMessages) answer(p *peer, v *via, msg cm.Message, rejected uint8) {
 	var out *via
 	if v != nil {
 		out = v.reply(0)
 		out.rejected = rejected
 	}
-	m.send(p, out, msg)
+	m.retr.send(p, out, msg)
 }
 
 // connFor finds the connection a message from p is for: by this side's id
 // (which must have been given to p, and the sender must be the peer it
 // knows: over MADs, the GID it is connected to), or for a REJ naming only
 // the sender's id, by that.
-func (m *Manager) connFor(p *peer, v *via, msg cm.Message) *connection {
+func (m *connBook) connFor(p *peer, v *via, msg cm.Message) *connection {
 	local, remote := msg.IDs()
 	if remote == 0 {
 		k := remoteKey{p: p, id: local}
@@ -78,7 +83,7 @@ func (m *Manager) connFor(p *peer, v *via, msg cm.Message) *connection {
 	return c
 }
 
-func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
+func (m *peerMessages) onREQ(p *peer, v *via, r *cm.REQ) {
 	k := remoteKey{p: p, id: r.LocalID}
 	if p.gsi && v != nil {
 		k.gid = v.src
@@ -92,27 +97,20 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		}
 		switch duplicateREQ(c.state) { // rules.go
 		case answerMRA:
-			m.sendMRA(c)
+			m.retr.sendMRA(c)
 		case answerResend:
-			m.resend(c)
+			m.retr.resend(c)
 		default:
 			m.mads.duplicates.Add(1)
 		}
 		return
 	}
 	reject := func(reason cm.Reason, format string, args ...any) {
-		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)}, ibcm.MsgREQ)
+		m.msgs.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: reason, Text: fmt.Sprintf(format, args...)}, ibcm.MsgREQ)
 	}
-	if p.gsi && m.inTimeWait(k) {
+	if p.gsi && m.tw.inTimeWait(k) {
 		m.mads.stale.Add(1)
 		reject(cm.RejectStaleConn, "connection %#x of %s ended moments ago (TIMEWAIT)", r.LocalID, gidString(r.SrcGID))
-		return
-	}
-	if why := m.wrongSource(p, r.SrcGID); why != "" {
-		m.adm.wrongSource.Add(1)
-		m.refused("connection manager: refused a request from a source its sender does not own", "peer", p.name, "identity", p.ident,
-			"source", gidString(r.SrcGID))
-		reject(cm.RejectInvalidGID, "%s", why)
 		return
 	}
 	l := m.listeners[r.DstPort]
@@ -123,8 +121,8 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 	case !m.host.IsLocalGID(r.DstGID):
 		reject(cm.RejectInvalidGID, "%s is not the address of an adapter on host %s", gidString(r.DstGID), m.hostName)
 		return
-	case m.tooManyInProgress(p, r.SrcGID):
-		reject(cm.RejectNoResources, "%s has %d requests being set up here, the most one address may", gidString(r.SrcGID), m.maxInProgress)
+	case m.tw.tooManyInProgress(p, r.SrcGID):
+		reject(cm.RejectNoResources, "%s has %d requests being set up here, the most one address may", gidString(r.SrcGID), m.tw.maxInProgress)
 		return
 	case l.pending >= l.backlog:
 		m.mads.backlogFull.Add(1)
@@ -135,7 +133,7 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 		reject(cm.RejectNoResources, "the listener on port %d is not reading its events (receiver not ready): try again later", r.DstPort)
 		return
 	}
-	sp := m.session(l.s)
+	sp := m.ports.session(l.s)
 	if len(sp.conns) >= maxConns {
 		reject(cm.RejectNoResources, "the listener on port %d has %d connections, the most one process may have", r.DstPort, len(sp.conns))
 		return
@@ -159,16 +157,16 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 			// says what it can: a vrdma requester asks again with it.
 			out := v.reply(a.GUID)
 			out.ari = []byte{c.mtu}
-			m.send(p, out, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU})
+			m.retr.send(p, out, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU})
 			l.s.Uncharge(Connections)
 			return
 		}
 	}
 	c.sgidIndex, c.localGID = responderGID(a, r.DstGID, r.SrcGID)
-	m.add(c, m.requestID(sp))
-	m.beginInProgress(c)
+	m.book.add(c, m.ports.requestID(sp))
+	m.tw.beginInProgress(c)
 	l.pending++
-	m.arm(c, c.timeout)
+	m.book.arm(c, c.timeout)
 	ev := c.event(proto.CMEventRequest)
 	ev.Listener, ev.QPType, ev.GID, ev.QPN, ev.PSN = l.id, r.QPType, r.SrcGID[:], r.QPN, r.PSN
 	ev.MTU, ev.RdAtomic, ev.SGIDIndex = c.mtu, min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
@@ -179,7 +177,7 @@ func (m *Manager) onREQ(p *peer, v *via, r *cm.REQ) {
 
 // requestID returns an unused id for a request handed to the session of
 // sp: the daemon's ids, CMDaemonIDBase and up; m.mu is held.
-func (m *Manager) requestID(sp *sessionPart) uint32 {
+func (m *ports) requestID(sp *sessionPart) uint32 {
 	id := sp.nextID
 	for sp.conns[id] != nil || id < proto.CMDaemonIDBase {
 		id++
@@ -191,34 +189,13 @@ func (m *Manager) requestID(sp *sessionPart) uint32 {
 	return id
 }
 
-// wrongSource says why a request from p may not come from src, or "" if
-// it may. Only with Config.Authorize, which names the daemon behind
-// every connection: the daemon at the other end of a TCP connection
-// speaks for its own host's addresses, never for this host's, and with
-// Config.PeerOwns only for the addresses the switch gives its host. The
-// in-process peer is this daemon.
-func (m *Manager) wrongSource(p *peer, src [16]byte) string {
-	if p.local || p.gsi || m.adm.authorize == nil {
-		// Over MADs the REQ's source is the packet's (reqOfMAD): the
-		// host of a TCP channel is not known per packet.
-		return ""
-	}
-	if m.host.IsLocalGID(src) {
-		return fmt.Sprintf("source %s is an address of host %s: a request from another daemon cannot come from it", gidString(src), m.hostName)
-	}
-	if m.peerOwns != nil && !m.peerOwns(p.ident, src) {
-		return fmt.Sprintf("source %s is not an address of host %s, which sent the request", gidString(src), p.ident)
-	}
-	return ""
-}
-
-func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
-	c := m.connFor(p, v, r)
+func (m *peerMessages) onREP(p *peer, v *via, r *cm.REP) {
+	c := m.book.connFor(p, v, r)
 	if c == nil {
-		if p.gsi && v != nil && m.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
+		if p.gsi && v != nil && m.tw.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
 			return // a late copy of the reply of a connection that ended
 		}
-		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+		m.msgs.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
 			Text: fmt.Sprintf("no request %#x waits for a reply here: it timed out or was cancelled", r.RemoteID)}, ibcm.MsgREP)
 		return
 	}
@@ -226,7 +203,7 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 		// A second reply: the first one counts. Over MADs it means the
 		// RTU was lost: it goes again.
 		if p.gsi && duplicateREP(c.active, c.state, c.remoteID == r.LocalID) == answerResend {
-			m.resend(c)
+			m.retr.resend(c)
 		}
 		return
 	}
@@ -236,22 +213,22 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 	if r.MTU > c.mtu {
 		rej := &cm.REJ{LocalID: c.id, RemoteID: r.LocalID, Reason: cm.RejectInvalidMTU,
 			Text: fmt.Sprintf("path MTU %d is above the requester's %d", r.MTU, c.mtu)}
-		m.setRemote(c, r.LocalID)
-		m.to(c, repRcvd)
-		m.send(p, c.via(m), rej)
-		m.remove(c)
+		m.book.setRemote(c, r.LocalID)
+		m.book.to(c, repRcvd)
+		m.retr.send(p, c.via(m.core), rej)
+		m.book.remove(c)
 		ev := c.event(proto.CMEventRejected)
 		ev.Reason, ev.Text = uint16(cm.RejectInvalidMTU), fmt.Sprintf("the reply chose MTU %d, above this port's %d", r.MTU, c.mtu)
 		c.tell(ev)
 		return
 	}
-	m.setRemote(c, r.LocalID)
+	m.book.setRemote(c, r.LocalID)
 	if v != nil {
 		c.remoteQPN = v.qpn
 	}
-	m.to(c, repRcvd)
+	m.book.to(c, repRcvd)
 	c.mtu = r.MTU
-	m.arm(c, c.timeout)
+	m.book.arm(c, c.timeout)
 	ev := c.event(proto.CMEventReply)
 	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
 	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
@@ -259,27 +236,27 @@ func (m *Manager) onREP(p *peer, v *via, r *cm.REP) {
 	c.tell(ev)
 }
 
-func (m *Manager) onRTU(p *peer, v *via, r *cm.RTU) {
-	c := m.connFor(p, v, r)
+func (m *peerMessages) onRTU(p *peer, v *via, r *cm.RTU) {
+	c := m.book.connFor(p, v, r)
 	if c == nil {
-		if p.gsi && v != nil && m.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
+		if p.gsi && v != nil && m.tw.inTimeWait(remoteKey{p: p, gid: v.src, id: r.LocalID}) {
 			return
 		}
-		m.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
+		m.msgs.answer(p, v, &cm.REJ{RemoteID: r.LocalID, Reason: cm.RejectInvalidCommID,
 			Text: fmt.Sprintf("connection %#x does not wait for a confirmation here: it timed out or was rejected", r.RemoteID)}, ibcm.MsgOther)
 		return
 	}
 	if c.active || c.state != repSent {
 		return
 	}
-	m.to(c, established)
+	m.book.to(c, established)
 	ev := c.event(proto.CMEventEstablished)
 	ev.PrivateData = r.PrivateData
 	c.tell(ev)
 }
 
-func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
-	c := m.connFor(p, v, r)
+func (m *peerMessages) onREJ(p *peer, v *via, r *cm.REJ) []func() {
+	c := m.book.connFor(p, v, r)
 	if c == nil {
 		return nil // never answer a REJ: two daemons would bounce them for ever
 	}
@@ -291,12 +268,16 @@ func (m *Manager) onREJ(p *peer, v *via, r *cm.REJ) []func() {
 			again.MTU = mtu
 			c.mtu = again.MTU
 			m.mads.mtuRetries.Add(1)
-			m.sendConn(c, &again, true)
+			m.retr.sendConn(c, &again, true)
+			return nil
+		}
+		if lateMTURejection(v.ari, req.MTU) { // rules.go
+			m.mads.duplicates.Add(1)
 			return nil
 		}
 	}
 	st := c.state
-	m.remove(c)
+	m.book.remove(c)
 	ev := c.event(proto.CMEventRejected)
 	ev.Reason, ev.Text, ev.PrivateData = uint16(r.Reason), r.Text, r.PrivateData
 	if ev.Text == "" {
@@ -338,15 +319,15 @@ func rejectText(c *connection, reason cm.Reason) string {
 	return fmt.Sprintf("rejected by the peer: %v", reason)
 }
 
-func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
-	c := m.connFor(p, v, r)
+func (m *peerMessages) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
+	c := m.book.connFor(p, v, r)
 	// The answer goes even for a connection that is gone here: the DREP
 	// of an earlier DREQ may have been lost.
 	drep := &cm.DREP{LocalID: r.RemoteID, RemoteID: r.LocalID}
 	if c != nil && p.gsi {
-		m.send(p, c.via(m), drep)
+		m.retr.send(p, c.via(m.core), drep)
 	} else {
-		m.answer(p, v, drep, ibcm.MsgOther)
+		m.msgs.answer(p, v, drep, ibcm.MsgOther)
 	}
 	if c == nil {
 		if p.gsi {
@@ -357,7 +338,7 @@ func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
 	switch c.state {
 	case established, repSent:
 		c.reached = true
-		m.remove(c)
+		m.book.remove(c)
 		ev := c.event(proto.CMEventDisconnected)
 		ev.PrivateData = r.PrivateData
 		if c.keepQP { // as rdma_cm: the QP goes to ERR when the application disconnects
@@ -365,38 +346,38 @@ func (m *Manager) onDREQ(p *peer, v *via, r *cm.DREQ) []func() {
 		}
 		return []func(){func() { errQP(c); c.tell(ev) }}
 	case dreqSent: // both sides disconnect at once
-		m.remove(c)
+		m.book.remove(c)
 		c.tell(c.event(proto.CMEventDisconnectDone))
 	}
 	return nil
 }
 
-func (m *Manager) onDREP(p *peer, v *via, r *cm.DREP) {
-	c := m.connFor(p, v, r)
+func (m *peerMessages) onDREP(p *peer, v *via, r *cm.DREP) {
+	c := m.book.connFor(p, v, r)
 	if c == nil || c.state != dreqSent {
 		return
 	}
-	m.remove(c)
+	m.book.remove(c)
 	ev := c.event(proto.CMEventDisconnectDone)
 	ev.PrivateData = r.PrivateData
 	c.tell(ev)
 }
 
 // expire runs when c's timer fires in the state it was armed in.
-func (m *Manager) expire(c *connection, gen uint32) {
+func (m *connBook) expire(c *connection, gen uint32) {
 	m.mu.Lock()
 	if m.closed || m.conns[c.id] != c || c.gen != gen {
 		m.mu.Unlock()
 		return
 	}
-	after := m.expireLocked(c)
+	after := m.book.expireLocked(c)
 	m.mu.Unlock()
 	after()
 }
 
 // expireLocked ends c, which waited too long (its timer, or its last
 // retransmission), and returns what to run once m.mu is released.
-func (m *Manager) expireLocked(c *connection) func() {
+func (m *connBook) expireLocked(c *connection) func() {
 	ev := c.event(proto.CMEventTimeout)
 	ev.Reason = uint16(cm.RejectTimeout)
 	rej := &cm.REJ{LocalID: c.id, RemoteID: c.remoteID, Reason: cm.RejectTimeout}
@@ -425,65 +406,15 @@ func (m *Manager) expireLocked(c *connection) func() {
 		ev.Text = fmt.Sprintf("the peer did not answer the disconnection within %v", wait)
 	}
 	if rej != nil && c.qpType != uint8(abi.QPTypeUD) { // SIDR: the requester times out on its own
-		m.send(c.peer, c.via(m), rej)
+		m.retr.send(c.peer, c.via(m.core), rej)
 	}
-	m.remove(c)
+	m.book.remove(c)
 	if !errq {
 		c.tell(ev)
 		return func() {}
 	}
 	return func() {
 		errQP(c)
-		c.tell(ev)
-	}
-}
-
-// peerGone fails the connections being set up through p, whose connection
-// ended. Established connections stay: their QPs do not need it; only a
-// later disconnect cannot tell the peer.
-func (m *Manager) peerGone(p *peer, err error) {
-	var after []func()
-	m.mu.Lock()
-	defer func() {
-		m.mu.Unlock()
-		for _, f := range after {
-			f()
-		}
-	}()
-	if m.closed {
-		return
-	}
-	if m.peers[p.endpoint] == p {
-		delete(m.peers, p.endpoint)
-	}
-	delete(m.inbound, p)
-	for _, c := range m.conns {
-		if c.peer != p {
-			continue
-		}
-		switch c.state {
-		case established:
-			k := c.key()
-			if m.remote[k] == c {
-				delete(m.remote, k)
-			}
-			c.peer = nil
-			continue
-		case dreqSent:
-			m.remove(c)
-			ev := c.event(proto.CMEventDisconnectDone)
-			ev.Text = fmt.Sprintf("the connection to the peer's connection manager ended before it answered: %v", err)
-			c.tell(ev)
-			continue
-		}
-		st := c.state
-		m.remove(c)
-		ev := c.event(proto.CMEventUnreachable)
-		ev.Text = clip(fmt.Sprintf("lost the connection to the connection manager at %s: %v", p.name, err))
-		if st == repSent {
-			after = append(after, func() { errQP(c); c.tell(ev) })
-			continue
-		}
 		c.tell(ev)
 	}
 }

@@ -29,7 +29,7 @@ func (l *flakyListener) AcceptUnix() (*net.UnixConn, error) {
 func testDaemon(t *testing.T, edit func(*Config)) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "test", CMListen: CMListenOff}
+	cfg := Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "test"}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -20,9 +19,10 @@ func heapMB() float64 {
 // TestCMHeapOfNotReadingListeners measures what listeners that do not
 // read their events make the daemon hold (an outside review's scenario):
 // four sessions of one uid listen (backlog 4096) and never read their
-// socket; four peers send each 4096 requests (56 bytes of private data,
-// 1 ms timeouts, so that each also ends in a timeout event) every 1.2 s,
-// and read what the daemon answers. A measurement, not a check: it runs
+// socket; peers on 64 other hosts send each 4096 request MADs (56 bytes
+// of private data, the shortest CM timeouts, so that each also ends in a
+// timeout event) every 1.2 s (QP1's queue drops, and counts, what it
+// cannot take). A measurement, not a check: it runs
 // when VRDMA_CM_HEAP is a number of seconds (the review's was 12, and
 // 30 shows the plateau), without -race for numbers worth quoting:
 //
@@ -39,22 +39,18 @@ func TestCMHeapOfNotReadingListeners(t *testing.T) {
 	for i := range sessions {
 		ls = append(ls, listenSession(t, d, uint16(7000+i), 4096))
 	}
-	peers := make([]*cmPeer, sessions)
-	for i := range peers {
-		peers[i] = dialCM(t, d)
-		go io.Copy(io.Discard, peers[i].Conn) // a requester reads its answers; it is the listeners that do not
-	}
+	ps, dst := madPeers(t, d, 64) // one host may have 256 requests being set up
 	pd := make([]byte, 56)
 	id := uint32(1)
 	most := before
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
 	for round := 1; time.Now().Before(deadline); round++ {
-		for i, p := range peers {
+		for i := range ls {
 			for range 4096 {
-				r := req(id, uint16(7000+i), ls[i].gid)
-				r.TimeoutMillis = 1
-				r.PrivateData = pd
-				p.Send(r)
+				p := ps[int(id)%len(ps)]
+				r := p.REQ(dst, uint16(7000+i), id, pd)
+				r.LocalCMResponseTimeout, r.MaxCMRetries = 1, 0 // the requester gives up at once
+				p.SendREQ(r)
 				id++
 			}
 		}

@@ -7,45 +7,12 @@ package daemon_test
 
 import (
 	"os"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
-
-// rejReader collects the REJs the daemon sends a hand-made peer.
-type rejReader struct {
-	mu   sync.Mutex
-	rejs []*cm.REJ
-}
-
-func readREJs(p *cmPeer) *rejReader {
-	rr := &rejReader{}
-	go func() {
-		var buf [cm.MaxFrame]byte
-		for {
-			m, err := cm.ReadFrame(p.Conn, &buf)
-			if err != nil {
-				return
-			}
-			if r, ok := m.(*cm.REJ); ok {
-				rr.mu.Lock()
-				rr.rejs = append(rr.rejs, r)
-				rr.mu.Unlock()
-			}
-		}
-	}()
-	return rr
-}
-
-func (rr *rejReader) all() []*cm.REJ {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	return append([]*cm.REJ(nil), rr.rejs...)
-}
 
 // A listener whose client stops reading its socket: once cmLagEvents of
 // its events wait in the daemon, requests are rejected at once (no
@@ -56,27 +23,38 @@ func TestCMListenerNotReading(t *testing.T) {
 	d := cmDaemon(t)
 	uid := uint32(os.Geteuid())
 	s := listenSession(t, d, 7000, 4096)
-	p := dialCM(t, d)
-	rr := readREJs(p)
-	const n = 3000
+	// From twelve hosts: one may have only 256 requests being set up
+	// here (connmgr's MaxInProgressPerSource).
+	ps, dst := madPeers(t, d, 12)
+	const n, batch = 3000, 200
 	pd := make([]byte, 56)
-	for i := range n {
-		r := req(uint32(i+1), 7000, s.gid)
-		r.PrivateData = pd
-		p.Send(r)
-	}
 	var served uint64
-	waitCM(t, "every request to be served or refused", func() bool {
-		served = d.UsedBy(uid)["cmconn"]
-		return served+uint64(len(rr.all())) == n
-	})
-	rejs := rr.all()
+	refused := func() (all []ibcm.REJ) {
+		for _, p := range ps {
+			all = append(all, p.REJs()...)
+		}
+		return all
+	}
+	for sent := 0; sent < n; {
+		// In batches: a burst longer than QP1's queue would be dropped
+		// (and counted), as a link drops what it cannot take.
+		for range batch {
+			sent++
+			p := ps[sent%len(ps)]
+			p.SendREQ(p.REQ(dst, 7000, uint32(sent), pd))
+		}
+		waitCM(t, "every request to be served or refused", func() bool {
+			served = d.UsedBy(uid)["cmconn"]
+			return served+uint64(len(refused())) == uint64(sent)
+		})
+	}
+	rejs := refused()
 	t.Logf("%d requests: %d queued or delivered, %d refused; %d events wait in the daemon", n, served, len(rejs), d.CMQueued())
 	if len(rejs) == 0 {
 		t.Fatal("every request was queued for a client that does not read")
 	}
 	for _, r := range rejs {
-		if r.Reason != cm.RejectNoResources || !strings.Contains(r.Text, "is not reading its events") {
+		if r.Reason != ibcm.RejectNoResources {
 			t.Fatalf("refusal %+v, want no resources: not reading", r)
 		}
 	}
@@ -91,7 +69,7 @@ func TestCMListenerNotReading(t *testing.T) {
 			t.Fatalf("event %+v, want a request", ev)
 		}
 	}
-	p.Send(req(n+1, 7000, s.gid))
+	ps[0].SendREQ(ps[0].REQ(dst, 7000, n+1, nil))
 	if ev := s.event(); ev.Type != proto.CMEventRequest {
 		t.Fatalf("event %+v: a listener that reads again is served", ev)
 	}
@@ -115,15 +93,15 @@ func TestCMQuota(t *testing.T) {
 	o := prepare(b)
 	b.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 7003}, proto.CodeLimit, "(limit cmlisten=2)")
 
-	p := dialCM(t, d)
+	p, dst := madPeer(t, d)
 	for i, port := range []uint16{7000, 7001} {
-		p.Send(req(uint32(i+1), port, a.gid))
+		p.SendREQ(p.REQ(dst, port, uint32(i+1), nil))
 		if ev := a.event(); ev.Type != proto.CMEventRequest {
 			t.Fatalf("event %+v", ev)
 		}
 	}
-	p.Send(req(3, 7000, a.gid))
-	p.ExpectREJ(3, cm.RejectNoResources, "may have no more connections (its owner's limit)")
+	p.SendREQ(p.REQ(dst, 7000, 3, nil))
+	p.ExpectREJ(3, ibcm.RejectNoResources)
 	b.fails(proto.OpCMConnect, proto.CMConnectReq{ID: 5, QP: o.qp, PSN: 1, Addr: a.gid[:], Port: 7000}, proto.CodeLimit,
 		"connection manager connections (cmconn) of 2 allowed (limit cmconn=2): disconnect or reject some")
 	if st := d.CMStats(); st.OverLimit != 1 {
@@ -136,7 +114,7 @@ func TestCMQuota(t *testing.T) {
 	// The requester gives up: the connections come back, and the dial
 	// that was refused goes.
 	for id := uint32(1); id <= 2; id++ {
-		p.Send(&cm.REJ{LocalID: id, Reason: cm.RejectTimeout, Text: "gave up"})
+		p.SendREJ(dst, id, ibcm.RejectTimeout)
 		if ev := a.event(); ev.Type != proto.CMEventRejected {
 			t.Fatalf("event %+v", ev)
 		}

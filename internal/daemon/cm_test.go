@@ -2,28 +2,27 @@ package daemon_test
 
 // The daemon's side of the connection manager (package connmgr has the
 // manager's own tests): its commands, the events that reach a session's
-// client, what a session that ends leaves behind, and Config's CM fields
-// (cm_config_test.go).
+// client, and what a session that ends leaves behind.
 
 import (
 	"bytes"
-	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/cm/cmtest"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/fakelink"
+	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
-// cmDaemon runs a daemon whose connection manager listens on a loopback
-// port and knows no other daemon.
+// cmDaemon runs a daemon on no switch, with no link until a test attaches
+// one (madPeer).
 func cmDaemon(t testing.TB) *daemon.Daemon { return cmDaemonWith(t, func(*daemon.Config) {}) }
 
 // cmDaemonWith runs a daemon like cmDaemon, with mod applied to its
@@ -35,8 +34,7 @@ func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test", CMListen: "127.0.0.1:0",
-		CMResolve: func(a netip.Addr) (string, error) { return "", errors.New("this test knows no other daemon") }}
+	cfg := daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), HostName: "cm-test"}
 	mod(&cfg)
 	d, err := daemon.New(cfg)
 	if err != nil {
@@ -47,14 +45,43 @@ func cmDaemonWith(t testing.TB, mod func(*daemon.Config)) *daemon.Daemon {
 	return d
 }
 
-// cmPeer is a hand-made connection manager peer (package cmtest).
-type cmPeer = cmtest.Peer
+// madPeer joins d to a fake network by a link of address 10.0.0.1 and
+// returns a hand-made connection manager on another host of it (package
+// cmtest), which sends CM MADs to QP1 of d's host, and the address it
+// sends them to.
+func madPeer(t testing.TB, d *daemon.Daemon) (*cmtest.MADPeer, [16]byte) {
+	t.Helper()
+	ps, dst := madPeers(t, d, 1)
+	return ps[0], dst
+}
 
-func dialCM(t testing.TB, d *daemon.Daemon) *cmPeer { return cmtest.Dial(t, d.CMAddr().String()) }
+// madPeers is madPeer with n peers, of addresses 10.0.1.1 and up.
+func madPeers(t testing.TB, d *daemon.Daemon, n int) ([]*cmtest.MADPeer, [16]byte) {
+	t.Helper()
+	net := fakelink.New(1)
+	addr := netip.MustParseAddr("10.0.0.1")
+	l := net.Link("rxe0", [6]byte{0x52, 0x54, 0, 0xcd, 0, 1}, addr)
+	if err := d.AttachLink(l); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ps := make([]*cmtest.MADPeer, n)
+	for i := range ps {
+		ps[i] = cmtest.NewMADPeer(t, net, netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}))
+	}
+	return ps, addr.As16()
+}
 
-func req(id uint32, port uint16, dst [16]byte) *cm.REQ {
-	return &cm.REQ{LocalID: id, SrcPort: 40000, DstPort: port, QPType: cm.QPTypeRC, MTU: 3, ResponderResources: 4, InitiatorDepth: 4,
-		QPN: 0x77, PSN: 0x1234, SrcGID: [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 1}, DstGID: dst}
+// waitCM waits for cond, failing the test after cmtest.Wait.
+func waitCM(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(cmtest.Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // cmSession is a session that opened vrdma0 and listens.
@@ -95,29 +122,33 @@ func (c *cmSession) event() proto.CMEvent {
 	}
 }
 
-// A request from another daemon reaches the client of the listening
+// A request from another host reaches the client of the listening
 // session as an event, through the session's outbox; a request the daemon
 // cannot serve is rejected in the daemon's name; a request the session
 // holds when it ends is rejected, and its listener is gone.
 func TestCMSessionEvents(t *testing.T) {
 	d := cmDaemon(t)
 	s := listenSession(t, d, 7000, 1)
-	p := dialCM(t, d)
-	r := req(21, 7000, s.gid)
-	r.PrivateData = []byte("hi")
-	p.Send(r)
+	p, dst := madPeer(t, d)
+	p.SendREQ(p.REQ(dst, 7000, 21, []byte("hi")))
 	ev := s.event()
 	if ev.Type != proto.CMEventRequest || ev.Listener != 1 || ev.ID < proto.CMDaemonIDBase || ev.QPN != 0x77 || ev.PSN != 0x1234 ||
-		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(ev.PrivateData) != "hi" ||
-		!bytes.Equal(ev.GID, r.SrcGID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
+		ev.MTU != 3 || ev.RdAtomic != 4 || ev.QPType != uint8(abi.QPTypeRC) || string(bytes.TrimRight(ev.PrivateData, "\x00")) != "hi" ||
+		!bytes.Equal(ev.GID, p.GID[:]) || ev.RemotePort != 40000 || ev.LocalPort != 7000 {
 		t.Fatalf("request event %+v", ev)
 	}
-	p.Send(req(22, 7000, [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7}))
-	p.ExpectREJ(22, cm.RejectInvalidGID, "198.51.100.7 is not the address of an adapter on host cm-test")
+	elsewhere := p.REQ(dst, 7000, 22, nil)
+	elsewhere.Primary.RemoteGID = [16]byte{10: 0xff, 11: 0xff, 198, 51, 100, 7} // no adapter's
+	b, err := elsewhere.Append(ibcm.AppendHeader(nil, ibcm.CMHeader(ibcm.AttrREQ, 22)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Send(dst, b)
+	p.ExpectREJ(22, ibcm.RejectInvalidGID)
 	s.Close()
-	p.ExpectREJ(21, cm.RejectInvalidServiceID, "went away")
-	p.Send(req(23, 7000, s.gid))
-	p.ExpectREJ(23, cm.RejectInvalidServiceID, "no listener on port 7000")
+	p.ExpectREJ(21, ibcm.RejectInvalidServiceID)
+	p.SendREQ(p.REQ(dst, 7000, 23, nil))
+	p.ExpectREJ(23, ibcm.RejectInvalidServiceID)
 	checkAlive(t, d.SocketPath())
 }
 
@@ -157,37 +188,4 @@ func TestCMCommandErrors(t *testing.T) {
 	a := dial(t, d.SocketPath())
 	a.ok(proto.OpHello, proto.HelloReq{Client: "cm-test"}, nil)
 	a.fails(proto.OpCMListen, proto.CMListenReq{ID: 1, Port: 3}, proto.CodeInvalid, "needs an opened device")
-}
-
-// The daemon comes up with its connection manager off, or refuses an
-// address it cannot listen on.
-func TestCMListenConfig(t *testing.T) {
-	dir, err := os.MkdirTemp("", "vrdma-cm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "a.sock"), CMListen: daemon.CMListenOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.CMAddr() != nil {
-		t.Fatalf("CM listening on %v when off", d.CMAddr())
-	}
-	d.Close()
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	_, err = daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "b.sock"), CMListen: taken.Addr().String()})
-	if err == nil || !strings.Contains(err.Error(), "connection manager: listen on "+taken.Addr().String()) {
-		t.Fatalf("err = %v, want the CM address refused", err)
-	}
-	if _, err := daemon.DefaultCMResolve(netip.MustParseAddr("fe80::1")); err == nil || !strings.Contains(err.Error(), "link-local") {
-		t.Fatalf("a link-local address resolved: %v", err)
-	}
-	if ep, err := daemon.DefaultCMResolve(netip.MustParseAddr("192.0.2.1")); err != nil || ep != "192.0.2.1:4793" {
-		t.Fatalf("192.0.2.1 resolves to %q, %v", ep, err)
-	}
 }

@@ -1,11 +1,9 @@
 package daemon
 
 import (
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
@@ -36,8 +33,6 @@ type Config struct {
 	HostName   string      // default os.Hostname
 	Logger     *slog.Logger
 	Switch     SwitchConfig // the distributed switch (package switchagent, switch.go); zero: none
-	CMListen   string       // the connection manager's TCP address: "" = ":4793" (DefaultCMPort, every address), CMListenOff = none (cm.go)
-	CMResolve  CMResolver   // a remote adapter's address to its daemon's CM endpoint; nil = DefaultCMResolve
 
 	// AdminGroup names the group (or gid) whose members may administer
 	// the switch: links, port groups, instances for other owners. Root and
@@ -56,12 +51,6 @@ type Config struct {
 	// host: the memory the daemon locks is charged to the daemon's cgroup,
 	// not the tenants'.
 	TotalLimits Limits
-	// Who gets in on the connection manager's port (package connmgr).
-	CMTLS         *tls.Config                                   // TLS on CM connections, both ways; mutual with ClientCAs; nil = plain TCP
-	CMAuthorize   admit.Authorizer                              // names the daemon at the other end of a CM connection, or refuses it; nil = anyone
-	CMResolvePeer func(addr netip.Addr) (admit.Endpoint, error) // CMResolve, plus the identity expected there (needed with CMAuthorize); set, it replaces CMResolve
-	CMLimits      CMLimits                                      // handshakes, idle timeout, inbound connections per source and in all; zero = defaults
-	CMPeerOwns    func(identity string, gid [16]byte) bool      // with CMAuthorize: does the host a CM connection is authorized as own this GID (a request's source)? nil = only this host's GIDs are refused as sources
 	// DistinctIdentity gives the adapters random GUIDs, MACs and GIDs, a
 	// random first LID and first QPN, so that they resemble no other
 	// daemon's on the host (identity.go): a user's daemon, started by
@@ -104,9 +93,6 @@ type Daemon struct {
 	links linkTable          // cmd_link.go
 	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
 	cm    *connmgr.Manager   // connection manager (cm.go)
-	// cmListenDefault: Config.CMListen is the default applyListenPolicy
-	// chose, which may be taken without that being an error.
-	cmListenDefault bool
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default

@@ -6,10 +6,10 @@ import (
 )
 
 // guardReport says how this daemon's switch authenticates daemons and what
-// its two listeners between daemons let in and refused (`vrdma switch
-// show`), from the agent's status and the connection manager's counters:
-// an operator sees a flood or a stranger at the door in numbers.
-func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel, cm proto.ListenerStats) {
+// its listener between daemons, the TCP channel's, let in and refused
+// (`vrdma switch show`), from the agent's status: an operator sees a flood
+// or a stranger at the door in numbers.
+func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel proto.ListenerStats) {
 	security = sw.Security
 	if c := sw.Channel; c.Listen != "" {
 		st := c.Stats
@@ -17,11 +17,5 @@ func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel, c
 			Accepted: st.Connects, Refused: st.HandshakeErrors + st.HandshakesRefused + st.PeerLimit, Cut: st.HandshakesCut,
 			Unauthorized: st.Unauthorized, WrongPeer: st.WrongPeer, Dropped: st.PeersForgotten, Spoofed: st.Spoofed}
 	}
-	if a := d.CMAddr(); a != nil {
-		st := d.CMStats()
-		cm = proto.ListenerStats{Listen: a.String(), Peers: st.Inbound, Accepted: st.Accepted,
-			Refused: st.HandshakeErrors + st.HandshakesRefused, Cut: st.HandshakesCut,
-			Unauthorized: st.Unauthorized + st.WrongSource, WrongPeer: st.WrongPeer, Dropped: st.IdleClosed + st.Evicted}
-	}
-	return security, channel, cm
+	return security, channel
 }

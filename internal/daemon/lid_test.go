@@ -37,7 +37,7 @@ func startLIDHost(t *testing.T, i int, dir string, endpoints []string) *lidHost 
 	name := fmt.Sprint("host", i)
 	ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i)})
 	h := &lidHost{name: name, cfg: daemon.Config{
-		SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name, CMListen: "off",
+		SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name,
 		Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0", TCPAddrs: []netip.Addr{ip},
 			Endpoints: endpoints, HostTTL: 2 * time.Second, Grace: time.Second},
 	}}

@@ -21,7 +21,7 @@ func TestSavedLinkWithoutItsInterface(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(state, linksFile), []byte(`[{"name":"rxe9","type":"rxe","netdev":"vrdma-none0"}]`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: state, HostName: "h1", CMListen: CMListenOff,
+	d, err := New(Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: state, HostName: "h1",
 		Switch: SwitchConfig{Enable: true, TCPListen: "127.0.0.1:0", TCPAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}})
 	if err != nil {
 		t.Fatalf("a daemon with a saved link whose interface is missing: %v", err)

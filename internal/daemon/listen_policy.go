@@ -13,8 +13,8 @@ import (
 	"github.com/vrdma/vrdma/internal/tcplink"
 )
 
-// Where the daemon's TCP listeners (the TCP channel and the connection
-// manager) listen, and who may use them — DESIGN.md's "Who is trusted":
+// Where the daemon's TCP listener (the TCP channel) listens, and who may
+// use it — DESIGN.md's "Who is trusted":
 //
 //   - A daemon whose switch can have no other host (its etcd embedded and
 //     reachable only through the daemon's private socket) listens on
@@ -26,12 +26,10 @@ import (
 //     explicit, logged --insecure.
 //   - On a switch, every connection is authorized against the host
 //     records: its identity must be a live host and what it announces that
-//     host's (switchagent.Agent.Authorize; newAgent gives it to the
-//     connection manager, with the switch's certificates).
+//     host's (switchagent.Agent.Authorize).
 //
-// The policy is the daemon's: it places both listeners, and the connection
-// manager's exists on a daemon with no switch too. What it asks of the
-// switch is package switchagent's: whether the switch can have another
+// The policy is the daemon's. What it asks of the switch is package
+// switchagent's: whether the switch can have another
 // host (Config.SingleHost) and which addresses the host publishes
 // (HostAddrs).
 
@@ -43,7 +41,7 @@ var ErrInsecureListener = errors.New("daemon: a listener beyond loopback without
 // in Config.Switch, before the agent is made) and checks them against the
 // policy above.
 func (d *Daemon) applyListenPolicy() error {
-	cfg, sw := &d.cfg, &d.cfg.Switch
+	sw := &d.cfg.Switch
 	if sw.Enable {
 		given := len(sw.TCPAddrs) > 0
 		if !given {
@@ -62,10 +60,6 @@ func (d *Daemon) applyListenPolicy() error {
 			}
 			sw.TCPAddrs = addrs
 		}
-	} else if cfg.CMListen == "" {
-		// With no switch there is nobody to check a peer against: the CM
-		// serves this host's adapters only unless told otherwise.
-		cfg.CMListen = CMListenOff
 	}
 	// The address a daemon publishes and listens on by default.
 	home := netip.MustParseAddr("127.0.0.1")
@@ -75,34 +69,13 @@ func (d *Daemon) applyListenPolicy() error {
 	if sw.Enable && sw.TCPListen == "" {
 		sw.TCPListen = net.JoinHostPort(home.String(), strconv.Itoa(tcplink.DefaultPort))
 	}
-	if cfg.CMListen == "" {
-		// A default that is taken is no error: the CM then serves this
-		// host's adapters only (connmgr.New warns).
-		cfg.CMListen = net.JoinHostPort(home.String(), strconv.Itoa(DefaultCMPort))
-		d.cmListenDefault = true
+	if !sw.Enable || sw.Member != nil || isLoopbackListen(sw.TCPListen) {
+		return nil
 	}
-	secure := sw.Enable && sw.Member != nil
-	type listener struct{ flag, addr string }
-	var ls []listener
-	if sw.Enable {
-		ls = append(ls, listener{"--tcp-listen", sw.TCPListen})
+	if !sw.Insecure {
+		return fmt.Errorf("%w: --tcp-listen %s would let anyone who reaches that address pose as a host: give it the switch's certificates (--pki: `vrdma switch ca init`, `vrdma host cert`), listen on loopback, or pass --insecure on an isolated test network", ErrInsecureListener, sw.TCPListen)
 	}
-	if cfg.CMListen != CMListenOff {
-		ls = append(ls, listener{"--cm-listen", cfg.CMListen})
-	}
-	for _, l := range ls {
-		if secure || isLoopbackListen(l.addr) {
-			continue
-		}
-		if !sw.Insecure {
-			why := "give it the switch's certificates (--pki: `vrdma switch ca init`, `vrdma host cert`)"
-			if !sw.Enable {
-				why = "a daemon on no switch has no certificates to check peers with"
-			}
-			return fmt.Errorf("%w: %s %s would let anyone who reaches that address pose as a host: %s, listen on loopback, or pass --insecure on an isolated test network", ErrInsecureListener, l.flag, l.addr, why)
-		}
-		d.log.Warn("INSECURE: listening beyond loopback without TLS: anyone who reaches this address may pose as a host of the switch", "listener", l.flag, "addr", l.addr)
-	}
+	d.log.Warn("INSECURE: listening beyond loopback without TLS: anyone who reaches this address may pose as a host of the switch", "listener", "--tcp-listen", "addr", sw.TCPListen)
 	return nil
 }
 

@@ -7,7 +7,6 @@ package daemon
 // listen_policy.go. docs/design/path-routing.md says how the agent routes.
 
 import (
-	"net"
 	"net/netip"
 
 	"github.com/vrdma/vrdma/internal/engine"
@@ -35,24 +34,13 @@ type SwitchConfig = switchagent.Config
 var ErrNotAHost = switchagent.ErrNotAHost
 
 // newAgent makes the switch agent of d's config (Config.Switch, its
-// defaults filled in by the listen policy) and gives the connection
-// manager its hooks into it: the agent authorizes CM connections, resolves
-// adapters' addresses to their hosts' connection managers, and with the
-// switch's certificates the CM runs mutual TLS. The agent joins later
-// (joinSwitch), once the CM listens: the host record announces it.
+// defaults filled in by the listen policy). The agent joins later
+// (joinSwitch).
 func newAgent(d *Daemon) (*switchagent.Agent, error) {
 	a, err := switchagent.New(d.cfg.Switch, switchagent.Local{HostName: d.cfg.HostName, StateDir: d.cfg.StateDir,
 		Host: switchHost{d}, Logger: d.log})
 	if err != nil {
 		return nil, err
-	}
-	// Authorization holds on every switch: by certificate, or (insecure)
-	// by the address a connection comes from.
-	d.cfg.CMAuthorize = a.Authorize
-	d.cfg.CMResolvePeer = a.ResolveCM
-	d.cfg.CMPeerOwns = a.PeerOwns
-	if m := d.cfg.Switch.Member; m != nil {
-		d.cfg.CMTLS = m.TLSConfig()
 	}
 	return a, nil
 }
@@ -104,8 +92,6 @@ func (h switchHost) FailPeers(gone func(netip.Addr) bool, reason string) int {
 func (h switchHost) AttachLink(l engine.Link) error { return h.d.AttachLink(l) }
 
 func (h switchHost) RemoveLink(name string) error { return h.d.host.RemoveLink(name) }
-
-func (h switchHost) CMAddr() net.Addr { return h.d.CMAddr() }
 
 func (h switchHost) LIDsChanged() { h.d.switchLIDsChanged() }
 

@@ -19,7 +19,6 @@ func switchDaemon(t *testing.T, host string) *Daemon {
 	t.Helper()
 	dir := t.TempDir()
 	d, err := New(Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: host,
-		CMListen: "off",
 		Switch: SwitchConfig{Enable: true, TCPListen: "127.0.0.1:0", TCPAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
 			HostTTL: 2 * time.Second, Grace: time.Second}})
 	if err != nil {

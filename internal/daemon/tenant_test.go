@@ -309,7 +309,7 @@ func TestOwnersPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func() (*daemon.Daemon, func()) {
-		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), StateDir: state, HostName: "test", CMListen: daemon.CMListenOff})
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "vrdma.sock"), StateDir: state, HostName: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -99,9 +99,11 @@ type Host struct {
 	// TCPEndpoint is the daemon's TCP channel address ("ip:port"); required
 	// when the host has a tcp uplink.
 	TCPEndpoint string `json:"tcpEndpoint,omitempty"`
-	// CMEndpoint is the daemon's connection manager address ("ip:port"),
-	// where the other daemons send connection requests for its adapters;
-	// empty when it takes none from other hosts.
+	// CMEndpoint was the address of the connection manager's TCP
+	// listener, which daemons no longer have (CM MADs on QP1 are its wire):
+	// none writes it. It stays so that an older daemon's signed record,
+	// which may have it, still verifies: a record is verified over its
+	// re-encoding, which would drop a field this struct did not have.
 	CMEndpoint string `json:"cmEndpoint,omitempty"`
 	// Cert is the host's certificate of the switch's CA (PEM), and Sig the
 	// record's signature by its key (over the record with Sig empty), on a

@@ -249,7 +249,7 @@ func lowFDDaemon() int {
 		fmt.Println("setrlimit:", err)
 		return 1
 	}
-	d, err := daemon.New(daemon.Config{SocketPath: os.Getenv("VRDMA_SOCKET"), SocketMode: 0o666, HostName: "itest", CMListen: daemon.CMListenOff,
+	d, err := daemon.New(daemon.Config{SocketPath: os.Getenv("VRDMA_SOCKET"), SocketMode: 0o666, HostName: "itest",
 		UserLimits: daemon.Limits{daemon.Sessions: daemon.Unlimited, daemon.CQs: daemon.Unlimited}})
 	if err != nil {
 		fmt.Println("daemon:", err)

@@ -25,11 +25,9 @@ type SwitchInfo struct {
 	SMCandidates []string `json:"sm_candidates,omitempty"`
 	SMElection   []string `json:"sm_election,omitempty"`
 	// Security says how the daemons of the switch authenticate each other;
-	// Channel and CM are what the TCP channel's and the connection
-	// manager's listeners let in and refused.
+	// Channel is what the TCP channel's listener let in and refused.
 	Security string        `json:"security"`
 	Channel  ListenerStats `json:"channel"`
-	CM       ListenerStats `json:"cm"`
 	// Outsiders are what came over RoCEv2 from outside a switch with
 	// certificates (an address no member host publishes) and was dropped.
 	Outsiders OutsiderStats `json:"outsiders"`

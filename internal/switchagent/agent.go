@@ -65,9 +65,8 @@ type Agent struct {
 }
 
 // New checks cfg and makes the agent of the daemon local describes,
-// without joining: Join does. Its Authorize and ResolveCM refuse
-// everything until Join has succeeded, so the daemon may hand them to its
-// connection manager first.
+// without joining: Join does. Its Authorize refuses everything until
+// Join has succeeded.
 func New(cfg Config, local Local) (*Agent, error) {
 	if local.Host == nil {
 		return nil, fmt.Errorf("switch: Local.Host is nil: give the daemon's host")

@@ -55,7 +55,4 @@ func TestNotJoined(t *testing.T) {
 	if _, err := a.Authorize(admit.Peer{Remote: netip.AddrPortFrom(h2, 5000)}); !errors.Is(err, ErrNotAHost) || !strings.Contains(err.Error(), "not joined") {
 		t.Errorf("Authorize before Join: %v, want ErrNotAHost saying it has not joined", err)
 	}
-	if _, err := a.ResolveCM(h2); err == nil || !strings.Contains(err.Error(), "not joined") {
-		t.Errorf("ResolveCM before Join: %v, want an error saying it has not joined", err)
-	}
 }

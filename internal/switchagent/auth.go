@@ -128,29 +128,3 @@ func (a *Agent) hostWithAddr(addr netip.Addr) (fabric.Host, bool) {
 	}
 	return found[0], true
 }
-
-// ResolveCM is the connection manager's resolver on a switch (the
-// daemon's Config.CMResolvePeer): the host that has the address, its
-// connection manager's endpoint and its name, the identity Authorize must
-// find there. Before Join has succeeded it resolves nothing.
-func (a *Agent) ResolveCM(addr netip.Addr) (admit.Endpoint, error) {
-	if !a.joined.Load() {
-		return admit.Endpoint{}, fmt.Errorf("this daemon has not joined its switch yet")
-	}
-	h, ok := a.hostWithAddr(addr)
-	if !ok {
-		return admit.Endpoint{}, fmt.Errorf("no host of switch %s has the address %s: `vrdma host show` lists the hosts and their addresses", a.cfg.Name, addr)
-	}
-	if h.CMEndpoint == "" {
-		return admit.Endpoint{}, fmt.Errorf("host %s takes no connection requests from other hosts (its daemon runs with --cm-listen off)", h.Name)
-	}
-	return admit.Endpoint{Addr: h.CMEndpoint, Identity: h.Name}, nil
-}
-
-// PeerOwns is the connection manager's check of a request's source: does
-// the host named identity (as Authorize named it) have the address gid in
-// the route table? It takes no lock and does not block.
-func (a *Agent) PeerOwns(identity string, gid [16]byte) bool {
-	pr := a.routes.Load().byGID[gid]
-	return pr != nil && !pr.unproven && pr.host == identity
-}

@@ -2,7 +2,6 @@ package switchagent
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -65,43 +64,5 @@ func TestAuthorizeByAddress(t *testing.T) {
 	}
 	if _, err := a.Authorize(admit.Peer{Remote: netip.AddrPortFrom(h2, 5000), Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}); !errors.Is(err, ErrNotAHost) {
 		t.Errorf("host2 announcing host1's address: %v, want ErrNotAHost", err)
-	}
-}
-
-// TestResolveCM: the connection manager finds a host's connection
-// manager, and the host's name, by any of its addresses; a host without
-// one, and an address of no host, are errors that say so.
-func TestResolveCM(t *testing.T) {
-	withCM := newFakeHost(t)
-	withCM.cm = &net.TCPAddr{IP: net.IPv4zero, Port: 4711} // every address: the record has the published one
-	as := pair(t, "", newFakeHost(t), withCM)
-	ep, err := as[0].ResolveCM(netip.MustParseAddr("127.0.0.2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ep.Addr != "127.0.0.2:4711" || ep.Identity != "host2" {
-		t.Errorf("resolved %+v, want 127.0.0.2:4711 at host2", ep)
-	}
-	if _, err := as[0].ResolveCM(netip.MustParseAddr("192.0.2.77")); err == nil || !strings.Contains(err.Error(), "no host of switch") {
-		t.Errorf("an address of no host: %v", err)
-	}
-	if _, err := as[1].ResolveCM(netip.MustParseAddr("127.0.0.1")); err == nil || !strings.Contains(err.Error(), "--cm-listen off") {
-		t.Errorf("host1, which has no CM listener: %v", err)
-	}
-}
-
-// TestPeerOwns: the CM's source check follows the route table: a host owns
-// its addresses and no one else's.
-func TestPeerOwns(t *testing.T) {
-	as := pair(t, "")
-	h2 := netip.MustParseAddr("127.0.0.2").As16()
-	if !as[0].PeerOwns("host2", h2) {
-		t.Error("host2 does not own its address")
-	}
-	if as[0].PeerOwns("host1", h2) || as[0].PeerOwns("ghost", h2) {
-		t.Error("another identity owns host2's address")
-	}
-	if as[0].PeerOwns("host2", netip.MustParseAddr("192.0.2.1").As16()) {
-		t.Error("host2 owns an address of nobody's")
 	}
 }

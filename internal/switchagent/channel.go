@@ -82,14 +82,6 @@ func HostAddrs() ([]netip.Addr, error) {
 // tcpEndpoint is the TCP channel's address as peers should dial it.
 func (a *Agent) tcpEndpoint() string { return a.dialable(a.tcp.ListenAddr()) }
 
-// cmEndpoint is the connection manager's, "" when it takes no requests.
-func (a *Agent) cmEndpoint() string {
-	if addr := a.host.CMAddr(); addr != nil {
-		return a.dialable(addr)
-	}
-	return ""
-}
-
 // dialable is a listener's address as other hosts should dial it: the
 // address it listens on, or if that is every address, the first this host
 // publishes.

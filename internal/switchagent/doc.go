@@ -21,23 +21,20 @@
 //     the TCP channel otherwise, counted and logged;
 //   - the authorizer of connections between daemons (Authorize: the host a
 //     certificate names, or on an insecure switch the host an address
-//     belongs to, live and announcing only its own addresses) and the
-//     connection manager's resolver (ResolveCM), both against the host
-//     records;
+//     belongs to, live and announcing only its own addresses), against
+//     the host records;
 //   - the instances' records (PublishInstance, UnpublishInstance);
 //   - the LIDs the subnet manager assigned: this host's adapters' (LocalLID)
 //     and the resolution of another host's to a GID of that host
 //     (ResolveLID; docs/design/lid-addressing.md).
 //
 // What it needs of the daemon is a Host: the engine's SetRouter,
-// FailPeers, AttachLink and RemoveLink, the host's RDMA links (Uplinks),
-// the connection manager's address (CMAddr) and word when the LIDs change
-// (LIDsChanged); and, in Local, the host's
+// FailPeers, AttachLink and RemoveLink, the host's RDMA links (Uplinks)
+// and word when the LIDs change (LIDsChanged); and, in Local, the host's
 // name, the state directory and a logger. The daemon decodes the switch's
 // commands and reads the records through Fabric; it decides where its
-// listeners listen (with Config.SingleHost and HostAddrs) and gives its
-// connection manager Authorize and ResolveCM before the agent joins: they
-// refuse everything until Join has succeeded.
+// listener listens (with Config.SingleHost and HostAddrs). Authorize
+// refuses everything until Join has succeeded.
 //
 // Lock order: the agent's own locks, then the daemon's links' (Uplinks is
 // called holding the agent's); the daemon calls the agent holding none of
@@ -45,8 +42,7 @@
 //
 //	a, err := switchagent.New(cfg, switchagent.Local{HostName: "a", StateDir: "/var/lib/vrdma", Host: host})
 //	if err != nil { ... }
-//	cmCfg.Authorize, cmCfg.Resolve = a.Authorize, a.ResolveCM // the connection manager's hooks
-//	if err := a.Join(); err != nil { ... }                     // on an error, it has left again
+//	if err := a.Join(); err != nil { ... } // on an error, it has left again
 //	defer a.Close()
 //	err = a.PublishInstance(switchagent.Instance{Name: "vm1", Adapters: adapters})
 //

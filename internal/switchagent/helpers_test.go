@@ -3,7 +3,6 @@ package switchagent
 import (
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -19,7 +18,6 @@ import (
 // uplinks and the CM address a test gives it.
 type fakeHost struct {
 	eng *engine.Host
-	cm  net.Addr // nil: no CM listener
 
 	mu       sync.Mutex
 	uplinks  []Uplink
@@ -89,8 +87,6 @@ func (h *fakeHost) Uplinks() []Uplink {
 	defer h.mu.Unlock()
 	return append([]Uplink(nil), h.uplinks...)
 }
-
-func (h *fakeHost) CMAddr() net.Addr { return h.cm }
 
 func (h *fakeHost) LIDsChanged() {
 	h.mu.Lock()

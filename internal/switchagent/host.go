@@ -2,7 +2,6 @@ package switchagent
 
 import (
 	"log/slog"
-	"net"
 	"net/netip"
 
 	"github.com/vrdma/vrdma/internal/engine"
@@ -32,10 +31,6 @@ type Host interface {
 	// not, in any order. The agent publishes them in the host record and
 	// routes by their GIDs.
 	Uplinks() []Uplink
-	// CMAddr is the address the connection manager listens on, nil when
-	// it takes no requests from other hosts; the host record announces
-	// it.
-	CMAddr() net.Addr
 	// LIDsChanged says that the switch's LIDs changed: the daemon asks
 	// LocalLID for its adapters' again.
 	LIDsChanged()

@@ -49,7 +49,6 @@ func (a *Agent) Record() fabric.Host {
 	// for RoCE uplinks.
 	h.Uplinks = append(h.Uplinks, fabric.Uplink{Name: TCPLinkName, Kind: fabric.UplinkTCP, State: fabric.UplinkUp})
 	h.TCPEndpoint = a.tcpEndpoint()
-	h.CMEndpoint = a.cmEndpoint()
 	return a.ownRecord(h)
 }
 

@@ -26,9 +26,8 @@ type routeTable struct {
 
 // peerRoute is how this host reaches one address of another host.
 type peerRoute struct {
-	host       string
-	endpoint   string // its TCP channel, "ip:port"
-	cmEndpoint string // its connection manager, "ip:port" ("" = none)
+	host     string
+	endpoint string // its TCP channel, "ip:port"
 	// unproven: a link-local GID, which no certificate lists, on a switch
 	// with certificates: it routes RDMA, but names its host to nobody (the
 	// TCP channel's resolver, the CM's, the authorizer).
@@ -139,7 +138,7 @@ func (a *Agent) rebuildLocked() {
 				contested[g] = true
 				continue
 			}
-			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, cmEndpoint: h.CMEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told,
+			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told,
 				unproven: a.cfg.Member != nil && unprovable(g)}
 			if choice.Kind == pathsel.RDMA {
 				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason
