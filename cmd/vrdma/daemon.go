@@ -62,6 +62,12 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Catch the stop signals before the daemon starts, so that one that
+	// arrives while it sets up (its etcd, its links) still closes it
+	// cleanly once it is up, instead of killing it half made.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
 		HostName: hostName, Switch: swCfg,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
@@ -83,8 +89,6 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	errc := make(chan error, 1)
 	go func() { errc <- d.Serve() }()
 	select {
