@@ -317,6 +317,11 @@ func (c *Candidacy) hold(ctx context.Context, stopped chan struct{}) {
 	defer close(stopped)
 	el := c.f.st.NewElection(c.sess, c.f.keys.election())
 	if err := el.Campaign(ctx, string(encode(c.self))); err != nil {
+		// Its key may be there all the same (the put landed, the reply
+		// was lost when ctx ended because a better candidate appeared):
+		// left behind, it would lead the election while this candidate
+		// stands by, and keep the better one waiting behind it.
+		c.resign(el)
 		return
 	}
 	defer func() {

@@ -286,13 +286,20 @@ func (e *etcdSession) Close() error {
 // from this EtcdStore.
 func (s *EtcdStore) NewElection(sess Session, prefix string) Election {
 	es := sess.(*etcdSession)
-	return &etcdElection{cli: s.cli, sess: es, e: concurrency.NewElection(es.s, prefix)}
+	return &etcdElection{cli: s.cli, sess: es, prefix: prefix, e: concurrency.NewElection(es.s, prefix)}
 }
 
 type etcdElection struct {
-	cli  *clientv3.Client
-	sess *etcdSession
-	e    *concurrency.Election
+	cli    *clientv3.Client
+	sess   *etcdSession
+	prefix string
+	e      *concurrency.Election
+}
+
+// ownKey is the session's key in the election, as concurrency.Election
+// names it: <prefix>/<lease in hex>.
+func (e *etcdElection) ownKey() string {
+	return fmt.Sprintf("%s/%x", e.prefix, int64(e.sess.s.Lease()))
 }
 
 func (e *etcdElection) Key() string { return e.e.Key() }
@@ -332,5 +339,14 @@ func (e *etcdElection) Campaign(ctx context.Context, value string) error {
 	return nil
 }
 
-// Resign implements Election.
-func (e *etcdElection) Resign(ctx context.Context) error { return etcdErr(e.e.Resign(ctx)) }
+// Resign implements Election. concurrency.Election resigns only a key its
+// Campaign learnt of; a campaign whose put the cluster applied but whose
+// reply was lost (ctx ended in flight: "context canceled") left a key it
+// does not know, so the session's key is deleted too.
+func (e *etcdElection) Resign(ctx context.Context) error {
+	if err := e.e.Resign(ctx); err != nil {
+		return etcdErr(err)
+	}
+	_, err := e.cli.Delete(ctx, e.ownKey())
+	return etcdErr(err)
+}

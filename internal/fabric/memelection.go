@@ -88,15 +88,10 @@ func (e *memElection) Campaign(ctx context.Context, value string) error {
 	}
 }
 
-// Resign implements Election.
+// Resign implements Election: it deletes the session's key, which a
+// campaign that failed may have left.
 func (e *memElection) Resign(ctx context.Context) error {
-	if e.key == "" {
-		return nil
-	}
-	_, err := e.m.Txn(ctx, []Cond{{Key: e.key, Target: CmpCreate, Rev: e.rev}}, []Op{DeleteOp(e.key)})
+	_, err := e.m.Delete(ctx, fmt.Sprintf("%s%x", e.prefix, int64(e.s.Lease())))
 	e.key, e.rev = "", 0
-	if err == ErrConflict {
-		return nil // already gone
-	}
 	return err
 }

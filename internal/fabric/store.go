@@ -160,10 +160,12 @@ type Session interface {
 // keys alone (Fabric.Leader, Fabric.ObserveLeader), without a session.
 type Election interface {
 	// Campaign puts the candidate key with value and blocks until it is the
-	// leader, ctx ends (the key is withdrawn), or the session is lost
-	// (ErrSessionLost).
+	// leader, ctx ends, or the session is lost (ErrSessionLost). When it
+	// fails, its key may still be there (a put the cluster applied whose
+	// reply was lost when ctx ended): Resign withdraws it.
 	Campaign(ctx context.Context, value string) error
-	// Resign withdraws the candidate key (and so the leadership).
+	// Resign withdraws the session's candidate key under the prefix (and
+	// so the leadership), whether or not a Campaign learnt of it.
 	Resign(ctx context.Context) error
 	// Key and Rev are this candidate's election key and its create
 	// revision after a successful Campaign: writes that only the leader may

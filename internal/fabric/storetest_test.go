@@ -83,6 +83,7 @@ func runStoreSuite(t *testing.T, open func(t *testing.T) storeEnv) {
 	t.Run("SessionRevoke", func(t *testing.T) { testSessionRevoke(t, open(t)) })
 	t.Run("LeaseExpiry", func(t *testing.T) { testLeaseExpiry(t, open(t)) })
 	t.Run("Election", func(t *testing.T) { testElection(t, open(t)) })
+	t.Run("ResignLostCampaign", func(t *testing.T) { testResignLostCampaign(t, open(t)) })
 	t.Run("Candidacy", func(t *testing.T) { testCandidacy(t, open(t)) })
 	t.Run("HostLiveness", func(t *testing.T) { testHostLiveness(t, open(t)) })
 	t.Run("LIDs", func(t *testing.T) { testLIDs(t, open(t)) })
@@ -328,5 +329,33 @@ func testElection(t *testing.T, e storeEnv) {
 	kvs, _, _ := st.List(ctx, "/el/")
 	if len(kvs) != 1 || string(kvs[0].Value) != "two" {
 		t.Fatalf("election keys after a withdrawn campaign: %+v", kvs)
+	}
+}
+
+// testResignLostCampaign: a campaign whose put landed but whose reply was
+// lost (its ctx ended in flight, as etcd's client reports "context
+// canceled" for a request the cluster applied) leaves a key the election
+// never learnt of. Resign must withdraw it all the same: left behind, it
+// would lead the election while its candidate stands by, with nobody
+// running the subnet manager until the session ends.
+func testResignLostCampaign(t *testing.T, e storeEnv) {
+	st, ctx := e.st, ctxT(t)
+	s, err := st.NewSession(ctx, MinTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := fmt.Sprintf("/el/%x", int64(s.Lease()))
+	mustPut(t, st, key, "lost", s.Lease()) // the campaign's put
+	if err := st.NewElection(s, "/el").Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, _, err := st.List(ctx, "/el/"); err != nil || len(kvs) != 0 {
+		t.Fatalf("election keys after Resign: %+v, %v; want none", kvs, err)
+	}
+	// That is the key a campaign of the session puts.
+	el := st.NewElection(s, "/el")
+	if err := el.Campaign(ctx, "won"); err != nil || el.Key() != key {
+		t.Fatalf("campaign: key %q, %v; want %q", el.Key(), err, key)
 	}
 }
