@@ -120,3 +120,18 @@ func pcapPackets(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// TestTCPDumpLost reads what tcpdump lost from its summaries.
+func TestTCPDumpLost(t *testing.T) {
+	for _, tc := range []struct{ summary, want string }{
+		{"125 packets captured\n125 packets received by filter\n0 packets dropped by kernel\n", ""},
+		{"126 packets captured\n129 packets received by filter\n3 packets dropped by kernel\n", "dropped 3 packets (its buffer was full)"},
+		{"120 packets captured\n125 packets received by filter\n0 packets dropped by kernel\n", "did not write 5 packets it received (it was stopped before it read them)"},
+		{"1 packet captured\n4 packets received by filter\n1 packet dropped by kernel\n", "dropped 1 packets (its buffer was full) and did not write 2 packets it received (it was stopped before it read them)"},
+		{"tcpdump: listening on br0\n", ""},
+	} {
+		if got := tcpdumpLost(tc.summary); got != tc.want {
+			t.Errorf("tcpdumpLost(%q) = %q, want %q", tc.summary, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,7 +224,7 @@ func newQP(t *testing.T, dev *vrdma.Device, typ vrdma.QPType) *vrdma.QP {
 // so a 2 MiB ring held 32 packets; a tcpdump starved of CPU for one rping
 // (about 125 packets) lost the last ones, the DREQ and DREP among them,
 // and the check below reported them missing ("packets dropped by kernel"
-// in tcpdump's summary). The stop function logs tcpdump's drops.
+// in tcpdump's summary). The stop function logs what tcpdump lost.
 func capture(t *testing.T, command func(context.Context, string, ...string) *exec.Cmd, file string) func() {
 	t.Helper()
 	if _, err := exec.LookPath("tcpdump"); err != nil {
@@ -247,8 +248,8 @@ func capture(t *testing.T, command func(context.Context, string, ...string) *exe
 		time.Sleep(200 * time.Millisecond)
 		cancel()
 		_ = cmd.Wait()
-		if m := tcpdumpDropped.FindStringSubmatch(summary.String()); m != nil && m[1] != "0" {
-			t.Logf("tcpdump dropped %s packets (its buffer was full): the capture may lack MADs that were sent", m[1])
+		if lost := tcpdumpLost(summary.String()); lost != "" {
+			t.Logf("tcpdump %s: the capture may lack MADs that were sent", lost)
 		}
 	}
 }
@@ -261,9 +262,28 @@ const (
 	captureBufferKiB = 8192
 )
 
-// tcpdumpDropped finds the count of packets the kernel dropped in
-// tcpdump's summary.
-var tcpdumpDropped = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
+// tcpdumpStat finds a count of tcpdump's summary: "N packets captured",
+// "N packets received by filter", "N packets dropped by kernel".
+var tcpdumpStat = regexp.MustCompile(`(\d+) packets? (captured|received by filter|dropped by kernel)`)
+
+// tcpdumpLost says what tcpdump's summary shows it lost: packets the
+// kernel dropped (its buffer full), and packets that passed the filter
+// but were neither written nor dropped (still in the buffer when tcpdump
+// was stopped); "" when none.
+func tcpdumpLost(summary string) string {
+	n := map[string]int{}
+	for _, m := range tcpdumpStat.FindAllStringSubmatch(summary, -1) {
+		n[m[2]], _ = strconv.Atoi(m[1])
+	}
+	var lost []string
+	if d := n["dropped by kernel"]; d > 0 {
+		lost = append(lost, fmt.Sprintf("dropped %d packets (its buffer was full)", d))
+	}
+	if u := n["received by filter"] - n["captured"] - n["dropped by kernel"]; u > 0 {
+		lost = append(lost, fmt.Sprintf("did not write %d packets it received (it was stopped before it read them)", u))
+	}
+	return strings.Join(lost, " and ")
+}
 
 // checkCMCapture checks with tshark that the capture holds the CM
 // exchange of rc connections (REQ, REP, RTU, DREQ, DREP) and ud
