@@ -124,7 +124,7 @@ func ValidateHost(h Host) error {
 	}
 	if h.CMEndpoint != "" {
 		if _, err := netip.ParseAddrPort(h.CMEndpoint); err != nil {
-			return invalid(k, h.Name, "CMEndpoint", fmt.Sprintf("%q is not ip:port", h.CMEndpoint), "give the connection manager's listening address, e.g. 192.0.2.10:4793")
+			return invalid(k, h.Name, "CMEndpoint", fmt.Sprintf("%q is not ip:port", h.CMEndpoint), "leave it empty: it is read from records of older daemons only, whose connection manager listened on TCP")
 		}
 	}
 	if h.TCPEndpoint != "" {
