@@ -68,6 +68,7 @@ func classOf(err error) string {
 //	attach NAME           open vrdma0 of the instance
 //	delete NAME           delete the instance
 //	list                  the instances it sees
+//	path A B              the path between adapters A and B (vrdma path)
 //	cq                    create one CQ on the default instance
 //	cqs                   create CQs until refused; print how many
 //	sessions              open sessions until refused; print how many
@@ -125,6 +126,10 @@ func tenantMain(args []string) int {
 		case "delete":
 			name := arg()
 			say("delete "+name, adm.DeleteInstance(name), "")
+		case "path":
+			a, b := arg(), arg()
+			p, err := adm.Path(a, b)
+			say("path "+a, err, p.Kind+" "+p.HostA)
 		case "list":
 			insts, err := adm.Instances()
 			var names []string

@@ -3,6 +3,8 @@ package attack
 import (
 	"strings"
 	"testing"
+
+	"github.com/vrdma/vrdma/internal/netns"
 )
 
 // The tenants: uid 4001 (A) and 4002 (B), users of host a's daemon socket.
@@ -37,6 +39,19 @@ func TestCrossTenant(t *testing.T) {
 		t.Errorf("B sees A's instance: %s", b["list"])
 	}
 	t.Logf("what B sees: %s", b["list"])
+	// vrdma path: on A's host, and on host b, where the switch's record
+	// (which names no owner) is all the daemon knows of A's instance.
+	for _, d := range []*netns.Daemon{f.a, f.b} {
+		p := tenantRun(t, tenantB, d.Socket, "create", "b-own",
+			"path", "u4001.a-vm/vrdma0", "b-own/vrdma0", "path", "u4001.nosuch/vrdma0", "b-own/vrdma0")
+		theirs, none := p["path u4001.a-vm/vrdma0"], p["path u4001.nosuch/vrdma0"]
+		if !strings.HasPrefix(theirs, "ErrNotFound") || strings.ReplaceAll(theirs, "a-vm", "nosuch") != none {
+			t.Errorf("B on %s: path to A's instance: %q\n  to none: %q\nwant the same ErrNotFound", d.Socket, theirs, none)
+		}
+	}
+	if _, err := f.admin(t, f.b).Path("u4001.a-vm/vrdma0", "u4002.b-own/vrdma0"); err != nil {
+		t.Errorf("root on host b: path to A's instance: %v", err)
+	}
 	insts, err := f.admin(t, f.a).Instances()
 	if err != nil {
 		t.Fatal(err)

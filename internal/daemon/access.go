@@ -91,6 +91,13 @@ func (d *Daemon) maySee(c creds, inst *Instance) bool {
 	return inst.shared || d.isAdmin(c) || c.owns(inst)
 }
 
+// maySeeName is maySee for an instance known by its canonical name alone
+// (a switch record, which names no owner): the name's namespace is its
+// owner's (nameOwner).
+func (d *Daemon) maySeeName(c creds, name string) bool {
+	return name == DefaultInstance || d.isAdmin(c) || c.known && c.uid == nameOwner(name)
+}
+
 // ownerFor returns the owner of an instance c asks for: c itself unless
 // the spec names another, which only a privileged peer may.
 func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error) {

@@ -239,11 +239,12 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.B, err = s.ownAdapterName(req.B); err != nil {
 		return nil, nil, err
 	}
-	ea, ha, err := adapterEnd(ctx, sw, req.A)
+	see := func(inst string) bool { return s.d.maySeeName(s.cred, inst) }
+	ea, ha, err := adapterEnd(ctx, sw, req.A, see)
 	if err != nil {
 		return nil, nil, err
 	}
-	eb, hb, err := adapterEnd(ctx, sw, req.B)
+	eb, hb, err := adapterEnd(ctx, sw, req.B, see)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -255,16 +256,25 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 // adapterEnd reads what path selection needs of one adapter from the
-// switch's records.
-func adapterEnd(ctx context.Context, sw *switchagent.Agent, name string) (pathsel.End, string, error) {
+// switch's records. An instance the asker may not see (see: maySeeName)
+// is one the switch does not have: the refusal is the same, and the
+// switch is not read, so that it tells neither that the instance exists
+// nor where.
+func adapterEnd(ctx context.Context, sw *switchagent.Agent, name string, see func(inst string) bool) (pathsel.End, string, error) {
 	inst, idx, err := splitAdapter(name)
 	if err != nil {
 		return pathsel.End{}, "", err
 	}
+	notFound := func() error {
+		return proto.Errorf(proto.CodeNotFound, "no instance %q on switch %s: `vrdma vm show` lists them (the default instance of each daemon is not on the switch)", inst, sw.Name())
+	}
+	if !see(inst) {
+		return pathsel.End{}, "", notFound()
+	}
 	rec, err := sw.Fabric().Instance(ctx, inst)
 	if err != nil {
 		if errors.Is(err, fabric.ErrNotFound) {
-			return pathsel.End{}, "", proto.Errorf(proto.CodeNotFound, "no instance %q on switch %s: `vrdma vm show` lists them (the default instance of each daemon is not on the switch)", inst, sw.Name())
+			return pathsel.End{}, "", notFound()
 		}
 		return pathsel.End{}, "", switchErr(err)
 	}

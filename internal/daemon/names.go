@@ -76,6 +76,17 @@ func tenantOf(name string) bool {
 	return err == nil
 }
 
+// nameOwner returns the uid whose namespace a canonical instance name is
+// in: uid for u<uid>.NAME, root (0) for any other.
+func nameOwner(name string) uint32 {
+	if !tenantOf(name) {
+		return 0
+	}
+	digits, _, _ := strings.Cut(name[1:], ".")
+	uid, _ := strconv.ParseUint(digits, 10, 32)
+	return uint32(uid)
+}
+
 // canonicalName checks the name of kind that owner gives (for a new
 // instance or trust group) and returns its canonical name. A name of
 // another's namespace (u<uid>.NAME of another uid) is refused: it would

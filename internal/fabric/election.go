@@ -124,7 +124,7 @@ func (f *Fabric) Campaign(ctx context.Context, sess Session, host string, priori
 	cctx, cancel := context.WithCancel(ctx)
 	c := &Candidacy{f: f, sess: sess, self: self, cfg: cfg,
 		changes: make(chan RoleChange, 16), done: make(chan struct{}), cancel: cancel}
-	go c.run(cctx, kvs, f.st.Watch(cctx, f.keys.candidates(), rev+1))
+	go c.run(cctx, kvs, f.st.Watch(cctx, f.keys.candidates(), rev+1), f.st.Watch(cctx, f.keys.election()+"/", rev+1))
 	return c, nil
 }
 
@@ -188,8 +188,10 @@ func (c *Candidacy) setRole(r Role, rep *Report, err error) {
 	}
 }
 
-// run watches the candidates and starts or stops this one's campaign.
-func (c *Candidacy) run(ctx context.Context, kvs []KV, wch <-chan WatchResponse) {
+// run watches the candidates and starts or stops this one's campaign. It
+// watches the election too (ech): a key of this session's that appears
+// while no campaign of this candidate runs is withdrawn (strayKey).
+func (c *Candidacy) run(ctx context.Context, kvs []KV, wch, ech <-chan WatchResponse) {
 	cands := map[string]Candidate{}
 	for _, kv := range kvs {
 		if cd, err := decode[Candidate]("candidate", kv); err == nil {
@@ -245,6 +247,14 @@ func (c *Candidacy) run(ctx context.Context, kvs []KV, wch <-chan WatchResponse)
 			retry = time.After(200 * time.Millisecond)
 		case <-retry:
 			retry = nil
+		case wr, ok := <-ech:
+			if !ok {
+				ech = nil // the candidates' watch ends the candidacy
+				continue
+			}
+			if stop == nil && c.strayKey(wr) {
+				c.withdrawStray(ctx)
+			}
 		case wr, ok := <-wch:
 			if !ok {
 				return
@@ -264,6 +274,30 @@ func (c *Candidacy) run(ctx context.Context, kvs []KV, wch <-chan WatchResponse)
 			c.standAgain(ctx, cands)
 		}
 	}
+}
+
+// strayKey reports whether an election watch response puts a key under
+// this candidacy's lease. With no campaign running, that is the put of a
+// campaign whose ctx ended while its request was in flight: the cluster
+// may apply it after the resignation's delete (a cancelled request and a
+// later one are not ordered), and the key would then lead the election,
+// this candidate standing by and the better one waiting behind it, until
+// the lease ends.
+func (c *Candidacy) strayKey(wr WatchResponse) bool {
+	for _, ev := range wr.Events {
+		if ev.Type != EventDelete && ev.KV.Lease == c.sess.Lease() {
+			return true
+		}
+	}
+	return false
+}
+
+// withdrawStray deletes this session's election key, once: a failure is
+// left to the lease (the run loop must not wait on etcd for long).
+func (c *Candidacy) withdrawStray(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = c.f.st.NewElection(c.sess, c.f.keys.election()).Resign(rctx)
 }
 
 // resign gives the role up. It tries again while etcd cannot answer (a

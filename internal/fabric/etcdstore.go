@@ -342,7 +342,10 @@ func (e *etcdElection) Campaign(ctx context.Context, value string) error {
 // Resign implements Election. concurrency.Election resigns only a key its
 // Campaign learnt of; a campaign whose put the cluster applied but whose
 // reply was lost (ctx ended in flight: "context canceled") left a key it
-// does not know, so the session's key is deleted too.
+// does not know, so the session's key is deleted too. That put may even
+// land after this delete (the cancelled request and the delete are not
+// ordered): the candidacy's watch of the election withdraws such a key
+// (Candidacy.strayKey).
 func (e *etcdElection) Resign(ctx context.Context) error {
 	if err := e.e.Resign(ctx); err != nil {
 		return etcdErr(err)

@@ -83,3 +83,90 @@ func waitElectionKeys(t *testing.T, f *Fabric, n int) {
 	}
 	t.Fatal("the election's keys never came")
 }
+
+// lateReplyStore is a MemStore whose elections for one session lose their
+// campaign's request in flight and apply it late: Campaign returns its
+// ctx's error with no key put, and the put lands after the resignation's
+// delete (a cancelled request and a later one are not ordered in etcd).
+// The other sessions' campaigns wait for that put (landed), so that the
+// late key is first in the election, as the one it races with.
+type lateReplyStore struct {
+	*MemStore
+	late   LeaseID
+	landed chan struct{}
+}
+
+func (s *lateReplyStore) NewElection(sess Session, prefix string) Election {
+	el := s.MemStore.NewElection(sess, prefix)
+	if sess.Lease() != s.late {
+		return afterLanded{Election: el, landed: s.landed}
+	}
+	return &lateReplyElection{Election: el, m: s.MemStore, key: fmt.Sprintf("%s/%x", prefix, int64(sess.Lease())), lease: sess.Lease(), landed: s.landed}
+}
+
+// afterLanded campaigns once the late put has landed.
+type afterLanded struct {
+	Election
+	landed chan struct{}
+}
+
+func (e afterLanded) Campaign(ctx context.Context, value string) error {
+	select {
+	case <-e.landed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return e.Election.Campaign(ctx, value)
+}
+
+type lateReplyElection struct {
+	Election
+	m       *MemStore
+	key     string
+	lease   LeaseID
+	pending string // the value of a campaign whose put is still in flight
+	landed  chan struct{}
+}
+
+func (e *lateReplyElection) Campaign(ctx context.Context, value string) error {
+	e.pending = value
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (e *lateReplyElection) Resign(ctx context.Context) error {
+	err := e.Election.Resign(ctx)
+	if e.pending != "" {
+		_, _ = e.m.Put(ctx, e.key, []byte(e.pending), e.lease) // lands after the delete
+		e.pending = ""
+		close(e.landed)
+	}
+	return err
+}
+
+// A campaign's put that lands after its resignation (the campaign gave up
+// for a better candidate while its request was in flight) is withdrawn
+// too: otherwise it leads the election, the better candidate waits behind
+// it, and nobody runs the subnet manager until the first one's lease ends.
+func TestCandidacyWithdrawsALateCampaign(t *testing.T) {
+	m := NewMemStore(nil)
+	ctx := ctxT(t)
+	sb, _ := m.NewSession(ctx, MinTTL)
+	sa, _ := m.NewSession(ctx, MinTTL)
+	st := &lateReplyStore{MemStore: m, late: sb.Lease(), landed: make(chan struct{})}
+	f := setupSwitch(t, st)
+	b, err := f.Campaign(ctx, sb, "b", 2, SMConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a, err := f.Campaign(ctx, sa, "a", 3, SMConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitRole(t, a, Leader)
+	if li, err := f.Leader(ctx); err != nil || li.Host != "a" {
+		t.Fatalf("leader %+v, %v; want a", li, err)
+	}
+}

@@ -368,3 +368,34 @@ func TestHealingCoalesces(t *testing.T) {
 		t.Errorf("%d rewrites for %d alterations: healing does not coalesce", rewrites, burst)
 	}
 }
+
+// TestMembersAreProven: on a switch with certificates, the member set (the
+// sources RoCEv2 packets may come from) holds another host's proven
+// addresses and the link-local GIDs of its RDMA uplinks that are up, not
+// a link-local GID on a down uplink.
+func TestMembersAreProven(t *testing.T) {
+	dir := pkiFor(t, "host1", "host2", "host3")
+	as := pair(t, dir)
+	h1 := as[0]
+	m3, rec := member3(t, dir, "127.0.0.3")
+	rec.Uplinks = append(rec.Uplinks,
+		fabric.Uplink{Name: "rxe0", Kind: fabric.UplinkRXE, RoCEVersion: 2, MTU: 1024,
+			GIDs: []string{"fe80::3", "::ffff:127.0.0.3"}, State: fabric.UplinkUp},
+		fabric.Uplink{Name: "rxe1", Kind: fabric.UplinkRXE, RoCEVersion: 2, MTU: 1024,
+			GIDs: []string{"fe80::66"}, State: fabric.UplinkDown})
+	writeAs(t, h1, m3, rec)
+	waitUntil(t, "host1 has host3", func() bool { _, ok := h1.hostNamed("host3"); return ok })
+	for _, c := range []struct {
+		addr   string
+		member bool
+	}{
+		{"127.0.0.3", true},
+		{"fe80::3", true}, // an up RDMA uplink's: RoCEv2 between members uses it
+		{"fe80::66", false},
+		{"127.0.0.9", false},
+	} {
+		if got := h1.isMember(netip.MustParseAddr(c.addr).As16()); got != c.member {
+			t.Errorf("%s: member %v, want %v", c.addr, got, c.member)
+		}
+	}
+}

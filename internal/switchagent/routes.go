@@ -86,6 +86,28 @@ func hostGIDs(h fabric.Host) map[[16]byte]bool {
 	return out
 }
 
+// memberGIDs are the addresses of another host's trusted record that count
+// as the switch's (isMember): its proven ones, and the IPv6 link-local GIDs
+// of its RDMA uplinks that are up. Those cannot be proven, but RoCEv2
+// between members uses them (rxe's GID index 0 is link-local: programs
+// that address by LID, and RoCEv2 over IPv6 link-local); they count only
+// there, where packets from them could come, and not as the link-local
+// addresses of a record or a down uplink (docs/design/native-endpoints.md,
+// "Outside the switch").
+func memberGIDs(proven map[[16]byte]bool, h fabric.Host) map[[16]byte]bool {
+	for _, u := range h.Uplinks {
+		if u.Kind != fabric.UplinkRXE || u.State == fabric.UplinkDown {
+			continue
+		}
+		for _, s := range u.GIDs {
+			if g, err := netip.ParseAddr(s); err == nil && unprovable(g.As16()) {
+				proven[g.As16()] = true
+			}
+		}
+	}
+	return proven
+}
+
 // rebuildLocked recomputes the route table; a.mu is held.
 func (a *Agent) rebuildLocked() {
 	self := a.Record()
@@ -104,7 +126,7 @@ func (a *Agent) rebuildLocked() {
 	}
 	contested := map[[16]byte]bool{}
 	for name, h := range a.hosts {
-		for g := range hostGIDs(h) {
+		for g := range memberGIDs(a.provenGIDs(h), h) {
 			rt.members[g] = true
 		}
 		if name == self.Name || identityKey(h.Identity) == local.HostID {
