@@ -6,20 +6,26 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"github.com/vrdma/vrdma/internal/safedir"
 )
 
 // The directory of a user's own daemon, the one vrdma run starts when no
 // daemon answers at the default socket (docs/design/embedded-daemon.md).
 // Whoever can connect to a daemon's socket can use its adapters, so the
 // socket lives in a directory that is the user's alone: owned by the uid,
-// no access for group or others, not a symbolic link, in a parent that
-// others cannot rename it out of. vrdma refuses a directory that is not,
+// no access for group or others, not a symbolic link, in parents that
+// only the user and root can change (internal/safedir, the check the
+// guest library's build cache makes too). vrdma refuses a directory that is not,
 // rather than serve (or connect to) a socket someone else may have put
 // there.
 
 // userSocketName is the socket's name in the user's daemon directory.
 const userSocketName = "vrdma.sock"
+
+// runUserDir holds the runtime directories that systemd-logind makes, one
+// per uid (a variable for the tests).
+var runUserDir = "/run/user"
 
 // errNotPrivate is the error of a directory that is not the user's alone.
 var errNotPrivate = errors.New("not private to you")
@@ -27,77 +33,64 @@ var errNotPrivate = errors.New("not private to you")
 // userDaemonDir returns the directory of the user's own daemon, made if
 // it does not exist: $XDG_RUNTIME_DIR/vrdma, /run/user/UID/vrdma (the
 // runtime directory that systemd-logind makes) or, with neither, a
-// directory vrdma-UID in os.TempDir().
+// directory vrdma-UID in os.TempDir(). The runtime directory must be the
+// user's own 0700 directory, the temporary one may be others' only if it
+// is sticky, and every directory above either must be the user's or
+// root's and not writable by others unless sticky (safedir). The path
+// returned has its links resolved.
 func userDaemonDir() (string, error) {
 	uid := os.Geteuid()
 	if base := os.Getenv("XDG_RUNTIME_DIR"); base != "" {
-		if err := checkPrivate(base, uid); err != nil {
+		real, err := checkPrivate(base)
+		if err != nil {
 			return "", fmt.Errorf("XDG_RUNTIME_DIR: %w", err)
 		}
-		return privateDir(filepath.Join(base, "vrdma"), uid)
+		return privateDir(filepath.Join(real, "vrdma"))
 	}
-	base := filepath.Join("/run/user", strconv.Itoa(uid))
+	base := filepath.Join(runUserDir, strconv.Itoa(uid))
 	if fi, err := os.Lstat(base); err == nil && fi.IsDir() {
-		if err := checkPrivate(base, uid); err != nil {
+		real, err := checkPrivate(base)
+		if err != nil {
 			return "", err
 		}
-		return privateDir(filepath.Join(base, "vrdma"), uid)
+		return privateDir(filepath.Join(real, "vrdma"))
 	}
-	tmp := os.TempDir()
-	if err := checkParent(tmp); err != nil {
-		return "", err
+	tmp, err := safedir.Parent(os.TempDir())
+	if err != nil {
+		return "", notPrivate(os.TempDir(), err, "a directory of yours there could be replaced by another user (set XDG_RUNTIME_DIR or TMPDIR to a directory of yours with mode 0700)")
 	}
-	return privateDir(filepath.Join(tmp, "vrdma-"+strconv.Itoa(uid)), uid)
+	return privateDir(filepath.Join(tmp, "vrdma-"+strconv.Itoa(uid)))
 }
 
 // privateDir makes dir with mode 0700 if it does not exist, and checks
-// that it is uid's alone.
-func privateDir(dir string, uid int) (string, error) {
+// that it is the user's alone.
+func privateDir(dir string) (string, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("cannot make the directory of your own vrdma daemon: %w (set XDG_RUNTIME_DIR to a directory of yours with mode 0700)", err)
 	}
-	if err := checkPrivate(dir, uid); err != nil {
-		return "", err
-	}
-	return dir, nil
+	return checkPrivate(dir)
 }
 
-// checkPrivate returns an error wrapping errNotPrivate, saying why and
-// what to do, unless dir is a directory (not a link to one) owned by uid
-// that its group and others cannot use.
-func checkPrivate(dir string, uid int) error {
-	fi, err := os.Lstat(dir)
+// checkPrivate returns dir with its parents' links resolved, or an error
+// wrapping errNotPrivate, saying why and what to do, unless dir is a
+// directory (not a link to one) owned by the user that its group and
+// others cannot use, in parents that only the user and root can change
+// (safedir.Private).
+func checkPrivate(dir string) (string, error) {
+	real, err := safedir.Private(dir)
 	if err != nil {
-		return err
+		return "", notPrivate(dir, err, "a daemon's socket there could be someone else's (remove it, or set XDG_RUNTIME_DIR to a directory of yours with mode 0700, or start a daemon and name its socket with --socket or VRDMA_SOCKET)")
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	var why string
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		why = "it is a symbolic link"
-	case !fi.IsDir():
-		why = "it is not a directory"
-	case !ok || int(st.Uid) != uid:
-		why = "it belongs to another user"
-	case fi.Mode().Perm()&0o077 != 0:
-		why = fmt.Sprintf("its mode is %#o: others may use it", fi.Mode().Perm())
-	default:
-		return nil
-	}
-	return fmt.Errorf("%s is %w: %s, and a daemon's socket there could be someone else's (remove it, or set XDG_RUNTIME_DIR to a directory of yours with mode 0700, or start a daemon and name its socket with --socket or VRDMA_SOCKET)",
-		dir, errNotPrivate, why)
+	return real, nil
 }
 
-// checkParent refuses a parent directory that others may write unless it
-// is sticky (as /tmp is): they could rename the user's directory away and
-// put their own in its place.
-func checkParent(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
+// notPrivate is the error of dir, refused by safedir with err: it wraps
+// errNotPrivate (and err, if a *safedir.Error) and ends with what, the
+// risk and what to do.
+func notPrivate(dir string, err error, what string) error {
+	var ue *safedir.Error
+	if !errors.As(err, &ue) {
 		return err
 	}
-	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
-		return fmt.Errorf("%s is %w: others may write it and it is not sticky, so a directory of yours there could be replaced (set XDG_RUNTIME_DIR or TMPDIR to a directory of yours with mode 0700)", dir, errNotPrivate)
-	}
-	return nil
+	return fmt.Errorf("%s is %w: %w, and %s", dir, errNotPrivate, err, what)
 }

@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vrdma/vrdma/internal/safedir"
 )
 
 // TestUserDaemonDirIsYoursAlone: the directory of the user's own daemon is
@@ -144,4 +147,82 @@ func vrdmaCmdChild(t *testing.T, args ...string) (int, string, string) {
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errs.String()
+}
+
+// TestUserDaemonDirParents: the directories above the user's daemon
+// directory are checked too, links resolved: a runtime directory in a
+// directory that others may write, or a TMPDIR that is a link to another
+// user's directory, is refused (another user could rename the daemon's
+// directory away and put their own in its place), saying which directory
+// and why.
+func TestUserDaemonDirParents(t *testing.T) {
+	tests := []struct {
+		name  string
+		root  bool                                              // needs root (chown)
+		setup func(t *testing.T, base string) (xdg, tmp string) // under base, 0700
+		want  string                                            // "" = accepted
+		dir   string                                            // the directory returned, under base
+	}{
+		{"XDG_RUNTIME_DIR in a group-writable directory", false, func(t *testing.T, b string) (string, string) {
+			mkdir(t, filepath.Join(b, "shared"), 0o770)
+			mkdir(t, filepath.Join(b, "shared", "xdg"), 0o700)
+			return filepath.Join(b, "shared", "xdg"), ""
+		}, filepath.Join("shared") + " (owner uid", ""},
+		{"TMPDIR sticky", false, func(t *testing.T, b string) (string, string) {
+			mkdir(t, filepath.Join(b, "tmp"), 0o777|os.ModeSticky)
+			return "", filepath.Join(b, "tmp")
+		}, "", "tmp/vrdma-" + strconv.Itoa(os.Geteuid())},
+		{"TMPDIR a link to a sticky directory of yours", false, func(t *testing.T, b string) (string, string) {
+			mkdir(t, filepath.Join(b, "tmp"), 0o777|os.ModeSticky)
+			symlink(t, filepath.Join(b, "tmp"), filepath.Join(b, "l"))
+			return "", filepath.Join(b, "l")
+		}, "", "tmp/vrdma-" + strconv.Itoa(os.Geteuid())},
+		{"TMPDIR writable by others, not sticky", false, func(t *testing.T, b string) (string, string) {
+			mkdir(t, filepath.Join(b, "tmp"), 0o777)
+			return "", filepath.Join(b, "tmp")
+		}, "tmp (owner uid", ""},
+		{"TMPDIR a link to another user's sticky directory", true, func(t *testing.T, b string) (string, string) {
+			theirs := filepath.Join(b, "theirs")
+			mkdir(t, theirs, 0o777|os.ModeSticky)
+			if err := os.Chown(theirs, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, theirs, filepath.Join(b, "l"))
+			return "", filepath.Join(b, "l")
+		}, "theirs (owner uid 65534", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root && os.Geteuid() != 0 {
+				t.Skip("needs root to give a directory to another user")
+			}
+			base, err := filepath.EvalSymlinks(privateTempDir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			xdg, tmp := tt.setup(t, base)
+			t.Setenv("XDG_RUNTIME_DIR", xdg)
+			t.Setenv("TMPDIR", tmp)
+			old := runUserDir
+			runUserDir = filepath.Join(base, "no-run-user") // not there: TMPDIR is used
+			t.Cleanup(func() { runUserDir = old })
+			dir, err := userDaemonDir()
+			if tt.want == "" {
+				if err != nil || dir != filepath.Join(base, tt.dir) {
+					t.Fatalf("dir %q, error %v; want %s", dir, err, filepath.Join(base, tt.dir))
+				}
+				return
+			}
+			if !errors.Is(err, errNotPrivate) || !errors.Is(err, safedir.ErrUnsafe) || !strings.Contains(err.Error(), filepath.Join(base, tt.want)) {
+				t.Errorf("dir %q, error %v; want errNotPrivate naming %s", dir, err, filepath.Join(base, tt.want))
+			}
+		})
+	}
+}
+
+func symlink(t *testing.T, target, name string) {
+	t.Helper()
+	if err := os.Symlink(target, name); err != nil {
+		t.Fatal(err)
+	}
 }

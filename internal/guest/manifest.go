@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/vrdma/vrdma/internal/safedir"
 )
 
 // ManifestName is the file in a build's directory that records what the
@@ -308,11 +310,11 @@ func verifyBuild(dir string) (manifest, error) {
 // nothing): it must belong to the caller or root and, unless a link, not
 // be writable by group or others.
 func checkOwned(info fs.FileInfo) string {
-	if uid := ownerOf(info); !trustedOwner(uid) {
+	if uid := safedir.Owner(info); !safedir.TrustedOwner(uid) {
 		return fmt.Sprintf("belongs to uid %d, neither you (uid %d) nor root", uid, os.Geteuid())
 	}
 	if info.Mode()&fs.ModeSymlink == 0 && info.Mode().Perm()&0o022 != 0 {
-		return fmt.Sprintf("is writable by group or others (mode %04o)", unixMode(info.Mode()))
+		return fmt.Sprintf("is writable by group or others (mode %04o)", safedir.UnixMode(info.Mode()))
 	}
 	return ""
 }
