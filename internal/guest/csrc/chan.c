@@ -137,7 +137,10 @@ static void signal_event(struct vrdma_chan *c)
 }
 
 /* Marks the channel dead with a message (unless a refusal already said why)
- * and returns the errno calls fail with from now on, negated. */
+ * and returns the errno calls fail with from now on, negated. The socket is
+ * shut down too: on a protocol fault the daemon is still there, and must
+ * end the session (and stop running its queues) as the library flushes
+ * them. */
 static int lose(struct vrdma_chan *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int lose(struct vrdma_chan *c, const char *fmt, ...)
@@ -148,6 +151,7 @@ static int lose(struct vrdma_chan *c, const char *fmt, ...)
 		vsnprintf(c->err, sizeof c->err, fmt, ap);
 		va_end(ap);
 		c->deaderr = EIO;
+		(void)shutdown(c->fd, SHUT_RDWR);
 		__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE); /* read without mu (lost.c) */
 		vrdma_debug("channel to the daemon lost: %s", c->err);
 		signal_event(c); /* pollers learn of it from vrdma_chan_event */

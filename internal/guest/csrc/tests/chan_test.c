@@ -1218,6 +1218,11 @@ static void test_parts(void)
 	CHECK(r == -ENOENT && strcmp(c.err, "no such thing") == 0, "an error in two parts = %d: %s", r, c.err);
 	r = vrdma_call(&c, VRDMA_CMD_HELLO, NULL, 0, NULL, 0, reply, cap, &n, NULL, NULL);
 	CHECK(r == -EIO && c.dead && strstr(c.err, "disagree") != NULL, "parts that disagree = %d: %s", r, c.err);
+	/* The daemon, still there, sees the session end: it must stop running
+	 * the queues the library now flushes. */
+	char b;
+	CHECK(recv(d.fd, &b, 1, MSG_DONTWAIT) == 0, "the daemon's end is not told the session ended after a "
+						    "protocol fault (recv: %s)", strerror(errno));
 	finish(&d);
 	vrdma_chan_close(&c);
 	free(reply);
