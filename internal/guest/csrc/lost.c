@@ -82,10 +82,12 @@ static void flushed(struct ibv_wc *w, uint64_t wr_id, enum ibv_wc_opcode op, uin
 }
 
 /* The first index to flush of a ring whose producer is prod: from, unless
- * that is more than a ring behind (the daemon's word is not trusted). */
+ * the daemon's word (not trusted) is impossible: ahead of prod (more
+ * finished than was posted) or more than a ring behind it. Nothing is
+ * outstanding then, rather than a whole ring of finished requests. */
 static uint32_t flush_start(uint32_t from, uint32_t prod, uint32_t entries)
 {
-	return prod - from > entries ? prod - entries : from;
+	return prod - from > entries ? prod : from;
 }
 
 /* Sets every queue's cursor where the daemon left it, and freezes every
@@ -168,7 +170,8 @@ int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 			continue;
 		if (qp->srq) {
 			/* An SRQ's requests belong to no QP: they flush, once,
-			 * to the receive CQ of the first QP found on it. */
+			 * to whichever receive CQ of its QPs is polled first,
+			 * in the name of the first of its QPs found there. */
 			struct vrdma_srq *s = (struct vrdma_srq *)qp->srq;
 			pthread_spin_lock(&s->lock);
 			n += flush_rq(s->mem, &s->ring, &s->flush, s->prod, qp->qp_num, num - n, wc + n);

@@ -3,7 +3,7 @@
  * docs/design/lost-daemon.md) against rings in memory, with a daemon that
  * is not trusted and may still be running (the session ended on a
  * protocol fault): a completion it writes after the loss is never
- * delivered.
+ * delivered, and a done index ahead of the producer flushes nothing.
  *
  * sources: lost.c post.c cq.c log.c json.c
  */
@@ -129,9 +129,25 @@ static void test_no_completion_after_the_flush(void)
 	teardown();
 }
 
+/* A done index ahead of the producer index (hostile, or stale) flushes
+ * nothing, not a ring of finished requests. */
+static void test_done_ahead_of_prod(void)
+{
+	struct ibv_wc wc[8];
+
+	setup(2);
+	vrdma_store32(qp.mem, VRDMA_SQ_DONE_OFF, 5);
+	errno = 0;
+	int n = vrdma_poll_cq(&cq.ibcq, 8, wc);
+	CHECK(n == -1 && errno == EIO, "done index 5 ahead of producer 2: poll = %d (errno %d), want -1, EIO", n,
+	      errno);
+	teardown();
+}
+
 int main(void)
 {
 	test_no_completion_after_the_flush();
+	test_done_ahead_of_prod();
 	if (failures) {
 		fprintf(stderr, "lost_flush_test: %d failures\n", failures);
 		return 1;
