@@ -135,7 +135,7 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (ibcq->channel)
 		epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->rfd, NULL);
 	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
-	if (rc && rc != EIO) {
+	if (vrdma_destroy_kept(ctx, rc)) {
 		if (ibcq->channel) {
 			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cq};
 			epoll_ctl(ibcq->channel->fd, EPOLL_CTL_ADD, cq->rfd, &ev);

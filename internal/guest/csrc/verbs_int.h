@@ -246,6 +246,14 @@ enum { VRDMA_OBJ_QP, VRDMA_OBJ_CQ, VRDMA_OBJ_SRQ };
 void vrdma_note_lost(struct vrdma_context *ctx);
 static inline int vrdma_is_lost(const struct vrdma_context *ctx) { return __atomic_load_n(&ctx->lost, __ATOMIC_ACQUIRE); }
 int vrdma_check_lost(struct vrdma_context *ctx);
+/* Whether a destroy (dereg, dealloc) whose command failed with rc keeps
+ * its object. Not after the loss, whatever the error (EIO, or the errno of
+ * a refusal): the daemon freed its side with the session, so the library
+ * frees its own and the call succeeds (docs/design/lost-daemon.md). */
+static inline int vrdma_destroy_kept(const struct vrdma_context *ctx, int rc)
+{
+	return rc && rc != EIO && !vrdma_is_lost(ctx);
+}
 int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc);
 void vrdma_freeze(struct vrdma_context *ctx);
 
