@@ -30,6 +30,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The kind of a message, without the VRDMA_KIND_MORE bit. */
@@ -137,7 +138,10 @@ static void signal_event(struct vrdma_chan *c)
 }
 
 /* Marks the channel dead with a message (unless a refusal already said why)
- * and returns the errno calls fail with from now on, negated. */
+ * and returns the errno calls fail with from now on, negated. The socket is
+ * shut down too: on a protocol fault the daemon is still there, and must
+ * end the session (and stop running its queues) as the library flushes
+ * them. */
 static int lose(struct vrdma_chan *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int lose(struct vrdma_chan *c, const char *fmt, ...)
@@ -148,6 +152,7 @@ static int lose(struct vrdma_chan *c, const char *fmt, ...)
 		vsnprintf(c->err, sizeof c->err, fmt, ap);
 		va_end(ap);
 		c->deaderr = EIO;
+		(void)shutdown(c->fd, SHUT_RDWR);
 		__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE); /* read without mu (lost.c) */
 		vrdma_debug("channel to the daemon lost: %s", c->err);
 		signal_event(c); /* pollers learn of it from vrdma_chan_event */
@@ -453,6 +458,52 @@ static int add_part(struct vrdma_chan *c, struct whole *w, struct msg *m)
 	return 0;
 }
 
+/* The milliseconds since an arbitrary start (CLOCK_MONOTONIC). */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until the socket has something to read or the deadline (now_ms)
+ * passes: 1, or 0 when it passed. A daemon that is alive but stuck must not
+ * hang every verbs call for ever. */
+static int wait_readable(struct vrdma_chan *c, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return 0;
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		int n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			return 1; /* recvmsg says what happened */
+	}
+}
+
+/* The reply timeout in VRDMA_TIMEOUT (seconds, a fraction allowed), or the
+ * default; a value that is not a positive number is said and ignored. */
+static int timeout_ms(void)
+{
+	const char *v = getenv("VRDMA_TIMEOUT");
+
+	if (v == NULL || *v == '\0')
+		return VRDMA_DEFAULT_TIMEOUT_MS;
+	char *end;
+	errno = 0;
+	double s = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || !(s > 0) || s > INT32_MAX / 1000.0) {
+		vrdma_log("VRDMA_TIMEOUT=%s is not a number of seconds (like 30 or 0.5): waiting %d s for the "
+			  "daemon's replies",
+			  v, VRDMA_DEFAULT_TIMEOUT_MS / 1000);
+		return VRDMA_DEFAULT_TIMEOUT_MS;
+	}
+	int ms = (int)(s * 1000);
+	return ms > 0 ? ms : 1;
+}
+
 int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, const int *fds, int nfds,
 	       char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds)
 {
@@ -504,7 +555,15 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 		set_err(c, "command %u: sending it to the vrdma daemon failed: %s", op, strerror(-r));
 		goto out;
 	}
+	int64_t deadline = now_ms() + (c->timeout_ms > 0 ? c->timeout_ms : VRDMA_DEFAULT_TIMEOUT_MS);
 	for (;;) {
+		if (!wait_readable(c, deadline)) {
+			set_err(c, "command %u: the vrdma daemon did not answer within %.3g s: it may be stuck or "
+				   "overloaded; look at its log, or raise VRDMA_TIMEOUT (seconds)",
+				op, c->timeout_ms / 1000.0);
+			r = -ETIMEDOUT;
+			goto out;
+		}
 		r = recv_msg(c, buf, &m, 0);
 		if (r < 0)
 			goto out;
@@ -665,6 +724,7 @@ int vrdma_chan_adopt(struct vrdma_chan *c, int fd)
 	c->fd = fd;
 	c->evfd = -1;
 	c->pollfd = -1;
+	c->timeout_ms = timeout_ms();
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_SEQPACKET) {
 		r = -EINVAL;
 		set_err(c, "the command channel needs a connected SOCK_SEQPACKET unix socket");

@@ -135,7 +135,7 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (ibcq->channel)
 		epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->rfd, NULL);
 	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
-	if (rc && rc != EIO) {
+	if (vrdma_destroy_kept(ctx, rc)) {
 		if (ibcq->channel) {
 			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cq};
 			epoll_ctl(ibcq->channel->fd, EPOLL_CTL_ADD, cq->rfd, &ev);
@@ -169,7 +169,7 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 {
 	int n = 0;
 	pthread_spin_lock(&cq->lock);
-	uint32_t prod = vrdma_load32(cq->mem, VRDMA_RING_PROD_OFF);
+	uint32_t prod = cq->frozen ? cq->lost_prod : vrdma_load32(cq->mem, VRDMA_RING_PROD_OFF);
 	uint32_t avail = prod - cq->cons;
 	if (avail > cq->ring.entries) {
 		pthread_spin_unlock(&cq->lock);
@@ -204,11 +204,12 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 	return n;
 }
 
-/* poll_lost is poll_cq on a lost device (lost.c): what the ring still
- * holds (read again now that the daemon is known gone), then flushes, then
- * EIO. n completions are in wc already. */
+/* poll_lost is poll_cq on a lost device (lost.c): what the ring held when
+ * the loss was recorded (read again, up to the producer index then), then
+ * flushes, then EIO. n completions are in wc already. */
 static int poll_lost(struct vrdma_cq *cq, int n, int num, struct ibv_wc *wc)
 {
+	vrdma_freeze(to_vctx(cq->ibcq.context));
 	int r = poll_ring(cq, num - n, wc + n);
 	if (r < 0)
 		return n ? n : -1;

@@ -20,8 +20,11 @@
  * the send queue's done index (every request before it has its completion
  * in the CQ, abi/qpheader.go) to the library's producer index, and the
  * receives from the receive ring's consumer index (the daemon had not
- * taken them) to the producer index. A dead daemon writes neither index
- * again, so they are final once the loss is noticed.
+ * taken them) to the producer index. They are read once, on the first
+ * poll after the loss, with each CQ's producer index: a daemon that is
+ * still running (the session ended on a protocol fault) may write more, but
+ * the library reads no further, so no request is both flushed and
+ * completed after it flushed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -79,13 +82,20 @@ static void flushed(struct ibv_wc *w, uint64_t wr_id, enum ibv_wc_opcode op, uin
 }
 
 /* The first index to flush of a ring whose producer is prod: from, unless
- * that is more than a ring behind (the daemon's word is not trusted). */
+ * the daemon's word (not trusted) is impossible: ahead of prod (more
+ * finished than was posted) or more than a ring behind it. Nothing is
+ * outstanding then, rather than a whole ring of finished requests. */
 static uint32_t flush_start(uint32_t from, uint32_t prod, uint32_t entries)
 {
-	return prod - from > entries ? prod - entries : from;
+	return prod - from > entries ? prod : from;
 }
 
-/* Sets every queue's cursor where the daemon left it; objs_mu held. */
+/* Sets every queue's cursor where the daemon left it, and freezes every
+ * CQ at its producer index: a completion written after that (a daemon
+ * still running after a protocol fault or a refusal) is never read, as its
+ * request may be flushed already. The queues' indices are read first, so
+ * the completions of the requests before them are in the frozen rings.
+ * objs_mu held. */
 static void set_cursors(struct vrdma_context *ctx)
 {
 	for (struct vrdma_qp *q = ctx->qps; q; q = q->next) {
@@ -104,7 +114,21 @@ static void set_cursors(struct vrdma_context *ctx)
 		s->flush = flush_start(vrdma_load32(s->mem, s->ring.off + VRDMA_RING_CONS_OFF), s->prod, s->ring.entries);
 		pthread_spin_unlock(&s->lock);
 	}
+	for (struct vrdma_cq *c = ctx->cqs; c; c = c->next) {
+		pthread_spin_lock(&c->lock);
+		c->lost_prod = vrdma_load32(c->mem, VRDMA_RING_PROD_OFF);
+		c->frozen = 1;
+		pthread_spin_unlock(&c->lock);
+	}
 	ctx->flush_ready = 1;
+}
+
+void vrdma_freeze(struct vrdma_context *ctx)
+{
+	pthread_mutex_lock(&ctx->objs_mu);
+	if (!ctx->flush_ready)
+		set_cursors(ctx);
+	pthread_mutex_unlock(&ctx->objs_mu);
 }
 
 /* Flushes q's send queue into wc (room for num); returns how many. */
@@ -146,7 +170,8 @@ int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 			continue;
 		if (qp->srq) {
 			/* An SRQ's requests belong to no QP: they flush, once,
-			 * to the receive CQ of the first QP found on it. */
+			 * to whichever receive CQ of its QPs is polled first,
+			 * in the name of the first of its QPs found there. */
 			struct vrdma_srq *s = (struct vrdma_srq *)qp->srq;
 			pthread_spin_lock(&s->lock);
 			n += flush_rq(s->mem, &s->ring, &s->flush, s->prod, qp->qp_num, num - n, wc + n);

@@ -57,7 +57,7 @@ VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
 	int rc = vrdma_cmd_simple(to_vctx(ibpd->context), VRDMA_CMD_DEALLOC_PD, pd->handle);
-	if (rc && rc != EIO)
+	if (vrdma_destroy_kept(to_vctx(ibpd->context), rc))
 		return rc; /* EBUSY while MRs, QPs or AHs use it, as rdma-core says */
 	vrdma_live(to_vctx(ibpd->context), -1);
 	free(pd);
@@ -462,7 +462,7 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
 	int rc = vrdma_cmd_simple(to_vctx(ibmr->context), VRDMA_CMD_DEREG_MR, mr->handle);
-	if (rc && rc != EIO)
+	if (vrdma_destroy_kept(to_vctx(ibmr->context), rc))
 		return rc;
 	pthread_mutex_lock(&backings_mu);
 	backing_put(mr->backing);

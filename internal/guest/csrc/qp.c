@@ -274,7 +274,7 @@ VRDMA_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
 	struct vrdma_context *ctx = to_vctx(qp->context);
 	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_QP, q->handle);
-	if (rc && rc != EIO)
+	if (vrdma_destroy_kept(ctx, rc))
 		return rc;
 	vrdma_untrack(ctx, q, VRDMA_OBJ_QP);
 	munmap(q->mem, q->size);
@@ -361,7 +361,7 @@ VRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	struct vrdma_srq *s = (struct vrdma_srq *)srq;
 	struct vrdma_context *ctx = to_vctx(srq->context);
 	int rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_SRQ, s->handle);
-	if (rc && rc != EIO)
+	if (vrdma_destroy_kept(ctx, rc))
 		return rc;
 	vrdma_untrack(ctx, s, VRDMA_OBJ_SRQ);
 	munmap(s->mem, s->size);
@@ -406,7 +406,7 @@ VRDMA_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd, struct ibv_ah_att
 VRDMA_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 {
 	int rc = vrdma_cmd_simple(to_vctx(ah->context), VRDMA_CMD_DESTROY_AH, ah->handle);
-	if (rc && rc != EIO)
+	if (vrdma_destroy_kept(to_vctx(ah->context), rc))
 		return rc;
 	vrdma_live(to_vctx(ah->context), -1);
 	free(ah);

@@ -89,6 +89,10 @@ struct vrdma_cq {
 	uint32_t empty_polls; /* polls in a row that found nothing */
 	int rfd; /* the notification doorbell's read end: a pipe the daemon writes when armed */
 	pthread_spinlock_t lock;
+	/* After the loss (lost.c): the ring is read up to lost_prod, its
+	 * producer index then, and never past it (lock). */
+	int frozen;
+	uint32_t lost_prod;
 	struct vrdma_cq *next;
 };
 
@@ -237,11 +241,21 @@ enum { VRDMA_OBJ_QP, VRDMA_OBJ_CQ, VRDMA_OBJ_SRQ };
  * the loss when the daemon's end closed. vrdma_flush_cq writes up to num
  * IBV_WC_WR_FLUSH_ERR completions for the requests still outstanding on
  * the QPs (and SRQs) whose completions go to cq; it takes objs_mu and the
- * queues' locks, so no caller may hold them. */
+ * queues' locks, so no caller may hold them. vrdma_freeze records, once,
+ * where the flushes start and where each CQ's ring ends (same locks). */
 void vrdma_note_lost(struct vrdma_context *ctx);
 static inline int vrdma_is_lost(const struct vrdma_context *ctx) { return __atomic_load_n(&ctx->lost, __ATOMIC_ACQUIRE); }
 int vrdma_check_lost(struct vrdma_context *ctx);
+/* Whether a destroy (dereg, dealloc) whose command failed with rc keeps
+ * its object. Not after the loss, whatever the error (EIO, or the errno of
+ * a refusal): the daemon freed its side with the session, so the library
+ * frees its own and the call succeeds (docs/design/lost-daemon.md). */
+static inline int vrdma_destroy_kept(const struct vrdma_context *ctx, int rc)
+{
+	return rc && rc != EIO && !vrdma_is_lost(ctx);
+}
 int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc);
+void vrdma_freeze(struct vrdma_context *ctx);
 
 /* Per-operation entry points placed into ibv_context_ops. */
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);

@@ -112,7 +112,15 @@ struct vrdma_chan {
 	 * interface): called with mu held; NULL drops them. */
 	void (*cm_fn)(void *arg, const struct vrdma_cm_ev *ev);
 	void *cm_arg;
+	/* How long a call waits for its reply (VRDMA_TIMEOUT, seconds, or
+	 * VRDMA_DEFAULT_TIMEOUT_MS), in milliseconds. */
+	int timeout_ms;
 };
+
+/* How long a call waits for the daemon's reply when VRDMA_TIMEOUT does
+ * not say: as the Go client's DefaultTimeout, longer than the daemon's
+ * slowest command. */
+#define VRDMA_DEFAULT_TIMEOUT_MS 30000
 
 /* Connects to the daemon's socket (a path starting with '@' names the
  * abstract namespace, as in Go). 0 or -errno (ENOENT/ECONNREFUSED: no
@@ -132,6 +140,8 @@ void vrdma_chan_close(struct vrdma_chan *c);
  * *nrfds to the number received (extra ones are closed). On a daemon error
  * returns the errno that the code maps to (vrdma_code_errno) and keeps the
  * daemon's message in c->err. A lost daemon is -EIO (and c->dead is set).
+ * A daemon that does not answer within c->timeout_ms is -ETIMEDOUT; the
+ * channel stays up, and the late reply is dropped when it comes.
  * rfds/nrfds may be NULL when no descriptors are expected (any are closed). */
 int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, const int *fds, int nfds,
 	       char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds);

@@ -1218,9 +1218,75 @@ static void test_parts(void)
 	CHECK(r == -ENOENT && strcmp(c.err, "no such thing") == 0, "an error in two parts = %d: %s", r, c.err);
 	r = vrdma_call(&c, VRDMA_CMD_HELLO, NULL, 0, NULL, 0, reply, cap, &n, NULL, NULL);
 	CHECK(r == -EIO && c.dead && strstr(c.err, "disagree") != NULL, "parts that disagree = %d: %s", r, c.err);
+	/* The daemon, still there, sees the session end: it must stop running
+	 * the queues the library now flushes. */
+	char b;
+	CHECK(recv(d.fd, &b, 1, MSG_DONTWAIT) == 0, "the daemon's end is not told the session ended after a "
+						    "protocol fault (recv: %s)", strerror(errno));
 	finish(&d);
 	vrdma_chan_close(&c);
 	free(reply);
+	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
+}
+
+/* ---- a daemon that is there but does not answer ---- */
+
+static int mute_pipe[2]; /* the test writes a byte when the call gave up */
+
+static void script_mute(struct daemon *d)
+{
+	struct dmsg *m = d->m;
+	char b;
+
+	d_recv(d->fd, m);
+	uint32_t late = m->id;
+	while (read(mute_pipe[0], &b, 1) < 0 && errno == EINTR)
+		;
+	d_reply(d->fd, m, "{\"late\":1}"); /* to a call that gave up: dropped */
+	d_recv(d->fd, m);
+	CHECK(m->id != late, "the call after a timeout reused id %u", late);
+	d_reply(d->fd, m, "{\"second\":1}");
+}
+
+static void test_timeout(void)
+{
+	int fds0 = count_fds();
+	struct vrdma_chan c;
+	struct daemon d;
+	char reply[32];
+
+	if (pipe2(mute_pipe, O_CLOEXEC) < 0)
+		die("pipe2");
+	setenv("VRDMA_TIMEOUT", "0.2", 1);
+	start(&c, &d, script_mute, 0);
+	int r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, "{}", 2, NULL, 0, reply, sizeof reply, NULL, NULL, NULL);
+	CHECK(r == -ETIMEDOUT && !c.dead && strstr(c.err, "did not answer") != NULL &&
+		      strstr(c.err, "VRDMA_TIMEOUT") != NULL,
+	      "a call the daemon does not answer = %d, dead %d: %s; want -ETIMEDOUT, naming VRDMA_TIMEOUT", r, c.dead,
+	      c.err);
+	CHECK(write(mute_pipe[1], "x", 1) == 1, "write: %s", strerror(errno));
+	/* The channel is still up: the late reply is dropped, the next call
+	 * gets its own. */
+	r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, "{}", 2, NULL, 0, reply, sizeof reply, NULL, NULL, NULL);
+	CHECK(r == 0 && strcmp(reply, "{\"second\":1}") == 0, "the call after a timeout = %d: %s (%s)", r,
+	      r == 0 ? reply : "", c.err);
+	finish(&d);
+	vrdma_chan_close(&c);
+	close(mute_pipe[0]);
+	close(mute_pipe[1]);
+
+	/* Not a number of seconds: the default. */
+	for (const char *const *v = (const char *const[]){ "abc", "-1", "0", "5s", NULL }; *v != NULL; v++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+			die("socketpair");
+		setenv("VRDMA_TIMEOUT", *v, 1);
+		CHECK(vrdma_chan_adopt(&c, sv[0]) == 0, "adopt: %s", c.err);
+		CHECK(c.timeout_ms == VRDMA_DEFAULT_TIMEOUT_MS, "VRDMA_TIMEOUT=%s: %d ms", *v, c.timeout_ms);
+		vrdma_chan_close(&c);
+		close(sv[1]);
+	}
+	unsetenv("VRDMA_TIMEOUT");
 	CHECK(count_fds() == fds0, "%d descriptors leaked", count_fds() - fds0);
 }
 
@@ -1245,6 +1311,7 @@ int main(void)
 	test_open();
 	test_cm_events();
 	test_parts();
+	test_timeout();
 	if (failures) {
 		fprintf(stderr, "chan_test: %d failures\n", (int)failures);
 		return 1;
