@@ -14,7 +14,10 @@ type Admin struct{ c *conn }
 
 // DialAdmin connects to the daemon for administration.
 func DialAdmin(o Options) (*Admin, error) {
-	o = o.withDefaults()
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	c, err := dial(o, nil)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +17,15 @@ import (
 )
 
 // Options say which daemon and which instance to use; the zero value reads
-// VRDMA_SOCKET and VRDMA_INSTANCE from the environment.
+// VRDMA_SOCKET, VRDMA_INSTANCE and VRDMA_TIMEOUT from the environment, as
+// the guest libraries do.
 type Options struct {
 	Socket   string // the daemon's socket; default $VRDMA_SOCKET or /run/vrdma/vrdma.sock
 	Instance string // the instance to attach to; default $VRDMA_INSTANCE or "default"
 	Client   string // a name that shows in the daemon's logs; default the program's name
 	// Timeout is how long a command waits for the daemon's reply before it
 	// fails with ErrTimeout (the daemon did not answer); default
-	// DefaultTimeout.
+	// $VRDMA_TIMEOUT (seconds, a fraction allowed) or DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -35,7 +38,12 @@ const DefaultTimeout = 30 * time.Second
 // DefaultSocket is where the daemon listens by default.
 const DefaultSocket = "/run/vrdma/vrdma.sock"
 
-func (o Options) withDefaults() Options {
+// TimeoutEnv names the environment variable that sets how long a command
+// waits for the daemon's reply, in seconds: the Go library's
+// Options.Timeout and the guest libraries' reply timeout alike.
+const TimeoutEnv = "VRDMA_TIMEOUT"
+
+func (o Options) withDefaults() (Options, error) {
 	if o.Socket == "" {
 		o.Socket = os.Getenv("VRDMA_SOCKET")
 	}
@@ -49,9 +57,26 @@ func (o Options) withDefaults() Options {
 		o.Client = os.Args[0]
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		t, err := timeoutFromEnv()
+		if err != nil {
+			return o, err
+		}
+		o.Timeout = t
 	}
-	return o
+	return o, nil
+}
+
+// timeoutFromEnv reads TimeoutEnv: unset or empty is DefaultTimeout.
+func timeoutFromEnv() (time.Duration, error) {
+	v := os.Getenv(TimeoutEnv)
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(s > 0) || s > math.MaxInt32/1000.0 {
+		return 0, errorf("open", ErrInvalidArgument, "%s=%q is not a number of seconds (like 30 or 0.5): set it to one, or unset it for %v", TimeoutEnv, v, DefaultTimeout)
+	}
+	return max(time.Duration(s*float64(time.Second)), time.Millisecond), nil
 }
 
 type reply struct {

@@ -44,3 +44,40 @@ func TestCallTimesOut(t *testing.T) {
 		t.Fatal("DialAdmin against a mute daemon still waits after 20 s")
 	}
 }
+
+// TestTimeoutFromEnvironment: VRDMA_TIMEOUT sets the reply timeout of the
+// Go library as it does the guest libraries', and a value that is not a
+// number of seconds is refused with a message naming the variable.
+func TestTimeoutFromEnvironment(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mute.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accepted, never answered
+		}
+	}()
+	t.Setenv(vrdma.TimeoutEnv, "0.2")
+	start := time.Now()
+	_, err = vrdma.Devices(vrdma.Options{Socket: sock})
+	if !errors.Is(err, vrdma.ErrTimeout) {
+		t.Fatalf("Devices from a daemon that never answers, %s=0.2: %v; want ErrTimeout", vrdma.TimeoutEnv, err)
+	}
+	if waited := time.Since(start); waited > vrdma.DefaultTimeout/2 {
+		t.Errorf("gave up after %v: %s=0.2 was not read (the default is %v)", waited, vrdma.TimeoutEnv, vrdma.DefaultTimeout)
+	}
+	for _, bad := range []string{"soon", "-1", "0", "1e300"} {
+		t.Setenv(vrdma.TimeoutEnv, bad)
+		_, err := vrdma.Devices(vrdma.Options{Socket: sock})
+		if !errors.Is(err, vrdma.ErrInvalidArgument) || !strings.Contains(err.Error(), vrdma.TimeoutEnv) {
+			t.Errorf("%s=%q: %v; want ErrInvalidArgument naming %s", vrdma.TimeoutEnv, bad, err, vrdma.TimeoutEnv)
+		}
+	}
+}

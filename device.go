@@ -34,7 +34,10 @@ func deviceInfo(a proto.AdapterInfo, instance, host string) DeviceInfo {
 
 // Devices lists the adapters of the instance o names.
 func Devices(o Options) ([]DeviceInfo, error) {
-	o = o.withDefaults()
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	c, err := dial(o, nil)
 	if err != nil {
 		return nil, err
@@ -193,7 +196,10 @@ func Open(name string, opts ...Options) (*Device, error) {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	o = o.withDefaults()
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	d := &Device{qps: map[uint32]*QP{}, cqs: map[uint32]*CQ{}, srqs: map[uint32]*SRQ{}, events: make(chan AsyncEvent, 64)}
 	c, err := dialEvents(o, d.dispatch, d.cmDispatch)
 	if err != nil {
