@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/daemontest"
@@ -355,4 +356,38 @@ func TestVersionGapReplyIsDecodable(t *testing.T) {
 		t.Fatal("bad test message")
 	}
 	checkAlive(t, sock)
+}
+
+// TestDaemonRefusesReplyParts: a client sending the daemon "parts of a
+// reply" (the KindMore bit), each with four descriptors, and never the
+// last, gets a CodeInvalid refusal for each at once; the daemon holds
+// none of the descriptors, and the connection still serves.
+func TestDaemonRefusesReplyParts(t *testing.T) {
+	d := daemontest.StartDaemon(t)
+	sock := d.SocketPath()
+	c := dial(t, sock)
+	_ = c.conn.Raw().SetReadDeadline(time.Now().Add(30 * time.Second)) // no refusal fails the test, not hangs it
+	c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0", Client: "parts-test"}, nil)
+	fd := memfd(t, 4096, false)
+	fdsBefore := openFDs(t)
+	const parts = 64
+	part := append(proto.AppendHeader(nil, proto.Header{Version: proto.Version, Kind: proto.KindReply, More: true,
+		Op: proto.OpListInstances, ID: 77, BodyLen: 1000}), make([]byte, 1000)...)
+	for range parts {
+		c.sendRaw(part, fd, fd, fd, fd)
+	}
+	for i := range parts {
+		r := c.recv()
+		if r.err != nil {
+			t.Fatalf("part %d: no refusal: %v", i, r.err)
+		}
+		proto.CloseFDs(r.fds)
+		if r.h.Code != proto.CodeInvalid || r.h.ID != 77 || !strings.Contains(r.msg(), "only the daemon sends replies") {
+			t.Fatalf("part %d: reply %+v %q, want a CodeInvalid refusal", i, r.h, r.msg())
+		}
+	}
+	if got := openFDs(t); got > fdsBefore {
+		t.Errorf("%d descriptors open after %d parts of 4, %d before", got, parts, fdsBefore)
+	}
+	c.ok(proto.OpAllocPD, nil, nil)
 }

@@ -50,7 +50,7 @@ func TestReplyThatCannotBeSent(t *testing.T) {
 		}
 		return proto.NewConn(c.(*net.UnixConn))
 	}
-	daemonEnd, client := conn(fds[0]), conn(fds[1])
+	daemonEnd, client := conn(fds[0]), proto.NewClientConn(conn(fds[1]).Raw())
 	defer daemonEnd.Close()
 	defer client.Close()
 	s := &session{d: d, conn: daemonEnd, cred: creds{known: true, uid: 1000}}
