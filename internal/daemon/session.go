@@ -189,14 +189,14 @@ func (s *session) serve() {
 }
 
 // reply sends the reply rh with body resp. One that cannot be sent (above
-// proto.MaxReply, or its body does not encode) is logged and answered with
-// a short error instead, so that no request goes unanswered; one that
-// cannot be written because the client went away ends nothing here (the
-// next Recv does).
+// proto.MaxReply, its body does not encode, or the socket refuses it:
+// too many descriptors in flight, no buffers...) is logged and answered
+// with a short error instead, so that no request goes unanswered; one
+// that cannot be written because the client went away ends nothing here
+// (the next Recv does).
 func (s *session) reply(rh proto.Header, resp any, fds ...int) {
 	err := s.conn.Send(rh, resp, fds...)
-	var oe *net.OpError
-	if err == nil || errors.As(err, &oe) {
+	if err == nil || clientGone(err) {
 		return
 	}
 	s.d.log.Warn("a reply could not be sent: the client gets an error instead", "op", rh.Op, "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
@@ -205,6 +205,12 @@ func (s *session) reply(rh proto.Header, resp any, fds ...int) {
 		rh.Code = proto.CodeLimit
 	}
 	_ = s.conn.Send(rh, errResp{Error: fmt.Sprintf("the daemon could not send its %v reply (%v): ask for less, or ask the host's administrator to read the daemon's log", rh.Op, err)})
+}
+
+// clientGone reports whether a write failed because the client closed its
+// end; any other write error is the daemon's to report.
+func clientGone(err error) bool {
+	return errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 func isEOF(err error) bool {
