@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
@@ -134,11 +135,15 @@ func (s *session) sendEvents() {
 
 func (s *session) serve() {
 	go s.sendEvents()
+	// The client's library takes the socket closing for the end of its
+	// queues: they are stopped first, the socket closed last. Nothing the
+	// teardown waits for writes to the socket (events are queued without
+	// blocking; a sendEvents blocked in a write ends when it is closed).
 	defer func() {
 		close(s.done)
-		s.conn.Close()
 		s.d.cm.CloseSession(s.cm())
 		s.cleanup()
+		s.conn.Close()
 	}()
 	for {
 		h, body, fds, err := s.conn.Recv()
@@ -186,6 +191,12 @@ func (s *session) serve() {
 		s.reply(rh, resp, outFDs...)
 		proto.CloseFDs(outFDs) // new descriptors made for this reply
 	}
+}
+
+// stop ends the session from the daemon's side: its Recv returns (a
+// timeout) and serve tears the session down, the socket closed last.
+func (s *session) stop() {
+	_ = s.conn.Raw().SetReadDeadline(time.Unix(1, 0))
 }
 
 // reply sends the reply rh with body resp. One that cannot be sent (above
