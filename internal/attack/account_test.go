@@ -292,7 +292,7 @@ func forkChild() int {
 		fmt.Println("child:", err)
 		return 1
 	}
-	c := proto.NewConn(fc.(*net.UnixConn))
+	c := proto.NewClientConn(fc.(*net.UnixConn))
 	defer c.Close()
 	for _, r := range []struct {
 		what string

@@ -230,7 +230,7 @@ func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 	d.mu.Unlock()
 	err := d.ln.Close()
 	for _, s := range sessions {
-		s.conn.Close()
+		s.stop()
 	}
 	d.wg.Wait()
 	d.closeSpare()

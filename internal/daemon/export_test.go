@@ -30,3 +30,26 @@ func named(l limitSet) map[string]uint64 {
 	}
 	return out
 }
+
+// QPAlive reports whether the host still has the QP numbered qpn on the
+// adapter with GID gid.
+func (d *Daemon) QPAlive(gid []byte, qpn uint32) bool {
+	return d.host.LookupQP([16]byte(gid), qpn) != nil
+}
+
+// HoldSessions takes the lock of every session, as a long command does:
+// a session's teardown waits for it to destroy the session's objects.
+func (d *Daemon) HoldSessions() (release func()) {
+	d.mu.Lock()
+	var held []*session
+	for s := range d.sessions {
+		s.mu.Lock()
+		held = append(held, s)
+	}
+	d.mu.Unlock()
+	return func() {
+		for _, s := range held {
+			s.mu.Unlock()
+		}
+	}
+}

@@ -2,9 +2,11 @@ package daemon_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/daemontest"
@@ -355,4 +357,86 @@ func TestVersionGapReplyIsDecodable(t *testing.T) {
 		t.Fatal("bad test message")
 	}
 	checkAlive(t, sock)
+}
+
+// TestDaemonRefusesReplyParts: a client sending the daemon "parts of a
+// reply" (the KindMore bit), each with four descriptors, and never the
+// last, gets a CodeInvalid refusal for each at once; the daemon holds
+// none of the descriptors, and the connection still serves.
+func TestDaemonRefusesReplyParts(t *testing.T) {
+	d := daemontest.StartDaemon(t)
+	sock := d.SocketPath()
+	c := dial(t, sock)
+	_ = c.conn.Raw().SetReadDeadline(time.Now().Add(30 * time.Second)) // no refusal fails the test, not hangs it
+	c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0", Client: "parts-test"}, nil)
+	fd := memfd(t, 4096, false)
+	fdsBefore := openFDs(t)
+	const parts = 64
+	part := append(proto.AppendHeader(nil, proto.Header{Version: proto.Version, Kind: proto.KindReply, More: true,
+		Op: proto.OpListInstances, ID: 77, BodyLen: 1000}), make([]byte, 1000)...)
+	for range parts {
+		c.sendRaw(part, fd, fd, fd, fd)
+	}
+	for i := range parts {
+		r := c.recv()
+		if r.err != nil {
+			t.Fatalf("part %d: no refusal: %v", i, r.err)
+		}
+		proto.CloseFDs(r.fds)
+		if r.h.Code != proto.CodeInvalid || r.h.ID != 77 || !strings.Contains(r.msg(), "only the daemon sends replies") {
+			t.Fatalf("part %d: reply %+v %q, want a CodeInvalid refusal", i, r.h, r.msg())
+		}
+	}
+	if got := openFDs(t); got > fdsBefore {
+		t.Errorf("%d descriptors open after %d parts of 4, %d before", got, parts, fdsBefore)
+	}
+	c.ok(proto.OpAllocPD, nil, nil)
+}
+
+// TestQueuesStoppedBeforeSocketCloses: when the daemon ends a session (here
+// by closing, as on SIGTERM), the session's QPs are destroyed before its
+// socket closes: the client's library, seeing the socket close, must not
+// find the daemon still running its queues.
+func TestQueuesStoppedBeforeSocketCloses(t *testing.T) {
+	d := daemontest.StartDaemon(t)
+	c := dial(t, d.SocketPath())
+	_ = c.conn.Raw().SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang fails the test
+	var hello proto.HelloResp
+	c.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0", Client: "teardown-test"}, &hello)
+	var pd proto.HandleResp
+	c.ok(proto.OpAllocPD, nil, &pd)
+	var cq proto.CreateCQResp
+	c.ok(proto.OpCreateCQ, proto.CreateCQReq{CQE: 16}, &cq)
+	var qp proto.CreateQPResp
+	c.ok(proto.OpCreateQP, proto.CreateQPReq{PD: pd.Handle, Type: uint8(abi.QPTypeRC), SendCQ: cq.Handle, RecvCQ: cq.Handle,
+		Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}, &qp)
+	gid := hello.Device.GIDs[0]
+	if !d.QPAlive(gid, qp.QPN) {
+		t.Fatalf("QP %d not found on the host", qp.QPN)
+	}
+	// While the session's objects cannot be destroyed (their lock held),
+	// the socket must stay open. (The wait below only gives a wrong order
+	// the time to show: a right one never fails it.)
+	release := d.HoldSessions()
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	_ = c.conn.Raw().SetReadDeadline(time.Now().Add(2 * time.Second))
+	r := c.recv()
+	proto.CloseFDs(r.fds)
+	var te interface{ Timeout() bool }
+	if !errors.As(r.err, &te) || !te.Timeout() {
+		release()
+		t.Fatalf("the socket closed before the session's QPs were destroyed: %+v %v", r.h, r.err)
+	}
+	release()
+	_ = c.conn.Raw().SetReadDeadline(time.Now().Add(30 * time.Second))
+	if !closedByPeer(c) {
+		t.Fatal("the daemon's close did not close the connection")
+	}
+	if d.QPAlive(gid, qp.QPN) {
+		t.Error("the socket closed while the session's QP was still on the host")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -100,7 +100,7 @@ func senderConn(t *testing.T, pass bool) *proto.Conn {
 			t.Fatal(err)
 		}
 	}
-	daemonEnd, client := proto.NewConn(conns[0]), proto.NewConn(conns[1])
+	daemonEnd, client := proto.NewConn(conns[0]), proto.NewClientConn(conns[1])
 	if err := client.Send(proto.Header{Kind: proto.KindRequest, Op: proto.OpRegMR}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
@@ -134,11 +135,15 @@ func (s *session) sendEvents() {
 
 func (s *session) serve() {
 	go s.sendEvents()
+	// The client's library takes the socket closing for the end of its
+	// queues: they are stopped first, the socket closed last. Nothing the
+	// teardown waits for writes to the socket (events are queued without
+	// blocking; a sendEvents blocked in a write ends when it is closed).
 	defer func() {
 		close(s.done)
-		s.conn.Close()
 		s.d.cm.CloseSession(s.cm())
 		s.cleanup()
+		s.conn.Close()
 	}()
 	for {
 		h, body, fds, err := s.conn.Recv()
@@ -188,15 +193,21 @@ func (s *session) serve() {
 	}
 }
 
+// stop ends the session from the daemon's side: its Recv returns (a
+// timeout) and serve tears the session down, the socket closed last.
+func (s *session) stop() {
+	_ = s.conn.Raw().SetReadDeadline(time.Unix(1, 0))
+}
+
 // reply sends the reply rh with body resp. One that cannot be sent (above
-// proto.MaxReply, or its body does not encode) is logged and answered with
-// a short error instead, so that no request goes unanswered; one that
-// cannot be written because the client went away ends nothing here (the
-// next Recv does).
+// proto.MaxReply, its body does not encode, or the socket refuses it:
+// too many descriptors in flight, no buffers...) is logged and answered
+// with a short error instead, so that no request goes unanswered; one
+// that cannot be written because the client went away ends nothing here
+// (the next Recv does).
 func (s *session) reply(rh proto.Header, resp any, fds ...int) {
 	err := s.conn.Send(rh, resp, fds...)
-	var oe *net.OpError
-	if err == nil || errors.As(err, &oe) {
+	if err == nil || clientGone(err) {
 		return
 	}
 	s.d.log.Warn("a reply could not be sent: the client gets an error instead", "op", rh.Op, "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
@@ -205,6 +216,12 @@ func (s *session) reply(rh proto.Header, resp any, fds ...int) {
 		rh.Code = proto.CodeLimit
 	}
 	_ = s.conn.Send(rh, errResp{Error: fmt.Sprintf("the daemon could not send its %v reply (%v): ask for less, or ask the host's administrator to read the daemon's log", rh.Op, err)})
+}
+
+// clientGone reports whether a write failed because the client closed its
+// end; any other write error is the daemon's to report.
+func clientGone(err error) bool {
+	return errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 func isEOF(err error) bool {

@@ -76,7 +76,7 @@ func (p *hostileProxy) serve(l *net.UnixListener) {
 			c.Close()
 			continue
 		}
-		client, daemon := proto.NewConn(c), proto.NewConn(d)
+		client, daemon := proto.NewConn(c), proto.NewClientConn(d)
 		p.wg.Add(2)
 		go func() { // daemon to client, as is
 			defer p.wg.Done()

@@ -12,7 +12,8 @@ import (
 // Conn sends and receives whole messages with descriptors on a unix
 // SOCK_SEQPACKET connection. Send is safe for concurrent use; Recv is not.
 // A reply larger than one message goes as parts (KindMore), which Send
-// writes back to back and Recv puts together again.
+// writes back to back and Recv, on a client's connection only, puts
+// together again: the daemon's side refuses a part at once.
 type Conn struct {
 	c    *net.UnixConn
 	wmu  sync.Mutex
@@ -21,12 +22,26 @@ type Conn struct {
 	oob  []byte
 	asm  []byte // a reply being put together from its parts (Recv)
 
+	// parts: Recv puts replies sent in parts together (a client's
+	// connection); without it a part is refused (the daemon's side).
+	parts bool
+
 	sender Sender // of the message Recv returned last (sender.go)
 }
 
-// NewConn wraps a connected unixpacket socket.
+// NewConn wraps a connected unixpacket socket on the daemon's side: Recv
+// refuses a message marked KindMore (ErrParts), for only the daemon sends
+// replies, so a peer cannot make it hold parts or their descriptors.
 func NewConn(c *net.UnixConn) *Conn {
 	return &Conn{c: c, buf: make([]byte, MaxMessage+1), oob: make([]byte, unix.CmsgSpace(4*MaxFDs)+unix.CmsgSpace(unix.SizeofUcred))}
+}
+
+// NewClientConn wraps a connected unixpacket socket to the daemon: Recv
+// puts a reply sent in parts together.
+func NewClientConn(c *net.UnixConn) *Conn {
+	pc := NewConn(c)
+	pc.parts = true
+	return pc
 }
 
 // Dial connects to the daemon socket at path.
@@ -35,7 +50,7 @@ func Dial(path string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewConn(c), nil
+	return NewClientConn(c), nil
 }
 
 // Send writes one message whose body is v encoded (nil for none) with fds.
@@ -78,14 +93,20 @@ func (c *Conn) Send(h Header, v any, fds ...int) error {
 	return nil
 }
 
-// Recv reads one message, or all the parts of a reply. The body aliases an
-// internal buffer valid until the next Recv. Received descriptors are
-// returned even when the message is bad; the caller owns and must close
-// them.
+// Recv reads one message, or (on a client's connection) all the parts of
+// a reply. The body aliases an internal buffer valid until the next Recv.
+// Received descriptors are returned even when the message is bad; the
+// caller owns and must close them.
 func (c *Conn) Recv() (Header, []byte, []int, error) {
+	if cap(c.asm) > MaxMessage {
+		c.asm = nil // the last reply was large: do not hold its buffer
+	}
 	h, body, fds, err := c.recvOne()
 	if err != nil || !h.More {
 		return h, body, fds, err
+	}
+	if !c.parts {
+		return h, nil, fds, fmt.Errorf("%w: a %v message marked as a part of a reply: only the daemon sends replies", ErrParts, h.Op)
 	}
 	first := h
 	c.asm = append(c.asm[:0], body...)
@@ -95,6 +116,9 @@ func (c *Conn) Recv() (Header, []byte, []int, error) {
 		fds = append(fds, more...)
 		if err != nil {
 			return first, nil, fds, err
+		}
+		if len(more) > 0 {
+			return first, nil, fds, fmt.Errorf("%w: a later part of the %v reply %d carries descriptors (only the first may)", ErrParts, first.Op, first.ID)
 		}
 		if h.Kind != KindReply || h.Op != first.Op || h.ID != first.ID || h.Code != first.Code {
 			return first, nil, fds, fmt.Errorf("%w: a part of the %v reply %d was followed by a %v message of %v", ErrParts, first.Op, first.ID, h.Kind, h.Op)

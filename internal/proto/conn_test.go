@@ -26,7 +26,7 @@ func connPair(t *testing.T) (*Conn, *Conn) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewConn(c.(*net.UnixConn))
+		return NewClientConn(c.(*net.UnixConn))
 	}
 	a, b := wrap(fds[0]), wrap(fds[1])
 	t.Cleanup(func() { a.Close(); b.Close() })
