@@ -99,8 +99,9 @@ func Serve(ctx context.Context, ln net.Listener, cfg ServerConfig) error {
 		case slots <- struct{}{}:
 			go func() {
 				defer wg.Done()
-				defer func() { <-slots }()
-				s.serveConn(ctx, conn)
+				sc := &slotConn{Conn: conn, free: func() { <-slots }}
+				defer sc.freeSlot()
+				s.serveConn(ctx, sc)
 			}()
 		default:
 			go func() {
@@ -109,6 +110,24 @@ func Serve(ctx context.Context, ln net.Listener, cfg ServerConfig) error {
 			}()
 		}
 	}
+}
+
+// slotConn is a served client's connection that gives its slot back when
+// it is closed, before the client can see it end: a client told of an
+// error and disconnected may connect again at once, and is not refused
+// for a slot its last connection still held while the server finished
+// with it.
+type slotConn struct {
+	net.Conn
+	free func()
+	once sync.Once
+}
+
+func (c *slotConn) freeSlot() { c.once.Do(c.free) }
+
+func (c *slotConn) Close() error {
+	c.freeSlot()
+	return c.Conn.Close()
 }
 
 type server struct {

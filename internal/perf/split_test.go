@@ -399,3 +399,34 @@ func TestClientReportsTheServersFailure(t *testing.T) {
 		t.Errorf("Run after a failure = %v; want it refused", err)
 	}
 }
+
+// TestSlotFreeWhenTheClientSeesTheEnd: a client the server told of its
+// error and disconnected may connect again at once, even while the server
+// is still finishing with the last connection: its slot is given back as
+// the connection closes, not after (TestServerTellsABadClientWhatIsWrong's
+// subtests were refused as "serving as many clients as it may" under load).
+func TestSlotFreeWhenTheClientSeesTheEnd(t *testing.T) {
+	finishing := make(chan struct{}, 2)
+	release := make(chan struct{})
+	defer close(release)
+	cfg := ServerConfig{GIDIndex: AutoGID, Timeout: 2 * time.Second, MaxClients: 1}
+	cfg.served = func(net.Addr, error) {
+		finishing <- struct{}{}
+		<-release // the server still finishing with the connection
+	}
+	r := startRig(t, cfg)
+	first := dialRaw(t, r.server)
+	first.say(`{"type":"start"}` + "\n")
+	if _, err := first.c.recv(5*time.Second, msgHello); err == nil {
+		t.Fatal("the server answered a start before hello")
+	}
+	if _, err := first.c.recv(5*time.Second, msgHello); !errors.Is(err, io.EOF) {
+		t.Fatalf("after its error the server sent %v; want it to close the connection", err)
+	}
+	<-finishing
+	second := dialRaw(t, r.server)
+	second.say(goodHello)
+	if _, err := second.c.recv(5*time.Second, msgHello); err != nil {
+		t.Fatalf("a client connecting again once its last connection ended: %v; want the server's hello", err)
+	}
+}
