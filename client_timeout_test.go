@@ -15,21 +15,7 @@ import (
 // makes a command fail with ErrTimeout, saying the daemon did not answer,
 // instead of waiting for ever.
 func TestCallTimesOut(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "mute.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // reads nothing, answers nothing
-		}
-	}()
+	sock := muteDaemon(t)
 	done := make(chan error, 1)
 	go func() {
 		_, err := vrdma.DialAdmin(vrdma.Options{Socket: sock, Timeout: 200 * time.Millisecond})
@@ -49,24 +35,10 @@ func TestCallTimesOut(t *testing.T) {
 // Go library as it does the guest libraries', and a value that is not a
 // number of seconds is refused with a message naming the variable.
 func TestTimeoutFromEnvironment(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "mute.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // accepted, never answered
-		}
-	}()
+	sock := muteDaemon(t)
 	t.Setenv(vrdma.TimeoutEnv, "0.2")
 	start := time.Now()
-	_, err = vrdma.Devices(vrdma.Options{Socket: sock})
+	_, err := vrdma.Devices(vrdma.Options{Socket: sock})
 	if !errors.Is(err, vrdma.ErrTimeout) {
 		t.Fatalf("Devices from a daemon that never answers, %s=0.2: %v; want ErrTimeout", vrdma.TimeoutEnv, err)
 	}
@@ -80,4 +52,32 @@ func TestTimeoutFromEnvironment(t *testing.T) {
 			t.Errorf("%s=%q: %v; want ErrInvalidArgument naming %s", vrdma.TimeoutEnv, bad, err, vrdma.TimeoutEnv)
 		}
 	}
+}
+
+// muteDaemon listens on a daemon socket of its own, accepts connections,
+// reads nothing and answers nothing; it returns the socket's path.
+func muteDaemon(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "mute.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // reads nothing, answers nothing
+		}
+	}()
+	return sock
 }

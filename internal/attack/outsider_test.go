@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/vrdma/vrdma"
-	"github.com/vrdma/vrdma/internal/netns"
 )
 
 // TestOutsiderRoCE: mallory, a host with a RoCEv2 link on the segment of a
@@ -150,47 +148,9 @@ func TestOutsiderRoCE(t *testing.T) {
 	}
 }
 
-// outsiderSide is a QP on an adapter of a daemon, with a region.
-type outsiderSide struct {
-	dev *vrdma.Device
-	mr  *vrdma.MR
-	cq  *vrdma.CQ
-	qp  *vrdma.QP
-	gid int
-}
-
-// openOn opens vrdma0 of instance ("" = the default) on d, with an RC QP
-// and a region, and finds addr's GID.
-func openOn(t *testing.T, d *netns.Daemon, instance string, addr netip.Addr) *outsiderSide {
-	t.Helper()
-	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: d.Socket, Instance: instance})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	pd, err := dev.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mr, err := pd.AllocMR(pairMR, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := dev.CreateCQ(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
-		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &outsiderSide{dev: dev, mr: mr, cq: cq, qp: qp, gid: gidIndexOf(t, dev, addr)}
-}
-
 // connectByHand connects a's QP and b's to each other without the
 // connection manager, as two programs that swapped endpoints would.
-func connectByHand(t *testing.T, a, b *outsiderSide) {
+func connectByHand(t *testing.T, a, b *side) {
 	t.Helper()
 	ea, err := a.qp.Endpoint(a.gid)
 	if err != nil {
@@ -203,7 +163,7 @@ func connectByHand(t *testing.T, a, b *outsiderSide) {
 	oa, ob := vrdma.DefaultConnectOptions(), vrdma.DefaultConnectOptions()
 	oa.GIDIndex, ob.GIDIndex = uint8(a.gid), uint8(b.gid)
 	for _, c := range []struct {
-		s *outsiderSide
+		s *side
 		e vrdma.Endpoint
 		o *vrdma.ConnectOptions
 	}{{a, eb, &oa}, {b, ea, &ob}} {

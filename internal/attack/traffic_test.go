@@ -56,7 +56,14 @@ type side struct {
 
 func openSide(t *testing.T, d *netns.Daemon, h *netns.Host) *side {
 	t.Helper()
-	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: d.Socket})
+	return openOn(t, d, "", h.IPv4)
+}
+
+// openOn opens vrdma0 of instance ("" = the default) on d, with an RC QP
+// and a region, and finds addr's GID.
+func openOn(t *testing.T, d *netns.Daemon, instance string, addr netip.Addr) *side {
+	t.Helper()
+	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: d.Socket, Instance: instance})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +85,7 @@ func openSide(t *testing.T, d *netns.Daemon, h *netns.Host) *side {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &side{dev: dev, mr: mr, cq: cq, qp: qp, gid: gidIndexOf(t, dev, h.IPv4)}
+	return &side{dev: dev, mr: mr, cq: cq, qp: qp, gid: gidIndexOf(t, dev, addr)}
 }
 
 // newPair connects a QP of a to one of b. No packet has crossed yet: the
