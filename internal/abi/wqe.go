@@ -230,14 +230,18 @@ func PutRecvWQE(b []byte, wrID uint64, sgl []SGE) error {
 //	16 imm u32      20 src_qp u32    24 opcode u8, status u8, wc_flags u8, sl u8
 //	28 pkey_index u16, rsvd u16
 type CQE struct {
-	WRID      uint64
-	QPNum     uint32
-	ByteLen   uint32
-	Imm       uint32
-	SrcQP     uint32
-	Opcode    WCOpcode
-	Status    Status
-	Flags     WCFlags
+	WRID    uint64
+	QPNum   uint32
+	ByteLen uint32
+	Imm     uint32
+	SrcQP   uint32
+	Opcode  WCOpcode
+	Status  Status
+	Flags   WCFlags
+	// SL is ibv_wc.sl. For a UD receive it says what the GRH area holds,
+	// as mlx5 devices report it on RoCE (WCSLRoCEv2IPv4, WCSLRoCEv2IPv6);
+	// zero otherwise.
+	SL        uint8
 	PKeyIndex uint16
 }
 
@@ -251,6 +255,7 @@ const (
 	CQEOpcodeOff    = 24
 	CQEStatusOff    = 25
 	CQEFlagsOff     = 26
+	CQESLOff        = 27
 	CQEPKeyIndexOff = 28
 )
 
@@ -266,7 +271,7 @@ func PutCQE(b []byte, c *CQE) {
 	b[CQEOpcodeOff] = byte(c.Opcode)
 	b[CQEStatusOff] = byte(c.Status)
 	b[CQEFlagsOff] = byte(c.Flags)
-	b[27] = 0 // sl
+	b[CQESLOff] = c.SL
 	le.PutUint16(b[CQEPKeyIndexOff:], c.PKeyIndex)
 	le.PutUint16(b[30:], 0)
 }
@@ -283,8 +288,19 @@ func ParseCQE(b []byte, c *CQE) {
 	c.Opcode = WCOpcode(b[CQEOpcodeOff])
 	c.Status = Status(b[CQEStatusOff])
 	c.Flags = WCFlags(b[CQEFlagsOff])
+	c.SL = b[CQESLOff]
 	c.PKeyIndex = le.Uint16(b[CQEPKeyIndexOff:])
 }
+
+// The sl of a UD receive's completion, as mlx5 devices report it on RoCE:
+// bit 3 a RoCEv2 packet (with a UDP header), bits 2:0 the network header in
+// the GRH area: 1 an IPv6 header (all 40 bytes), 2 an IPv4 header (the last
+// 20). UCX's ud_verbs (1.13) reads these bits to find the destination GID
+// in the GRH area and drops a packet whose GID is not the receiver's.
+const (
+	WCSLRoCEv2IPv6 uint8 = 0x9
+	WCSLRoCEv2IPv4 uint8 = 0xA
+)
 
 // GRHSize is the space a UD receive buffer reserves for the Global Route Header.
 const GRHSize = 40

@@ -332,13 +332,14 @@ func TestCQERoundTrip(t *testing.T) {
 		{},
 		{WRID: 1, QPNum: 2, ByteLen: 3, Imm: 4, SrcQP: 5, Opcode: WCRecv, Status: StatusSuccess, Flags: WCWithImm, PKeyIndex: 6},
 		{WRID: ^uint64(0), QPNum: 0xFFFFFF, ByteLen: ^uint32(0), Imm: ^uint32(0), SrcQP: 0xFFFFFF,
-			Opcode: WCRecvRDMAImm, Status: StatusGeneralErr, Flags: WCWithGRH | WCWithImm, PKeyIndex: 0xFFFF},
+			Opcode: WCRecvRDMAImm, Status: StatusGeneralErr, Flags: WCWithGRH | WCWithImm, SL: 0xFF, PKeyIndex: 0xFFFF},
+		{WRID: 7, Opcode: WCRecv, Flags: WCWithGRH, SL: WCSLRoCEv2IPv4},
 		{WRID: 42, Opcode: WCFetchAdd, Status: StatusRemAccessErr},
 	}
 	for _, c := range cases {
 		b := bytes.Repeat([]byte{0xEE}, CQESize)
 		PutCQE(b, &c)
-		if b[27] != 0 || b[30] != 0 || b[31] != 0 {
+		if b[30] != 0 || b[31] != 0 {
 			t.Errorf("%v: reserved bytes not cleared: %x", c, b)
 		}
 		var got CQE
@@ -488,7 +489,7 @@ func TestEntryLayout(t *testing.T) {
 		{"CQE", CQESize, []field{
 			{"wr_id", CQEWRIDOff, 8}, {"qp_num", CQEQPNumOff, 4}, {"byte_len", CQEByteLenOff, 4},
 			{"imm", CQEImmOff, 4}, {"src_qp", CQESrcQPOff, 4}, {"opcode", CQEOpcodeOff, 1},
-			{"status", CQEStatusOff, 1}, {"wc_flags", CQEFlagsOff, 1}, {"pkey_index", CQEPKeyIndexOff, 2},
+			{"status", CQEStatusOff, 1}, {"wc_flags", CQEFlagsOff, 1}, {"sl", CQESLOff, 1}, {"pkey_index", CQEPKeyIndexOff, 2},
 		}},
 	}
 	for _, l := range layouts {

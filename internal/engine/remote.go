@@ -458,9 +458,9 @@ func (rm *remote) TakeRecv(r *transport.Recv) transport.RecvResult {
 func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
 	q := rm.q
 	releaseAll(&rm.recvHeld)
-	e := abi.CQE{WRID: r.ID, QPNum: q.qpn, Opcode: c.Opcode, Status: c.Status, ByteLen: c.Bytes, Imm: c.Imm, SrcQP: c.SrcQP, Flags: c.Flags}
+	e := abi.CQE{WRID: r.ID, QPNum: q.qpn, Opcode: c.Opcode, Status: c.Status, ByteLen: c.Bytes, Imm: c.Imm, SrcQP: c.SrcQP, Flags: c.Flags, SL: c.SL}
 	if c.Status != abi.StatusSuccess {
-		e.Flags, e.ByteLen, e.Imm = 0, 0, 0
+		e.Flags, e.ByteLen, e.Imm, e.SL = 0, 0, 0, 0
 	}
 	if !q.recvCQ.push(&e) {
 		q.Fail(abi.EventQPFatal, "its receive completion queue overflowed")

@@ -250,3 +250,12 @@ func (q *QP) completeRecv(p *QP, st abi.Status, n, imm uint32, op abi.WCOpcode, 
 		p.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
 	}
 }
+
+// completeRecvSL completes a UD receive successfully, its completion's sl
+// saying what its GRH area holds (abi.WCSLRoCEv2IPv6, ...).
+func (q *QP) completeRecvSL(p *QP, n, imm uint32, fl abi.WCFlags, sl uint8) {
+	c := abi.CQE{WRID: q.s.rwqe.WRID, QPNum: p.qpn, Opcode: abi.WCRecv, Status: abi.StatusSuccess, ByteLen: n, Imm: imm, SrcQP: q.qpn, Flags: fl, SL: sl}
+	if !p.recvCQ.push(&c) {
+		p.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
+	}
+}

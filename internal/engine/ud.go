@@ -96,7 +96,8 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	if w.Opcode == abi.OpSendImm {
 		fl, imm = fl|abi.WCWithImm, w.Imm
 	}
-	q.completeRecv(p, abi.StatusSuccess, uint32(total)+abi.GRHSize, imm, abi.WCRecv, fl, 0)
+	// The GRH area holds an IPv6 header (PutGRH), whatever the GIDs' family.
+	q.completeRecvSL(p, uint32(total)+abi.GRHSize, imm, fl, abi.WCSLRoCEv2IPv6)
 	p.adapter.Counters.RxPackets.Add(1)
 	p.adapter.Counters.RxBytes.Add(total)
 	return sent

@@ -141,8 +141,8 @@ type FioJob struct {
 
 // FioDir is one direction of a fio job.
 type FioDir struct {
-	IOBytes int64 `json:"io_bytes"`
-	BWBytes int64 `json:"bw_bytes"` // bytes per second
+	IOBytes int64   `json:"io_bytes"`
+	BWBytes int64   `json:"bw_bytes"` // bytes per second
 	IOPS    float64 `json:"iops"`
 }
 

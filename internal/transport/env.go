@@ -94,6 +94,7 @@ type RecvCompletion struct {
 	InvRKey uint32
 	Flags   abi.WCFlags
 	SrcQP   uint32
+	SL      uint8 // a UD receive's: what its GRH area holds (abi.WCSLRoCEv2IPv4, ...)
 }
 
 // DropReason says why a packet was discarded.

@@ -140,7 +140,10 @@ func (q *QP) respondUD(env Env, p *wire.Packet) {
 	}
 	scatterAt(s.recv.Spans, 0, env.GRH(p))
 	scatterAt(s.recv.Spans, abi.GRHSize, p.Payload)
-	c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: abi.GRHSize + n, Flags: abi.WCWithGRH, SrcQP: p.DETH.SrcQP}
+	c := RecvCompletion{Status: abi.StatusSuccess, Opcode: abi.WCRecv, Bytes: abi.GRHSize + n, Flags: abi.WCWithGRH, SrcQP: p.DETH.SrcQP, SL: abi.WCSLRoCEv2IPv6}
+	if wire.GRHIsIPv4(p) {
+		c.SL = abi.WCSLRoCEv2IPv4
+	}
 	if p.Opcode.Flags()&wire.HasImm != 0 {
 		c.Imm = p.Imm
 		c.Flags |= abi.WCWithImm

@@ -64,6 +64,9 @@ func TestUDQKeyAndGRH(t *testing.T) {
 	if len(b.recvd) != 1 || b.recvd[0].c.Bytes != 240 || b.recvd[0].c.Flags&abi.WCWithGRH == 0 || b.recvd[0].c.SrcQP != 0x11 || b.recvd[0].c.Imm != 99 {
 		t.Fatalf("UD receive %+v", b.recvd)
 	}
+	if b.recvd[0].c.SL != abi.WCSLRoCEv2IPv4 {
+		t.Errorf("UD receive from an IPv4 address: sl 0x%x, want 0x%x (an IPv4 header in the GRH area, as mlx5 says it)", b.recvd[0].c.SL, abi.WCSLRoCEv2IPv4)
+	}
 	if buf[0] != 0x60 || !bytes.Equal(buf[40:], msg[:200]) {
 		t.Fatal("the GRH area or the payload is wrong")
 	}

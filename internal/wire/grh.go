@@ -3,6 +3,10 @@ package wire
 // GRHLen is the size of the GRH area at the start of every UD receive buffer.
 const GRHLen = 40
 
+// GRHIsIPv4 reports whether AppendGRH writes an IPv4 header for p (in
+// the area's last 20 bytes), not an IPv6 one.
+func GRHIsIPv4(p *Packet) bool { return is4(p) }
+
 // AppendGRH appends the 40-byte GRH area that rxe writes in front of the
 // payload in a UD receive buffer (rxe_resp.c): for IPv4, 20 zero bytes and
 // then the packet's 20-byte IPv4 header; for IPv6, the packet's IPv6 header.

@@ -171,7 +171,7 @@ func defineGroups() ([]group, error) {
 			{"VRDMA_SGE_LKEY", abi.SGELKeyOff, false},
 		}},
 		{"CQE (abi/wqe.go): u64 wr_id; u32 qp_num, byte_len, imm, src_qp;\n" +
-			" * u8 opcode, status, wc_flags; u16 pkey_index", []define{
+			" * u8 opcode, status, wc_flags, sl; u16 pkey_index", []define{
 			{"VRDMA_CQE_WR_ID", abi.CQEWRIDOff, false},
 			{"VRDMA_CQE_QP_NUM", abi.CQEQPNumOff, false},
 			{"VRDMA_CQE_BYTE_LEN", abi.CQEByteLenOff, false},
@@ -180,6 +180,7 @@ func defineGroups() ([]group, error) {
 			{"VRDMA_CQE_OPCODE", abi.CQEOpcodeOff, false},
 			{"VRDMA_CQE_STATUS", abi.CQEStatusOff, false},
 			{"VRDMA_CQE_FLAGS", abi.CQEFlagsOff, false},
+			{"VRDMA_CQE_SL", abi.CQESLOff, false},
 			{"VRDMA_CQE_PKEY_INDEX", abi.CQEPKeyIndexOff, false},
 		}},
 		{"Send flags (abi/enums.go)", flagDefines("VRDMA_SEND_", sendFlags)},

@@ -188,6 +188,7 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 		w->opcode = (enum ibv_wc_opcode)e[VRDMA_CQE_OPCODE];
 		w->status = (enum ibv_wc_status)e[VRDMA_CQE_STATUS];
 		w->wc_flags = e[VRDMA_CQE_FLAGS];
+		w->sl = e[VRDMA_CQE_SL];
 		w->pkey_index = get_le16(e + VRDMA_CQE_PKEY_INDEX);
 		cq->cons++;
 		n++;

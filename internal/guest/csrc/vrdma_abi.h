@@ -63,7 +63,7 @@
 #define VRDMA_SGE_LKEY   12U
 
 /* CQE (abi/wqe.go): u64 wr_id; u32 qp_num, byte_len, imm, src_qp;
- * u8 opcode, status, wc_flags; u16 pkey_index */
+ * u8 opcode, status, wc_flags, sl; u16 pkey_index */
 #define VRDMA_CQE_WR_ID      0U
 #define VRDMA_CQE_QP_NUM     8U
 #define VRDMA_CQE_BYTE_LEN   12U
@@ -72,6 +72,7 @@
 #define VRDMA_CQE_OPCODE     24U
 #define VRDMA_CQE_STATUS     25U
 #define VRDMA_CQE_FLAGS      26U
+#define VRDMA_CQE_SL         27U
 #define VRDMA_CQE_PKEY_INDEX 28U
 
 /* Send flags (abi/enums.go) */

@@ -1135,6 +1135,11 @@ static void test_opcode_not_allowed(void)
 			CHECK(wc.wr_id == 6 && wc.status == IBV_WC_SUCCESS && wc.byte_len == 48 && (wc.wc_flags & IBV_WC_GRH) &&
 				      wc.src_qp == ud.a->qp_num && all_are(src + page + 40, 8, 'u'),
 			      "UD receive: %s, %u bytes from QP %u", ibv_wc_status_str(wc.status), wc.byte_len, wc.src_qp);
+		/* sl says what the GRH area holds, as on mlx5 (UCX's ud_verbs
+		 * reads it to find the destination GID): 0x9, a RoCEv2 IPv6
+		 * header, here on the same host. */
+		CHECK(wc.sl == 0x9 && src[page] == 0x60, "UD receive: sl 0x%x with GRH version byte 0x%02x, want 0x9 and 0x60",
+		      wc.sl, src[page]);
 		if (ah)
 			CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
 	}
