@@ -44,6 +44,12 @@ func TestStacksBetweenHosts(t *testing.T) {
 					t.Run(c.name(), func(t *testing.T) { runUCXPerftest(t, a, b, c, mode.path) })
 				}
 			})
+			t.Run("mpirun -np 4", func(t *testing.T) {
+				mpiCheck(t)
+				for _, m := range mpiModes {
+					t.Run(m.name, func(t *testing.T) { runMPIBetween(t, a, b, m, mode.path) })
+				}
+			})
 		})
 	}
 }
