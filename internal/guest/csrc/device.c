@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rdma_core_private.h"
 #include "verbs_int.h"
 
 #undef ibv_query_port
@@ -500,15 +501,15 @@ static int gid_is_ipv4(const union ibv_gid *g)
 	return memcmp(g->raw, prefix, sizeof prefix) == 0;
 }
 
-/* ibv_query_gid_type is rdma-core's private (its enum ibv_gid_type_sysfs
- * is in the uninstalled driver.h): 1 is RoCE v2 there. */
-VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index, int *type);
-VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index, int *type)
+/* ibv_query_gid_type is rdma-core's private (driver.h): every vrdma GID
+ * is RoCE v2. */
+VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+				    enum ibv_gid_type_sysfs *type)
 {
 	union ibv_gid gid;
 	if (ibv_query_gid(context, port_num, (int)index, &gid))
 		return -1;
-	*type = 1;
+	*type = IBV_GID_TYPE_SYSFS_ROCE_V2;
 	return 0;
 }
 
