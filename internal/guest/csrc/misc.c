@@ -14,6 +14,7 @@
 
 #include "rdma_core_private.h"
 #include "verbs_int.h"
+#include "vrdma_sysfs.h"
 
 #undef ibv_reg_mr
 
@@ -162,16 +163,22 @@ static char sysfs_root[IBV_SYSFS_PATH_MAX] = "/sys";
 static void sysfs_root_init(void)
 {
 	const char *env = secure_getenv("SYSFS_PATH");
-	if (!env || !*env)
+	if (!env || !*env) {
+		const char *tree = vrdma_sysfs_root();
+		if (*tree)
+			snprintf(sysfs_root, sizeof sysfs_root, "%s", tree);
 		return;
+	}
 	snprintf(sysfs_root, sizeof sysfs_root, "%s", env);
 	for (size_t n = strlen(sysfs_root); n > 1 && sysfs_root[n - 1] == '/'; n--)
 		sysfs_root[n - 1] = '\0';
 }
 
-/* ibv_get_sysfs_path names the root of sysfs: SYSFS_PATH when the user set
- * it (and the program is not set-uid), without trailing slashes, as in
- * rdma-core; otherwise /sys. */
+/* ibv_get_sysfs_path names the root of the tree that holds the devices'
+ * sysfs entries: SYSFS_PATH when the user set it (and the program is not
+ * set-uid), without trailing slashes, as with rdma-core; otherwise vrdma's
+ * own tree (sysfs.c), whose class/infiniband holds the vrdma devices, or
+ * /sys when it could not be made. */
 VRDMA_EXPORT const char *ibv_get_sysfs_path(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
