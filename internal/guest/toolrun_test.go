@@ -86,9 +86,10 @@ func requireTool(t *testing.T, program, pkg string) {
 // toolHost is one host for the tools: a daemon of the test's own and the
 // library its programs load.
 type toolHost struct {
-	lib   string // the directory of libibverbs.so.1
-	sock  string // the daemon's socket
-	quiet bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
+	lib     string // the directory of libibverbs.so.1
+	sock    string // the daemon's socket
+	quiet   bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
+	runtime string // the programs' XDG_RUNTIME_DIR: where the library's sysfs tree goes
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -96,7 +97,11 @@ type toolHost struct {
 func newToolHost(t *testing.T) *toolHost {
 	t.Helper()
 	lib := guestLibrary(t)
-	return &toolHost{lib: lib, sock: daemontest.Start(t)}
+	runtime := t.TempDir()
+	if err := os.Chmod(runtime, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &toolHost{lib: lib, sock: daemontest.Start(t), runtime: runtime}
 }
 
 // createInstance creates an instance on the host's daemon.
@@ -132,7 +137,7 @@ func (h *toolHost) env(instance string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "LD_LIBRARY_PATH", "LD_PRELOAD", "VRDMA_SOCKET", "VRDMA_INSTANCE", "VRDMA_DEBUG", "LC_ALL":
+		case "LD_LIBRARY_PATH", "LD_PRELOAD", "VRDMA_SOCKET", "VRDMA_INSTANCE", "VRDMA_DEBUG", "LC_ALL", "XDG_RUNTIME_DIR":
 		default:
 			env = append(env, kv)
 		}
@@ -142,6 +147,9 @@ func (h *toolHost) env(instance string) []string {
 		debug = "VRDMA_DEBUG=0"
 	}
 	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, debug, "LC_ALL=C")
+	if h.runtime != "" {
+		env = append(env, "XDG_RUNTIME_DIR="+h.runtime)
+	}
 	if instance != "" {
 		env = append(env, "VRDMA_INSTANCE="+instance)
 	}
