@@ -76,6 +76,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "vrdma daemon serving %s\n", d.SocketPath())
+	deviceNode(log)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

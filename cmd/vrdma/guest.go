@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/vrdma/vrdma/internal/guest"
@@ -20,7 +21,9 @@ them).
   guest build --out DIR  also copies libibverbs.so.1 and librdmacm.so.1 (and
                          their .so links) into DIR, for a system-wide install
                          or a container image; DIR and the directories above
-                         it must be writable by nobody but you and root
+                         it must be writable by nobody but you and root; as
+                         root, it also makes /dev/infiniband/vrdma, the node
+                         UCX looks for (docs/design/device-discovery.md)
   guest path             prints the directory, building it on first use:
                          LD_LIBRARY_PATH=$(vrdma guest path) ibv_devinfo
 
@@ -70,6 +73,11 @@ func runGuest(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := guest.Install(libDir, dir); err != nil {
 			return err
+		}
+		if os.Geteuid() == 0 { // an install: the device node too (devnode.go)
+			if err := guest.EnsureDeviceNode(); err != nil {
+				return err
+			}
 		}
 		libDir = dir
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,9 +86,10 @@ func requireTool(t *testing.T, program, pkg string) {
 // toolHost is one host for the tools: a daemon of the test's own and the
 // library its programs load.
 type toolHost struct {
-	lib   string // the directory of libibverbs.so.1
-	sock  string // the daemon's socket
-	quiet bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
+	lib     string // the directory of libibverbs.so.1
+	sock    string // the daemon's socket
+	quiet   bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
+	runtime string // the programs' XDG_RUNTIME_DIR: where the library's sysfs tree goes
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -95,7 +97,11 @@ type toolHost struct {
 func newToolHost(t *testing.T) *toolHost {
 	t.Helper()
 	lib := guestLibrary(t)
-	return &toolHost{lib: lib, sock: daemontest.Start(t)}
+	runtime := t.TempDir()
+	if err := os.Chmod(runtime, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return &toolHost{lib: lib, sock: daemontest.Start(t), runtime: runtime}
 }
 
 // createInstance creates an instance on the host's daemon.
@@ -131,7 +137,7 @@ func (h *toolHost) env(instance string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "LD_LIBRARY_PATH", "LD_PRELOAD", "VRDMA_SOCKET", "VRDMA_INSTANCE", "VRDMA_DEBUG", "LC_ALL":
+		case "LD_LIBRARY_PATH", "LD_PRELOAD", "VRDMA_SOCKET", "VRDMA_INSTANCE", "VRDMA_DEBUG", "LC_ALL", "XDG_RUNTIME_DIR":
 		default:
 			env = append(env, kv)
 		}
@@ -141,6 +147,9 @@ func (h *toolHost) env(instance string) []string {
 		debug = "VRDMA_DEBUG=0"
 	}
 	env = append(env, "LD_LIBRARY_PATH="+h.lib, "VRDMA_SOCKET="+h.sock, debug, "LC_ALL=C")
+	if h.runtime != "" {
+		env = append(env, "XDG_RUNTIME_DIR="+h.runtime)
+	}
 	if instance != "" {
 		env = append(env, "VRDMA_INSTANCE="+instance)
 	}
@@ -220,7 +229,7 @@ func (h *toolHost) startServer(t *testing.T, instance string, port int, program 
 	p := h.start(t, instance, program, args...)
 	deadline := time.Now().Add(listenTimeout)
 	for {
-		listening, err := tcpListening(port)
+		listening, err := tcpListening(p.cmd.Process.Pid, port)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,12 +262,14 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// tcpListening reports whether a socket of this network namespace listens
-// on TCP port, from /proc/net/tcp and tcp6: connecting to find out would
-// take the one connection a perftest server accepts.
-func tcpListening(port int) (bool, error) {
+// tcpListening reports whether process pid holds a socket listening on
+// TCP port. Whose socket it is matters: tests of other packages run at
+// the same time, and their servers may take a port freePort has just
+// handed out; a client sent to such a server talks to another daemon.
+func tcpListening(pid, port int) (bool, error) {
 	const listen = "0A" // TCP_LISTEN in the st column
 	suffix := fmt.Sprintf(":%04X", port)
+	inodes := map[string]bool{}
 	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		data, err := os.ReadFile(file)
 		if errors.Is(err, os.ErrNotExist) {
@@ -270,9 +281,22 @@ func tcpListening(port int) (bool, error) {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
-			if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == listen {
-				return true, nil
+			if len(f) > 9 && strings.HasSuffix(f[1], suffix) && f[3] == listen {
+				inodes["socket:["+f[9]+"]"] = true
 			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false, nil
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false, nil // gone, or not yet exec'd: the caller sees it end
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && inodes[link] {
+			return true, nil
 		}
 	}
 	return false, nil

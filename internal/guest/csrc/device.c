@@ -14,7 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "rdma_core_private.h"
 #include "verbs_int.h"
+#include "vrdma_sysfs.h"
 
 #undef ibv_query_port
 
@@ -24,13 +26,13 @@ static pthread_mutex_t devices_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vrdma_device *devices[VRDMA_MAX_DEVICES]; /* live as long as the process */
 static int ndevices;
 
-static const char *socket_path(void)
+const char *vrdma_socket_path(void)
 {
 	const char *s = getenv("VRDMA_SOCKET");
 	return s && *s ? s : DEFAULT_SOCKET;
 }
 
-static const char *instance_name(void)
+const char *vrdma_instance_name(void)
 {
 	const char *s = getenv("VRDMA_INSTANCE");
 	return s ? s : "";
@@ -43,7 +45,7 @@ static int hello(struct vrdma_chan *c, const char *device, char *reply, size_t c
 	 * escapes into client (6 bytes a character at most, and the quotes). */
 	char name[64], inst[256], dev[128], client[6 * sizeof name + 3], body[1024];
 	snprintf(name, sizeof name, "%s", program_invocation_short_name);
-	if (vj_escape(inst, sizeof inst, instance_name()) < 0 || vj_escape(dev, sizeof dev, device) < 0 ||
+	if (vj_escape(inst, sizeof inst, vrdma_instance_name()) < 0 || vj_escape(dev, sizeof dev, device) < 0 ||
 	    vj_escape(client, sizeof client, name) < 0)
 		return EINVAL;
 	int n = snprintf(body, sizeof body, "{\"instance\":%s,\"device\":%s,\"client\":%s}", inst, dev, client);
@@ -77,9 +79,12 @@ static struct vrdma_device *device_for(const struct vj_doc *doc, int a)
 	d->dev.node_type = IBV_NODE_CA;
 	d->dev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->dev.name, sizeof d->dev.name, "%s", name);
-	snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d", (int)index);
-	snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d", (int)index);
-	snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", name);
+	/* Names no real device has (docs/design/device-discovery.md): the
+	 * one node vrdma's devices share, and entries in vrdma's own tree. */
+	snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "%s", VRDMA_DEV_NAME);
+	if (vrdma_sysfs_ibdev_path(name, d->dev.ibdev_path, sizeof d->dev.ibdev_path) == 0)
+		snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s/class/infiniband_verbs/%s", vrdma_sysfs_root(),
+			 name);
 	d->guid = guid;
 	d->index = (int)index;
 	devices[ndevices++] = d;
@@ -101,7 +106,7 @@ VRDMA_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int rc = vrdma_chan_open(&c, socket_path());
+	int rc = vrdma_chan_open(&c, vrdma_socket_path());
 	if (rc) {
 		vrdma_log("%s", c.err);
 		free(reply);
@@ -114,9 +119,12 @@ VRDMA_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 		int arr = vj_get(&doc, 0, "adapters");
 		pthread_mutex_lock(&devices_mu);
 		for (int i = 0; i < vj_len(&doc, arr) && n < VRDMA_MAX_DEVICES; i++) {
-			struct vrdma_device *d = device_for(&doc, vj_at(&doc, arr, i));
-			if (d)
+			int a = vj_at(&doc, arr, i);
+			struct vrdma_device *d = device_for(&doc, a);
+			if (d) {
+				vrdma_sysfs_publish(&doc, a, d);
 				list[n++] = &d->dev;
+			}
 		}
 		pthread_mutex_unlock(&devices_mu);
 	}
@@ -217,7 +225,7 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENOMEM;
 		return NULL;
 	}
-	rc = vrdma_chan_open(&ctx->chan, socket_path());
+	rc = vrdma_chan_open(&ctx->chan, vrdma_socket_path());
 	if (rc) {
 		vrdma_log("%s", ctx->chan.err);
 		free(ctx);
@@ -500,15 +508,15 @@ static int gid_is_ipv4(const union ibv_gid *g)
 	return memcmp(g->raw, prefix, sizeof prefix) == 0;
 }
 
-/* ibv_query_gid_type is rdma-core's private (its enum ibv_gid_type_sysfs
- * is in the uninstalled driver.h): 1 is RoCE v2 there. */
-VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index, int *type);
-VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index, int *type)
+/* ibv_query_gid_type is rdma-core's private (driver.h): every vrdma GID
+ * is RoCE v2. */
+VRDMA_EXPORT int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
+				    enum ibv_gid_type_sysfs *type)
 {
 	union ibv_gid gid;
 	if (ibv_query_gid(context, port_num, (int)index, &gid))
 		return -1;
-	*type = 1;
+	*type = IBV_GID_TYPE_SYSFS_ROCE_V2;
 	return 0;
 }
 

@@ -5,10 +5,16 @@
  * lack them.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "rdma_core_private.h"
 #include "verbs_int.h"
+#include "vrdma_sysfs.h"
 
 #undef ibv_reg_mr
 
@@ -150,31 +156,76 @@ VRDMA_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
 	return IBV_RATE_MAX;
 }
 
-/* ---- sysfs: vrdma devices have none ---- */
+/* ---- sysfs (rdma-core's driver.h) ---- */
 
-VRDMA_EXPORT int ibv_get_sysfs_path(char *buf, size_t size)
+static char sysfs_root[IBV_SYSFS_PATH_MAX] = "/sys";
+
+static void sysfs_root_init(void)
 {
-	snprintf(buf, size, "/sys");
-	return 0;
+	const char *env = secure_getenv("SYSFS_PATH");
+	if (!env || !*env) {
+		const char *tree = vrdma_sysfs_root();
+		if (*tree)
+			snprintf(sysfs_root, sizeof sysfs_root, "%s", tree);
+		return;
+	}
+	snprintf(sysfs_root, sizeof sysfs_root, "%s", env);
+	for (size_t n = strlen(sysfs_root); n > 1 && sysfs_root[n - 1] == '/'; n--)
+		sysfs_root[n - 1] = '\0';
 }
 
+/* ibv_get_sysfs_path names the root of the tree that holds the devices'
+ * sysfs entries: SYSFS_PATH when the user set it (and the program is not
+ * set-uid), without trailing slashes, as with rdma-core; otherwise vrdma's
+ * own tree (sysfs.c), whose class/infiniband holds the vrdma devices, or
+ * /sys when it could not be made. */
+VRDMA_EXPORT const char *ibv_get_sysfs_path(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, sysfs_root_init);
+	return sysfs_root;
+}
+
+/* ibv_read_sysfs_file reads dir/file into buf as a string without its
+ * trailing newline and returns its length, or -1 with errno set; a file
+ * that does not fit in buf with its terminating NUL fails. */
 VRDMA_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
 {
-	(void)dir;
-	(void)file;
-	(void)buf;
-	(void)size;
-	errno = ENOENT; /* a vrdma adapter is not a kernel device */
-	return -1;
+	char path[IBV_SYSFS_PATH_MAX * 2];
+	int n = snprintf(path, sizeof path, "%s/%s", dir, file);
+	if (n < 0 || (size_t)n >= sizeof path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t len = read(fd, buf, size);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	if (len <= 0)
+		return (int)len;
+	if (buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	else if ((size_t)len < size)
+		buf[len] = '\0';
+	else {
+		errno = EOVERFLOW;
+		return -1;
+	}
+	return (int)len;
 }
 
-VRDMA_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size, struct ibv_device *dev, const char *fmt, ...)
+/* ibv_read_ibdev_sysfs_file is for providers, with their own device's
+ * structure: no vrdma device is ever handed to a provider. */
+VRDMA_EXPORT int ibv_read_ibdev_sysfs_file(char *buf, size_t size, struct verbs_sysfs_dev *sysfs_dev, const char *fnfmt,
+					   ...)
 {
 	(void)buf;
 	(void)size;
-	(void)dev;
-	(void)fmt;
-	errno = ENOENT;
+	(void)fnfmt;
+	errno = sysfs_dev ? ENOENT : EINVAL;
 	return -1;
 }
 

@@ -9,101 +9,153 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "rdma_core_private.h"
 #include "vrdma.h"
 
-/* The signatures are not rdma-core's (its private headers are not
- * installed): the stubs take no arguments, which the calling convention
- * makes harmless, and return a failure in the shape the caller expects. */
-#define STUB_INT(name)                         \
-	VRDMA_EXPORT int name(void);           \
-	VRDMA_EXPORT int name(void)            \
+/* Each stub has rdma-core's signature (rdma_core_private.h declares it, so
+ * the compiler checks it) and returns a failure in the shape the caller
+ * expects; it reads none of its arguments. */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#define STUB_INT(type, name, ...)              \
+	VRDMA_EXPORT type name(__VA_ARGS__)    \
 	{                                      \
 		errno = EOPNOTSUPP;            \
 		return EOPNOTSUPP;             \
 	}
-#define STUB_PTR(name)                         \
-	VRDMA_EXPORT void *name(void);         \
-	VRDMA_EXPORT void *name(void)          \
+#define STUB_PTR(type, name, ...)              \
+	VRDMA_EXPORT type *name(__VA_ARGS__)   \
 	{                                      \
 		errno = EOPNOTSUPP;            \
 		return NULL;                   \
 	}
-#define STUB_VOID(name)                        \
-	VRDMA_EXPORT void name(void);          \
-	VRDMA_EXPORT void name(void) {}
+#define STUB_VOID(name, ...) \
+	VRDMA_EXPORT void name(__VA_ARGS__) {}
 
-STUB_INT(__ioctl_final_num_attrs)
-STUB_VOID(__verbs_log)
-STUB_PTR(_verbs_init_and_alloc_context)
-STUB_INT(execute_ioctl)
-STUB_INT(ibv_cmd_advise_mr)
-STUB_INT(ibv_cmd_alloc_dm)
-STUB_INT(ibv_cmd_alloc_mw)
-STUB_INT(ibv_cmd_alloc_pd)
-STUB_INT(ibv_cmd_attach_mcast)
-STUB_INT(ibv_cmd_close_xrcd)
-STUB_INT(ibv_cmd_create_ah)
-STUB_INT(ibv_cmd_create_counters)
-STUB_INT(ibv_cmd_create_cq)
-STUB_INT(ibv_cmd_create_cq_ex)
-STUB_INT(ibv_cmd_create_flow)
-STUB_INT(ibv_cmd_create_flow_action_esp)
-STUB_INT(ibv_cmd_create_qp)
-STUB_INT(ibv_cmd_create_qp_ex)
-STUB_INT(ibv_cmd_create_qp_ex2)
-STUB_INT(ibv_cmd_create_rwq_ind_table)
-STUB_INT(ibv_cmd_create_srq)
-STUB_INT(ibv_cmd_create_srq_ex)
-STUB_INT(ibv_cmd_create_wq)
-STUB_INT(ibv_cmd_dealloc_mw)
-STUB_INT(ibv_cmd_dealloc_pd)
-STUB_INT(ibv_cmd_dereg_mr)
-STUB_INT(ibv_cmd_destroy_ah)
-STUB_INT(ibv_cmd_destroy_counters)
-STUB_INT(ibv_cmd_destroy_cq)
-STUB_INT(ibv_cmd_destroy_flow)
-STUB_INT(ibv_cmd_destroy_flow_action)
-STUB_INT(ibv_cmd_destroy_qp)
-STUB_INT(ibv_cmd_destroy_rwq_ind_table)
-STUB_INT(ibv_cmd_destroy_srq)
-STUB_INT(ibv_cmd_destroy_wq)
-STUB_INT(ibv_cmd_detach_mcast)
-STUB_INT(ibv_cmd_free_dm)
-STUB_INT(ibv_cmd_get_context)
-STUB_INT(ibv_cmd_modify_cq)
-STUB_INT(ibv_cmd_modify_flow_action_esp)
-STUB_INT(ibv_cmd_modify_qp)
-STUB_INT(ibv_cmd_modify_qp_ex)
-STUB_INT(ibv_cmd_modify_srq)
-STUB_INT(ibv_cmd_modify_wq)
-STUB_INT(ibv_cmd_open_qp)
-STUB_INT(ibv_cmd_open_xrcd)
-STUB_INT(ibv_cmd_poll_cq)
-STUB_INT(ibv_cmd_post_recv)
-STUB_INT(ibv_cmd_post_send)
-STUB_INT(ibv_cmd_post_srq_recv)
-STUB_INT(ibv_cmd_query_context)
-STUB_INT(ibv_cmd_query_device_any)
-STUB_INT(ibv_cmd_query_mr)
-STUB_INT(ibv_cmd_query_port)
-STUB_INT(ibv_cmd_query_qp)
-STUB_INT(ibv_cmd_query_srq)
-STUB_INT(ibv_cmd_read_counters)
-STUB_INT(ibv_cmd_reg_dm_mr)
-STUB_INT(ibv_cmd_reg_dmabuf_mr)
-STUB_INT(ibv_cmd_reg_mr)
-STUB_INT(ibv_cmd_req_notify_cq)
-STUB_INT(ibv_cmd_rereg_mr)
-STUB_INT(ibv_cmd_resize_cq)
-STUB_VOID(ibv_copy_ah_attr_from_kern)
-STUB_VOID(ibv_copy_path_rec_from_kern)
-STUB_VOID(ibv_copy_path_rec_to_kern)
-STUB_VOID(ibv_copy_qp_attr_from_kern)
-STUB_INT(verbs_init_cq)
-STUB_PTR(verbs_open_device)
-STUB_VOID(verbs_register_driver_34)
-STUB_VOID(verbs_set_ops)
-STUB_VOID(verbs_uninit_context)
+STUB_VOID(ibv_copy_qp_attr_from_kern, struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
+STUB_VOID(ibv_copy_ah_attr_from_kern, struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src)
+STUB_VOID(ibv_copy_path_rec_from_kern, struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src)
+STUB_VOID(ibv_copy_path_rec_to_kern, struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src)
+STUB_INT(unsigned int, __ioctl_final_num_attrs, unsigned int num_attrs, struct ibv_command_buffer *link)
+STUB_INT(int, execute_ioctl, struct ibv_context *context, struct ibv_command_buffer *cmd)
+STUB_VOID(__verbs_log, struct verbs_context *ctx, uint32_t level, const char *fmt, ...)
+STUB_VOID(verbs_register_driver_34, const struct verbs_device_ops *ops)
+STUB_PTR(void, _verbs_init_and_alloc_context, struct ibv_device *device, int cmd_fd, size_t alloc_size,
+	 struct verbs_context *context_offset, uint32_t driver_id)
+STUB_VOID(verbs_uninit_context, struct verbs_context *context)
+STUB_VOID(verbs_set_ops, struct verbs_context *vctx, const struct verbs_context_ops *ops)
+STUB_VOID(verbs_init_cq, struct ibv_cq *cq, struct ibv_context *context, struct ibv_comp_channel *channel,
+	 void *cq_context)
+STUB_PTR(struct ibv_context, verbs_open_device, struct ibv_device *device, void *private_data)
+STUB_INT(int, ibv_cmd_get_context, struct verbs_context *context, struct ibv_get_context *cmd, size_t cmd_size,
+	 struct ib_uverbs_get_context_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_query_context, struct ibv_context *ctx, struct ibv_command_buffer *driver)
+STUB_INT(int, ibv_cmd_create_flow_action_esp, struct ibv_context *ctx, struct ibv_flow_action_esp_attr *attr,
+	 struct verbs_flow_action *flow_action, struct ibv_command_buffer *driver)
+STUB_INT(int, ibv_cmd_modify_flow_action_esp, struct verbs_flow_action *flow_action,
+	 struct ibv_flow_action_esp_attr *attr, struct ibv_command_buffer *driver)
+STUB_INT(int, ibv_cmd_query_device_any, struct ibv_context *context,
+	 const struct ibv_query_device_ex_input *input, struct ibv_device_attr_ex *attr, size_t attr_size,
+	 struct ib_uverbs_ex_query_device_resp *resp, size_t *resp_size)
+STUB_INT(int, ibv_cmd_query_port, struct ibv_context *context, uint8_t port_num,
+	 struct ibv_port_attr *port_attr, struct ibv_query_port *cmd, size_t cmd_size)
+STUB_INT(int, ibv_cmd_alloc_pd, struct ibv_context *context, struct ibv_pd *pd, struct ibv_alloc_pd *cmd,
+	 size_t cmd_size, struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_dealloc_pd, struct ibv_pd *pd)
+STUB_INT(int, ibv_cmd_open_xrcd, struct ibv_context *context, struct verbs_xrcd *xrcd, int vxrcd_size,
+	 struct ibv_xrcd_init_attr *attr, struct ibv_open_xrcd *cmd, size_t cmd_size,
+	 struct ib_uverbs_open_xrcd_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_close_xrcd, struct verbs_xrcd *xrcd)
+STUB_INT(int, ibv_cmd_reg_mr, struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va, int access,
+	 struct verbs_mr *vmr, struct ibv_reg_mr *cmd, size_t cmd_size, struct ib_uverbs_reg_mr_resp *resp,
+	 size_t resp_size)
+STUB_INT(int, ibv_cmd_rereg_mr, struct verbs_mr *vmr, uint32_t flags, void *addr, size_t length,
+	 uint64_t hca_va, int access, struct ibv_pd *pd, struct ibv_rereg_mr *cmd, size_t cmd_sz,
+	 struct ib_uverbs_rereg_mr_resp *resp, size_t resp_sz)
+STUB_INT(int, ibv_cmd_dereg_mr, struct verbs_mr *vmr)
+STUB_INT(int, ibv_cmd_query_mr, struct ibv_pd *pd, struct verbs_mr *vmr, uint32_t mr_handle)
+STUB_INT(int, ibv_cmd_advise_mr, struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags,
+	 struct ibv_sge *sg_list, uint32_t num_sge)
+STUB_INT(int, ibv_cmd_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+	 int access, struct verbs_mr *vmr)
+STUB_INT(int, ibv_cmd_alloc_mw, struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw,
+	 struct ibv_alloc_mw *cmd, size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_dealloc_mw, struct ibv_mw *mw)
+STUB_INT(int, ibv_cmd_create_cq, struct ibv_context *context, int cqe, struct ibv_comp_channel *channel,
+	 int comp_vector, struct ibv_cq *cq, struct ibv_create_cq *cmd, size_t cmd_size,
+	 struct ib_uverbs_create_cq_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_create_cq_ex, struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
+	 struct verbs_cq *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size,
+	 struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size, uint32_t cmd_flags)
+STUB_INT(int, ibv_cmd_poll_cq, struct ibv_cq *cq, int ne, struct ibv_wc *wc)
+STUB_INT(int, ibv_cmd_req_notify_cq, struct ibv_cq *cq, int solicited_only)
+STUB_INT(int, ibv_cmd_resize_cq, struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd, size_t cmd_size,
+	 struct ib_uverbs_resize_cq_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_destroy_cq, struct ibv_cq *cq)
+STUB_INT(int, ibv_cmd_modify_cq, struct ibv_cq *cq, struct ibv_modify_cq_attr *attr, struct ibv_modify_cq *cmd,
+	 size_t cmd_size)
+STUB_INT(int, ibv_cmd_create_srq, struct ibv_pd *pd, struct ibv_srq *srq, struct ibv_srq_init_attr *attr,
+	 struct ibv_create_srq *cmd, size_t cmd_size, struct ib_uverbs_create_srq_resp *resp,
+	 size_t resp_size)
+STUB_INT(int, ibv_cmd_create_srq_ex, struct ibv_context *context, struct verbs_srq *srq,
+	 struct ibv_srq_init_attr_ex *attr_ex, struct ibv_create_xsrq *cmd, size_t cmd_size,
+	 struct ib_uverbs_create_srq_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_modify_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask,
+	 struct ibv_modify_srq *cmd, size_t cmd_size)
+STUB_INT(int, ibv_cmd_query_srq, struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, struct ibv_query_srq *cmd,
+	 size_t cmd_size)
+STUB_INT(int, ibv_cmd_destroy_srq, struct ibv_srq *srq)
+STUB_INT(int, ibv_cmd_create_qp, struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
+	 struct ibv_create_qp *cmd, size_t cmd_size, struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_create_qp_ex, struct ibv_context *context, struct verbs_qp *qp,
+	 struct ibv_qp_init_attr_ex *attr_ex, struct ibv_create_qp *cmd, size_t cmd_size,
+	 struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_create_qp_ex2, struct ibv_context *context, struct verbs_qp *qp,
+	 struct ibv_qp_init_attr_ex *qp_attr, struct ibv_create_qp_ex *cmd, size_t cmd_size,
+	 struct ib_uverbs_ex_create_qp_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_open_qp, struct ibv_context *context, struct verbs_qp *qp, int vqp_sz,
+	 struct ibv_qp_open_attr *attr, struct ibv_open_qp *cmd, size_t cmd_size,
+	 struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_query_qp, struct ibv_qp *qp, struct ibv_qp_attr *qp_attr, int attr_mask,
+	 struct ibv_qp_init_attr *qp_init_attr, struct ibv_query_qp *cmd, size_t cmd_size)
+STUB_INT(int, ibv_cmd_modify_qp, struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+	 struct ibv_modify_qp *cmd, size_t cmd_size)
+STUB_INT(int, ibv_cmd_modify_qp_ex, struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+	 struct ibv_modify_qp_ex *cmd, size_t cmd_size, struct ib_uverbs_ex_modify_qp_resp *resp,
+	 size_t resp_size)
+STUB_INT(int, ibv_cmd_destroy_qp, struct ibv_qp *qp)
+STUB_INT(int, ibv_cmd_post_send, struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
+STUB_INT(int, ibv_cmd_post_recv, struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+STUB_INT(int, ibv_cmd_post_srq_recv, struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+STUB_INT(int, ibv_cmd_create_ah, struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
+	 struct ib_uverbs_create_ah_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_destroy_ah, struct ibv_ah *ah)
+STUB_INT(int, ibv_cmd_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+STUB_INT(int, ibv_cmd_detach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+STUB_INT(int, ibv_cmd_create_flow, struct ibv_qp *qp, struct ibv_flow *flow_id,
+	 struct ibv_flow_attr *flow_attr, void *ucmd, size_t ucmd_size)
+STUB_INT(int, ibv_cmd_destroy_flow, struct ibv_flow *flow_id)
+STUB_INT(int, ibv_cmd_create_wq, struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr,
+	 struct ibv_wq *wq, struct ibv_create_wq *cmd, size_t cmd_size,
+	 struct ib_uverbs_ex_create_wq_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_destroy_flow_action, struct verbs_flow_action *action)
+STUB_INT(int, ibv_cmd_modify_wq, struct ibv_wq *wq, struct ibv_wq_attr *attr, struct ibv_modify_wq *cmd,
+	 size_t cmd_size)
+STUB_INT(int, ibv_cmd_destroy_wq, struct ibv_wq *wq)
+STUB_INT(int, ibv_cmd_create_rwq_ind_table, struct ibv_context *context,
+	 struct ibv_rwq_ind_table_init_attr *init_attr, struct ibv_rwq_ind_table *rwq_ind_table,
+	 struct ib_uverbs_ex_create_rwq_ind_table_resp *resp, size_t resp_size)
+STUB_INT(int, ibv_cmd_destroy_rwq_ind_table, struct ibv_rwq_ind_table *rwq_ind_table)
+STUB_INT(int, ibv_cmd_create_counters, struct ibv_context *context, struct ibv_counters_init_attr *init_attr,
+	 struct verbs_counters *vcounters, struct ibv_command_buffer *link)
+STUB_INT(int, ibv_cmd_destroy_counters, struct verbs_counters *vcounters)
+STUB_INT(int, ibv_cmd_read_counters, struct verbs_counters *vcounters, uint64_t *counters_value,
+	 uint32_t ncounters, uint32_t flags, struct ibv_command_buffer *link)
+STUB_INT(int, ibv_cmd_alloc_dm, struct ibv_context *ctx, const struct ibv_alloc_dm_attr *dm_attr,
+	 struct verbs_dm *dm, struct ibv_command_buffer *link)
+STUB_INT(int, ibv_cmd_free_dm, struct verbs_dm *dm)
+STUB_INT(int, ibv_cmd_reg_dm_mr, struct ibv_pd *pd, struct verbs_dm *dm, uint64_t offset, size_t length,
+	 unsigned int access, struct verbs_mr *vmr, struct ibv_command_buffer *link)
 
 /* A flag rdma-core's providers read (a bool variable, not a function). */
 VRDMA_EXPORT _Bool verbs_allow_disassociate_destroy;
