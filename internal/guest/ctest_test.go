@@ -75,7 +75,7 @@ func TestCUnits(t *testing.T) {
 					cmd.Env = append(os.Environ(), sanitizeEnv...)
 					if spec.daemon {
 						// The default instance of a daemon of the test's own.
-						cmd.Env = append(cmd.Env, "VRDMA_SOCKET="+daemontest.Start(t), "VRDMA_INSTANCE=")
+						cmd.Env = append(cmd.Env, "VRDMA_SOCKET="+daemontest.Start(t), "VRDMA_INSTANCE=", "XDG_RUNTIME_DIR="+runtimeDir(t))
 					}
 					out, err := cmd.CombinedOutput()
 					if err != nil {

@@ -57,7 +57,7 @@ func TestVerbsWhenTheDaemonDies(t *testing.T) {
 	bin := buildCTest(t, cc, append(append([]string(nil), libFlags...), sanitizeFlags...), "lost_peer.c")
 	d, sock := startDaemonProcess(t)
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), append(sanitizeEnv, "VRDMA_SOCKET="+sock, "VRDMA_INSTANCE=", "VRDMA_DEBUG=1")...)
+	cmd.Env = append(os.Environ(), append(sanitizeEnv, "VRDMA_SOCKET="+sock, "VRDMA_INSTANCE=", "VRDMA_DEBUG=1", "XDG_RUNTIME_DIR="+runtimeDir(t))...)
 	p := proctest.Start(t, cmd)
 	p.AwaitOutput(t, "kill", hangGuard)
 	d.Kill()

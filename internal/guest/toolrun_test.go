@@ -97,11 +97,7 @@ type toolHost struct {
 func newToolHost(t *testing.T) *toolHost {
 	t.Helper()
 	lib := guestLibrary(t)
-	runtime := t.TempDir()
-	if err := os.Chmod(runtime, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return &toolHost{lib: lib, sock: daemontest.Start(t), runtime: runtime}
+	return &toolHost{lib: lib, sock: daemontest.Start(t), runtime: runtimeDir(t)}
 }
 
 // createInstance creates an instance on the host's daemon.
@@ -154,6 +150,18 @@ func (h *toolHost) env(instance string) []string {
 		env = append(env, "VRDMA_INSTANCE="+instance)
 	}
 	return env
+}
+
+// runtimeDir returns a directory of the test's own, mode 0700, for a
+// program's XDG_RUNTIME_DIR: the guest library's sysfs tree goes there, and
+// goes with the test.
+func runtimeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // toolProc is a program started by start: its own process group, so that
