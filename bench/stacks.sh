@@ -144,7 +144,7 @@ def ratio(a, b):
 def verdict(x, ok):
     if x is None:
         return "not measured (a run failed)", "**missed**"
-    return "%.2f×" % x, ("met" if ok(x) else "**missed**")
+    return "%.3g×" % x, ("met" if ok(x) else "**missed**")
 m, v = verdict(ratio(med(vals("mpi-ucx", "pingpong", 1 << 20, "bw", 400)), med(vals("ucx-rc-same", "tag_bw", 1 << 20, "bw"))), lambda x: x >= 0.5)
 print("| Open MPI 1 MiB ping-pong ≥ 0.5× ucx_perftest tag_bw 1 MiB rc_verbs, same host | %s | %s |" % (m, v))
 if per:
