@@ -49,7 +49,7 @@ func ensureDeviceNode(path string) error {
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("device node: cannot make %s (%w): it needs root; run the daemon as root, or once `sudo vrdma guest build --out DIR`, or `sudo mknod -m 666 %s c %d %d`",
+		return fmt.Errorf("device node: cannot make %s (%w): it needs the host's root (CAP_MKNOD; root in a user namespace or a container cannot); run the daemon as root, or once `sudo vrdma guest build --out DIR`, or `sudo mknod -m 666 %s c %d %d`",
 			path, err, path, deviceNodeMajor, deviceNodeMinor)
 	}
 	if err := os.Chmod(path, deviceNodeMode); err != nil { // past the umask
