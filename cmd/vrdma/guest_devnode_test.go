@@ -32,7 +32,7 @@ func TestGuestBuildOutInstallsWithoutTheDeviceNode(t *testing.T) {
 	// Root mapped to root, with no CAP_MKNOD over the host's /dev, and an
 	// empty /dev/infiniband of the namespace's own: the node is missing
 	// and cannot be made.
-	script := `mkdir -p /dev/infiniband && mount -t tmpfs vrdma-test /dev/infiniband && exec "$@"`
+	script := `mkdir -p /dev/infiniband && mount -t tmpfs -o mode=755 vrdma-test /dev/infiniband && exec "$@"`
 	cmd := exec.Command(unshare, "--user", "--map-root-user", "--mount", "--", "sh", "-c", script, "sh",
 		os.Args[0], "guest", "build", "--out", dest)
 	cmd.Env = append(os.Environ(), cliEnv+"=1", guestLibEnv+"="+built, "LC_ALL=C")
