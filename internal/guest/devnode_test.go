@@ -40,6 +40,28 @@ func TestEnsureDeviceNode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, ErrDeviceNodeTaken},
+		// Root mknods, then chmods by path: in a directory another
+		// user may write, they swap the node for a link to a file of
+		// root's between the two, and root makes that file 0666.
+		{"its directory writable by others: refused, nothing made", func(t *testing.T, path string) {
+			mkdirMode(t, filepath.Dir(path), 0o777)
+		}, ErrDeviceNodeDirUnsafe},
+		{"its directory writable by its group: refused, nothing made", func(t *testing.T, path string) {
+			mkdirMode(t, filepath.Dir(path), 0o775)
+		}, ErrDeviceNodeDirUnsafe},
+		{"its directory another user's: refused, nothing made", func(t *testing.T, path string) {
+			mkdirMode(t, filepath.Dir(path), 0o755)
+			if err := os.Chown(filepath.Dir(path), 60001, 60001); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrDeviceNodeDirUnsafe},
+		{"its directory a link: refused, nothing made", func(t *testing.T, path string) {
+			target := filepath.Join(filepath.Dir(filepath.Dir(path)), "elsewhere")
+			mkdirMode(t, target, 0o755)
+			if err := os.Symlink(target, filepath.Dir(path)); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrDeviceNodeDirUnsafe},
 		{"another device: refused", func(t *testing.T, path string) {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
@@ -56,6 +78,11 @@ func TestEnsureDeviceNode(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("ensureDeviceNode: %v, want %v", err, tc.wantErr)
 			}
+			if errors.Is(tc.wantErr, ErrDeviceNodeDirUnsafe) {
+				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("ensureDeviceNode refused the directory but %s is there (%v)", path, err)
+				}
+			}
 			if tc.wantErr != nil {
 				return
 			}
@@ -68,5 +95,16 @@ func TestEnsureDeviceNode(t *testing.T) {
 					st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
 			}
 		})
+	}
+}
+
+// mkdirMode makes dir with exactly mode, past the umask.
+func mkdirMode(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
 	}
 }
