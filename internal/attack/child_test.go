@@ -19,6 +19,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // A tenant is this test binary, re-executed as another uid, running a
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(tenantEnv) == "1" {
 		os.Exit(tenantMain(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(proctest.RunInPrivateRuntimeDir(m))
 }
 
 // classes are the error classes a tenant reports, by name.

@@ -45,7 +45,7 @@ var (
 
 func TestMain(m *testing.M) {
 	serveTestDaemon() // a daemon's process, when a test asks for one (lost_test.go)
-	code := m.Run()
+	code := proctest.RunInPrivateRuntimeDir(m)
 	if libCache != "" {
 		os.RemoveAll(libCache)
 	}
