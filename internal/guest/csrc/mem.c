@@ -7,8 +7,15 @@
  * library moves the whole pages that hold it into a sealed memfd mapped at
  * the same address (MAP_FIXED over the old pages, after copying their
  * contents), so the bytes keep their address and contents and what a peer
- * writes appears there. Pages already moved are reused by later
- * registrations that fall inside them.
+ * writes appears there. Moved pages are tracked page by page: each
+ * belongs to one memfd (a backing), a registration reuses the backings of
+ * pages already moved and moves only the rest, so one MR may span several
+ * backings, which the daemon maps side by side.
+ *
+ * Every mmap, munmap, mremap, mprotect and mlock on the application's
+ * memory is a direct system call, never libc's wrapper: memory hooks that
+ * interpose on those (UCX's, Open MPI's, libfabric's) must not take a
+ * registration for the application unmapping its memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -64,6 +72,27 @@ VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	return 0;
 }
 
+/* ---- system calls on application memory ----
+ * Direct, never through libc's wrappers (see the top of the file). */
+
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static int sys_munmap(void *addr, size_t len) { return (int)syscall(SYS_munmap, addr, len); }
+
+static void *sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
+{
+	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+}
+
+static int sys_mprotect(void *addr, size_t len, int prot) { return (int)syscall(SYS_mprotect, addr, len, prot); }
+
+static int sys_mlock(const void *addr, size_t len) { return (int)syscall(SYS_mlock, addr, len); }
+
+static int sys_munlock(const void *addr, size_t len) { return (int)syscall(SYS_munlock, addr, len); }
+
 /* ---- backings ---- */
 
 static pthread_mutex_t backings_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -95,6 +124,7 @@ static struct swap_job {
 	uintptr_t start;
 	size_t len;
 	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	int prot;     /* the protection the pages keep */
 	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
 	int err;
 } job;
@@ -129,7 +159,7 @@ static void map_memfd_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (mmap((void *)job.start, job.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
+	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -140,7 +170,11 @@ static void map_private_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
+	if (job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot)) {
+		job.err = errno;
+		return;
+	}
+	if (sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -177,7 +211,7 @@ static void run_job(void (*fn)(void))
 		return;
 	}
 	size_t ssize = 256 << 10;
-	void *stack = mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *stack = sys_mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (stack == MAP_FAILED) {
 		job.err = errno;
 		return;
@@ -188,23 +222,23 @@ static void run_job(void (*fn)(void))
 	job_ctx.uc_link = &job_caller;
 	makecontext(&job_ctx, fn, 0);
 	swapcontext(&job_caller, &job_ctx);
-	munmap(stack, ssize);
+	sys_munmap(stack, ssize);
 }
 
 /* share_pages maps memfd fd over [start, start+len), with the pages'
- * contents. */
-static int share_pages(uintptr_t start, size_t len, int fd)
+ * contents and protection prot. */
+static int share_pages(uintptr_t start, size_t len, int fd, int prot)
 {
-	uint8_t *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (tmp == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = fd, .tmp = tmp};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = tmp};
 	run_job(map_memfd_pages);
-	munmap(tmp, len);
+	sys_munmap(tmp, len);
 	return job.err;
 }
 
-static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
+static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 {
 	int fd = memfd_create("vrdma-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -214,8 +248,12 @@ static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
 		close(fd);
 		return e;
 	}
-	int rc = share_pages(start, len, fd);
+	int rc = share_pages(start, len, fd, prot);
 	if (rc) {
+		if (rc == EINVAL)
+			vrdma_log("ibv_reg_mr: the pages [0x%lx, 0x%lx) cannot be shared with the daemon (huge pages, or a "
+				  "special mapping): register ordinary memory (malloc, mmap MAP_ANONYMOUS|MAP_PRIVATE)",
+				  (unsigned long)start, (unsigned long)(start + len));
 		close(fd);
 		return rc;
 	}
@@ -224,16 +262,17 @@ static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
 }
 
 /* make_private makes [start, start+len) private anonymous memory again,
- * with its contents: what it was before it was registered. */
-static int make_private(uintptr_t start, size_t len)
+ * with its contents and protection prot: what it was before it was
+ * registered. */
+static int make_private(uintptr_t start, size_t len, int prot)
 {
-	void *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (anon == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = -1, .tmp = anon};
+	job = (struct swap_job){.start = start, .len = len, .fd = -1, .prot = prot, .tmp = anon};
 	run_job(map_private_pages);
 	if (job.err)
-		munmap(anon, len);
+		sys_munmap(anon, len);
 	return job.err;
 }
 
@@ -260,14 +299,14 @@ static void before_fork(void)
 		b->snap = NULL;
 		b->detached = 0;
 		if (on_my_stack(b->start, b->end)) {
-			b->detached = make_private(b->start, len) == 0;
+			b->detached = make_private(b->start, len, b->prot) == 0;
 			continue;
 		}
-		void *snap = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *snap = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (snap == MAP_FAILED)
 			continue; /* the child copies, later: best effort */
-		if (copy_pages(snap, b->start, len)) {
-			munmap(snap, len);
+		if (copy_pages(snap, b->start, len) || (b->prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, b->prot))) {
+			sys_munmap(snap, len);
 			continue;
 		}
 		b->snap = snap;
@@ -279,15 +318,15 @@ static void after_fork_parent(void)
 	for (struct vrdma_backing *b = backings; b; b = b->next) {
 		size_t len = b->end - b->start;
 		if (b->snap)
-			munmap(b->snap, len);
+			sys_munmap(b->snap, len);
 		if (b->detached) {
-			int rc = share_pages(b->start, len, b->fd);
+			int rc = share_pages(b->start, len, b->fd, b->prot);
 			if (rc)
 				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
 					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
 					  (unsigned long)b->start, strerror(rc));
 			else
-				mlock((void *)b->start, len);
+				sys_mlock((void *)b->start, len);
 		}
 		b->snap = NULL;
 		b->detached = 0;
@@ -300,10 +339,10 @@ static void after_fork_child(void)
 	for (struct vrdma_backing *b = backings; b;) {
 		size_t len = b->end - b->start;
 		if (b->snap) {
-			if (mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
-				munmap(b->snap, len);
+			if (sys_mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+				sys_munmap(b->snap, len);
 		} else if (!b->detached) {
-			make_private(b->start, len); /* no copy was made before the fork */
+			make_private(b->start, len, b->prot); /* no copy was made before the fork */
 		}
 		struct vrdma_backing *next = b->next;
 		close(b->fd);
@@ -314,32 +353,137 @@ static void after_fork_child(void)
 	pthread_mutex_init(&backings_mu, NULL);
 }
 
-/* backing_get finds or makes the backing of [start, end); backings_mu held. */
-static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **out)
+/* ---- which pages are what ---- */
+
+/* Bits of a /proc/self/pagemap entry (Documentation/admin-guide/mm/pagemap.rst). */
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_FILE (1ULL << 61) /* a file page or shared anonymous memory: a memfd's */
+
+/* backing_in_place reports whether b's pages are still its memfd's at its
+ * address: the application may have unmapped them (free, munmap) and
+ * mapped other memory there since, without deregistering. A backing's
+ * pages are locked, so always present; a page that is not, or not a
+ * shared one, is someone else's. Reading the page map fails only where
+ * /proc is not mounted: then the table is trusted. */
+static int backing_in_place(const struct vrdma_backing *b)
 {
-	for (struct vrdma_backing *b = backings; b; b = b->next) {
-		if (start >= b->start && end <= b->end) {
-			b->refs++;
-			*out = b;
-			return 0;
-		}
-		if (start < b->end && end > b->start) {
-			vrdma_log("ibv_reg_mr: [0x%lx, 0x%lx) shares pages with a region registered before but is not inside it: "
-				  "register the larger buffer first, or keep registered buffers on pages of their own "
-				  "(posix_memalign to the page size)",
-				  (unsigned long)start, (unsigned long)end);
-			return EINVAL;
-		}
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	uint64_t ents[512];
+	size_t pages = (b->end - b->start) / (size_t)page_size;
+	int ok = 1;
+	for (size_t i = 0; ok && i < pages;) {
+		size_t n = pages - i < 512 ? pages - i : 512;
+		off_t at = (off_t)((b->start / (uintptr_t)page_size + i) * sizeof ents[0]);
+		ssize_t got = pread(fd, ents, n * sizeof ents[0], at);
+		if (got != (ssize_t)(n * sizeof ents[0]))
+			break; /* unreadable: trust the table */
+		for (size_t k = 0; k < n; k++)
+			if ((ents[k] & (PAGEMAP_PRESENT | PAGEMAP_FILE)) != (PAGEMAP_PRESENT | PAGEMAP_FILE))
+				ok = 0;
+		i += n;
 	}
+	close(fd);
+	return ok;
+}
+
+/* writable_run returns how many bytes of the pages from start (len bytes
+ * in all, the pages readable) have the same writability as the first,
+ * and sets *w to it. It writes each page's first byte back with
+ * process_vm_writev, which honours the pages' protection: the byte read
+ * just before, so the memory keeps its contents. Where the call is
+ * forbidden, the pages count as writable, as before. */
+static size_t writable_run(uintptr_t start, size_t len, int *w)
+{
+	enum { BATCH = 256 };
+	uint8_t bytes[BATCH];
+	struct iovec local[BATCH], remote[BATCH];
+	size_t pages = len / (size_t)page_size, i = 0;
+	int first = -1;
+	while (i < pages) {
+		size_t n = pages - i < BATCH ? pages - i : BATCH;
+		for (size_t k = 0; k < n; k++) {
+			local[k] = (struct iovec){.iov_base = &bytes[k], .iov_len = 1};
+			remote[k] = (struct iovec){.iov_base = (void *)(start + (i + k) * (size_t)page_size), .iov_len = 1};
+		}
+		ssize_t got = process_vm_readv(getpid(), local, n, remote, n, 0);
+		if (got != (ssize_t)n) {
+			*w = 1; /* forbidden (or vanished: the copy will say) */
+			return len;
+		}
+		ssize_t put = process_vm_writev(getpid(), local, n, remote, n, 0);
+		if (put < 0 && errno != EFAULT) {
+			*w = 1;
+			return len;
+		}
+		size_t okn = put < 0 ? 0 : (size_t)put; /* pages written from i on */
+		if (first < 0)
+			first = okn > 0;
+		if (first) {
+			if (okn < n) {
+				i += okn;
+				break;
+			}
+			i += n;
+			continue;
+		}
+		if (okn > 0)
+			break;
+		/* The first page of the batch is read-only: look at the next one. */
+		i++;
+	}
+	*w = first;
+	return i * (size_t)page_size;
+}
+
+/* ---- registering ---- */
+
+/* backing_unlink takes b off the list; backings_mu held. */
+static void backing_unlink(struct vrdma_backing *b)
+{
+	for (struct vrdma_backing **pp = &backings; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+}
+
+static void backing_put(struct vrdma_backing *b)
+{
+	if (--b->refs > 0)
+		return;
+	if (!b->stale && !backing_in_place(b))
+		b->stale = 1; /* the application unmapped it before deregistering: its address is not ours */
+	if (!b->stale) {
+		backing_unlink(b);
+		sys_munlock((void *)b->start, b->end - b->start);
+		/* The pages become ordinary memory again, with their contents:
+		 * a later fork copies them as usual, and an munmap frees them. */
+		int rc = make_private(b->start, b->end - b->start, b->prot);
+		if (rc)
+			vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)",
+				    (unsigned long)b->start, strerror(rc));
+	} else {
+		backing_unlink(b);
+	}
+	close(b->fd);
+	free(b);
+}
+
+/* backing_new moves [start, end) into a backing of its own, locked, with
+ * protection prot; backings_mu held. */
+static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_backing **out)
+{
 	struct vrdma_backing *b = calloc(1, sizeof *b);
 	if (!b)
 		return ENOMEM;
-	int rc = move_to_memfd(start, end - start, &b->fd);
+	int rc = move_to_memfd(start, end - start, prot, &b->fd);
 	if (rc) {
 		free(b);
 		return rc;
 	}
-	if (mlock((void *)start, end - start)) {
+	if (sys_mlock((void *)start, end - start)) {
 		struct rlimit rl = {0};
 		getrlimit(RLIMIT_MEMLOCK, &rl);
 		vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
@@ -347,13 +491,14 @@ static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 			  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
 		/* Private again, as before: left a shared memfd, a fork would
 		 * share the pages (and their other bytes) with the child. */
-		make_private(start, end - start);
+		make_private(start, end - start, prot);
 		close(b->fd);
 		free(b);
 		return ENOMEM;
 	}
 	b->start = start;
 	b->end = end;
+	b->prot = prot;
 	b->refs = 1;
 	b->next = backings;
 	backings = b;
@@ -361,28 +506,121 @@ static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 	return 0;
 }
 
-static void backing_put(struct vrdma_backing *b)
+/* overlapping collects, in address order, the live backings that share
+ * pages with [start, end), up to max; it returns how many there are
+ * (maybe more than max). Backings the application unmapped since are
+ * marked stale and taken off the list on the way. backings_mu held. */
+static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
-	if (--b->refs > 0)
-		return;
-	for (struct vrdma_backing **pp = &backings; *pp; pp = &(*pp)->next)
-		if (*pp == b) {
-			*pp = b->next;
-			break;
+	int n = 0;
+	for (struct vrdma_backing *b = backings, *next; b; b = next) {
+		next = b->next;
+		if (b->end <= start || b->start >= end)
+			continue;
+		if (!backing_in_place(b)) {
+			b->stale = 1;
+			backing_unlink(b);
+			continue;
 		}
-	munlock((void *)b->start, b->end - b->start);
-	/* The pages become ordinary memory again, with their contents: a
-	 * later fork copies them as usual, and an munmap frees them. */
-	int rc = make_private(b->start, b->end - b->start);
-	if (rc)
-		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)b->start,
-			    strerror(rc));
-	close(b->fd);
-	free(b);
+		if (n < max) {
+			int i = n;
+			for (; i > 0 && out[i - 1]->start > b->start; i--)
+				out[i] = out[i - 1];
+			out[i] = b;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* backings_get fills mr->backings with the backings that hold [start,
+ * end): those of pages moved before, and new ones for the pages between
+ * them. Access that lets anything write the memory needs writable pages,
+ * as the kernel's ibv_reg_mr does (EFAULT). backings_mu held. */
+static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, struct vrdma_mr *mr)
+{
+	enum { MAXB = VRDMA_PROTO_MAX_FDS };
+	struct vrdma_backing *old[MAXB];
+	int nold = overlapping(start, end, old, MAXB);
+	int writes = (access & IBV_ACCESS_LOCAL_WRITE) != 0;
+	int n = 0, rc = 0;
+	struct vrdma_backing *got[MAXB];
+	if (nold > MAXB)
+		goto too_many;
+	uintptr_t at = start;
+	for (int i = 0; i <= nold && at < end; i++) {
+		uintptr_t gap_end = i < nold ? old[i]->start : end;
+		while (at < gap_end) {
+			int w = 1;
+			size_t run = writable_run(at, gap_end - at, &w);
+			if (writes && !w) {
+				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
+					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
+					  (unsigned long)at);
+				rc = EFAULT;
+				goto fail;
+			}
+			if (n == MAXB)
+				goto too_many;
+			rc = backing_new(at, at + run, w ? PROT_READ | PROT_WRITE : PROT_READ, &got[n]);
+			if (rc)
+				goto fail;
+			n++;
+			at += run;
+		}
+		if (i < nold) {
+			if (writes && !(old[i]->prot & PROT_WRITE)) {
+				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
+					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
+					  (unsigned long)old[i]->start);
+				rc = EFAULT;
+				goto fail;
+			}
+			if (n == MAXB)
+				goto too_many;
+			old[i]->refs++;
+			got[n++] = old[i];
+			at = old[i]->end;
+		}
+	}
+	mr->nbackings = n;
+	memcpy(mr->backings, got, (size_t)n * sizeof got[0]);
+	return 0;
+too_many:
+	vrdma_log("ibv_reg_mr: [0x%lx, 0x%lx) spans more than %d pieces of memory registered separately before: "
+		  "register the larger buffer first, or fewer pieces inside it",
+		  (unsigned long)start, (unsigned long)end, MAXB);
+	rc = EINVAL;
+fail:
+	for (int i = n - 1; i >= 0; i--)
+		backing_put(got[i]);
+	return rc;
 }
 
 #define ACCESS_SUPPORTED                                                                             \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* segments_json writes the request's list of segments: for each backing,
+ * the part of it that holds [start, end). */
+static void segments_json(const struct vrdma_mr *mr, uintptr_t start, uintptr_t end, char *out, size_t cap)
+{
+	size_t o = (size_t)snprintf(out, cap, "[");
+	for (int i = 0; i < mr->nbackings && o < cap; i++) {
+		const struct vrdma_backing *b = mr->backings[i];
+		uintptr_t lo = b->start > start ? b->start : start, hi = b->end < end ? b->end : end;
+		o += (size_t)snprintf(out + o, cap - o, "%s{\"offset\":%llu,\"length\":%llu}", i ? "," : "",
+				      (unsigned long long)(lo - b->start), (unsigned long long)(hi - lo));
+	}
+	if (o < cap)
+		snprintf(out + o, cap - o, "]");
+}
+
+static void backings_put(struct vrdma_mr *mr)
+{
+	for (int i = mr->nbackings - 1; i >= 0; i--)
+		backing_put(mr->backings[i]);
+	mr->nbackings = 0;
+}
 
 VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
 					     unsigned int access)
@@ -404,8 +642,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page_size - 1);
 	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page_size - 1) & ~((uintptr_t)page_size - 1);
 	pthread_mutex_lock(&backings_mu);
-	struct vrdma_backing *b = NULL;
-	int rc = backing_get(start, end, &b);
+	int rc = backings_get(start, end, access, mr);
 	if (rc) {
 		pthread_mutex_unlock(&backings_mu);
 		free(mr);
@@ -413,11 +650,15 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 		return NULL;
 	}
 	struct vj_doc doc = {0};
-	int fds[1] = {b->fd};
-	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, 1, NULL, NULL,
-		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u}", pd->handle,
-		       (unsigned long long)iova, (unsigned long long)length,
-		       (unsigned long long)((uintptr_t)addr - b->start), access);
+	int fds[VRDMA_PROTO_MAX_FDS];
+	for (int i = 0; i < mr->nbackings; i++)
+		fds[i] = mr->backings[i]->fd;
+	char segs[64 * VRDMA_PROTO_MAX_FDS];
+	segments_json(mr, start, end, segs, sizeof segs);
+	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
+		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
+		       pd->handle, (unsigned long long)iova, (unsigned long long)length,
+		       (unsigned long long)((uintptr_t)addr - start), access, segs);
 	uint64_t h = 0, lkey = 0, rkey = 0;
 	if (!rc) {
 		if (vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "lkey", &lkey) ||
@@ -428,7 +669,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	if (rc) {
 		if (rc == ENOMEM)
 			vrdma_log("ibv_reg_mr of %zu bytes: %s", length, ctx->chan.err);
-		backing_put(b);
+		backings_put(mr);
 		pthread_mutex_unlock(&backings_mu);
 		free(mr);
 		errno = rc;
@@ -436,7 +677,6 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	}
 	pthread_mutex_unlock(&backings_mu);
 	mr->handle = (uint32_t)h;
-	mr->backing = b;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
 	mr->ibmr.addr = addr;
@@ -465,7 +705,7 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (vrdma_destroy_kept(to_vctx(ibmr->context), rc))
 		return rc;
 	pthread_mutex_lock(&backings_mu);
-	backing_put(mr->backing);
+	backings_put(mr);
 	pthread_mutex_unlock(&backings_mu);
 	vrdma_live(to_vctx(ibmr->context), -1);
 	free(mr);
