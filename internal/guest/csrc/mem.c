@@ -712,12 +712,17 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
-/* ibv_fork_init: registered pages are copied for children already (above);
- * rings are not inherited. Nothing more to do, and it may be called any time. */
+/* ibv_fork_init: as rdma-core on a kernel that copies pinned pages for a
+ * child (Linux 5.12 and later), where it returns 0 and does nothing:
+ * registered pages are copied for children already (above) and rings are
+ * not inherited, so there is nothing to turn on, whenever it is called,
+ * and RDMAV_FORK_SAFE / IBV_FORK_SAFE change nothing either. */
 VRDMA_EXPORT int ibv_fork_init(void)
 {
 	vrdma_mem_init();
 	return 0;
 }
 
-VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_ENABLED; }
+/* ibv_is_fork_initialized answers what rdma-core answers on such a kernel,
+ * before and after ibv_fork_init: fork needs no initialisation. */
+VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }

@@ -991,6 +991,30 @@ static __attribute__((noinline)) void fork_with_stack(uint8_t *buf, struct ibv_m
 	close(to_parent[0]);
 }
 
+/* fork needs no initialisation, as with rdma-core on a kernel that copies
+ * pinned pages for a child (5.12 and later): ibv_is_fork_initialized says
+ * IBV_FORK_UNNEEDED before and after ibv_fork_init, which returns 0 at any
+ * time, and RDMAV_FORK_SAFE / IBV_FORK_SAFE change nothing. */
+static void test_fork_status(void)
+{
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "before ibv_fork_init: %d, want IBV_FORK_UNNEEDED",
+	      (int)ibv_is_fork_initialized());
+	CHECK(ibv_fork_init() == 0, "ibv_fork_init after resources exist");
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "after ibv_fork_init: %d, want IBV_FORK_UNNEEDED",
+	      (int)ibv_is_fork_initialized());
+	static const char *vars[] = {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"};
+	for (size_t i = 0; i < 2; i++) {
+		setenv(vars[i], "1", 1);
+		int n = 0;
+		struct ibv_device **list = ibv_get_device_list(&n);
+		CHECK(list && n > 0, "ibv_get_device_list with %s=1: %s", vars[i], strerror(errno));
+		if (list)
+			ibv_free_device_list(list);
+		CHECK(ibv_fork_init() == 0 && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "with %s=1", vars[i]);
+		unsetenv(vars[i]);
+	}
+}
+
 static void test_fork(void)
 {
 	uint8_t *buf = page_alloc(2), *old = page_alloc(1);
@@ -1997,6 +2021,7 @@ static const struct {
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
 	{"ah_from_wc", test_ah_from_wc},
 	{"reg_mr_memlock_refused", test_reg_mr_memlock_refused},
