@@ -23,8 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
@@ -359,6 +361,47 @@ static void after_fork_child(void)
 #define PAGEMAP_PRESENT (1ULL << 63)
 #define PAGEMAP_FILE (1ULL << 61) /* a file page or shared anonymous memory: a memfd's */
 
+/* The kernel's description of one mapping (a VMA), from the PROCMAP_QUERY
+ * ioctl on /proc/self/maps (Linux 6.11 and later; the layout is the
+ * kernel's ABI, include/uapi/linux/fs.h). */
+struct vma_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define VMA_QUERY_IOCTL _IOWR('f', 17, struct vma_query)
+#define VMA_READABLE 0x01
+#define VMA_WRITABLE 0x02
+#define VMA_SHARED 0x08
+
+/* vma_open opens what vma_at asks, or returns -1 where the kernel has no
+ * PROCMAP_QUERY (the callers then do without). */
+static int vma_open(void)
+{
+	static int unsupported;
+	if (__atomic_load_n(&unsupported, __ATOMIC_RELAXED))
+		return -1;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct vma_query q = {.size = sizeof q, .query_addr = (uintptr_t)&page_size};
+	if (ioctl(fd, VMA_QUERY_IOCTL, &q)) {
+		__atomic_store_n(&unsupported, 1, __ATOMIC_RELAXED);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* vma_at describes the mapping that holds addr: 0, ENOENT where nothing
+ * is mapped, or another errno. */
+static int vma_at(int fd, uintptr_t addr, struct vma_query *q)
+{
+	*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+	return ioctl(fd, VMA_QUERY_IOCTL, q) ? errno : 0;
+}
+
 /* backing_in_place reports whether b's pages are still its memfd's at its
  * address: the application may have unmapped them (free, munmap) and
  * mapped other memory there since, without deregistering. A backing's
@@ -367,6 +410,17 @@ static void after_fork_child(void)
  * /proc is not mounted: then the table is trusted. */
 static int backing_in_place(const struct vrdma_backing *b)
 {
+	int vfd = vma_open();
+	if (vfd >= 0) {
+		/* Every mapping over its pages maps its memfd, at the place. */
+		int ok = 1;
+		struct vma_query q;
+		for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
+			ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+			     q.vma_offset + (at - q.vma_start) == at - b->start;
+		close(vfd);
+		return ok;
+	}
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
@@ -496,6 +550,8 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 		free(b);
 		return ENOMEM;
 	}
+	struct stat st;
+	b->ino = fstat(b->fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	b->start = start;
 	b->end = end;
 	b->prot = prot;
@@ -533,6 +589,46 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 	return n;
 }
 
+/* gap_run finds how much of [at, end), pages not moved yet, has the same
+ * protection as its first page (*run bytes; *w says if it is writable),
+ * and refuses memory the library cannot move without changing what the
+ * application sees: shared mappings (a file's, or memory shared with other
+ * processes), which would no longer reach their file or the other
+ * processes, and huge pages. */
+static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
+{
+	int vfd = vma_open();
+	if (vfd < 0) {
+		*run = writable_run(at, end - at, w);
+		return 0;
+	}
+	struct vma_query q;
+	int rc = vma_at(vfd, at, &q);
+	close(vfd);
+	if (rc == ENOENT || (!rc && !(q.vma_flags & VMA_READABLE)))
+		return EFAULT; /* nothing mapped there, or nothing to read: as the kernel */
+	if (rc) {
+		*run = writable_run(at, end - at, w);
+		return 0;
+	}
+	if (q.vma_flags & VMA_SHARED) {
+		vrdma_log("ibv_reg_mr: the memory at 0x%lx is a shared mapping (MAP_SHARED: a file's, or shared with "
+			  "other processes), which vrdma cannot register without cutting it off from the file or the "
+			  "other processes: register private memory (malloc, mmap MAP_PRIVATE|MAP_ANONYMOUS)",
+			  (unsigned long)at);
+		return EINVAL;
+	}
+	if (q.vma_page_size > (uint64_t)page_size) {
+		vrdma_log("ibv_reg_mr: the memory at 0x%lx is on huge pages (%llu bytes), which vrdma cannot register: "
+			  "register memory on ordinary pages",
+			  (unsigned long)at, (unsigned long long)q.vma_page_size);
+		return EINVAL;
+	}
+	*w = (q.vma_flags & VMA_WRITABLE) != 0;
+	*run = (size_t)((q.vma_end < end ? q.vma_end : end) - at);
+	return 0;
+}
+
 /* backings_get fills mr->backings with the backings that hold [start,
  * end): those of pages moved before, and new ones for the pages between
  * them. Access that lets anything write the memory needs writable pages,
@@ -552,7 +648,10 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 		uintptr_t gap_end = i < nold ? old[i]->start : end;
 		while (at < gap_end) {
 			int w = 1;
-			size_t run = writable_run(at, gap_end - at, &w);
+			size_t run;
+			rc = gap_run(at, gap_end, &run, &w);
+			if (rc)
+				goto fail;
 			if (writes && !w) {
 				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
 					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",

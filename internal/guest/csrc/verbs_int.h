@@ -65,6 +65,7 @@ struct vrdma_pd {
 struct vrdma_backing {
 	uintptr_t start, end;
 	int fd;
+	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
 	int refs;     /* MRs using some of its pages */
 	int prot;     /* the pages' protection: PROT_READ, or with PROT_WRITE */
 	int stale;    /* the application unmapped its pages: off the list, kept for its MRs */

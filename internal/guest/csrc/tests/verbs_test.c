@@ -831,6 +831,46 @@ static void test_reg_mr_realloc(void)
 	munmap(q, 2 * page);
 }
 
+/* A MAP_SHARED file mapping is refused with a clear error and stays the
+ * file's: moving its pages into a memfd of the library's would cut it off
+ * from the file (docs/design/guest-memory.md). Huge pages, where the system
+ * has any, are refused too, rather than moved. */
+static void test_reg_mr_shared_and_huge(void)
+{
+	char path[] = "/tmp/vrdma-verbs-test-XXXXXX";
+	int fd = mkstemp(path);
+	REQUIRE(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	REQUIRE(ftruncate(fd, (off_t)(2 * page)) == 0, "ftruncate");
+	uint8_t *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	REQUIRE(m != MAP_FAILED, "mmap of a file");
+	memset(m, 'f', 2 * page);
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_mr(pd, m + 100, page, MR_ACCESS);
+	CHECK(mr == NULL && errno == EINVAL, "registering a shared file mapping: %p, errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	memset(m + 10, 'g', 10);
+	uint8_t got[10] = {0};
+	CHECK(pread(fd, got, sizeof got, 10) == (ssize_t)sizeof got && all_are(got, sizeof got, 'g'),
+	      "the mapping no longer reaches its file");
+	munmap(m, 2 * page);
+	close(fd);
+
+	size_t huge = 2 << 20;
+	uint8_t *h = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (h == MAP_FAILED)
+		return; /* no huge pages reserved here */
+	memset(h, 'h', huge);
+	errno = 0;
+	mr = ibv_reg_mr(pd, h + 100, 1000, MR_ACCESS);
+	CHECK(mr == NULL && errno == EINVAL, "registering huge pages: %p, errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	CHECK(all_are(h, huge, 'h'), "a refused registration changed the huge pages");
+	munmap(h, huge);
+}
+
 static void test_reg_mr_bad_arguments(void)
 {
 	uint8_t *p = page_alloc(1);
@@ -2018,6 +2058,7 @@ static const struct {
 	{"reg_mr_ucx_halves", test_reg_mr_ucx_halves},
 	{"reg_mr_read_only", test_reg_mr_read_only},
 	{"reg_mr_realloc", test_reg_mr_realloc},
+	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
