@@ -871,6 +871,40 @@ static void test_reg_mr_shared_and_huge(void)
 	munmap(h, huge);
 }
 
+/* One registration spans at most VRDMA_PROTO_MAX_FDS pieces (backings):
+ * over pages registered one by one with gaps between them, 15 pieces
+ * work and 17 are refused with EINVAL, leaving the memory and the earlier
+ * registrations as they were. */
+static void test_reg_mr_many_pieces(void)
+{
+	uint8_t *p = page_alloc(18);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', 18 * page);
+	struct ibv_mr *one[9];
+	for (int i = 0; i < 9; i++) {
+		one[i] = ibv_reg_mr(pd, p + 2 * (size_t)i * page + 7, 10, MR_ACCESS);
+		REQUIRE(one[i] != NULL, "ibv_reg_mr of page %d: %s", 2 * i, strerror(errno));
+	}
+	struct ibv_mr *fifteen = ibv_reg_mr(pd, p + 1, 15 * page - 2, MR_ACCESS);
+	CHECK(fifteen != NULL, "a registration over 15 pieces: %s", strerror(errno));
+	if (fifteen) {
+		CHECK(round_trip('f', p + 4 * page, (uint32_t)(6 * page), fifteen->rkey, fifteen->rkey),
+		      "WRITE/READ over 6 of its 15 pieces");
+		CHECK(ibv_dereg_mr(fifteen) == 0, "ibv_dereg_mr");
+	}
+	errno = 0;
+	struct ibv_mr *seventeen = ibv_reg_mr(pd, p, 17 * page, MR_ACCESS);
+	CHECK(seventeen == NULL && errno == EINVAL, "a registration over 17 pieces: %p, errno %d", (void *)seventeen, errno);
+	if (seventeen)
+		ibv_dereg_mr(seventeen);
+	CHECK(all_are(p, 4 * page, 'x') && all_are(p + 4 * page, 6 * page, 'f') && all_are(p + 10 * page, 8 * page, 'x'),
+	      "the memory changed");
+	CHECK(round_trip('o', p + 16 * page + 7, 10, one[8]->rkey, one[8]->rkey), "the last single page after the refusal");
+	for (int i = 0; i < 9; i++)
+		CHECK(ibv_dereg_mr(one[i]) == 0, "ibv_dereg_mr");
+	free(p);
+}
+
 static void test_reg_mr_bad_arguments(void)
 {
 	uint8_t *p = page_alloc(1);
@@ -2059,6 +2093,7 @@ static const struct {
 	{"reg_mr_read_only", test_reg_mr_read_only},
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
+	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
