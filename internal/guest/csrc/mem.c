@@ -752,7 +752,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	int fds[VRDMA_PROTO_MAX_FDS];
 	for (int i = 0; i < mr->nbackings; i++)
 		fds[i] = mr->backings[i]->fd;
-	char segs[64 * VRDMA_PROTO_MAX_FDS];
+	char segs[96 * VRDMA_PROTO_MAX_FDS]; /* a segment takes at most 64 bytes */
 	segments_json(mr, start, end, segs, sizeof segs);
 	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
 		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
