@@ -357,13 +357,10 @@ static void after_fork_child(void)
 
 /* ---- which pages are what ---- */
 
-/* Bits of a /proc/self/pagemap entry (Documentation/admin-guide/mm/pagemap.rst). */
-#define PAGEMAP_PRESENT (1ULL << 63)
-#define PAGEMAP_FILE (1ULL << 61) /* a file page or shared anonymous memory: a memfd's */
-
-/* The kernel's description of one mapping (a VMA), from the PROCMAP_QUERY
- * ioctl on /proc/self/maps (Linux 6.11 and later; the layout is the
- * kernel's ABI, include/uapi/linux/fs.h). */
+/* The kernel's description of one mapping (a VMA), as the PROCMAP_QUERY
+ * ioctl on /proc/self/maps gives it (Linux 6.11 and later; the layout is
+ * the kernel's ABI, include/uapi/linux/fs.h), or as vma_at reads it from
+ * the text of /proc/self/maps on older kernels. */
 struct vma_query {
 	uint64_t size, query_flags, query_addr;
 	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
@@ -373,122 +370,114 @@ struct vma_query {
 #define VMA_QUERY_IOCTL _IOWR('f', 17, struct vma_query)
 #define VMA_READABLE 0x01
 #define VMA_WRITABLE 0x02
+#define VMA_EXECUTABLE 0x04
 #define VMA_SHARED 0x08
 
-/* vma_open opens what vma_at asks, or returns -1 where the kernel has no
- * PROCMAP_QUERY (the callers then do without). */
-static int vma_open(void)
+/* Set once the kernel refused PROCMAP_QUERY: read the text instead. A test
+ * build defines VRDMA_MEM_MAPS_TEXT to take that path on any kernel. */
+#ifdef VRDMA_MEM_MAPS_TEXT
+static int no_vma_ioctl = 1;
+#else
+static int no_vma_ioctl;
+#endif
+
+/* maps_line fills q from one line of /proc/self/maps ("start-end perms
+ * offset major:minor inode [path]"): 1 if it holds addr, 0 if not, -1 if
+ * it starts above addr (the lines are in address order). */
+static int maps_line(const char *line, uintptr_t addr, struct vma_query *q)
 {
-	static int unsupported;
-	if (__atomic_load_n(&unsupported, __ATOMIC_RELAXED))
+	unsigned long long start, end, off, ino;
+	unsigned int maj, min;
+	char perms[5];
+	int pathat = 0;
+	if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino, &pathat) < 7)
+		return 0;
+	if (start > addr)
 		return -1;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	struct vma_query q = {.size = sizeof q, .query_addr = (uintptr_t)&page_size};
-	if (ioctl(fd, VMA_QUERY_IOCTL, &q)) {
-		__atomic_store_n(&unsupported, 1, __ATOMIC_RELAXED);
-		close(fd);
-		return -1;
-	}
-	return fd;
+	if (addr >= end)
+		return 0;
+	const char *path = pathat > 0 ? line + pathat : "";
+	q->vma_start = start;
+	q->vma_end = end;
+	q->vma_offset = off;
+	q->inode = ino;
+	q->dev_major = maj;
+	q->dev_minor = min;
+	q->vma_flags = (perms[0] == 'r' ? VMA_READABLE : 0) | (perms[1] == 'w' ? VMA_WRITABLE : 0) |
+		       (perms[2] == 'x' ? VMA_EXECUTABLE : 0) | (perms[3] == 's' ? VMA_SHARED : 0);
+	/* The text does not give the page size: MAP_HUGETLB memory is named
+	 * so, and hugetlbfs is mounted there by convention. */
+	int huge = strstr(path, "anon_hugepage") != NULL || strncmp(path, "/dev/hugepages/", 15) == 0;
+	q->vma_page_size = huge ? (uint64_t)2 << 20 : (uint64_t)page_size;
+	return 1;
 }
+
+/* maps_text_at finds addr's mapping in the text of /proc/self/maps (fd). */
+static int maps_text_at(int fd, uintptr_t addr, struct vma_query *q)
+{
+	char buf[8192]; /* a line is at most a path (4096) and its fields */
+	size_t have = 0;
+	off_t off = 0;
+	for (;;) {
+		ssize_t n = pread(fd, buf + have, sizeof buf - 1 - have, off);
+		if (n < 0)
+			return errno;
+		off += n;
+		have += (size_t)n;
+		size_t used = 0;
+		char *nl;
+		while ((nl = memchr(buf + used, '\n', have - used)) != NULL) {
+			*nl = '\0';
+			int r = maps_line(buf + used, addr, q);
+			if (r)
+				return r > 0 ? 0 : ENOENT;
+			used = (size_t)(nl - buf) + 1;
+		}
+		if (n == 0)
+			return ENOENT;
+		memmove(buf, buf + used, have - used);
+		have -= used;
+		if (have == sizeof buf - 1)
+			return EIO; /* a line longer than any the kernel writes */
+	}
+}
+
+/* vma_open opens /proc/self/maps for vma_at, or returns -1 (no /proc). */
+static int vma_open(void) { return open("/proc/self/maps", O_RDONLY | O_CLOEXEC); }
 
 /* vma_at describes the mapping that holds addr: 0, ENOENT where nothing
  * is mapped, or another errno. */
 static int vma_at(int fd, uintptr_t addr, struct vma_query *q)
 {
 	*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
-	return ioctl(fd, VMA_QUERY_IOCTL, q) ? errno : 0;
+	if (!__atomic_load_n(&no_vma_ioctl, __ATOMIC_RELAXED)) {
+		if (ioctl(fd, VMA_QUERY_IOCTL, q) == 0)
+			return 0;
+		if (errno != ENOTTY && errno != EINVAL)
+			return errno;
+		__atomic_store_n(&no_vma_ioctl, 1, __ATOMIC_RELAXED);
+		*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+	}
+	return maps_text_at(fd, addr, q);
 }
 
 /* backing_in_place reports whether b's pages are still its memfd's at its
  * address: the application may have unmapped them (free, munmap) and
- * mapped other memory there since, without deregistering. A backing's
- * pages are locked, so always present; a page that is not, or not a
- * shared one, is someone else's. Reading the page map fails only where
- * /proc is not mounted: then the table is trusted. */
+ * mapped other memory there since, without deregistering. Every mapping
+ * over them must map its memfd (its inode), at the place. Without /proc
+ * the table is trusted. */
 static int backing_in_place(const struct vrdma_backing *b)
 {
 	int vfd = vma_open();
-	if (vfd >= 0) {
-		/* Every mapping over its pages maps its memfd, at the place. */
-		int ok = 1;
-		struct vma_query q;
-		for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
-			ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
-			     q.vma_offset + (at - q.vma_start) == at - b->start;
-		close(vfd);
-		return ok;
-	}
-	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (vfd < 0)
 		return 1;
-	uint64_t ents[512];
-	size_t pages = (b->end - b->start) / (size_t)page_size;
 	int ok = 1;
-	for (size_t i = 0; ok && i < pages;) {
-		size_t n = pages - i < 512 ? pages - i : 512;
-		off_t at = (off_t)((b->start / (uintptr_t)page_size + i) * sizeof ents[0]);
-		ssize_t got = pread(fd, ents, n * sizeof ents[0], at);
-		if (got != (ssize_t)(n * sizeof ents[0]))
-			break; /* unreadable: trust the table */
-		for (size_t k = 0; k < n; k++)
-			if ((ents[k] & (PAGEMAP_PRESENT | PAGEMAP_FILE)) != (PAGEMAP_PRESENT | PAGEMAP_FILE))
-				ok = 0;
-		i += n;
-	}
-	close(fd);
+	struct vma_query q;
+	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
+		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		     q.vma_offset + (at - q.vma_start) == at - b->start;
+	close(vfd);
 	return ok;
-}
-
-/* writable_run returns how many bytes of the pages from start (len bytes
- * in all, the pages readable) have the same writability as the first,
- * and sets *w to it. It writes each page's first byte back with
- * process_vm_writev, which honours the pages' protection: the byte read
- * just before, so the memory keeps its contents. Where the call is
- * forbidden, the pages count as writable, as before. */
-static size_t writable_run(uintptr_t start, size_t len, int *w)
-{
-	enum { BATCH = 256 };
-	uint8_t bytes[BATCH];
-	struct iovec local[BATCH], remote[BATCH];
-	size_t pages = len / (size_t)page_size, i = 0;
-	int first = -1;
-	while (i < pages) {
-		size_t n = pages - i < BATCH ? pages - i : BATCH;
-		for (size_t k = 0; k < n; k++) {
-			local[k] = (struct iovec){.iov_base = &bytes[k], .iov_len = 1};
-			remote[k] = (struct iovec){.iov_base = (void *)(start + (i + k) * (size_t)page_size), .iov_len = 1};
-		}
-		ssize_t got = process_vm_readv(getpid(), local, n, remote, n, 0);
-		if (got != (ssize_t)n) {
-			*w = 1; /* forbidden (or vanished: the copy will say) */
-			return len;
-		}
-		ssize_t put = process_vm_writev(getpid(), local, n, remote, n, 0);
-		if (put < 0 && errno != EFAULT) {
-			*w = 1;
-			return len;
-		}
-		size_t okn = put < 0 ? 0 : (size_t)put; /* pages written from i on */
-		if (first < 0)
-			first = okn > 0;
-		if (first) {
-			if (okn < n) {
-				i += okn;
-				break;
-			}
-			i += n;
-			continue;
-		}
-		if (okn > 0)
-			break;
-		/* The first page of the batch is read-only: look at the next one. */
-		i++;
-	}
-	*w = first;
-	return i * (size_t)page_size;
 }
 
 /* ---- registering ---- */
@@ -589,9 +578,9 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 	return n;
 }
 
-/* gap_run finds how much of [at, end), pages not moved yet, has the same
- * protection as its first page (*run bytes; *w says if it is writable),
- * and refuses memory the library cannot move without changing what the
+/* gap_run finds how much of [at, end), pages not moved yet, lies in one
+ * mapping, so has the protection of its first page (*run bytes; *w says
+ * if it is writable), and refuses memory the library cannot move without changing what the
  * application sees: shared mappings (a file's, or memory shared with other
  * processes), which would no longer reach their file or the other
  * processes, and huge pages. */
@@ -599,7 +588,8 @@ static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
 {
 	int vfd = vma_open();
 	if (vfd < 0) {
-		*run = writable_run(at, end - at, w);
+		*w = 1; /* no /proc: private and writable, as it was taken before */
+		*run = end - at;
 		return 0;
 	}
 	struct vma_query q;
@@ -607,10 +597,8 @@ static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
 	close(vfd);
 	if (rc == ENOENT || (!rc && !(q.vma_flags & VMA_READABLE)))
 		return EFAULT; /* nothing mapped there, or nothing to read: as the kernel */
-	if (rc) {
-		*run = writable_run(at, end - at, w);
-		return 0;
-	}
+	if (rc)
+		return rc;
 	if (q.vma_flags & VMA_SHARED) {
 		vrdma_log("ibv_reg_mr: the memory at 0x%lx is a shared mapping (MAP_SHARED: a file's, or shared with "
 			  "other processes), which vrdma cannot register without cutting it off from the file or the "
