@@ -96,6 +96,7 @@ func accountRun(t *testing.T, uid int, sock, role string) map[string]string {
 //	               and pass the connection to a child process, then exit
 //	               (the child, fork-child, goes on with it)
 //	register       register 1 MiB on a connection of its own
+//	lying-segments registrations whose segment lists lie (segments_test.go)
 func accountMain(role string) int {
 	switch role {
 	case "queues":
@@ -111,6 +112,8 @@ func accountMain(role string) int {
 		return forkRegister()
 	case "fork-child":
 		return forkChild()
+	case "lying-segments":
+		return lyingSegments()
 	case "register":
 		c, pd, err := rawOpen(os.Getenv("VRDMA_SOCKET"))
 		if err != nil {

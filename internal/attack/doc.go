@@ -18,6 +18,10 @@
 //     an instance (tenant_test.go);
 //   - writes to the switch's etcd from another uid and from another host
 //     without the switch's certificate (etcd_test.go);
+//   - registrations whose segment lists lie about their memfds (sizes,
+//     seals, descriptors that are no memfds, more or fewer than listed, a
+//     terabyte of sparse memfds): each refused with what is wrong, the
+//     daemon serving on (segments_test.go);
 //   - kill -9 of a daemon under traffic: the programs on it stop with a
 //     clear error instead of spinning (crash_test.go);
 //   - a libibverbs.so.1 planted by another uid in a shared guest-library

@@ -7,6 +7,7 @@ import (
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
+	"golang.org/x/sys/unix"
 )
 
 func cmdQueryDevice(s *session, _ []byte, _ []int) (any, []int, error) {
@@ -71,14 +72,16 @@ func cmdDeallocPD(s *session, body []byte, _ []int) (any, []int, error) {
 
 // cmdRegMR maps bytes [Offset, Offset+Length) of the sealed memfd that comes
 // with the request as a region. The daemon maps, locks and charges the pages
-// that hold them, from the page of Offset on (shm.MapRegionRange).
+// that hold them, from the page of Offset on (shm.MapRegionRange); or, for
+// a request with segments, the segments' pages, mapped one after the other
+// (shm.MapSegments).
 func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	req, err := decode[proto.RegMRReq](body)
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	if len(fds) != 1 {
+	if len(req.Segments) == 0 && len(fds) != 1 {
 		proto.CloseFDs(fds)
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "reg_mr carries exactly one memfd, got %d descriptors", len(fds))
 	}
@@ -99,6 +102,12 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	// must not have the daemon map (up to MaxMRSize of a sparse memfd per
 	// request) what it then refuses. Nothing is locked until it is taken.
 	locked := shm.MappedSize(req.Offset, req.Length)
+	if len(req.Segments) > 0 {
+		if locked, err = checkSegments(&req, len(fds), uint64(unix.Getpagesize())); err != nil {
+			proto.CloseFDs(fds)
+			return nil, nil, err
+		}
+	}
 	proc, err := s.pin(locked)
 	if err != nil {
 		proto.CloseFDs(fds)
@@ -116,7 +125,7 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, locked) }
-	region, err := shm.MapRegionRange(fds[0], req.Offset, req.Length) // owns fds[0] from here
+	region, err := mapRegistration(&req, fds) // owns fds from here
 	if err != nil {
 		giveBack()
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
@@ -135,6 +144,24 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	s.mrs[h] = mr
 	s.mrPins[h] = proc
 	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
+}
+
+// mapRegistration maps a checked registration's memory, taking ownership of
+// fds: from its segments when it has some, read-only when the region grants
+// no write (the library maps read-only application memory read-only too).
+func mapRegistration(req *proto.RegMRReq, fds []int) (*shm.Region, error) {
+	if len(req.Segments) == 0 {
+		return shm.MapRegionRange(fds[0], req.Offset, req.Length)
+	}
+	prot := unix.PROT_READ
+	if abi.Access(req.Access)&abi.AccessLocalWrite != 0 {
+		prot |= unix.PROT_WRITE
+	}
+	segs := make([]shm.Segment, len(req.Segments))
+	for i, sg := range req.Segments {
+		segs[i] = shm.Segment{FD: fds[i], Offset: sg.Offset, Length: sg.Length}
+	}
+	return shm.MapSegments(segs, req.Offset, req.Length, prot)
 }
 
 func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {

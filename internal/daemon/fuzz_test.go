@@ -36,6 +36,8 @@ func FuzzCommand(f *testing.F) {
 		{proto.OpRegMR, js(proto.RegMRReq{PD: 1, Addr: 4096, Length: 4096, Access: 1}), true},
 		{proto.OpRegMR, js(proto.RegMRReq{PD: 1, Addr: 4196, Length: 1000, Offset: 100, Access: 1}), true},
 		{proto.OpRegMR, []byte(`{"pd":1,"length":4096,"offset":18446744073709551615}`), true},
+		{proto.OpRegMR, []byte(`{"pd":1,"length":100,"offset":10,"segments":[{"offset":0,"length":4096}]}`), true},
+		{proto.OpRegMR, []byte(`{"pd":1,"length":1,"segments":[{"offset":18446744073709547520,"length":4096},{"offset":0,"length":0}]}`), true},
 		{proto.OpDeregMR, js(proto.HandleReq{Handle: 1}), true},
 		{proto.OpCreateCQ, js(proto.CreateCQReq{CQE: 1}), false},
 		{proto.OpCreateCQ, js(proto.CreateCQReq{CQE: -7}), false},

@@ -101,6 +101,11 @@ func (m *MR) ShareWith(q *QP) (Shared, error) {
 		return Shared{FD: -1}, fmt.Errorf("region 0x%x was deregistered", m.key)
 	}
 	defer m.release()
+	if n := m.region.Segments(); n > 1 {
+		// One descriptor and offset cannot describe it: the daemon's path
+		// serves it.
+		return Shared{FD: -1}, fmt.Errorf("region 0x%x is mapped from %d memfds: the direct path maps regions of one", m.key, n)
+	}
 	m.mapMu.Lock()
 	if m.gone {
 		m.mapMu.Unlock()

@@ -19,7 +19,7 @@ const (
 	MaxMessage = 64 << 10
 	MaxBody    = MaxMessage - HeaderSize
 	MaxReply   = 16 << 20
-	MaxFDs     = 4
+	MaxFDs     = 16
 	Magic      = 0x7652 // "vR", little-endian, the first two bytes of every message
 )
 

@@ -119,13 +119,31 @@ type HandleResp struct {
 // region at the client's virtual address Addr. A library that registers
 // application memory backs the pages that hold it with a memfd mapped at the
 // same address: Offset is then Addr's offset within its page.
+//
+// With Segments, the pages that hold the region come from several memfds,
+// one descriptor per segment in the same order: the daemon maps the
+// segments one after the other, and the region is bytes [Offset,
+// Offset+Length) of that mapping, Offset inside its first page and the
+// region's last byte inside its last (docs/design/guest-memory.md).
 type RegMRReq struct {
-	PD     uint32 `json:"pd"`
-	Addr   uint64 `json:"addr"`             // the client's virtual address of the region
-	Length uint64 `json:"length"`           // bytes
-	Offset uint64 `json:"offset,omitempty"` // where the region starts in the memfd
-	Access uint32 `json:"access"`
+	PD       uint32      `json:"pd"`
+	Addr     uint64      `json:"addr"`             // the client's virtual address of the region
+	Length   uint64      `json:"length"`           // bytes
+	Offset   uint64      `json:"offset,omitempty"` // where the region starts in the memfd (or the segments)
+	Access   uint32      `json:"access"`
+	Segments []MRSegment `json:"segments,omitempty"`
 }
+
+// MRSegment is one piece of a region registered from several memfds
+// (RegMRReq.Segments): the whole pages [Offset, Offset+Length) of its
+// memfd. Both are multiples of the page size, Length positive.
+type MRSegment struct {
+	Offset uint64 `json:"offset"`
+	Length uint64 `json:"length"`
+}
+
+// MaxMRSegments bounds RegMRReq.Segments: one descriptor each.
+const MaxMRSegments = MaxFDs
 
 type RegMRResp struct {
 	Handle uint32 `json:"handle"`

@@ -3,6 +3,7 @@ package shm
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,8 @@ type Region struct {
 	off    uint64
 	pages  []byte // the mapping: from the page that holds off to the end of mem
 	locked bool
+	more   []int // MapSegments: the memfds of the segments after the first
+	raw    bool  // MapSegments: pages was mapped by MmapPtr, not unix.Mmap
 }
 
 // NewRegion creates a memfd of size bytes, seals its size and maps it.
@@ -92,31 +95,12 @@ func mapRegion(fd int, off, size uint64, prot int) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: offset %d + size %d overflows 64 bits", off, size)
 	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+	if err := checkRegionFD(fd, end); err != nil {
 		unix.Close(fd)
-		return nil, ErrNotSealed
-	}
-	// A hugetlbfs memfd gives up its pages' reservation when its owner
-	// punches a hole (sealing size does not stop that), and refaulting it
-	// with the pool empty is a SIGBUS in whoever touches it next.
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type == unix.HUGETLBFS_MAGIC {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: memfd on hugetlbfs (or unreadable): use an ordinary memfd")
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shm: fstat: %w", err)
-	}
-	// st.Size is at most 2^63-1, so once end fits in it so do off and size.
-	if st.Size < 0 || uint64(st.Size) < end {
-		unix.Close(fd)
-		if off != 0 {
-			return nil, fmt.Errorf("shm: memfd holds %d bytes, %d were declared (offset %d + length %d)", st.Size, end, off, size)
+		if off != 0 && errors.Is(err, errTooSmall) {
+			return nil, fmt.Errorf("%w (offset %d + length %d)", err, off, size)
 		}
-		return nil, fmt.Errorf("shm: memfd holds %d bytes, %d were declared", st.Size, size)
+		return nil, err
 	}
 	base := off &^ uint64(unix.Getpagesize()-1)
 	pages, err := unix.Mmap(fd, int64(base), int(end-base), prot, unix.MAP_SHARED)
@@ -125,6 +109,35 @@ func mapRegion(fd int, off, size uint64, prot int) (*Region, error) {
 		return nil, fmt.Errorf("shm: mmap %d bytes at offset %d: %w", end-base, base, err)
 	}
 	return &Region{fd: fd, mem: pages[off-base:], off: off, pages: pages}, nil
+}
+
+// errTooSmall marks a memfd smaller than the bytes declared of it.
+var errTooSmall = errors.New("shm: memfd too small")
+
+// checkRegionFD checks that fd is a memfd an untrusted peer cannot make a
+// mapping of fault in: its size sealed, not on hugetlbfs, and at least end
+// bytes long.
+func checkRegionFD(fd int, end uint64) error {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return ErrNotSealed
+	}
+	// A hugetlbfs memfd gives up its pages' reservation when its owner
+	// punches a hole (sealing size does not stop that), and refaulting it
+	// with the pool empty is a SIGBUS in whoever touches it next.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type == unix.HUGETLBFS_MAGIC {
+		return fmt.Errorf("shm: memfd on hugetlbfs (or unreadable): use an ordinary memfd")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("shm: fstat: %w", err)
+	}
+	// st.Size is at most 2^63-1, so once end fits in it so does the rest.
+	if st.Size < 0 || uint64(st.Size) < end {
+		return fmt.Errorf("%w: it holds %d bytes, %d were declared", errTooSmall, st.Size, end)
+	}
+	return nil
 }
 
 // Bytes returns the region's memory.
@@ -162,10 +175,19 @@ func (r *Region) Close() error {
 	if r.locked {
 		_ = unix.Munlock(r.pages)
 	}
-	err := unix.Munmap(r.pages)
+	var err error
+	if r.raw {
+		err = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(r.pages)), uintptr(len(r.pages)))
+	} else {
+		err = unix.Munmap(r.pages)
+	}
 	r.mem, r.pages = nil, nil
 	if cerr := unix.Close(r.fd); err == nil {
 		err = cerr
 	}
+	for _, fd := range r.more {
+		unix.Close(fd)
+	}
+	r.more = nil
 	return err
 }

@@ -7,8 +7,15 @@
  * library moves the whole pages that hold it into a sealed memfd mapped at
  * the same address (MAP_FIXED over the old pages, after copying their
  * contents), so the bytes keep their address and contents and what a peer
- * writes appears there. Pages already moved are reused by later
- * registrations that fall inside them.
+ * writes appears there. Moved pages are tracked page by page: each
+ * belongs to one memfd (a backing), a registration reuses the backings of
+ * pages already moved and moves only the rest, so one MR may span several
+ * backings, which the daemon maps side by side.
+ *
+ * Every mmap, munmap, mremap, mprotect and mlock on the application's
+ * memory is a direct system call, never libc's wrapper: memory hooks that
+ * interpose on those (UCX's, Open MPI's, libfabric's) must not take a
+ * registration for the application unmapping its memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -64,6 +74,27 @@ VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 	return 0;
 }
 
+/* ---- system calls on application memory ----
+ * Direct, never through libc's wrappers (see the top of the file). */
+
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static int sys_munmap(void *addr, size_t len) { return (int)syscall(SYS_munmap, addr, len); }
+
+static void *sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
+{
+	return (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+}
+
+static int sys_mprotect(void *addr, size_t len, int prot) { return (int)syscall(SYS_mprotect, addr, len, prot); }
+
+static int sys_mlock(const void *addr, size_t len) { return (int)syscall(SYS_mlock, addr, len); }
+
+static int sys_munlock(const void *addr, size_t len) { return (int)syscall(SYS_munlock, addr, len); }
+
 /* ---- backings ---- */
 
 static pthread_mutex_t backings_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -95,6 +126,7 @@ static struct swap_job {
 	uintptr_t start;
 	size_t len;
 	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	int prot;     /* the protection the pages keep */
 	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
 	int err;
 } job;
@@ -129,7 +161,7 @@ static void map_memfd_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (mmap((void *)job.start, job.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
+	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -140,7 +172,11 @@ static void map_private_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
+	if (job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot)) {
+		job.err = errno;
+		return;
+	}
+	if (sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -177,7 +213,7 @@ static void run_job(void (*fn)(void))
 		return;
 	}
 	size_t ssize = 256 << 10;
-	void *stack = mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *stack = sys_mmap(NULL, ssize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (stack == MAP_FAILED) {
 		job.err = errno;
 		return;
@@ -188,23 +224,23 @@ static void run_job(void (*fn)(void))
 	job_ctx.uc_link = &job_caller;
 	makecontext(&job_ctx, fn, 0);
 	swapcontext(&job_caller, &job_ctx);
-	munmap(stack, ssize);
+	sys_munmap(stack, ssize);
 }
 
 /* share_pages maps memfd fd over [start, start+len), with the pages'
- * contents. */
-static int share_pages(uintptr_t start, size_t len, int fd)
+ * contents and protection prot. */
+static int share_pages(uintptr_t start, size_t len, int fd, int prot)
 {
-	uint8_t *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (tmp == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = fd, .tmp = tmp};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = tmp};
 	run_job(map_memfd_pages);
-	munmap(tmp, len);
+	sys_munmap(tmp, len);
 	return job.err;
 }
 
-static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
+static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 {
 	int fd = memfd_create("vrdma-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -214,8 +250,12 @@ static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
 		close(fd);
 		return e;
 	}
-	int rc = share_pages(start, len, fd);
+	int rc = share_pages(start, len, fd, prot);
 	if (rc) {
+		if (rc == EINVAL)
+			vrdma_log("ibv_reg_mr: the pages [0x%lx, 0x%lx) cannot be shared with the daemon (huge pages, or a "
+				  "special mapping): register ordinary memory (malloc, mmap MAP_ANONYMOUS|MAP_PRIVATE)",
+				  (unsigned long)start, (unsigned long)(start + len));
 		close(fd);
 		return rc;
 	}
@@ -224,16 +264,17 @@ static int move_to_memfd(uintptr_t start, size_t len, int *fdp)
 }
 
 /* make_private makes [start, start+len) private anonymous memory again,
- * with its contents: what it was before it was registered. */
-static int make_private(uintptr_t start, size_t len)
+ * with its contents and protection prot: what it was before it was
+ * registered. */
+static int make_private(uintptr_t start, size_t len, int prot)
 {
-	void *anon = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (anon == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = -1, .tmp = anon};
+	job = (struct swap_job){.start = start, .len = len, .fd = -1, .prot = prot, .tmp = anon};
 	run_job(map_private_pages);
 	if (job.err)
-		munmap(anon, len);
+		sys_munmap(anon, len);
 	return job.err;
 }
 
@@ -260,14 +301,14 @@ static void before_fork(void)
 		b->snap = NULL;
 		b->detached = 0;
 		if (on_my_stack(b->start, b->end)) {
-			b->detached = make_private(b->start, len) == 0;
+			b->detached = make_private(b->start, len, b->prot) == 0;
 			continue;
 		}
-		void *snap = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *snap = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (snap == MAP_FAILED)
 			continue; /* the child copies, later: best effort */
-		if (copy_pages(snap, b->start, len)) {
-			munmap(snap, len);
+		if (copy_pages(snap, b->start, len) || (b->prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, b->prot))) {
+			sys_munmap(snap, len);
 			continue;
 		}
 		b->snap = snap;
@@ -279,15 +320,15 @@ static void after_fork_parent(void)
 	for (struct vrdma_backing *b = backings; b; b = b->next) {
 		size_t len = b->end - b->start;
 		if (b->snap)
-			munmap(b->snap, len);
+			sys_munmap(b->snap, len);
 		if (b->detached) {
-			int rc = share_pages(b->start, len, b->fd);
+			int rc = share_pages(b->start, len, b->fd, b->prot);
 			if (rc)
 				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
 					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
 					  (unsigned long)b->start, strerror(rc));
 			else
-				mlock((void *)b->start, len);
+				sys_mlock((void *)b->start, len);
 		}
 		b->snap = NULL;
 		b->detached = 0;
@@ -300,10 +341,10 @@ static void after_fork_child(void)
 	for (struct vrdma_backing *b = backings; b;) {
 		size_t len = b->end - b->start;
 		if (b->snap) {
-			if (mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
-				munmap(b->snap, len);
+			if (sys_mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+				sys_munmap(b->snap, len);
 		} else if (!b->detached) {
-			make_private(b->start, len); /* no copy was made before the fork */
+			make_private(b->start, len, b->prot); /* no copy was made before the fork */
 		}
 		struct vrdma_backing *next = b->next;
 		close(b->fd);
@@ -314,32 +355,178 @@ static void after_fork_child(void)
 	pthread_mutex_init(&backings_mu, NULL);
 }
 
-/* backing_get finds or makes the backing of [start, end); backings_mu held. */
-static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **out)
+/* ---- which pages are what ---- */
+
+/* The kernel's description of one mapping (a VMA), as the PROCMAP_QUERY
+ * ioctl on /proc/self/maps gives it (Linux 6.11 and later; the layout is
+ * the kernel's ABI, include/uapi/linux/fs.h), or as vma_at reads it from
+ * the text of /proc/self/maps on older kernels. */
+struct vma_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define VMA_QUERY_IOCTL _IOWR('f', 17, struct vma_query)
+#define VMA_READABLE 0x01
+#define VMA_WRITABLE 0x02
+#define VMA_EXECUTABLE 0x04
+#define VMA_SHARED 0x08
+
+/* Set once the kernel refused PROCMAP_QUERY: read the text instead. A test
+ * build defines VRDMA_MEM_MAPS_TEXT to take that path on any kernel. */
+#ifdef VRDMA_MEM_MAPS_TEXT
+static int no_vma_ioctl = 1;
+#else
+static int no_vma_ioctl;
+#endif
+
+/* maps_line fills q from one line of /proc/self/maps ("start-end perms
+ * offset major:minor inode [path]"): 1 if it holds addr, 0 if not, -1 if
+ * it starts above addr (the lines are in address order). */
+static int maps_line(const char *line, uintptr_t addr, struct vma_query *q)
 {
-	for (struct vrdma_backing *b = backings; b; b = b->next) {
-		if (start >= b->start && end <= b->end) {
-			b->refs++;
-			*out = b;
-			return 0;
+	unsigned long long start, end, off, ino;
+	unsigned int maj, min;
+	char perms[5];
+	int pathat = 0;
+	if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino, &pathat) < 7)
+		return 0;
+	if (start > addr)
+		return -1;
+	if (addr >= end)
+		return 0;
+	const char *path = pathat > 0 ? line + pathat : "";
+	q->vma_start = start;
+	q->vma_end = end;
+	q->vma_offset = off;
+	q->inode = ino;
+	q->dev_major = maj;
+	q->dev_minor = min;
+	q->vma_flags = (perms[0] == 'r' ? VMA_READABLE : 0) | (perms[1] == 'w' ? VMA_WRITABLE : 0) |
+		       (perms[2] == 'x' ? VMA_EXECUTABLE : 0) | (perms[3] == 's' ? VMA_SHARED : 0);
+	/* The text does not give the page size: MAP_HUGETLB memory is named
+	 * so, and hugetlbfs is mounted there by convention. */
+	int huge = strstr(path, "anon_hugepage") != NULL || strncmp(path, "/dev/hugepages/", 15) == 0;
+	q->vma_page_size = huge ? (uint64_t)2 << 20 : (uint64_t)page_size;
+	return 1;
+}
+
+/* maps_text_at finds addr's mapping in the text of /proc/self/maps (fd). */
+static int maps_text_at(int fd, uintptr_t addr, struct vma_query *q)
+{
+	char buf[8192]; /* a line is at most a path (4096) and its fields */
+	size_t have = 0;
+	off_t off = 0;
+	for (;;) {
+		ssize_t n = pread(fd, buf + have, sizeof buf - 1 - have, off);
+		if (n < 0)
+			return errno;
+		off += n;
+		have += (size_t)n;
+		size_t used = 0;
+		char *nl;
+		while ((nl = memchr(buf + used, '\n', have - used)) != NULL) {
+			*nl = '\0';
+			int r = maps_line(buf + used, addr, q);
+			if (r)
+				return r > 0 ? 0 : ENOENT;
+			used = (size_t)(nl - buf) + 1;
 		}
-		if (start < b->end && end > b->start) {
-			vrdma_log("ibv_reg_mr: [0x%lx, 0x%lx) shares pages with a region registered before but is not inside it: "
-				  "register the larger buffer first, or keep registered buffers on pages of their own "
-				  "(posix_memalign to the page size)",
-				  (unsigned long)start, (unsigned long)end);
-			return EINVAL;
-		}
+		if (n == 0)
+			return ENOENT;
+		memmove(buf, buf + used, have - used);
+		have -= used;
+		if (have == sizeof buf - 1)
+			return EIO; /* a line longer than any the kernel writes */
 	}
+}
+
+/* vma_open opens /proc/self/maps for vma_at, or returns -1 (no /proc). */
+static int vma_open(void) { return open("/proc/self/maps", O_RDONLY | O_CLOEXEC); }
+
+/* vma_at describes the mapping that holds addr: 0, ENOENT where nothing
+ * is mapped, or another errno. */
+static int vma_at(int fd, uintptr_t addr, struct vma_query *q)
+{
+	*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+	if (!__atomic_load_n(&no_vma_ioctl, __ATOMIC_RELAXED)) {
+		if (ioctl(fd, VMA_QUERY_IOCTL, q) == 0)
+			return 0;
+		if (errno != ENOTTY && errno != EINVAL)
+			return errno;
+		__atomic_store_n(&no_vma_ioctl, 1, __ATOMIC_RELAXED);
+		*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+	}
+	return maps_text_at(fd, addr, q);
+}
+
+/* backing_in_place reports whether b's pages are still its memfd's at its
+ * address: the application may have unmapped them (free, munmap) and
+ * mapped other memory there since, without deregistering. Every mapping
+ * over them must map its memfd (its inode), at the place. Without /proc
+ * the table is trusted. */
+static int backing_in_place(const struct vrdma_backing *b)
+{
+	int vfd = vma_open();
+	if (vfd < 0)
+		return 1;
+	int ok = 1;
+	struct vma_query q;
+	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
+		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		     q.vma_offset + (at - q.vma_start) == at - b->start;
+	close(vfd);
+	return ok;
+}
+
+/* ---- registering ---- */
+
+/* backing_unlink takes b off the list; backings_mu held. */
+static void backing_unlink(struct vrdma_backing *b)
+{
+	for (struct vrdma_backing **pp = &backings; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+}
+
+static void backing_put(struct vrdma_backing *b)
+{
+	if (--b->refs > 0)
+		return;
+	if (!b->stale && !backing_in_place(b))
+		b->stale = 1; /* the application unmapped it before deregistering: its address is not ours */
+	if (!b->stale) {
+		backing_unlink(b);
+		sys_munlock((void *)b->start, b->end - b->start);
+		/* The pages become ordinary memory again, with their contents:
+		 * a later fork copies them as usual, and an munmap frees them. */
+		int rc = make_private(b->start, b->end - b->start, b->prot);
+		if (rc)
+			vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)",
+				    (unsigned long)b->start, strerror(rc));
+	} else {
+		backing_unlink(b);
+	}
+	close(b->fd);
+	free(b);
+}
+
+/* backing_new moves [start, end) into a backing of its own, locked, with
+ * protection prot; backings_mu held. */
+static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_backing **out)
+{
 	struct vrdma_backing *b = calloc(1, sizeof *b);
 	if (!b)
 		return ENOMEM;
-	int rc = move_to_memfd(start, end - start, &b->fd);
+	int rc = move_to_memfd(start, end - start, prot, &b->fd);
 	if (rc) {
 		free(b);
 		return rc;
 	}
-	if (mlock((void *)start, end - start)) {
+	if (sys_mlock((void *)start, end - start)) {
 		struct rlimit rl = {0};
 		getrlimit(RLIMIT_MEMLOCK, &rl);
 		vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
@@ -347,13 +534,16 @@ static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 			  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
 		/* Private again, as before: left a shared memfd, a fork would
 		 * share the pages (and their other bytes) with the child. */
-		make_private(start, end - start);
+		make_private(start, end - start, prot);
 		close(b->fd);
 		free(b);
 		return ENOMEM;
 	}
+	struct stat st;
+	b->ino = fstat(b->fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	b->start = start;
 	b->end = end;
+	b->prot = prot;
 	b->refs = 1;
 	b->next = backings;
 	backings = b;
@@ -361,28 +551,163 @@ static int backing_get(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 	return 0;
 }
 
-static void backing_put(struct vrdma_backing *b)
+/* overlapping collects, in address order, the live backings that share
+ * pages with [start, end), up to max; it returns how many there are
+ * (maybe more than max). Backings the application unmapped since are
+ * marked stale and taken off the list on the way. backings_mu held. */
+static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
-	if (--b->refs > 0)
-		return;
-	for (struct vrdma_backing **pp = &backings; *pp; pp = &(*pp)->next)
-		if (*pp == b) {
-			*pp = b->next;
-			break;
+	int n = 0;
+	for (struct vrdma_backing *b = backings, *next; b; b = next) {
+		next = b->next;
+		if (b->end <= start || b->start >= end)
+			continue;
+		if (!backing_in_place(b)) {
+			b->stale = 1;
+			backing_unlink(b);
+			continue;
 		}
-	munlock((void *)b->start, b->end - b->start);
-	/* The pages become ordinary memory again, with their contents: a
-	 * later fork copies them as usual, and an munmap frees them. */
-	int rc = make_private(b->start, b->end - b->start);
+		if (n < max) {
+			int i = n;
+			for (; i > 0 && out[i - 1]->start > b->start; i--)
+				out[i] = out[i - 1];
+			out[i] = b;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* gap_run finds how much of [at, end), pages not moved yet, lies in one
+ * mapping, so has the protection of its first page (*run bytes; *w says
+ * if it is writable), and refuses memory the library cannot move without changing what the
+ * application sees: shared mappings (a file's, or memory shared with other
+ * processes), which would no longer reach their file or the other
+ * processes, and huge pages. */
+static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
+{
+	int vfd = vma_open();
+	if (vfd < 0) {
+		*w = 1; /* no /proc: private and writable, as it was taken before */
+		*run = end - at;
+		return 0;
+	}
+	struct vma_query q;
+	int rc = vma_at(vfd, at, &q);
+	close(vfd);
+	if (rc == ENOENT || (!rc && !(q.vma_flags & VMA_READABLE)))
+		return EFAULT; /* nothing mapped there, or nothing to read: as the kernel */
 	if (rc)
-		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)b->start,
-			    strerror(rc));
-	close(b->fd);
-	free(b);
+		return rc;
+	if (q.vma_flags & VMA_SHARED) {
+		vrdma_log("ibv_reg_mr: the memory at 0x%lx is a shared mapping (MAP_SHARED: a file's, or shared with "
+			  "other processes), which vrdma cannot register without cutting it off from the file or the "
+			  "other processes: register private memory (malloc, mmap MAP_PRIVATE|MAP_ANONYMOUS)",
+			  (unsigned long)at);
+		return EINVAL;
+	}
+	if (q.vma_page_size > (uint64_t)page_size) {
+		vrdma_log("ibv_reg_mr: the memory at 0x%lx is on huge pages (%llu bytes), which vrdma cannot register: "
+			  "register memory on ordinary pages",
+			  (unsigned long)at, (unsigned long long)q.vma_page_size);
+		return EINVAL;
+	}
+	*w = (q.vma_flags & VMA_WRITABLE) != 0;
+	*run = (size_t)((q.vma_end < end ? q.vma_end : end) - at);
+	return 0;
+}
+
+/* backings_get fills mr->backings with the backings that hold [start,
+ * end): those of pages moved before, and new ones for the pages between
+ * them. Access that lets anything write the memory needs writable pages,
+ * as the kernel's ibv_reg_mr does (EFAULT). backings_mu held. */
+static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, struct vrdma_mr *mr)
+{
+	enum { MAXB = VRDMA_PROTO_MAX_FDS };
+	struct vrdma_backing *old[MAXB];
+	int nold = overlapping(start, end, old, MAXB);
+	int writes = (access & IBV_ACCESS_LOCAL_WRITE) != 0;
+	int n = 0, rc = 0;
+	struct vrdma_backing *got[MAXB];
+	if (nold > MAXB)
+		goto too_many;
+	uintptr_t at = start;
+	for (int i = 0; i <= nold && at < end; i++) {
+		uintptr_t gap_end = i < nold ? old[i]->start : end;
+		while (at < gap_end) {
+			int w = 1;
+			size_t run;
+			rc = gap_run(at, gap_end, &run, &w);
+			if (rc)
+				goto fail;
+			if (writes && !w) {
+				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
+					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
+					  (unsigned long)at);
+				rc = EFAULT;
+				goto fail;
+			}
+			if (n == MAXB)
+				goto too_many;
+			rc = backing_new(at, at + run, w ? PROT_READ | PROT_WRITE : PROT_READ, &got[n]);
+			if (rc)
+				goto fail;
+			n++;
+			at += run;
+		}
+		if (i < nold) {
+			if (writes && !(old[i]->prot & PROT_WRITE)) {
+				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
+					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
+					  (unsigned long)old[i]->start);
+				rc = EFAULT;
+				goto fail;
+			}
+			if (n == MAXB)
+				goto too_many;
+			old[i]->refs++;
+			got[n++] = old[i];
+			at = old[i]->end;
+		}
+	}
+	mr->nbackings = n;
+	memcpy(mr->backings, got, (size_t)n * sizeof got[0]);
+	return 0;
+too_many:
+	vrdma_log("ibv_reg_mr: [0x%lx, 0x%lx) spans more than %d pieces of memory registered separately before: "
+		  "register the larger buffer first, or fewer pieces inside it",
+		  (unsigned long)start, (unsigned long)end, MAXB);
+	rc = EINVAL;
+fail:
+	for (int i = n - 1; i >= 0; i--)
+		backing_put(got[i]);
+	return rc;
 }
 
 #define ACCESS_SUPPORTED                                                                             \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* segments_json writes the request's list of segments: for each backing,
+ * the part of it that holds [start, end). */
+static void segments_json(const struct vrdma_mr *mr, uintptr_t start, uintptr_t end, char *out, size_t cap)
+{
+	size_t o = (size_t)snprintf(out, cap, "[");
+	for (int i = 0; i < mr->nbackings && o < cap; i++) {
+		const struct vrdma_backing *b = mr->backings[i];
+		uintptr_t lo = b->start > start ? b->start : start, hi = b->end < end ? b->end : end;
+		o += (size_t)snprintf(out + o, cap - o, "%s{\"offset\":%llu,\"length\":%llu}", i ? "," : "",
+				      (unsigned long long)(lo - b->start), (unsigned long long)(hi - lo));
+	}
+	if (o < cap)
+		snprintf(out + o, cap - o, "]");
+}
+
+static void backings_put(struct vrdma_mr *mr)
+{
+	for (int i = mr->nbackings - 1; i >= 0; i--)
+		backing_put(mr->backings[i]);
+	mr->nbackings = 0;
+}
 
 VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
 					     unsigned int access)
@@ -404,8 +729,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page_size - 1);
 	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page_size - 1) & ~((uintptr_t)page_size - 1);
 	pthread_mutex_lock(&backings_mu);
-	struct vrdma_backing *b = NULL;
-	int rc = backing_get(start, end, &b);
+	int rc = backings_get(start, end, access, mr);
 	if (rc) {
 		pthread_mutex_unlock(&backings_mu);
 		free(mr);
@@ -413,11 +737,15 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 		return NULL;
 	}
 	struct vj_doc doc = {0};
-	int fds[1] = {b->fd};
-	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, 1, NULL, NULL,
-		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u}", pd->handle,
-		       (unsigned long long)iova, (unsigned long long)length,
-		       (unsigned long long)((uintptr_t)addr - b->start), access);
+	int fds[VRDMA_PROTO_MAX_FDS];
+	for (int i = 0; i < mr->nbackings; i++)
+		fds[i] = mr->backings[i]->fd;
+	char segs[96 * VRDMA_PROTO_MAX_FDS]; /* a segment takes at most 64 bytes */
+	segments_json(mr, start, end, segs, sizeof segs);
+	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
+		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
+		       pd->handle, (unsigned long long)iova, (unsigned long long)length,
+		       (unsigned long long)((uintptr_t)addr - start), access, segs);
 	uint64_t h = 0, lkey = 0, rkey = 0;
 	if (!rc) {
 		if (vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "lkey", &lkey) ||
@@ -428,7 +756,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	if (rc) {
 		if (rc == ENOMEM)
 			vrdma_log("ibv_reg_mr of %zu bytes: %s", length, ctx->chan.err);
-		backing_put(b);
+		backings_put(mr);
 		pthread_mutex_unlock(&backings_mu);
 		free(mr);
 		errno = rc;
@@ -436,7 +764,6 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	}
 	pthread_mutex_unlock(&backings_mu);
 	mr->handle = (uint32_t)h;
-	mr->backing = b;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
 	mr->ibmr.addr = addr;
@@ -465,19 +792,24 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (vrdma_destroy_kept(to_vctx(ibmr->context), rc))
 		return rc;
 	pthread_mutex_lock(&backings_mu);
-	backing_put(mr->backing);
+	backings_put(mr);
 	pthread_mutex_unlock(&backings_mu);
 	vrdma_live(to_vctx(ibmr->context), -1);
 	free(mr);
 	return 0;
 }
 
-/* ibv_fork_init: registered pages are copied for children already (above);
- * rings are not inherited. Nothing more to do, and it may be called any time. */
+/* ibv_fork_init: as rdma-core on a kernel that copies pinned pages for a
+ * child (Linux 5.12 and later), where it returns 0 and does nothing:
+ * registered pages are copied for children already (above) and rings are
+ * not inherited, so there is nothing to turn on, whenever it is called,
+ * and RDMAV_FORK_SAFE / IBV_FORK_SAFE change nothing either. */
 VRDMA_EXPORT int ibv_fork_init(void)
 {
 	vrdma_mem_init();
 	return 0;
 }
 
-VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_ENABLED; }
+/* ibv_is_fork_initialized answers what rdma-core answers on such a kernel,
+ * before and after ibv_fork_init: fork needs no initialisation. */
+VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }

@@ -58,12 +58,17 @@ struct vrdma_pd {
 	uint32_t handle;
 };
 
-/* A backing: whole pages of the application's memory moved into a sealed
- * memfd mapped at the same address, shared with the daemon (mem.c). */
+/* A backing (a chunk): whole pages of the application's memory moved into
+ * a sealed memfd mapped at the same address, shared with the daemon
+ * (mem.c). Backings never overlap: each moved page belongs to one; an MR
+ * uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. */
 struct vrdma_backing {
 	uintptr_t start, end;
 	int fd;
-	int refs; /* MRs using it */
+	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
+	int refs;     /* MRs using some of its pages */
+	int prot;     /* the pages' protection: PROT_READ, or with PROT_WRITE */
+	int stale;    /* the application unmapped its pages: off the list, kept for its MRs */
 	void *snap;   /* during a fork: the pages' copy for the child */
 	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;
@@ -72,7 +77,8 @@ struct vrdma_backing {
 struct vrdma_mr {
 	struct ibv_mr ibmr;
 	uint32_t handle;
-	struct vrdma_backing *backing;
+	int nbackings;
+	struct vrdma_backing *backings[VRDMA_PROTO_MAX_FDS]; /* in address order */
 };
 
 struct vrdma_ring {

@@ -107,7 +107,7 @@ static uint32_t get32(const uint8_t *p)
 static ssize_t d_recv(int fd, struct dmsg *m)
 {
 	static __thread uint8_t buf[VRDMA_PROTO_MAX_MESSAGE + 16];
-	char control[CMSG_SPACE(sizeof(int) * 16)];
+	char control[CMSG_SPACE(sizeof(int) * (VRDMA_PROTO_MAX_FDS + 1))];
 	struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control };
 	ssize_t n;
@@ -142,7 +142,7 @@ static ssize_t d_recv(int fd, struct dmsg *m)
 /* Sends raw bytes with descriptors as one message. */
 static void d_send_raw(int fd, const void *buf, size_t len, const int *fds, int nfds)
 {
-	char control[CMSG_SPACE(sizeof(int) * 16)];
+	char control[CMSG_SPACE(sizeof(int) * (VRDMA_PROTO_MAX_FDS + 1))];
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
@@ -522,7 +522,7 @@ enum garbage { G_SHORT, G_MAGIC, G_KIND0, G_KIND4, G_VERSION, G_LONGER, G_SHORTE
 static const char *const garbage_names[] = { "short",  "magic",          "kind 0",         "kind 4",
 					     "version", "length too long", "length too short", "huge",
 					     "truncated",
-					     "5 descriptors", "empty datagram" };
+					     "too many descriptors", "empty datagram" };
 
 static const char *const garbage_words[] = { "shorter than its header", "magic", "unknown kind", "unknown kind",
 					     "protocol version 2", "body length", "body length", "larger than", "larger than",
@@ -533,7 +533,7 @@ static void script_garbage(struct daemon *d)
 	struct dmsg *m = d->m;
 	static __thread uint8_t buf[VRDMA_PROTO_MAX_MESSAGE + 100];
 	size_t len = 16 + 2;
-	int fds[5] = { -1, -1, -1, -1, -1 }, nfds = 0;
+	int fds[VRDMA_PROTO_MAX_FDS + 1], nfds = 0; /* one more than a message may carry */
 
 	d_recv(d->fd, m);
 	put16(buf, VRDMA_PROTO_MAGIC);
@@ -563,7 +563,7 @@ static void script_garbage(struct daemon *d)
 		memset(buf + 16, ' ', len - 16);
 		break;
 	case G_FDS:
-		for (nfds = 0; nfds < 5; nfds++)
+		for (nfds = 0; nfds < (int)VRDMA_PROTO_MAX_FDS + 1; nfds++)
 			if ((fds[nfds] = eventfd(0, EFD_CLOEXEC)) < 0)
 				die("eventfd");
 		break;
@@ -888,7 +888,9 @@ static void test_limits(void)
 	char *big = malloc(max + 1);
 	char small[8];
 	size_t n;
-	int fds[5] = { 0, 1, 2, 0, 1 }, rfds[2], nrfds = 2;
+	int fds[VRDMA_PROTO_MAX_FDS + 1], rfds[2], nrfds = 2; /* one more than a message may carry */
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		fds[i] = (int)(i % 3);
 
 	if (big == NULL)
 		die("malloc");
@@ -896,8 +898,8 @@ static void test_limits(void)
 	start(&c, &d, script_limits, 0);
 	int r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, big, max + 1, NULL, 0, NULL, 0, NULL, NULL, NULL);
 	CHECK(r == -EMSGSIZE, "a request too large = %d", r);
-	r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, "{}", 2, fds, 5, NULL, 0, NULL, NULL, NULL);
-	CHECK(r == -EINVAL, "5 descriptors = %d", r);
+	r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, "{}", 2, fds, (int)VRDMA_PROTO_MAX_FDS + 1, NULL, 0, NULL, NULL, NULL);
+	CHECK(r == -EINVAL, "too many descriptors = %d", r);
 	r = vrdma_call(&c, VRDMA_CMD_QUERY_PORT, NULL, 2, NULL, 0, NULL, 0, NULL, NULL, NULL);
 	CHECK(r == -EINVAL, "a length without a body = %d", r);
 

@@ -139,7 +139,8 @@ int main(void)
 	ah->ibah.context = c;
 	struct vrdma_mr *mr = zalloc(sizeof *mr);
 	mr->ibmr.context = c;
-	mr->backing = &backing;
+	mr->nbackings = 1;
+	mr->backings[0] = &backing;
 	struct vrdma_pd *pd = zalloc(sizeof *pd);
 	pd->ibpd.context = c;
 	live = 6;

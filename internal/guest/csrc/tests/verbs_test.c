@@ -33,6 +33,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -642,6 +643,28 @@ static void test_reg_mr_same_page(void)
 	free(p);
 }
 
+/* read_with READs len bytes of [from, +len) (rkey) into src; its status. */
+static int read_with(void *from, uint32_t len, uint32_t rkey)
+{
+	struct pair p;
+	int st = -1;
+	memset(src, 0, len);
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, NULL) == 0)
+		st = rdma(&p, IBV_WR_RDMA_READ, src, len, from, rkey);
+	pair_down(&p);
+	return st;
+}
+
+/* round_trip WRITEs fill into [at, +len) through rkey, READs it back
+ * through rkey2 and checks both the memory and what came back. */
+static int round_trip(uint8_t fill, uint8_t *at, uint32_t len, uint32_t rkey, uint32_t rkey2)
+{
+	return write_with(fill, at, len, rkey) == IBV_WC_SUCCESS && all_are(at, len, fill) &&
+	       read_with(at, len, rkey2) == IBV_WC_SUCCESS && all_are(src, len, fill);
+}
+
+/* Registrations that share pages with earlier ones without being inside
+ * them: rdma-core registers any range, overlapping or not. */
 static void test_reg_mr_partial_overlap(void)
 {
 	uint8_t *p = page_alloc(3);
@@ -649,24 +672,236 @@ static void test_reg_mr_partial_overlap(void)
 	memset(p, 'x', 3 * page);
 	struct ibv_mr *m1 = ibv_reg_mr(pd, p, 100, MR_ACCESS);
 	REQUIRE(m1 != NULL, "ibv_reg_mr: %s", strerror(errno));
-	/* Pages already moved for m1 and one that is not: refused (docs/design/guest-memory.md). */
+	struct ibv_mr *m2 = ibv_reg_mr(pd, p + page - 50, 100, MR_ACCESS); /* m1's page and the next */
+	struct ibv_mr *m3 = ibv_reg_mr(pd, p + 2 * page + 10, 10, MR_ACCESS);
+	struct ibv_mr *all = ibv_reg_mr(pd, p, 3 * page, MR_ACCESS); /* over all three */
+	REQUIRE(m2 && m3 && all, "registrations partly over earlier ones: %s", strerror(errno));
+	CHECK(all_are(p, 3 * page, 'x'), "registering changed the memory");
+	CHECK(round_trip('1', p, 100, m1->rkey, all->rkey), "m1 WRITE, READ through the whole");
+	CHECK(round_trip('2', p + page - 50, 100, m2->rkey, all->rkey), "m2 WRITE across its two pages");
+	CHECK(round_trip('3', p + 2 * page + 10, 10, m3->rkey, m3->rkey), "m3");
+	CHECK(round_trip('4', p + page - 10, 2 * page, all->rkey, all->rkey) && all_are(p + 100, page - 150, 'x'),
+	      "the whole, across the pages of the others");
+	CHECK(read_with(p + page - 50, 40, m2->rkey) == IBV_WC_SUCCESS && all_are(src, 40, '2'),
+	      "m2 does not see what the whole left of its bytes");
+	CHECK(ibv_dereg_mr(all) == 0, "ibv_dereg_mr");
+	CHECK(round_trip('5', p + page - 50, 100, m2->rkey, m2->rkey), "m2 after the whole went");
+	CHECK(ibv_dereg_mr(m1) == 0 && ibv_dereg_mr(m3) == 0, "ibv_dereg_mr");
+	CHECK(round_trip('6', p + page - 50, 100, m2->rkey, m2->rkey), "m2 after the others went");
+	CHECK(ibv_dereg_mr(m2) == 0, "ibv_dereg_mr");
+	CHECK(all_are(p, 100, '1') && all_are(p + 100, page - 150, 'x') && all_are(p + page - 50, 100, '6') &&
+		      all_are(p + page + 50, 2 * page - 60, '4') && all_are(p + 3 * page - 10, 10, 'x'),
+	      "the bytes did not stay when the last registration went");
+	free(p);
+}
+
+/* fio's rdma engine registers two members of one struct separately; here
+ * they cross page boundaries, the second starting on the first's last
+ * page. Both then carry real RDMA WRITEs and READs. */
+static void test_reg_mr_fio_members(void)
+{
+	struct members {
+		uint8_t send[200];
+		uint8_t recv[4096 + 200];
+	};
+	uint8_t *base = page_alloc(4);
+	REQUIRE(base != NULL, "posix_memalign");
+	memset(base, 'x', 4 * page);
+	struct members *m = (struct members *)(base + page - 100);
+	struct ibv_mr *s = ibv_reg_mr(pd, m->send, sizeof m->send, MR_ACCESS);
+	REQUIRE(s != NULL, "ibv_reg_mr of the first member: %s", strerror(errno));
+	struct ibv_mr *r = ibv_reg_mr(pd, m->recv, sizeof m->recv, MR_ACCESS);
+	CHECK(r != NULL, "ibv_reg_mr of the second member, on the first's page: %s", strerror(errno));
+	if (r) {
+		CHECK(round_trip('s', m->send, sizeof m->send, s->rkey, s->rkey), "WRITE/READ the first member");
+		CHECK(round_trip('r', m->recv, sizeof m->recv, r->rkey, r->rkey), "WRITE/READ the second member");
+		CHECK(all_are(m->send, sizeof m->send, 's') && all_are(base, page - 100, 'x') &&
+			      all_are(m->recv + sizeof m->recv, 3 * page - 100 - sizeof m->recv, 'x'),
+		      "bytes outside the members changed");
+		CHECK(ibv_dereg_mr(r) == 0, "ibv_dereg_mr");
+	}
+	CHECK(ibv_dereg_mr(s) == 0, "ibv_dereg_mr");
+	CHECK(all_are(m->send, sizeof m->send, 's') && (!r || all_are(m->recv, sizeof m->recv, 'r')),
+	      "the members lost their bytes when deregistered");
+	free(base);
+}
+
+/* UCX registers both halves of one buffer, then the whole (malloc'd: at
+ * no particular alignment), and deregisters in its own order. */
+static void test_reg_mr_ucx_halves(void)
+{
+	static const int orders[][3] = {{0, 1, 2}, {2, 1, 0}, {1, 2, 0}, {2, 0, 1}};
+	for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
+		size_t len = 4 * page + 300;
+		uint8_t *raw = malloc(len + 100);
+		REQUIRE(raw != NULL, "malloc");
+		uint8_t *buf = raw + 77;
+		memset(raw, 'x', len + 100);
+		struct ibv_mr *mr[3];
+		mr[0] = ibv_reg_mr(pd, buf, len / 2, MR_ACCESS);
+		mr[1] = ibv_reg_mr(pd, buf + len / 2, len - len / 2, MR_ACCESS);
+		mr[2] = ibv_reg_mr(pd, buf, len, MR_ACCESS);
+		REQUIRE(mr[0] && mr[1] && mr[2], "order %zu: halves, then the whole: %s", o, strerror(errno));
+		CHECK(round_trip('a', buf, (uint32_t)(len / 2), mr[0]->rkey, mr[2]->rkey), "the first half");
+		CHECK(round_trip('b', buf + len / 2, (uint32_t)(len - len / 2), mr[1]->rkey, mr[2]->rkey),
+		      "the second half");
+		CHECK(read_with(buf, (uint32_t)len, mr[2]->rkey) == IBV_WC_SUCCESS && all_are(src, len / 2, 'a') &&
+			      all_are(src + len / 2, len - len / 2, 'b'),
+		      "the whole does not read both halves");
+		for (int k = 0; k < 3; k++) {
+			int gone = orders[o][k];
+			CHECK(ibv_dereg_mr(mr[gone]) == 0, "ibv_dereg_mr");
+			mr[gone] = NULL;
+			CHECK(all_are(raw, 77, 'x') && all_are(buf, len / 2, 'a') && all_are(buf + len / 2, len - len / 2, 'b') &&
+				      all_are(buf + len, 23, 'x'),
+			      "order %zu: the buffer changed when registration %d went", o, gone);
+			for (int j = 0; j < 3; j++)
+				if (mr[j]) {
+					uint8_t *at = j == 1 ? buf + len / 2 : buf;
+					CHECK(read_with(at, 64, mr[j]->rkey) == IBV_WC_SUCCESS && all_are(src, 64, j == 1 ? 'b' : 'a'),
+					      "order %zu: registration %d stopped working when %d went", o, j, gone);
+				}
+		}
+		free(raw);
+	}
+}
+
+/* probe_writable reports whether the byte at p can be written, by writing
+ * it back with process_vm_writev, which honours the page's protection. */
+static int probe_writable(uint8_t *p)
+{
+	uint8_t b = 0;
+	struct iovec l = {.iov_base = &b, .iov_len = 1}, r = {.iov_base = p, .iov_len = 1};
+	if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != 1)
+		return -1;
+	return process_vm_writev(getpid(), &l, 1, &r, 1, 0) == 1;
+}
+
+/* Read-only memory registered for reading: works, and stays read-only in
+ * the application; registered for writing, it is refused as the kernel's
+ * ibv_reg_mr refuses it. */
+static void test_reg_mr_read_only(void)
+{
+	uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'r', 2 * page);
+	REQUIRE(mprotect(p, 2 * page, PROT_READ) == 0, "mprotect");
 	errno = 0;
-	struct ibv_mr *bad = ibv_reg_mr(pd, p + page - 50, 100, MR_ACCESS);
-	CHECK(bad == NULL && errno == EINVAL, "a registration partly over m1's page: %p errno %d", (void *)bad, errno);
-	if (bad)
-		ibv_dereg_mr(bad);
-	struct ibv_mr *m2 = ibv_reg_mr(pd, p + 2 * page + 10, 10, MR_ACCESS);
-	CHECK(m2 != NULL, "a registration on a page of its own: %s", strerror(errno));
+	struct ibv_mr *w = ibv_reg_mr(pd, p + 10, 100, MR_ACCESS);
+	CHECK(w == NULL && (errno == EFAULT || errno == EACCES), "write access to read-only memory: %p, errno %d",
+	      (void *)w, errno);
+	if (w)
+		ibv_dereg_mr(w);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p + 10, page, IBV_ACCESS_REMOTE_READ);
+	REQUIRE(mr != NULL, "ibv_reg_mr of read-only memory for reading: %s", strerror(errno));
+	CHECK(probe_writable(p) == 0 && probe_writable(p + page + 10) == 0, "registering made read-only memory writable");
+	CHECK(read_with(p + 10, (uint32_t)page, mr->rkey) == IBV_WC_SUCCESS && all_are(src, page, 'r'), "READ from it");
+	CHECK(write_with('w', p + 10, 10, mr->rkey) == IBV_WC_REM_ACCESS_ERR && all_are(p, 2 * page, 'r'),
+	      "a WRITE into the read-only region");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	CHECK(probe_writable(p) == 0 && all_are(p, 2 * page, 'r'), "deregistering made read-only memory writable");
+	munmap(p, 2 * page);
+}
+
+/* Memory registered, unmapped without deregistering, and mapped again at
+ * the same address (a free and a malloc): a new registration reaches the
+ * new memory, and deregistering the old one leaves the new one alone. */
+static void test_reg_mr_realloc(void)
+{
+	uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'o', 2 * page);
+	struct ibv_mr *old = ibv_reg_mr(pd, p, 2 * page, MR_ACCESS);
+	REQUIRE(old != NULL, "ibv_reg_mr: %s", strerror(errno));
+	munmap(p, 2 * page);
+	uint8_t *q = mmap(p, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	REQUIRE(q == p, "mmap at the same address: %s", strerror(errno));
+	memset(q, 'n', 2 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, q + 100, page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr of the new memory: %s", strerror(errno));
+	CHECK(all_are(q, 2 * page, 'n'), "registering the new memory changed it");
+	CHECK(round_trip('N', q + 100, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the new memory");
+	CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the old registration");
+	CHECK(all_are(q, 100, 'n') && all_are(q + 100, page, 'N') && all_are(q + 100 + page, page - 100, 'n'),
+	      "deregistering the old registration changed the new memory");
+	CHECK(write_with('M', q + 100, 10, mr->rkey) == IBV_WC_SUCCESS && all_are(q + 100, 10, 'M'),
+	      "the new registration stopped working when the old one went");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	CHECK(all_are(q + 100, 10, 'M') && all_are(q + 110, page - 10, 'N'), "the new memory lost its bytes");
+	munmap(q, 2 * page);
+}
+
+/* A MAP_SHARED file mapping is refused with a clear error and stays the
+ * file's: moving its pages into a memfd of the library's would cut it off
+ * from the file (docs/design/guest-memory.md). Huge pages, where the system
+ * has any, are refused too, rather than moved. */
+static void test_reg_mr_shared_and_huge(void)
+{
+	char path[] = "/tmp/vrdma-verbs-test-XXXXXX";
+	int fd = mkstemp(path);
+	REQUIRE(fd >= 0, "mkstemp: %s", strerror(errno));
+	unlink(path);
+	REQUIRE(ftruncate(fd, (off_t)(2 * page)) == 0, "ftruncate");
+	uint8_t *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	REQUIRE(m != MAP_FAILED, "mmap of a file");
+	memset(m, 'f', 2 * page);
 	errno = 0;
-	bad = ibv_reg_mr(pd, p, 3 * page, MR_ACCESS);
-	CHECK(bad == NULL && errno == EINVAL, "a registration over both: %p errno %d", (void *)bad, errno);
-	if (bad)
-		ibv_dereg_mr(bad);
-	CHECK(all_are(p, 3 * page, 'x'), "a refused registration changed the memory");
-	CHECK(write_with('1', p, 100, m1->rkey) == IBV_WC_SUCCESS && all_are(p, 100, '1'), "m1 stopped working");
-	CHECK(ibv_dereg_mr(m1) == 0, "ibv_dereg_mr");
-	if (m2)
-		CHECK(ibv_dereg_mr(m2) == 0, "ibv_dereg_mr");
+	struct ibv_mr *mr = ibv_reg_mr(pd, m + 100, page, MR_ACCESS);
+	CHECK(mr == NULL && errno == EINVAL, "registering a shared file mapping: %p, errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	memset(m + 10, 'g', 10);
+	uint8_t got[10] = {0};
+	CHECK(pread(fd, got, sizeof got, 10) == (ssize_t)sizeof got && all_are(got, sizeof got, 'g'),
+	      "the mapping no longer reaches its file");
+	munmap(m, 2 * page);
+	close(fd);
+
+	size_t huge = 2 << 20;
+	uint8_t *h = mmap(NULL, huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (h == MAP_FAILED)
+		return; /* no huge pages reserved here */
+	memset(h, 'h', huge);
+	errno = 0;
+	mr = ibv_reg_mr(pd, h + 100, 1000, MR_ACCESS);
+	CHECK(mr == NULL && errno == EINVAL, "registering huge pages: %p, errno %d", (void *)mr, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	CHECK(all_are(h, huge, 'h'), "a refused registration changed the huge pages");
+	munmap(h, huge);
+}
+
+/* One registration spans at most VRDMA_PROTO_MAX_FDS pieces (backings):
+ * over pages registered one by one with gaps between them, 15 pieces
+ * work and 17 are refused with EINVAL, leaving the memory and the earlier
+ * registrations as they were. */
+static void test_reg_mr_many_pieces(void)
+{
+	uint8_t *p = page_alloc(18);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'x', 18 * page);
+	struct ibv_mr *one[9];
+	for (int i = 0; i < 9; i++) {
+		one[i] = ibv_reg_mr(pd, p + 2 * (size_t)i * page + 7, 10, MR_ACCESS);
+		REQUIRE(one[i] != NULL, "ibv_reg_mr of page %d: %s", 2 * i, strerror(errno));
+	}
+	struct ibv_mr *fifteen = ibv_reg_mr(pd, p + 1, 15 * page - 2, MR_ACCESS);
+	CHECK(fifteen != NULL, "a registration over 15 pieces: %s", strerror(errno));
+	if (fifteen) {
+		CHECK(round_trip('f', p + 4 * page, (uint32_t)(6 * page), fifteen->rkey, fifteen->rkey),
+		      "WRITE/READ over 6 of its 15 pieces");
+		CHECK(ibv_dereg_mr(fifteen) == 0, "ibv_dereg_mr");
+	}
+	errno = 0;
+	struct ibv_mr *seventeen = ibv_reg_mr(pd, p, 17 * page, MR_ACCESS);
+	CHECK(seventeen == NULL && errno == EINVAL, "a registration over 17 pieces: %p, errno %d", (void *)seventeen, errno);
+	if (seventeen)
+		ibv_dereg_mr(seventeen);
+	CHECK(all_are(p, 4 * page, 'x') && all_are(p + 4 * page, 6 * page, 'f') && all_are(p + 10 * page, 8 * page, 'x'),
+	      "the memory changed");
+	CHECK(round_trip('o', p + 16 * page + 7, 10, one[8]->rkey, one[8]->rkey), "the last single page after the refusal");
+	for (int i = 0; i < 9; i++)
+		CHECK(ibv_dereg_mr(one[i]) == 0, "ibv_dereg_mr");
 	free(p);
 }
 
@@ -828,6 +1063,30 @@ static __attribute__((noinline)) void fork_with_stack(uint8_t *buf, struct ibv_m
 	CHECK(ibv_dereg_mr(smr) == 0, "ibv_dereg_mr");
 	close(to_child[1]);
 	close(to_parent[0]);
+}
+
+/* fork needs no initialisation, as with rdma-core on a kernel that copies
+ * pinned pages for a child (5.12 and later): ibv_is_fork_initialized says
+ * IBV_FORK_UNNEEDED before and after ibv_fork_init, which returns 0 at any
+ * time, and RDMAV_FORK_SAFE / IBV_FORK_SAFE change nothing. */
+static void test_fork_status(void)
+{
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "before ibv_fork_init: %d, want IBV_FORK_UNNEEDED",
+	      (int)ibv_is_fork_initialized());
+	CHECK(ibv_fork_init() == 0, "ibv_fork_init after resources exist");
+	CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "after ibv_fork_init: %d, want IBV_FORK_UNNEEDED",
+	      (int)ibv_is_fork_initialized());
+	static const char *vars[] = {"RDMAV_FORK_SAFE", "IBV_FORK_SAFE"};
+	for (size_t i = 0; i < 2; i++) {
+		setenv(vars[i], "1", 1);
+		int n = 0;
+		struct ibv_device **list = ibv_get_device_list(&n);
+		CHECK(list && n > 0, "ibv_get_device_list with %s=1: %s", vars[i], strerror(errno));
+		if (list)
+			ibv_free_device_list(list);
+		CHECK(ibv_fork_init() == 0 && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "with %s=1", vars[i]);
+		unsetenv(vars[i]);
+	}
 }
 
 static void test_fork(void)
@@ -1834,9 +2093,16 @@ static const struct {
 	{"reg_mr_twice", test_reg_mr_twice},
 	{"reg_mr_same_page", test_reg_mr_same_page},
 	{"reg_mr_partial_overlap", test_reg_mr_partial_overlap},
+	{"reg_mr_fio_members", test_reg_mr_fio_members},
+	{"reg_mr_ucx_halves", test_reg_mr_ucx_halves},
+	{"reg_mr_read_only", test_reg_mr_read_only},
+	{"reg_mr_realloc", test_reg_mr_realloc},
+	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
+	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
 	{"ah_from_wc", test_ah_from_wc},
 	{"reg_mr_memlock_refused", test_reg_mr_memlock_refused},
