@@ -25,6 +25,9 @@
  * the command socket) every this many polls in a row (lost.c). */
 #define VRDMA_LOST_CHECK_EVERY 1024
 #define VRDMA_MAX_GIDS 16
+/* Whether doorbells are rung with pwritev2's RWF_NOSIGNAL (post.c): 1 yes,
+ * -1 no (the kernel lacks it), 0 not known yet. */
+extern int vrdma_bell_nosignal;
 
 /* A device: one adapter of the process's instance. Devices live as long as
  * the process (ibv_free_device_list frees only the array). */

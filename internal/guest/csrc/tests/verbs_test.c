@@ -1381,8 +1381,9 @@ static void count_sigpipe(int sig)
 	sigpipes++;
 }
 
-static void test_no_sigpipe_after_close(void)
+static void no_sigpipe_after_close(int bell_nosignal)
 {
+	vrdma_bell_nosignal = bell_nosignal;
 	struct ibv_context *c = ibv_open_device(dev);
 	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
 	struct ibv_pd *p2 = ibv_alloc_pd(c);
@@ -1411,7 +1412,9 @@ static void test_no_sigpipe_after_close(void)
 	ibv_post_recv(qp, &r, &rbad); /* any result: the device is gone */
 	ibv_post_send(qp, &w, &bad);
 	CHECK(sigpipes == 0, "posting on a QP of a closed device raised SIGPIPE %d times", (int)sigpipes);
+	CHECK(bell_nosignal >= 0 || vrdma_bell_nosignal == -1, "the doorbell left the masked write");
 	sigaction(SIGPIPE, &old, NULL);
+	vrdma_bell_nosignal = 0;
 	int rc = ibv_destroy_qp(qp);
 	CHECK(rc == 0 || rc == EIO, "ibv_destroy_qp after close: %d", rc);
 	rc = ibv_destroy_cq(cq);
@@ -1419,6 +1422,12 @@ static void test_no_sigpipe_after_close(void)
 	rc = ibv_dealloc_pd(p2);
 	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
 }
+
+/* As the kernel allows: with RWF_NOSIGNAL where it has it. */
+static void test_no_sigpipe_after_close(void) { no_sigpipe_after_close(0); }
+
+/* As on a kernel without RWF_NOSIGNAL: SIGPIPE blocked around the write. */
+static void test_no_sigpipe_after_close_masked(void) { no_sigpipe_after_close(-1); }
 
 /* A program asleep on a completion channel learns that the device is gone
  * (the daemon ended the session: it died, or here the device was closed):
@@ -1847,6 +1856,7 @@ static const struct {
 	{"close_with_live_objects", test_close_with_live_objects},
 	{"comp_channel_after_close", test_comp_channel_after_close},
 	{"no_sigpipe_after_close", test_no_sigpipe_after_close},
+	{"no_sigpipe_after_close_masked", test_no_sigpipe_after_close_masked},
 	{"completion_channel", test_completion_channel},
 	{"post_wakeup_race", test_post_wakeup_race},
 	{"arm_wakeup_race", test_arm_wakeup_race},
