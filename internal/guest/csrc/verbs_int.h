@@ -121,6 +121,11 @@ struct vrdma_qp {
 	struct vrdma_ring sq, rq;
 	int bell; /* write end of the QP's doorbell */
 	uint32_t sq_prod, rq_prod;
+	/* The daemon arms the send ring with a new notify value each time
+	 * (its create reply's notify_gen): then one doorbell per value is
+	 * enough, and rung is the value last rung for (0: none). Under slock. */
+	int notify_gen;
+	uint32_t rung;
 	pthread_spinlock_t slock, rlock;
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
