@@ -29,7 +29,7 @@ import (
 const perfUsage = `usage:
   server:   vrdma perf [-lp PORT] [-d DEV] [-g IDX] [--max-clients N] [-v]
   client:   vrdma perf HOST [-lp PORT] [-d DEV] [-g IDX] [--json] [-m SIZE] [-t SECS] [-v] TEST...
-  loopback: vrdma perf --loopback [--async] [--trusted] [--threads N] [--json] [-m SIZE] [-t SECS] [-v] TEST...
+  loopback: vrdma perf --loopback [--async] [--trusted] [--threads N] [--random] [--json] [-m SIZE] [-t SECS] [-v] TEST...
 tests: %s
 `
 
@@ -44,6 +44,7 @@ type perfFlags struct {
 	secs     float64
 	verbose  bool
 	threads  int
+	random   bool
 	port     int
 	dev      string
 	gid      int
@@ -53,7 +54,7 @@ type perfFlags struct {
 
 // Flags that only some modes take.
 var (
-	loopbackOnly = []string{"async", "trusted", "threads"}
+	loopbackOnly = []string{"async", "trusted", "threads", "random"}
 	clientOnly   = []string{"json", "m", "t"}
 	splitOnly    = []string{"listen-port", "lp", "listen_port", "d", "g"}
 	serverOnly   = []string{"max-clients"}
@@ -98,6 +99,7 @@ func parsePerfArgs(args []string) (*perfFlags, []string, error) {
 	fs.Float64Var(&f.secs, "t", 2, "seconds per test")
 	fs.BoolVar(&f.verbose, "v", false, "verbose: more figures per test; a server prints a line per test served")
 	fs.IntVar(&f.threads, "threads", 0, "loopback ping-pong tests: 1 = one thread plays both ends, 2 = each end on its own pinned CPU (default: 2 for rc_rdma_write_lat with --trusted, else 1)")
+	fs.BoolVar(&f.random, "random", false, "loopback: fill the regions with pseudo-random bytes, as perftest does, not zeros (copying zeros can be faster)")
 	fs.IntVar(&f.port, "listen-port", perf.DefaultPort, "the TCP port the server listens on and the client connects to")
 	fs.IntVar(&f.port, "lp", perf.DefaultPort, "short for --listen-port")
 	fs.IntVar(&f.port, "listen_port", perf.DefaultPort, "qperf's spelling of --listen-port")
@@ -141,7 +143,7 @@ func (f *perfFlags) reject(flags []string, why string) error {
 
 // config checks the options of a run with tests and makes its Config.
 func (f *perfFlags) config(names []string) (perf.Config, error) {
-	cfg := perf.Config{Tests: names, Duration: time.Duration(f.secs * float64(time.Second)), Async: f.async, Trusted: f.trusted, Threads: f.threads}
+	cfg := perf.Config{Tests: names, Duration: time.Duration(f.secs * float64(time.Second)), Async: f.async, Trusted: f.trusted, Threads: f.threads, Random: f.random}
 	if len(names) == 0 {
 		return cfg, usagef("name at least one test: %s", strings.Join(perf.TestNames(), " "))
 	}

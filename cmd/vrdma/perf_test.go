@@ -134,6 +134,7 @@ func TestPerfBadCommandLinesFailBeforeConnecting(t *testing.T) {
 		{[]string{"127.0.0.1", "-lp", closed}, 2, "name at least one test"},
 		{[]string{"rc_lat", "rc_bw"}, 2, `"rc_lat" is a test, not a host`},
 		{[]string{"127.0.0.1", "-lp", closed, "--threads", "2", "rc_lat"}, 2, "only with --loopback"},
+		{[]string{"127.0.0.1", "-lp", closed, "--random", "rc_bw"}, 2, "only with --loopback"},
 		{[]string{"127.0.0.1", "-lp", "70000", "rc_lat"}, 2, "1 to 65535"},
 		{[]string{"-m", "4K"}, 2, "a server (vrdma perf without a test) takes"},
 		{[]string{"--loopback", "-d", "vrdma1", "rc_lat"}, 2, "--loopback makes its own two instances"},

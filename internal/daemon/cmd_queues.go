@@ -169,8 +169,9 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	sq, rq := q.SQ(), q.RQ()
 	return proto.CreateQPResp{
 		Handle: h, QPN: q.QPN(), Caps: q.Caps(), Size: q.Size(),
-		SQ: proto.RingInfo{Offset: sq.Offset, Entries: sq.Entries, Stride: sq.Stride},
-		RQ: proto.RingInfo{Offset: rq.Offset, Entries: rq.Entries, Stride: rq.Stride},
+		SQ:        proto.RingInfo{Offset: sq.Offset, Entries: sq.Entries, Stride: sq.Stride},
+		RQ:        proto.RingInfo{Offset: rq.Offset, Entries: rq.Entries, Stride: rq.Stride},
+		NotifyGen: true,
 	}, fds, nil
 }
 

@@ -146,7 +146,7 @@ func (p *poller) sleep() {
 	p.sweep.Lock()
 	qps := *p.qps.Load()
 	for _, q := range qps {
-		q.setNotify(1)
+		q.setNotify(q.armValue())
 	}
 	busy := false
 	for _, q := range qps {

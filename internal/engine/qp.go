@@ -73,6 +73,10 @@ type QP struct {
 	state atomic.Uint32 // abi.QPState
 	dp    atomic.Pointer[dataAttrs]
 	kick  atomic.Bool // a state change the worker must act on
+	// armed counts the send ring's armings: the notify word holds the
+	// latest (never 0), so a client that rang for one need not ring again
+	// until it changes (armValue).
+	armed atomic.Uint32
 
 	mu   sync.Mutex // serialises modifies; guards attr
 	attr qpstate.Attr

@@ -133,7 +133,7 @@ func (c *Client) Run(ctx context.Context, name string) (Result, error) {
 func (c *Client) run(ctx context.Context, name string, t *test) (Result, error) {
 	size := t.size(sizeFor(name, c.cfg.MsgSize))
 	d := c.cfg.duration()
-	s, err := openSide(c.cfg.Local, c.cfg.Device, t.typ, size)
+	s, err := openSide(c.cfg.Local, c.cfg.Device, t.typ, size, false)
 	if err != nil {
 		return Result{}, fmt.Errorf("opening this end: %w", err)
 	}

@@ -22,6 +22,9 @@ type Config struct {
 	// each end spins on its own thread pinned to its own CPU, as qperf's and
 	// UCX's two processes do. 0 picks per test (defaultThreads).
 	Threads int
+	// Random fills the regions with pseudo-random bytes, as perftest does;
+	// otherwise they hold zeros.
+	Random bool
 }
 
 // Validate checks the test names.

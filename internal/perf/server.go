@@ -264,7 +264,7 @@ func (s *server) run(ctx context.Context, c *ctl, m message) (*message, error) {
 		return fail(err)
 	}
 	defer s.giveBack(need)
-	side, err := openSide(s.cfg.Local, s.cfg.Device, t.typ, m.Size)
+	side, err := openSide(s.cfg.Local, s.cfg.Device, t.typ, m.Size, false)
 	if err != nil {
 		return fail(fmt.Errorf("the server could not open its end: %w", err))
 	}

@@ -198,6 +198,9 @@ type CreateQPResp struct {
 	Size   int      `json:"size"`
 	SQ     RingInfo `json:"sq"`
 	RQ     RingInfo `json:"rq"` // Entries 0 when the QP uses an SRQ
+	// NotifyGen: the send ring's notify word is a new non-zero value at
+	// each arming, so a client rings once per value (docs/design/rings.md).
+	NotifyGen bool `json:"notify_gen,omitempty"`
 }
 
 type ModifyQPReq struct {

@@ -72,6 +72,9 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	CAP("max_recv_sge", max_recv_sge)
 	CAP("max_inline_data", max_inline_data)
 #undef CAP
+	int gen = 0;
+	if (!rc && !vj_bool(&doc, vj_get(&doc, 0, "notify_gen"), &gen))
+		q->notify_gen = gen; /* absent: a daemon that arms with 1 every time */
 	vrdma_doc_free(&doc);
 	q->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, q->size, &q->mem, VRDMA_CMD_DESTROY_QP, (uint32_t)h);

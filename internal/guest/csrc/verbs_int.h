@@ -25,6 +25,9 @@
  * the command socket) every this many polls in a row (lost.c). */
 #define VRDMA_LOST_CHECK_EVERY 1024
 #define VRDMA_MAX_GIDS 16
+/* Whether doorbells are rung with pwritev2's RWF_NOSIGNAL (post.c): 1 yes,
+ * -1 no (the kernel lacks it), 0 not known yet. */
+extern int vrdma_bell_nosignal;
 
 /* A device: one adapter of the process's instance. Devices live as long as
  * the process (ibv_free_device_list frees only the array). */
@@ -124,6 +127,11 @@ struct vrdma_qp {
 	struct vrdma_ring sq, rq;
 	int bell; /* write end of the QP's doorbell */
 	uint32_t sq_prod, rq_prod;
+	/* The daemon arms the send ring with a new notify value each time
+	 * (its create reply's notify_gen): then one doorbell per value is
+	 * enough, and rung is the value last rung for (0: none). Under slock. */
+	int notify_gen;
+	uint32_t rung;
 	pthread_spinlock_t slock, rlock;
 	struct ibv_qp_cap cap;
 	int sq_sig_all;

@@ -1645,8 +1645,9 @@ static void count_sigpipe(int sig)
 	sigpipes++;
 }
 
-static void test_no_sigpipe_after_close(void)
+static void no_sigpipe_after_close(int bell_nosignal)
 {
+	vrdma_bell_nosignal = bell_nosignal;
 	struct ibv_context *c = ibv_open_device(dev);
 	REQUIRE(c != NULL, "ibv_open_device: %s", strerror(errno));
 	struct ibv_pd *p2 = ibv_alloc_pd(c);
@@ -1675,7 +1676,9 @@ static void test_no_sigpipe_after_close(void)
 	ibv_post_recv(qp, &r, &rbad); /* any result: the device is gone */
 	ibv_post_send(qp, &w, &bad);
 	CHECK(sigpipes == 0, "posting on a QP of a closed device raised SIGPIPE %d times", (int)sigpipes);
+	CHECK(bell_nosignal >= 0 || vrdma_bell_nosignal == -1, "the doorbell left the masked write");
 	sigaction(SIGPIPE, &old, NULL);
+	vrdma_bell_nosignal = 0;
 	int rc = ibv_destroy_qp(qp);
 	CHECK(rc == 0 || rc == EIO, "ibv_destroy_qp after close: %d", rc);
 	rc = ibv_destroy_cq(cq);
@@ -1683,6 +1686,12 @@ static void test_no_sigpipe_after_close(void)
 	rc = ibv_dealloc_pd(p2);
 	CHECK(rc == 0 || rc == EIO, "ibv_dealloc_pd after close: %d", rc);
 }
+
+/* As the kernel allows: with RWF_NOSIGNAL where it has it. */
+static void test_no_sigpipe_after_close(void) { no_sigpipe_after_close(0); }
+
+/* As on a kernel without RWF_NOSIGNAL: SIGPIPE blocked around the write. */
+static void test_no_sigpipe_after_close_masked(void) { no_sigpipe_after_close(-1); }
 
 /* A program asleep on a completion channel learns that the device is gone
  * (the daemon ended the session: it died, or here the device was closed):
@@ -1884,6 +1893,82 @@ static void test_post_wakeup_race(void)
 		if (rdma(&p, IBV_WR_RDMA_WRITE, src, 8, src + page, src_mr->rkey) != IBV_WC_SUCCESS) {
 			CHECK(0, "round %d of %d: the WRITE did not complete (the daemon slept through its doorbell?)", i,
 			      WAKEUP_ROUNDS);
+			break;
+		}
+	}
+out:
+	pair_down(&p);
+}
+
+/* A sender that posts one request per call as fast as the SQ allows,
+ * while the daemon's worker sleeps and wakes between bursts: the library
+ * rings once per arming of the notify word (post.c, publish_sq) and skips
+ * the rings a sleeping daemon does not need. Every message must still
+ * arrive, with its bytes, and every completion in the order posted. */
+#define BURST_MESSAGES 20000
+#define BURST_WINDOW 16
+
+/* OR_OUT is a CHECK that ends the case through its clean-up. */
+#define OR_OUT(cond, ...)                         \
+	do {                                      \
+		if (!(cond)) {                    \
+			CHECK(cond, __VA_ARGS__); \
+			goto out;                 \
+		}                                 \
+	} while (0)
+
+static void test_post_burst_in_order(void)
+{
+	struct pair p;
+	if (pair_up(&p, IBV_QPT_RC, IBV_QPS_RTS, &(struct qp_opts){.max_send_wr = 64}))
+		goto out;
+	uint64_t *slots = (uint64_t *)(void *)(src + 4 * page); /* the receives' buffers */
+	uint64_t sent = 0, sdone = 0, rdone = 0;
+	for (uint64_t i = 0; i < BURST_WINDOW; i++)
+		post_recv1(p.b, i, &slots[i], 8, src_mr->lkey);
+	double start = now();
+	while (rdone < BURST_MESSAGES || sdone < BURST_MESSAGES) {
+		while (sent < BURST_MESSAGES && sent - rdone < BURST_WINDOW) {
+			uint64_t v = sent ^ 0x5a5a5a5a00000000ull;
+			struct ibv_sge sg = {.addr = (uintptr_t)&v, .length = 8, .lkey = 0};
+			struct ibv_send_wr wr = {.wr_id = sent, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE};
+			struct ibv_send_wr *bad = NULL;
+			int rc = ibv_post_send(p.a, &wr, &bad);
+			OR_OUT(rc == 0, "post_send of message %llu: %s", (unsigned long long)sent, strerror(rc));
+			sent++;
+		}
+		struct ibv_wc wc[8];
+		int n = ibv_poll_cq(p.cqa, 8, wc);
+		OR_OUT(n >= 0, "poll_cq (sender): %d", n);
+		for (int k = 0; k < n; k++) {
+			OR_OUT(wc[k].status == IBV_WC_SUCCESS && wc[k].opcode == IBV_WC_SEND,
+				"send completion %llu: status %d opcode %d", (unsigned long long)sdone, wc[k].status,
+				wc[k].opcode);
+			OR_OUT(wc[k].wr_id == sdone, "send completion %llu came as the %llu-th",
+				(unsigned long long)wc[k].wr_id, (unsigned long long)sdone);
+			sdone++;
+		}
+		n = ibv_poll_cq(p.cqb, 8, wc);
+		OR_OUT(n >= 0, "poll_cq (receiver): %d", n);
+		for (int k = 0; k < n; k++) {
+			OR_OUT(wc[k].status == IBV_WC_SUCCESS && wc[k].byte_len == 8,
+				"receive %llu: status %d, %u bytes", (unsigned long long)rdone, wc[k].status,
+				wc[k].byte_len);
+			OR_OUT(wc[k].wr_id == rdone, "receive %llu came as the %llu-th", (unsigned long long)wc[k].wr_id,
+				(unsigned long long)rdone);
+			uint64_t *slot = &slots[rdone % BURST_WINDOW];
+			OR_OUT(*slot == (rdone ^ 0x5a5a5a5a00000000ull), "message %llu holds %#llx",
+				(unsigned long long)rdone, (unsigned long long)*slot);
+			*slot = 0;
+			if (rdone + BURST_WINDOW < BURST_MESSAGES)
+				post_recv1(p.b, rdone + BURST_WINDOW, slot, 8, src_mr->lkey);
+			rdone++;
+		}
+		if (now() - start > HANG_GUARD_SECONDS) {
+			CHECK(0, "%llu of %d messages sent, %llu sends and %llu receives completed in %d s",
+			      (unsigned long long)sent, BURST_MESSAGES, (unsigned long long)sdone, (unsigned long long)rdone,
+			      HANG_GUARD_SECONDS);
 			break;
 		}
 	}
@@ -2118,8 +2203,10 @@ static const struct {
 	{"close_with_live_objects", test_close_with_live_objects},
 	{"comp_channel_after_close", test_comp_channel_after_close},
 	{"no_sigpipe_after_close", test_no_sigpipe_after_close},
+	{"no_sigpipe_after_close_masked", test_no_sigpipe_after_close_masked},
 	{"completion_channel", test_completion_channel},
 	{"post_wakeup_race", test_post_wakeup_race},
+	{"post_burst_in_order", test_post_burst_in_order},
 	{"arm_wakeup_race", test_arm_wakeup_race},
 	{"wr_api", test_wr_api},
 	{"wr_api_opcodes", test_wr_api_opcodes},
