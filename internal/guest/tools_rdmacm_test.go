@@ -181,9 +181,29 @@ func TestToolQperfCM(t *testing.T) {
 		t.Run(tt.test, func(t *testing.T) {
 			port := freePort(t)
 			lp := strconv.Itoa(port)
-			h.startServer(t, "", port, "qperf", "-lp", lp)
+			srv := h.startServer(t, "", port, "qperf", "-lp", lp)
 			// -cm1: the connection through rdma_cm, not qperf's own exchange.
-			out := h.run(t, "", "qperf", "-lp", lp, "-cm1", "-t", "1", "127.0.0.1", tt.test)
+			// qperf 0.4.11's server sends the client the port rdma_bind_addr
+			// gave it and only then listens (upstream's "Fix rdmacm race"
+			// came later): a client quicker than that listen is rejected
+			// for want of a listener, as a kernel's rdma_cm rejects it, and
+			// its server never printed "listening". Run it again.
+			var cli *toolProc
+			var out string
+			for attempt := 1; ; attempt++ {
+				cli = h.start(t, "", "qperf", "-lp", lp, "-cm1", "-t", "1", "127.0.0.1", tt.test)
+				<-cli.done
+				out = cli.out.String()
+				if cli.err == nil || attempt == 4 || !strings.Contains(out, "no listener on port") {
+					break
+				}
+				t.Logf("qperf -cm1 %s, attempt %d: %v\n%s: again (qperf's send-the-port-then-listen race)", tt.test, attempt, cli.err, out)
+			}
+			if cli.err != nil {
+				_ = srv.kill()
+				<-srv.done
+				t.Fatalf("qperf -cm1 %s failed (%v); it printed:\n%s\nthe server printed:\n%s", tt.test, cli.err, out, srv.out.String())
+			}
 			v, ok := qperfResults(out)[tt.result]
 			if !ok {
 				t.Fatalf("qperf -cm1 %s reports no %s; it printed:\n%s", tt.test, tt.result, out)

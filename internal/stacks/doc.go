@@ -9,9 +9,7 @@
 // The package's code reads what those programs print (ParseUCXInfo,
 // ParseUCXPerftest, ParseMPICheck, ParseFio); its tests run them. A
 // representative subset runs by default (CI); the full matrix runs with
-// `go test -tags stacks ./internal/stacks`; Open MPI's and fio's tests run
-// only there until ibv_reg_mr takes regions that share a page with an
-// earlier one (issue 18, item 1). bench/stacks.sh measures the
+// `go test -tags stacks ./internal/stacks`. bench/stacks.sh measures the
 // same programs for docs/perf.md. Each test skips, naming the Debian
 // package to install, when a program is missing.
 package stacks

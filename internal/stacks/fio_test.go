@@ -1,10 +1,3 @@
-//go:build stacks
-
-// fio's rdma engine registers two adjacent members of one structure
-// separately: until ibv_reg_mr accepts a region that shares a page with an
-// earlier one (issue 18, item 1), its every verb fails, so these tests run
-// under the stacks tag only.
-
 package stacks
 
 import (

@@ -166,6 +166,17 @@ func tookPath(t *testing.T, h *host, before pathCount, path string) {
 	}
 }
 
+// tookPathAndMemcpy is tookPath for jobs with ranks on both hosts and
+// several on each: ranks of one host reach each other by memcpy, ranks of
+// two hosts by path, and nothing goes by the third path.
+func tookPathAndMemcpy(t *testing.T, h *host, before pathCount, path string) {
+	t.Helper()
+	d := h.paths(t).minus(before)
+	if took, others := d.by(path); took == 0 || d.memcpy == 0 || others != d.memcpy {
+		t.Errorf("host %s's path counters moved by %+v: want messages by %s between the hosts and by memcpy within one, and none by the third path", h.name, d, path)
+	}
+}
+
 // proc is a program started in a host's namespace.
 type proc struct {
 	cmd  *exec.Cmd

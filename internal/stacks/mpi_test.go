@@ -1,10 +1,3 @@
-//go:build stacks
-
-// Open MPI's collectives and one-sided operations register parts of one
-// buffer separately (UCX's rendezvous and osc ucx): until ibv_reg_mr
-// accepts a region that shares a page with an earlier one (issue 18,
-// item 1), they abort, so these tests run under the stacks tag only.
-
 package stacks
 
 import (
@@ -189,8 +182,8 @@ func runMPIBetween(t *testing.T, a, b *host, mode mpiMode, path string) {
 		return
 	}
 	checkMPI(t, out, 4)
-	tookPath(t, a, ba, path)
-	tookPath(t, b, bb, path)
+	tookPathAndMemcpy(t, a, ba, path)
+	tookPathAndMemcpy(t, b, bb, path)
 }
 
 // launchAgent is the script Open MPI's rsh launcher runs as

@@ -372,6 +372,7 @@ struct vma_query {
 #define VMA_WRITABLE 0x02
 #define VMA_EXECUTABLE 0x04
 #define VMA_SHARED 0x08
+#define VMA_COVERING_OR_NEXT 0x10 /* query_flags: the mapping at the address, or the next one above it */
 
 /* Set once the kernel refused PROCMAP_QUERY: read the text instead. A test
  * build defines VRDMA_MEM_MAPS_TEXT to take that path on any kernel. */
@@ -384,7 +385,7 @@ static int no_vma_ioctl;
 /* maps_line fills q from one line of /proc/self/maps ("start-end perms
  * offset major:minor inode [path]"): 1 if it holds addr, 0 if not, -1 if
  * it starts above addr (the lines are in address order). */
-static int maps_line(const char *line, uintptr_t addr, struct vma_query *q)
+static int maps_line(const char *line, uintptr_t addr, int next, struct vma_query *q)
 {
 	unsigned long long start, end, off, ino;
 	unsigned int maj, min;
@@ -392,7 +393,7 @@ static int maps_line(const char *line, uintptr_t addr, struct vma_query *q)
 	int pathat = 0;
 	if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj, &min, &ino, &pathat) < 7)
 		return 0;
-	if (start > addr)
+	if (start > addr && !next)
 		return -1;
 	if (addr >= end)
 		return 0;
@@ -412,8 +413,9 @@ static int maps_line(const char *line, uintptr_t addr, struct vma_query *q)
 	return 1;
 }
 
-/* maps_text_at finds addr's mapping in the text of /proc/self/maps (fd). */
-static int maps_text_at(int fd, uintptr_t addr, struct vma_query *q)
+/* maps_text_at finds addr's mapping in the text of /proc/self/maps (fd),
+ * or with next the first one above addr when none holds it. */
+static int maps_text_at(int fd, uintptr_t addr, int next, struct vma_query *q)
 {
 	char buf[8192]; /* a line is at most a path (4096) and its fields */
 	size_t have = 0;
@@ -428,7 +430,7 @@ static int maps_text_at(int fd, uintptr_t addr, struct vma_query *q)
 		char *nl;
 		while ((nl = memchr(buf + used, '\n', have - used)) != NULL) {
 			*nl = '\0';
-			int r = maps_line(buf + used, addr, q);
+			int r = maps_line(buf + used, addr, next, q);
 			if (r)
 				return r > 0 ? 0 : ENOENT;
 			used = (size_t)(nl - buf) + 1;
@@ -445,21 +447,28 @@ static int maps_text_at(int fd, uintptr_t addr, struct vma_query *q)
 /* vma_open opens /proc/self/maps for vma_at, or returns -1 (no /proc). */
 static int vma_open(void) { return open("/proc/self/maps", O_RDONLY | O_CLOEXEC); }
 
-/* vma_at describes the mapping that holds addr: 0, ENOENT where nothing
- * is mapped, or another errno. */
-static int vma_at(int fd, uintptr_t addr, struct vma_query *q)
+/* vma_query describes the mapping that holds addr (with next: or the
+ * first one above it): 0, ENOENT where there is none, or another errno. */
+static int vma_query(int fd, uintptr_t addr, int next, struct vma_query *q)
 {
-	*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+	uint64_t flags = next ? VMA_COVERING_OR_NEXT : 0;
+	*q = (struct vma_query){.size = sizeof *q, .query_flags = flags, .query_addr = addr};
 	if (!__atomic_load_n(&no_vma_ioctl, __ATOMIC_RELAXED)) {
 		if (ioctl(fd, VMA_QUERY_IOCTL, q) == 0)
 			return 0;
 		if (errno != ENOTTY && errno != EINVAL)
 			return errno;
 		__atomic_store_n(&no_vma_ioctl, 1, __ATOMIC_RELAXED);
-		*q = (struct vma_query){.size = sizeof *q, .query_addr = addr};
+		*q = (struct vma_query){.size = sizeof *q, .query_flags = flags, .query_addr = addr};
 	}
-	return maps_text_at(fd, addr, q);
+	return maps_text_at(fd, addr, next, q);
 }
+
+/* vma_at describes the mapping that holds addr (ENOENT: nothing is mapped there). */
+static int vma_at(int fd, uintptr_t addr, struct vma_query *q) { return vma_query(fd, addr, 0, q); }
+
+/* vma_from finds the mapping at addr, or the next one above it (ENOENT: none). */
+static int vma_from(int fd, uintptr_t addr, struct vma_query *q) { return vma_query(fd, addr, 1, q); }
 
 /* backing_in_place reports whether b's pages are still its memfd's at its
  * address: the application may have unmapped them (free, munmap) and
@@ -492,24 +501,52 @@ static void backing_unlink(struct vrdma_backing *b)
 		}
 }
 
+/* release_piece makes [start, end) of b, still mapping b's memfd at its
+ * place, ordinary memory again with its contents and protection prot: a
+ * later fork copies it as usual, and an munmap frees it. */
+static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintptr_t end, int prot)
+{
+	sys_munlock((void *)start, end - start);
+	int rc = make_private(start, end - start, prot);
+	if (rc)
+		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)start,
+			    strerror(rc));
+	(void)b;
+}
+
+/* release_in_place releases every run of b's pages that still maps its
+ * memfd at its place. That is all of them, unless the application
+ * unmapped some without deregistering: a heap that shrinks (brk) takes a
+ * backing's tail and leaves the rest, which must not stay shared and
+ * forgotten (a later registration of those pages would find memory shared
+ * with another process, and a fork would share it with the child). */
+static void release_in_place(const struct vrdma_backing *b)
+{
+	int vfd = vma_open();
+	if (vfd < 0) { /* no /proc: the table is trusted */
+		release_piece(b, b->start, b->end, b->prot);
+		return;
+	}
+	struct vma_query q;
+	for (uintptr_t at = b->start; at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
+		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
+		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino && q.vma_offset + (s - q.vma_start) == s - b->start) {
+			int prot = (q.vma_flags & VMA_READABLE ? PROT_READ : 0) | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
+				   (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
+			release_piece(b, s, e, prot);
+		}
+		at = e;
+	}
+	close(vfd);
+}
+
 static void backing_put(struct vrdma_backing *b)
 {
 	if (--b->refs > 0)
 		return;
-	if (!b->stale && !backing_in_place(b))
-		b->stale = 1; /* the application unmapped it before deregistering: its address is not ours */
-	if (!b->stale) {
-		backing_unlink(b);
-		sys_munlock((void *)b->start, b->end - b->start);
-		/* The pages become ordinary memory again, with their contents:
-		 * a later fork copies them as usual, and an munmap frees them. */
-		int rc = make_private(b->start, b->end - b->start, b->prot);
-		if (rc)
-			vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)",
-				    (unsigned long)b->start, strerror(rc));
-	} else {
-		backing_unlink(b);
-	}
+	backing_unlink(b);
+	release_in_place(b);
 	close(b->fd);
 	free(b);
 }
@@ -553,8 +590,10 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 
 /* overlapping collects, in address order, the live backings that share
  * pages with [start, end), up to max; it returns how many there are
- * (maybe more than max). Backings the application unmapped since are
- * marked stale and taken off the list on the way. backings_mu held. */
+ * (maybe more than max). Backings the application unmapped since, wholly
+ * or in part, are taken off the list on the way: their MRs keep them, and
+ * the last one's deregistration releases what of them is still in place.
+ * backings_mu held. */
 static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
 	int n = 0;
@@ -563,7 +602,6 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 		if (b->end <= start || b->start >= end)
 			continue;
 		if (!backing_in_place(b)) {
-			b->stale = 1;
 			backing_unlink(b);
 			continue;
 		}

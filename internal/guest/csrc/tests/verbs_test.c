@@ -831,6 +831,55 @@ static void test_reg_mr_realloc(void)
 	munmap(q, 2 * page);
 }
 
+/* maps_perms copies the permissions ("rw-p", "rw-s") of the mapping that
+ * holds addr, from /proc/self/maps; 0 if found. */
+static int maps_perms(const void *addr, char perms[5])
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (f == NULL)
+		return -1;
+	char line[512];
+	int rc = -1;
+	while (rc != 0 && fgets(line, sizeof line, f) != NULL) {
+		unsigned long start, end;
+		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) == 3 && (uintptr_t)addr >= start &&
+		    (uintptr_t)addr < end)
+			rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Registered pages whose tail the application unmaps without
+ * deregistering, as a heap shrinking with brk does under a registration
+ * cache: deregistering gives the pages still there back as ordinary
+ * private memory with their bytes, and they can be registered again (the
+ * library once forgot them, shared with the daemon, and refused the next
+ * registration of them as "a shared mapping": Open MPI over UCX). */
+static void test_reg_mr_tail_unmapped(void)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p + 100, 4 * page - 200, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
+	memset(p + 10, 'b', 10);
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	char perms[5] = "";
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p', "the pages left are %s after deregistration, want private",
+	      perms);
+	CHECK(all_are(p, 10, 'a') && all_are(p + 10, 10, 'b') && all_are(p + 20, 2 * page - 20, 'a'),
+	      "the pages left lost their bytes");
+	mr = ibv_reg_mr(pd, p + 50, page, MR_ACCESS);
+	CHECK(mr != NULL, "registering the pages left again: %s", strerror(errno));
+	if (mr) {
+		CHECK(round_trip('T', p + 50, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the pages left");
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	}
+	munmap(p, 2 * page);
+}
+
 /* A MAP_SHARED file mapping is refused with a clear error and stays the
  * file's: moving its pages into a memfd of the library's would cut it off
  * from the file (docs/design/guest-memory.md). Huge pages, where the system
@@ -2182,6 +2231,7 @@ static const struct {
 	{"reg_mr_ucx_halves", test_reg_mr_ucx_halves},
 	{"reg_mr_read_only", test_reg_mr_read_only},
 	{"reg_mr_realloc", test_reg_mr_realloc},
+	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
