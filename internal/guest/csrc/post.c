@@ -57,28 +57,42 @@ int vrdma_bell_nosignal;
  * itself keeps what it gets). Only when the daemon sleeps and must be
  * woken, which costs far more; but a sender that posts faster than the
  * daemon wakes rings on every post until it does: the masking was two
- * thirds of the system calls of ib_write_bw of 8 bytes. */
+ * thirds of the system calls of ib_write_bw of 8 bytes.
+ *
+ * Only a byte written, a full pipe (EAGAIN) or a closed one (EPIPE) is an
+ * answer about the pipe; any other failure of pwritev2 says nothing about
+ * it (the kernel lacks the flag: EOPNOTSUPP, EINVAL, ENOSYS; or a seccomp
+ * filter refuses the call, often with EPERM) and the masked write rings
+ * instead. A bell not rung is a daemon asleep on a request posted. */
 static void ring_bell(struct vrdma_qp *q)
 {
 	int fd = q->bell;
 	char b = 1;
 	if (__atomic_load_n(&vrdma_bell_nosignal, __ATOMIC_RELAXED) >= 0) {
 		struct iovec v = {.iov_base = &b, .iov_len = 1};
-		ssize_t r = pwritev2(fd, &v, 1, -1, RWF_NOSIGNAL);
-		if (r >= 0 || (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)) {
+		ssize_t r;
+		do
+			r = pwritev2(fd, &v, 1, -1, RWF_NOSIGNAL);
+		while (r < 0 && errno == EINTR);
+		if (r >= 0 || errno == EAGAIN || errno == EPIPE) {
 			__atomic_store_n(&vrdma_bell_nosignal, 1, __ATOMIC_RELAXED);
 			if (r < 0 && errno == EPIPE)
 				vrdma_note_lost(to_vctx(q->qpx.qp_base.context));
 			return;
 		}
-		__atomic_store_n(&vrdma_bell_nosignal, -1, __ATOMIC_RELAXED); /* an older kernel */
+		int unknown = 0; /* a kernel that took the flag before keeps it */
+		__atomic_compare_exchange_n(&vrdma_bell_nosignal, &unknown, -1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
 	sigset_t pipe_set, old;
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	int own = !sigismember(&old, SIGPIPE); /* then no SIGPIPE was pending for this thread */
-	if (write(fd, &b, 1) < 0 && errno == EPIPE) {
+	ssize_t w;
+	do
+		w = write(fd, &b, 1);
+	while (w < 0 && errno == EINTR);
+	if (w < 0 && errno == EPIPE) {
 		vrdma_note_lost(to_vctx(q->qpx.qp_base.context));
 		struct timespec none = {0, 0};
 		while (own && sigtimedwait(&pipe_set, NULL, &none) < 0 && errno == EINTR)
