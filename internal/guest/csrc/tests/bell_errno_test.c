@@ -48,6 +48,9 @@ static struct vrdma_context fake_ctx = {.chan = {.fd = -1}, .dev = &fake_dev};
 static struct vrdma_qp qp;
 static uint8_t buf[8];
 
+/* Exit codes of a case's child. */
+enum { OK = 0, NO_FILTER = 2, POST_FAILED = 3, NOT_RUNG = 4, NOT_LOST = 5, SKIPPED = 6 };
+
 /* refuse_pwritev2 makes pwritev2 fail with err in this process from now
  * on; every other system call is allowed. */
 static int refuse_pwritev2(int err)
@@ -70,13 +73,9 @@ static int refuse_pwritev2(int err)
 	return 0;
 #else
 	(void)err;
-	fprintf(stderr, "no seccomp filter for this architecture\n");
-	return -1;
+	_exit(SKIPPED); /* no filter written for this architecture */
 #endif
 }
-
-/* Exit codes of a case's child. */
-enum { OK = 0, NO_FILTER = 2, POST_FAILED = 3, NOT_RUNG = 4, NOT_LOST = 5 };
 
 /* run_case is the child: it never returns. */
 static void run_case(int err, int reader_closed)
@@ -152,6 +151,8 @@ int main(void)
 			fprintf(stderr, "%s: the program died of signal %d (%s)\n", cases[i].what, WTERMSIG(st),
 				strsignal(WTERMSIG(st)));
 			failures++;
+		} else if (WEXITSTATUS(st) == SKIPPED) {
+			printf("%s: skipped (no seccomp filter for this architecture)\n", cases[i].what);
 		} else if (WEXITSTATUS(st) != OK) {
 			int c = WEXITSTATUS(st);
 			fprintf(stderr, "%s: %s\n", cases[i].what,
