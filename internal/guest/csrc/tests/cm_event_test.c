@@ -16,17 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 static const char *const valid[] = {
 	"{\"type\":1,\"id\":2147483648,\"listener\":1,\"qp_type\":2,\"gid\":\"/oAAAAAAAAAAAAAAAAAAAQ==\",\"qpn\":16777215,"

@@ -26,17 +26,8 @@
 
 #include "no_daemon.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stdout, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stdout, __VA_ARGS__);                             \
-			fputc('\n', stdout);                                      \
-		}                                                                 \
-	} while (0)
+#define CHECK_STREAM stdout
+#include "check.h"
 
 /* The timer fires every TICK_US; a wait still going after HANG_TICKS ends
  * the program: ibv_get_cq_event did not return. */

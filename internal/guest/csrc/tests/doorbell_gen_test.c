@@ -41,17 +41,7 @@
 #define RACE_REQUESTS 200000
 #define WAIT_GUARD_MS 20000
 
-static int failures;
-
-#define CHECK(cond, ...)                                                             \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			failures++;                                                  \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                \
-			fputc('\n', stderr);                                         \
-		}                                                                    \
-	} while (0)
+#include "check.h"
 
 static struct vrdma_context fake_ctx = {.chan = {.fd = -1}};
 static struct vrdma_qp qp;

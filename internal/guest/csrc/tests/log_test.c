@@ -15,17 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stdout, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stdout, __VA_ARGS__);                             \
-			fputc('\n', stdout);                                      \
-		}                                                                 \
-	} while (0)
+#define CHECK_STREAM stdout /* stderr is what the test reads */
+#include "check.h"
 
 static int pipefd[2], saved_stderr;
 

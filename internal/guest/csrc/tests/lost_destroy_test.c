@@ -17,17 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 /* The daemon: it refused the session; every command fails with the
  * refusal's errno. */

@@ -16,17 +16,7 @@
 
 #include "no_daemon.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 #define RING_ENTRIES 4
 #define SQ_STRIDE (VRDMA_SEND_WQE_HEADER + VRDMA_SGE_SIZE)

@@ -38,17 +38,7 @@
 
 #include "verbs_int.h" /* to see completions wait in the ring without polling them */
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			failures++;                                               \
-			fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
+#include "check.h"
 
 #define DIE(...)                                      \
 	do {                                          \
