@@ -470,23 +470,25 @@ static int vma_at(int fd, uintptr_t addr, struct vma_query *q) { return vma_quer
 /* vma_from finds the mapping at addr, or the next one above it (ENOENT: none). */
 static int vma_from(int fd, uintptr_t addr, struct vma_query *q) { return vma_query(fd, addr, 1, q); }
 
-/* backing_in_place reports whether b's pages are still its memfd's at its
- * address: the application may have unmapped them (free, munmap) and
- * mapped other memory there since, without deregistering. Every mapping
- * over them must map its memfd (its inode), at the place. Without /proc
- * the table is trusted. */
-static int backing_in_place(const struct vrdma_backing *b)
+/* in_place_end returns where the run of b's pages that are still its
+ * memfd's at its address, from b->start, ends: b->end when all are, less
+ * when the application unmapped some (free, munmap, a heap shrinking with
+ * brk takes a backing's tail) and maybe mapped other memory there since,
+ * without deregistering. A page is in place when the mapping over it maps
+ * b's memfd (its inode) at the page's place. Without /proc the table is
+ * trusted. */
+static uintptr_t in_place_end(const struct vrdma_backing *b)
 {
 	int vfd = vma_open();
 	if (vfd < 0)
-		return 1;
-	int ok = 1;
+		return b->end;
 	struct vma_query q;
-	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
-		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
-		     q.vma_offset + (at - q.vma_start) == at - b->start;
+	uintptr_t at = b->start;
+	while (at < b->end && vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+	       q.vma_offset + (at - q.vma_start) == at - b->start)
+		at = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
 	close(vfd);
-	return ok;
+	return at;
 }
 
 /* ---- registering ---- */
@@ -528,9 +530,9 @@ static void release_in_place(const struct vrdma_backing *b)
 		return;
 	}
 	struct vma_query q;
-	for (uintptr_t at = b->start; at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
+	for (uintptr_t at = b->start; at < b->map_end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->map_end;) {
 		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
-		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+		uintptr_t e = q.vma_end < b->map_end ? (uintptr_t)q.vma_end : b->map_end;
 		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino && q.vma_offset + (s - q.vma_start) == s - b->start) {
 			int prot = (q.vma_flags & VMA_READABLE ? PROT_READ : 0) | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
 				   (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
@@ -579,7 +581,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 	struct stat st;
 	b->ino = fstat(b->fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	b->start = start;
-	b->end = end;
+	b->end = b->map_end = end;
 	b->prot = prot;
 	b->refs = 1;
 	b->next = backings;
@@ -601,9 +603,20 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 		next = b->next;
 		if (b->end <= start || b->start >= end)
 			continue;
-		if (!backing_in_place(b)) {
+		uintptr_t in_place = in_place_end(b);
+		if (in_place == b->start) {
 			backing_unlink(b);
 			continue;
+		}
+		if (in_place < b->end) {
+			/* What follows the first page that is not b's any more is
+			 * forgotten: the pages still in place before it go on
+			 * serving b's MRs and new registrations alike (one memfd,
+			 * so both see the same bytes); release_in_place finds any
+			 * left beyond it, up to map_end, at the last deregistration. */
+			b->end = in_place;
+			if (b->end <= start)
+				continue;
 		}
 		if (n < max) {
 			int i = n;

@@ -66,7 +66,8 @@ struct vrdma_pd {
  * (mem.c). Backings never overlap: each moved page belongs to one; an MR
  * uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. */
 struct vrdma_backing {
-	uintptr_t start, end;
+	uintptr_t start, end; /* the pages it serves: all of its memfd's, or fewer once the application unmapped its tail */
+	uintptr_t map_end;    /* where its memfd's pages end (start + the memfd's size) */
 	int fd;
 	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
 	int refs;     /* MRs using some of its pages */

@@ -880,6 +880,37 @@ static void test_reg_mr_tail_unmapped(void)
 	munmap(p, 2 * page);
 }
 
+/* The same, with a registration of the pages left made while the first
+ * one still holds them (a registration cache deregisters after the heap
+ * shrank, and the program may register again before that): it works, and
+ * both registrations reach the same bytes. */
+static void test_reg_mr_tail_unmapped_registered(void)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *old = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(old != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
+	struct ibv_mr *mr = ibv_reg_mr(pd, p + 50, page, MR_ACCESS);
+	CHECK(mr != NULL, "registering the pages left while the first registration holds them: %s", strerror(errno));
+	if (mr) {
+		CHECK(round_trip('U', p + 50, (uint32_t)page, mr->rkey, old->rkey), "WRITE with the new, READ with the old");
+		CHECK(round_trip('V', p + 50, (uint32_t)page, old->rkey, mr->rkey), "WRITE with the old, READ with the new");
+		CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the first registration");
+		CHECK(write_with('W', p + 60, 10, mr->rkey) == IBV_WC_SUCCESS && all_are(p + 60, 10, 'W'),
+		      "the new registration stopped working when the first one went");
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	} else {
+		CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the first registration");
+	}
+	char perms[5] = "";
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p', "the pages left are %s after deregistration, want private",
+	      perms);
+	CHECK(all_are(p, 50, 'a') && all_are(p + 60, 10, 'W'), "the pages left lost their bytes");
+	munmap(p, 2 * page);
+}
+
 /* A MAP_SHARED file mapping is refused with a clear error and stays the
  * file's: moving its pages into a memfd of the library's would cut it off
  * from the file (docs/design/guest-memory.md). Huge pages, where the system
@@ -2232,6 +2263,7 @@ static const struct {
 	{"reg_mr_read_only", test_reg_mr_read_only},
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
+	{"reg_mr_tail_unmapped_registered", test_reg_mr_tail_unmapped_registered},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
