@@ -117,8 +117,10 @@ func (r *receiver) deliver(frame []byte) {
 	// and sleeps again — once, where a wake-up per ACK cost a hand-off per
 	// message.
 	kick := timerSooner(before, after) || room == 0 && rm.tp.Room() > 0 || rm.tp.Failed()
-	q.procMu.Unlock()
+	// Out before the worker may send more of the same READ's responses
+	// (Tick resumes answers the link had no room for): in PSN order.
 	r.tx.flush()
+	q.procMu.Unlock()
 	if kick {
 		q.kickWorker()
 	}
