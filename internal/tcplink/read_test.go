@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/internal/pki/pkitest"
 )
 
 func TestLargeReadsOverTCP(t *testing.T) {
-	t.Run("plain", func(t *testing.T) { testLargeReads(t, false) })
+	t.Run("plain", func(t *testing.T) { testLargeReads(t, nil) })
+	t.Run("TLS", func(t *testing.T) { testLargeReads(t, pkitest.NewCA(t, "vrdma test CA")) })
 }
 
-func testLargeReads(t *testing.T, _ bool) {
+func testLargeReads(t *testing.T, ca *pkitest.CA) {
 	const (
 		size   = 1 << 20 // one READ
 		slots  = 8       // distinct source regions, read in turn
@@ -28,12 +30,15 @@ func testLargeReads(t *testing.T, _ bool) {
 		packets = reads * size / mtu
 	)
 	peers := &peerTable{m: make(map[netip.Addr]string)}
-	ha := startHost(t, peers, 1, nil)
-	hb := startHost(t, peers, 2, nil)
+	ha := startHost(t, peers, 1, ca)
+	hb := startHost(t, peers, 2, ca)
 	a := newEndSized(t, ha, slots*size, window)
 	b := newEndSized(t, hb, slots*size, window)
 	o := vrdma.DefaultConnectOptions()
 	o.GIDIndex, o.QKey, o.MaxRdAtomic = gidIndex, qkey, 128
+	// A retransmit timer of 1 s, not 67 ms: a machine busy with other
+	// work (or -race) must not make a stall look like a lost response.
+	o.Timeout = 18
 	ea, err := a.qp.Endpoint(gidIndex)
 	if err != nil {
 		t.Fatal(err)

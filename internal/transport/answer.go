@@ -85,9 +85,30 @@ func (q *QP) sendAnswers(env Env, now int64) {
 		s.ansHead = (s.ansHead + 1) % len(s.res)
 	}
 	if s.ackOwed {
+		if room == 0 {
+			s.resumeAt = now + answerRetry
+			return
+		}
 		s.ackOwed = false
 		q.sendAck(env, wire.SyndromeACK, psnAdd(s.epsn, psnMask))
 	}
+}
+
+// ackOrOwe acknowledges everything received so far, or, while answers
+// wait or the link has no room, owes the ACK: it goes out after them
+// (sendAnswers), never ahead of a READ's responses.
+func (q *QP) ackOrOwe(env Env) {
+	s := &q.rsp
+	if q.answersPending() {
+		s.ackOwed = true
+		return
+	}
+	if env.TxRoom() == 0 {
+		s.ackOwed = true
+		s.resumeAt = q.now + answerRetry
+		return
+	}
+	q.sendAck(env, wire.SyndromeACK, psnAdd(s.epsn, psnMask))
 }
 
 // sendAnswerPacket sends the next packet of r's answer. It returns false

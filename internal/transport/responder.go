@@ -87,11 +87,7 @@ func (q *QP) respondRC(env Env, p *wire.Packet) {
 	}
 	s.epsn = psnAdd(s.epsn, 1)
 	if p.AckReq {
-		if q.answersPending() {
-			s.ackOwed = true // after the READ responses before it
-		} else {
-			q.sendAck(env, wire.SyndromeACK, p.PSN)
-		}
+		q.ackOrOwe(env)
 	}
 }
 
@@ -276,6 +272,7 @@ func (q *QP) recvRead(env Env, p *wire.Packet) {
 	s.msn = psnAdd(s.msn, 1)
 	r := q.keep(resource{firstPSN: p.PSN, npkts: npkts, va: p.RETH.VA, rkey: p.RETH.RKey, length: n})
 	s.epsn = psnAdd(p.PSN, npkts)
+	s.ackOwed = false // its responses acknowledge what came before
 	q.queueAnswer(env, r, p.PSN, p.RETH.VA, n, q.now)
 }
 
@@ -347,6 +344,7 @@ func (q *QP) recvAtomic(env Env, p *wire.Packet) {
 	s.msn = psnAdd(s.msn, 1)
 	r := q.keep(resource{atomic: true, firstPSN: p.PSN, npkts: 1, orig: orig})
 	s.epsn = psnAdd(p.PSN, 1)
+	s.ackOwed = false // its answer acknowledges what came before
 	q.queueAnswer(env, r, p.PSN, 0, 0, q.now)
 }
 
@@ -380,10 +378,8 @@ func (q *QP) duplicate(env Env, p *wire.Packet) {
 	s := &q.rsp
 	switch {
 	case f&(wire.IsSend|wire.IsWrite) != 0:
-		if p.AckReq && q.answersPending() {
-			s.ackOwed = true
-		} else if p.AckReq {
-			q.sendAck(env, wire.SyndromeACK, psnAdd(s.epsn, psnMask))
+		if p.AckReq {
+			q.ackOrOwe(env)
 		} else {
 			env.Drop(DropDuplicate)
 		}
