@@ -3,7 +3,10 @@ package engine
 // Backpressure from a link to the transport: how many more packets of a
 // connection the link takes before it drops (transport.Env.TxRoom).
 
-import "net/netip"
+import (
+	"net/netip"
+	"time"
+)
 
 // PacedLink is a Link that can say how much it takes before it drops: the
 // TCP channel, whose per-peer send queue is bounded. The RC responder sends
@@ -46,4 +49,27 @@ func (rm *remote) TxRoom() int {
 		n -= b.n
 	}
 	return max(n, 0)
+}
+
+// tickWire runs the transport's timers of a QP in RTR, which sends nothing
+// of its own but may owe READ responses the link had no room for: they go
+// out from Tick. procMu is held.
+func (q *QP) tickWire() (time.Duration, bool) {
+	rm := q.rm
+	now := nanotime()
+	worked := false
+	if d := rm.tp.Deadline(); d != 0 && now >= d {
+		rm.cur = &rm.tx
+		rm.tp.Tick(rm, now)
+		rm.cur = nil
+		rm.tx.flush()
+		releaseAll(&rm.callHeld)
+		worked = true
+	}
+	d := rm.tp.Deadline()
+	q.wireDeadline.Store(d)
+	if d == 0 {
+		return 0, worked
+	}
+	return time.Duration(max(d-nanotime(), 1)), worked
 }
