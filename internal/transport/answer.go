@@ -12,8 +12,24 @@ package transport
 import "github.com/vrdma/vrdma/internal/wire"
 
 // answerRetry is how long (ns) the responder waits before it asks the link
-// for room again when an answer is cut short.
-const answerRetry = 100_000
+// for room again when an answer is cut short; the wait doubles, up to
+// answerRetryMax, while the link takes nothing at all (a peer that stopped
+// reading costs a wake-up every 5 ms, not every 100 µs).
+const (
+	answerRetry    = 100_000
+	answerRetryMax = 5_000_000
+)
+
+// pause arms resumeAt: answerRetry after progress, else twice the last wait.
+func (q *QP) pause(now int64, progressed bool) {
+	s := &q.rsp
+	if progressed || s.retryWait == 0 {
+		s.retryWait = answerRetry
+	} else {
+		s.retryWait = min(2*s.retryWait, answerRetryMax)
+	}
+	s.resumeAt = now + s.retryWait
+}
 
 // answer is the responder's progress through one READ or atomic response.
 type answer struct {
@@ -63,6 +79,7 @@ func (q *QP) sendAnswers(env Env, now int64) {
 	s := &q.rsp
 	s.resumeAt = 0
 	room := env.TxRoom()
+	sent := false
 	for s.answering > 0 {
 		r := &s.res[s.ansHead]
 		if !r.ans.pending {
@@ -71,12 +88,13 @@ func (q *QP) sendAnswers(env Env, now int64) {
 		}
 		for r.ans.pending {
 			if room == 0 {
-				s.resumeAt = now + answerRetry
+				q.pause(now, sent)
 				return
 			}
 			if !q.sendAnswerPacket(env, r) {
 				return // the QP failed
 			}
+			sent = true
 			if room > 0 {
 				room--
 			}
@@ -86,7 +104,7 @@ func (q *QP) sendAnswers(env Env, now int64) {
 	}
 	if s.ackOwed {
 		if room == 0 {
-			s.resumeAt = now + answerRetry
+			q.pause(now, sent)
 			return
 		}
 		s.ackOwed = false
@@ -105,7 +123,7 @@ func (q *QP) ackOrOwe(env Env) {
 	}
 	if env.TxRoom() == 0 {
 		s.ackOwed = true
-		s.resumeAt = q.now + answerRetry
+		q.pause(q.now, true)
 		return
 	}
 	q.sendAck(env, wire.SyndromeACK, psnAdd(s.epsn, psnMask))

@@ -26,7 +26,10 @@ func TestAnswersPacedByLink(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			const mtu, readLen, reads = 256, 16 * 256, 8 // 16 responses per READ
-			w, a, b := pair(t, abi.QPTypeRC, 7, func(cf *Config) { cf.MaxRdAtomic, cf.MaxDestRdAtomic = 16, 16 })
+			w, a, b := pair(t, abi.QPTypeRC, 7, func(cf *Config) {
+				cf.MaxRdAtomic, cf.MaxDestRdAtomic = 16, 16
+				cf.Timeout = 18 // 1.07 s: longer than the link stays full
+			})
 			w.loss = c.loss
 			src := pattern(reads*readLen, 0x3c)
 			wbuf := make([]byte, 64)
@@ -58,7 +61,11 @@ func TestAnswersPacedByLink(t *testing.T) {
 				if drains > 100_000 {
 					t.Fatalf("%d of %d requests completed after %d drains", len(a.sent), id, drains)
 				}
-				w.run(nodes, w.now+1_000_000) // 1 ms: the queue stays full
+				// 10 ms with the queue full (longer than the responder's
+				// longest wait for room), then it drains.
+				limit := w.now + 10_000_000
+				w.run(nodes, limit)
+				w.now = max(w.now, limit)
 				if c.room >= 0 {
 					b.room = c.room // the link drained
 				}

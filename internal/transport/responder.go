@@ -32,6 +32,7 @@ type responder struct {
 	ansHead   int
 	ackOwed   bool
 	resumeAt  int64
+	retryWait int64 // the last wait for room (ns)
 }
 
 type resource struct {
