@@ -21,6 +21,9 @@ type receiver struct {
 	// intact: the link vouches for its frames' integrity (IntactLink), so
 	// their ICRC is not checked again.
 	intact bool
+	// paced: the link says how much it takes (PacedLink), so the worker
+	// may send what the transport held back.
+	paced bool
 
 	gsiDatagram GSIDatagram // the one the GSI handler gets, reused
 }
@@ -36,6 +39,7 @@ func newReceiver(h *Host, l Link) *receiver {
 	if il, ok := l.(IntactLink); ok {
 		r.intact = il.FramesIntact()
 	}
+	_, r.paced = l.(PacedLink)
 	r.tx.errs = &r.wire.TxErrors
 	return r
 }
@@ -117,6 +121,11 @@ func (r *receiver) deliver(frame []byte) {
 	// and sleeps again — once, where a wake-up per ACK cost a hand-off per
 	// message.
 	kick := timerSooner(before, after) || room == 0 && rm.tp.Room() > 0 || rm.tp.Failed()
+	if r.paced {
+		// Out before the worker may send more of the same READ's responses
+		// (Tick resumes answers the link had no room for): in PSN order.
+		r.tx.flush()
+	}
 	q.procMu.Unlock()
 	r.tx.flush()
 	if kick {

@@ -89,6 +89,11 @@ func (q *QP) process() (time.Duration, bool) {
 			}
 			return time.Duration(max(d-nanotime(), 1)), worked
 		}
+	case abi.QPStateRTR:
+		if q.rm != nil && q.rm.wired {
+			return q.tickWire() // a responder's READ responses waiting for the link
+		}
+		return 0, false
 	default:
 		return 0, false // the send queue only runs in RTS
 	}

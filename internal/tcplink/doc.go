@@ -42,7 +42,7 @@
 //
 // Each peer has a bounded send queue: WriteBatch copies frames into it and
 // never blocks (a full queue drops, as a NIC ring does; the RC transport
-// sends again) and the peer's writer goroutine writes all that is queued
+// sends again; its READ responses wait for room, Link.QueueRoom) and the peer's writer goroutine writes all that is queued
 // with one write, dials when there is no connection (backing off 20 ms to
 // 2 s after failures) and sends a keepalive on a connection idle for
 // Config.KeepAlive. A peer silent for DeadAfter keepalive intervals is

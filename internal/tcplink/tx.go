@@ -143,3 +143,21 @@ func (l *Link) resolve(dst netip.Addr) *peer {
 	p.resolved = append(p.resolved, dst)
 	return p
 }
+
+// QueueRoom returns how many more bytes of frames (with their 4-byte
+// length prefixes) the send queue of the peer for dst takes before
+// WriteBatch drops: an engine paces READ responses by it
+// (engine.PacedLink). It is -1 if no peer answers for dst, whose frames
+// are dropped whatever their number.
+func (l *Link) QueueRoom(dst netip.Addr) int {
+	if l.isClosed.Load() {
+		return -1
+	}
+	p := l.lockPeer(dst)
+	if p == nil {
+		return -1
+	}
+	room := l.cfg.QueueBytes - len(p.pending)
+	p.mu.Unlock()
+	return max(room, 0)
+}

@@ -12,6 +12,11 @@ type Env interface {
 	// Dst); the Env fills in the network fields from the QP's address
 	// vector, and n payload bytes gathered from src starting at byte off.
 	Output(p *wire.Packet, src [][]byte, off, n int)
+	// TxRoom returns how many more packets Output can send now without
+	// the link dropping them for want of room; negative: no limit. The
+	// responder sends READ responses only as far as it allows, and sends
+	// the rest later (Deadline, Tick).
+	TxRoom() int
 
 	// Complete reports that a send work request finished with status.
 	// Requests complete in the order they were posted, each exactly once.

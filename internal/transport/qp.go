@@ -46,6 +46,7 @@ type QP struct {
 	pkt   wire.Packet // scratch for outgoing packets
 	spans [1][]byte   // scratch gather list for responses
 	err   bool        // stopped: the owner moves the QP to ERR and flushes
+	now   int64       // the time of the Receive or Tick in progress
 }
 
 // New returns the transport of a QP in RTS (requester) and RTR
@@ -80,6 +81,9 @@ func (q *QP) reset(cfg Config) {
 	q.rsp = responder{
 		epsn: cfg.RQPSN & psnMask,
 		res:  make([]resource, cfg.MaxDestRdAtomic),
+	}
+	for i := range q.rsp.res {
+		q.rsp.res[i].index = i
 	}
 }
 
@@ -138,13 +142,21 @@ func (q *QP) Deadline() int64 {
 	if r.rnrUntil != 0 && (d == 0 || r.rnrUntil < d) {
 		d = r.rnrUntil
 	}
+	if a := q.rsp.resumeAt; a != 0 && (d == 0 || a < d) {
+		d = a
+	}
 	return d
 }
 
-// Tick runs the timers: the retransmit timer and the RNR wait.
+// Tick runs the timers: the retransmit timer, the RNR wait, and the
+// responder's answers waiting for the link.
 func (q *QP) Tick(env Env, now int64) {
 	if q.err {
 		return
+	}
+	q.now = now
+	if a := q.rsp.resumeAt; a != 0 && now >= a {
+		q.sendAnswers(env, now)
 	}
 	r := &q.req
 	if r.rnrUntil != 0 && now >= r.rnrUntil {
@@ -198,6 +210,10 @@ func (q *QP) Receive(env Env, p *wire.Packet, now int64) {
 	if q.err {
 		env.Drop(DropState)
 		return
+	}
+	q.now = now
+	if a := q.rsp.resumeAt; a != 0 && now >= a {
+		q.sendAnswers(env, now)
 	}
 	f := p.Opcode.Flags()
 	switch {

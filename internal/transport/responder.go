@@ -25,6 +25,14 @@ type responder struct {
 	// Responder resources: READs and atomics kept for duplicates.
 	res     []resource
 	resNext int
+
+	// Answers not sent yet (answer.go): how many, the oldest's index in
+	// res, an ACK held back behind them, and when to ask the link again.
+	answering int
+	ansHead   int
+	ackOwed   bool
+	resumeAt  int64
+	retryWait int64 // the last wait for room (ns)
 }
 
 type resource struct {
@@ -36,6 +44,8 @@ type resource struct {
 	rkey     uint32
 	length   uint32
 	orig     uint64
+	index    int    // its place in res
+	ans      answer // its response, while being sent
 }
 
 func (q *QP) respondRC(env Env, p *wire.Packet) {
@@ -78,7 +88,7 @@ func (q *QP) respondRC(env Env, p *wire.Packet) {
 	}
 	s.epsn = psnAdd(s.epsn, 1)
 	if p.AckReq {
-		q.sendAck(env, wire.SyndromeACK, p.PSN)
+		q.ackOrOwe(env)
 	}
 }
 
@@ -263,53 +273,48 @@ func (q *QP) recvRead(env Env, p *wire.Packet) {
 	s.msn = psnAdd(s.msn, 1)
 	r := q.keep(resource{firstPSN: p.PSN, npkts: npkts, va: p.RETH.VA, rkey: p.RETH.RKey, length: n})
 	s.epsn = psnAdd(p.PSN, npkts)
-	q.sendRead(env, r, p.PSN, p.RETH.VA, n)
+	s.ackOwed = false // its responses acknowledge what came before
+	q.queueAnswer(env, r, p.PSN, p.RETH.VA, n, q.now)
 }
 
-// sendRead sends the responses of READ resource r for the n bytes at va,
-// the first with PSN psn.
-func (q *QP) sendRead(env Env, r *resource, psn uint32, va uint64, n uint32) {
-	mtu := q.cfg.MTU
-	first := true
-	for {
-		c := n
-		if c > mtu {
-			c = mtu
-		}
-		last := n == c
-		var op wire.Opcode
-		switch {
-		case first && last:
-			op = wire.OpReadResponseOnly
-		case first:
-			op = wire.OpReadResponseFirst
-		case last:
-			op = wire.OpReadResponseLast
-		default:
-			op = wire.OpReadResponseMid
-		}
-		var src []byte
-		if c > 0 {
-			src = env.Remote(r.rkey, va, c, abi.AccessRemoteRead)
-			if src == nil {
-				q.responderError(env, wire.SyndromeNAKAccess, "RDMA READ from a region that went away")
-				return
-			}
-		}
-		pk := &q.pkt
-		*pk = wire.Packet{Opcode: wire.TransportRC | op, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
-			AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: q.rsp.msn}}
-		q.spans[0] = src
-		env.Output(pk, q.spans[:1], 0, int(c))
-		q.spans[0] = nil
-		if last {
-			return
-		}
-		first = false
-		n -= c
-		va += uint64(c)
-		psn = psnAdd(psn, 1)
+// sendReadPacket sends the next response packet of READ resource r's
+// answer a. It returns false if the QP failed.
+func (q *QP) sendReadPacket(env Env, r *resource, a *answer) bool {
+	c := min(a.left, q.cfg.MTU)
+	first, last := a.psn == a.start, a.left == c
+	var op wire.Opcode
+	switch {
+	case first && last:
+		op = wire.OpReadResponseOnly
+	case first:
+		op = wire.OpReadResponseFirst
+	case last:
+		op = wire.OpReadResponseLast
+	default:
+		op = wire.OpReadResponseMid
 	}
+	var src []byte
+	if c > 0 {
+		src = env.Remote(r.rkey, a.va, c, abi.AccessRemoteRead)
+		if src == nil {
+			a.pending = false
+			q.responderError(env, wire.SyndromeNAKAccess, "RDMA READ from a region that went away")
+			return false
+		}
+	}
+	pk := &q.pkt
+	*pk = wire.Packet{Opcode: wire.TransportRC | op, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: a.psn,
+		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: a.msn}}
+	q.spans[0] = src
+	env.Output(pk, q.spans[:1], 0, int(c))
+	q.spans[0] = nil
+	a.left -= c
+	a.va += uint64(c)
+	a.psn = psnAdd(a.psn, 1)
+	if last {
+		a.pending = false
+	}
+	return true
 }
 
 // recvAtomic executes an atomic once and keeps its original value, so a
@@ -338,15 +343,16 @@ func (q *QP) recvAtomic(env Env, p *wire.Packet) {
 		return
 	}
 	s.msn = psnAdd(s.msn, 1)
-	q.keep(resource{atomic: true, firstPSN: p.PSN, npkts: 1, orig: orig})
+	r := q.keep(resource{atomic: true, firstPSN: p.PSN, npkts: 1, orig: orig})
 	s.epsn = psnAdd(p.PSN, 1)
-	q.sendAtomicAck(env, p.PSN, orig)
+	s.ackOwed = false // its answer acknowledges what came before
+	q.queueAnswer(env, r, p.PSN, 0, 0, q.now)
 }
 
-func (q *QP) sendAtomicAck(env Env, psn uint32, orig uint64) {
+func (q *QP) sendAtomicAck(env Env, psn uint32, orig uint64, msn uint32) {
 	pk := &q.pkt
 	*pk = wire.Packet{Opcode: wire.TransportRC | wire.OpAtomicAcknowledge, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
-		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: q.rsp.msn}, AtomicAck: orig}
+		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: msn}, AtomicAck: orig}
 	env.Output(pk, nil, 0, 0)
 }
 
@@ -355,7 +361,11 @@ func (q *QP) sendAtomicAck(env Env, psn uint32, orig uint64) {
 func (q *QP) keep(r resource) *resource {
 	s := &q.rsp
 	r.valid = true
+	r.index = s.resNext
 	x := &s.res[s.resNext]
+	if x.ans.pending {
+		s.answering-- // overwritten before it was answered: a requester over its limit
+	}
 	*x = r
 	s.resNext = (s.resNext + 1) % len(s.res)
 	return x
@@ -370,7 +380,7 @@ func (q *QP) duplicate(env Env, p *wire.Packet) {
 	switch {
 	case f&(wire.IsSend|wire.IsWrite) != 0:
 		if p.AckReq {
-			q.sendAck(env, wire.SyndromeACK, psnAdd(s.epsn, psnMask))
+			q.ackOrOwe(env)
 		} else {
 			env.Drop(DropDuplicate)
 		}
@@ -386,7 +396,8 @@ func (q *QP) duplicate(env Env, p *wire.Packet) {
 			if p.RETH.RKey != r.rkey || p.RETH.VA != r.va+off || uint64(p.RETH.Length)+off != uint64(r.length) {
 				break
 			}
-			q.sendRead(env, r, p.PSN, p.RETH.VA, p.RETH.Length)
+			q.dropAnswersFrom(r.firstPSN)
+			q.queueAnswer(env, r, p.PSN, p.RETH.VA, p.RETH.Length, q.now)
 			return
 		}
 		env.Drop(DropDuplicate)
@@ -394,7 +405,8 @@ func (q *QP) duplicate(env Env, p *wire.Packet) {
 		for i := range s.res {
 			r := &s.res[i]
 			if r.valid && r.atomic && r.firstPSN == p.PSN {
-				q.sendAtomicAck(env, p.PSN, r.orig)
+				q.dropAnswersFrom(r.firstPSN)
+				q.queueAnswer(env, r, p.PSN, 0, 0, q.now)
 				return
 			}
 		}

@@ -49,6 +49,10 @@ type node struct {
 	retries [RetryRNR + 1]int // go-back-Ns by cause
 	resent  int               // packets they sent again
 	grh     [40]byte
+	// room is how many packets the node's link takes before it drains
+	// (world.drain); negative: no limit.
+	room     int
+	overRoom int // packets sent with no room, and dropped
 }
 
 func (n *node) Output(p *wire.Packet, src [][]byte, off, cnt int) {
@@ -60,6 +64,16 @@ func (n *node) Output(p *wire.Packet, src [][]byte, off, cnt int) {
 			n.rnrs++
 		}
 	}
+	if n.room == 0 {
+		if cnt > 0 {
+			n.t.Fatalf("%s: a READ response with no room on the link", n.name)
+		}
+		n.overRoom++ // dropped, as the link would
+		return
+	}
+	if n.room > 0 {
+		n.room--
+	}
 	c := *p
 	c.Payload = Gather(nil, src, off, cnt)
 	if len(c.Payload) != cnt {
@@ -70,6 +84,8 @@ func (n *node) Output(p *wire.Packet, src [][]byte, off, cnt int) {
 	}
 	n.w.send(n.peer, &c)
 }
+
+func (n *node) TxRoom() int { return n.room }
 
 func (n *node) Complete(w *WQE, st abi.Status) { n.sent = append(n.sent, sendDone{w.ID, st}) }
 
@@ -196,7 +212,7 @@ func pair(t testing.TB, typ abi.QPType, seed int64, mod func(*Config)) (*world, 
 		if mod != nil {
 			mod(&cfg)
 		}
-		return &node{t: t, name: name, qp: New(cfg), w: w, regions: map[uint32]*region{}, drops: map[DropReason]int{}}
+		return &node{t: t, name: name, qp: New(cfg), w: w, regions: map[uint32]*region{}, drops: map[DropReason]int{}, room: -1}
 	}
 	// PSNs near the wrap, so every test crosses it.
 	a := mk("A", 0x11, 0x12, 0xfffff0, 0x00fff8)
