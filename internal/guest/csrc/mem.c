@@ -104,6 +104,8 @@ static long page_size;
 static void before_fork(void);
 static void after_fork_parent(void);
 static void after_fork_child(void);
+static int backing_in_place(const struct vrdma_backing *b);
+static void release_in_place(const struct vrdma_backing *b);
 
 static void mem_init_once(void)
 {
@@ -291,7 +293,10 @@ static int make_private(uintptr_t start, size_t len, int prot)
  * move. It is made private in the parent before the fork (the child
  * inherits it copy-on-write) and shared with the daemon again after; a
  * peer's WRITE into it during the fork is lost (docs/design/guest-memory.md).
- * backings_mu is held across the fork, so the child sees no half-made
+ * A backing the application unmapped in part (without deregistering) is
+ * not copied whole: the child makes private only the pages still in
+ * place, copying them after the fork, and leaves alone whatever the
+ * application mapped in the others' place. backings_mu is held across the fork, so the child sees no half-made
  * registration. */
 static void before_fork(void)
 {
@@ -300,6 +305,8 @@ static void before_fork(void)
 		size_t len = b->end - b->start;
 		b->snap = NULL;
 		b->detached = 0;
+		if (!backing_in_place(b))
+			continue; /* partly unmapped: the child copies what is left (below) */
 		if (on_my_stack(b->start, b->end)) {
 			b->detached = make_private(b->start, len, b->prot) == 0;
 			continue;
@@ -344,7 +351,10 @@ static void after_fork_child(void)
 			if (sys_mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
 				sys_munmap(b->snap, len);
 		} else if (!b->detached) {
-			make_private(b->start, len, b->prot); /* no copy was made before the fork */
+			/* No copy was made before the fork: the pages still in
+			 * place become private, whatever the application mapped
+			 * in place of the others stays as it is. */
+			release_in_place(b);
 		}
 		struct vrdma_backing *next = b->next;
 		close(b->fd);

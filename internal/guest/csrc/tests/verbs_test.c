@@ -1138,6 +1138,54 @@ static void test_fork_status(void)
 	}
 }
 
+/* A fork after the application unmapped part of a registration without
+ * deregistering (a heap trimmed under a registration cache), and mapped
+ * memory of its own in the hole: the child gets a copy of the registered
+ * pages still in place, not the parent's pages (its writes must not appear
+ * in the parent), and the application's new mapping in the hole stays
+ * what it was (here shared with the parent: the child's writes to it do
+ * appear there). The library once left the pages shared with the child
+ * when the copy before the fork failed over the hole, or replaced the new
+ * mapping with a private copy when it did not. */
+static void fork_part_unmapped(int hole)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 3 * page, page) == 0, "munmap of the last page");
+	uint8_t *shared = mmap(p + 3 * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	REQUIRE(shared == p + 3 * page, "mmap of shared memory in the hole");
+	memset(shared, 's', page);
+	if (hole)
+		REQUIRE(munmap(p + 2 * page, page) == 0, "munmap of a page before it (a hole)");
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		memset(p, 'c', 2 * page);
+		memset(shared, 'C', page);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %#x",
+	      status);
+	CHECK(all_are(p, 2 * page, 'a'), "a child's writes appear in the parent's registered memory");
+	CHECK(all_are(shared, page, 'C'), "the child's shared mapping in the hole was replaced by a private copy");
+	CHECK(round_trip('R', p + 10, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the pages in place after fork");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	munmap(p, 3 * page);
+	munmap(shared, page);
+}
+
+static void test_fork_part_unmapped(void)
+{
+	fork_part_unmapped(1);
+	fork_part_unmapped(0);
+}
+
 static void test_fork(void)
 {
 	uint8_t *buf = page_alloc(2), *old = page_alloc(1);
@@ -2237,6 +2285,7 @@ static const struct {
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"fork_part_unmapped", test_fork_part_unmapped},
 	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
 	{"ah_from_wc", test_ah_from_wc},
