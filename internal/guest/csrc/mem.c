@@ -627,16 +627,17 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 }
 
 /* gap_run finds how much of [at, end), pages not moved yet, lies in one
- * mapping, so has the protection of its first page (*run bytes; *w says
- * if it is writable), and refuses memory the library cannot move without changing what the
+ * mapping, so has the protection of its first page (*run bytes; *prot is
+ * that protection: read, and write and execute where the mapping has
+ * them), and refuses memory the library cannot move without changing what the
  * application sees: shared mappings (a file's, or memory shared with other
  * processes), which would no longer reach their file or the other
  * processes, and huge pages. */
-static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
+static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *prot)
 {
 	int vfd = vma_open();
 	if (vfd < 0) {
-		*w = 1; /* no /proc: private and writable, as it was taken before */
+		*prot = PROT_READ | PROT_WRITE; /* no /proc: private and writable, as it was taken before */
 		*run = end - at;
 		return 0;
 	}
@@ -660,7 +661,7 @@ static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
 			  (unsigned long)at, (unsigned long long)q.vma_page_size);
 		return EINVAL;
 	}
-	*w = (q.vma_flags & VMA_WRITABLE) != 0;
+	*prot = PROT_READ | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) | (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
 	*run = (size_t)((q.vma_end < end ? q.vma_end : end) - at);
 	return 0;
 }
@@ -683,12 +684,12 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 	for (int i = 0; i <= nold && at < end; i++) {
 		uintptr_t gap_end = i < nold ? old[i]->start : end;
 		while (at < gap_end) {
-			int w = 1;
+			int prot = PROT_READ | PROT_WRITE;
 			size_t run;
-			rc = gap_run(at, gap_end, &run, &w);
+			rc = gap_run(at, gap_end, &run, &prot);
 			if (rc)
 				goto fail;
-			if (writes && !w) {
+			if (writes && !(prot & PROT_WRITE)) {
 				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
 					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
 					  (unsigned long)at);
@@ -697,7 +698,7 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 			}
 			if (n == MAXB)
 				goto too_many;
-			rc = backing_new(at, at + run, w ? PROT_READ | PROT_WRITE : PROT_READ, &got[n]);
+			rc = backing_new(at, at + run, prot, &got[n]);
 			if (rc)
 				goto fail;
 			n++;

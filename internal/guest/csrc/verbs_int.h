@@ -70,7 +70,7 @@ struct vrdma_backing {
 	int fd;
 	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
 	int refs;     /* MRs using some of its pages */
-	int prot;     /* the pages' protection: PROT_READ, or with PROT_WRITE */
+	int prot;     /* the pages' protection: PROT_READ, with PROT_WRITE and PROT_EXEC where they had them */
 	void *snap;   /* during a fork: the pages' copy for the child */
 	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;

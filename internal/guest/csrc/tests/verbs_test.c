@@ -880,6 +880,40 @@ static void test_reg_mr_tail_unmapped(void)
 	munmap(p, 2 * page);
 }
 
+/* Executable memory (a JIT's buffer, an executable stack's trampolines)
+ * stays executable while registered and after: registration must not
+ * change what the application sees of its memory. The library kept only
+ * read and write, and code on the registered pages faulted. Both writable
+ * (rwx) and read-only (r-x) pages, registered for what they allow. */
+static void test_reg_mr_exec(void)
+{
+	static const struct {
+		const char *name;
+		int prot;
+		int access;
+	} cases[] = {
+	    {"rwx", PROT_READ | PROT_WRITE | PROT_EXEC, MR_ACCESS},
+	    {"r-x", PROT_READ | PROT_EXEC, IBV_ACCESS_REMOTE_READ},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		REQUIRE(p != MAP_FAILED, "mmap");
+		memset(p, 'x', 2 * page);
+		REQUIRE(mprotect(p, 2 * page, cases[i].prot) == 0, "mprotect %s: %s", cases[i].name, strerror(errno));
+		struct ibv_mr *mr = ibv_reg_mr(pd, p + 10, page, cases[i].access);
+		REQUIRE(mr != NULL, "ibv_reg_mr of %s memory: %s", cases[i].name, strerror(errno));
+		char perms[5] = "";
+		CHECK(maps_perms(p, perms) == 0 && strncmp(perms, cases[i].name, 3) == 0 && maps_perms(p + page, perms) == 0 &&
+			  strncmp(perms, cases[i].name, 3) == 0,
+		      "%s memory is %s once registered", cases[i].name, perms);
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+		CHECK(maps_perms(p, perms) == 0 && strncmp(perms, cases[i].name, 3) == 0,
+		      "%s memory is %s once deregistered", cases[i].name, perms);
+		CHECK(all_are(p, 2 * page, 'x'), "%s memory lost its bytes", cases[i].name);
+		munmap(p, 2 * page);
+	}
+}
+
 /* A MAP_SHARED file mapping is refused with a clear error and stays the
  * file's: moving its pages into a memfd of the library's would cut it off
  * from the file (docs/design/guest-memory.md). Huge pages, where the system
@@ -2278,6 +2312,7 @@ static const struct {
 	{"reg_mr_fio_members", test_reg_mr_fio_members},
 	{"reg_mr_ucx_halves", test_reg_mr_ucx_halves},
 	{"reg_mr_read_only", test_reg_mr_read_only},
+	{"reg_mr_exec", test_reg_mr_exec},
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
