@@ -104,7 +104,7 @@ static long page_size;
 static void before_fork(void);
 static void after_fork_parent(void);
 static void after_fork_child(void);
-static int backing_in_place(const struct vrdma_backing *b);
+static int backing_in_place(const struct vrdma_backing *b, int *prot);
 static void release_in_place(const struct vrdma_backing *b);
 
 static void mem_init_once(void)
@@ -305,16 +305,18 @@ static void before_fork(void)
 		size_t len = b->end - b->start;
 		b->snap = NULL;
 		b->detached = 0;
-		if (!backing_in_place(b))
-			continue; /* partly unmapped: the child copies what is left (below) */
+		int prot;
+		if (!backing_in_place(b, &prot) || prot < 0)
+			continue; /* partly unmapped, or mprotected in part: the child copies what is left, piece by piece (below) */
 		if (on_my_stack(b->start, b->end)) {
-			b->detached = make_private(b->start, len, b->prot) == 0;
+			b->prot = prot; /* shared again with it after the fork */
+			b->detached = make_private(b->start, len, prot) == 0;
 			continue;
 		}
 		void *snap = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (snap == MAP_FAILED)
 			continue; /* the child copies, later: best effort */
-		if (copy_pages(snap, b->start, len) || (b->prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, b->prot))) {
+		if (copy_pages(snap, b->start, len) || (prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, prot))) {
 			sys_munmap(snap, len);
 			continue;
 		}
@@ -480,21 +482,35 @@ static int vma_at(int fd, uintptr_t addr, struct vma_query *q) { return vma_quer
 /* vma_from finds the mapping at addr, or the next one above it (ENOENT: none). */
 static int vma_from(int fd, uintptr_t addr, struct vma_query *q) { return vma_query(fd, addr, 1, q); }
 
+/* vma_prot is the protection (PROT_*) of the mapping q describes. */
+static int vma_prot(const struct vma_query *q)
+{
+	return (q->vma_flags & VMA_READABLE ? PROT_READ : 0) | (q->vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
+	       (q->vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
+}
+
 /* backing_in_place reports whether b's pages are still its memfd's at its
  * address: the application may have unmapped them (free, munmap) and
  * mapped other memory there since, without deregistering. Every mapping
- * over them must map its memfd (its inode), at the place. Without /proc
- * the table is trusted. */
-static int backing_in_place(const struct vrdma_backing *b)
+ * over them must map its memfd (its inode), at the place. With prot, it
+ * also gives the protection the pages have now (the application may have
+ * changed it since: mprotect), or -1 where it differs between them.
+ * Without /proc the table is trusted. */
+static int backing_in_place(const struct vrdma_backing *b, int *prot)
 {
+	if (prot)
+		*prot = b->prot;
 	int vfd = vma_open();
 	if (vfd < 0)
 		return 1;
 	int ok = 1;
 	struct vma_query q;
-	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end)
+	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end) {
 		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
 		     q.vma_offset + (at - q.vma_start) == at - b->start;
+		if (ok && prot)
+			*prot = at == b->start || *prot == vma_prot(&q) ? vma_prot(&q) : -1;
+	}
 	close(vfd);
 	return ok;
 }
@@ -542,9 +558,7 @@ static void release_in_place(const struct vrdma_backing *b)
 		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
 		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
 		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino && q.vma_offset + (s - q.vma_start) == s - b->start) {
-			int prot = (q.vma_flags & VMA_READABLE ? PROT_READ : 0) | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
-				   (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
-			release_piece(b, s, e, prot);
+			release_piece(b, s, e, vma_prot(&q));
 		}
 		at = e;
 	}
@@ -611,7 +625,7 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 		next = b->next;
 		if (b->end <= start || b->start >= end)
 			continue;
-		if (!backing_in_place(b)) {
+		if (!backing_in_place(b, NULL)) {
 			backing_unlink(b);
 			continue;
 		}

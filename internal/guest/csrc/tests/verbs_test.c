@@ -1220,6 +1220,55 @@ static void test_fork_part_unmapped(void)
 	fork_part_unmapped(0);
 }
 
+/* A fork after the application changed the protection of registered pages
+ * (mprotect, without deregistering): the child's copy has the protection
+ * the pages have at the fork, page by page. The library gave the child
+ * the protection the pages had when registered: read-only memory made
+ * writable since faulted at the child's first write, and a page made
+ * read-only since was writable in the child. */
+static void test_fork_mprotected(void)
+{
+	static const struct {
+		const char *name;
+		int at_reg, access, first, second; /* protection at registration, then of each page */
+		const char *want[2];               /* perms in the child */
+	} cases[] = {
+	    {"read-only made writable", PROT_READ, IBV_ACCESS_REMOTE_READ, PROT_READ | PROT_WRITE,
+	     PROT_READ | PROT_WRITE, {"rw-p", "rw-p"}},
+	    {"writable, one page made read-only", PROT_READ | PROT_WRITE, MR_ACCESS, PROT_READ, PROT_READ | PROT_WRITE,
+	     {"r--p", "rw-p"}},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		REQUIRE(p != MAP_FAILED, "mmap");
+		memset(p, 'a', 2 * page);
+		REQUIRE(mprotect(p, 2 * page, cases[i].at_reg) == 0, "mprotect");
+		struct ibv_mr *mr = ibv_reg_mr(pd, p, 2 * page, cases[i].access);
+		REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+		REQUIRE(mprotect(p, page, cases[i].first) == 0 && mprotect(p + page, page, cases[i].second) == 0,
+			"mprotect after registration");
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			char perms[5] = "";
+			for (int k = 0; k < 2; k++)
+				if (maps_perms(p + (size_t)k * page, perms) != 0 || strcmp(perms, cases[i].want[k]) != 0)
+					_exit(10 + k);
+			memset(p + page, 'c', page);
+			_exit(0);
+		}
+		int status = 0;
+		CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "%s: the child: status %#x (exit 10/11: page 0/1 has the wrong protection; a signal: it faulted)",
+		      cases[i].name, status);
+		CHECK(all_are(p, 2 * page, 'a'), "%s: the child's writes appear in the parent", cases[i].name);
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+		munmap(p, 2 * page);
+	}
+}
+
 static void test_fork(void)
 {
 	uint8_t *buf = page_alloc(2), *old = page_alloc(1);
@@ -2321,6 +2370,7 @@ static const struct {
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
 	{"fork_part_unmapped", test_fork_part_unmapped},
+	{"fork_mprotected", test_fork_mprotected},
 	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
 	{"ah_from_wc", test_ah_from_wc},
