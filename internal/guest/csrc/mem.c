@@ -615,18 +615,18 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 /* overlapping collects, in address order, the live backings that share
  * pages with [start, end), up to max; it returns how many there are
  * (maybe more than max). Backings the application unmapped since, wholly
- * or in part, are taken off the list on the way: their MRs keep them, and
- * the last one's deregistration releases what of them is still in place.
- * backings_mu held. */
+ * or in part, are marked stale on the way and never reused: their MRs
+ * keep them, the last one's deregistration releases what of them is still
+ * in place, and until then they stay on the list, so that a fork still
+ * gives the child its own copy of those pages. backings_mu held. */
 static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
 	int n = 0;
-	for (struct vrdma_backing *b = backings, *next; b; b = next) {
-		next = b->next;
-		if (b->end <= start || b->start >= end)
+	for (struct vrdma_backing *b = backings; b; b = b->next) {
+		if (b->stale || b->end <= start || b->start >= end)
 			continue;
 		if (!backing_in_place(b, NULL)) {
-			backing_unlink(b);
+			b->stale = 1;
 			continue;
 		}
 		if (n < max) {

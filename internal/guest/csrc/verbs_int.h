@@ -63,14 +63,17 @@ struct vrdma_pd {
 
 /* A backing (a chunk): whole pages of the application's memory moved into
  * a sealed memfd mapped at the same address, shared with the daemon
- * (mem.c). Backings never overlap: each moved page belongs to one; an MR
- * uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. */
+ * (mem.c). Live backings never overlap: each moved page belongs to one; an
+ * MR uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. A
+ * stale one, which the application unmapped in part or whole, may overlap
+ * newer ones and is never reused. */
 struct vrdma_backing {
 	uintptr_t start, end;
 	int fd;
 	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
 	int refs;     /* MRs using some of its pages */
 	int prot;     /* the pages' protection: PROT_READ, with PROT_WRITE and PROT_EXEC where they had them */
+	int stale;    /* no longer wholly in place: kept for its MRs and for fork, never reused */
 	void *snap;   /* during a fork: the pages' copy for the child */
 	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;

@@ -1220,6 +1220,47 @@ static void test_fork_part_unmapped(void)
 	fork_part_unmapped(0);
 }
 
+/* As fork_part_unmapped, but the hole is registered again before the fork
+ * (the heap grew back and a registration cache registered the new memory):
+ * the old registration's pages still in place must still become the
+ * child's own. The library forgot the old backing when the new
+ * registration found it not wholly in place, and a fork left its pages
+ * shared between parent and child. */
+static void test_fork_part_reregistered(void)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
+	uint8_t *tail = mmap(p + 2 * page, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	REQUIRE(tail == p + 2 * page, "mmap in the hole");
+	memset(tail, 't', 2 * page);
+	struct ibv_mr *again = ibv_reg_mr(pd, tail, 2 * page, MR_ACCESS);
+	REQUIRE(again != NULL, "ibv_reg_mr of the new memory: %s", strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		memset(p, 'c', 4 * page);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %#x",
+	      status);
+	CHECK(all_are(p, 2 * page, 'a'), "a child's writes appear in the parent's first registration");
+	CHECK(all_are(tail, 2 * page, 't'), "a child's writes appear in the parent's second registration");
+	CHECK(round_trip('R', p + 10, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the old pages in place");
+	CHECK(round_trip('S', tail + 10, (uint32_t)page, again->rkey, again->rkey), "WRITE/READ the new memory");
+	CHECK(ibv_dereg_mr(again) == 0 && ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	char perms[5] = "";
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p' && maps_perms(tail, perms) == 0 && perms[3] == 'p',
+	      "the memory is not private again after deregistration");
+	munmap(p, 4 * page);
+}
+
 /* A fork after the application changed the protection of registered pages
  * (mprotect, without deregistering): the child's copy has the protection
  * the pages have at the fork, page by page. The library gave the child
@@ -2370,6 +2411,7 @@ static const struct {
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
 	{"fork_part_unmapped", test_fork_part_unmapped},
+	{"fork_part_reregistered", test_fork_part_reregistered},
 	{"fork_mprotected", test_fork_mprotected},
 	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
