@@ -128,6 +128,7 @@ static struct swap_job {
 	uintptr_t start;
 	size_t len;
 	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	off_t off;    /* from this offset of it */
 	int prot;     /* the protection the pages keep */
 	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
 	int err;
@@ -163,7 +164,7 @@ static void map_memfd_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
+	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -229,14 +230,14 @@ static void run_job(void (*fn)(void))
 	sys_munmap(stack, ssize);
 }
 
-/* share_pages maps memfd fd over [start, start+len), with the pages'
- * contents and protection prot. */
-static int share_pages(uintptr_t start, size_t len, int fd, int prot)
+/* share_pages maps memfd fd from offset off over [start, start+len), with
+ * the pages' contents and protection prot. */
+static int share_pages(uintptr_t start, size_t len, int fd, off_t off, int prot)
 {
-	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 	if (tmp == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = tmp};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .off = off, .prot = prot, .tmp = tmp};
 	run_job(map_memfd_pages);
 	sys_munmap(tmp, len);
 	return job.err;
@@ -252,7 +253,7 @@ static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 		close(fd);
 		return e;
 	}
-	int rc = share_pages(start, len, fd, prot);
+	int rc = share_pages(start, len, fd, 0, prot);
 	if (rc) {
 		if (rc == EINVAL)
 			vrdma_log("ibv_reg_mr: the pages [0x%lx, 0x%lx) cannot be shared with the daemon (huge pages, or a "
@@ -331,7 +332,7 @@ static void after_fork_parent(void)
 		if (b->snap)
 			sys_munmap(b->snap, len);
 		if (b->detached) {
-			int rc = share_pages(b->start, len, b->fd, b->prot);
+			int rc = share_pages(b->start, len, b->fd, (off_t)b->off, b->prot);
 			if (rc)
 				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
 					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
@@ -507,7 +508,7 @@ static int backing_in_place(const struct vrdma_backing *b, int *prot)
 	struct vma_query q;
 	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end) {
 		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
-		     q.vma_offset + (at - q.vma_start) == at - b->start;
+		     q.vma_offset + (at - q.vma_start) == b->off + (at - b->start);
 		if (ok && prot)
 			*prot = at == b->start || *prot == vma_prot(&q) ? vma_prot(&q) : -1;
 	}
@@ -548,6 +549,8 @@ static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintpt
  * with another process, and a fork would share it with the child). */
 static void release_in_place(const struct vrdma_backing *b)
 {
+	if (b->pieces_made)
+		return; /* what was in place is its pieces', released with them */
 	int vfd = vma_open();
 	if (vfd < 0) { /* no /proc: the table is trusted */
 		release_piece(b, b->start, b->end, b->prot);
@@ -557,7 +560,8 @@ static void release_in_place(const struct vrdma_backing *b)
 	for (uintptr_t at = b->start; at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
 		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
 		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
-		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino && q.vma_offset + (s - q.vma_start) == s - b->start) {
+		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		    q.vma_offset + (s - q.vma_start) == b->off + (s - b->start)) {
 			release_piece(b, s, e, vma_prot(&q));
 		}
 		at = e;
@@ -571,8 +575,61 @@ static void backing_put(struct vrdma_backing *b)
 		return;
 	backing_unlink(b);
 	release_in_place(b);
+	for (struct vrdma_backing *pc = b->pieces, *next; pc; pc = next) {
+		next = pc->piece_next;
+		backing_put(pc);
+	}
 	close(b->fd);
 	free(b);
+}
+
+/* split_in_place hands the pages of stale backing b still in place, each
+ * run of them, to new backings of b's memfd at the same offsets (its
+ * pieces, which b holds while it lives): a later registration reuses
+ * them, so it reaches the very pages b's MRs reach, as with rdma-core.
+ * All or nothing: on failure b keeps them (and they cannot be registered
+ * again until its MRs are gone). backings_mu held. */
+static void split_in_place(struct vrdma_backing *b)
+{
+	int vfd = vma_open();
+	if (vfd < 0)
+		return;
+	struct vrdma_backing *made = NULL;
+	int ok = 1;
+	struct vma_query q;
+	for (uintptr_t at = b->start; ok && at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
+		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
+		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		    q.vma_offset + (s - q.vma_start) == b->off + (s - b->start)) {
+			struct vrdma_backing *pc = calloc(1, sizeof *pc);
+			int fd = pc ? fcntl(b->fd, F_DUPFD_CLOEXEC, 0) : -1;
+			if (fd < 0) {
+				free(pc);
+				ok = 0;
+				break;
+			}
+			*pc = (struct vrdma_backing){.start = s, .end = e, .fd = fd, .off = b->off + (s - b->start),
+						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .piece_next = made};
+			made = pc;
+		}
+		at = e;
+	}
+	close(vfd);
+	if (!ok) {
+		for (struct vrdma_backing *pc = made, *next; pc; pc = next) {
+			next = pc->piece_next;
+			close(pc->fd);
+			free(pc);
+		}
+		return;
+	}
+	for (struct vrdma_backing *pc = made; pc; pc = pc->piece_next) {
+		pc->next = backings;
+		backings = pc;
+	}
+	b->pieces = made;
+	b->pieces_made = 1;
 }
 
 /* backing_new moves [start, end) into a backing of its own, locked, with
@@ -616,19 +673,20 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
  * pages with [start, end), up to max; it returns how many there are
  * (maybe more than max). Backings the application unmapped since, wholly
  * or in part, are marked stale on the way and never reused: their MRs
- * keep them, the last one's deregistration releases what of them is still
- * in place, and until then they stay on the list, so that a fork still
- * gives the child its own copy of those pages. backings_mu held. */
+ * keep them, what of them is still in place goes to pieces of their own
+ * (split_in_place), which are reused, and they stay on the list until
+ * their last MR is gone. backings_mu held. */
 static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
+	for (struct vrdma_backing *b = backings; b; b = b->next)
+		if (!b->stale && b->end > start && b->start < end && !backing_in_place(b, NULL)) {
+			b->stale = 1;
+			split_in_place(b); /* its pieces go at the list's head: seen below */
+		}
 	int n = 0;
 	for (struct vrdma_backing *b = backings; b; b = b->next) {
 		if (b->stale || b->end <= start || b->start >= end)
 			continue;
-		if (!backing_in_place(b, NULL)) {
-			b->stale = 1;
-			continue;
-		}
 		if (n < max) {
 			int i = n;
 			for (; i > 0 && out[i - 1]->start > b->start; i--)
@@ -759,7 +817,7 @@ static void segments_json(const struct vrdma_mr *mr, uintptr_t start, uintptr_t 
 		const struct vrdma_backing *b = mr->backings[i];
 		uintptr_t lo = b->start > start ? b->start : start, hi = b->end < end ? b->end : end;
 		o += (size_t)snprintf(out + o, cap - o, "%s{\"offset\":%llu,\"length\":%llu}", i ? "," : "",
-				      (unsigned long long)(lo - b->start), (unsigned long long)(hi - lo));
+				      (unsigned long long)(b->off + (lo - b->start)), (unsigned long long)(hi - lo));
 	}
 	if (o < cap)
 		snprintf(out + o, cap - o, "]");

@@ -74,6 +74,12 @@ struct vrdma_backing {
 	int refs;     /* MRs using some of its pages */
 	int prot;     /* the pages' protection: PROT_READ, with PROT_WRITE and PROT_EXEC where they had them */
 	int stale;    /* no longer wholly in place: kept for its MRs and for fork, never reused */
+	uint64_t off; /* where start is in the memfd: 0 but for a piece */
+	/* A stale backing's pages still in place, handed to backings of their
+	 * own (its pieces, on the list, chained by piece_next) that it holds
+	 * a reference to while it lives; pieces_made once it did. */
+	struct vrdma_backing *pieces, *piece_next;
+	int pieces_made;
 	void *snap;   /* during a fork: the pages' copy for the child */
 	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;

@@ -880,6 +880,43 @@ static void test_reg_mr_tail_unmapped(void)
 	munmap(p, 2 * page);
 }
 
+/* Registered pages whose tail the application unmapped, registered again
+ * while the first registration still holds them (a registration cache
+ * that deregisters the old region later, when its last user is done):
+ * the new registration is accepted, as rdma-core accepts it, and both
+ * reach the same bytes; the pages become private again only when neither
+ * holds them. The library refused it as "a shared mapping". */
+static void test_reg_mr_tail_unmapped_again(void)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *old = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(old != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
+	struct ibv_mr *mr = ibv_reg_mr(pd, p + 100, page, MR_ACCESS);
+	CHECK(mr != NULL, "registering pages still registered, after the tail was unmapped: %s", strerror(errno));
+	if (!mr) {
+		ibv_dereg_mr(old);
+		munmap(p, 2 * page);
+		return;
+	}
+	CHECK(all_are(p, 2 * page, 'a'), "registering again changed the memory");
+	CHECK(round_trip('N', p + 100, (uint32_t)page, mr->rkey, old->rkey), "WRITE with the new region, READ with the old");
+	CHECK(round_trip('O', p + 200, 100, old->rkey, mr->rkey), "WRITE with the old region, READ with the new");
+	CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the old region");
+	char perms[5] = "";
+	CHECK(maps_perms(p + page, perms) == 0 && perms[3] == 's',
+	      "the new region's pages are %s once the old region is gone, want still shared", perms);
+	CHECK(round_trip('M', p + 100, (uint32_t)page, mr->rkey, mr->rkey), "the new region after the old one is gone");
+	memset(p + 50, 'z', 10);
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p' && maps_perms(p + page, perms) == 0 && perms[3] == 'p',
+	      "the pages are %s after both deregistrations, want private", perms);
+	CHECK(all_are(p + 50, 10, 'z') && all_are(p + 100, (size_t)page, 'M'), "the pages lost their bytes");
+	munmap(p, 2 * page);
+}
+
 /* Executable memory (a JIT's buffer, an executable stack's trampolines)
  * stays executable while registered and after: registration must not
  * change what the application sees of its memory. The library kept only
@@ -2405,6 +2442,7 @@ static const struct {
 	{"reg_mr_exec", test_reg_mr_exec},
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
+	{"reg_mr_tail_unmapped_again", test_reg_mr_tail_unmapped_again},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
