@@ -19,8 +19,8 @@ type Region struct {
 	off    uint64
 	pages  []byte // the mapping: from the page that holds off to the end of mem
 	locked bool
-	more   []int // MapSegments: the memfds of the segments after the first
-	raw    bool  // MapSegments: pages was mapped by MmapPtr, not unix.Mmap
+	segs   int  // MapSegments: how many memfds the mapping is made of
+	raw    bool // MapSegments: pages was mapped by MmapPtr, not unix.Mmap
 }
 
 // NewRegion creates a memfd of size bytes, seals its size and maps it.
@@ -185,9 +185,5 @@ func (r *Region) Close() error {
 	if cerr := unix.Close(r.fd); err == nil {
 		err = cerr
 	}
-	for _, fd := range r.more {
-		unix.Close(fd)
-	}
-	r.more = nil
 	return err
 }

@@ -20,7 +20,8 @@ type Segment struct {
 // whole pages of a memfd that checkRegionFD accepts and that holds them;
 // off must fall in the first page and off+size end in the last, so that
 // every mapped page holds some of the region. It takes ownership of every
-// segment's descriptor, whatever it returns. prot is unix.PROT_READ or
+// segment's descriptor, whatever it returns, and keeps only the first's
+// open (Region.FD): the mappings hold the memfds. prot is unix.PROT_READ or
 // unix.PROT_READ|unix.PROT_WRITE.
 func MapSegments(segs []Segment, off, size uint64, prot int) (*Region, error) {
 	fds := make([]int, len(segs))
@@ -70,10 +71,15 @@ func MapSegments(segs []Segment, off, size uint64, prot int) (*Region, error) {
 		}
 		at += uintptr(s.Length)
 	}
+	// The mappings keep the memfds; only the first descriptor is kept (the
+	// daemon charges a region one, fdCost), the others are closed.
+	for _, fd := range fds[1:] {
+		unix.Close(fd)
+	}
 	pages := unsafe.Slice((*byte)(base), total)
-	return &Region{fd: fds[0], more: fds[1:], mem: pages[off : off+size], off: segs[0].Offset + off, pages: pages, raw: true}, nil
+	return &Region{fd: fds[0], segs: len(segs), mem: pages[off : off+size], off: segs[0].Offset + off, pages: pages, raw: true}, nil
 }
 
 // Segments returns how many memfds the region is mapped from: 1 but for
 // MapSegments.
-func (r *Region) Segments() int { return 1 + len(r.more) }
+func (r *Region) Segments() int { return max(1, r.segs) }

@@ -104,6 +104,8 @@ static long page_size;
 static void before_fork(void);
 static void after_fork_parent(void);
 static void after_fork_child(void);
+static int backing_in_place(const struct vrdma_backing *b, int *prot);
+static void release_in_place(const struct vrdma_backing *b);
 
 static void mem_init_once(void)
 {
@@ -126,6 +128,7 @@ static struct swap_job {
 	uintptr_t start;
 	size_t len;
 	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	off_t off;    /* from this offset of it */
 	int prot;     /* the protection the pages keep */
 	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
 	int err;
@@ -161,7 +164,7 @@ static void map_memfd_pages(void)
 	job.err = copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
-	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, 0) == MAP_FAILED)
+	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
 		job.err = errno;
 }
 
@@ -227,14 +230,14 @@ static void run_job(void (*fn)(void))
 	sys_munmap(stack, ssize);
 }
 
-/* share_pages maps memfd fd over [start, start+len), with the pages'
- * contents and protection prot. */
-static int share_pages(uintptr_t start, size_t len, int fd, int prot)
+/* share_pages maps memfd fd from offset off over [start, start+len), with
+ * the pages' contents and protection prot. */
+static int share_pages(uintptr_t start, size_t len, int fd, off_t off, int prot)
 {
-	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 	if (tmp == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = tmp};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .off = off, .prot = prot, .tmp = tmp};
 	run_job(map_memfd_pages);
 	sys_munmap(tmp, len);
 	return job.err;
@@ -250,7 +253,7 @@ static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 		close(fd);
 		return e;
 	}
-	int rc = share_pages(start, len, fd, prot);
+	int rc = share_pages(start, len, fd, 0, prot);
 	if (rc) {
 		if (rc == EINVAL)
 			vrdma_log("ibv_reg_mr: the pages [0x%lx, 0x%lx) cannot be shared with the daemon (huge pages, or a "
@@ -291,7 +294,10 @@ static int make_private(uintptr_t start, size_t len, int prot)
  * move. It is made private in the parent before the fork (the child
  * inherits it copy-on-write) and shared with the daemon again after; a
  * peer's WRITE into it during the fork is lost (docs/design/guest-memory.md).
- * backings_mu is held across the fork, so the child sees no half-made
+ * A backing the application unmapped in part (without deregistering) is
+ * not copied whole: the child makes private only the pages still in
+ * place, copying them after the fork, and leaves alone whatever the
+ * application mapped in the others' place. backings_mu is held across the fork, so the child sees no half-made
  * registration. */
 static void before_fork(void)
 {
@@ -300,14 +306,18 @@ static void before_fork(void)
 		size_t len = b->end - b->start;
 		b->snap = NULL;
 		b->detached = 0;
+		int prot;
+		if (!backing_in_place(b, &prot) || prot < 0)
+			continue; /* partly unmapped, or mprotected in part: the child copies what is left, piece by piece (below) */
 		if (on_my_stack(b->start, b->end)) {
-			b->detached = make_private(b->start, len, b->prot) == 0;
+			b->prot = prot; /* shared again with it after the fork */
+			b->detached = make_private(b->start, len, prot) == 0;
 			continue;
 		}
 		void *snap = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (snap == MAP_FAILED)
 			continue; /* the child copies, later: best effort */
-		if (copy_pages(snap, b->start, len) || (b->prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, b->prot))) {
+		if (copy_pages(snap, b->start, len) || (prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, prot))) {
 			sys_munmap(snap, len);
 			continue;
 		}
@@ -322,7 +332,7 @@ static void after_fork_parent(void)
 		if (b->snap)
 			sys_munmap(b->snap, len);
 		if (b->detached) {
-			int rc = share_pages(b->start, len, b->fd, b->prot);
+			int rc = share_pages(b->start, len, b->fd, (off_t)b->off, b->prot);
 			if (rc)
 				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
 					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
@@ -344,7 +354,10 @@ static void after_fork_child(void)
 			if (sys_mremap(b->snap, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
 				sys_munmap(b->snap, len);
 		} else if (!b->detached) {
-			make_private(b->start, len, b->prot); /* no copy was made before the fork */
+			/* No copy was made before the fork: the pages still in
+			 * place become private, whatever the application mapped
+			 * in place of the others stays as it is. */
+			release_in_place(b);
 		}
 		struct vrdma_backing *next = b->next;
 		close(b->fd);
@@ -470,25 +483,37 @@ static int vma_at(int fd, uintptr_t addr, struct vma_query *q) { return vma_quer
 /* vma_from finds the mapping at addr, or the next one above it (ENOENT: none). */
 static int vma_from(int fd, uintptr_t addr, struct vma_query *q) { return vma_query(fd, addr, 1, q); }
 
-/* in_place_end returns where the run of b's pages that are still its
- * memfd's at its address, from b->start, ends: b->end when all are, less
- * when the application unmapped some (free, munmap, a heap shrinking with
- * brk takes a backing's tail) and maybe mapped other memory there since,
- * without deregistering. A page is in place when the mapping over it maps
- * b's memfd (its inode) at the page's place. Without /proc the table is
- * trusted. */
-static uintptr_t in_place_end(const struct vrdma_backing *b)
+/* vma_prot is the protection (PROT_*) of the mapping q describes. */
+static int vma_prot(const struct vma_query *q)
 {
+	return (q->vma_flags & VMA_READABLE ? PROT_READ : 0) | (q->vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
+	       (q->vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
+}
+
+/* backing_in_place reports whether b's pages are still its memfd's at its
+ * address: the application may have unmapped them (free, munmap) and
+ * mapped other memory there since, without deregistering. Every mapping
+ * over them must map its memfd (its inode), at the place. With prot, it
+ * also gives the protection the pages have now (the application may have
+ * changed it since: mprotect), or -1 where it differs between them.
+ * Without /proc the table is trusted. */
+static int backing_in_place(const struct vrdma_backing *b, int *prot)
+{
+	if (prot)
+		*prot = b->prot;
 	int vfd = vma_open();
 	if (vfd < 0)
-		return b->end;
+		return 1;
+	int ok = 1;
 	struct vma_query q;
-	uintptr_t at = b->start;
-	while (at < b->end && vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
-	       q.vma_offset + (at - q.vma_start) == at - b->start)
-		at = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+	for (uintptr_t at = b->start; ok && at < b->end; at = (uintptr_t)q.vma_end) {
+		ok = vma_at(vfd, at, &q) == 0 && (q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		     q.vma_offset + (at - q.vma_start) == b->off + (at - b->start);
+		if (ok && prot)
+			*prot = at == b->start || *prot == vma_prot(&q) ? vma_prot(&q) : -1;
+	}
 	close(vfd);
-	return at;
+	return ok;
 }
 
 /* ---- registering ---- */
@@ -524,19 +549,20 @@ static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintpt
  * with another process, and a fork would share it with the child). */
 static void release_in_place(const struct vrdma_backing *b)
 {
+	if (b->pieces_made)
+		return; /* what was in place is its pieces', released with them */
 	int vfd = vma_open();
 	if (vfd < 0) { /* no /proc: the table is trusted */
 		release_piece(b, b->start, b->end, b->prot);
 		return;
 	}
 	struct vma_query q;
-	for (uintptr_t at = b->start; at < b->map_end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->map_end;) {
+	for (uintptr_t at = b->start; at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
 		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
-		uintptr_t e = q.vma_end < b->map_end ? (uintptr_t)q.vma_end : b->map_end;
-		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino && q.vma_offset + (s - q.vma_start) == s - b->start) {
-			int prot = (q.vma_flags & VMA_READABLE ? PROT_READ : 0) | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) |
-				   (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
-			release_piece(b, s, e, prot);
+		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		    q.vma_offset + (s - q.vma_start) == b->off + (s - b->start)) {
+			release_piece(b, s, e, vma_prot(&q));
 		}
 		at = e;
 	}
@@ -549,8 +575,61 @@ static void backing_put(struct vrdma_backing *b)
 		return;
 	backing_unlink(b);
 	release_in_place(b);
+	for (struct vrdma_backing *pc = b->pieces, *next; pc; pc = next) {
+		next = pc->piece_next;
+		backing_put(pc);
+	}
 	close(b->fd);
 	free(b);
+}
+
+/* split_in_place hands the pages of stale backing b still in place, each
+ * run of them, to new backings of b's memfd at the same offsets (its
+ * pieces, which b holds while it lives): a later registration reuses
+ * them, so it reaches the very pages b's MRs reach, as with rdma-core.
+ * All or nothing: on failure b keeps them (and they cannot be registered
+ * again until its MRs are gone). backings_mu held. */
+static void split_in_place(struct vrdma_backing *b)
+{
+	int vfd = vma_open();
+	if (vfd < 0)
+		return;
+	struct vrdma_backing *made = NULL;
+	int ok = 1;
+	struct vma_query q;
+	for (uintptr_t at = b->start; ok && at < b->end && vma_from(vfd, at, &q) == 0 && q.vma_start < b->end;) {
+		uintptr_t s = at > q.vma_start ? at : (uintptr_t)q.vma_start;
+		uintptr_t e = q.vma_end < b->end ? (uintptr_t)q.vma_end : b->end;
+		if ((q.vma_flags & VMA_SHARED) && q.inode == b->ino &&
+		    q.vma_offset + (s - q.vma_start) == b->off + (s - b->start)) {
+			struct vrdma_backing *pc = calloc(1, sizeof *pc);
+			int fd = pc ? fcntl(b->fd, F_DUPFD_CLOEXEC, 0) : -1;
+			if (fd < 0) {
+				free(pc);
+				ok = 0;
+				break;
+			}
+			*pc = (struct vrdma_backing){.start = s, .end = e, .fd = fd, .off = b->off + (s - b->start),
+						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .piece_next = made};
+			made = pc;
+		}
+		at = e;
+	}
+	close(vfd);
+	if (!ok) {
+		for (struct vrdma_backing *pc = made, *next; pc; pc = next) {
+			next = pc->piece_next;
+			close(pc->fd);
+			free(pc);
+		}
+		return;
+	}
+	for (struct vrdma_backing *pc = made; pc; pc = pc->piece_next) {
+		pc->next = backings;
+		backings = pc;
+	}
+	b->pieces = made;
+	b->pieces_made = 1;
 }
 
 /* backing_new moves [start, end) into a backing of its own, locked, with
@@ -581,7 +660,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 	struct stat st;
 	b->ino = fstat(b->fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
 	b->start = start;
-	b->end = b->map_end = end;
+	b->end = end;
 	b->prot = prot;
 	b->refs = 1;
 	b->next = backings;
@@ -593,31 +672,21 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 /* overlapping collects, in address order, the live backings that share
  * pages with [start, end), up to max; it returns how many there are
  * (maybe more than max). Backings the application unmapped since, wholly
- * or in part, are taken off the list on the way: their MRs keep them, and
- * the last one's deregistration releases what of them is still in place.
- * backings_mu held. */
+ * or in part, are marked stale on the way and never reused: their MRs
+ * keep them, what of them is still in place goes to pieces of their own
+ * (split_in_place), which are reused, and they stay on the list until
+ * their last MR is gone. backings_mu held. */
 static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **out, int max)
 {
+	for (struct vrdma_backing *b = backings; b; b = b->next)
+		if (!b->stale && b->end > start && b->start < end && !backing_in_place(b, NULL)) {
+			b->stale = 1;
+			split_in_place(b); /* its pieces go at the list's head: seen below */
+		}
 	int n = 0;
-	for (struct vrdma_backing *b = backings, *next; b; b = next) {
-		next = b->next;
-		if (b->end <= start || b->start >= end)
+	for (struct vrdma_backing *b = backings; b; b = b->next) {
+		if (b->stale || b->end <= start || b->start >= end)
 			continue;
-		uintptr_t in_place = in_place_end(b);
-		if (in_place == b->start) {
-			backing_unlink(b);
-			continue;
-		}
-		if (in_place < b->end) {
-			/* What follows the first page that is not b's any more is
-			 * forgotten: the pages still in place before it go on
-			 * serving b's MRs and new registrations alike (one memfd,
-			 * so both see the same bytes); release_in_place finds any
-			 * left beyond it, up to map_end, at the last deregistration. */
-			b->end = in_place;
-			if (b->end <= start)
-				continue;
-		}
 		if (n < max) {
 			int i = n;
 			for (; i > 0 && out[i - 1]->start > b->start; i--)
@@ -630,16 +699,17 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
 }
 
 /* gap_run finds how much of [at, end), pages not moved yet, lies in one
- * mapping, so has the protection of its first page (*run bytes; *w says
- * if it is writable), and refuses memory the library cannot move without changing what the
+ * mapping, so has the protection of its first page (*run bytes; *prot is
+ * that protection: read, and write and execute where the mapping has
+ * them), and refuses memory the library cannot move without changing what the
  * application sees: shared mappings (a file's, or memory shared with other
  * processes), which would no longer reach their file or the other
  * processes, and huge pages. */
-static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
+static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *prot)
 {
 	int vfd = vma_open();
 	if (vfd < 0) {
-		*w = 1; /* no /proc: private and writable, as it was taken before */
+		*prot = PROT_READ | PROT_WRITE; /* no /proc: private and writable, as it was taken before */
 		*run = end - at;
 		return 0;
 	}
@@ -663,7 +733,7 @@ static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *w)
 			  (unsigned long)at, (unsigned long long)q.vma_page_size);
 		return EINVAL;
 	}
-	*w = (q.vma_flags & VMA_WRITABLE) != 0;
+	*prot = PROT_READ | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) | (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
 	*run = (size_t)((q.vma_end < end ? q.vma_end : end) - at);
 	return 0;
 }
@@ -686,12 +756,12 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 	for (int i = 0; i <= nold && at < end; i++) {
 		uintptr_t gap_end = i < nold ? old[i]->start : end;
 		while (at < gap_end) {
-			int w = 1;
+			int prot = PROT_READ | PROT_WRITE;
 			size_t run;
-			rc = gap_run(at, gap_end, &run, &w);
+			rc = gap_run(at, gap_end, &run, &prot);
 			if (rc)
 				goto fail;
-			if (writes && !w) {
+			if (writes && !(prot & PROT_WRITE)) {
 				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
 					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
 					  (unsigned long)at);
@@ -700,7 +770,7 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 			}
 			if (n == MAXB)
 				goto too_many;
-			rc = backing_new(at, at + run, w ? PROT_READ | PROT_WRITE : PROT_READ, &got[n]);
+			rc = backing_new(at, at + run, prot, &got[n]);
 			if (rc)
 				goto fail;
 			n++;
@@ -747,7 +817,7 @@ static void segments_json(const struct vrdma_mr *mr, uintptr_t start, uintptr_t 
 		const struct vrdma_backing *b = mr->backings[i];
 		uintptr_t lo = b->start > start ? b->start : start, hi = b->end < end ? b->end : end;
 		o += (size_t)snprintf(out + o, cap - o, "%s{\"offset\":%llu,\"length\":%llu}", i ? "," : "",
-				      (unsigned long long)(lo - b->start), (unsigned long long)(hi - lo));
+				      (unsigned long long)(b->off + (lo - b->start)), (unsigned long long)(hi - lo));
 	}
 	if (o < cap)
 		snprintf(out + o, cap - o, "]");

@@ -63,15 +63,23 @@ struct vrdma_pd {
 
 /* A backing (a chunk): whole pages of the application's memory moved into
  * a sealed memfd mapped at the same address, shared with the daemon
- * (mem.c). Backings never overlap: each moved page belongs to one; an MR
- * uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. */
+ * (mem.c). Live backings never overlap: each moved page belongs to one; an
+ * MR uses the backings that hold its pages, up to VRDMA_PROTO_MAX_FDS. A
+ * stale one, which the application unmapped in part or whole, may overlap
+ * newer ones and is never reused. */
 struct vrdma_backing {
-	uintptr_t start, end; /* the pages it serves: all of its memfd's, or fewer once the application unmapped its tail */
-	uintptr_t map_end;    /* where its memfd's pages end (start + the memfd's size) */
+	uintptr_t start, end;
 	int fd;
 	uint64_t ino; /* the memfd's inode: its pages are still in place (mem.c) */
 	int refs;     /* MRs using some of its pages */
-	int prot;     /* the pages' protection: PROT_READ, or with PROT_WRITE */
+	int prot;     /* the pages' protection: PROT_READ, with PROT_WRITE and PROT_EXEC where they had them */
+	int stale;    /* no longer wholly in place: kept for its MRs and for fork, never reused */
+	uint64_t off; /* where start is in the memfd: 0 but for a piece */
+	/* A stale backing's pages still in place, handed to backings of their
+	 * own (its pieces, on the list, chained by piece_next) that it holds
+	 * a reference to while it lives; pieces_made once it did. */
+	struct vrdma_backing *pieces, *piece_next;
+	int pieces_made;
 	void *snap;   /* during a fork: the pages' copy for the child */
 	int detached; /* during a fork: on the forking thread's stack, private until after it */
 	struct vrdma_backing *next;

@@ -880,11 +880,13 @@ static void test_reg_mr_tail_unmapped(void)
 	munmap(p, 2 * page);
 }
 
-/* The same, with a registration of the pages left made while the first
- * one still holds them (a registration cache deregisters after the heap
- * shrank, and the program may register again before that): it works, and
- * both registrations reach the same bytes. */
-static void test_reg_mr_tail_unmapped_registered(void)
+/* Registered pages whose tail the application unmapped, registered again
+ * while the first registration still holds them (a registration cache
+ * that deregisters the old region later, when its last user is done):
+ * the new registration is accepted, as rdma-core accepts it, and both
+ * reach the same bytes; the pages become private again only when neither
+ * holds them. The library refused it as "a shared mapping". */
+static void test_reg_mr_tail_unmapped_again(void)
 {
 	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	REQUIRE(p != MAP_FAILED, "mmap");
@@ -892,23 +894,61 @@ static void test_reg_mr_tail_unmapped_registered(void)
 	struct ibv_mr *old = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
 	REQUIRE(old != NULL, "ibv_reg_mr: %s", strerror(errno));
 	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
-	struct ibv_mr *mr = ibv_reg_mr(pd, p + 50, page, MR_ACCESS);
-	CHECK(mr != NULL, "registering the pages left while the first registration holds them: %s", strerror(errno));
-	if (mr) {
-		CHECK(round_trip('U', p + 50, (uint32_t)page, mr->rkey, old->rkey), "WRITE with the new, READ with the old");
-		CHECK(round_trip('V', p + 50, (uint32_t)page, old->rkey, mr->rkey), "WRITE with the old, READ with the new");
-		CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the first registration");
-		CHECK(write_with('W', p + 60, 10, mr->rkey) == IBV_WC_SUCCESS && all_are(p + 60, 10, 'W'),
-		      "the new registration stopped working when the first one went");
-		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
-	} else {
-		CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the first registration");
+	struct ibv_mr *mr = ibv_reg_mr(pd, p + 100, page, MR_ACCESS);
+	CHECK(mr != NULL, "registering pages still registered, after the tail was unmapped: %s", strerror(errno));
+	if (!mr) {
+		ibv_dereg_mr(old);
+		munmap(p, 2 * page);
+		return;
 	}
+	CHECK(all_are(p, 2 * page, 'a'), "registering again changed the memory");
+	CHECK(round_trip('N', p + 100, (uint32_t)page, mr->rkey, old->rkey), "WRITE with the new region, READ with the old");
+	CHECK(round_trip('O', p + 200, 100, old->rkey, mr->rkey), "WRITE with the old region, READ with the new");
+	CHECK(ibv_dereg_mr(old) == 0, "ibv_dereg_mr of the old region");
 	char perms[5] = "";
-	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p', "the pages left are %s after deregistration, want private",
-	      perms);
-	CHECK(all_are(p, 50, 'a') && all_are(p + 60, 10, 'W'), "the pages left lost their bytes");
+	CHECK(maps_perms(p + page, perms) == 0 && perms[3] == 's',
+	      "the new region's pages are %s once the old region is gone, want still shared", perms);
+	CHECK(round_trip('M', p + 100, (uint32_t)page, mr->rkey, mr->rkey), "the new region after the old one is gone");
+	memset(p + 50, 'z', 10);
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p' && maps_perms(p + page, perms) == 0 && perms[3] == 'p',
+	      "the pages are %s after both deregistrations, want private", perms);
+	CHECK(all_are(p + 50, 10, 'z') && all_are(p + 100, (size_t)page, 'M'), "the pages lost their bytes");
 	munmap(p, 2 * page);
+}
+
+/* Executable memory (a JIT's buffer, an executable stack's trampolines)
+ * stays executable while registered and after: registration must not
+ * change what the application sees of its memory. The library kept only
+ * read and write, and code on the registered pages faulted. Both writable
+ * (rwx) and read-only (r-x) pages, registered for what they allow. */
+static void test_reg_mr_exec(void)
+{
+	static const struct {
+		const char *name;
+		int prot;
+		int access;
+	} cases[] = {
+	    {"rwx", PROT_READ | PROT_WRITE | PROT_EXEC, MR_ACCESS},
+	    {"r-x", PROT_READ | PROT_EXEC, IBV_ACCESS_REMOTE_READ},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		REQUIRE(p != MAP_FAILED, "mmap");
+		memset(p, 'x', 2 * page);
+		REQUIRE(mprotect(p, 2 * page, cases[i].prot) == 0, "mprotect %s: %s", cases[i].name, strerror(errno));
+		struct ibv_mr *mr = ibv_reg_mr(pd, p + 10, page, cases[i].access);
+		REQUIRE(mr != NULL, "ibv_reg_mr of %s memory: %s", cases[i].name, strerror(errno));
+		char perms[5] = "";
+		CHECK(maps_perms(p, perms) == 0 && strncmp(perms, cases[i].name, 3) == 0 && maps_perms(p + page, perms) == 0 &&
+			  strncmp(perms, cases[i].name, 3) == 0,
+		      "%s memory is %s once registered", cases[i].name, perms);
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+		CHECK(maps_perms(p, perms) == 0 && strncmp(perms, cases[i].name, 3) == 0,
+		      "%s memory is %s once deregistered", cases[i].name, perms);
+		CHECK(all_are(p, 2 * page, 'x'), "%s memory lost its bytes", cases[i].name);
+		munmap(p, 2 * page);
+	}
 }
 
 /* A MAP_SHARED file mapping is refused with a clear error and stays the
@@ -1166,6 +1206,144 @@ static void test_fork_status(void)
 			ibv_free_device_list(list);
 		CHECK(ibv_fork_init() == 0 && ibv_is_fork_initialized() == IBV_FORK_UNNEEDED, "with %s=1", vars[i]);
 		unsetenv(vars[i]);
+	}
+}
+
+/* A fork after the application unmapped part of a registration without
+ * deregistering (a heap trimmed under a registration cache), and mapped
+ * memory of its own in the hole: the child gets a copy of the registered
+ * pages still in place, not the parent's pages (its writes must not appear
+ * in the parent), and the application's new mapping in the hole stays
+ * what it was (here shared with the parent: the child's writes to it do
+ * appear there). The library once left the pages shared with the child
+ * when the copy before the fork failed over the hole, or replaced the new
+ * mapping with a private copy when it did not. */
+static void fork_part_unmapped(int hole)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 3 * page, page) == 0, "munmap of the last page");
+	uint8_t *shared = mmap(p + 3 * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	REQUIRE(shared == p + 3 * page, "mmap of shared memory in the hole");
+	memset(shared, 's', page);
+	if (hole)
+		REQUIRE(munmap(p + 2 * page, page) == 0, "munmap of a page before it (a hole)");
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		memset(p, 'c', 2 * page);
+		memset(shared, 'C', page);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %#x",
+	      status);
+	CHECK(all_are(p, 2 * page, 'a'), "a child's writes appear in the parent's registered memory");
+	CHECK(all_are(shared, page, 'C'), "the child's shared mapping in the hole was replaced by a private copy");
+	CHECK(round_trip('R', p + 10, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the pages in place after fork");
+	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	munmap(p, 3 * page);
+	munmap(shared, page);
+}
+
+static void test_fork_part_unmapped(void)
+{
+	fork_part_unmapped(1);
+	fork_part_unmapped(0);
+}
+
+/* As fork_part_unmapped, but the hole is registered again before the fork
+ * (the heap grew back and a registration cache registered the new memory):
+ * the old registration's pages still in place must still become the
+ * child's own. The library forgot the old backing when the new
+ * registration found it not wholly in place, and a fork left its pages
+ * shared between parent and child. */
+static void test_fork_part_reregistered(void)
+{
+	uint8_t *p = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED, "mmap");
+	memset(p, 'a', 4 * page);
+	struct ibv_mr *mr = ibv_reg_mr(pd, p, 4 * page, MR_ACCESS);
+	REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	REQUIRE(munmap(p + 2 * page, 2 * page) == 0, "munmap of the tail");
+	uint8_t *tail = mmap(p + 2 * page, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	REQUIRE(tail == p + 2 * page, "mmap in the hole");
+	memset(tail, 't', 2 * page);
+	struct ibv_mr *again = ibv_reg_mr(pd, tail, 2 * page, MR_ACCESS);
+	REQUIRE(again != NULL, "ibv_reg_mr of the new memory: %s", strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		memset(p, 'c', 4 * page);
+		_exit(0);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %#x",
+	      status);
+	CHECK(all_are(p, 2 * page, 'a'), "a child's writes appear in the parent's first registration");
+	CHECK(all_are(tail, 2 * page, 't'), "a child's writes appear in the parent's second registration");
+	CHECK(round_trip('R', p + 10, (uint32_t)page, mr->rkey, mr->rkey), "WRITE/READ the old pages in place");
+	CHECK(round_trip('S', tail + 10, (uint32_t)page, again->rkey, again->rkey), "WRITE/READ the new memory");
+	CHECK(ibv_dereg_mr(again) == 0 && ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+	char perms[5] = "";
+	CHECK(maps_perms(p, perms) == 0 && perms[3] == 'p' && maps_perms(tail, perms) == 0 && perms[3] == 'p',
+	      "the memory is not private again after deregistration");
+	munmap(p, 4 * page);
+}
+
+/* A fork after the application changed the protection of registered pages
+ * (mprotect, without deregistering): the child's copy has the protection
+ * the pages have at the fork, page by page. The library gave the child
+ * the protection the pages had when registered: read-only memory made
+ * writable since faulted at the child's first write, and a page made
+ * read-only since was writable in the child. */
+static void test_fork_mprotected(void)
+{
+	static const struct {
+		const char *name;
+		int at_reg, access, first, second; /* protection at registration, then of each page */
+		const char *want[2];               /* perms in the child */
+	} cases[] = {
+	    {"read-only made writable", PROT_READ, IBV_ACCESS_REMOTE_READ, PROT_READ | PROT_WRITE,
+	     PROT_READ | PROT_WRITE, {"rw-p", "rw-p"}},
+	    {"writable, one page made read-only", PROT_READ | PROT_WRITE, MR_ACCESS, PROT_READ, PROT_READ | PROT_WRITE,
+	     {"r--p", "rw-p"}},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint8_t *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		REQUIRE(p != MAP_FAILED, "mmap");
+		memset(p, 'a', 2 * page);
+		REQUIRE(mprotect(p, 2 * page, cases[i].at_reg) == 0, "mprotect");
+		struct ibv_mr *mr = ibv_reg_mr(pd, p, 2 * page, cases[i].access);
+		REQUIRE(mr != NULL, "ibv_reg_mr: %s", strerror(errno));
+		REQUIRE(mprotect(p, page, cases[i].first) == 0 && mprotect(p + page, page, cases[i].second) == 0,
+			"mprotect after registration");
+		fflush(stdout);
+		fflush(stderr);
+		pid_t pid = fork();
+		REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+		if (pid == 0) {
+			char perms[5] = "";
+			for (int k = 0; k < 2; k++)
+				if (maps_perms(p + (size_t)k * page, perms) != 0 || strcmp(perms, cases[i].want[k]) != 0)
+					_exit(10 + k);
+			memset(p + page, 'c', page);
+			_exit(0);
+		}
+		int status = 0;
+		CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "%s: the child: status %#x (exit 10/11: page 0/1 has the wrong protection; a signal: it faulted)",
+		      cases[i].name, status);
+		CHECK(all_are(p, 2 * page, 'a'), "%s: the child's writes appear in the parent", cases[i].name);
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
+		munmap(p, 2 * page);
 	}
 }
 
@@ -2261,14 +2439,18 @@ static const struct {
 	{"reg_mr_fio_members", test_reg_mr_fio_members},
 	{"reg_mr_ucx_halves", test_reg_mr_ucx_halves},
 	{"reg_mr_read_only", test_reg_mr_read_only},
+	{"reg_mr_exec", test_reg_mr_exec},
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
-	{"reg_mr_tail_unmapped_registered", test_reg_mr_tail_unmapped_registered},
+	{"reg_mr_tail_unmapped_again", test_reg_mr_tail_unmapped_again},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
 	{"reg_mr_again", test_reg_mr_again},
 	{"fork", test_fork},
+	{"fork_part_unmapped", test_fork_part_unmapped},
+	{"fork_part_reregistered", test_fork_part_reregistered},
+	{"fork_mprotected", test_fork_mprotected},
 	{"fork_status", test_fork_status},
 	{"lid_without_grh", test_lid_without_grh},
 	{"ah_from_wc", test_ah_from_wc},
