@@ -195,6 +195,9 @@ static void map_private_pages(void)
 static int on_my_stack(uintptr_t start, uintptr_t end)
 {
 	uintptr_t lo = (uintptr_t)__builtin_frame_address(0) - STACK_MARGIN;
+	if (end <= lo)
+		return 0; /* below the live stack: no need for its top, which
+			   * costs glibc a read of /proc/self/maps for the main thread */
 	uintptr_t hi = UINTPTR_MAX; /* unknown: be careful */
 	pthread_attr_t a;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
