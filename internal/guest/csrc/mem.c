@@ -127,10 +127,11 @@ void vrdma_mem_init(void)
 static struct swap_job {
 	uintptr_t start;
 	size_t len;
-	int fd;       /* the memfd mapped over the pages (move, reattach) */
+	int fd;       /* the memfd mapped over the pages (move, reattach), or whose
+		       * contents they take back when made private (fd >= 0) */
 	off_t off;    /* from this offset of it */
 	int prot;     /* the protection the pages keep */
-	uint8_t *tmp; /* where the pages are copied: the memfd mapped elsewhere, or anonymous memory */
+	uint8_t *tmp; /* where the pages are copied to make them private: anonymous memory */
 	int err;
 } job;
 static ucontext_t job_caller, job_ctx;
@@ -157,11 +158,48 @@ static int copy_pages(uint8_t *dst, uintptr_t src, size_t len)
 	return 0;
 }
 
-/* map_memfd_pages copies the pages into the memfd (mapped at job.tmp) and
- * maps the memfd over them: registering, and after a fork (below). */
+/* write_pages writes whole pages of the application's memory into memfd
+ * fd at offset off: one copy into the page cache, no mapping of the memfd to
+ * fault page by page. A direct system call, as process_vm_readv is, for
+ * the same reasons (a sanitizer's write interceptor would check the
+ * redzones the pages hold); an unmapped page is EFAULT. */
+static int write_pages(int fd, off_t off, uintptr_t src, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = syscall(SYS_pwrite64, fd, (const void *)(src + done), len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return EFAULT;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* read_pages reads [off, off+len) of memfd fd into dst (anonymous memory
+ * of the library's), a direct system call too. */
+static int read_pages(uint8_t *dst, int fd, off_t off, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = syscall(SYS_pread64, fd, dst + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return EIO; /* the memfd is sealed against shrinking: cannot happen */
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* map_memfd_pages copies the pages into the memfd and maps the memfd over
+ * them: registering, and after a fork (below). */
 static void map_memfd_pages(void)
 {
-	job.err = copy_pages(job.tmp, job.start, job.len);
+	job.err = write_pages(job.fd, job.off, job.start, job.len);
 	if (job.err)
 		return;
 	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
@@ -172,7 +210,7 @@ static void map_memfd_pages(void)
  * moves it over them: ordinary private memory again. */
 static void map_private_pages(void)
 {
-	job.err = copy_pages(job.tmp, job.start, job.len);
+	job.err = job.fd >= 0 ? read_pages(job.tmp, job.fd, job.off, job.len) : copy_pages(job.tmp, job.start, job.len);
 	if (job.err)
 		return;
 	if (job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot)) {
@@ -237,12 +275,8 @@ static void run_job(void (*fn)(void))
  * the pages' contents and protection prot. */
 static int share_pages(uintptr_t start, size_t len, int fd, off_t off, int prot)
 {
-	uint8_t *tmp = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
-	if (tmp == MAP_FAILED)
-		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = fd, .off = off, .prot = prot, .tmp = tmp};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .off = off, .prot = prot};
 	run_job(map_memfd_pages);
-	sys_munmap(tmp, len);
 	return job.err;
 }
 
@@ -269,20 +303,24 @@ static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 	return 0;
 }
 
-/* make_private makes [start, start+len) private anonymous memory again,
- * with its contents and protection prot: what it was before it was
- * registered. */
-static int make_private(uintptr_t start, size_t len, int prot)
+/* make_private_from makes [start, start+len) private anonymous memory
+ * again, with its contents and protection prot: what it was before it was
+ * registered. The contents are read from memfd fd at off when fd >= 0 (the
+ * pages map it there), otherwise through the pages themselves
+ * (make_private). */
+static int make_private_from(uintptr_t start, size_t len, int prot, int fd, off_t off)
 {
 	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (anon == MAP_FAILED)
 		return errno;
-	job = (struct swap_job){.start = start, .len = len, .fd = -1, .prot = prot, .tmp = anon};
+	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = anon, .off = off};
 	run_job(map_private_pages);
 	if (job.err)
 		sys_munmap(anon, len);
 	return job.err;
 }
+
+static int make_private(uintptr_t start, size_t len, int prot) { return make_private_from(start, len, prot, -1, 0); }
 
 /* ---- fork ----
  * Registered pages are MAP_SHARED memfd pages: a child would share them
@@ -537,11 +575,12 @@ static void backing_unlink(struct vrdma_backing *b)
 static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintptr_t end, int prot)
 {
 	sys_munlock((void *)start, end - start);
-	int rc = make_private(start, end - start, prot);
+	/* The pages map b's memfd there (release_in_place checked): their
+	 * contents are read from the memfd, not through the mapping. */
+	int rc = make_private_from(start, end - start, prot, b->fd, (off_t)(b->off + (start - b->start)));
 	if (rc)
 		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)start,
 			    strerror(rc));
-	(void)b;
 }
 
 /* release_in_place releases every run of b's pages that still maps its
