@@ -310,7 +310,7 @@ static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
  * (make_private). */
 static int make_private_from(uintptr_t start, size_t len, int prot, int fd, off_t off)
 {
-	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (anon == MAP_FAILED)
 		return errno;
 	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = anon, .off = off};
