@@ -172,14 +172,16 @@ func (r *Region) Close() error {
 	if r.mem == nil {
 		return nil
 	}
-	if r.locked {
-		_ = unix.Munlock(r.pages)
-	}
+	// No munlock first: unmapping a locked mapping unlocks its pages, and
+	// a separate munlock walks them all once more.
 	var err error
 	if r.raw {
 		err = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(r.pages)), uintptr(len(r.pages)))
 	} else {
 		err = unix.Munmap(r.pages)
+	}
+	if err != nil && r.locked {
+		_ = unix.Munlock(r.pages) // still mapped: at least not locked
 	}
 	r.mem, r.pages = nil, nil
 	if cerr := unix.Close(r.fd); err == nil {

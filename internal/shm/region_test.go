@@ -2,6 +2,7 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -178,6 +179,52 @@ func TestMapRegionRejects(t *testing.T) {
 func TestMapRegionBadFD(t *testing.T) {
 	if _, err := MapRegion(-1, 4096); !errors.Is(err, ErrNotSealed) {
 		t.Fatalf("fd -1: %v", err)
+	}
+}
+
+// vmLck returns the process's locked memory, VmLck of /proc/self/status,
+// in KiB.
+func vmLck(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmLck:"); ok {
+			var kib int
+			if _, err := fmt.Sscanf(rest, "%d kB", &kib); err == nil {
+				return kib
+			}
+		}
+	}
+	t.Skip("no VmLck line in /proc/self/status")
+	return 0
+}
+
+// TestRegionCloseUnlocks: Close of a locked region (which only unmaps it)
+// leaves none of its pages locked.
+func TestRegionCloseUnlocks(t *testing.T) {
+	before := vmLck(t)
+	r, err := NewRegion("shm-test", 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me *MemlockError
+	if err := r.Lock(); errors.As(err, &me) {
+		r.Close()
+		t.Skipf("RLIMIT_MEMLOCK too small for 64 KiB here: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if during := vmLck(t); during < before+64 {
+		t.Fatalf("VmLck %d kB with the region locked, %d kB before: Lock locked nothing", during, before)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := vmLck(t); after != before {
+		t.Fatalf("VmLck %d kB after Close, %d kB before: the region's pages stay locked", after, before)
 	}
 }
 

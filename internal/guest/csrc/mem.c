@@ -574,13 +574,16 @@ static void backing_unlink(struct vrdma_backing *b)
  * later fork copies it as usual, and an munmap frees it. */
 static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintptr_t end, int prot)
 {
-	sys_munlock((void *)start, end - start);
 	/* The pages map b's memfd there (release_in_place checked): their
-	 * contents are read from the memfd, not through the mapping. */
+	 * contents are read from the memfd, not through the mapping. No
+	 * munlock before: the private pages replace the locked mapping, and
+	 * unmapping it unlocks. */
 	int rc = make_private_from(start, end - start, prot, b->fd, (off_t)(b->off + (start - b->start)));
-	if (rc)
+	if (rc) {
+		sys_munlock((void *)start, end - start);
 		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)start,
 			    strerror(rc));
+	}
 }
 
 /* release_in_place releases every run of b's pages that still maps its

@@ -951,6 +951,50 @@ static void test_reg_mr_exec(void)
 	}
 }
 
+/* vmlck_kib returns the process's locked memory (VmLck of
+ * /proc/self/status) in KiB, or -1. */
+static long vmlck_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long kib = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmLck: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* Registered pages are locked, and deregistration unlocks them all
+ * (the private pages that replace them are not locked), also when the
+ * registration shared pages with another one deregistered first. */
+static void test_reg_mr_unlocks(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	return; /* AddressSanitizer makes mlock a no-op */
+#endif
+	uint8_t *p = page_alloc(8);
+	REQUIRE(p != NULL, "posix_memalign");
+	memset(p, 'u', 8 * page);
+	long before = vmlck_kib();
+	REQUIRE(before >= 0, "no VmLck in /proc/self/status");
+	struct ibv_mr *a = ibv_reg_mr(pd, p, 8 * page, MR_ACCESS);
+	REQUIRE(a != NULL, "ibv_reg_mr: %s", strerror(errno));
+	struct ibv_mr *b = ibv_reg_mr(pd, p + 100, 2 * page, MR_ACCESS);
+	REQUIRE(b != NULL, "ibv_reg_mr inside: %s", strerror(errno));
+	long during = vmlck_kib();
+	CHECK(during - before >= (long)(8 * page / 1024), "VmLck %ld kB while registered, %ld kB before: the pages are not locked",
+	      during, before);
+	CHECK(ibv_dereg_mr(a) == 0, "ibv_dereg_mr");
+	CHECK(ibv_dereg_mr(b) == 0, "ibv_dereg_mr inside");
+	long after = vmlck_kib();
+	CHECK(after == before, "VmLck %ld kB after deregistration, %ld kB before: pages stay locked", after, before);
+	CHECK(all_are(p, 8 * page, 'u'), "deregistration changed the memory");
+	free(p);
+}
+
 /* A MAP_SHARED file mapping is refused with a clear error and stays the
  * file's: moving its pages into a memfd of the library's would cut it off
  * from the file (docs/design/guest-memory.md). Huge pages, where the system
@@ -2443,6 +2487,7 @@ static const struct {
 	{"reg_mr_realloc", test_reg_mr_realloc},
 	{"reg_mr_tail_unmapped", test_reg_mr_tail_unmapped},
 	{"reg_mr_tail_unmapped_again", test_reg_mr_tail_unmapped_again},
+	{"reg_mr_unlocks", test_reg_mr_unlocks},
 	{"reg_mr_shared_and_huge", test_reg_mr_shared_and_huge},
 	{"reg_mr_many_pieces", test_reg_mr_many_pieces},
 	{"reg_mr_bad_arguments", test_reg_mr_bad_arguments},
