@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/vrdma/vrdma/internal/proto"
+	"golang.org/x/sys/unix"
 )
 
 // The kernel charges the memory ibv_reg_mr pins to the registering
@@ -140,13 +141,29 @@ func (s *session) unpin(p *procPins, n uint64) {
 // memlockOf is memlockLimit; tests replace it.
 var memlockOf = memlockLimit
 
-// memlockLimit reads a process's soft RLIMIT_MEMLOCK from /proc (prlimit on
-// another user's process needs CAP_SYS_RESOURCE; /proc/PID/limits does not):
-// Unlimited when it is unlimited, an error when it cannot be read.
+// memlockLimit reads a process's soft RLIMIT_MEMLOCK, as it is now (it
+// changes with prlimit, so it is read at every registration, never kept):
+// with prlimit, one system call, where the daemon may (CAP_SYS_RESOURCE,
+// or the same user), else from /proc/PID/limits, which needs neither but
+// costs an open, a read of a page of text and a close. Unlimited when it
+// is unlimited, an error when it cannot be read.
 func memlockLimit(pid int32) (uint64, error) {
 	if pid <= 0 {
 		return 0, errors.New("the daemon cannot tell which process sent this registration (its pid is not visible in the daemon's pid namespace, or the connection passes no credentials), so it cannot read its RLIMIT_MEMLOCK: run the daemon in the clients' pid namespace or a parent of it")
 	}
+	var rl unix.Rlimit
+	if unix.Prlimit(int(pid), unix.RLIMIT_MEMLOCK, nil, &rl) == nil {
+		if rl.Cur == unix.RLIM_INFINITY {
+			return Unlimited, nil
+		}
+		return rl.Cur, nil
+	}
+	return memlockFromProc(pid)
+}
+
+// memlockFromProc reads a process's soft RLIMIT_MEMLOCK from
+// /proc/PID/limits.
+func memlockFromProc(pid int32) (uint64, error) {
 	path := fmt.Sprintf("/proc/%d/limits", pid)
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -165,4 +166,72 @@ func TestPinChargesTheSender(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemlockLimitIsCurrent: the limit the daemon charges against is the
+// one /proc/PID/limits shows, as it is at each call: a prlimit between two
+// registrations counts at the second.
+func TestMemlockLimitIsCurrent(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep to start: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := int32(cmd.Process.Pid)
+	var hard unix.Rlimit
+	if err := unix.Prlimit(int(pid), unix.RLIMIT_MEMLOCK, nil, &hard); err != nil {
+		t.Skipf("prlimit: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		soft uint64
+		want uint64
+	}{
+		{"64 KiB", 64 << 10, 64 << 10},
+		{"8 MiB", 8 << 20, 8 << 20},
+		{"lowered again", 4 << 10, 4 << 10},
+		{"unlimited", unix.RLIM_INFINITY, Unlimited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.soft > hard.Max {
+				t.Skipf("the hard limit %d is below %d", hard.Max, tc.soft)
+			}
+			if err := unix.Prlimit(int(pid), unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: tc.soft, Max: hard.Max}, nil); err != nil {
+				t.Fatalf("prlimit: %v", err)
+			}
+			got, err := memlockLimit(pid)
+			if err != nil || got != tc.want {
+				t.Fatalf("memlockLimit = %d, %v; want %d", got, err, tc.want)
+			}
+			fromProc, err := memlockFromProc(pid)
+			if err != nil || fromProc != got {
+				t.Fatalf("/proc/%d/limits says %d (%v), memlockLimit %d", pid, fromProc, err, got)
+			}
+		})
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := memlockLimit(pid); err == nil {
+		t.Fatalf("memlockLimit of exited process %d: no error", pid)
+	}
+}
+
+// BenchmarkMemlockLimit: what reading a sender's limit costs per
+// registration.
+func BenchmarkMemlockLimit(b *testing.B) {
+	pid := int32(os.Getpid())
+	b.Run("prlimit", func(b *testing.B) {
+		for range b.N {
+			if _, err := memlockLimit(pid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("proc", func(b *testing.B) {
+		for range b.N {
+			if _, err := memlockFromProc(pid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
