@@ -193,6 +193,9 @@ func (c *conn) call(op proto.Op, req any, resp any, fds ...int) ([]int, error) {
 	defer c.mu.Unlock()
 	select {
 	case <-c.dead: // fail fast: no request to a daemon known gone
+		if c.refused != nil {
+			return nil, c.refused // it said why as it accepted us, before this request
+		}
 		return nil, &Error{Op: op.String(), Kind: ErrDeviceFatal, Err: c.deadErr, Msg: lostMsg}
 	default:
 	}
