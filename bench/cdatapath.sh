@@ -36,10 +36,7 @@ trap 'kill "${DAEMON_PID:-}" 2>/dev/null || true; rm -rf "$BIN"' EXIT
 go build -o "$BIN/vrdma" ./cmd/vrdma
 LIB=$("$BIN/vrdma" guest path)
 
-export VRDMA_SOCKET=$BIN/vrdma.sock
-"$BIN/vrdma" daemon --no-switch --socket "$VRDMA_SOCKET" --state-dir "" >"$RAW/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 50); do [ -S "$VRDMA_SOCKET" ] && break; sleep 0.1; done
+local_daemon "$RAW/daemon.log"
 "$BIN/vrdma" vm create cdata-async --async >/dev/null
 
 PORT=26000

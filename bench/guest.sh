@@ -33,10 +33,7 @@ go build -o "$BIN/vrdma" ./cmd/vrdma
 go build -o "$BIN/anchor" ./bench/anchor
 LIB=$("$BIN/vrdma" guest path)
 
-export VRDMA_SOCKET=$BIN/vrdma.sock
-"$BIN/vrdma" daemon --no-switch --socket "$VRDMA_SOCKET" --state-dir "" >"$RAW/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 50); do [ -S "$VRDMA_SOCKET" ] && break; sleep 0.1; done
+local_daemon "$RAW/daemon.log"
 "$BIN/vrdma" vm create bench-async --async >/dev/null
 
 tag() { sed -e "s/^{/{\"source\":\"$1\",/"; }

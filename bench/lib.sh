@@ -115,6 +115,17 @@ start_daemon() {
 	fail "daemon $h did not start (see $RAW/daemon-$h.log)"
 }
 
+# local_daemon LOG: the one-host scripts' daemon (no switch, nothing
+# persisted) on $BIN/vrdma.sock, exported as VRDMA_SOCKET, its PID in
+# DAEMON_PID, its log in LOG; waits for its socket.
+local_daemon() {
+	export VRDMA_SOCKET=$BIN/vrdma.sock
+	"$BIN/vrdma" daemon --no-switch --socket "$VRDMA_SOCKET" --state-dir "" >"$1" 2>&1 &
+	DAEMON_PID=$!
+	for _ in $(seq 50); do [ -S "$VRDMA_SOCKET" ] && return 0; sleep 0.1; done
+	fail "the daemon did not start (see $1)"
+}
+
 # The vrdma perf server of each mode (a row source such as vrdma-wire-async):
 # its port and PID, and the instance its clients in A attach to.
 declare -A MODE_PORT MODE_SRV MODE_INST

@@ -31,10 +31,7 @@ trap cleanup EXIT
 go build -o "$BIN/vrdma" ./cmd/vrdma
 cc -O2 -Wall -o "$BIN/reg_mr" bench/reg_mr.c -libverbs
 LIB=$("$BIN/vrdma" guest path)
-export VRDMA_SOCKET=$BIN/vrdma.sock
-"$BIN/vrdma" daemon --no-switch --socket "$VRDMA_SOCKET" --state-dir "" >"$BIN/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 50); do [ -S "$VRDMA_SOCKET" ] && break; sleep 0.1; done
+local_daemon "$BIN/daemon.log"
 ulimit -l unlimited 2>/dev/null || true
 env LD_LIBRARY_PATH="$LIB" "$BIN/reg_mr" "$REPS" vrdma >"$RES"
 
