@@ -5,7 +5,10 @@
  */
 #include "cma.h"
 
+#include <endian.h>
 #include <netdb.h>
+#include <infiniband/ib.h>
+#include <netinet/in.h>
 #include <rdma/rdma_verbs.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,56 +36,162 @@ CMA_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/* The getaddrinfo hints that stand for rdma hints h: the socket type of
+ * the QP type, the protocol of the port space, the flags that carry over. */
+static void gai_hints_of(const struct rdma_addrinfo *h, struct addrinfo *ah)
+{
+	memset(ah, 0, sizeof *ah);
+	if (h->ai_flags & RAI_PASSIVE)
+		ah->ai_flags |= AI_PASSIVE;
+	if (h->ai_flags & RAI_NUMERICHOST)
+		ah->ai_flags |= AI_NUMERICHOST;
+	if (h->ai_family != AF_IB)
+		ah->ai_family = h->ai_family;
+	switch (h->ai_qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		ah->ai_socktype = SOCK_STREAM;
+		break;
+	case IBV_QPT_UD:
+		ah->ai_socktype = SOCK_DGRAM;
+		break;
+	default:
+		break;
+	}
+	switch (h->ai_port_space) {
+	case RDMA_PS_TCP:
+		ah->ai_protocol = IPPROTO_TCP;
+		break;
+	case RDMA_PS_UDP:
+	case RDMA_PS_IPOIB:
+		ah->ai_protocol = IPPROTO_UDP;
+		break;
+	case RDMA_PS_IB:
+		ah->ai_protocol = ah->ai_socktype == SOCK_STREAM  ? IPPROTO_TCP
+				  : ah->ai_socktype == SOCK_DGRAM ? IPPROTO_UDP
+								  : 0;
+		break;
+	default:
+		break;
+	}
+}
+
+/* An AF_IB address for the IPv6 address in6 (a GID), its service ID made
+ * of port space ps and in6's port, as rdma-core makes them for RAI_FAMILY
+ * with AF_IB. */
+static struct sockaddr *ib_sa_of(int ps, const struct sockaddr_in6 *in6)
+{
+	struct sockaddr_ib *ib = calloc(1, sizeof *ib);
+	if (ib == NULL)
+		return NULL;
+	uint16_t port = ntohs(in6->sin6_port);
+	ib->sib_family = AF_IB;
+	ib->sib_pkey = htobe16(0xffff);
+	ib->sib_flowinfo = in6->sin6_flowinfo;
+	memcpy(&ib->sib_addr, &in6->sin6_addr, 16);
+	ib->sib_sid = htobe64(((uint64_t)ps << 16) | port);
+	uint64_t mask = 0;
+	if (ps)
+		mask |= RDMA_IB_IP_PS_MASK;
+	if (port)
+		mask |= RDMA_IB_IP_PORT_MASK;
+	ib->sib_sid_mask = htobe64(mask);
+	ib->sib_scope_id = in6->sin6_scope_id;
+	return (struct sockaddr *)ib;
+}
+
+/* Fills ra from getaddrinfo's first answer ai under hints h (rdma-core's
+ * rules: h's QP type and port space win, else ai's socket type and
+ * protocol say them; a passive answer is the source address). Returns 0 or
+ * an errno. */
+static int rai_of(struct rdma_addrinfo *ra, const struct rdma_addrinfo *h, const struct addrinfo *ai)
+{
+	if (h->ai_qp_type)
+		ra->ai_qp_type = h->ai_qp_type;
+	else if (ai->ai_socktype == SOCK_STREAM)
+		ra->ai_qp_type = IBV_QPT_RC;
+	else if (ai->ai_socktype == SOCK_DGRAM)
+		ra->ai_qp_type = IBV_QPT_UD;
+	if (h->ai_port_space)
+		ra->ai_port_space = h->ai_port_space;
+	else if (ai->ai_protocol == IPPROTO_TCP)
+		ra->ai_port_space = RDMA_PS_TCP;
+	else if (ai->ai_protocol == IPPROTO_UDP)
+		ra->ai_port_space = RDMA_PS_UDP;
+
+	int passive = (ai->ai_flags & AI_PASSIVE) != 0;
+	struct sockaddr **addr = passive ? &ra->ai_src_addr : &ra->ai_dst_addr;
+	socklen_t *len = passive ? &ra->ai_src_len : &ra->ai_dst_len;
+	char **canon = passive ? &ra->ai_src_canonname : &ra->ai_dst_canonname;
+	if (passive)
+		ra->ai_flags = RAI_PASSIVE;
+	if (ai->ai_canonname && (*canon = strdup(ai->ai_canonname)) == NULL)
+		return ENOMEM;
+	if ((h->ai_flags & RAI_FAMILY) && h->ai_family == AF_IB && (h->ai_flags & RAI_NUMERICHOST) &&
+	    ai->ai_family == AF_INET6) {
+		ra->ai_family = AF_IB;
+		*addr = ib_sa_of(ra->ai_port_space, (const struct sockaddr_in6 *)(const void *)ai->ai_addr);
+		*len = sizeof(struct sockaddr_ib);
+	} else {
+		ra->ai_family = ai->ai_family;
+		*addr = copy_sa(ai->ai_addr, ai->ai_addrlen);
+		*len = ai->ai_addrlen;
+	}
+	return *addr == NULL ? ENOMEM : 0;
+}
+
+/*
+ * rdma_getaddrinfo follows rdma-core's rules: node or service (or both)
+ * are looked up with getaddrinfo under the hints' family, socket type (of
+ * the QP type) and protocol (of the port space); without either, the hints
+ * alone are the answer (their flags, family, QP type, port space and
+ * destination); a source address in the hints is kept when the lookup gave
+ * none. RAI_FAMILY with AF_IB and RAI_NUMERICHOST turns an IPv6 answer into
+ * an AF_IB address. A failed lookup returns -1 with errno set to
+ * getaddrinfo's EAI_ code, as rdma-core does.
+ */
 CMA_EXPORT int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 				struct rdma_addrinfo **res)
 {
-	struct addrinfo ah = { 0 }, *ai = NULL;
-	if (res == NULL || (node == NULL && service == NULL))
+	static const struct rdma_addrinfo nohints;
+	if (res == NULL || (node == NULL && service == NULL && hints == NULL))
 		return cma_err(EINVAL);
-	int flags = hints ? hints->ai_flags : 0;
-	if (hints && (hints->ai_flags & RAI_FAMILY)) {
-		vrdma_debug("rdma_getaddrinfo: RAI_FAMILY (AF_IB) is not supported by vrdma");
-		return cma_err(EOPNOTSUPP);
-	}
-	ah.ai_family = hints ? hints->ai_family : 0;
-	ah.ai_socktype = SOCK_STREAM;
-	if (flags & RAI_PASSIVE)
-		ah.ai_flags |= AI_PASSIVE;
-	if (flags & RAI_NUMERICHOST)
-		ah.ai_flags |= AI_NUMERICHOST;
-	int r = getaddrinfo(node, service, &ah, &ai);
-	if (r != 0)
-		return r; /* rdma-core returns getaddrinfo's code */
 	struct rdma_addrinfo *ra = calloc(1, sizeof *ra);
-	if (ra == NULL) {
-		freeaddrinfo(ai);
+	if (ra == NULL)
 		return cma_err(ENOMEM);
-	}
-	ra->ai_flags = flags;
-	ra->ai_family = ai->ai_family;
-	ra->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-	ra->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type
-			 : ra->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD
-							   : IBV_QPT_RC;
-	if (hints && hints->ai_qp_type == IBV_QPT_UD && !hints->ai_port_space)
-		ra->ai_port_space = RDMA_PS_UDP;
-	if (flags & RAI_PASSIVE) {
-		ra->ai_src_addr = copy_sa(ai->ai_addr, ai->ai_addrlen);
-		ra->ai_src_len = ai->ai_addrlen;
+	const struct rdma_addrinfo *h = hints ? hints : &nohints;
+	int r = 0;
+	if (node != NULL || service != NULL) {
+		struct addrinfo ah, *ai = NULL;
+		gai_hints_of(h, &ah);
+		r = getaddrinfo(node, service, hints ? &ah : NULL, &ai);
+		if (r == 0) {
+			r = rai_of(ra, h, ai);
+			freeaddrinfo(ai);
+		}
 	} else {
-		ra->ai_dst_addr = copy_sa(ai->ai_addr, ai->ai_addrlen);
-		ra->ai_dst_len = ai->ai_addrlen;
-		if (hints && hints->ai_src_addr && hints->ai_src_len) {
-			ra->ai_src_addr = copy_sa(hints->ai_src_addr, hints->ai_src_len);
-			ra->ai_src_len = hints->ai_src_len;
+		ra->ai_flags = h->ai_flags;
+		ra->ai_family = h->ai_family;
+		ra->ai_qp_type = h->ai_qp_type;
+		ra->ai_port_space = h->ai_port_space;
+		if (h->ai_dst_len && h->ai_dst_addr) {
+			ra->ai_dst_addr = copy_sa(h->ai_dst_addr, h->ai_dst_len);
+			ra->ai_dst_len = h->ai_dst_len;
+			if (ra->ai_dst_addr == NULL)
+				r = ENOMEM;
 		}
 	}
-	if (node && ai->ai_canonname)
-		ra->ai_dst_canonname = strdup(ai->ai_canonname);
-	freeaddrinfo(ai);
-	if ((ra->ai_src_len && ra->ai_src_addr == NULL) || (ra->ai_dst_len && ra->ai_dst_addr == NULL)) {
+	if (r == 0 && ra->ai_src_len == 0 && h->ai_src_len && h->ai_src_addr) {
+		ra->ai_src_addr = copy_sa(h->ai_src_addr, h->ai_src_len);
+		ra->ai_src_len = h->ai_src_len;
+		if (ra->ai_src_addr == NULL)
+			r = ENOMEM;
+	}
+	if (r != 0) {
 		rdma_freeaddrinfo(ra);
-		return cma_err(ENOMEM);
+		return cma_err(r);
 	}
 	*res = ra;
 	return 0;

@@ -15,11 +15,14 @@
  * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c
  * needs: daemon
  */
+#include <infiniband/ib.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
+#include <netdb.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -524,6 +527,92 @@ static void test_sync(void)
 	rdma_destroy_ep(sv.listen);
 }
 
+/* rdma_getaddrinfo with rdma-core's semantics: the hints' family (with
+ * RAI_FAMILY or without), QP type and port space steer the lookup and
+ * fill the answer; hints alone are an answer; AF_IB with RAI_NUMERICHOST
+ * turns an IPv6 address into a GID and service ID. */
+static void test_getaddrinfo(void)
+{
+	current = "rdma_getaddrinfo";
+	struct sockaddr_in src = loopback(4000), dst = loopback(5000);
+	struct {
+		const char *name, *node, *service;
+		struct rdma_addrinfo hints;
+		int family, qp_type, port_space, passive;
+		socklen_t src_len, dst_len;
+		uint16_t port; /* of the answer's address */
+	} cases[] = {
+		{ "active, default hints", "127.0.0.1", "7471", { 0 }, AF_INET, IBV_QPT_RC, RDMA_PS_TCP, 0, 0,
+		  sizeof(struct sockaddr_in), 7471 },
+		{ "passive", NULL, "7471", { .ai_flags = RAI_PASSIVE }, AF_INET, IBV_QPT_RC, RDMA_PS_TCP, 1,
+		  sizeof(struct sockaddr_in), 0, 7471 },
+		{ "RAI_FAMILY AF_INET, passive, numeric", "127.0.0.1", "0",
+		  { .ai_flags = RAI_FAMILY | RAI_PASSIVE | RAI_NUMERICHOST, .ai_family = AF_INET }, AF_INET, IBV_QPT_RC,
+		  RDMA_PS_TCP, 1, sizeof(struct sockaddr_in), 0, 0 },
+		{ "RAI_FAMILY AF_INET6", "::1", "7471", { .ai_flags = RAI_FAMILY | RAI_NUMERICHOST, .ai_family = AF_INET6 },
+		  AF_INET6, IBV_QPT_RC, RDMA_PS_TCP, 0, 0, sizeof(struct sockaddr_in6), 7471 },
+		{ "UD QP type: a datagram lookup, UDP port space", "127.0.0.1", "7174", { .ai_qp_type = IBV_QPT_UD },
+		  AF_INET, IBV_QPT_UD, RDMA_PS_UDP, 0, 0, sizeof(struct sockaddr_in), 7174 },
+		{ "port space IB, RC", "127.0.0.1", "7471", { .ai_qp_type = IBV_QPT_RC, .ai_port_space = RDMA_PS_IB },
+		  AF_INET, IBV_QPT_RC, RDMA_PS_IB, 0, 0, sizeof(struct sockaddr_in), 7471 },
+		{ "hints alone, with a source from them", NULL, NULL,
+		  { .ai_flags = RAI_PASSIVE | RAI_FAMILY, .ai_family = AF_INET, .ai_qp_type = IBV_QPT_RC,
+		    .ai_port_space = RDMA_PS_TCP, .ai_src_addr = (struct sockaddr *)&src, .ai_src_len = sizeof src },
+		  AF_INET, IBV_QPT_RC, RDMA_PS_TCP, 1, sizeof src, 0, 4000 },
+		{ "hints alone, active, with a destination", NULL, NULL,
+		  { .ai_family = AF_INET, .ai_qp_type = IBV_QPT_UD, .ai_port_space = RDMA_PS_UDP,
+		    .ai_dst_addr = (struct sockaddr *)&dst, .ai_dst_len = sizeof dst },
+		  AF_INET, IBV_QPT_UD, RDMA_PS_UDP, 0, 0, sizeof dst, 5000 },
+		{ "a source from the hints beside the lookup's destination", "127.0.0.1", "7471",
+		  { .ai_src_addr = (struct sockaddr *)&src, .ai_src_len = sizeof src }, AF_INET, IBV_QPT_RC, RDMA_PS_TCP, 0,
+		  sizeof src, sizeof(struct sockaddr_in), 7471 },
+		{ "AF_IB from a numeric IPv6 address", "fe80::1", "7471",
+		  { .ai_flags = RAI_FAMILY | RAI_NUMERICHOST, .ai_family = AF_IB, .ai_port_space = RDMA_PS_TCP }, AF_IB,
+		  IBV_QPT_RC, RDMA_PS_TCP, 0, 0, sizeof(struct sockaddr_ib), 7471 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		current = cases[i].name;
+		struct rdma_addrinfo *res = NULL;
+		int r = rdma_getaddrinfo(cases[i].node, cases[i].service, &cases[i].hints, &res);
+		CHECK(r == 0 && res != NULL, "rdma_getaddrinfo: %d (errno %d)", r, errno);
+		if (r != 0 || res == NULL)
+			continue;
+		CHECK(res->ai_family == cases[i].family, "family %d, want %d", res->ai_family, cases[i].family);
+		CHECK(res->ai_qp_type == cases[i].qp_type, "QP type %d, want %d", res->ai_qp_type, cases[i].qp_type);
+		CHECK(res->ai_port_space == cases[i].port_space, "port space %#x, want %#x", res->ai_port_space,
+		      cases[i].port_space);
+		CHECK(!!(res->ai_flags & RAI_PASSIVE) == cases[i].passive, "flags %#x", res->ai_flags);
+		CHECK(res->ai_src_len == cases[i].src_len && !!res->ai_src_addr == !!cases[i].src_len,
+		      "source length %u, want %u", res->ai_src_len, cases[i].src_len);
+		CHECK(res->ai_dst_len == cases[i].dst_len && !!res->ai_dst_addr == !!cases[i].dst_len,
+		      "destination length %u, want %u", res->ai_dst_len, cases[i].dst_len);
+		struct sockaddr *a = cases[i].passive || !cases[i].dst_len ? res->ai_src_addr : res->ai_dst_addr;
+		if (a != NULL)
+			CHECK(cma_sa_port(a) == cases[i].port,
+			      "port %u, want %u", cma_sa_port(a), cases[i].port);
+		if (res->ai_family == AF_IB && res->ai_dst_addr != NULL) {
+			const struct sockaddr_ib *ib = (const struct sockaddr_ib *)(const void *)res->ai_dst_addr;
+			CHECK(be64toh(ib->sib_sid) == ((uint64_t)RDMA_PS_TCP << 16 | 7471) &&
+				      be64toh(ib->sib_sid_mask) == (RDMA_IB_IP_PS_MASK | RDMA_IB_IP_PORT_MASK) &&
+				      ib->sib_addr.sib_raw[0] == 0xfe && ib->sib_addr.sib_raw[1] == 0x80 &&
+				      ib->sib_addr.sib_raw[15] == 1 && ib->sib_pkey == htobe16(0xffff),
+			      "the AF_IB address: sid %#llx mask %#llx", (unsigned long long)be64toh(ib->sib_sid),
+			      (unsigned long long)be64toh(ib->sib_sid_mask));
+		}
+		rdma_freeaddrinfo(res);
+	}
+
+	current = "rdma_getaddrinfo misuse";
+	struct rdma_addrinfo *res = NULL;
+	errno = 0;
+	CHECK(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL, "no node, service or hints: errno %d",
+	      errno);
+	struct rdma_addrinfo numeric = { .ai_flags = RAI_NUMERICHOST };
+	errno = 0;
+	CHECK(rdma_getaddrinfo("not-a-number.invalid", "7471", &numeric, &res) == -1 && errno == EAI_NONAME,
+	      "a name under RAI_NUMERICHOST: errno %d, want getaddrinfo's EAI_NONAME", errno);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argv;
@@ -532,6 +621,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	alarm(120); /* a hang guard */
+	test_getaddrinfo();
 	test_channel();
 	test_misuse();
 	test_connect();
