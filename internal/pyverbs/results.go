@@ -41,16 +41,21 @@ type Result struct {
 }
 
 // Class returns the test's module and class ("test_mr.MWTest"): the
-// suite's unit of one feature.
+// suite's unit of one feature. An error outside a test, which unittest
+// names "setUpClass (tests.test_mr.MWTest)", is the class's too.
 func (r Result) Class() string {
-	parts := strings.Split(r.Test, ".")
+	id := r.Test
+	if i := strings.Index(id, " ("); i >= 0 && strings.HasSuffix(id, ")") {
+		id = id[i+2:len(id)-1] + ".x"
+	}
+	parts := strings.Split(id, ".")
 	if len(parts) >= 3 && parts[0] == "tests" {
 		parts = parts[1:]
 	}
 	if len(parts) >= 2 {
 		return strings.Join(parts[:len(parts)-1], ".")
 	}
-	return r.Test
+	return id
 }
 
 // Run is a whole run of the suite: every test's result, in the order they
