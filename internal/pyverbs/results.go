@@ -94,7 +94,7 @@ const maxLine = 1 << 20
 func ParseResults(r io.Reader) (Run, error) {
 	var run Run
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 4<<10), maxLine)
 	n := 0
 	ended := false
 	for sc.Scan() {
