@@ -7,6 +7,9 @@
 #                     (qemu-system-x86, busybox-static, rdma-core, ibverbs-utils,
 #                     perftest, tcpdump, ...) and builds the guest's kernel and
 #                     initramfs into the cache below, where the Go tests find it.
+#   internal/pyverbs  python3-pyverbs, and rdma-core's pyverbs tests for it,
+#                     fetched from Debian by .ci/pyverbs-tests.sh into
+#                     /var/tmp/vrdma-pyverbs (never kept in the repository).
 # Not root: does nothing (those tests skip). Idempotent; a second run takes a
 # few seconds (setup.sh rebuilds the initramfs, about 3 s).
 #
@@ -23,7 +26,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 missing=""
-for p in iproute2 nftables util-linux; do
+for p in iproute2 nftables util-linux python3-pyverbs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
@@ -31,6 +34,9 @@ if [ -n "$missing" ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+
+# Fails if Debian serves the suite neither way (the network, most likely).
+./.ci/pyverbs-tests.sh
 
 interop=../shared/interop
 cache=${VRDMA_INTEROP_CACHE:-/var/tmp/vrdma-interop}
