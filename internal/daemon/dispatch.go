@@ -38,6 +38,7 @@ func init() {
 		proto.OpDeregMR:         {device: true, run: cmdDeregMR},
 		proto.OpCreateCQ:        {device: true, run: cmdCreateCQ},
 		proto.OpDestroyCQ:       {device: true, run: cmdDestroyCQ},
+		proto.OpResizeCQ:        {device: true, run: cmdResizeCQ},
 		proto.OpCreateSRQ:       {device: true, run: cmdCreateSRQ},
 		proto.OpDestroySRQ:      {device: true, run: cmdDestroySRQ},
 		proto.OpCreateQP:        {device: true, run: cmdCreateQP},

@@ -164,6 +164,23 @@ type CreateCQResp struct {
 	Entries int    `json:"entries"`
 }
 
+// ResizeCQReq asks for the CQ's ring to hold at least CQE completions
+// (1..MaxCQE, and no fewer than it holds now).
+type ResizeCQReq struct {
+	Handle uint32 `json:"handle"`
+	CQE    int    `json:"cqe"`
+}
+
+// ResizeCQResp comes with one descriptor: the new ring's memfd, which
+// replaces the old one (the doorbell stays). The ring keeps the indices:
+// the completions not yet polled are at the same producer and consumer
+// indices in the new ring (docs/design/cq-resize.md).
+type ResizeCQResp struct {
+	CQE     int `json:"cqe"`
+	Size    int `json:"size"`
+	Entries int `json:"entries"`
+}
+
 type QPCaps struct {
 	MaxSendWR     int `json:"max_send_wr"`
 	MaxRecvWR     int `json:"max_recv_wr"`

@@ -156,11 +156,60 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
-VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* ibv_resize_cq: the daemon makes a ring of the new size, copies the
+ * completions not yet polled to the same indices in it and hands it over
+ * (docs/design/cq-resize.md). The CQ's lock is held throughout, as rxe
+ * does: no poll reads the old ring and no arming writes it while the daemon
+ * copies it; the consumer index carries over unchanged. */
+VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	(void)cq;
-	(void)cqe;
-	return EOPNOTSUPP;
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	struct vrdma_context *ctx = to_vctx(ibcq->context);
+	if (cqe <= 0)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	if (cq->frozen) {
+		pthread_spin_unlock(&cq->lock);
+		return EIO; /* the daemon is gone */
+	}
+	struct vj_doc doc = {0};
+	int fds[1] = {-1}, nfds = 1;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_RESIZE_CQ, &doc, NULL, 0, fds, &nfds, "{\"handle\":%u,\"cqe\":%d}",
+			   cq->handle, cqe);
+	if (rc) {
+		pthread_spin_unlock(&cq->lock);
+		return rc;
+	}
+	int64_t n = 0, size = 0, entries = 0;
+	if (nfds != 1 || vj_get_i64(&doc, 0, "cqe", &n) || vj_get_i64(&doc, 0, "size", &size) ||
+	    vj_get_i64(&doc, 0, "entries", &entries) || entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES ||
+	    (entries & (entries - 1)) || n < cqe || n > entries || size <= 0 ||
+	    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE)
+		rc = EPROTO;
+	vrdma_doc_free(&doc);
+	uint8_t *mem = NULL;
+	if (!rc) {
+		mem = vrdma_map_region(fds[0], (size_t)size); /* closes fds[0] */
+		fds[0] = -1;
+		if (!mem)
+			rc = errno;
+	}
+	if (rc) {
+		/* The daemon writes the new ring now, which we do not have:
+		 * the CQ is lost to this process, as its completions. */
+		if (nfds == 1 && fds[0] >= 0)
+			close(fds[0]);
+		pthread_spin_unlock(&cq->lock);
+		vrdma_log("ibv_resize_cq: the daemon's new ring could not be taken (%s): the CQ no longer completes", strerror(rc));
+		return rc;
+	}
+	munmap(cq->mem, cq->size);
+	cq->mem = mem;
+	cq->size = (size_t)size;
+	cq->ring.entries = (uint32_t)entries;
+	cq->ibcq.cqe = (int)n;
+	pthread_spin_unlock(&cq->lock);
+	return 0;
 }
 
 /* Takes up to num completions from cq's ring into wc: how many, or -1 when
@@ -251,7 +300,9 @@ int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
 	(void)solicited_only; /* any completion wakes: a superset of solicited-only */
+	pthread_spin_lock(&cq->lock); /* the ring, not one ibv_resize_cq is replacing */
 	vrdma_publish32(cq->mem, VRDMA_RING_NOTIFY_OFF, 1); /* before the poll that follows */
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 

@@ -139,6 +139,7 @@
 #define VRDMA_CMD_CM_DISCONNECT    38U
 #define VRDMA_CMD_CM_EVENT         39U
 #define VRDMA_CMD_CM_RESOLVE       40U
+#define VRDMA_CMD_RESIZE_CQ        41U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
