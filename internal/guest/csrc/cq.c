@@ -197,17 +197,10 @@ VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 		rc = EPROTO;
 	vrdma_doc_free(&doc);
 	uint8_t *mem = NULL;
-	if (!rc) {
-		mem = vrdma_map_region(fds[0], (size_t)size); /* closes fds[0] */
-		fds[0] = -1;
-		if (!mem)
-			rc = errno;
-	}
+	rc = vrdma_take_region(ctx, rc, fds, nfds, (size_t)size, &mem, 0, 0); /* closes the descriptors */
 	if (rc) {
 		/* The daemon writes the new ring now, which we do not have:
 		 * the CQ is lost to this process, as its completions. */
-		if (nfds == 1 && fds[0] >= 0)
-			close(fds[0]);
 		pthread_spin_unlock(&cq->lock);
 		vrdma_log("ibv_resize_cq: the daemon's new ring could not be taken (%s): the CQ no longer completes", strerror(rc));
 		return rc;
