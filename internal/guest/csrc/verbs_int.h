@@ -88,6 +88,9 @@ struct vrdma_backing {
 struct vrdma_mr {
 	struct ibv_mr ibmr;
 	uint32_t handle;
+	uint32_t lkey, rkey;
+	unsigned int access; /* as registered: ibv_rereg_mr keeps what it does not change */
+	uint64_t iova;
 	int nbackings;
 	struct vrdma_backing *backings[VRDMA_PROTO_MAX_FDS]; /* in address order */
 };
