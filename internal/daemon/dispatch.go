@@ -36,6 +36,7 @@ func init() {
 		proto.OpDeallocPD:       {device: true, run: cmdDeallocPD},
 		proto.OpRegMR:           {device: true, takesFDs: true, run: cmdRegMR},
 		proto.OpDeregMR:         {device: true, run: cmdDeregMR},
+		proto.OpReregMR:         {device: true, takesFDs: true, run: cmdReregMR},
 		proto.OpCreateCQ:        {device: true, run: cmdCreateCQ},
 		proto.OpDestroyCQ:       {device: true, run: cmdDestroyCQ},
 		proto.OpResizeCQ:        {device: true, run: cmdResizeCQ},

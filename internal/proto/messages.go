@@ -145,6 +145,14 @@ type MRSegment struct {
 // MaxMRSegments bounds RegMRReq.Segments: one descriptor each.
 const MaxMRSegments = MaxFDs
 
+// ReregMRReq re-registers region Handle (ibv_rereg_mr): the region
+// becomes what RegMRReq describes (with its descriptors, as reg_mr's),
+// under the same keys; the reply is a RegMRResp.
+type ReregMRReq struct {
+	Handle uint32 `json:"handle"`
+	RegMRReq
+}
+
 type RegMRResp struct {
 	Handle uint32 `json:"handle"`
 	LKey   uint32 `json:"lkey"`

@@ -885,9 +885,11 @@ static int access_valid(unsigned int access)
 
 /* mr_register registers [addr, addr+length) with the daemon into mr: its
  * backings (taken here), handle, keys, access and iova; the ibv_mr is the
- * caller's to fill. 0 or the errno. */
+ * caller's to fill. With rereg (a region's handle, not 0) the daemon puts
+ * the registration in that region's place, under its keys. 0 or the errno;
+ * on error mr holds no backings. */
 static int mr_register(struct vrdma_context *ctx, const struct vrdma_pd *pd, void *addr, size_t length, uint64_t iova,
-		       unsigned int access, struct vrdma_mr *mr)
+		       unsigned int access, uint32_t rereg, struct vrdma_mr *mr)
 {
 	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page_size - 1);
 	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page_size - 1) & ~((uintptr_t)page_size - 1);
@@ -903,9 +905,12 @@ static int mr_register(struct vrdma_context *ctx, const struct vrdma_pd *pd, voi
 		fds[i] = mr->backings[i]->fd;
 	char segs[96 * VRDMA_PROTO_MAX_FDS]; /* a segment takes at most 64 bytes */
 	segments_json(mr, start, end, segs, sizeof segs);
-	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
-		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
-		       pd->handle, (unsigned long long)iova, (unsigned long long)length,
+	char which[32] = "";
+	if (rereg)
+		snprintf(which, sizeof which, "\"handle\":%u,", rereg);
+	rc = vrdma_cmd(ctx, rereg ? VRDMA_CMD_REREG_MR : VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
+		       "{%s\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
+		       which, pd->handle, (unsigned long long)iova, (unsigned long long)length,
 		       (unsigned long long)((uintptr_t)addr - start), access, segs);
 	uint64_t h = 0, lkey = 0, rkey = 0;
 	if (!rc) {
@@ -946,7 +951,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 		errno = ENOMEM;
 		return NULL;
 	}
-	int rc = mr_register(ctx, pd, addr, length, iova, access, mr);
+	int rc = mr_register(ctx, pd, addr, length, iova, access, 0, mr);
 	if (rc) {
 		free(mr);
 		errno = rc;
@@ -989,14 +994,13 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 
 /* ibv_rereg_mr: rdma-core's checks first (IBV_REREG_MR_ERR_INPUT, errno
  * EINVAL), then the kernel's, and the change itself: the MR's new range,
- * PD or access is registered with the daemon as a new region (its pages
- * moved to memfd backings as ibv_reg_mr's, docs/design/guest-memory.md),
- * then the old region is deregistered and its backings let go; the ibv_mr
- * stays the application's, with the new keys (they change, as rdma_rxe's
- * do on a re-registration that moves the MR). A failure is
- * IBV_REREG_MR_ERR_CMD with errno, the MR unchanged. Both regions are held
- * for a moment: a tenant at its locked-memory limit may be refused a
- * re-registration it could make with a deregistration first. */
+ * PD or access goes to the daemon as a registration (its pages moved to
+ * memfd backings as ibv_reg_mr's, docs/design/guest-memory.md) that takes
+ * the old region's place under the same keys, as rdma_rxe keeps them;
+ * then the old backings are let go. A failure is IBV_REREG_MR_ERR_CMD with
+ * errno, the MR unchanged. Both regions are charged for a moment: a tenant
+ * at its locked-memory limit may be refused a re-registration it could
+ * make with a deregistration first. */
 VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, void *addr, size_t length, int access)
 {
 	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
@@ -1020,16 +1024,7 @@ VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibp
 		rc = EINVAL; /* what the kernel refuses: no change asked, a PD of another device */
 	struct vrdma_mr next = {.nbackings = 0};
 	if (!rc)
-		rc = mr_register(ctx, (struct vrdma_pd *)pd, naddr, nlength, iova, naccess, &next);
-	if (!rc) {
-		rc = vrdma_cmd_simple(ctx, VRDMA_CMD_DEREG_MR, mr->handle);
-		if (rc) { /* the old region stays: the new one goes */
-			vrdma_cmd_simple(ctx, VRDMA_CMD_DEREG_MR, next.handle);
-			pthread_mutex_lock(&backings_mu);
-			backings_put(&next);
-			pthread_mutex_unlock(&backings_mu);
-		}
-	}
+		rc = mr_register(ctx, (struct vrdma_pd *)pd, naddr, nlength, iova, naccess, mr->handle, &next);
 	if (rc) {
 		errno = rc;
 		return IBV_REREG_MR_ERR_CMD;
