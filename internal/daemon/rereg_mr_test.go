@@ -70,8 +70,8 @@ func TestReregMR(t *testing.T) {
 	held["locked"] = 3 * 4096
 	waitUsage(t, d, uid, held)
 	// The old PD is free now, the new one holds the region.
-	c.ok(proto.OpDeallocPD, proto.HandleReq{Handle: pd.Handle}, nil)
-	r = c.call(proto.OpDeallocPD, mustJSON(proto.HandleReq{Handle: pd2.Handle}))
+	c.ok(proto.OpDeallocPD, proto.HandleReq(pd), nil)
+	r = c.call(proto.OpDeallocPD, mustJSON(proto.HandleReq(pd2)))
 	if r.h.Code != proto.CodeBusy {
 		t.Fatalf("dealloc_pd of the region's new PD: %v %s", r.h.Code, r.msg())
 	}
