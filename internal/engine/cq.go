@@ -39,8 +39,9 @@ func NewCQ(cqe int) (*CQ, error) {
 }
 
 // Ring returns the ring layout; RegionFD the ring's memfd (the CQ's own).
-func (c *CQ) Ring() abi.RingLayout { return c.ring }
-func (c *CQ) RegionFD() int        { return c.region.FD() }
+// Both change when the CQ is resized (Resize).
+func (c *CQ) Ring() abi.RingLayout { c.mu.Lock(); defer c.mu.Unlock(); return c.ring }
+func (c *CQ) RegionFD() int        { c.mu.Lock(); defer c.mu.Unlock(); return c.region.FD() }
 
 // ShareNotify returns new descriptors of the notification doorbell's read
 // and write ends for the client (its own open file descriptions); the
@@ -55,7 +56,7 @@ func (c *CQ) ShareNotify() (r, w int, err error) {
 	}
 	return r, w, nil
 }
-func (c *CQ) Size() int { return len(c.mem) }
+func (c *CQ) Size() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.mem) }
 
 // push appends a completion. It returns false when the CQ has overflowed
 // (or overflowed before): the completion is lost, so the CQ goes to error,

@@ -127,7 +127,7 @@ func SRQBytes(maxWR, maxSGE int) uint64 {
 func (q *QP) Footprint() uint64 { return q.footprint }
 
 // Footprint returns what CQBytes said the CQ would take.
-func (c *CQ) Footprint() uint64 { return uint64(c.ring.Size()) }
+func (c *CQ) Footprint() uint64 { c.mu.Lock(); defer c.mu.Unlock(); return uint64(c.ring.Size()) }
 
 // Footprint returns what SRQBytes said the SRQ would take.
 func (r *RQ) Footprint() uint64 { return uint64(r.ring.Size() + r.ring.Stride) }

@@ -48,6 +48,20 @@ const deadBit = int64(1) << 62
 // addr: the region's first length bytes (shm.MapRegionRange maps a region
 // that starts inside a memfd). It takes ownership of region.
 func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Access) (*MR, error) {
+	mr, err := newMR(pd, region, addr, length, access)
+	if err != nil {
+		return nil, err
+	}
+	if err := pd.adapter.addMR(mr); err != nil {
+		region.Close()
+		return nil, err
+	}
+	return mr, nil
+}
+
+// newMR checks a registration and makes its MR, without a key; it takes
+// ownership of region (closed on error).
+func newMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Access) (*MR, error) {
 	if access&^abi.AccessAll != 0 {
 		region.Close()
 		return nil, fmt.Errorf("unknown access flags %v", access)
@@ -65,13 +79,31 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 		region.Close()
 		return nil, fmt.Errorf("address 0x%x + length %d wraps around", addr, length)
 	}
-	mr := &MR{pd: pd, addr: addr, length: length, access: access, region: region, mem: region.Bytes()[:length],
-		mapped: uint64(region.Mapped())}
-	if err := pd.adapter.addMR(mr); err != nil {
+	return &MR{pd: pd, addr: addr, length: length, access: access, region: region, mem: region.Bytes()[:length],
+		mapped: uint64(region.Mapped())}, nil
+}
+
+// Reregister makes a region as RegisterMR does and puts it in m's place
+// under m's key (ibv_rereg_mr keeps the keys): a lookup finds m or the new
+// region, never neither. m is then retired as Deregister does (direct-path
+// mappings revoked, unmapped once the copies in flight are done) and must
+// not be used again. On error m stays as it was; region is closed.
+func (m *MR) Reregister(pd *PD, region *shm.Region, addr, length uint64, access abi.Access) (*MR, error) {
+	if pd.adapter != m.pd.adapter {
 		region.Close()
+		return nil, fmt.Errorf("the protection domain is another adapter's")
+	}
+	n, err := newMR(pd, region, addr, length, access)
+	if err != nil {
 		return nil, err
 	}
-	return mr, nil
+	n.key = m.key
+	if !pd.adapter.mrs.replace(m, n) {
+		region.Close()
+		return nil, fmt.Errorf("region 0x%x was deregistered", m.key)
+	}
+	m.retire()
+	return n, nil
 }
 
 // PD returns the MR's protection domain.
@@ -151,6 +183,12 @@ func (m *MR) Key() uint32 { return m.key }
 // RevokeWait is failed with QP_FATAL.
 func (m *MR) Deregister() {
 	m.pd.adapter.removeMR(m)
+	m.retire()
+}
+
+// retire revokes m's direct-path mappings and unmaps it once the copies in
+// flight are done; m is out of the key table already.
+func (m *MR) retire() {
 	m.mapMu.Lock()
 	m.gone = true
 	mappers := m.mappers

@@ -169,6 +169,21 @@ func (t *mrTable) remove(mr *MR) {
 	t.live--
 }
 
+// replace puts n in old's slot under old's key (n.key is old.key): a
+// lookup finds one or the other. False when old is not live.
+func (t *mrTable) replace(old, n *MR) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slots := *t.slots.Load()
+	if !slots[(old.key>>8)&uint32(len(slots)-1)].CompareAndSwap(old, n) {
+		return false
+	}
+	for _, o := range t.old {
+		(*o)[(old.key>>8)&uint32(len(*o)-1)].CompareAndSwap(old, n)
+	}
+	return true
+}
+
 // lookup returns the live region with this exact key, or nil.
 func (t *mrTable) lookup(key uint32) *MR {
 	slots := *t.slots.Load()

@@ -145,6 +145,14 @@ type MRSegment struct {
 // MaxMRSegments bounds RegMRReq.Segments: one descriptor each.
 const MaxMRSegments = MaxFDs
 
+// ReregMRReq re-registers region Handle (ibv_rereg_mr): the region
+// becomes what RegMRReq describes (with its descriptors, as reg_mr's),
+// under the same keys; the reply is a RegMRResp.
+type ReregMRReq struct {
+	Handle uint32 `json:"handle"`
+	RegMRReq
+}
+
 type RegMRResp struct {
 	Handle uint32 `json:"handle"`
 	LKey   uint32 `json:"lkey"`
@@ -162,6 +170,23 @@ type CreateCQResp struct {
 	CQE     int    `json:"cqe"`
 	Size    int    `json:"size"`
 	Entries int    `json:"entries"`
+}
+
+// ResizeCQReq asks for the CQ's ring to hold at least CQE completions
+// (1..MaxCQE, and no fewer than it holds now).
+type ResizeCQReq struct {
+	Handle uint32 `json:"handle"`
+	CQE    int    `json:"cqe"`
+}
+
+// ResizeCQResp comes with one descriptor: the new ring's memfd, which
+// replaces the old one (the doorbell stays). The ring keeps the indices:
+// the completions not yet polled are at the same producer and consumer
+// indices in the new ring (docs/design/cq-resize.md).
+type ResizeCQResp struct {
+	CQE     int `json:"cqe"`
+	Size    int `json:"size"`
+	Entries int `json:"entries"`
 }
 
 type QPCaps struct {

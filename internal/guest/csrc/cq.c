@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -53,8 +54,9 @@ VRDMA_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	return 0;
 }
 
-VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
-					  struct ibv_comp_channel *channel, int comp_vector)
+/* new_cq makes the CQ of ibv_create_cq and ibv_create_cq_ex: NULL with errno. */
+static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel,
+			       int comp_vector)
 {
 	struct vrdma_context *ctx = to_vctx(context);
 	if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
@@ -122,7 +124,14 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	}
 	vrdma_track(ctx, cq, VRDMA_OBJ_CQ);
 	vrdma_live(ctx, 1);
-	return &cq->ibcq;
+	return cq;
+}
+
+VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
+					  struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct vrdma_cq *cq = new_cq(context, cqe, cq_context, channel, comp_vector);
+	return cq ? &cq->ibcq : NULL;
 }
 
 VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
@@ -156,11 +165,53 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
-VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* ibv_resize_cq: the daemon makes a ring of the new size, copies the
+ * completions not yet polled to the same indices in it and hands it over
+ * (docs/design/cq-resize.md). The CQ's lock is held throughout, as rxe
+ * does: no poll reads the old ring and no arming writes it while the daemon
+ * copies it; the consumer index carries over unchanged. */
+VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
-	(void)cq;
-	(void)cqe;
-	return EOPNOTSUPP;
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	struct vrdma_context *ctx = to_vctx(ibcq->context);
+	if (cqe <= 0)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	if (cq->frozen) {
+		pthread_spin_unlock(&cq->lock);
+		return EIO; /* the daemon is gone */
+	}
+	struct vj_doc doc = {0};
+	int fds[1] = {-1}, nfds = 1;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_RESIZE_CQ, &doc, NULL, 0, fds, &nfds, "{\"handle\":%u,\"cqe\":%d}",
+			   cq->handle, cqe);
+	if (rc) {
+		pthread_spin_unlock(&cq->lock);
+		return rc;
+	}
+	int64_t n = 0, size = 0, entries = 0;
+	if (nfds != 1 || vj_get_i64(&doc, 0, "cqe", &n) || vj_get_i64(&doc, 0, "size", &size) ||
+	    vj_get_i64(&doc, 0, "entries", &entries) || entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES ||
+	    (entries & (entries - 1)) || n < cqe || n > entries || size <= 0 ||
+	    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE)
+		rc = EPROTO;
+	vrdma_doc_free(&doc);
+	uint8_t *mem = NULL;
+	rc = vrdma_take_region(ctx, rc, fds, nfds, (size_t)size, &mem, 0, 0); /* closes the descriptors */
+	if (rc) {
+		/* The daemon writes the new ring now, which we do not have:
+		 * the CQ is lost to this process, as its completions. */
+		pthread_spin_unlock(&cq->lock);
+		vrdma_log("ibv_resize_cq: the daemon's new ring could not be taken (%s): the CQ no longer completes", strerror(rc));
+		return rc;
+	}
+	munmap(cq->mem, cq->size);
+	cq->mem = mem;
+	cq->size = (size_t)size;
+	cq->ring.entries = (uint32_t)entries;
+	cq->ibcq.cqe = (int)n;
+	pthread_spin_unlock(&cq->lock);
+	return 0;
 }
 
 /* Takes up to num completions from cq's ring into wc: how many, or -1 when
@@ -251,7 +302,9 @@ int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
 	(void)solicited_only; /* any completion wakes: a superset of solicited-only */
+	pthread_spin_lock(&cq->lock); /* the ring, not one ibv_resize_cq is replacing */
 	vrdma_publish32(cq->mem, VRDMA_RING_NOTIFY_OFF, 1); /* before the poll that follows */
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 
@@ -329,4 +382,92 @@ VRDMA_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 	cq->comp_events_completed += nevents;
 	pthread_cond_signal(&cq->cond);
 	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* ---- extended CQs (ibv_create_cq_ex) ----
+ * An extended CQ is an ordinary one whose ibv_cq_ex carries the polling
+ * functions: ibv_start_poll and ibv_next_poll take one completion with
+ * ibv_poll_cq's own code (lost daemon, yields and all) into cq->cur, which
+ * the ibv_wc_read_* functions read. No lock is held between start and end,
+ * so ibv_end_poll has nothing to do; the consumer index moves with each
+ * completion taken. The fields are rdma_rxe's (rdma-core v44): no
+ * timestamps, VLANs, flow tags or tag matching. */
+#define VRDMA_CQ_EX_WC_FLAGS                                                                                  \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |       \
+	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+static inline struct vrdma_cq *to_vcqx(struct ibv_cq_ex *cqx) { return vrdma_container_of(cqx, struct vrdma_cq, cqx); }
+
+/* cqx_take takes the next completion into cq->cur: 0, ENOENT when there is
+ * none, EIO when the CQ failed (overrun, corrupt ring, daemon gone). */
+static int cqx_take(struct vrdma_cq *cq)
+{
+	int n = vrdma_poll_cq(&cq->ibcq, 1, &cq->cur);
+	if (n == 0)
+		return ENOENT;
+	if (n < 0)
+		return EIO;
+	cq->cqx.status = cq->cur.status;
+	cq->cqx.wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+static int cqx_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	if (attr && attr->comp_mask)
+		return EINVAL; /* "must be 0" */
+	return cqx_take(to_vcqx(cqx));
+}
+
+static int cqx_next_poll(struct ibv_cq_ex *cqx) { return cqx_take(to_vcqx(cqx)); }
+static void cqx_end_poll(struct ibv_cq_ex *cqx) { (void)cqx; }
+static enum ibv_wc_opcode cqx_read_opcode(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.opcode; }
+static uint32_t cqx_read_vendor_err(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.vendor_err; }
+static uint32_t cqx_read_byte_len(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.byte_len; }
+static __be32 cqx_read_imm_data(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.imm_data; }
+static uint32_t cqx_read_qp_num(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.qp_num; }
+static uint32_t cqx_read_src_qp(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.src_qp; }
+static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.wc_flags; }
+static uint32_t cqx_read_slid(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.slid; }
+static uint8_t cqx_read_sl(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.sl; }
+static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.dlid_path_bits; }
+
+/* vrdma_create_cq_ex is the context's create_cq_ex (ibv_create_cq_ex).
+ * As rxe, wc_flags it cannot fill, comp_mask bits rdma-core's
+ * ibv_cmd_create_cq_ex does not know and create flags but SINGLE_THREADED
+ * (rxe's kernel refuses IGNORE_OVERRUN) are EOPNOTSUPP. A parent domain
+ * (IBV_CQ_INIT_ATTR_MASK_PD) is ignored, as rxe does: the library makes none. */
+struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
+{
+	if ((attr->wc_flags & ~(uint64_t)VRDMA_CQ_EX_WC_FLAGS) ||
+	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		vrdma_debug("ibv_create_cq_ex: wc_flags 0x%llx (supported 0x%x), comp_mask 0x%x, flags 0x%x: not supported",
+			    (unsigned long long)attr->wc_flags, VRDMA_CQ_EX_WC_FLAGS, attr->comp_mask, attr->flags);
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->cqe > INT_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct vrdma_cq *cq = new_cq(context, (int)attr->cqe, attr->cq_context, attr->channel, (int)attr->comp_vector);
+	if (!cq)
+		return NULL;
+	struct ibv_cq_ex *x = &cq->cqx;
+	x->comp_mask = 0;
+	x->start_poll = cqx_start_poll;
+	x->next_poll = cqx_next_poll;
+	x->end_poll = cqx_end_poll;
+	x->read_opcode = cqx_read_opcode;
+	x->read_vendor_err = cqx_read_vendor_err;
+	x->read_byte_len = cqx_read_byte_len;
+	x->read_imm_data = cqx_read_imm_data;
+	x->read_qp_num = cqx_read_qp_num;
+	x->read_src_qp = cqx_read_src_qp;
+	x->read_wc_flags = cqx_read_wc_flags;
+	x->read_slid = cqx_read_slid;
+	x->read_sl = cqx_read_sl;
+	x->read_dlid_path_bits = cqx_read_dlid_path_bits;
+	return x;
 }

@@ -770,6 +770,7 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.post_srq_recv = vrdma_post_srq_recv;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);
+	ctx->vctx.create_cq_ex = vrdma_create_cq_ex;
 	ctx->vctx.sz = sizeof ctx->vctx;
 	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;
 }

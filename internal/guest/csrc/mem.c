@@ -875,32 +875,29 @@ static void backings_put(struct vrdma_mr *mr)
 	mr->nbackings = 0;
 }
 
-VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
-					     unsigned int access)
+/* access_valid: what ibv_reg_mr accepts (IBV_ACCESS_OPTIONAL_RANGE is
+ * taken off before). */
+static int access_valid(unsigned int access)
 {
-	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
-	struct vrdma_context *ctx = to_vctx(ibpd->context);
-	vrdma_mem_init();
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* optional: ignored where unsupported */
-	if (length == 0 || !addr || (uintptr_t)addr + length < (uintptr_t)addr || (access & ~ACCESS_SUPPORTED) ||
-	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
-		errno = EINVAL;
-		return NULL;
-	}
-	struct vrdma_mr *mr = calloc(1, sizeof *mr);
-	if (!mr) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	return !(access & ~ACCESS_SUPPORTED) &&
+	       !((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE));
+}
+
+/* mr_register registers [addr, addr+length) with the daemon into mr: its
+ * backings (taken here), handle, keys, access and iova; the ibv_mr is the
+ * caller's to fill. With rereg (a region's handle, not 0) the daemon puts
+ * the registration in that region's place, under its keys. 0 or the errno;
+ * on error mr holds no backings. */
+static int mr_register(struct vrdma_context *ctx, const struct vrdma_pd *pd, void *addr, size_t length, uint64_t iova,
+		       unsigned int access, uint32_t rereg, struct vrdma_mr *mr)
+{
 	uintptr_t start = (uintptr_t)addr & ~((uintptr_t)page_size - 1);
 	uintptr_t end = ((uintptr_t)addr + length + (uintptr_t)page_size - 1) & ~((uintptr_t)page_size - 1);
 	pthread_mutex_lock(&backings_mu);
 	int rc = backings_get(start, end, access, mr);
 	if (rc) {
 		pthread_mutex_unlock(&backings_mu);
-		free(mr);
-		errno = rc;
-		return NULL;
+		return rc;
 	}
 	struct vj_doc doc = {0};
 	int fds[VRDMA_PROTO_MAX_FDS];
@@ -908,9 +905,12 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 		fds[i] = mr->backings[i]->fd;
 	char segs[96 * VRDMA_PROTO_MAX_FDS]; /* a segment takes at most 64 bytes */
 	segments_json(mr, start, end, segs, sizeof segs);
-	rc = vrdma_cmd(ctx, VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
-		       "{\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
-		       pd->handle, (unsigned long long)iova, (unsigned long long)length,
+	char which[32] = "";
+	if (rereg)
+		snprintf(which, sizeof which, "\"handle\":%u,", rereg);
+	rc = vrdma_cmd(ctx, rereg ? VRDMA_CMD_REREG_MR : VRDMA_CMD_REG_MR, &doc, fds, mr->nbackings, NULL, NULL,
+		       "{%s\"pd\":%u,\"addr\":%llu,\"length\":%llu,\"offset\":%llu,\"access\":%u,\"segments\":%s}",
+		       which, pd->handle, (unsigned long long)iova, (unsigned long long)length,
 		       (unsigned long long)((uintptr_t)addr - start), access, segs);
 	uint64_t h = 0, lkey = 0, rkey = 0;
 	if (!rc) {
@@ -924,19 +924,46 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 			vrdma_log("ibv_reg_mr of %zu bytes: %s", length, ctx->chan.err);
 		backings_put(mr);
 		pthread_mutex_unlock(&backings_mu);
+		return rc;
+	}
+	pthread_mutex_unlock(&backings_mu);
+	mr->handle = (uint32_t)h;
+	mr->lkey = (uint32_t)lkey;
+	mr->rkey = (uint32_t)rkey;
+	mr->access = access;
+	mr->iova = iova;
+	return 0;
+}
+
+VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
+					     unsigned int access)
+{
+	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	vrdma_mem_init();
+	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* optional: ignored where unsupported */
+	if (length == 0 || !addr || (uintptr_t)addr + length < (uintptr_t)addr || !access_valid(access)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct vrdma_mr *mr = calloc(1, sizeof *mr);
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int rc = mr_register(ctx, pd, addr, length, iova, access, 0, mr);
+	if (rc) {
 		free(mr);
 		errno = rc;
 		return NULL;
 	}
-	pthread_mutex_unlock(&backings_mu);
-	mr->handle = (uint32_t)h;
 	mr->ibmr.context = ibpd->context;
 	mr->ibmr.pd = ibpd;
 	mr->ibmr.addr = addr;
 	mr->ibmr.length = length;
 	mr->ibmr.handle = mr->handle;
-	mr->ibmr.lkey = (uint32_t)lkey;
-	mr->ibmr.rkey = (uint32_t)rkey;
+	mr->ibmr.lkey = mr->lkey;
+	mr->ibmr.rkey = mr->rkey;
 	vrdma_live(ctx, 1);
 	return &mr->ibmr;
 }
@@ -962,6 +989,62 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	pthread_mutex_unlock(&backings_mu);
 	vrdma_live(to_vctx(ibmr->context), -1);
 	free(mr);
+	return 0;
+}
+
+/* ibv_rereg_mr: rdma-core's checks first (IBV_REREG_MR_ERR_INPUT, errno
+ * EINVAL), then the kernel's, and the change itself: the MR's new range,
+ * PD or access goes to the daemon as a registration (its pages moved to
+ * memfd backings as ibv_reg_mr's, docs/design/guest-memory.md) that takes
+ * the old region's place under the same keys, as rdma_rxe keeps them;
+ * then the old backings are let go. A failure is IBV_REREG_MR_ERR_CMD with
+ * errno, the MR unchanged. Both regions are charged for a moment: a tenant
+ * at its locked-memory limit may be refused a re-registration it could
+ * make with a deregistration first. */
+VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, void *addr, size_t length, int access)
+{
+	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
+	int moves = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) || (moves && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	struct vrdma_context *ctx = to_vctx(ibmr->context);
+	struct ibv_pd *pd = (flags & IBV_REREG_MR_CHANGE_PD) ? ibpd : ibmr->pd;
+	void *naddr = moves ? addr : ibmr->addr;
+	size_t nlength = moves ? length : ibmr->length;
+	uint64_t iova = moves ? (uintptr_t)addr : mr->iova;
+	unsigned int naccess = (flags & IBV_REREG_MR_CHANGE_ACCESS)
+				       ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
+				       : mr->access;
+	int rc = 0;
+	if (!flags || !pd || pd->context != ibmr->context || !access_valid(naccess) ||
+	    (uintptr_t)naddr + nlength < (uintptr_t)naddr)
+		rc = EINVAL; /* what the kernel refuses: no change asked, a PD of another device */
+	struct vrdma_mr next = {.nbackings = 0};
+	if (!rc)
+		rc = mr_register(ctx, (struct vrdma_pd *)pd, naddr, nlength, iova, naccess, mr->handle, &next);
+	if (rc) {
+		errno = rc;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	pthread_mutex_lock(&backings_mu);
+	backings_put(mr);
+	pthread_mutex_unlock(&backings_mu);
+	mr->handle = next.handle;
+	mr->lkey = next.lkey;
+	mr->rkey = next.rkey;
+	mr->access = next.access;
+	mr->iova = next.iova;
+	mr->nbackings = next.nbackings;
+	memcpy(mr->backings, next.backings, (size_t)next.nbackings * sizeof next.backings[0]);
+	ibmr->pd = pd;
+	ibmr->addr = naddr;
+	ibmr->length = nlength;
+	ibmr->handle = mr->handle;
+	ibmr->lkey = mr->lkey;
+	ibmr->rkey = mr->rkey;
 	return 0;
 }
 

@@ -88,6 +88,9 @@ struct vrdma_backing {
 struct vrdma_mr {
 	struct ibv_mr ibmr;
 	uint32_t handle;
+	uint32_t lkey, rkey;
+	unsigned int access; /* as registered: ibv_rereg_mr keeps what it does not change */
+	uint64_t iova;
 	int nbackings;
 	struct vrdma_backing *backings[VRDMA_PROTO_MAX_FDS]; /* in address order */
 };
@@ -97,7 +100,13 @@ struct vrdma_ring {
 };
 
 struct vrdma_cq {
-	struct ibv_cq ibcq;
+	union { /* ibv_cq_ex begins as ibv_cq does: ibv_cq_ex_to_cq is a cast */
+		struct ibv_cq ibcq;
+		struct ibv_cq_ex cqx;
+	};
+	/* ibv_start_poll/ibv_next_poll's current completion, which the
+	 * ibv_wc_read_* functions read (cq.c). */
+	struct ibv_wc cur;
 	uint32_t handle;
 	uint8_t *mem;
 	size_t size;
@@ -288,6 +297,7 @@ int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 int vrdma_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);
 
 void vrdma_set_create_qp_ex(struct verbs_context *vctx);
+struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
 /* Registered memory (mem.c). */
 void vrdma_mem_init(void);

@@ -139,6 +139,8 @@
 #define VRDMA_CMD_CM_DISCONNECT    38U
 #define VRDMA_CMD_CM_EVENT         39U
 #define VRDMA_CMD_CM_RESOLVE       40U
+#define VRDMA_CMD_RESIZE_CQ        41U
+#define VRDMA_CMD_REREG_MR         42U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
