@@ -84,8 +84,11 @@ func macFor(host, instance string, index, salt int) [6]byte {
 	return m
 }
 
+// adapterInfo is what clients see of a: its port's GID table holds the
+// host's first engine.GIDTable GIDs.
 func adapterInfo(a *engine.Adapter) proto.AdapterInfo {
 	table := a.GIDs()
+	table = table[:min(len(table), engine.GIDTable)]
 	gids := make([][]byte, len(table))
 	for i := range table {
 		g := table[i]
@@ -117,7 +120,7 @@ func portAttr(a *engine.Adapter) *proto.PortAttr {
 	info := adapterInfo(a)
 	return &proto.PortAttr{
 		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.PortMTU()),
-		GIDTblLen: len(info.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
+		GIDTblLen: engine.GIDTable, PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
 		LinkLayer: "Ethernet", Rate: "memcpy", Counters: a.Counters.Snapshot(),
 	}
 }
