@@ -25,6 +25,7 @@ type Instance struct {
 	PortGroup  string      // the switch's port group ("" = the default one)
 	Native     bool        // native endpoints (.vmx nativeEndpointSupport)
 	Pin        bool        // registered memory must be lockable (.vmx sched.mem.pin)
+	LIDRouting bool        // address vectors may name a port by LID alone (lid.go)
 	Owner      proto.Owner // who may attach to it, delete it, put it in a trust group
 	Temporary  bool        // ends with its creator's session and its last process; never saved
 	Adapters   []*engine.Adapter
@@ -45,7 +46,7 @@ type Instance struct {
 func (inst *Instance) spec() proto.InstanceSpec {
 	owner := inst.Owner
 	return proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup,
-		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, Owner: &owner, Temporary: inst.Temporary}
+		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, LIDRouting: inst.LIDRouting, Owner: &owner, Temporary: inst.Temporary}
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
