@@ -63,6 +63,11 @@ type InstanceSpec struct {
 	// Pin: the instance's registered memory must be lockable; creation
 	// fails when the daemon cannot lock memory.
 	Pin bool
+	// LIDRouting: the adapters' ports route by LID: an address vector (a
+	// QP's or an address handle's) may name its destination by LID alone,
+	// without a GRH, as qperf's do. Without it a GRH is required, as on
+	// rdma_rxe and every RoCE port.
+	LIDRouting bool
 	// Owner is who the instance belongs to; nil: the caller. Naming
 	// another owner is for root and the daemon's admin group.
 	Owner *Owner
@@ -74,7 +79,7 @@ type InstanceSpec struct {
 
 func (s InstanceSpec) proto() proto.InstanceSpec {
 	p := proto.InstanceSpec{Name: s.Name, Adapters: s.Adapters, Async: s.Async, TrustGroup: s.TrustGroup,
-		PortGroup: s.PortGroup, NativeEndpoints: s.NativeEndpoints, Pin: s.Pin, Temporary: s.Temporary}
+		PortGroup: s.PortGroup, NativeEndpoints: s.NativeEndpoints, Pin: s.Pin, LIDRouting: s.LIDRouting, Temporary: s.Temporary}
 	if s.Owner != nil {
 		p.Owner = &proto.Owner{UID: s.Owner.UID, GID: s.Owner.GID}
 	}

@@ -58,6 +58,7 @@ type confMode struct {
 	wire    bool      // two daemons whose hosts an in-process link joins: every request runs the RoCEv2 transport
 	mtu     vrdma.MTU // the link's MTU, in the wire modes
 	gid     int       // the GID index the QPs use: 0 the link-local GID, 1 the first link's IPv4-mapped one
+	lids    bool      // the instances are configured for LID routing (InstanceSpec.LIDRouting)
 }
 
 // confModes are the suite's modes. "sync" is also what the other tests
@@ -81,7 +82,7 @@ func inEveryMode(t *testing.T, f func(t *testing.T, e *confEnv)) {
 
 // instance is the spec of a conformance instance in mode m.
 func (m confMode) instance(name string) vrdma.InstanceSpec {
-	spec := vrdma.InstanceSpec{Name: name, Adapters: 1, Async: m.async}
+	spec := vrdma.InstanceSpec{Name: name, Adapters: 1, Async: m.async, LIDRouting: m.lids}
 	if m.trusted {
 		spec.TrustGroup = "conformance"
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // TestConformanceLID: a port has a LID, unique among the host's adapters,
-// and an address vector may name a port by its LID alone (no GRH, a zero
-// DGID), as InfiniBand programs such as qperf do: RC and UC QPs connect
+// and on instances configured for LID routing an address vector may name a
+// port by its LID alone (no GRH, a zero DGID), as InfiniBand programs such
+// as qperf do: RC and UC QPs connect
 // and a UD address handle sends by LID, exactly as by the GID the daemon
 // resolves it to, which Query then reports. An unknown or multicast LID is
 // refused. (On one host; across the switch's hosts the daemon's tests
@@ -21,6 +22,7 @@ func TestConformanceLID(t *testing.T) {
 		if m.wire {
 			continue
 		}
+		m.lids = true
 		t.Run(m.name, func(t *testing.T) { conformanceLID(t, newConfEnv(t, m)) })
 	}
 }

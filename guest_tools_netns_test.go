@@ -224,9 +224,10 @@ func twoToolHosts(t *testing.T, lib string, links bool, path string) (a, b *tool
 	pki := netns.SwitchPKI(t, map[string]netip.Addr{"a": ha.IPv4, "b": hb.IPv4})
 	sa := &switchHost{name: "a", h: ha, pki: pki}
 	sb := &switchHost{name: "b", h: hb, pki: pki}
-	sa.d = ha.StartDaemon(t, "--host-name", "a", "--pki", pki,
+	// --lid-routing: qperf names the other host's port by LID alone.
+	sa.d = ha.StartDaemon(t, "--host-name", "a", "--pki", pki, "--lid-routing",
 		"--etcd-client-url", "https://"+ha.IPv4.String()+":2379", "--etcd-peer-url", "https://"+ha.IPv4.String()+":2380")
-	sb.d = hb.StartDaemon(t, "--host-name", "b", "--pki", pki, "--etcd-endpoints", "https://"+ha.IPv4.String()+":2379")
+	sb.d = hb.StartDaemon(t, "--host-name", "b", "--pki", pki, "--lid-routing", "--etcd-endpoints", "https://"+ha.IPv4.String()+":2379")
 	if links {
 		for _, s := range []*switchHost{sa, sb} {
 			s.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", s.h.Iface)

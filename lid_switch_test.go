@@ -15,7 +15,8 @@ import (
 // TestLIDAcrossHosts: between two hosts of a switch (two daemons in this
 // process, on 127.0.0.1 and 127.0.0.2, joined by the TCP channel), the
 // default instances' ports — what a program that names no instance opens,
-// qperf for one — reach each other by LID alone: an RC QP connects and
+// qperf for one — reach each other by LID alone when the daemons route by
+// LID (--lid-routing): an RC QP connects and
 // moves data both ways, and a UD address handle sends, exactly as by GID.
 func TestLIDAcrossHosts(t *testing.T) {
 	var socks [2]string
@@ -28,7 +29,7 @@ func TestLIDAcrossHosts(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		name := fmt.Sprint("host", i+1)
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)})
-		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name,
+		d, err := daemon.New(daemon.Config{SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name, LIDRouting: true,
 			Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0",
 				TCPAddrs: []netip.Addr{ip}, Endpoints: endpoints, HostTTL: 2 * time.Second, Grace: time.Second}})
 		if err != nil {

@@ -352,8 +352,9 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 	return len(wrs), nil
 }
 
-// MaxInlineGather bounds inline data gathered from SGEs.
-const MaxInlineGather = 256
+// MaxInlineGather bounds inline data gathered from SGEs: the most any QP
+// takes inline.
+const MaxInlineGather = abi.MaxInline
 
 // PostRecv posts receive work requests (ibv_post_recv). It does not allocate.
 func (q *QP) PostRecv(wrs []RecvWR) error {

@@ -117,10 +117,11 @@ start_daemon() {
 
 # local_daemon LOG: the one-host scripts' daemon (no switch, nothing
 # persisted) on $BIN/vrdma.sock, exported as VRDMA_SOCKET, its PID in
-# DAEMON_PID, its log in LOG; waits for its socket.
+# DAEMON_PID, its log in LOG; waits for its socket. Its ports route by LID
+# (--lid-routing): guest.sh's qperf names the port by LID alone.
 local_daemon() {
 	export VRDMA_SOCKET=$BIN/vrdma.sock
-	"$BIN/vrdma" daemon --no-switch --socket "$VRDMA_SOCKET" --state-dir "" >"$1" 2>&1 &
+	"$BIN/vrdma" daemon --no-switch --lid-routing --socket "$VRDMA_SOCKET" --state-dir "" >"$1" 2>&1 &
 	DAEMON_PID=$!
 	for _ in $(seq 50); do [ -S "$VRDMA_SOCKET" ] && return 0; sleep 0.1; done
 	fail "the daemon did not start (see $1)"

@@ -32,6 +32,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, ring = an eighth, the rest unlimited); repeatable")
 	userDaemon := fs.Bool("user", false, "be your own daemon, for your programs alone: serve a socket in a directory that is yours alone ($XDG_RUNTIME_DIR/vrdma/vrdma.sock, else /run/user/UID/vrdma or $TMPDIR/vrdma-UID), join no switch, persist nothing, give the adapters addresses no other daemon on the host has; needs no root (vrdma run starts one when no daemon answers)")
 	idleExit := fs.Duration("idle-exit", 0, "stop once no program has been connected for this long, e.g. 30s (0 = never)")
+	lidRouting := fs.Bool("lid-routing", false, "configure every port for LID routing: an address vector may name its destination by LID alone, without a GRH, as qperf's do (without it a GRH is required, as on rdma_rxe; vrdma vm create --lid-routing configures one instance's ports)")
 	detach := fs.Bool("detach", false, "run in the background, logging to SOCKET.log, and return once the daemon serves")
 	sw := switchFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -71,7 +72,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
 		HostName: hostName, Switch: swCfg,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
-		TotalLimits: daemon.Limits(totalLimits), DistinctIdentity: *userDaemon, IdleExit: *idleExit})
+		TotalLimits: daemon.Limits(totalLimits), DistinctIdentity: *userDaemon, IdleExit: *idleExit, LIDRouting: *lidRouting})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,8 @@ func startDaemonProc(t *testing.T) (*vrdmaProc, string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "vrdma.sock")
-	d := startVrdma(t, "the daemon", "daemon", "--socket", sock, "--state-dir", "", "--no-switch")
+	// --lid-routing: qperf (without -cm1) names the port by LID alone.
+	d := startVrdma(t, "the daemon", "daemon", "--socket", sock, "--state-dir", "", "--no-switch", "--lid-routing")
 	d.awaitOutput(t, "serving")
 	return d, sock
 }

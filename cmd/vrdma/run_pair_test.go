@@ -38,7 +38,7 @@ func TestRunPingpongPairWithoutADaemon(t *testing.T) {
 	defer cancel()
 	port := freePort(t)
 
-	server := pairCommand(ctx, env, "-p", port)
+	server := pairCommand(ctx, env, "-g", "0", "-p", port) // -g: a RoCE port needs a GRH
 	var serverOut, serverErr proctest.Buffer
 	server.Stdout, server.Stderr = &serverOut, &serverErr
 	if err := server.Start(); err != nil {
@@ -52,7 +52,7 @@ func TestRunPingpongPairWithoutADaemon(t *testing.T) {
 	var clientOut, clientErr string
 	var clientState *os.ProcessState
 	for {
-		client := pairCommand(ctx, env, "-p", port, "localhost")
+		client := pairCommand(ctx, env, "-g", "0", "-p", port, "localhost")
 		var out, errs strings.Builder
 		client.Stdout, client.Stderr = &out, &errs
 		_ = client.Run()

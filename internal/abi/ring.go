@@ -44,8 +44,16 @@ const (
 	RecvWQEHeader  = 16 // fixed part of a receive WQE; SGEs follow
 	SGESize        = 16 // addr u64, length u32, lkey u32
 	CQESize        = 32 // one completion
-	MaxRingEntries = 1 << 16
+	MaxRingEntries = 1 << 22
 )
+
+// MaxRingEntries bounds every ring: a completion queue's (the largest,
+// MaxCQE in package engine: 128 MiB of entries) and a work queue's (whose
+// daemon bounds them lower: engine.MaxQPWR).
+//
+// MaxInline is the most inline data a send queue entry carries: the body
+// of a 1 KiB entry, the size an entry of MaxSGE gather entries takes anyway.
+const MaxInline = 1024 - SendWQEHeader
 
 // ErrCorruptRing reports a ring whose indices the other side made impossible.
 var ErrCorruptRing = errors.New("ring indices are corrupt: producer is more than one ring ahead of consumer")

@@ -65,7 +65,7 @@ type SendWQE struct {
 }
 
 // MaxSGE is the most scatter/gather entries one work request can carry.
-const MaxSGE = 16
+const MaxSGE = 32
 
 // Parse errors, each mapped to the completion status the daemon reports.
 var (

@@ -51,6 +51,11 @@ type Config struct {
 	// host: the memory the daemon locks is charged to the daemon's cgroup,
 	// not the tenants'.
 	TotalLimits Limits
+	// LIDRouting configures every port of the daemon for LID routing: an
+	// address vector may name its destination by LID alone, without the
+	// GRH a RoCE port needs (docs/design/lid-addressing.md). An instance
+	// may be configured so by itself (InstanceSpec.LIDRouting).
+	LIDRouting bool
 	// DistinctIdentity gives the adapters random GUIDs, MACs and GIDs, a
 	// random first LID and first QPN, so that they resemble no other
 	// daemon's on the host (identity.go): a user's daemon, started by

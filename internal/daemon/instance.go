@@ -25,6 +25,7 @@ type Instance struct {
 	PortGroup  string      // the switch's port group ("" = the default one)
 	Native     bool        // native endpoints (.vmx nativeEndpointSupport)
 	Pin        bool        // registered memory must be lockable (.vmx sched.mem.pin)
+	LIDRouting bool        // address vectors may name a port by LID alone (lid.go)
 	Owner      proto.Owner // who may attach to it, delete it, put it in a trust group
 	Temporary  bool        // ends with its creator's session and its last process; never saved
 	Adapters   []*engine.Adapter
@@ -45,7 +46,7 @@ type Instance struct {
 func (inst *Instance) spec() proto.InstanceSpec {
 	owner := inst.Owner
 	return proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup,
-		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, Owner: &owner, Temporary: inst.Temporary}
+		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, LIDRouting: inst.LIDRouting, Owner: &owner, Temporary: inst.Temporary}
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -84,8 +85,11 @@ func macFor(host, instance string, index, salt int) [6]byte {
 	return m
 }
 
+// adapterInfo is what clients see of a: its port's GID table holds the
+// host's first engine.GIDTable GIDs.
 func adapterInfo(a *engine.Adapter) proto.AdapterInfo {
 	table := a.GIDs()
+	table = table[:min(len(table), engine.GIDTable)]
 	gids := make([][]byte, len(table))
 	for i := range table {
 		g := table[i]
@@ -117,7 +121,7 @@ func portAttr(a *engine.Adapter) *proto.PortAttr {
 	info := adapterInfo(a)
 	return &proto.PortAttr{
 		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.PortMTU()),
-		GIDTblLen: len(info.GIDs), PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
+		GIDTblLen: engine.GIDTable, PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
 		LinkLayer: "Ethernet", Rate: "memcpy", Counters: a.Counters.Snapshot(),
 	}
 }

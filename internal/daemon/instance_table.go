@@ -71,7 +71,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 		}
 	}
 	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
-		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin,
+		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin, LIDRouting: spec.LIDRouting,
 		Owner: owner, Temporary: spec.Temporary, shared: shared, owner: ownerAcct}
 	if !shared {
 		inst.acct = d.quota.instanceAccount(spec.Name)

@@ -163,17 +163,27 @@ func (d *Daemon) adapterByLID(lid uint16) *engine.Adapter {
 	return nil
 }
 
-// resolveDLID gives an address vector that names its destination by LID
+// resolveDLID checks that an address vector names its destination as a
+// RoCE port needs, by a GRH's DGID, and gives one that names it by LID
 // alone (a zero DGID, a non-zero DLID) the GID of that port: an adapter of
 // this host, or, on a switch, of another host. From there the request goes
 // on exactly as if the program had given that GID. An address vector with
-// a DGID, or with neither, is left as it is. src is the adapter whose GID
-// table av's sgid_index is in; code is the error's code.
-func (d *Daemon) resolveDLID(src *engine.Adapter, av *qpstate.AddressVector, code proto.Code) error {
-	if av.DGID != ([16]byte{}) || av.DLID == 0 {
+// a DGID is left as it is; one without is refused, as rdma_rxe refuses
+// it, unless the port routes by LID (lidRouting: the daemon's
+// --lid-routing or the instance's) and it has a DLID. src is the adapter
+// whose GID table av's sgid_index is in; code is the error's code.
+func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
+	if av.DGID != ([16]byte{}) {
 		return nil
 	}
 	lid := av.DLID
+	switch {
+	case lid == 0:
+		return proto.Errorf(code, "the address vector has no GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid)")
+	case !lidRouting && !d.cfg.LIDRouting:
+		return proto.Errorf(code, "the address vector names LID 0x%x without a GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid), "+
+			"unless it is configured for LID routing (vrdma vm create --lid-routing; vrdma daemon --lid-routing for every port)", lid)
+	}
 	if lid > fabric.MaxUnicastLID {
 		return proto.Errorf(code, "DLID 0x%x is not a unicast LID (0x0001-0x%04X): vrdma addresses multicast groups by GID; give the group's GID with a GRH (is_global=1)", lid, fabric.MaxUnicastLID)
 	}
@@ -214,4 +224,11 @@ func sameFamily(table [][16]byte, sgid [16]byte) [16]byte {
 		}
 	}
 	return table[0]
+}
+
+// lidRouting reports whether the session's instance is configured for
+// LID routing.
+func (s *session) lidRouting() bool {
+	inst := s.inst.Load()
+	return inst != nil && inst.LIDRouting
 }

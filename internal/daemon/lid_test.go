@@ -37,7 +37,7 @@ func startLIDHost(t *testing.T, i int, dir string, endpoints []string) *lidHost 
 	name := fmt.Sprint("host", i)
 	ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(i)})
 	h := &lidHost{name: name, cfg: daemon.Config{
-		SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name,
+		SocketPath: filepath.Join(dir, "s.sock"), StateDir: filepath.Join(dir, "state"), HostName: name, LIDRouting: true,
 		Switch: daemon.SwitchConfig{Enable: true, HostTag: name, TCPListen: ip.String() + ":0", TCPAddrs: []netip.Addr{ip},
 			Endpoints: endpoints, HostTTL: 2 * time.Second, Grace: time.Second},
 	}}
@@ -283,6 +283,7 @@ func TestLIDsWithoutSwitch(t *testing.T) {
 	dir := lidDir(t)
 	cfg := func(c *daemon.Config) {
 		c.SocketPath, c.StateDir = filepath.Join(dir, "s.sock"), filepath.Join(dir, "state")
+		c.LIDRouting = true
 	}
 	d := daemontest.StartWith(t, cfg)
 	sock := d.SocketPath()

@@ -15,8 +15,9 @@ import (
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
-// largestQP asks for the most a QP may have: 16,384 send and receive
-// requests of 16 scatter/gather entries and 256 bytes inline.
+// largestQP asks for the most a QP may have: engine.MaxQPWR send and
+// receive requests of engine.MaxSGE scatter/gather entries and
+// engine.MaxInline bytes inline.
 var largestQP = proto.QPCaps{MaxSendWR: engine.MaxQPWR, MaxRecvWR: engine.MaxQPWR,
 	MaxSendSGE: engine.MaxSGE, MaxRecvSGE: engine.MaxSGE, MaxInlineData: engine.MaxInline}
 
@@ -33,7 +34,8 @@ func TestRingLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	cqBytes := engine.CQBytes(engine.MaxCQE)
-	limit := cqBytes + 3*qpBytes + cqBytes/2 // a CQ and three of the largest QPs fit, and no more queue of the largest
+	srqBytes := engine.SRQBytes(engine.MaxQPWR, engine.MaxSGE)
+	limit := cqBytes + 3*qpBytes + min(cqBytes, qpBytes, srqBytes)/2 // a CQ and three of the largest QPs fit, and no more queue of the largest
 	for _, tc := range []struct {
 		name, instance, flag string
 		cfg                  func(c *daemon.Config)
@@ -96,7 +98,7 @@ func TestRingLimit(t *testing.T) {
 			}
 			if r := c.call(proto.OpCreateSRQ, mustJSON(proto.CreateSRQReq{PD: pd.Handle, MaxWR: engine.MaxQPWR, MaxSGE: engine.MaxSGE})); r.h.Code != proto.CodeLimit {
 				proto.CloseFDs(r.fds)
-				t.Errorf("an SRQ of %d bytes past the ring limit: %v %s", engine.SRQBytes(engine.MaxQPWR, engine.MaxSGE), r.h.Code, r.msg())
+				t.Errorf("an SRQ of %d bytes past the ring limit: %v %s", srqBytes, r.h.Code, r.msg())
 			}
 			// Destroying one gives its bytes back.
 			c.ok(proto.OpDestroyQP, proto.HandleReq{Handle: qps[0]}, nil)

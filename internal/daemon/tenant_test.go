@@ -15,7 +15,6 @@ import (
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
-	"github.com/vrdma/vrdma/internal/qpstate"
 )
 
 // waitUsage waits until uid holds want (closed connections are cleaned up
@@ -54,7 +53,7 @@ func everything(t *testing.T, c *rawClient) (pd, mr, cq, srq, qp, ah uint32) {
 	c.ok(proto.OpCreateQP, proto.CreateQPReq{PD: pd, Type: uint8(abi.QPTypeRC), SendCQ: cq, RecvCQ: cq,
 		Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}, &qpr)
 	qp = qpr.Handle
-	c.ok(proto.OpCreateAH, proto.CreateAHReq{PD: pd, AV: qpstate.AddressVector{}}, &h)
+	c.ok(proto.OpCreateAH, proto.CreateAHReq{PD: pd, AV: anyGID}, &h)
 	ah = h.Handle
 	return
 }
@@ -159,7 +158,7 @@ func TestAdvertisedLimitsAreEnforced(t *testing.T) {
 			create := map[string]func() reply{
 				"pd": func() reply { return c.call(proto.OpAllocPD, nil) },
 				"cq": func() reply { return c.call(proto.OpCreateCQ, mustJSON(proto.CreateCQReq{CQE: 4})) },
-				"ah": func() reply { return c.call(proto.OpCreateAH, mustJSON(proto.CreateAHReq{PD: pd.Handle})) },
+				"ah": func() reply { return c.call(proto.OpCreateAH, mustJSON(proto.CreateAHReq{PD: pd.Handle, AV: anyGID})) },
 				"srq": func() reply {
 					return c.call(proto.OpCreateSRQ, mustJSON(proto.CreateSRQReq{PD: pd.Handle, MaxWR: 4, MaxSGE: 1}))
 				},

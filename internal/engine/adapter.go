@@ -8,17 +8,23 @@ import (
 	"github.com/vrdma/vrdma/internal/abi"
 )
 
-// Device limits every adapter advertises.
+// Device limits every adapter advertises. The queue limits are those of
+// real devices (a ConnectX's max_cqe and max_qp_wr, rdma_rxe's max_sge),
+// so that programs sized for them (libfabric's RDM endpoint asks for a
+// CQ of 262,144) run unchanged; every queue's memory is charged to its
+// tenant's ring limit before it is made (footprint.go), which is what
+// bounds how many such queues a tenant holds.
 const (
 	MaxQP       = 1 << 14
-	MaxQPWR     = 1 << 14
-	MaxCQE      = 1 << 16
+	MaxQPWR     = 1 << 15 // 32,768 requests: 32 MiB of ring with the largest entries
+	MaxCQE      = 1 << 22 // 4,194,304 completions: a ring of 128 MiB
 	MaxMR       = 1 << 16
 	MaxSGE      = abi.MaxSGE
-	MaxInline   = 256
+	MaxInline   = abi.MaxInline // 960 bytes: the body of a 1 KiB entry
 	MaxRdAtomic = 128
 	MaxMRSize   = 1 << 40
 	PKeyTable   = 1
+	GIDTable    = 16 // entries of a port's GID table: the host's first 16 GIDs
 	DefaultPKey = 0xFFFF
 	firstQPN    = 0x11 // QPN 0 and 1 are the special QPs, as on every RoCE device
 )

@@ -49,7 +49,10 @@ func shapeQP(c proto.QPCaps, srq bool) (qpShape, error) {
 	c.MaxSendWR = abi.RoundPow2(c.MaxSendWR) // a QP that only receives gets the smallest send queue
 	var sh qpShape
 	sh.sq = abi.RingLayout{Offset: 0, Entries: c.MaxSendWR, Stride: abi.SendStride(c.MaxSendSGE, c.MaxInlineData)}
-	c.MaxInlineData = sh.sq.Stride - abi.SendWQEHeader
+	// The QP gets what its entries hold, never more than MaxInline: a
+	// program that asks again for what it got (libfabric finds the most a
+	// device takes, then asks for what the QP reported) is not refused.
+	c.MaxInlineData = min(sh.sq.Stride-abi.SendWQEHeader, MaxInline)
 	// Rings start on 256-byte boundaries, where the library's layout check
 	// expects them (a one-entry send ring would leave the next unaligned).
 	sh.size = (sh.sq.Size() + abi.RingHeaderSize - 1) &^ (abi.RingHeaderSize - 1)
@@ -81,11 +84,12 @@ const (
 // one send and one receive entry, and, for every send request, what the
 // wire path holds (allocated when the QP connects to another host, counted
 // from the start): the transport's request, its gather list and regions,
-// and a buffer for inline data; and the responder's READ and atomic state.
+// and a buffer for the QP's inline data; and the responder's READ and
+// atomic state.
 func (sh qpShape) bytes() uint64 {
 	n := sh.size + sh.sq.Stride + sh.rq.Stride
 	sge := sh.caps.MaxSendSGE
-	perWR := wqeState + 3*sliceHeader + (sge+1)*sliceHeader + sge*pointerSize + MaxInline
+	perWR := wqeState + 3*sliceHeader + (sge+1)*sliceHeader + sge*pointerSize + sh.caps.MaxInlineData
 	n += 3*sliceHeader + sh.caps.MaxSendWR*perWR + MaxRdAtomic*rdAtomicState
 	return uint64(n)
 }

@@ -10,7 +10,7 @@ import (
 // TestFootprint: what QPBytes, CQBytes and SRQBytes say a queue takes,
 // before it exists, is what the queue says once created (the daemon gives
 // back what it charged), and covers its shared region and, per send
-// request, the wire path's state with a buffer of inline data; capabilities
+// request, the wire path's state with a buffer of the QP's inline data; capabilities
 // a QP cannot have are refused, not computed.
 func TestFootprint(t *testing.T) {
 	a := NewAdapter("i", "vrdma0", 0, [6]byte{2, 0, 0, 0, 0, 9}, false)
@@ -62,11 +62,42 @@ func TestFootprint(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		c := q.Caps()
-		floor := uint64(q.Size()) + uint64(c.MaxSendWR)*(MaxInline+uint64(c.MaxSendSGE)*8)
+		floor := uint64(q.Size()) + uint64(c.MaxSendWR)*uint64(c.MaxInlineData+c.MaxSendSGE*8)
 		if q.Footprint() != n || n < floor {
 			t.Errorf("%s: QPBytes %d, footprint %d, want equal and at least %d (region %d)", tc.name, n, q.Footprint(), floor, q.Size())
 		}
 		t.Logf("%s: %d bytes (%d shared)", tc.name, n, q.Size())
 		q.Destroy()
+	}
+}
+
+// TestInlineGrantedIsAccepted: a QP gets at least the inline data it asks
+// for, and what it gets is accepted when asked for again. libfabric's verbs
+// provider finds the most a device takes, then creates its QPs with what
+// the test QP reported: before, asking 256 granted 448 and asking 448 was
+// refused ("max_inline_data 448 must be 0..256", fi_pingpong -e dgram).
+func TestInlineGrantedIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		inline, sge int
+	}{
+		{0, 1}, {1, 1}, {64, 3}, {220, 1}, {256, 1}, {400, 1}, {448, 1}, {449, 2}, {MaxInline - 1, 1},
+		{MaxInline, 1}, {MaxInline, MaxSGE}, {0, MaxSGE}, {100, MaxSGE},
+	} {
+		sh, err := shapeQP(proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: tc.sge, MaxRecvSGE: 1, MaxInlineData: tc.inline}, false)
+		if err != nil {
+			t.Errorf("inline %d, %d SGEs: %v", tc.inline, tc.sge, err)
+			continue
+		}
+		got := sh.caps.MaxInlineData
+		if got < tc.inline || got > MaxInline {
+			t.Errorf("inline %d, %d SGEs: granted %d, want %d..%d", tc.inline, tc.sge, got, tc.inline, MaxInline)
+		}
+		again, err := shapeQP(proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: tc.sge, MaxRecvSGE: 1, MaxInlineData: got}, false)
+		if err != nil || again.caps.MaxInlineData != got {
+			t.Errorf("inline %d, %d SGEs: asking again for the %d granted: %d, %v", tc.inline, tc.sge, got, again.caps.MaxInlineData, err)
+		}
+	}
+	if _, err := shapeQP(proto.QPCaps{MaxSendWR: 1, MaxInlineData: MaxInline + 1}, false); err == nil {
+		t.Errorf("inline %d, past MaxInline, was accepted", MaxInline+1)
 	}
 }

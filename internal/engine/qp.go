@@ -287,7 +287,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	cur := q.State()
-	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: len(q.adapter.GIDs()), MaxRdAtomic: MaxRdAtomic}
+	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: min(len(q.adapter.GIDs()), GIDTable), MaxRdAtomic: MaxRdAtomic}
 	to, err := qpstate.Check(q.typ, cur, attr, mask, lim)
 	if err != nil {
 		return cur, err

@@ -323,7 +323,7 @@ func (rm *remote) inlineBuf(slot int) []byte {
 		rm.inline = make([][]byte, len(rm.spans))
 	}
 	if rm.inline[slot] == nil {
-		rm.inline[slot] = make([]byte, 0, MaxInline)
+		rm.inline[slot] = make([]byte, 0, rm.q.caps.MaxInlineData) // what the footprint counted
 	}
 	return rm.inline[slot][:0]
 }

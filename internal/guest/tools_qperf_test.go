@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vrdma/vrdma"
 )
 
 // Debian's qperf, unmodified, on vrdma adapters through the guest library.
@@ -11,7 +13,8 @@ import (
 // test: every test here runs the library in a forked process.
 //
 // qperf exchanges LIDs, not GIDs, so its RC, UC and UD tests need vrdma's
-// switch to address adapters by LID.
+// switch to address adapters by LID, on ports configured for LID routing:
+// a RoCE port otherwise needs a GRH, as on rdma_rxe.
 
 func TestToolQperf(t *testing.T) {
 	requireTool(t, "qperf", "qperf")
@@ -36,13 +39,15 @@ func TestToolQperf(t *testing.T) {
 		{"ver_rc_fetch_add", "msg_rate"},
 	}
 	h := newToolHost(t)
+	const inst = "lids"
+	h.createInstance(t, vrdma.InstanceSpec{Name: inst, Adapters: 1, LIDRouting: true})
 	for _, tt := range tests {
 		t.Run(tt.test, func(t *testing.T) {
 			port := freePort(t)
 			lp := strconv.Itoa(port)
-			h.startServer(t, "", port, "qperf", "-lp", lp)
+			h.startServer(t, inst, port, "qperf", "-lp", lp)
 			// -t takes whole seconds; 1 is the shortest timed run.
-			out := h.run(t, "", "qperf", "-lp", lp, "-t", "1", "127.0.0.1", tt.test)
+			out := h.run(t, inst, "qperf", "-lp", lp, "-t", "1", "127.0.0.1", tt.test)
 			results := qperfResults(out)
 			v, ok := results[tt.result]
 			if !ok {

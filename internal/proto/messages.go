@@ -284,6 +284,11 @@ type InstanceSpec struct {
 	// Pin: the instance's registered memory must be lockable (.vmx
 	// sched.mem.pin); creation fails when the daemon cannot lock memory.
 	Pin bool `json:"pin,omitempty"`
+	// LIDRouting: an address vector of the adapters' QPs and address
+	// handles may name its destination by LID alone, without a GRH
+	// (docs/design/lid-addressing.md); without it, as on rdma_rxe, a GRH
+	// is required.
+	LIDRouting bool `json:"lid_routing,omitempty"`
 	// Owner is the tenant the instance belongs to; nil: the creator (the
 	// uid and gid of the session that asks). Naming another owner is for
 	// root and the daemon's admin group.

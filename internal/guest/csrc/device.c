@@ -410,6 +410,27 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	return rc;
 }
 
+/* query_device_ex: the device's attributes and the extended fields rxe
+ * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags); every
+ * capability vrdma lacks (ODP, TSO, RSS, tag matching, timestamps, device
+ * memory) reads 0. attr_size is what the program's headers say the
+ * structure is: an older one gets its prefix. */
+static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
+			   struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ibv_device_attr_ex a;
+	if ((input && input->comp_mask) || attr_size < sizeof a.orig_attr)
+		return EINVAL;
+	memset(&a, 0, sizeof a);
+	int rc = ibv_query_device(context, &a.orig_attr);
+	if (rc)
+		return rc;
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+	memcpy(attr, &a, attr_size < sizeof a ? attr_size : sizeof a);
+	return 0;
+}
+
 static uint8_t mtu_enum(uint64_t v) { return v >= 1 && v <= 5 ? (uint8_t)v : IBV_MTU_1024; }
 
 /* query_port fills attr (len bytes of it: older applications pass the
@@ -769,6 +790,7 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.post_recv = vrdma_post_recv;
 	ic->ops.post_srq_recv = vrdma_post_srq_recv;
 	ctx->vctx.query_port = vrdma_query_port_ex;
+	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);
 	ctx->vctx.create_cq_ex = vrdma_create_cq_ex;
 	ctx->vctx.sz = sizeof ctx->vctx;

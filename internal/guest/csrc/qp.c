@@ -116,13 +116,23 @@ VRDMA_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |       \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 
+#define KNOWN_CREATE_FLAGS                                                                            \
+	(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | IBV_QP_CREATE_CVLAN_STRIPPING | \
+	 IBV_QP_CREATE_SOURCE_QPN | IBV_QP_CREATE_PCI_WRITE_END_PADDING)
+
 /* create_qp_ex: the extended creation, for the ibv_wr_* posting API. */
 static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ax)
 {
-	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	if ((ax->comp_mask & ~known) || !(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd ||
 	    ax->pd->context != context) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags) {
+		/* As the kernel and rxe answer: a flag the verbs define is not
+		 * supported; any other bit is invalid. */
+		errno = ax->create_flags & ~(uint32_t)KNOWN_CREATE_FLAGS ? EINVAL : EOPNOTSUPP;
 		return NULL;
 	}
 	if ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~(uint64_t)SUPPORTED_SEND_OPS)) {

@@ -30,8 +30,8 @@
 #define VRDMA_RECV_WQE_HEADER  16U
 #define VRDMA_SGE_SIZE         16U
 #define VRDMA_CQE_SIZE         32U
-#define VRDMA_MAX_RING_ENTRIES 65536U
-#define VRDMA_MAX_SGE          16U
+#define VRDMA_MAX_RING_ENTRIES 4194304U
+#define VRDMA_MAX_SGE          32U
 #define VRDMA_GRH_SIZE         40U
 
 /* Send WQE (abi/wqe.go): a VRDMA_SEND_WQE_HEADER-byte header, then num_sge
