@@ -61,7 +61,7 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 		errno = EINVAL;
 		return NULL;
 	}
-	struct vrdma_cq *cq = calloc(1, sizeof *cq);
+	struct vrdma_cq *cq = vrdma_own_zalloc(sizeof *cq); /* own.h */
 	if (!cq) {
 		errno = ENOMEM;
 		return NULL;
@@ -70,7 +70,7 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	int fds[3] = {-1, -1, -1}, nfds = 3;
 	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_CQ, &doc, NULL, 0, fds, &nfds, "{\"cqe\":%d}", cqe);
 	if (rc) {
-		free(cq);
+		vrdma_own_free(cq);
 		errno = rc;
 		return NULL;
 	}
@@ -87,7 +87,7 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 	cq->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, cq->size, &cq->mem, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
 	if (rc) {
-		free(cq);
+		vrdma_own_free(cq);
 		errno = rc;
 		return NULL;
 	}
@@ -112,7 +112,7 @@ VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, 
 			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
 			munmap(cq->mem, cq->size);
 			close(cq->rfd);
-			free(cq);
+			vrdma_own_free(cq);
 			errno = rc;
 			return NULL;
 		}
@@ -151,7 +151,7 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	munmap(cq->mem, cq->size);
 	close(cq->rfd);
 	pthread_spin_destroy(&cq->lock);
-	free(cq);
+	vrdma_own_free(cq);
 	vrdma_live(ctx, -1);
 	return 0;
 }
