@@ -63,7 +63,7 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 		errno = EINVAL;
 		return NULL;
 	}
-	struct vrdma_cq *cq = calloc(1, sizeof *cq);
+	struct vrdma_cq *cq = vrdma_own_zalloc(sizeof *cq); /* own.h */
 	if (!cq) {
 		errno = ENOMEM;
 		return NULL;
@@ -72,7 +72,7 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 	int fds[3] = {-1, -1, -1}, nfds = 3;
 	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_CQ, &doc, NULL, 0, fds, &nfds, "{\"cqe\":%d}", cqe);
 	if (rc) {
-		free(cq);
+		vrdma_own_free(cq);
 		errno = rc;
 		return NULL;
 	}
@@ -89,7 +89,7 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 	cq->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, cq->size, &cq->mem, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
 	if (rc) {
-		free(cq);
+		vrdma_own_free(cq);
 		errno = rc;
 		return NULL;
 	}
@@ -114,7 +114,7 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 			vrdma_cmd_simple(ctx, VRDMA_CMD_DESTROY_CQ, cq->handle);
 			munmap(cq->mem, cq->size);
 			close(cq->rfd);
-			free(cq);
+			vrdma_own_free(cq);
 			errno = rc;
 			return NULL;
 		}
@@ -160,7 +160,7 @@ VRDMA_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	munmap(cq->mem, cq->size);
 	close(cq->rfd);
 	pthread_spin_destroy(&cq->lock);
-	free(cq);
+	vrdma_own_free(cq);
 	vrdma_live(ctx, -1);
 	return 0;
 }

@@ -215,12 +215,12 @@ static void context_ops(struct vrdma_context *ctx);
 VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct vrdma_device *d = vrdma_container_of(device, struct vrdma_device, dev);
-	struct vrdma_context *ctx = calloc(1, sizeof *ctx);
+	struct vrdma_context *ctx = vrdma_own_zalloc(sizeof *ctx); /* own.h */
 	char *reply = malloc(VRDMA_REPLY_MAX);
 	struct vj_doc doc = {0};
 	int rc;
 	if (!ctx || !reply) {
-		free(ctx);
+		vrdma_own_free(ctx);
 		free(reply);
 		errno = ENOMEM;
 		return NULL;
@@ -228,7 +228,7 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	rc = vrdma_chan_open(&ctx->chan, vrdma_socket_path());
 	if (rc) {
 		vrdma_log("%s", ctx->chan.err);
-		free(ctx);
+		vrdma_own_free(ctx);
 		free(reply);
 		errno = -rc > 0 ? -rc : rc;
 		return NULL;
@@ -246,7 +246,7 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	if (rc) {
 		vrdma_log("cannot open %s: %s", device->name, ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
 		vrdma_chan_close(&ctx->chan);
-		free(ctx);
+		vrdma_own_free(ctx);
 		errno = rc;
 		return NULL;
 	}
@@ -266,7 +266,7 @@ static void context_free(struct vrdma_context *ctx)
 {
 	pthread_mutex_destroy(&ctx->objs_mu);
 	pthread_mutex_destroy(&ctx->vctx.context.mutex);
-	free(ctx);
+	vrdma_own_free(ctx);
 }
 
 /* ibv_close_device ends the session: the daemon releases everything it

@@ -34,7 +34,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	struct vrdma_qp *q = calloc(1, sizeof *q);
+	struct vrdma_qp *q = vrdma_own_zalloc(sizeof *q); /* own.h */
 	if (!q) {
 		errno = ENOMEM;
 		return NULL;
@@ -51,7 +51,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 			   attr->sq_sig_all ? "true" : "false", attr->cap.max_send_wr, attr->cap.max_recv_wr,
 			   attr->cap.max_send_sge, attr->cap.max_recv_sge, attr->cap.max_inline_data);
 	if (rc) {
-		free(q);
+		vrdma_own_free(q);
 		errno = rc;
 		return NULL;
 	}
@@ -79,7 +79,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	q->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, q->size, &q->mem, VRDMA_CMD_DESTROY_QP, (uint32_t)h);
 	if (rc) {
-		free(q);
+		vrdma_own_free(q);
 		errno = rc;
 		return NULL;
 	}
@@ -294,7 +294,7 @@ VRDMA_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	close(q->bell);
 	pthread_spin_destroy(&q->slock);
 	pthread_spin_destroy(&q->rlock);
-	free(q);
+	vrdma_own_free(q);
 	vrdma_live(ctx, -1);
 	return 0;
 }
@@ -305,7 +305,7 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 {
 	struct vrdma_context *ctx = to_vctx(ibpd->context);
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
-	struct vrdma_srq *s = calloc(1, sizeof *s);
+	struct vrdma_srq *s = vrdma_own_zalloc(sizeof *s); /* own.h */
 	if (!s) {
 		errno = ENOMEM;
 		return NULL;
@@ -316,7 +316,7 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 			   "{\"pd\":%u,\"max_wr\":%u,\"max_sge\":%u}", pd->handle, attr->attr.max_wr,
 			   attr->attr.max_sge);
 	if (rc) {
-		free(s);
+		vrdma_own_free(s);
 		errno = rc;
 		return NULL;
 	}
@@ -331,7 +331,7 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 	s->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, s->size, &s->mem, VRDMA_CMD_DESTROY_SRQ, (uint32_t)h);
 	if (rc) {
-		free(s);
+		vrdma_own_free(s);
 		errno = rc;
 		return NULL;
 	}
@@ -379,7 +379,7 @@ VRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	vrdma_untrack(ctx, s, VRDMA_OBJ_SRQ);
 	munmap(s->mem, s->size);
 	pthread_spin_destroy(&s->lock);
-	free(s);
+	vrdma_own_free(s);
 	vrdma_live(ctx, -1);
 	return 0;
 }

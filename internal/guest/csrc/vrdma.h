@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "own.h"
+
 #define VRDMA_EXPORT __attribute__((visibility("default")))
 
 /* ---- logging (log.c) ----

@@ -44,7 +44,7 @@ CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 		errno = e;
 		return NULL;
 	}
-	struct cma_chan *c = calloc(1, sizeof *c);
+	struct cma_chan *c = vrdma_own_zalloc(sizeof *c); /* own.h */
 	if (c == NULL)
 		return NULL;
 	c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -73,7 +73,7 @@ fail:
 		close(c->efd);
 	if (c->ch.fd >= 0)
 		close(c->ch.fd);
-	free(c);
+	vrdma_own_free(c);
 	errno = e;
 	return NULL;
 }
@@ -110,11 +110,11 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	pthread_mutex_unlock(&cma_mu);
 	while (e) {
 		struct cma_event *next = e->next;
-		free(e);
+		vrdma_own_free(e);
 		e = next;
 	}
 	if (users == 0)
-		free(c);
+		vrdma_own_free(c);
 }
 
 void cma_enqueue(struct cma_id *id, struct cma_event *e)
@@ -131,7 +131,7 @@ void cma_enqueue(struct cma_id *id, struct cma_event *e)
 
 int cma_queue_local(struct cma_id *id, enum rdma_cm_event_type type, int status)
 {
-	struct cma_event *e = calloc(1, sizeof *e);
+	struct cma_event *e = vrdma_own_zalloc(sizeof *e);
 	if (e == NULL)
 		return ENOMEM;
 	e->ev.id = &id->id;
@@ -167,7 +167,7 @@ void cma_purge(struct cma_id *id, struct cma_id **orphans)
 			child->next = *orphans;
 			*orphans = child;
 		}
-		free(e);
+		vrdma_own_free(e);
 	}
 	c->tail = last;
 	if (c->head == NULL)
@@ -184,10 +184,10 @@ static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 	}
 	enum ibv_qp_type qpt = ev->qp_type == IBV_QPT_UD ? IBV_QPT_UD : l->id.qp_type;
 	struct cma_id *child = cma_id_alloc(l->id.channel, l->id.context, l->id.ps, qpt);
-	struct cma_event *e = calloc(1, sizeof *e);
+	struct cma_event *e = vrdma_own_zalloc(sizeof *e);
 	if (child == NULL || e == NULL) {
-		free(child);
-		free(e);
+		vrdma_own_free(child);
+		vrdma_own_free(e);
 		vrdma_debug("rdma_cm: out of memory for a request: it times out");
 		return;
 	}
@@ -261,7 +261,7 @@ void cma_on_event(void *arg, const struct vrdma_cm_ev *ev)
 			goto out; /* both sides ended it: one DISCONNECTED, as rdma_cm gives */
 		id->disc_queued = 1;
 	}
-	struct cma_event *e = calloc(1, sizeof *e);
+	struct cma_event *e = vrdma_own_zalloc(sizeof *e);
 	if (e == NULL) {
 		vrdma_debug("rdma_cm: out of memory: dropped event %u for connection %u", ev->type, ev->id);
 		goto out;
@@ -282,7 +282,7 @@ static void device_removed(struct cma_device *d)
 	for (struct cma_id *id = cma_ids; id; id = id->next) {
 		if (id->dev != d)
 			continue;
-		struct cma_event *e = calloc(1, sizeof *e);
+		struct cma_event *e = vrdma_own_zalloc(sizeof *e);
 		if (e == NULL)
 			continue;
 		e->owner = id;
@@ -521,7 +521,7 @@ CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	e->owner->unacked--;
 	pthread_cond_broadcast(&cma_cond);
 	pthread_mutex_unlock(&cma_mu);
-	free(e);
+	vrdma_own_free(e);
 	return 0;
 }
 

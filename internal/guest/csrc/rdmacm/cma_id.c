@@ -56,7 +56,7 @@ static uint16_t random_port(void)
 struct cma_id *cma_id_alloc(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps,
 			    enum ibv_qp_type qpt)
 {
-	struct cma_id *id = calloc(1, sizeof *id);
+	struct cma_id *id = vrdma_own_zalloc(sizeof *id); /* own.h */
 	if (id == NULL)
 		return NULL;
 	id->id.channel = ch;
@@ -143,13 +143,13 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		struct cma_id *o = orphans;
 		orphans = o->next;
 		(void)cma_cmd(o->dev, VRDMA_CMD_CM_REJECT, NULL, 0, "{\"id\":%u,\"reason\":8}", o->cmid);
-		free(o);
+		vrdma_own_free(o);
 	}
 	if (c->sync)
 		rdma_destroy_event_channel(id->channel);
 	free(id->route.path_rec);
 	free(c->qp_init);
-	free(c);
+	vrdma_own_free(c);
 	return 0;
 }
 
