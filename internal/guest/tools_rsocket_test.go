@@ -22,11 +22,12 @@ func rspreload(t *testing.T) string {
 }
 
 // TestToolRspreloadIperf3 runs iperf3's server and client under
-// librspreload. iperf3 waits in select(), which librspreload hands to
-// rpoll for every descriptor: the library's rpoll must serve ordinary
-// ones (it failed with ENOSYS, and iperf3 with "select failed: Function
-// not implemented"). Where rsocket() does not make a socket, librspreload
-// falls back to the kernel's, so the transfer runs over TCP.
+// librspreload: their TCP sockets become stream rsockets on vrdma (the
+// server listens through the daemon's connection manager, which the
+// library's debug line shows). iperf3 waits in select(), which librspreload
+// hands to rpoll for every descriptor, rsockets and ordinary ones alike:
+// before rsockets, rpoll failed with ENOSYS ("select failed: Function not
+// implemented").
 func TestToolRspreloadIperf3(t *testing.T) {
 	requireTool(t, "iperf3", "iperf3")
 	h := newToolHost(t)
@@ -44,5 +45,47 @@ func TestToolRspreloadIperf3(t *testing.T) {
 	}
 	if strings.Contains(sout, "error") || !strings.Contains(sout, "receiver") {
 		t.Errorf("iperf3's server under librspreload did not report the test; it printed:\n%s", sout)
+	}
+	if !strings.Contains(sout, "rdma_cm: listening on port "+port) {
+		t.Errorf("iperf3's server did not listen on an rsocket (no rdma_cm listen line); it printed:\n%s", sout)
+	}
+}
+
+// TestToolRstream runs Debian's rstream (rdmacm-utils), unmodified, server
+// and client on stream rsockets over vrdma, with its data check (-T v) in
+// each of its modes: blocking calls, nonblocking calls, and rpoll before
+// each call; small messages many times and large ones (more than the
+// receive buffer, so credits and buffer updates go round).
+func TestToolRstream(t *testing.T) {
+	requireTool(t, "rstream", rdmacmUtils)
+	h := newToolHost(t)
+	tests := []struct {
+		name string
+		args []string
+		want []string // the report lines that must be there: "name bytes xfers"
+	}{
+		{"blocking", []string{"-T", "b", "-S", "1048576", "-C", "50"}, []string{"custom    1m      50 "}},
+		{"nonblocking", []string{"-T", "n", "-S", "65536", "-C", "200"}, []string{"custom    64k     200 "}},
+		{"async", []string{"-T", "a", "-S", "64", "-C", "2000"}, []string{"custom    64      2k "}},
+		{"default sizes", nil, []string{"64_lat ", "1m_lat ", "64_bw ", "1m_bw "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			port := strconv.Itoa(freePort(t))
+			args := append([]string{"-p", port, "-T", "v"}, tt.args...)
+			srv := h.startCMServer(t, "rstream", append([]string{"-b", "127.0.0.1"}, args...)...)
+			out := h.runCMClient(t, srv, refusedNoListener, "rstream", append([]string{"-s", "127.0.0.1"}, args...)...)
+			sout := srv.wait(t)
+			for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+				if strings.Contains(o.out, "failed") { // "data verification failed byte N" among others
+					t.Errorf("rstream %s %s failed; it printed:\n%s", o.who, tt.name, o.out)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(o.out, "\n"+w) {
+						t.Errorf("rstream %s %s did not report %q; it printed:\n%s", o.who, tt.name, w, o.out)
+					}
+				}
+			}
+		})
 	}
 }
