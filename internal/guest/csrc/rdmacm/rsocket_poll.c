@@ -57,7 +57,10 @@ static short rs_revents(struct rsocket *rs, short events)
 			rev |= POLLIN;
 		if ((events & POLLOUT) && rs->writable && rs_can_send(rs))
 			rev |= POLLOUT;
-		if (rs->state == RS_DISCONNECTED)
+		/* POLLHUP once what arrived before the end is read, as a TCP
+		 * socket has it (rdma-core's sets it at once: rstream -T a then
+		 * fails when the last data and the peer's close come together). */
+		if (rs->state == RS_DISCONNECTED && !rs_have_rdata(rs))
 			rev |= POLLHUP;
 		else if (rs->state == RS_ERROR)
 			rev |= POLLERR;
