@@ -89,3 +89,36 @@ func TestToolRstream(t *testing.T) {
 		})
 	}
 }
+
+// TestToolRiostream runs Debian's riostream (rdmacm-utils), unmodified:
+// each side riomaps its buffer, the other riowrites into it (RDMA WRITE
+// straight into the peer's memory, which riostream watches for its last
+// byte), with the data check (-T v), in its blocking, nonblocking and
+// rpoll modes.
+func TestToolRiostream(t *testing.T) {
+	requireTool(t, "riostream", rdmacmUtils)
+	h := newToolHost(t)
+	tests := []struct {
+		name string
+		args []string
+		want string // the report line: "name bytes xfers "
+	}{
+		{"blocking 1 MiB", []string{"-S", "1048576", "-C", "10"}, "custom    1m      10 "},
+		{"nonblocking 4 KiB", []string{"-T", "n", "-S", "4096", "-C", "100"}, "custom    4k      100 "},
+		{"rpoll 64 B", []string{"-T", "a", "-S", "64", "-C", "1000"}, "custom    64      1k "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			port := strconv.Itoa(freePort(t))
+			args := append([]string{"-p", port, "-T", "v"}, tt.args...)
+			srv := h.startCMServer(t, "riostream", append([]string{"-b", "127.0.0.1"}, args...)...)
+			out := h.runCMClient(t, srv, refusedNoListener, "riostream", append([]string{"-s", "127.0.0.1"}, args...)...)
+			sout := srv.wait(t)
+			for _, o := range []struct{ who, out string }{{"client", out}, {"server", sout}} {
+				if strings.Contains(o.out, "failed") || !strings.Contains(o.out, "\n"+tt.want) {
+					t.Errorf("riostream %s %s did not report %q with its data checked; it printed:\n%s", o.who, tt.name, tt.want, o.out)
+				}
+			}
+		})
+	}
+}

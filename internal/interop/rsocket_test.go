@@ -70,3 +70,40 @@ func TestRstreamWithRxe(t *testing.T) {
 		}
 	}
 }
+
+// TestRiostreamWithRxe runs Debian's riostream the same way: each side
+// riomaps its buffer and the other riowrites into it, so the iomap slots
+// offered in the connection data, the RS_OP_IOMAP_SGL writes that fill
+// them and the RDMA WRITEs that follow cross between vrdma and rdma-core.
+func TestRiostreamWithRxe(t *testing.T) {
+	Require(t)
+	guesttest.RequirePrograms(t, "riostream")
+	lib := guesttest.Library(t)
+	if _, err := os.Stat(filepath.Join(lib, "librdmacm.so.1")); err != nil {
+		t.Skipf("the guest libraries in %s have no librdmacm.so.1: %v", lib, err)
+	}
+	g := Up(t)
+	host := g.Host(t)
+	d := host.StartDaemon(t)
+	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)
+	if out, rc := g.Run(t, "A", 30, "command -v riostream"); rc != 0 {
+		t.Skipf("the interop guest lacks riostream (shared/interop/setup.sh puts rdmacm-utils' programs into its initramfs): %s", out)
+	}
+	prog := guesttest.Program{Host: host, Lib: lib, Socket: d.Socket}
+	for i, guestServer := range []bool{true, false} {
+		t.Run(roleName(guestServer), func(t *testing.T) {
+			server := GuestIP("A")
+			if !guestServer {
+				server = HostIP
+			}
+			args := fmt.Sprintf("-p %d -T v -S 65536 -C 20", 7490+i)
+			r := runCMWithGuest(t, g, prog, guestServer, "riostream",
+				strings.Fields(fmt.Sprintf("-b %s %s", server, args)), strings.Fields(fmt.Sprintf("-s %s %s", server, args)))
+			for _, side := range r.sides() {
+				if !side.failed && (strings.Contains(side.out, "failed") || !strings.Contains(side.out, "\ncustom    64k     20 ")) {
+					t.Errorf("%s: riostream did not report 20 checked 64 KiB transfers:\n%s", side.who, side.out)
+				}
+			}
+		})
+	}
+}

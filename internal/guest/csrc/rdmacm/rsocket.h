@@ -32,7 +32,9 @@
 #define rs_msg_op(imm) ((uint32_t)(imm) >> 29)
 #define rs_msg_data(imm) ((uint32_t)(imm)&0x1FFFFFFF)
 
+#define RS_OP_WRITE 2 /* a plain RDMA WRITE (riowrite): never on the wire as an immediate */
 #define RS_CONN_FLAG_NET (1 << 0)
+#define RS_CONN_FLAG_IOMAP (1 << 1)
 #define RS_SGL_SIZE 2         /* entries of a target SGL */
 #define RS_QP_CTRL_SIZE 4     /* send slots kept for control messages */
 #define RS_SNDLOWAT 2048      /* the least send buffer a send waits for */
@@ -47,6 +49,19 @@ struct rs_sge {
 	uint64_t addr;
 	uint32_t key;
 	uint32_t length;
+};
+
+/* An iomap entry: a peer's riomap'd buffer, at offset in its own numbering. */
+struct rs_iomap {
+	uint64_t offset;
+	struct rs_sge sge;
+};
+
+/* One of this side's riomap'd buffers, advertised in the peer's iomap slot index. */
+struct rs_iomap_mr {
+	uint64_t offset;
+	struct ibv_mr *mr; /* NULL: the slot is free */
+	int queued;        /* not yet written to the peer */
 };
 
 /* The private data of the connection request and of its acceptance. */
@@ -100,7 +115,14 @@ struct rsocket {
 	unsigned unacked_cqe;
 	uint8_t *sbuf, *rbuf;
 	volatile struct rs_sge *target_sgl; /* RS_SGL_SIZE: the peer's receive buffer, written by the peer */
+	volatile struct rs_iomap *target_iomap; /* target_iomap_size entries after it: the peer's riomaps */
+	uint32_t target_iomap_size;             /* RDMA_IOMAPSIZE: the slots offered to the peer */
 	struct ibv_mr *smr, *rmr, *tmr;
+
+	/* riomap: the peer's slots (remote_iomap), ours in them */
+	struct rs_sge remote_iomap;
+	struct rs_iomap_mr *iomaps; /* remote_iomap.length entries, made on first use */
+	int iomap_pending;
 
 	/* sending */
 	uint16_t sseq_no, sseq_comp;
@@ -154,6 +176,8 @@ void rs_progress(struct rsocket *rs);
  * 0, or -1 with errno (EWOULDBLOCK when nonblock). rs->mu held. */
 int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs));
 int rs_can_send(struct rsocket *rs);
+/* rs_can_send, or the sending side is shut. */
+int rs_conn_can_send(struct rsocket *rs);
 int rs_have_rdata(struct rsocket *rs);
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags);
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags);
@@ -164,5 +188,16 @@ int rs_post_recvs(struct rsocket *rs);
 void rs_arm(struct rsocket *rs);
 /* Takes the CQ channel's events without waiting; rs->mu held. */
 void rs_take_cq_events(struct rsocket *rs);
+/* Copies len bytes into the send buffer's ring and describes them in sg
+ * (one or two entries, returned); rs->mu held, the room checked. */
+int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint32_t len, struct ibv_sge sg[2]);
+
+/* ---- riomap (rsocket_iomap.c) ---- */
+/* Writes the riomaps not yet sent into the peer's slots: 0 or -1 with errno; rs->mu held. */
+int rs_send_iomaps(struct rsocket *rs, int nonblock);
+/* Deregisters every riomap of rs. */
+void rs_free_iomaps(struct rsocket *rs);
+int rs_value_to_scale(int value, int bits);
+int rs_scale_to_value(int value, int bits);
 
 #endif

@@ -4,7 +4,8 @@
  * calls these only for its rsockets; rdma-core's rclose alone returns
  * EBADF itself rather than -1, which we do not copy). Stream rsockets are
  * made here; datagram ones are not yet (ENOSYS, so librspreload falls back
- * to the kernel's UDP sockets). docs/design/rsockets.md.
+ * to the kernel's UDP sockets). riomap is in rsocket_iomap.c.
+ * docs/design/rsockets.md.
  */
 #include "cma.h"
 #include "rsocket.h"
@@ -469,8 +470,9 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 		case RDMA_INLINE:
 			rs->sq_inline = (uint32_t)v > RS_QP_MAX_SIZE ? RS_QP_MAX_SIZE : (uint32_t)v;
 			break;
-		case RDMA_IOMAPSIZE:
-			break; /* no iomap yet: none is offered to the peer */
+		case RDMA_IOMAPSIZE: /* as rdma-core: rounded to what the connection data can say */
+			rs->target_iomap_size = v > 0 ? (uint32_t)rs_scale_to_value(rs_value_to_scale(v, 8) & 0xff, 8) : 0;
+			break;
 		default:
 			errno = ENOTSUP, r = -1;
 		}
@@ -553,7 +555,7 @@ CMA_EXPORT int rgetsockopt(int s, int level, int optname, void *optval, socklen_
 		case RDMA_SQSIZE: v = (int)rs->sq_size; break;
 		case RDMA_RQSIZE: v = (int)rs->rq_size; break;
 		case RDMA_INLINE: v = (int)rs->sq_inline; break;
-		case RDMA_IOMAPSIZE: v = 0; break;
+		case RDMA_IOMAPSIZE: v = (int)rs->target_iomap_size; break;
 		default: ok = 0; errno = ENOTSUP;
 		}
 		break;
@@ -598,35 +600,4 @@ CMA_EXPORT int rfcntl(int s, int cmd, ...)
 	pthread_mutex_unlock(&rs->mu);
 	va_end(ap);
 	return r;
-}
-
-CMA_EXPORT off_t riomap(int s, void *buf, size_t len, int prot, int flags, off_t offset)
-{
-	(void)buf, (void)len, (void)prot, (void)flags, (void)offset;
-	if (!rs_get("riomap", s))
-		return -1;
-	vrdma_debug("riomap is not supported on rsockets yet (ENOSYS)");
-	errno = ENOSYS;
-	return -1;
-}
-
-CMA_EXPORT int riounmap(int s, void *buf, size_t len)
-{
-	(void)buf, (void)len;
-	if (!rs_get("riounmap", s))
-		return -1;
-	vrdma_debug("riounmap is not supported on rsockets yet (ENOSYS)");
-	errno = ENOSYS;
-	return -1;
-}
-
-/* A count, as rdma-core's: (size_t)-1 on failure, with errno. */
-CMA_EXPORT size_t riowrite(int s, const void *buf, size_t count, off_t offset, int flags)
-{
-	(void)buf, (void)count, (void)offset, (void)flags;
-	if (!rs_get("riowrite", s))
-		return (size_t)-1;
-	vrdma_debug("riowrite is not supported on rsockets yet (ENOSYS)");
-	errno = ENOSYS;
-	return (size_t)-1;
 }

@@ -48,6 +48,7 @@ struct rsocket *rs_new(int domain, int fs_flags, int fd_flags, const struct rsoc
 		rs->sbuf_size = inherit->sbuf_size, rs->rbuf_size = inherit->rbuf_size;
 		rs->nodelay = inherit->nodelay, rs->keepalive = inherit->keepalive;
 		rs->keepidle = inherit->keepidle;
+		rs->target_iomap_size = inherit->target_iomap_size;
 	} else {
 		rs->sq_size = rs->rq_size = RS_DEF_QSIZE;
 		rs->sq_inline = RS_DEF_INLINE;
@@ -81,6 +82,7 @@ void rs_free(struct rsocket *rs)
 		ibv_dereg_mr(rs->rmr);
 	if (rs->tmr)
 		ibv_dereg_mr(rs->tmr);
+	rs_free_iomaps(rs);
 	if (rs->cq) {
 		rs_take_cq_events(rs);
 		if (rs->unacked_cqe)
@@ -166,7 +168,10 @@ static int rs_create_ep(struct rsocket *rs)
 	size_t sbuf_total = rs->sbuf_size + sizeof(struct rs_sge) * RS_QP_CTRL_SIZE;
 	rs->sbuf = rs_alloc_buf(sbuf_total);
 	rs->rbuf = rs_alloc_buf(rs->rbuf_size);
-	rs->target_sgl = rs_alloc_buf(sizeof(struct rs_sge) * RS_SGL_SIZE);
+	size_t tlen = sizeof(struct rs_sge) * RS_SGL_SIZE + sizeof(struct rs_iomap) * rs->target_iomap_size;
+	rs->target_sgl = rs_alloc_buf(tlen);
+	if (rs->target_sgl)
+		rs->target_iomap = (volatile struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
 	rs->rmsg = calloc(rs->rq_size + 1, sizeof(*rs->rmsg));
 	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg) {
 		errno = ENOMEM;
@@ -174,8 +179,7 @@ static int rs_create_ep(struct rsocket *rs)
 	}
 	rs->smr = ibv_reg_mr(id->pd, rs->sbuf, sbuf_total, IBV_ACCESS_LOCAL_WRITE);
 	rs->rmr = ibv_reg_mr(id->pd, rs->rbuf, rs->rbuf_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	rs->tmr = ibv_reg_mr(id->pd, (void *)rs->target_sgl, sizeof(struct rs_sge) * RS_SGL_SIZE,
-			     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	rs->tmr = ibv_reg_mr(id->pd, (void *)rs->target_sgl, tlen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!rs->smr || !rs->rmr || !rs->tmr)
 		return -1;
 
@@ -204,8 +208,9 @@ static void rs_format_conn_data(struct rsocket *rs, struct rs_conn_data *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->version = 1;
-	c->flags = host_is_net() ? RS_CONN_FLAG_NET : 0;
+	c->flags = RS_CONN_FLAG_IOMAP | (host_is_net() ? RS_CONN_FLAG_NET : 0);
 	c->credits = htobe16((uint16_t)rs->rq_size);
+	c->target_iomap_size = (uint8_t)rs_value_to_scale((int)rs->target_iomap_size, 8);
 	c->target_sgl.addr = htobe64((uintptr_t)rs->target_sgl);
 	c->target_sgl.key = htobe32(rs->tmr->rkey);
 	c->target_sgl.length = htobe32(RS_SGL_SIZE);
@@ -231,6 +236,11 @@ static int rs_save_conn_data(struct rsocket *rs, const void *data, size_t len)
 		return EPROTO; /* no entry to write SGL updates to */
 	rs->remote_sge = 1;
 	rs->swap_sgl = (host_is_net() != !!(c.flags & RS_CONN_FLAG_NET));
+	if (c.flags & RS_CONN_FLAG_IOMAP) { /* the peer's iomap slots follow its target SGL */
+		rs->remote_iomap.addr = rs->remote_sgl.addr + sizeof(struct rs_sge) * rs->remote_sgl.length;
+		rs->remote_iomap.length = (uint32_t)rs_scale_to_value(c.target_iomap_size, 8);
+		rs->remote_iomap.key = rs->remote_sgl.key;
+	}
 	struct rs_sge first = {be64toh(c.data_buf.addr), be32toh(c.data_buf.key), be32toh(c.data_buf.length)};
 	rs->target_sgl[0] = first;
 	rs->sseq_comp = be16toh(c.credits);

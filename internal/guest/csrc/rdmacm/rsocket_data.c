@@ -190,6 +190,10 @@ static int rs_poll_cq(struct rsocket *rs)
 			case RS_OP_SGL:
 				rs->ctrl_max_seqno++;
 				break;
+			case RS_OP_IOMAP_SGL:
+				rs->sqe_avail++;
+				rs->sbuf_bytes_avail += sizeof(struct rs_iomap);
+				break;
 			case RS_OP_CTRL:
 				rs->ctrl_max_seqno++;
 				if (rs_msg_data(msg) == RS_CTRL_DISCONNECT) {
@@ -263,7 +267,7 @@ int rs_have_rdata(struct rsocket *rs)
 	return rs->rmsg_head != rs->rmsg_tail;
 }
 
-static int rs_conn_can_send(struct rsocket *rs)
+int rs_conn_can_send(struct rsocket *rs)
 {
 	return rs_can_send(rs) || !rs->writable;
 }
@@ -347,6 +351,23 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 	return n;
 }
 
+int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint32_t xfer, struct ibv_sge sg[2])
+{
+	uint32_t to_end = (uint32_t)((uintptr_t)rs->sbuf + rs->sbuf_size - rs->ssgl_addr);
+	if (xfer <= to_end) {
+		iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, xfer);
+		sg[0] = (struct ibv_sge){rs->ssgl_addr, xfer, rs->smr->lkey};
+		rs->ssgl_addr = xfer < to_end ? rs->ssgl_addr + xfer : (uintptr_t)rs->sbuf;
+		return 1;
+	}
+	iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, to_end);
+	iov_gather(rs->sbuf, iov, off, xfer - to_end);
+	sg[0] = (struct ibv_sge){rs->ssgl_addr, to_end, rs->smr->lkey};
+	sg[1] = (struct ibv_sge){(uintptr_t)rs->sbuf, xfer - to_end, rs->smr->lkey};
+	rs->ssgl_addr = (uintptr_t)rs->sbuf + (xfer - to_end);
+	return 2;
+}
+
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
 	size_t len = iov_total(iov, iovcnt), left = len, off = 0;
@@ -359,6 +380,8 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fla
 	}
 	while (iovcnt > 0 && iov->iov_len == 0)
 		iov++, iovcnt--;
+	if (rs->iomap_pending && rs_send_iomaps(rs, nonblock) != 0)
+		return -1;
 	while (left) {
 		if (!rs_can_send(rs)) {
 			ret = rs_wait(rs, nonblock, rs_conn_can_send);
@@ -382,22 +405,8 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fla
 			xfer = rs->sbuf_bytes_avail;
 		if (xfer > rs->target_sgl[rs->target_sge].length)
 			xfer = rs->target_sgl[rs->target_sge].length;
-		uint32_t to_end = (uint32_t)((uintptr_t)rs->sbuf + rs->sbuf_size - rs->ssgl_addr);
 		struct ibv_sge sg[2];
-		int n;
-		if (xfer <= to_end) {
-			iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, &iov, &off, xfer);
-			sg[0] = (struct ibv_sge){rs->ssgl_addr, xfer, rs->smr->lkey};
-			n = 1;
-			rs->ssgl_addr = xfer < to_end ? rs->ssgl_addr + xfer : (uintptr_t)rs->sbuf;
-		} else {
-			iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, &iov, &off, to_end);
-			iov_gather(rs->sbuf, &iov, &off, xfer - to_end);
-			sg[0] = (struct ibv_sge){rs->ssgl_addr, to_end, rs->smr->lkey};
-			sg[1] = (struct ibv_sge){(uintptr_t)rs->sbuf, xfer - to_end, rs->smr->lkey};
-			n = 2;
-			rs->ssgl_addr = (uintptr_t)rs->sbuf + (xfer - to_end);
-		}
+		int n = rs_sbuf_put(rs, &iov, &off, xfer, sg);
 		int e = rs_write_data(rs, sg, n, xfer, xfer <= rs->sq_inline ? IBV_SEND_INLINE : 0);
 		if (e) {
 			errno = e;

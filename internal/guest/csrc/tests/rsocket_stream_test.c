@@ -4,10 +4,10 @@
  * a port the daemon picks, connecting blocking and nonblocking, data both
  * ways checked byte for byte (single buffers, iovecs, MSG_PEEK,
  * MSG_WAITALL, more than the receive buffer at once), rpoll and rselect on
- * rsockets, options, half and full shutdown seen by the peer, and the
- * errnos of misuse.
+ * rsockets, options, half and full shutdown seen by the peer, riomap and
+ * riowrite, and the errnos of misuse.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c rdmacm/rsocket_api.c rdmacm/rsocket_conn.c rdmacm/rsocket_data.c rdmacm/rsocket_poll.c rdmacm/rsocket_table.c
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c rdmacm/rsocket_api.c rdmacm/rsocket_conn.c rdmacm/rsocket_data.c rdmacm/rsocket_iomap.c rdmacm/rsocket_poll.c rdmacm/rsocket_table.c
  * needs: daemon
  */
 #include <rdma/rsocket.h>
@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -39,6 +40,16 @@ static struct sockaddr_in loopback(uint16_t port)
 	return a;
 }
 
+/* RDMA_IOMAPSIZE of the sockets connect_pair makes (0: none). */
+static int iomap_slots;
+
+static void set_iomap(int fd)
+{
+	if (iomap_slots)
+		CHECK(rsetsockopt(fd, SOL_RDMA, RDMA_IOMAPSIZE, &iomap_slots, sizeof(iomap_slots)) == 0,
+		      "RDMA_IOMAPSIZE: %s", strerror(errno));
+}
+
 /* A listening rsocket on 127.0.0.1 and the port the daemon gave it. */
 static int listen_on(uint16_t *port)
 {
@@ -47,6 +58,7 @@ static int listen_on(uint16_t *port)
 		CHECK(0, "rsocket: %s", strerror(errno));
 		return -1;
 	}
+	set_iomap(l);
 	struct sockaddr_in a = loopback(0);
 	CHECK(rbind(l, (struct sockaddr *)&a, sizeof(a)) == 0, "rbind: %s", strerror(errno));
 	CHECK(rlisten(l, 4) == 0, "rlisten: %s", strerror(errno));
@@ -83,6 +95,7 @@ static int connect_pair(int *c, int *s, int nonblock)
 	pthread_create(&a.th, NULL, accept_main, &a);
 	*c = rsocket(AF_INET, SOCK_STREAM | (nonblock ? SOCK_NONBLOCK : 0), 0);
 	CHECK(*c >= 0, "rsocket: %s", strerror(errno));
+	set_iomap(*c);
 	struct sockaddr_in to = loopback(port);
 	int r = rconnect(*c, (struct sockaddr *)&to, sizeof(to));
 	if (nonblock) {
@@ -284,6 +297,40 @@ static void test_close(int c, int s)
 	CHECK(rclose(s) == 0, "rclose");
 }
 
+/* riomap on s, riowrite from c into it; the data lands in s's buffer
+ * without s reading anything (c's rsend after it orders them). */
+static void test_iomap(int c, int s)
+{
+	enum { N = 65536 };
+	uint8_t *dst = NULL, *src = malloc(N);
+	CHECK(posix_memalign((void **)&dst, 4096, N) == 0, "posix_memalign");
+	memset(dst, 0, N);
+	for (size_t i = 0; i < N; i++)
+		src[i] = pattern(i + 5);
+	errno = 0;
+	CHECK(riomap(s, dst, N, PROT_READ, 0, 0) == -1 && errno == EINVAL, "riomap PROT_READ: errno %d", errno);
+	errno = 0;
+	CHECK(riomap(s, dst, N, PROT_NONE, 0, 0) == -1 && errno == ENOTSUP, "riomap PROT_NONE: errno %d", errno);
+	off_t off = riomap(s, dst, N, PROT_WRITE, 0, 0);
+	CHECK(off == 0, "riomap: %lld (%s)", (long long)off, strerror(errno));
+	char b;
+	CHECK(rsend(s, "m", 1, 0) == 1 && rrecv(c, &b, 1, MSG_WAITALL) == 1, "the message that carries the riomap");
+	size_t w = riowrite(c, src, N - 10, 0, 0);
+	CHECK(w == N - 10, "riowrite: %zu (%s)", w, strerror(errno));
+	w = riowrite(c, src + N - 10, 100, N - 10, 0);
+	CHECK(w == 10, "riowrite past the mapping's end: %zu, want the 10 bytes that fit", w);
+	errno = 0;
+	w = riowrite(c, src, 1, 2 * N, 0);
+	CHECK(w == (size_t)-1 && errno == EINVAL, "riowrite outside every mapping: %zu, errno %d", w, errno);
+	CHECK(rsend(c, "d", 1, 0) == 1 && rrecv(s, &b, 1, MSG_WAITALL) == 1, "the message after the writes");
+	CHECK(memcmp(dst, src, N) == 0, "riowrite's bytes differ in the mapped buffer");
+	CHECK(riounmap(s, dst, N) == 0, "riounmap: %s", strerror(errno));
+	errno = 0;
+	CHECK(riounmap(s, dst, N) == -1 && errno == EINVAL, "riounmap again: errno %d", errno);
+	free(dst);
+	free(src);
+}
+
 static void test_misuse(void)
 {
 	uint16_t port;
@@ -345,6 +392,28 @@ int main(void)
 		test_bulk(c, s);
 		test_close(c, s);
 	}
+	/* No iomap slots offered (the default): riomap has nowhere to go. */
+	if (connect_pair(&c, &s, 0) == 0) {
+		char m[8];
+		errno = 0;
+		CHECK(riomap(c, m, sizeof(m), PROT_WRITE, 0, -1) == -1 && errno == ENOMEM,
+		      "riomap without the peer's slots: errno %d, want ENOMEM", errno);
+		rclose(c);
+		rclose(s);
+	}
+	iomap_slots = 4;
+	if (connect_pair(&c, &s, 0) == 0) {
+		test_iomap(c, s);
+		rclose(c);
+		rclose(s);
+	}
+	iomap_slots = 0;
+	int u = rsocket(AF_INET, SOCK_STREAM, 0);
+	char m[8];
+	errno = 0;
+	CHECK(riomap(u, m, sizeof(m), PROT_WRITE, 0, -1) == -1 && errno == EINVAL, "riomap before the connection: %d",
+	      errno);
+	rclose(u);
 	test_misuse();
 	if (failures) {
 		fprintf(stderr, "rsocket_stream_test: %d failures\n", failures);
