@@ -123,6 +123,8 @@ static void rs_protocol_error(struct rsocket *rs, const char *what, uint32_t v)
 	rs->state = RS_ERROR;
 	rs->readable = rs->writable = 0;
 	rs->err = EPROTO;
+	rs->rmsg_head = rs->rmsg_tail; /* what it claimed to have sent is not believed either */
+	rs->rdata_pending = 0;
 	rdma_disconnect(rs->id);
 }
 
