@@ -106,10 +106,27 @@ static int rs_poll_check(struct pollfd *fds, nfds_t nfds)
 	return cnt;
 }
 
+/* The wait array of rs_poll_mixed, kept per thread (as rdma-core keeps
+ * its own), so a program polling in a loop does not allocate each time. */
+static __thread struct pollfd *rs_wait_fds;
+static __thread nfds_t rs_wait_cap;
+
+static struct pollfd *rs_wait_array(nfds_t n)
+{
+	if (n > rs_wait_cap) {
+		struct pollfd *p = realloc(rs_wait_fds, n * sizeof(*p));
+		if (!p)
+			return NULL;
+		rs_wait_fds = p;
+		rs_wait_cap = n;
+	}
+	return rs_wait_fds;
+}
+
 static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 {
 	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
-	struct pollfd *w = calloc(2 * nfds, sizeof(*w));
+	struct pollfd *w = rs_wait_array(2 * nfds);
 	if (!w) {
 		errno = ENOMEM;
 		return -1;
@@ -163,9 +180,6 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 		}
 	again:;
 	}
-	int e = errno;
-	free(w);
-	errno = e;
 	return ret;
 }
 
