@@ -90,6 +90,7 @@ type toolHost struct {
 	sock    string // the daemon's socket
 	quiet   bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
 	runtime string // the programs' XDG_RUNTIME_DIR: where the library's sysfs tree goes
+	preload string // LD_PRELOAD of its programs ("": none), e.g. rdma-core's librspreload.so
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -148,6 +149,9 @@ func (h *toolHost) env(instance string) []string {
 	}
 	if instance != "" {
 		env = append(env, "VRDMA_INSTANCE="+instance)
+	}
+	if h.preload != "" {
+		env = append(env, "LD_PRELOAD="+h.preload)
 	}
 	return env
 }

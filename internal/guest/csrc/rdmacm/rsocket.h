@@ -1,0 +1,203 @@
+/*
+ * rsocket.h: the drop-in librdmacm's rsockets (rdma-core's <rdma/rsocket.h>
+ * API), stream sockets on rdma-core's rsocket wire protocol
+ * (docs/design/rsockets.md). An rsocket is a descriptor the library made
+ * with rsocket() or raccept(): the descriptor of its rdma_cm event channel.
+ * The table below maps its number to its state. Every other descriptor is
+ * ordinary: rpoll and rselect hand it to poll and select as it is, and the
+ * calls on one socket fail with EBADF for it, as rdma-core's do.
+ */
+#ifndef VRDMA_RSOCKET_H
+#define VRDMA_RSOCKET_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The descriptors the table can hold: 0 to RS_MAX_FD - 1 (rdma-core's
+ * index map holds as many). */
+#define RS_MAX_FD 65536
+
+/* ---- the wire (rdma-core's librdmacm/rsocket.c) ---- */
+#define RS_OP_DATA 0
+#define RS_OP_SGL 4
+#define RS_OP_IOMAP_SGL 6
+#define RS_OP_CTRL 7
+#define RS_CTRL_DISCONNECT 0
+#define RS_CTRL_KEEPALIVE 1
+#define RS_CTRL_SHUTDOWN 2
+#define rs_msg_set(op, data) (((uint32_t)(op) << 29) | (uint32_t)(data))
+#define rs_msg_op(imm) ((uint32_t)(imm) >> 29)
+#define rs_msg_data(imm) ((uint32_t)(imm)&0x1FFFFFFF)
+
+#define RS_OP_WRITE 2 /* a plain RDMA WRITE (riowrite): never on the wire as an immediate */
+#define RS_CONN_FLAG_NET (1 << 0)
+#define RS_CONN_FLAG_IOMAP (1 << 1)
+#define RS_SGL_SIZE 2         /* entries of a target SGL */
+#define RS_QP_CTRL_SIZE 4     /* send slots kept for control messages */
+#define RS_SNDLOWAT 2048      /* the least send buffer a send waits for */
+#define RS_OLAP_START_SIZE 2048
+#define RS_MAX_TRANSFER 65536 /* the most one RDMA WRITE carries */
+#define RS_QP_MIN_SIZE 16
+#define RS_QP_MAX_SIZE 0xFFFE
+
+/* An SGL entry, in the order its writer's host uses (the connection data's
+ * are big-endian). */
+struct rs_sge {
+	uint64_t addr;
+	uint32_t key;
+	uint32_t length;
+};
+
+/* An iomap entry: a peer's riomap'd buffer, at offset in its own numbering. */
+struct rs_iomap {
+	uint64_t offset;
+	struct rs_sge sge;
+};
+
+/* One of this side's riomap'd buffers, advertised in the peer's iomap slot index. */
+struct rs_iomap_mr {
+	uint64_t offset;
+	struct ibv_mr *mr; /* NULL: the slot is free */
+	int queued;        /* not yet written to the peer */
+};
+
+/* The private data of the connection request and of its acceptance. */
+struct rs_conn_data {
+	uint8_t version; /* 1 */
+	uint8_t flags;   /* RS_CONN_FLAG_* */
+	uint16_t credits; /* big-endian: the sender's receive queue */
+	uint8_t reserved[3];
+	uint8_t target_iomap_size; /* log2 of the iomap entries; 0: none */
+	struct rs_sge target_sgl;  /* where the peer writes SGL updates */
+	struct rs_sge data_buf;    /* the first half of the receive buffer */
+};
+_Static_assert(sizeof(struct rs_conn_data) == 40, "rdma-core's rs_conn_data is 40 bytes");
+
+/* ---- an rsocket ---- */
+enum rs_state {
+	RS_INIT,
+	RS_BOUND,
+	RS_LISTENING,
+	RS_CONNECTING,  /* rconnect under way: the CM steps are driven by rs_connect_step */
+	RS_CONNECTED,   /* readable and writable tell the directions still open */
+	RS_DISCONNECTED,
+	RS_CONNECT_ERROR,
+	RS_ERROR,
+};
+
+struct rs_rmsg {
+	uint32_t op, data;
+};
+
+struct rsocket {
+	int fd; /* the descriptor the application holds: ch->fd */
+	pthread_mutex_t mu;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	enum rs_state state;
+	int readable, writable;
+	int err;      /* SO_ERROR */
+	int fs_flags; /* F_GETFL: O_NONBLOCK */
+	int fd_flags; /* F_GETFD */
+	int cm_step;  /* RS_CONNECTING: the event rconnect waits for next */
+
+	/* options, before the connection */
+	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
+	int nodelay, keepalive, reuseaddr, oobinline, keepidle, linger_off, v6only;
+
+	/* verbs */
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
+	int cq_armed;
+	unsigned unacked_cqe;
+	uint8_t *sbuf, *rbuf;
+	volatile struct rs_sge *target_sgl; /* RS_SGL_SIZE: the peer's receive buffer, written by the peer */
+	volatile struct rs_iomap *target_iomap; /* target_iomap_size entries after it: the peer's riomaps */
+	uint32_t target_iomap_size;             /* RDMA_IOMAPSIZE: the slots offered to the peer */
+	struct ibv_mr *smr, *rmr, *tmr;
+
+	/* riomap: the peer's slots (remote_iomap), ours in them */
+	struct rs_sge remote_iomap;
+	struct rs_iomap_mr *iomaps; /* remote_iomap.length entries, made on first use */
+	int iomap_pending;
+
+	/* sending */
+	uint16_t sseq_no, sseq_comp;
+	int sqe_avail;
+	uint32_t sbuf_bytes_avail;
+	uint64_t ssgl_addr; /* the next free byte of sbuf (a ring) */
+	int target_sge;
+	unsigned ctrl_seqno, ctrl_max_seqno;
+	struct rs_sge remote_sgl; /* the peer's target SGL */
+	int remote_sge;
+	int swap_sgl; /* the peer's byte order differs */
+
+	/* receiving */
+	uint16_t rseq_no, rseq_comp;
+	uint32_t rbuf_bytes_avail, rbuf_free_offset, rbuf_offset;
+	struct rs_rmsg *rmsg; /* rq_size + 1 entries */
+	uint32_t rdata_pending; /* the bytes of rmsg's entries: received, not yet read */
+	int rmsg_head, rmsg_tail;
+};
+
+/* ---- the table (rsocket_table.c) ---- */
+/* The rsocket of descriptor fd, or NULL for an ordinary one (or a number
+ * out of range). Lock-free: safe beside rs_insert and rs_remove. */
+struct rsocket *rs_lookup(int fd);
+/* Enters rs under rs->fd: 0, or an errno (EBADF: out of range; EEXIST: the
+ * number is taken; ENOMEM). */
+int rs_insert(struct rsocket *rs);
+/* Removes rs from the table (its number may then be reused). */
+void rs_remove(struct rsocket *rs);
+/* How many rsockets the table holds: 0 lets rpoll and rselect hand their
+ * arguments to the kernel untouched. */
+int rs_count(void);
+
+/* ---- connections (rsocket_conn.c) ---- */
+/* A new stream rsocket (not in the table): NULL with errno. */
+struct rsocket *rs_new(int domain, int fs_flags, int fd_flags, const struct rsocket *inherit);
+/* Frees rs and everything it holds (after rs_remove). */
+void rs_free(struct rsocket *rs);
+/* One step of a connection under way (rs->mu held): 0 once connected, -1
+ * with EINPROGRESS while it waits (nonblock), another errno on failure. */
+int rs_connect_step(struct rsocket *rs, int nonblock);
+/* raccept's work on a listener: -1 with errno, or the new descriptor. */
+int rs_accept(struct rsocket *rs, int nonblock);
+/* Takes CM events of a connected rsocket (DISCONNECTED), without waiting; rs->mu held. */
+void rs_cm_events(struct rsocket *rs);
+
+/* ---- data (rsocket_data.c) ---- */
+/* Processes completions and credits without waiting; rs->mu held. */
+void rs_progress(struct rsocket *rs);
+/* Waits (rs->mu released meanwhile) until test(rs) or the connection ends:
+ * 0, or -1 with errno (EWOULDBLOCK when nonblock). rs->mu held. */
+int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs));
+int rs_can_send(struct rsocket *rs);
+/* rs_can_send, or the sending side is shut. */
+int rs_conn_can_send(struct rsocket *rs);
+int rs_have_rdata(struct rsocket *rs);
+ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags);
+ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags);
+int rs_shutdown(struct rsocket *rs, int how);
+/* Posts the receives of a new connection; 0 or errno. */
+int rs_post_recvs(struct rsocket *rs);
+/* Arms the CQ's notification (for rpoll); rs->mu held. */
+void rs_arm(struct rsocket *rs);
+/* Takes the CQ channel's events without waiting; rs->mu held. */
+void rs_take_cq_events(struct rsocket *rs);
+/* Copies len bytes into the send buffer's ring and describes them in sg
+ * (one or two entries, returned); rs->mu held, the room checked. */
+int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint32_t len, struct ibv_sge sg[2]);
+
+/* ---- riomap (rsocket_iomap.c) ---- */
+/* Writes the riomaps not yet sent into the peer's slots: 0 or -1 with errno; rs->mu held. */
+int rs_send_iomaps(struct rsocket *rs, int nonblock);
+/* Deregisters every riomap of rs. */
+void rs_free_iomaps(struct rsocket *rs);
+int rs_value_to_scale(int value, int bits);
+int rs_scale_to_value(int value, int bits);
+
+#endif
