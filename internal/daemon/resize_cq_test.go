@@ -90,7 +90,7 @@ func TestResizeCQCharged(t *testing.T) {
 		{8, proto.CodeOK, engine.CQBytes(8)},
 		{1024, proto.CodeLimit, engine.CQBytes(8)}, // even from a small ring: both exist while the completions move
 		{300, proto.CodeOK, engine.CQBytes(512)},
-		{1 << 20, proto.CodeInvalid, engine.CQBytes(512)},
+		{engine.MaxCQE + 1, proto.CodeInvalid, engine.CQBytes(512)}, // past the device's max_cqe
 	} {
 		r := c.call(proto.OpResizeCQ, mustJSON(proto.ResizeCQReq{Handle: cq.Handle, CQE: tc.cqe}))
 		proto.CloseFDs(r.fds)
