@@ -68,10 +68,11 @@ bench_setup() {
 
 bench_cleanup() {
 	local p
+	# (wait with no PIDs would wait for every child, the daemons too.)
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait "${PIDS[@]}" 2>/dev/null || true
+	[ ${#PIDS[@]} = 0 ] || wait "${PIDS[@]}" 2>/dev/null || true
 	for p in "${DPIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait "${DPIDS[@]}" 2>/dev/null || true # they write their profiles as they stop
+	[ ${#DPIDS[@]} = 0 ] || wait "${DPIDS[@]}" 2>/dev/null || true # they write their profiles as they stop
 	[ -z "$NS_A" ] || ip netns del "$NS_A" 2>/dev/null || true
 	[ -z "$NS_B" ] || ip netns del "$NS_B" 2>/dev/null || true
 	[ -z "$BIN" ] || rm -rf "$BIN"
