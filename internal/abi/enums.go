@@ -143,8 +143,11 @@ const (
 	AccessRemoteWrite  Access = 2
 	AccessRemoteRead   Access = 4
 	AccessRemoteAtomic Access = 8
+	// AccessMWBind lets memory windows be bound to a region
+	// (IBV_ACCESS_MW_BIND).
+	AccessMWBind Access = 16
 
-	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
 
 func (a Access) String() string {
@@ -164,6 +167,7 @@ func (a Access) String() string {
 	add(AccessRemoteWrite, "REMOTE_WRITE")
 	add(AccessRemoteRead, "REMOTE_READ")
 	add(AccessRemoteAtomic, "REMOTE_ATOMIC")
+	add(AccessMWBind, "MW_BIND")
 	if rest := a &^ AccessAll; rest != 0 {
 		s += fmt.Sprintf("|0x%x", uint32(rest))
 	}

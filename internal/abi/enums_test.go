@@ -149,8 +149,8 @@ func TestStringMethods(t *testing.T) {
 
 		{Access(0), "none"}, {AccessLocalWrite, "LOCAL_WRITE"},
 		{AccessLocalWrite | AccessRemoteRead, "LOCAL_WRITE|REMOTE_READ"},
-		{AccessAll, "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC"},
-		{AccessRemoteWrite | 0x30, "REMOTE_WRITE|0x30"},
+		{AccessAll, "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|MW_BIND"},
+		{AccessRemoteWrite | 0x30, "REMOTE_WRITE|MW_BIND|0x20"},
 		{Access(0x100), "|0x100"},
 
 		{QPTypeRC, "RC"}, {QPTypeUC, "UC"}, {QPTypeUD, "UD"}, {QPType(0), "QPType(0)"}, {QPType(5), "QPType(5)"},

@@ -851,7 +851,8 @@ fail:
 }
 
 #define ACCESS_SUPPORTED                                                                             \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |     \
+	 IBV_ACCESS_MW_BIND)
 
 /* segments_json writes the request's list of segments: for each backing,
  * the part of it that holds [start, end). */
