@@ -170,3 +170,6 @@ func (q *QP) localInvalidate(wr *abi.SendWQE) abi.Status {
 func (m *MR) grants(p *QP, need abi.Access) bool {
 	return m != nil && m.pd == p.pd && m.access&need == need && (m.qp == nil || m.qp == p)
 }
+
+// PD returns the window's protection domain.
+func (w *MW) PD() *PD { return w.pd }

@@ -142,6 +142,8 @@
 #define VRDMA_CMD_CM_RESOLVE       40U
 #define VRDMA_CMD_RESIZE_CQ        41U
 #define VRDMA_CMD_REREG_MR         42U
+#define VRDMA_CMD_ALLOC_MW         43U
+#define VRDMA_CMD_DEALLOC_MW       44U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
