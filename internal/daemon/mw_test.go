@@ -47,7 +47,7 @@ func TestMemoryWindowCommands(t *testing.T) {
 		{"past the limit", proto.OpAllocMW, proto.AllocMWReq{PD: pd.Handle, Type: 1}, proto.CodeLimit, "memory windows (mw)"},
 		{"type 3", proto.OpAllocMW, proto.AllocMWReq{PD: pd.Handle, Type: 3}, proto.CodeInvalid, "the types are 1"},
 		{"another PD", proto.OpAllocMW, proto.AllocMWReq{PD: 999, Type: 1}, proto.CodeNotFound, "protection domain"},
-		{"the PD of a window", proto.OpDeallocPD, proto.HandleReq{Handle: pd.Handle}, proto.CodeBusy, "memory windows"},
+		{"the PD of a window", proto.OpDeallocPD, proto.HandleReq(pd), proto.CodeBusy, "memory windows"},
 		{"no such window", proto.OpDeallocMW, proto.HandleReq{Handle: 999}, proto.CodeNotFound, "memory window"},
 	} {
 		r := c.call(tc.op, mustJSON(tc.req))

@@ -264,3 +264,47 @@ func TestWindowLookupAllocates(t *testing.T) {
 		t.Fatalf("%v allocations per lookup", n)
 	}
 }
+
+// TestWindowsStayInTheirPD: a QP binds only windows and regions of its own
+// protection domain, and invalidates only its PD's windows.
+func TestWindowsStayInTheirPD(t *testing.T) {
+	_, y := connectedPair(t)
+	pd, other := y.PD(), y.adapter.NewPD()
+	reg := func(p *PD) *MR {
+		r, err := shm.NewRegion("t", 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr, err := RegisterMR(p, r, shm.Addr(r.Bytes()), 4096, abi.AccessLocalWrite|abi.AccessRemoteWrite|abi.AccessMWBind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mr.Deregister)
+		return mr
+	}
+	mine, theirs := reg(pd), reg(other)
+	alloc := func(p *PD) *MW {
+		w, err := AllocMW(p, MWType2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Dealloc)
+		return w
+	}
+	tests := []struct {
+		name string
+		w    abi.SendWQE
+	}{
+		{"another PD's region", abi.SendWQE{Opcode: abi.OpBindMW, Imm: alloc(pd).Key(), AH: theirs.Key(), RemoteAddr: theirs.addr, CompareAdd: 64, Swap: uint64(abi.AccessRemoteWrite)}},
+		{"another PD's window", abi.SendWQE{Opcode: abi.OpBindMW, Imm: alloc(other).Key(), AH: mine.Key(), RemoteAddr: mine.addr, CompareAdd: 64, Swap: uint64(abi.AccessRemoteWrite)}},
+		{"a region's key as a window's", abi.SendWQE{Opcode: abi.OpBindMW, Imm: mine.Key(), AH: mine.Key(), RemoteAddr: mine.addr, CompareAdd: 64, Swap: uint64(abi.AccessRemoteWrite)}},
+		{"invalidating another PD's window (unbound: no QP of this PD can bind it)", abi.SendWQE{Opcode: abi.OpLocalInv, Imm: alloc(other).Key()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if st := y.execute(&tt.w).status; st != abi.StatusMWBindErr {
+				t.Fatalf("status %v, want MW_BIND_ERR", st)
+			}
+		})
+	}
+}
