@@ -26,7 +26,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
 	userLimits := limitsFlag{}
 	instLimits := limitsFlag{}
-	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked, cmlisten, cmconn, ring; N a count, 16G, or unlimited; locked and ring are bytes, by default a quarter and a sixteenth of the host's memory); repeatable")
+	fs.Var(userLimits, "limit", "per-uid limits, RESOURCE=N,... (session, instance, pd, cq, qp, mr, srq, ah, locked, cmlisten, cmconn, ring, mw; N a count, 16G, or unlimited; locked and ring are bytes, by default a quarter and a sixteenth of the host's memory); repeatable")
 	fs.Var(instLimits, "instance-limit", "per-instance limits, RESOURCE=N,... (as --limit, but not instance); repeatable")
 	totalLimits := limitsFlag{}
 	fs.Var(totalLimits, "total-limit", "limits on all tenants together, RESOURCE=N,... (as --limit; default locked = half the host's memory, ring = an eighth, the rest unlimited); repeatable")

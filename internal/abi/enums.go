@@ -13,9 +13,17 @@ const (
 	OpRDMARead          Opcode = 4
 	OpAtomicCmpAndSwp   Opcode = 5
 	OpAtomicFetchAndAdd Opcode = 6
+	// OpLocalInv invalidates the memory window whose rkey is in Imm.
+	OpLocalInv Opcode = 7
+	// OpBindMW binds a memory window: see BindMW.
+	OpBindMW Opcode = 8
+	// OpSendInv is a SEND that invalidates the responder's memory window
+	// whose rkey is in Imm.
+	OpSendInv Opcode = 9
 )
 
-var opcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"}
+var opcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD",
+	"LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
 func (o Opcode) String() string {
 	if int(o) < len(opcodeNames) {
@@ -27,6 +35,10 @@ func (o Opcode) String() string {
 // Valid reports whether o is an opcode this library knows.
 func (o Opcode) Valid() bool { return o <= OpAtomicFetchAndAdd }
 
+// IsMW reports whether o is a memory-window operation the requester runs
+// by itself (bind, local invalidate): nothing goes to the responder.
+func (o Opcode) IsMW() bool { return o == OpLocalInv || o == OpBindMW }
+
 // IsAtomic reports whether o is an atomic operation.
 func (o Opcode) IsAtomic() bool { return o == OpAtomicCmpAndSwp || o == OpAtomicFetchAndAdd }
 
@@ -35,9 +47,9 @@ func (o Opcode) IsAtomic() bool { return o == OpAtomicCmpAndSwp || o == OpAtomic
 func (o Opcode) AllowedOn(t QPType) bool {
 	switch t {
 	case QPTypeRC:
-		return o.Valid()
+		return o.Valid() || o.IsMW() || o == OpSendInv
 	case QPTypeUC:
-		return o == OpSend || o == OpSendImm || o == OpRDMAWrite || o == OpRDMAWriteImm
+		return o == OpSend || o == OpSendImm || o == OpRDMAWrite || o == OpRDMAWriteImm || o.IsMW() || o == OpSendInv
 	case QPTypeUD:
 		return o == OpSend || o == OpSendImm
 	}
@@ -53,6 +65,8 @@ const (
 	WCRDMARead    WCOpcode = 2
 	WCCompSwap    WCOpcode = 3
 	WCFetchAdd    WCOpcode = 4
+	WCBindMW      WCOpcode = 5
+	WCLocalInv    WCOpcode = 6
 	WCRecv        WCOpcode = 128
 	WCRecvRDMAImm WCOpcode = 129
 )
@@ -69,6 +83,10 @@ func (o WCOpcode) String() string {
 		return "COMP_SWAP"
 	case WCFetchAdd:
 		return "FETCH_ADD"
+	case WCBindMW:
+		return "BIND_MW"
+	case WCLocalInv:
+		return "LOCAL_INV"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAImm:
@@ -88,6 +106,10 @@ func (o Opcode) CompletionOpcode() WCOpcode {
 		return WCCompSwap
 	case OpAtomicFetchAndAdd:
 		return WCFetchAdd
+	case OpBindMW:
+		return WCBindMW
+	case OpLocalInv:
+		return WCLocalInv
 	}
 	return WCSend
 }
@@ -143,8 +165,11 @@ const (
 	AccessRemoteWrite  Access = 2
 	AccessRemoteRead   Access = 4
 	AccessRemoteAtomic Access = 8
+	// AccessMWBind lets memory windows be bound to a region
+	// (IBV_ACCESS_MW_BIND).
+	AccessMWBind Access = 16
 
-	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
 
 func (a Access) String() string {
@@ -164,6 +189,7 @@ func (a Access) String() string {
 	add(AccessRemoteWrite, "REMOTE_WRITE")
 	add(AccessRemoteRead, "REMOTE_READ")
 	add(AccessRemoteAtomic, "REMOTE_ATOMIC")
+	add(AccessMWBind, "MW_BIND")
 	if rest := a &^ AccessAll; rest != 0 {
 		s += fmt.Sprintf("|0x%x", uint32(rest))
 	}
@@ -232,6 +258,9 @@ type WCFlags uint8
 const (
 	WCWithGRH WCFlags = 1
 	WCWithImm WCFlags = 2
+	// WCWithInv: a SEND_WITH_INV invalidated the rkey the completion's
+	// Imm holds (IBV_WC_WITH_INV).
+	WCWithInv WCFlags = 8
 )
 
 // EventType is an asynchronous event type (enum ibv_event_type).

@@ -122,7 +122,7 @@ func TestOpcodeProperties(t *testing.T) {
 			t.Errorf("%v.CompletionOpcode() = %v, want %v", tt.op, got, tt.wc)
 		}
 	}
-	for _, op := range []Opcode{7, 8, 200, 255} {
+	for _, op := range []Opcode{10, 11, 200, 255} {
 		if op.Valid() {
 			t.Errorf("Opcode(%d) valid", uint8(op))
 		}
@@ -138,7 +138,7 @@ func TestStringMethods(t *testing.T) {
 		want string
 	}{
 		{WCSend, "SEND"}, {WCRDMAWrite, "RDMA_WRITE"}, {WCRDMARead, "RDMA_READ"}, {WCCompSwap, "COMP_SWAP"},
-		{WCFetchAdd, "FETCH_ADD"}, {WCRecv, "RECV"}, {WCRecvRDMAImm, "RECV_RDMA_WITH_IMM"}, {WCOpcode(5), "WCOpcode(5)"},
+		{WCFetchAdd, "FETCH_ADD"}, {WCRecv, "RECV"}, {WCRecvRDMAImm, "RECV_RDMA_WITH_IMM"}, {WCBindMW, "BIND_MW"}, {WCLocalInv, "LOCAL_INV"}, {WCOpcode(7), "WCOpcode(7)"},
 		{WCOpcode(255), "WCOpcode(255)"},
 
 		{StatusSuccess, "SUCCESS"}, {StatusLocLenErr, "LOC_LEN_ERR"}, {StatusLocQPOpErr, "LOC_QP_OP_ERR"},
@@ -149,8 +149,8 @@ func TestStringMethods(t *testing.T) {
 
 		{Access(0), "none"}, {AccessLocalWrite, "LOCAL_WRITE"},
 		{AccessLocalWrite | AccessRemoteRead, "LOCAL_WRITE|REMOTE_READ"},
-		{AccessAll, "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC"},
-		{AccessRemoteWrite | 0x30, "REMOTE_WRITE|0x30"},
+		{AccessAll, "LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|REMOTE_ATOMIC|MW_BIND"},
+		{AccessRemoteWrite | 0x30, "REMOTE_WRITE|MW_BIND|0x20"},
 		{Access(0x100), "|0x100"},
 
 		{QPTypeRC, "RC"}, {QPTypeUC, "UC"}, {QPTypeUD, "UD"}, {QPType(0), "QPType(0)"}, {QPType(5), "QPType(5)"},

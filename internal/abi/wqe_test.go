@@ -112,11 +112,12 @@ func TestSendWQERoundTripInline(t *testing.T) {
 }
 
 // TestParseSendWQEOpcodeAllowed checks the IBTA opcode table: UC has no READ
-// or atomics, UD has only SEND, unknown opcodes are refused everywhere.
+// or atomics, UD has only SEND, memory-window operations and SEND_WITH_INV
+// are RC's and UC's (as rxe's), unknown opcodes are refused everywhere.
 func TestParseSendWQEOpcodeAllowed(t *testing.T) {
 	allowed := map[QPType][]Opcode{
-		QPTypeRC: allOpcodes,
-		QPTypeUC: {OpRDMAWrite, OpRDMAWriteImm, OpSend, OpSendImm},
+		QPTypeRC: append(append([]Opcode(nil), allOpcodes...), OpLocalInv, OpBindMW, OpSendInv),
+		QPTypeUC: {OpRDMAWrite, OpRDMAWriteImm, OpSend, OpSendImm, OpLocalInv, OpBindMW, OpSendInv},
 		QPTypeUD: {OpSend, OpSendImm},
 	}
 	for _, typ := range []QPType{QPTypeRC, QPTypeUC, QPTypeUD, 0, 1, 5, 255} {
@@ -172,7 +173,7 @@ func TestParseSendWQERejects(t *testing.T) {
 		{"atomic on UC", entry(OpAtomicCmpAndSwp, 0, 0, 0, big), QPTypeUC, 4, 64, ErrBadOpcode},
 		{"write on UD", entry(OpRDMAWrite, 0, 0, 0, big), QPTypeUD, 4, 64, ErrBadOpcode},
 		{"fetch-add on UD", entry(OpAtomicFetchAndAdd, 0, 0, 0, big), QPTypeUD, 4, 64, ErrBadOpcode},
-		{"opcode 7", entry(7, 0, 0, 0, big), QPTypeRC, 4, 64, ErrBadOpcode},
+		{"opcode 10", entry(10, 0, 0, 0, big), QPTypeRC, 4, 64, ErrBadOpcode},
 		{"opcode 255", entry(255, 0, 0, 0, big), QPTypeRC, 4, 64, ErrBadOpcode},
 		{"bad QP type", entry(OpSend, 0, 0, 0, big), QPType(9), 4, 64, ErrBadOpcode},
 		{"sge above queue max", entry(OpSend, 0, 5, 0, big), QPTypeRC, 4, 64, ErrTooManySGE},

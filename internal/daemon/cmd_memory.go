@@ -48,6 +48,11 @@ func cmdDeallocPD(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has memory regions: deregister them first", req.Handle)
 		}
 	}
+	for _, w := range s.mws {
+		if w.PD() == pd {
+			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has memory windows: deallocate them first", req.Handle)
+		}
+	}
 	for _, q := range s.qps {
 		if q.PD() == pd {
 			return nil, nil, proto.Errorf(proto.CodeBusy, "protection domain %d still has queue pairs: destroy them first", req.Handle)

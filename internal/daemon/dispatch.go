@@ -37,6 +37,8 @@ func init() {
 		proto.OpRegMR:           {device: true, takesFDs: true, run: cmdRegMR},
 		proto.OpDeregMR:         {device: true, run: cmdDeregMR},
 		proto.OpReregMR:         {device: true, takesFDs: true, run: cmdReregMR},
+		proto.OpAllocMW:         {device: true, run: cmdAllocMW},
+		proto.OpDeallocMW:       {device: true, run: cmdDeallocMW},
 		proto.OpCreateCQ:        {device: true, run: cmdCreateCQ},
 		proto.OpDestroyCQ:       {device: true, run: cmdDestroyCQ},
 		proto.OpResizeCQ:        {device: true, run: cmdResizeCQ},

@@ -109,7 +109,7 @@ func deviceAttr(a *engine.Adapter, lim limitSet) *proto.DeviceAttr {
 		MaxMRSize: min(engine.MaxMRSize, lim[Locked]), PageSizeCap: 0xfffff000,
 		VendorID: 0x1af4, VendorPartID: 0x7672, HWVer: 1,
 		MaxQP: int(lim[QPs]), MaxQPWR: engine.MaxQPWR, MaxSGE: engine.MaxSGE,
-		MaxCQ: int(lim[CQs]), MaxCQE: engine.MaxCQE, MaxMR: int(lim[MRs]), MaxPD: int(lim[PDs]),
+		MaxCQ: int(lim[CQs]), MaxCQE: engine.MaxCQE, MaxMR: int(lim[MRs]), MaxMW: int(lim[MWs]), MaxPD: int(lim[PDs]),
 		MaxQPRdAtom: engine.MaxRdAtomic, MaxQPInitRdAtom: engine.MaxRdAtomic,
 		AtomicCap: "ATOMIC_GLOB", MaxSRQ: int(lim[SRQs]), MaxSRQWR: engine.MaxQPWR, MaxSRQSGE: engine.MaxSGE,
 		MaxAH: int(lim[AHs]), MaxInline: engine.MaxInline, MaxPKeys: engine.PKeyTable, PhysPortCnt: 1,

@@ -223,6 +223,8 @@ func plural(r Resource) string {
 		return "queue pairs (qp)"
 	case MRs:
 		return "memory regions (mr)"
+	case MWs:
+		return "memory windows (mw)"
 	case SRQs:
 		return "shared receive queues (srq)"
 	case AHs:

@@ -40,6 +40,7 @@ type session struct {
 	next uint32
 	pds  map[uint32]*engine.PD
 	mrs  map[uint32]*engine.MR
+	mws  map[uint32]*engine.MW
 	cqs  map[uint32]*engine.CQ
 	qps  map[uint32]*engine.QP
 	srqs map[uint32]*engine.RQ
@@ -59,7 +60,7 @@ type session struct {
 func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 	s := &session{
 		d: d, conn: c, cred: cred, user: user,
-		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, cqs: map[uint32]*engine.CQ{},
+		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, mws: map[uint32]*engine.MW{}, cqs: map[uint32]*engine.CQ{},
 		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{}, mrPins: map[uint32]*procPins{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
@@ -274,6 +275,10 @@ func (s *session) cleanup() {
 	for h, c := range s.cqs {
 		c.Close()
 		delete(s.cqs, h)
+	}
+	for h, w := range s.mws {
+		w.Dealloc()
+		delete(s.mws, h)
 	}
 	for h, m := range s.mrs {
 		locked := m.Mapped()

@@ -229,8 +229,19 @@ func (a *Adapter) addMR(mr *MR) error { return a.mrs.add(mr, a.Name) }
 
 func (a *Adapter) removeMR(mr *MR) { a.mrs.remove(mr) }
 
-// lookupMR returns the live MR with this exact key, or nil.
-func (a *Adapter) lookupMR(key uint32) *MR { return a.mrs.lookup(key) }
+// lookupMR returns the live region with this exact key, or nil: a memory
+// window's rkey is no lkey.
+func (a *Adapter) lookupMR(key uint32) *MR {
+	m := a.mrs.lookup(key)
+	if m == nil || m.window != nil {
+		return nil
+	}
+	return m
+}
+
+// lookupRKey returns the live region or memory window with this exact
+// rkey, or nil.
+func (a *Adapter) lookupRKey(key uint32) *MR { return a.mrs.lookup(key) }
 
 // NumMRs returns the count of live MRs.
 func (a *Adapter) NumMRs() int { return a.mrs.count() }

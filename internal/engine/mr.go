@@ -24,6 +24,13 @@ type MR struct {
 	mem    []byte
 	mapped uint64 // bytes of the memfd mapped for it (region.Mapped)
 
+	// A memory window's entry (mw.go): window is the window; a bound
+	// one borrows parent's memory (mem is part of parent's) and, for a
+	// type 2 window, is bound through qp only.
+	window *MW
+	parent *MR
+	qp     *QP
+
 	refs  atomic.Int64 // in-flight users; deadBit set once deregistered
 	unmap sync.Once
 
@@ -205,6 +212,10 @@ func (m *MR) retire() {
 }
 
 func (m *MR) acquire() bool {
+	if m.window != nil {
+		// A window pins the region it borrows from; unbound, it has none.
+		return m.parent != nil && m.parent.acquire()
+	}
 	for {
 		v := m.refs.Load()
 		if v&deadBit != 0 {
@@ -217,6 +228,10 @@ func (m *MR) acquire() bool {
 }
 
 func (m *MR) release() {
+	if m.window != nil {
+		m.parent.release()
+		return
+	}
 	if m.refs.Add(-1) == deadBit {
 		m.release0()
 	}

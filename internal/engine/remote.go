@@ -242,6 +242,27 @@ func (q *QP) processWire() (int64, bool) {
 				st = abi.StatusLocLenErr
 			}
 		}
+		if st == abi.StatusSuccess && s.wqe.Opcode.IsMW() {
+			// Binds and invalidations run here, in order: after what is
+			// outstanding.
+			if rm.tp.Outstanding() > 0 {
+				break
+			}
+			if st = q.execute(&s.wqe).status; st == abi.StatusSuccess {
+				q.sqCons++
+				q.publishSQCons()
+				if q.sigAll || s.wqe.Flags&abi.SendSignaled != 0 {
+					c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode()}
+					q.sendCQ.push(&c)
+				}
+				q.publishSQDone()
+				worked = true
+				continue
+			}
+		}
+		if st == abi.StatusSuccess && s.wqe.Opcode == abi.OpSendInv {
+			st = abi.StatusLocQPOpErr // not on the wire yet: SEND_WITH_INV runs between QPs of one host
+		}
 		w := &rm.wqe
 		*w = transport.WQE{}
 		if st == abi.StatusSuccess {
@@ -471,8 +492,8 @@ func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
 // the call into the transport returns.
 func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []byte {
 	q := rm.q
-	mr := q.adapter.lookupMR(rkey)
-	if mr == nil || mr.pd != q.pd || mr.access&need != need || !mr.acquire() {
+	mr := q.adapter.lookupRKey(rkey)
+	if !mr.grants(q, need) || !mr.acquire() {
 		return nil
 	}
 	rm.callHeld = append(rm.callHeld, mr)

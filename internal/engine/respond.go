@@ -13,6 +13,12 @@ func (q *QP) execute(w *abi.SendWQE) outcome {
 	if q.typ == abi.QPTypeUD {
 		return q.executeUD(w)
 	}
+	switch w.Opcode {
+	case abi.OpBindMW:
+		return outcome{status: q.bindMW(w)}
+	case abi.OpLocalInv:
+		return outcome{status: q.localInvalidate(w)}
+	}
 	s := &q.s
 	d := q.dp.Load()
 	a := q.adapter
@@ -116,7 +122,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 	if pd.access&need != need {
 		return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "the QP's access flags do not allow "+w.Opcode.String())
 	}
-	consumesRecv := w.Opcode == abi.OpSend || w.Opcode == abi.OpSendImm || w.Opcode == abi.OpRDMAWriteImm
+	consumesRecv := w.Opcode == abi.OpSend || w.Opcode == abi.OpSendImm || w.Opcode == abi.OpSendInv || w.Opcode == abi.OpRDMAWriteImm
 	if consumesRecv && p.rq.empty() {
 		if q.typ == abi.QPTypeUC {
 			p.adapter.Counters.RxDrops.Add(1)
@@ -128,7 +134,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 	switch w.Opcode {
 	case abi.OpRDMAWrite, abi.OpRDMAWriteImm:
 		if total > 0 {
-			dst := s.remote(p.adapter, p.pd, w.RKey, w.RemoteAddr, uint32(total), abi.AccessRemoteWrite)
+			dst := s.remote(p, w.RKey, w.RemoteAddr, uint32(total), abi.AccessRemoteWrite)
 			if dst == nil {
 				return q.responderError(p, abi.StatusRemAccessErr, abi.EventQPAccessErr, "RDMA WRITE with an rkey, range or access that the region does not grant")
 			}
@@ -143,9 +149,17 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 	case abi.OpSend, abi.OpSendImm:
 		return q.deliverRecv(p, local, total, w.Imm, abi.WCRecv)
 
+	case abi.OpSendInv:
+		// The responder invalidates its type 2 window first (rxe's
+		// responder: an rkey it cannot invalidate is an invalid request).
+		if !invalidate(p.adapter, p.pd, w.Imm) {
+			return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "SEND_WITH_INV of an rkey that is no bound type 2 memory window of the responder's PD")
+		}
+		return q.deliverRecv(p, local, total, w.Imm, abi.WCRecv)
+
 	case abi.OpRDMARead:
 		if total > 0 {
-			src := s.remote(p.adapter, p.pd, w.RKey, w.RemoteAddr, uint32(total), abi.AccessRemoteRead)
+			src := s.remote(p, w.RKey, w.RemoteAddr, uint32(total), abi.AccessRemoteRead)
 			if src == nil {
 				return q.responderError(p, abi.StatusRemAccessErr, abi.EventQPAccessErr, "RDMA READ with an rkey, range or access that the region does not grant")
 			}
@@ -158,7 +172,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 		if w.RemoteAddr%8 != 0 {
 			return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "atomic on an address that is not 8-byte aligned")
 		}
-		tgt := s.remote(p.adapter, p.pd, w.RKey, w.RemoteAddr, 8, abi.AccessRemoteAtomic)
+		tgt := s.remote(p, w.RKey, w.RemoteAddr, 8, abi.AccessRemoteAtomic)
 		if tgt == nil {
 			return q.responderError(p, abi.StatusRemAccessErr, abi.EventQPAccessErr, "atomic with an rkey, range or access that the region does not grant")
 		}
@@ -215,10 +229,13 @@ func (q *QP) deliverRecv(p *QP, src [][]byte, total uint64, imm uint32, op abi.W
 		return outcome{status: abi.StatusRemOpErr}
 	}
 	wcFlags := abi.WCWithImm
-	if q.s.wqe.Opcode == abi.OpSend {
+	switch q.s.wqe.Opcode {
+	case abi.OpSend:
 		// A SEND carries no immediate data: whatever the work request's
 		// Imm field holds never reaches the responder.
 		wcFlags, imm = 0, 0
+	case abi.OpSendInv:
+		wcFlags = abi.WCWithInv // imm: the rkey invalidated
 	}
 	if op == abi.WCRecvRDMAImm {
 		// The data went to memory already; the receive only carries the immediate.

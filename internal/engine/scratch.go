@@ -60,11 +60,11 @@ func (s *scratch) resolve(a *Adapter, pd *PD, sgl []abi.SGE, need abi.Access, ou
 	return out, total, abi.StatusSuccess
 }
 
-// remote returns n bytes at addr of the region with rkey on adapter a, if
-// the region belongs to pd and grants need.
-func (s *scratch) remote(a *Adapter, pd *PD, rkey uint32, addr uint64, n uint32, need abi.Access) []byte {
-	mr := a.lookupMR(rkey)
-	if mr == nil || mr.pd != pd || mr.access&need != need || !mr.acquire() {
+// remote returns n bytes at addr of the region or memory window with rkey
+// on responder p's adapter, if it grants p's requester need (MR.grants).
+func (s *scratch) remote(p *QP, rkey uint32, addr uint64, n uint32, need abi.Access) []byte {
+	mr := p.adapter.lookupRKey(rkey)
+	if !mr.grants(p, need) || !mr.acquire() {
 		return nil
 	}
 	s.hold(mr)

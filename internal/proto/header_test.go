@@ -235,6 +235,7 @@ func FuzzDecodeBodies(f *testing.F) {
 	targets := []func() any{
 		func() any { return new(HelloReq) },
 		func() any { return new(RegMRReq) },
+		func() any { return new(AllocMWReq) },
 		func() any { return new(CreateCQReq) },
 		func() any { return new(CreateQPReq) },
 		func() any { return new(ModifyQPReq) },

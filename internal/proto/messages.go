@@ -47,6 +47,7 @@ type DeviceAttr struct {
 	MaxCQ           int    `json:"max_cq"`
 	MaxCQE          int    `json:"max_cqe"`
 	MaxMR           int    `json:"max_mr"`
+	MaxMW           int    `json:"max_mw"`
 	MaxPD           int    `json:"max_pd"`
 	MaxQPRdAtom     int    `json:"max_qp_rd_atom"`
 	MaxQPInitRdAtom int    `json:"max_qp_init_rd_atom"`
@@ -156,6 +157,20 @@ type ReregMRReq struct {
 type RegMRResp struct {
 	Handle uint32 `json:"handle"`
 	LKey   uint32 `json:"lkey"`
+	RKey   uint32 `json:"rkey"`
+}
+
+// AllocMWReq allocates a memory window of type Type (1 or 2) in the
+// protection domain PD; the reply is an AllocMWResp. Binding it is a work
+// request (abi.OpBindMW).
+type AllocMWReq struct {
+	PD   uint32 `json:"pd"`
+	Type uint8  `json:"type"`
+}
+
+// AllocMWResp names a new memory window and its first rkey.
+type AllocMWResp struct {
+	Handle uint32 `json:"handle"`
 	RKey   uint32 `json:"rkey"`
 }
 

@@ -48,6 +48,8 @@ const (
 	OpCMResolve // the source address and path to an address (rdma_resolve_addr/route)
 	OpResizeCQ  // a CQ's ring replaced by one of another size, its completions kept
 	OpReregMR   // a region's memory, PD or access replaced under the same keys
+	OpAllocMW   // a memory window of a PD (AllocMWReq)
+	OpDeallocMW
 	opMax
 )
 
@@ -57,7 +59,7 @@ var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd",
 	"stats", "event", "map_mr", "link_add", "link_delete", "list_links",
 	"switch_show", "portgroup_add", "portgroup_delete", "portgroup_list", "host_list", "path",
 	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event", "cm_resolve",
-	"resize_cq", "rereg_mr"}
+	"resize_cq", "rereg_mr", "alloc_mw", "dealloc_mw"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

@@ -22,7 +22,10 @@ import (
 // 69 passed, 1 failed, 11 errors, 192 skipped (85.2 % of the 81 not
 // skipped pass); docs/pyverbs.md sorts the rest by cause. Issue 19's
 // target is 95 % of the tests not skipped, with skips only for hardware.
-const passFloor = 69
+//
+// Memory windows: 92 passed, 0 failed, 5 errors, 176 skipped (94.8 % of
+// the 97 not skipped), the 8 memory-window tests among the passes.
+const passFloor = 92
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68

@@ -330,7 +330,7 @@ func TestCheckAttrRanges(t *testing.T) {
 		{"pkey index at table end", rc, reset, init, MaskPKeyIndex, func(a *Attr) { a.PKeyIndex = 4 }, testLimits, false},
 		{"pkey index max", ud, reset, init, MaskPKeyIndex, func(a *Attr) { a.PKeyIndex = 0xFFFF }, testLimits, false},
 		{"pkey index last", rc, reset, init, MaskPKeyIndex, func(a *Attr) { a.PKeyIndex = 3 }, testLimits, true},
-		{"unknown access flag", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = 0x10 }, testLimits, false},
+		{"unknown access flag", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = 0x20 }, testLimits, false},
 		{"no access", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = 0 }, testLimits, true},
 		{"mtu 0", rc, init, rtr, MaskPathMTU, func(a *Attr) { a.PathMTU = 0 }, testLimits, false},
 		{"mtu 6", rc, init, rtr, MaskPathMTU, func(a *Attr) { a.PathMTU = 6 }, testLimits, false},

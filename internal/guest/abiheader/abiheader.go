@@ -220,6 +220,7 @@ var sendFlags = []flag{
 var wcFlags = []flag{
 	{"WITH_GRH", "IBV_WC_GRH", uint64(abi.WCWithGRH)},
 	{"WITH_IMM", "IBV_WC_WITH_IMM", uint64(abi.WCWithImm)},
+	{"WITH_INV", "IBV_WC_WITH_INV", uint64(abi.WCWithInv)},
 }
 
 func flagDefines(prefix string, flags []flag) []define {
@@ -287,7 +288,7 @@ func checkGroups() []checkGroup {
 		}
 	}
 	return []checkGroup{
-		{"work request opcodes (enum ibv_wr_opcode)", enumChecks("IBV_WR_", abi.Opcode.Valid)},
+		{"work request opcodes (enum ibv_wr_opcode)", enumChecks("IBV_WR_", func(o abi.Opcode) bool { return o.Valid() || o.IsMW() || o == abi.OpSendInv })},
 		{"completion opcodes (enum ibv_wc_opcode)", enumChecks("IBV_WC_", named[abi.WCOpcode])},
 		{"completion statuses (enum ibv_wc_status)", enumChecks("IBV_WC_", named[abi.Status])},
 		{"access flags (enum ibv_access_flags)", access},

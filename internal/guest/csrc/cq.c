@@ -234,11 +234,14 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 		w->wr_id = get_le64(e + VRDMA_CQE_WR_ID);
 		w->qp_num = get_le32(e + VRDMA_CQE_QP_NUM);
 		w->byte_len = get_le32(e + VRDMA_CQE_BYTE_LEN);
-		w->imm_data = htonl(get_le32(e + VRDMA_CQE_IMM));
+		w->wc_flags = e[VRDMA_CQE_FLAGS];
+		if (w->wc_flags & IBV_WC_WITH_INV)
+			w->invalidated_rkey = get_le32(e + VRDMA_CQE_IMM); /* host order, unlike imm_data */
+		else
+			w->imm_data = htonl(get_le32(e + VRDMA_CQE_IMM));
 		w->src_qp = get_le32(e + VRDMA_CQE_SRC_QP);
 		w->opcode = (enum ibv_wc_opcode)e[VRDMA_CQE_OPCODE];
 		w->status = (enum ibv_wc_status)e[VRDMA_CQE_STATUS];
-		w->wc_flags = e[VRDMA_CQE_FLAGS];
 		w->sl = e[VRDMA_CQE_SL];
 		w->pkey_index = get_le16(e + VRDMA_CQE_PKEY_INDEX);
 		cq->cons++;

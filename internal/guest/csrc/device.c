@@ -180,6 +180,7 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 	I32("max_cq", max_cq)
 	I32("max_cqe", max_cqe)
 	I32("max_mr", max_mr)
+	I32("max_mw", max_mw)
 	I32("max_pd", max_pd)
 	I32("max_qp_rd_atom", max_qp_rd_atom)
 	I32("max_qp_init_rd_atom", max_qp_init_rd_atom)
@@ -789,6 +790,9 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.post_send = vrdma_post_send;
 	ic->ops.post_recv = vrdma_post_recv;
 	ic->ops.post_srq_recv = vrdma_post_srq_recv;
+	ic->ops.alloc_mw = vrdma_alloc_mw;
+	ic->ops.dealloc_mw = vrdma_dealloc_mw;
+	ic->ops.bind_mw = vrdma_bind_mw;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);

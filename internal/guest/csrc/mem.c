@@ -63,6 +63,53 @@ VRDMA_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	return &pd->ibpd;
 }
 
+/* vrdma_alloc_mw: a window of type 1 or 2 from the daemon (alloc_mw),
+ * its rkey the daemon's. Other types are EINVAL, as rdma_rxe's. */
+struct ibv_mw *vrdma_alloc_mw(struct ibv_pd *ibpd, enum ibv_mw_type type)
+{
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+		vrdma_debug("ibv_alloc_mw: type %d: the types are IBV_MW_TYPE_1 and IBV_MW_TYPE_2", (int)type);
+		errno = EINVAL;
+		return NULL;
+	}
+	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	struct ibv_mw *mw = calloc(1, sizeof *mw);
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct vj_doc doc = {0};
+	uint64_t h = 0, rkey = 0;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_ALLOC_MW, &doc, NULL, 0, NULL, NULL, "{\"pd\":%u,\"type\":%d}",
+			   ((struct vrdma_pd *)ibpd)->handle, (int)type);
+	if (!rc) {
+		rc = vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "rkey", &rkey) ? EPROTO : 0;
+		vrdma_doc_free(&doc);
+	}
+	if (rc) {
+		free(mw);
+		errno = rc;
+		return NULL;
+	}
+	mw->context = ibpd->context;
+	mw->pd = ibpd;
+	mw->handle = (uint32_t)h;
+	mw->rkey = (uint32_t)rkey;
+	mw->type = type;
+	vrdma_live(ctx, 1);
+	return mw;
+}
+
+int vrdma_dealloc_mw(struct ibv_mw *mw)
+{
+	int rc = vrdma_cmd_simple(to_vctx(mw->context), VRDMA_CMD_DEALLOC_MW, mw->handle);
+	if (vrdma_destroy_kept(to_vctx(mw->context), rc))
+		return rc;
+	vrdma_live(to_vctx(mw->context), -1);
+	free(mw);
+	return 0;
+}
+
 VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
@@ -851,7 +898,8 @@ fail:
 }
 
 #define ACCESS_SUPPORTED                                                                             \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |     \
+	 IBV_ACCESS_MW_BIND)
 
 /* segments_json writes the request's list of segments: for each backing,
  * the part of it that holds [start, end). */

@@ -30,6 +30,10 @@ static int allowed_on(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return t == IBV_QPT_RC;
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+	case IBV_WR_SEND_WITH_INV:
+		return t == IBV_QPT_RC || t == IBV_QPT_UC; /* as rxe */
 	default:
 		return 0;
 	}
@@ -169,6 +173,19 @@ static int send_state_ok(struct vrdma_qp *q)
 	return st != IBV_QPS_RESET && st != IBV_QPS_INIT && st != IBV_QPS_RTR;
 }
 
+/* put_bind fills a bind work request's fields (the daemon's abi.OpBindMW):
+ * the window by its current rkey, the new rkey, the region by its lkey
+ * (none: unbind), the range and the window's access. */
+static void put_bind(uint8_t *s, uint32_t mw_rkey, uint32_t rkey, const struct ibv_mw_bind_info *b)
+{
+	put_le32(s + VRDMA_SWQE_IMM, mw_rkey);
+	put_le32(s + VRDMA_SWQE_RKEY, rkey);
+	put_le32(s + VRDMA_SWQE_AH, b->mr ? b->mr->lkey : 0);
+	put_le64(s + VRDMA_SWQE_REMOTE_ADDR, b->addr);
+	put_le64(s + VRDMA_SWQE_COMPARE_ADD, b->mr ? b->length : 0);
+	put_le64(s + VRDMA_SWQE_SWAP, b->mw_access_flags);
+}
+
 #define SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
 
 static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
@@ -184,6 +201,8 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		return EINVAL; /* rxe checks the alignment when posting too */
 	if (t == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
+	if (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)
+		return EINVAL;
 	uint8_t *s = sq_slot(q);
 	if (!s)
 		return ENOMEM;
@@ -192,6 +211,17 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 	s[VRDMA_SWQE_FLAGS] = (uint8_t)(wr->send_flags & (SEND_FLAGS & ~IBV_SEND_INLINE));
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		put_le32(s + VRDMA_SWQE_IMM, ntohl(wr->imm_data));
+	if (wr->opcode == IBV_WR_LOCAL_INV || wr->opcode == IBV_WR_SEND_WITH_INV)
+		put_le32(s + VRDMA_SWQE_IMM, wr->invalidate_rkey);
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		put_bind(s, wr->bind_mw.mw->rkey, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+		q->sq_prod++;
+		return 0;
+	}
+	if (wr->opcode == IBV_WR_LOCAL_INV) {
+		q->sq_prod++;
+		return 0;
+	}
 	if (is_atomic) {
 		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, wr->wr.atomic.remote_addr);
 		put_le32(s + VRDMA_SWQE_RKEY, wr->wr.atomic.rkey);
@@ -239,6 +269,25 @@ int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 			publish_sq(q);
 	}
 	pthread_spin_unlock(&q->slock);
+	return rc;
+}
+
+/* vrdma_bind_mw binds a type 1 window as rdma-core's rxe provider does: a
+ * bind work request on qp with the window's next rkey (ibv_inc_rkey),
+ * which the window takes once the request is posted. ibv_bind_mw checked
+ * the type, the PD and a range without a region already. */
+int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL; /* as rxe: windows are addressed by virtual address */
+	struct ibv_send_wr wr = {.wr_id = mw_bind->wr_id, .opcode = IBV_WR_BIND_MW, .send_flags = mw_bind->send_flags},
+			   *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	int rc = vrdma_post_send(qp, &wr, &bad);
+	if (!rc)
+		mw->rkey = wr.bind_mw.rkey;
 	return rc;
 }
 
@@ -505,10 +554,34 @@ static void wr_abort(struct ibv_qp_ex *x)
 	pthread_spin_unlock(&q->slock);
 }
 
-static void wr_unsupported_inv(struct ibv_qp_ex *x, uint32_t rkey)
+static void wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
 {
-	(void)rkey;
-	wr_begin(qx(x), IBV_WR_LOCAL_INV); /* not allowed: marks the batch EINVAL */
+	uint8_t *s = wr_begin(qx(x), IBV_WR_LOCAL_INV);
+	if (s)
+		put_le32(s + VRDMA_SWQE_IMM, rkey);
+}
+
+static void wr_send_inv(struct ibv_qp_ex *x, uint32_t rkey)
+{
+	uint8_t *s = wr_begin(qx(x), IBV_WR_SEND_WITH_INV);
+	if (s)
+		put_le32(s + VRDMA_SWQE_IMM, rkey);
+}
+
+/* wr_bind_mw binds mw with rkey (its low 8 bits: the window keeps its
+ * index) as a bind work request; the window takes the rkey, as rxe's. */
+static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *b)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_err && (!mw || (!b->mr && (b->addr || b->length)) || (b->mw_access_flags & IBV_ACCESS_ZERO_BASED))) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	uint8_t *s = wr_begin(q, IBV_WR_BIND_MW);
+	if (s) {
+		put_bind(s, mw->rkey, rkey, b);
+		mw->rkey = (mw->rkey & ~0xffu) | (rkey & 0xffu);
+	}
 }
 
 void vrdma_qp_ex_init(struct vrdma_qp *q)
@@ -529,6 +602,7 @@ void vrdma_qp_ex_init(struct vrdma_qp *q)
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;
 	x->wr_set_inline_data_list = wr_set_inline_data_list;
-	x->wr_local_inv = wr_unsupported_inv;
-	x->wr_send_inv = wr_unsupported_inv;
+	x->wr_local_inv = wr_local_inv;
+	x->wr_send_inv = wr_send_inv;
+	x->wr_bind_mw = wr_bind_mw;
 }

@@ -292,6 +292,11 @@ void vrdma_freeze(struct vrdma_context *ctx);
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int vrdma_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+/* Memory windows (mem.c, post.c): the context's alloc_mw, dealloc_mw and
+ * bind_mw. A window's rkey is the daemon's; binding is a work request. */
+struct ibv_mw *vrdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int vrdma_dealloc_mw(struct ibv_mw *mw);
+int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int vrdma_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);

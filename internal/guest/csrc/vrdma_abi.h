@@ -84,6 +84,7 @@
 /* Completion flags (abi/enums.go) */
 #define VRDMA_WC_WITH_GRH 1U
 #define VRDMA_WC_WITH_IMM 2U
+#define VRDMA_WC_WITH_INV 8U
 
 /* Command channel (proto/header.go): a 16-byte header, then a JSON body.
  * u16 magic; u8 version, kind; u16 op, code; u32 id, body_len */
@@ -141,6 +142,8 @@
 #define VRDMA_CMD_CM_RESOLVE       40U
 #define VRDMA_CMD_RESIZE_CQ        41U
 #define VRDMA_CMD_REREG_MR         42U
+#define VRDMA_CMD_ALLOC_MW         43U
+#define VRDMA_CMD_DEALLOC_MW       44U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
@@ -167,6 +170,9 @@ _Static_assert(IBV_WR_SEND_WITH_IMM == 3, "IBV_WR_SEND_WITH_IMM is 3 in the vrdm
 _Static_assert(IBV_WR_RDMA_READ == 4, "IBV_WR_RDMA_READ is 4 in the vrdma daemon");
 _Static_assert(IBV_WR_ATOMIC_CMP_AND_SWP == 5, "IBV_WR_ATOMIC_CMP_AND_SWP is 5 in the vrdma daemon");
 _Static_assert(IBV_WR_ATOMIC_FETCH_AND_ADD == 6, "IBV_WR_ATOMIC_FETCH_AND_ADD is 6 in the vrdma daemon");
+_Static_assert(IBV_WR_LOCAL_INV == 7, "IBV_WR_LOCAL_INV is 7 in the vrdma daemon");
+_Static_assert(IBV_WR_BIND_MW == 8, "IBV_WR_BIND_MW is 8 in the vrdma daemon");
+_Static_assert(IBV_WR_SEND_WITH_INV == 9, "IBV_WR_SEND_WITH_INV is 9 in the vrdma daemon");
 
 /* completion opcodes (enum ibv_wc_opcode) */
 _Static_assert(IBV_WC_SEND == 0, "IBV_WC_SEND is 0 in the vrdma daemon");
@@ -174,6 +180,8 @@ _Static_assert(IBV_WC_RDMA_WRITE == 1, "IBV_WC_RDMA_WRITE is 1 in the vrdma daem
 _Static_assert(IBV_WC_RDMA_READ == 2, "IBV_WC_RDMA_READ is 2 in the vrdma daemon");
 _Static_assert(IBV_WC_COMP_SWAP == 3, "IBV_WC_COMP_SWAP is 3 in the vrdma daemon");
 _Static_assert(IBV_WC_FETCH_ADD == 4, "IBV_WC_FETCH_ADD is 4 in the vrdma daemon");
+_Static_assert(IBV_WC_BIND_MW == 5, "IBV_WC_BIND_MW is 5 in the vrdma daemon");
+_Static_assert(IBV_WC_LOCAL_INV == 6, "IBV_WC_LOCAL_INV is 6 in the vrdma daemon");
 _Static_assert(IBV_WC_RECV == 128, "IBV_WC_RECV is 128 in the vrdma daemon");
 _Static_assert(IBV_WC_RECV_RDMA_WITH_IMM == 129, "IBV_WC_RECV_RDMA_WITH_IMM is 129 in the vrdma daemon");
 
@@ -206,6 +214,7 @@ _Static_assert(IBV_ACCESS_LOCAL_WRITE == 1, "IBV_ACCESS_LOCAL_WRITE is 1 in the 
 _Static_assert(IBV_ACCESS_REMOTE_WRITE == 2, "IBV_ACCESS_REMOTE_WRITE is 2 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_REMOTE_READ == 4, "IBV_ACCESS_REMOTE_READ is 4 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_REMOTE_ATOMIC == 8, "IBV_ACCESS_REMOTE_ATOMIC is 8 in the vrdma daemon");
+_Static_assert(IBV_ACCESS_MW_BIND == 16, "IBV_ACCESS_MW_BIND is 16 in the vrdma daemon");
 
 /* QP types (enum ibv_qp_type) */
 _Static_assert(IBV_QPT_RC == 2, "IBV_QPT_RC is 2 in the vrdma daemon");
@@ -252,6 +261,7 @@ _Static_assert(IBV_SEND_INLINE == 8, "IBV_SEND_INLINE is 8 in the vrdma daemon")
 /* completion flags (enum ibv_wc_flags) */
 _Static_assert(IBV_WC_GRH == 1, "IBV_WC_GRH is 1 in the vrdma daemon");
 _Static_assert(IBV_WC_WITH_IMM == 2, "IBV_WC_WITH_IMM is 2 in the vrdma daemon");
+_Static_assert(IBV_WC_WITH_INV == 8, "IBV_WC_WITH_INV is 8 in the vrdma daemon");
 #endif /* INFINIBAND_VERBS_H */
 
 #endif /* VRDMA_ABI_H */

@@ -1,0 +1,105 @@
+/*
+ * mw_bind_access_test.c: ibv_reg_mr takes IBV_ACCESS_MW_BIND, as rdma_rxe
+ * does (pyverbs' MWTest registers its regions so): the region registers
+ * with the flag, keeps it in its access, and serves a peer's RDMA WRITE
+ * under its rkey as any region does. Flags vrdma does not serve (here
+ * IBV_ACCESS_ZERO_BASED) stay refused.
+ *
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c
+ * needs: daemon
+ */
+#include <infiniband/verbs.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "loopback.h"
+
+/* rwrite RDMA WRITEs len bytes of the buffer (filled with v) to raddr
+ * under rkey through a new connected pair: the completion's status, or -1. */
+static int rwrite(void *raddr, uint32_t rkey, uint32_t len, uint8_t v)
+{
+	struct ibv_cq *ca = ibv_create_cq(ctx, 4, NULL, NULL, 0), *cb = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *a = NULL, *b = NULL;
+	int status = -1;
+	if (ca && cb && !lb_pair(ca, cb, 4, &a, &b)) {
+		memset(buf, v, len);
+		struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = len, .lkey = buf_mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+					 .send_flags = IBV_SEND_SIGNALED},
+				   *bad;
+		wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+		wr.wr.rdma.rkey = rkey;
+		if (ibv_post_send(a, &wr, &bad) == 0) {
+			struct ibv_wc wc;
+			double t0 = lb_now();
+			int n;
+			while ((n = ibv_poll_cq(ca, 1, &wc)) == 0 && lb_now() - t0 < HANG_GUARD_SECONDS)
+				;
+			if (n == 1)
+				status = wc.status;
+		}
+	}
+	lb_unpair(a, b);
+	if (ca)
+		ibv_destroy_cq(ca);
+	if (cb)
+		ibv_destroy_cq(cb);
+	return status;
+}
+
+static void test_registers(void)
+{
+	/* pyverbs' MWTest asks for these two (17 and 19). */
+	const int asks[] = {IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND, LB_ACCESS | IBV_ACCESS_MW_BIND};
+	for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+		static uint8_t target[256];
+		struct ibv_mr *mr = ibv_reg_mr(pd, target, sizeof target, asks[i]);
+		CHECK(mr, "ibv_reg_mr(access 0x%x): %s; want the region", (unsigned)asks[i], strerror(errno));
+		if (!mr)
+			continue;
+		if (asks[i] & IBV_ACCESS_REMOTE_WRITE) {
+			memset(target, 0, sizeof target);
+			int st = rwrite(target, mr->rkey, sizeof target, 0x5a);
+			CHECK(st == IBV_WC_SUCCESS, "RDMA WRITE to a region with MW_BIND access: status %d, want success", st);
+			CHECK(target[0] == 0x5a && target[sizeof target - 1] == 0x5a, "the write did not land");
+		}
+		CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr: %s", strerror(errno));
+	}
+}
+
+static void test_unsupported_still_refused(void)
+{
+	static uint8_t target[64];
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_mr(pd, target, sizeof target, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED);
+	CHECK(!mr && errno == EINVAL, "ibv_reg_mr with IBV_ACCESS_ZERO_BASED: %p, errno %d; want NULL, EINVAL", (void *)mr,
+	      errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+}
+
+int main(void)
+{
+	if (lb_open())
+		return 1;
+	struct {
+		const char *name;
+		void (*fn)(void);
+	} tests[] = {
+		{"registers", test_registers},
+		{"unsupported_still_refused", test_unsupported_still_refused},
+	};
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+		int before = failures;
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
+		fflush(stdout);
+	}
+	lb_close();
+	printf("mw_bind_access_test: %d failures\n", failures);
+	return failures ? 1 : 0;
+}
