@@ -66,6 +66,11 @@ func TestVerbsWhenTheDaemonDies(t *testing.T) {
 	if code := p.AwaitExit(t, 30*time.Second); code != 0 {
 		t.Fatalf("lost_peer exited %d; its failed checks:\n%s\nall it printed:\n%s", code, failedChecks(p.Err.String()), p.Output())
 	}
+	// The loss is logged where it was noticed, not again by each command
+	// that fails after it (the cleanup's destroys, one line each before).
+	if n := strings.Count(p.Err.String(), "vrdma0: the vrdma daemon went away: the device is lost and its queues are dead"); n != 0 {
+		t.Errorf("the commands after the loss logged it %d times:\n%s", n, p.Output())
+	}
 	t.Logf("%s", p.Output())
 }
 
