@@ -623,6 +623,13 @@ out:
 	return r;
 }
 
+void vrdma_chan_end(struct vrdma_chan *c)
+{
+	int fd = __atomic_load_n(&c->fd, __ATOMIC_RELAXED);
+	if (fd >= 0)
+		(void)shutdown(fd, SHUT_RDWR);
+}
+
 /* Pops the oldest queued event; the eventfd is cleared with the queue. */
 static void pop_event(struct vrdma_chan *c, struct vrdma_event *ev)
 {

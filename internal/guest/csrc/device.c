@@ -313,9 +313,14 @@ int vrdma_cmd(struct vrdma_context *ctx, uint16_t op, struct vj_doc *doc, const 
 	if (rc < 0)
 		rc = -rc;
 	if (rc) {
-		if (__atomic_load_n(&ctx->chan.dead, __ATOMIC_ACQUIRE))
+		/* A lost channel is said once, where it was lost (chan.c, lost.c),
+		 * not by every command after it: a program cleaning up after
+		 * the loss would repeat it once per object. */
+		int gone = __atomic_load_n(&ctx->chan.dead, __ATOMIC_ACQUIRE);
+		if (gone)
 			vrdma_note_lost(ctx);
-		vrdma_debug("%s: %s", ctx->dev->dev.name, ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
+		if (!gone || rc != ctx->chan.deaderr)
+			vrdma_debug("%s: %s", ctx->dev->dev.name, ctx->chan.err[0] ? ctx->chan.err : strerror(rc));
 		free(reply);
 		return rc;
 	}

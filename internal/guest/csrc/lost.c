@@ -14,7 +14,11 @@
  * ibv_get_cq_event finding a doorbell ended, and ibv_poll_cq, which looks
  * at the socket (one poll(2), no read) once every VRDMA_LOST_CHECK_EVERY
  * polls in a row that found nothing. The data path pays one load of the
- * flag otherwise.
+ * flag otherwise. Recording it also shuts the command socket down
+ * (vrdma_chan_end): the daemon's descriptors close one by one as it dies,
+ * and the async fd must be readable, with IBV_EVENT_DEVICE_FATAL, as soon
+ * as any call has reported the loss, not only once the socket's own end
+ * arrives.
  *
  * Outstanding is what the daemon had not finished: the send requests from
  * the send queue's done index (every request before it has its completion
@@ -35,8 +39,13 @@
 void vrdma_note_lost(struct vrdma_context *ctx)
 {
 	int zero = 0;
-	if (__atomic_compare_exchange_n(&ctx->lost, &zero, 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		vrdma_debug("%s: the vrdma daemon went away: the device is lost (DEVICE_FATAL)", ctx->dev->dev.name);
+	if (!__atomic_compare_exchange_n(&ctx->lost, &zero, 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		return;
+	vrdma_debug("%s: the vrdma daemon went away: the device is lost (DEVICE_FATAL)", ctx->dev->dev.name);
+	/* The async fd must say so now, not when the command socket's own end
+	 * comes: a dying daemon's descriptors close one by one, and a program
+	 * that saw a CQ fail with EIO may poll the async fd at once. */
+	vrdma_chan_end(&ctx->chan);
 }
 
 int vrdma_check_lost(struct vrdma_context *ctx)

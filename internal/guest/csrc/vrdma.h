@@ -154,6 +154,13 @@ int vrdma_chan_event(struct vrdma_chan *c, struct vrdma_event *ev, int block);
  * messages): events are queued, CM events handed to cm_fn. 0, or -errno
  * when the channel is dead. */
 int vrdma_chan_drain(struct vrdma_chan *c);
+/* Ends the session when the library learned elsewhere that the daemon is
+ * gone (a doorbell pipe that closed: lost.c). Any thread, any lock held,
+ * one system call, no lock taken: it shuts the socket down, so the socket
+ * and pollfd are readable at once, a daemon that still runs sees the end,
+ * and whoever reads the socket next reads what the daemon sent before,
+ * then the end, and marks the channel dead (-EIO from then on). */
+void vrdma_chan_end(struct vrdma_chan *c);
 /* errno for a daemon error code: INVALID/ATTR -> EINVAL, NOT_FOUND -> ENOENT,
  * LIMIT -> ENOMEM, BUSY -> EBUSY, STATE -> EINVAL, MEMLOCK -> ENOMEM,
  * PERMISSION -> EACCES, VERSION -> EPROTO, INTERNAL and unknown -> EIO. */

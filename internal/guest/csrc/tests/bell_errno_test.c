@@ -13,7 +13,7 @@
  * doorbell's read end closed, the child must not die of SIGPIPE and the
  * context must note the daemon lost.
  *
- * sources: lost.c post.c cq.c log.c json.c
+ * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

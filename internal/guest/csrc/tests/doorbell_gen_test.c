@@ -16,7 +16,7 @@
  *     every request posted is taken, and the worker never waits for a
  *     doorbell nobody rings (a hang guard ends such a wait and fails).
  *
- * sources: lost.c post.c cq.c log.c json.c
+ * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

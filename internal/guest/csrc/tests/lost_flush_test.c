@@ -5,7 +5,7 @@
  * protocol fault): a completion it writes after the loss is never
  * delivered, and a done index ahead of the producer flushes nothing.
  *
- * sources: lost.c post.c cq.c log.c json.c
+ * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

@@ -20,7 +20,7 @@
  * fail within a second. (On x86 poll_cq's spin lock happens to fence the CQ
  * case; it stays for other processors and for a poll without a lock.)
  *
- * sources: lost.c post.c cq.c log.c json.c
+ * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 
