@@ -135,7 +135,7 @@ int cma_qp_connect(struct cma_id *c)
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = p->psn;
-	a.timeout = 14;
+	a.timeout = c->ack_timeout_set ? c->ack_timeout : 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = c->rd_atomic;

@@ -97,6 +97,14 @@ static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
+/* The QP's local ACK timeout (ibv_query_qp), or -1. */
+static int qp_timeout(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	return ibv_query_qp(qp, &a, IBV_QP_TIMEOUT, &ia) == 0 ? a.timeout : -1;
+}
+
 static int create_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
@@ -247,6 +255,59 @@ static struct rdma_cm_id *client(struct rig *r, uint16_t port)
 	return id;
 }
 
+/* rdma_set_option as the kernel's rdma_cm answers it: sizes, the states
+ * REUSEADDR and AFONLY are taken in, the ACK timeout on RC ids only, and
+ * IB_PATH refused. */
+static void test_options(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id = NULL, *ud = NULL;
+	int on = 1, off = 0;
+	uint8_t u8 = 3;
+
+	current = "rdma_set_option";
+	REQUIRE(ch != NULL && rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 &&
+			rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0,
+		"ids: %s", strerror(errno));
+	const struct {
+		const char *what;
+		int level, opt;
+		void *val;
+		size_t len;
+		int ud;
+		int want; /* 0 or the errno */
+	} cases[] = {
+		{ "TOS", RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8, 1, 0, 0 },
+		{ "TOS, an int", RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &on, sizeof on, 0, EINVAL },
+		{ "ACK timeout", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8, 1, 0, 0 },
+		{ "ACK timeout, an int", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &on, sizeof on, 0, EINVAL },
+		{ "ACK timeout on a UD id", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8, 1, 1, EINVAL },
+		{ "REUSEADDR off, unbound", RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off, sizeof off, 0, 0 },
+		{ "REUSEADDR, a byte", RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &u8, 1, 0, EINVAL },
+		{ "AFONLY, unbound", RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on, 0, 0 },
+		{ "AFONLY, a byte", RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &u8, 1, 0, EINVAL },
+		{ "IB_PATH", RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &u8, 1, 0, EOPNOTSUPP },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		errno = 0;
+		int r = rdma_set_option(cases[i].ud ? ud : id, cases[i].level, cases[i].opt, cases[i].val, cases[i].len);
+		CHECK(cases[i].want ? r == -1 && errno == cases[i].want : r == 0, "%s: %d, errno %d, want errno %d",
+		      cases[i].what, r, errno, cases[i].want);
+	}
+	struct sockaddr_in a = loopback(0);
+	REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&a) == 0 && rdma_listen(id, 1) == 0, "listen: %s",
+		strerror(errno));
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on) == -1 && errno == EINVAL,
+	      "REUSEADDR on a listener: errno %d, want EINVAL", errno);
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on) == -1 && errno == EINVAL,
+	      "AFONLY on a listener: errno %d, want EINVAL", errno);
+	rdma_destroy_id(ud);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
 static void test_connect(void)
 {
 	struct rig r;
@@ -267,6 +328,9 @@ static void test_connect(void)
 	      strerror(errno));
 	struct rdma_conn_param cp = { .private_data = "hello", .private_data_len = 5, .responder_resources = 1,
 				      .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7 };
+	uint8_t tmo = 21; /* RDMA_OPTION_ID_ACK_TIMEOUT overrides the CM's timeout at RTS */
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof tmo) == 0,
+	      "the client's ACK timeout: %s", strerror(errno));
 	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect: %s", strerror(errno));
 
 	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -288,8 +352,12 @@ static void test_connect(void)
 	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "rdma_post_recv: %s", strerror(errno));
 	cp.private_data = "welcome";
 	cp.private_data_len = 7;
+	tmo = 19;
+	CHECK(rdma_set_option(s, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof tmo) == 0,
+	      "the child's ACK timeout: %s", strerror(errno));
 	CHECK(rdma_accept(s, &cp) == 0, "rdma_accept: %s", strerror(errno));
 	CHECK(qp_state(s->qp) == IBV_QPS_RTS, "the accepted QP in state %d, want RTS", qp_state(s->qp));
+	CHECK(qp_timeout(s->qp) == 19, "the accepted QP's timeout %d, want the option's 19", qp_timeout(s->qp));
 
 	ev = expect(r.cs, RDMA_CM_EVENT_ESTABLISHED);
 	if (ev) {
@@ -299,6 +367,7 @@ static void test_connect(void)
 		rdma_ack_cm_event(ev);
 	}
 	CHECK(qp_state(c->qp) == IBV_QPS_RTS, "the client's QP at ESTABLISHED in state %d", qp_state(c->qp));
+	CHECK(qp_timeout(c->qp) == 21, "the client's QP's timeout %d, want the option's 21", qp_timeout(c->qp));
 	if ((ev = expect(r.ls, RDMA_CM_EVENT_ESTABLISHED)) != NULL) {
 		CHECK(ev->id == s, "ESTABLISHED for another id");
 		rdma_ack_cm_event(ev);
@@ -624,6 +693,7 @@ int main(int argc, char **argv)
 	test_getaddrinfo();
 	test_channel();
 	test_misuse();
+	test_options();
 	test_connect();
 	test_reject();
 	test_destroy_waits_for_acks();
