@@ -22,7 +22,9 @@ import (
 // 69 passed, 1 failed, 11 errors, 192 skipped (85.2 % of the 81 not
 // skipped pass); docs/pyverbs.md sorts the rest by cause. Issue 19's
 // target is 95 % of the tests not skipped, with skips only for hardware.
-const passFloor = 69
+// Since: 84 passed, 1 failed, 11 errors, 177 skipped (87.5 % of 96), with
+// rdma_set_option's ACK timeout applied (test_rdmacm_async_traffic).
+const passFloor = 84
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68

@@ -412,6 +412,92 @@ static void test_connect(void)
 	rig_down(&r);
 }
 
+/* RDMA_PS_UDP as rdma-core's pyverbs drives it: the request answered
+ * with rdma_accept, ESTABLISHED on the active side with the passive QP's
+ * number, Q_Key and an AH, a datagram each way through them. */
+static void test_udp(void)
+{
+	struct rdma_event_channel *ls = rdma_create_event_channel(), *cs = rdma_create_event_channel();
+	struct rdma_cm_id *listener = NULL, *c = NULL, *s = NULL;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = loopback(0);
+
+	current = "udp";
+	REQUIRE(ls != NULL && cs != NULL && rdma_create_id(ls, &listener, NULL, RDMA_PS_UDP) == 0 &&
+			rdma_bind_addr(listener, (struct sockaddr *)&a) == 0 && rdma_listen(listener, 4) == 0 &&
+			rdma_create_id(cs, &c, NULL, RDMA_PS_UDP) == 0,
+		"the ids: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(ntohs(rdma_get_src_port(listener)));
+	REQUIRE(rdma_resolve_addr(c, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	if ((ev = expect(cs, RDMA_CM_EVENT_ADDR_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(rdma_resolve_route(c, 2000) == 0, "route: %s", strerror(errno));
+	if ((ev = expect(cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_UD };
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	REQUIRE(rdma_create_qp(c, NULL, &qa) == 0, "the client's UD QP: %s", strerror(errno));
+	struct rdma_conn_param cp = { 0 };
+	REQUIRE(rdma_connect(c, &cp) == 0, "rdma_connect: %s", strerror(errno));
+	ev = expect(ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	struct ibv_qp_init_attr qb = { .qp_type = IBV_QPT_UD };
+	qb.cap.max_send_wr = qb.cap.max_recv_wr = 1;
+	qb.cap.max_send_sge = qb.cap.max_recv_sge = 1;
+	REQUIRE(rdma_create_qp(s, NULL, &qb) == 0, "the child's UD QP: %s", strerror(errno));
+	REQUIRE(rdma_accept(s, &cp) == 0, "rdma_accept: %s", strerror(errno));
+	ev = expect(cs, RDMA_CM_EVENT_ESTABLISHED);
+	REQUIRE(ev != NULL, "no ESTABLISHED");
+	struct rdma_ud_param ud = ev->param.ud;
+	rdma_ack_cm_event(ev);
+	CHECK(ud.qp_num == s->qp->qp_num && ud.qkey == RDMA_UDP_QKEY, "ud_param: QPN %u (want %u) Q_Key 0x%x",
+	      ud.qp_num, s->qp->qp_num, ud.qkey);
+
+	enum { GRH = 40, LEN = 64 };
+	static char cbuf[GRH + LEN], sbuf[GRH + LEN];
+	struct ibv_mr *cmr = rdma_reg_msgs(c, cbuf, sizeof cbuf), *smr = rdma_reg_msgs(s, sbuf, sizeof sbuf);
+	REQUIRE(cmr != NULL && smr != NULL, "rdma_reg_msgs: %s", strerror(errno));
+	struct ibv_wc wc = { 0 };
+	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "the server's receive: %s", strerror(errno));
+	struct ibv_ah *ah = ibv_create_ah(c->pd, &ud.ah_attr);
+	REQUIRE(ah != NULL, "the AH of ESTABLISHED's ud_param: %s", strerror(errno));
+	strcpy(cbuf, "datagram");
+	CHECK(rdma_post_ud_send(c, NULL, cbuf, LEN, cmr, IBV_SEND_SIGNALED, ah, ud.qp_num) == 0, "send: %s",
+	      strerror(errno));
+	CHECK(rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the client's send: status %d",
+	      wc.status);
+	CHECK(rdma_get_recv_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(sbuf + GRH, "datagram") == 0,
+	      "the server received '%.8s' (status %d)", sbuf + GRH, wc.status);
+	/* The answer: an AH from the completion, to the client's QPN. */
+	struct ibv_ah *back = ibv_create_ah_from_wc(s->pd, &wc, (struct ibv_grh *)sbuf, 1);
+	CHECK(back != NULL, "the AH from the completion: %s", strerror(errno));
+	CHECK(rdma_post_recv(c, NULL, cbuf, sizeof cbuf, cmr) == 0, "the client's receive: %s", strerror(errno));
+	if (back) {
+		strcpy(sbuf + GRH, "answer");
+		CHECK(rdma_post_ud_send(s, NULL, sbuf + GRH, LEN, smr, IBV_SEND_SIGNALED, back, c->qp->qp_num) == 0,
+		      "the answer: %s", strerror(errno));
+		CHECK(rdma_get_send_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the answer's send: status %d",
+		      wc.status);
+		CHECK(rdma_get_recv_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			      strcmp(cbuf + GRH, "answer") == 0,
+		      "the client received '%.6s' (status %d)", cbuf + GRH, wc.status);
+		ibv_destroy_ah(back);
+	}
+	ibv_destroy_ah(ah);
+	rdma_dereg_mr(cmr);
+	rdma_dereg_mr(smr);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+	rdma_destroy_id(listener);
+	rdma_destroy_event_channel(ls);
+	rdma_destroy_event_channel(cs);
+}
+
 static void test_reject(void)
 {
 	struct rig r;
@@ -695,6 +781,7 @@ int main(int argc, char **argv)
 	test_misuse();
 	test_options();
 	test_connect();
+	test_udp();
 	test_reject();
 	test_destroy_waits_for_acks();
 	test_sync();
