@@ -59,6 +59,9 @@ struct cma_device *cma_dev_by_gid(const uint8_t gid[16], int *index);
 struct cma_device *cma_dev_by_family(int v4, int *index);
 /* The device's default PD, allocated on first use. */
 struct ibv_pd *cma_dev_pd(struct cma_device *d);
+/* The default PD if it is allocated already, else NULL: for callers that
+ * hold cma_mu and so may not allocate it. */
+struct ibv_pd *cma_dev_pd_peek(struct cma_device *d);
 /* A new id of the library's own for a listener or a dialled connection. */
 uint32_t cma_dev_new_id(struct cma_device *d);
 

@@ -185,6 +185,7 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 			return cma_err(EADDRNOTAVAIL);
 		}
 		cma_bind_dev(c, d);
+		id->pd = cma_dev_pd(d); /* rdma-core: an id bound to a device has its PD */
 		memcpy(id->route.addr.addr.ibaddr.sgid.raw, d->gids[index].raw, 16);
 	}
 	memset(&id->route.addr.src_storage, 0, sizeof id->route.addr.src_storage);
@@ -234,6 +235,8 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_add
 	}
 	if (c->dev == NULL)
 		cma_bind_dev(c, d);
+	if (id->pd == NULL)
+		id->pd = cma_dev_pd(d); /* rdma-core: an id bound to a device has its PD (pyverbs wraps it) */
 	/* A loopback destination is this device: rdma_cm sends to its GID 0. */
 	if (cma_sa_is_loopback(dst_addr))
 		memcpy(dgid, d->gids[0].raw, 16);

@@ -414,7 +414,9 @@ static void test_connect(void)
 
 /* RDMA_PS_UDP as rdma-core's pyverbs drives it: the request answered
  * with rdma_accept, ESTABLISHED on the active side with the passive QP's
- * number, Q_Key and an AH, a datagram each way through them. */
+ * number, Q_Key and an AH, a datagram each way through them; and each id
+ * bound to a device has its PD before any QP is made (pyverbs builds its
+ * AH on that PD: it was NULL, and the suite's active side crashed). */
 static void test_udp(void)
 {
 	struct rdma_event_channel *ls = rdma_create_event_channel(), *cs = rdma_create_event_channel();
@@ -434,6 +436,10 @@ static void test_udp(void)
 	REQUIRE(rdma_resolve_route(c, 2000) == 0, "route: %s", strerror(errno));
 	if ((ev = expect(cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
 		rdma_ack_cm_event(ev);
+	/* rdma-core: an id bound to a device has the device's PD (pyverbs
+	 * wraps id->pd for the AH and the QPs it makes). */
+	CHECK(c->pd != NULL && c->pd->context == c->verbs, "the resolved id's PD: %p", (void *)c->pd);
+	struct ibv_pd *bound_pd = c->pd;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_UD };
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
@@ -444,6 +450,10 @@ static void test_udp(void)
 	REQUIRE(ev != NULL, "no request");
 	s = ev->id;
 	rdma_ack_cm_event(ev);
+	CHECK(s->pd != NULL && s->pd == listener->pd, "the request's id's PD %p, the listener's %p", (void *)s->pd,
+	      (void *)listener->pd);
+	CHECK(c->pd == bound_pd, "rdma_create_qp(id, NULL, ...) used PD %p, not the id's %p", (void *)c->pd,
+	      (void *)bound_pd);
 	struct ibv_qp_init_attr qb = { .qp_type = IBV_QPT_UD };
 	qb.cap.max_send_wr = qb.cap.max_recv_wr = 1;
 	qb.cap.max_send_sge = qb.cap.max_recv_sge = 1;
