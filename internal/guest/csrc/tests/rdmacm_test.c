@@ -508,6 +508,100 @@ static void test_udp(void)
 	rdma_destroy_event_channel(cs);
 }
 
+/* Moves an application's own QP to st with rdma_init_qp_attr's attributes. */
+static int ext_move(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a = { .qp_state = st };
+	int mask = 0;
+	if (rdma_init_qp_attr(id, &a, &mask) != 0)
+		return -1;
+	return ibv_modify_qp(qp, &a, mask) == 0 ? 0 : -1;
+}
+
+/* An application's own QPs (ibv_create_qp on the ids' PDs) connected
+ * through rdma_cm as pyverbs' external-QP test does: rdma_init_qp_attr
+ * for each state, conn_param's qp_num in rdma_connect and rdma_accept,
+ * CONNECT_RESPONSE and rdma_establish on the active side, ESTABLISHED on
+ * the passive one, then a message over them. */
+static void test_external_qp(void)
+{
+	struct rig r;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *c = NULL;
+
+	current = "external QP";
+	REQUIRE(rig_up(&r) == 0, "the listener: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(r.port);
+	REQUIRE(rdma_create_id(r.cs, &c, NULL, RDMA_PS_TCP) == 0, "id: %s", strerror(errno));
+	REQUIRE(rdma_resolve_addr(c, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_ADDR_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(rdma_resolve_route(c, 2000) == 0, "route: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(c->pd != NULL, "no PD on the resolved id");
+	struct ibv_cq *ccq = ibv_create_cq(c->verbs, 8, NULL, NULL, 0);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1, .send_cq = ccq, .recv_cq = ccq };
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	struct ibv_qp *cqp = ccq ? ibv_create_qp(c->pd, &qa) : NULL;
+	REQUIRE(cqp != NULL, "the client's own QP: %s", strerror(errno));
+	CHECK(ext_move(c, cqp, IBV_QPS_INIT) == 0, "INIT with rdma_init_qp_attr: %s", strerror(errno));
+	struct rdma_conn_param cp = { .qp_num = cqp->qp_num, .responder_resources = 1, .initiator_depth = 1 };
+	REQUIRE(rdma_connect(c, &cp) == 0, "rdma_connect with qp_num: %s", strerror(errno));
+
+	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	struct rdma_cm_id *s = ev->id;
+	rdma_ack_cm_event(ev);
+	REQUIRE(s->pd != NULL, "no PD on the request's id");
+	struct ibv_cq *scq = ibv_create_cq(s->verbs, 8, NULL, NULL, 0);
+	qa.send_cq = qa.recv_cq = scq;
+	struct ibv_qp *sqp = scq ? ibv_create_qp(s->pd, &qa) : NULL;
+	REQUIRE(sqp != NULL, "the server's own QP: %s", strerror(errno));
+	CHECK(ext_move(s, sqp, IBV_QPS_INIT) == 0 && ext_move(s, sqp, IBV_QPS_RTR) == 0 &&
+		      ext_move(s, sqp, IBV_QPS_RTS) == 0,
+	      "the server's QP to RTS with rdma_init_qp_attr: %s", strerror(errno));
+	cp.qp_num = sqp->qp_num;
+	CHECK(rdma_accept(s, &cp) == 0, "rdma_accept with qp_num: %s", strerror(errno));
+
+	ev = expect(r.cs, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(ext_move(c, cqp, IBV_QPS_RTR) == 0 && ext_move(c, cqp, IBV_QPS_RTS) == 0,
+	      "the client's QP to RTS with rdma_init_qp_attr: %s", strerror(errno));
+	CHECK(rdma_establish(c) == 0, "rdma_establish: %s", strerror(errno));
+	if ((ev = expect(r.ls, RDMA_CM_EVENT_ESTABLISHED)) != NULL)
+		rdma_ack_cm_event(ev);
+
+	static char cbuf[16] = "own qp", sbuf[16];
+	struct ibv_mr *cmr = ibv_reg_mr(c->pd, cbuf, sizeof cbuf, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *smr = ibv_reg_mr(s->pd, sbuf, sizeof sbuf, IBV_ACCESS_LOCAL_WRITE);
+	REQUIRE(cmr != NULL && smr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	struct ibv_sge ssge = { .addr = (uintptr_t)sbuf, .length = sizeof sbuf, .lkey = smr->lkey };
+	struct ibv_recv_wr rwr = { .sg_list = &ssge, .num_sge = 1 }, *rbad;
+	CHECK(ibv_post_recv(sqp, &rwr, &rbad) == 0, "the server's receive");
+	struct ibv_sge csge = { .addr = (uintptr_t)cbuf, .length = sizeof cbuf, .lkey = cmr->lkey };
+	struct ibv_send_wr swr = { .sg_list = &csge, .num_sge = 1, .opcode = IBV_WR_SEND }, *sbad;
+	CHECK(ibv_post_send(cqp, &swr, &sbad) == 0, "the client's send");
+	struct ibv_wc wc;
+	int got = 0;
+	for (int i = 0; i < 2000000 && got == 0; i++)
+		got = ibv_poll_cq(scq, 1, &wc);
+	CHECK(got == 1 && wc.status == IBV_WC_SUCCESS && strcmp(sbuf, "own qp") == 0,
+	      "the server's receive: %d completions, status %d, '%s'", got, got ? (int)wc.status : -1, sbuf);
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	rdma_disconnect(c);
+	ibv_destroy_qp(cqp);
+	ibv_destroy_qp(sqp);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+	ibv_destroy_cq(ccq);
+	ibv_destroy_cq(scq);
+	rig_down(&r);
+}
+
 static void test_reject(void)
 {
 	struct rig r;
@@ -792,6 +886,7 @@ int main(int argc, char **argv)
 	test_options();
 	test_connect();
 	test_udp();
+	test_external_qp();
 	test_reject();
 	test_destroy_waits_for_acks();
 	test_sync();
