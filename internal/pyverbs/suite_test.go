@@ -22,10 +22,11 @@ import (
 // 69 passed, 1 failed, 11 errors, 192 skipped (85.2 % of the 81 not
 // skipped pass); docs/pyverbs.md sorts the rest by cause. Issue 19's
 // target is 95 % of the tests not skipped, with skips only for hardware.
-// Since: 87 passed, 0 failed, 9 errors, 177 skipped (90.6 % of 96), with
+// Since: 89 passed, 0 failed, 7 errors, 177 skipped (92.7 % of 96), with
 // rdma_cm's ACK timeout option, ids' PDs and applications' own QPs (the
-// three test_rdmacm async traffic tests).
-const passFloor = 87
+// three test_rdmacm async traffic tests) and CQs cleaned of a QP's
+// completions when it enters RESET (test_mr_rereg_pd, test_mr_rereg_addr).
+const passFloor = 89
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68
