@@ -51,8 +51,11 @@ func (m *commands) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRe
 	if err != nil {
 		return none, err
 	}
-	if st := q.State(); st != abi.QPStateReset {
-		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager takes a QP from RESET to RTS; modify it to RESET first, or create a new one", req.QP, st)
+	// RESET (the library's own QPs) or INIT (rdma-core leaves a QP there
+	// after rdma_create_qp, and an application's own QP, connected with
+	// rdma_init_qp_attr, may be there): the library moves it on.
+	if st := q.State(); st != abi.QPStateReset && st != abi.QPStateInit {
+		return none, proto.Errorf(proto.CodeState, "QP %d is in %v: the connection manager connects a QP in RESET or INIT; modify it to RESET first, or create a new one", req.QP, st)
 	}
 	p := m.local
 	if !m.host.IsLocalGID(dst) {

@@ -17,7 +17,7 @@ func TestCMRequestErrors(t *testing.T) {
 	gid := h.gid()
 	remote := [16]byte{10: 0xff, 11: 0xff, 192, 0, 2, 9}
 	// The session's QPs: 1 an RC QP in RESET, 2 a UD QP, 3 an RC QP in INIT.
-	const rc, ud, initQP = 1, 2, 3
+	const rc, ud, _, errQP = 1, 2, 3, 4 // 3: a QP in INIT, which a connect may name
 	connectReq := func(f func(r *proto.CMConnectReq)) proto.CMConnectReq {
 		r := proto.CMConnectReq{ID: 5, QP: rc, PSN: 1, Addr: gid[:], Port: 1}
 		f(&r)
@@ -76,7 +76,7 @@ func TestCMRequestErrors(t *testing.T) {
 			"a UD QP's dial to another host is a SIDR_REQ"},
 		{"UD QP with 181 bytes", nil, connect(func(r *proto.CMConnectReq) { r.QP, r.PrivateData = ud, make([]byte, 181) }), proto.CodeInvalid,
 			"a SIDR_REQ carries at most 180"},
-		{"QP not in RESET", nil, connect(func(r *proto.CMConnectReq) { r.QP = initQP }), proto.CodeState, "modify it to RESET first"},
+		{"QP in ERR", nil, connect(func(r *proto.CMConnectReq) { r.QP = errQP }), proto.CodeState, "modify it to RESET first"},
 		{"connect id 0", nil, connect(func(r *proto.CMConnectReq) { r.ID = 0 }), proto.CodeInvalid, "ids are"},
 		{"unreachable", nil, connect(func(r *proto.CMConnectReq) { r.Addr = remote[:] }), proto.CodeNotFound,
 			"cannot find the connection manager of 192.0.2.9: this connection manager has no QP1"},
@@ -110,6 +110,10 @@ func TestCMRequestErrors(t *testing.T) {
 			_, q := s.newQP(abi.QPTypeRC)
 			if _, err := q.Modify(&qpstate.Attr{State: abi.QPStateInit, PortNum: 1},
 				qpstate.MaskState|qpstate.MaskPKeyIndex|qpstate.MaskPort|qpstate.MaskAccessFlags); err != nil {
+				t.Fatal(err)
+			}
+			_, eq := s.newQP(abi.QPTypeRC)
+			if _, err := eq.Modify(&qpstate.Attr{State: abi.QPStateErr}, qpstate.MaskState); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {

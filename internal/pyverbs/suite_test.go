@@ -25,7 +25,15 @@ import (
 //
 // Memory windows: 92 passed, 0 failed, 5 errors, 176 skipped (94.8 % of
 // the 97 not skipped), the 8 memory-window tests among the passes.
-const passFloor = 92
+// Since: 89 passed, 0 failed, 7 errors, 177 skipped (92.7 % of 96), with
+// rdma_cm's ACK timeout option, ids' PDs and applications' own QPs (the
+// three test_rdmacm async traffic tests) and CQs cleaned of a QP's
+// completions when it enters RESET (test_mr_rereg_pd, test_mr_rereg_addr).
+//
+// Both together (main after the merges): 97 passed, 0 failed, 0 errors,
+// 176 skipped: every test not skipped passes; the skips are hardware and
+// the features docs/pyverbs.md lists as missing.
+const passFloor = 97
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68

@@ -259,6 +259,38 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 	return n;
 }
 
+void vrdma_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct vrdma_cq *cq = (struct vrdma_cq *)ibcq;
+	if (cq == NULL)
+		return;
+	pthread_spin_lock(&cq->lock);
+	uint32_t prod = cq->frozen ? cq->lost_prod : vrdma_load32(cq->mem, VRDMA_RING_PROD_OFF);
+	uint32_t avail = prod - cq->cons;
+	if (cq->frozen || avail == 0 || avail > cq->ring.entries) {
+		pthread_spin_unlock(&cq->lock);
+		return;
+	}
+	/* As mlx5's cq clean: from the newest down, keep the other QPs'
+	 * completions packed towards the producer and move the consumer
+	 * past the removed ones. Only slots the daemon has written and not
+	 * yet been given back are touched; it may write more at prod meanwhile. */
+	uint32_t removed = 0;
+	for (uint32_t i = prod; i != cq->cons;) {
+		i--;
+		uint8_t *e = vrdma_slot(cq->mem, &cq->ring, i);
+		if (get_le32(e + VRDMA_CQE_QP_NUM) == qpn)
+			removed++;
+		else if (removed)
+			memcpy(vrdma_slot(cq->mem, &cq->ring, i + removed), e, VRDMA_CQE_SIZE);
+	}
+	if (removed) {
+		cq->cons += removed;
+		vrdma_store32(cq->mem, VRDMA_RING_CONS_OFF, cq->cons);
+	}
+	pthread_spin_unlock(&cq->lock);
+}
+
 /* poll_lost is poll_cq on a lost device (lost.c): what the ring held when
  * the loss was recorded (read again, up to the producer index then), then
  * flushes, then EIO. n completions are in wc already. */

@@ -67,6 +67,20 @@ VRDMA_EXPORT int vrdma_private_cm_drain(struct ibv_context *c)
 	return r < 0 ? -r : 0;
 }
 
+VRDMA_EXPORT struct ibv_qp *vrdma_private_qp_by_num(struct ibv_context *c, uint32_t qpn)
+{
+	if (c == NULL)
+		return NULL;
+	struct vrdma_context *ctx = to_vctx(c);
+	struct ibv_qp *found = NULL;
+	pthread_mutex_lock(&ctx->objs_mu);
+	for (struct vrdma_qp *q = ctx->qps; q && found == NULL; q = q->next)
+		if (q->qpx.qp_base.qp_num == qpn)
+			found = &q->qpx.qp_base;
+	pthread_mutex_unlock(&ctx->objs_mu);
+	return found;
+}
+
 VRDMA_EXPORT int vrdma_private_qp_handle(struct ibv_qp *qp, uint32_t *handle)
 {
 	if (qp == NULL || handle == NULL)

@@ -218,6 +218,12 @@ VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 			vrdma_store32(q->mem, q->rq.off + VRDMA_RING_PROD_OFF, q->rq_prod);
 			pthread_spin_unlock(&q->rlock);
 		}
+		/* Its completions not yet polled go too, as with mlx5: a QP
+		 * restarted from ERR (pyverbs' rereg MR tests) must not poll its
+		 * old flushes. rxe's provider keeps them; see the commit. */
+		vrdma_cq_clean(qp->send_cq, qp->qp_num);
+		if (qp->recv_cq != qp->send_cq)
+			vrdma_cq_clean(qp->recv_cq, qp->qp_num);
 	}
 	return 0;
 }

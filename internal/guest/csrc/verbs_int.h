@@ -290,6 +290,9 @@ void vrdma_freeze(struct vrdma_context *ctx);
 
 /* Per-operation entry points placed into ibv_context_ops. */
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+/* Removes the completions of QP qpn not yet polled from cq, as mlx5 does
+ * when a QP enters RESET (cq.c). */
+void vrdma_cq_clean(struct ibv_cq *cq, uint32_t qpn);
 int vrdma_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 /* Memory windows (mem.c, post.c): the context's alloc_mw, dealloc_mw and

@@ -87,5 +87,8 @@ int vrdma_private_cm_drain(struct ibv_context *ctx);
  * connects it (rdma-core's leaves it in INIT; the daemon takes a
  * requester's QP from RESET), it takes receives meanwhile, as in INIT. */
 int vrdma_private_qp_handle(struct ibv_qp *qp, uint32_t *handle);
+/* The QP of ctx numbered qpn (an application's own, named in
+ * rdma_conn_param's qp_num), or NULL. */
+struct ibv_qp *vrdma_private_qp_by_num(struct ibv_context *ctx, uint32_t qpn);
 
 #endif

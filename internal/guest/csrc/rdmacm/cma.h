@@ -59,6 +59,9 @@ struct cma_device *cma_dev_by_gid(const uint8_t gid[16], int *index);
 struct cma_device *cma_dev_by_family(int v4, int *index);
 /* The device's default PD, allocated on first use. */
 struct ibv_pd *cma_dev_pd(struct cma_device *d);
+/* The default PD if it is allocated already, else NULL: for callers that
+ * hold cma_mu and so may not allocate it. */
+struct ibv_pd *cma_dev_pd_peek(struct cma_device *d);
 /* A new id of the library's own for a listener or a dialled connection. */
 uint32_t cma_dev_new_id(struct cma_device *d);
 
@@ -106,6 +109,10 @@ struct cma_id {
 	uint32_t psn;            /* this side's first PSN */
 	uint8_t rd_atomic;       /* RDMA READs/atomics in flight, agreed */
 	uint8_t tos;
+	uint8_t ack_timeout;  /* RDMA_OPTION_ID_ACK_TIMEOUT's value, when ack_timeout_set */
+	int ack_timeout_set;  /* it overrides the CM's timeout at RTS, as the kernel's rdma_cm */
+	int afonly;           /* RDMA_OPTION_ID_AFONLY (kept; the daemon's ids are per family anyway) */
+	int reuseaddr;        /* RDMA_OPTION_ID_REUSEADDR (kept; the daemon's port space has no TIME_WAIT) */
 	int backlog;
 	int auto_port; /* rdma_bind_addr picked the port (the application asked for 0) */
 	struct ibv_qp_init_attr *qp_init; /* rdma_create_ep on a passive id: for rdma_get_request */

@@ -93,56 +93,109 @@ static int ud_to_rts(struct cma_id *c)
 	return r;
 }
 
-/* RESET to INIT, as rdma-core's rdma_create_qp leaves a connected QP. */
-static int conn_to_init(struct ibv_qp *qp)
+/* The attributes that take a QP of type qpt to state st on id c, with
+ * their mask: what cma_qp_connect applies and rdma_init_qp_attr hands to
+ * an application moving its own QP. RTR and RTS need the peer (its
+ * request or reply). 0 or an errno. */
+static int qp_attr(struct cma_id *c, enum ibv_qp_type qpt, enum ibv_qp_state st, struct ibv_qp_attr *a, int *mask)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1 };
-	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	return modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	const struct vrdma_cm_ev *p = &c->peer;
+	memset(a, 0, sizeof *a);
+	a->qp_state = st;
+	switch (st) {
+	case IBV_QPS_INIT:
+		a->pkey_index = 0;
+		a->port_num = 1;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+		if (qpt == IBV_QPT_UD) {
+			a->qkey = RDMA_UDP_QKEY;
+			*mask |= IBV_QP_QKEY;
+		} else {
+			a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+					     IBV_ACCESS_REMOTE_ATOMIC;
+			*mask |= IBV_QP_ACCESS_FLAGS;
+		}
+		return 0;
+	case IBV_QPS_RTR:
+		if (qpt == IBV_QPT_UD) {
+			*mask = IBV_QP_STATE;
+			return 0;
+		}
+		a->path_mtu = p->mtu ? (enum ibv_mtu)p->mtu : (enum ibv_mtu)c->dev->active_mtu;
+		a->dest_qp_num = p->qpn;
+		/* IBTA's CM (and Linux's rdma_cm): the Starting PSN a side sends in
+		 * its REQ or REP is the first it expects to receive; it sends from
+		 * the peer's. */
+		a->rq_psn = c->psn;
+		a->max_dest_rd_atomic = c->rd_atomic;
+		a->min_rnr_timer = 12;
+		a->ah_attr.is_global = 1;
+		memcpy(a->ah_attr.grh.dgid.raw, p->gid, 16);
+		a->ah_attr.grh.sgid_index = p->sgid_index;
+		a->ah_attr.grh.hop_limit = 64;
+		a->ah_attr.grh.traffic_class = c->tos;
+		a->ah_attr.port_num = 1;
+		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (qpt == IBV_QPT_RC)
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		return 0;
+	case IBV_QPS_RTS:
+		a->sq_psn = qpt == IBV_QPT_UD ? c->psn : p->psn;
+		/* RDMA_OPTION_ID_ACK_TIMEOUT overrides the CM's, as the kernel's rdma_cm. */
+		a->timeout = c->ack_timeout_set ? c->ack_timeout : 14;
+		a->retry_cnt = 7;
+		a->rnr_retry = 7;
+		a->max_rd_atomic = c->rd_atomic;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		if (qpt == IBV_QPT_RC)
+			*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
+/* RESET to INIT, as rdma-core's rdma_create_qp leaves a connected QP. */
+static int conn_to_init(struct cma_id *c, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	int mask;
+	qp_attr(c, qp->qp_type, IBV_QPS_INIT, &a, &mask);
+	return modify(qp, &a, mask);
 }
 
 int cma_qp_connect(struct cma_id *c)
 {
 	struct ibv_qp *qp = c->id.qp;
-	const struct vrdma_cm_ev *p = &c->peer;
-	struct ibv_qp_attr a = { 0 };
-	int r;
+	struct ibv_qp_attr a;
+	int mask, r;
 
-	if (!c->qp_in_init && (r = conn_to_init(qp)) != 0)
+	if (!c->qp_in_init && (r = conn_to_init(c, qp)) != 0)
 		return r;
 	c->qp_in_init = 0;
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = p->mtu ? (enum ibv_mtu)p->mtu : (enum ibv_mtu)c->dev->active_mtu;
-	a.dest_qp_num = p->qpn;
-	/* IBTA's CM (and Linux's rdma_cm): the Starting PSN a side sends in
-	 * its REQ or REP is the first it expects to receive; it sends from
-	 * the peer's. */
-	a.rq_psn = c->psn;
-	a.max_dest_rd_atomic = c->rd_atomic;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, p->gid, 16);
-	a.ah_attr.grh.sgid_index = p->sgid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.grh.traffic_class = c->tos;
-	a.ah_attr.port_num = 1;
-	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	if (qp->qp_type == IBV_QPT_RC)
-		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	qp_attr(c, qp->qp_type, IBV_QPS_RTR, &a, &mask);
 	if ((r = modify(qp, &a, mask)) != 0)
 		return r;
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = p->psn;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = c->rd_atomic;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (qp->qp_type == IBV_QPT_RC)
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	qp_attr(c, qp->qp_type, IBV_QPS_RTS, &a, &mask);
 	return modify(qp, &a, mask);
+}
+
+CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr_out, int *qp_attr_mask)
+{
+	if (id == NULL || qp_attr_out == NULL || qp_attr_mask == NULL)
+		return cma_err(EINVAL);
+	struct cma_id *c = to_cid(id);
+	if (c->dev == NULL)
+		return cma_err(EINVAL); /* not bound to a device */
+	enum ibv_qp_state st = qp_attr_out->qp_state;
+	/* RTR and RTS need the peer: a request (child) or a reply. */
+	if (st != IBV_QPS_INIT && c->state != CMA_REQ_RCVD && c->state != CMA_REPLY_RCVD &&
+	    c->state != CMA_ACCEPTED && c->state != CMA_ESTABLISHED)
+		return cma_err(EINVAL);
+	if (st == IBV_QPS_RTR && c->state == CMA_REQ_RCVD)
+		c->rd_atomic = c->rd_atomic < c->peer.rd_atomic ? c->rd_atomic : c->peer.rd_atomic;
+	int r = qp_attr(c, id->qp_type, st, qp_attr_out, qp_attr_mask);
+	return r ? cma_err(r) : 0;
 }
 
 static int fail_qp(struct ibv_qp *qp)
@@ -240,7 +293,7 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	 * manager takes it from there (receives posted now are kept). A
 	 * listener's child's goes to INIT, as with rdma-core. UD is ready at once. */
 	if (qp->qp_type != IBV_QPT_UD && c->state == CMA_REQ_RCVD) {
-		int r = conn_to_init(qp);
+		int r = conn_to_init(c, qp);
 		if (r != 0) {
 			ibv_destroy_qp(qp);
 			id->qp = NULL;
@@ -291,6 +344,16 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	destroy_cqs(to_cid(id));
 }
 
+/* The application's own QP that conn_param's qp_num names (rdma-core:
+ * for an id without a QP), on the id's device; NULL if none. */
+static struct ibv_qp *ext_qp(struct cma_id *c, const struct rdma_conn_param *p)
+{
+	if (p == NULL || c->id.verbs == NULL)
+		return NULL;
+	struct ibv_qp *qp = vrdma_private_qp_by_num(c->id.verbs, p->qp_num);
+	return qp && qp->qp_type == c->id.qp_type ? qp : NULL;
+}
+
 static uint8_t rd_of(struct cma_id *c, const struct rdma_conn_param *p)
 {
 	uint8_t v = c->dev ? c->dev->max_rd_atomic : 16;
@@ -311,15 +374,16 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_
 	int ud = id->qp_type == IBV_QPT_UD;
 	if (c->state != CMA_ROUTE_RESOLVED && !(ud && c->state == CMA_ADDR_RESOLVED))
 		return cma_err(EINVAL);
-	if (id->qp == NULL) {
-		vrdma_debug("rdma_connect: vrdma's connection manager needs a QP made by rdma_create_qp on the id");
-		return cma_err(EOPNOTSUPP);
+	struct ibv_qp *qp = id->qp ? id->qp : ext_qp(c, conn_param);
+	if (qp == NULL) {
+		vrdma_debug("rdma_connect: no QP: make one with rdma_create_qp on the id, or name your own in conn_param's qp_num");
+		return cma_err(EINVAL);
 	}
 	size_t plen = conn_param ? conn_param->private_data_len : 0;
 	if (plen > (size_t)(ud ? PDATA_SIDR_REQ : PDATA_REQ) || (plen && conn_param->private_data == NULL))
 		return cma_err(EINVAL);
 	uint32_t handle = 0;
-	if (vrdma_private_qp_handle(id->qp, &handle) != 0)
+	if (vrdma_private_qp_handle(qp, &handle) != 0)
 		return cma_err(EINVAL);
 	c->rd_atomic = rd_of(c, conn_param);
 	pdata_field(pd, sizeof pd, plen ? conn_param->private_data : NULL, plen);
@@ -382,12 +446,13 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	size_t plen = conn_param ? conn_param->private_data_len : 0;
 	if (plen > (size_t)(ud ? PDATA_SIDR_REP : PDATA_REP) || (plen && conn_param->private_data == NULL))
 		return cma_err(EINVAL);
-	if (id->qp == NULL) {
-		vrdma_debug("rdma_accept: vrdma's connection manager needs a QP made by rdma_create_qp on the id");
-		return cma_err(EOPNOTSUPP);
+	struct ibv_qp *qp = id->qp ? id->qp : ext_qp(c, conn_param);
+	if (qp == NULL) {
+		vrdma_debug("rdma_accept: no QP: make one with rdma_create_qp on the id, or name your own in conn_param's qp_num");
+		return cma_err(EINVAL);
 	}
 	uint32_t handle = 0;
-	if (vrdma_private_qp_handle(id->qp, &handle) != 0)
+	if (vrdma_private_qp_handle(qp, &handle) != 0)
 		return cma_err(EINVAL);
 	pdata_field(pd, sizeof pd, plen ? conn_param->private_data : NULL, plen);
 	int r;
@@ -402,7 +467,8 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	}
 	uint8_t rd = rd_of(c, conn_param);
 	c->rd_atomic = rd < c->peer.rd_atomic ? rd : c->peer.rd_atomic;
-	if ((r = cma_qp_connect(c)) != 0) {
+	/* An application's own QP it has moved itself (rdma_init_qp_attr). */
+	if (id->qp != NULL && (r = cma_qp_connect(c)) != 0) {
 		(void)cma_cmd(c->dev, VRDMA_CMD_CM_REJECT, NULL, 0, "{\"id\":%u,\"reason\":1}", c->cmid);
 		fail_qp(id->qp);
 		return cma_err(r);
@@ -413,7 +479,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 	r = cma_cmd(c->dev, VRDMA_CMD_CM_ACCEPT, NULL, 0, "{\"id\":%u,\"qp\":%u,\"psn\":%u%s,\"rd_atomic\":%u,\"keep_qp\":true}", c->cmid,
 		    handle, c->psn, pd, c->rd_atomic);
 	if (r != 0) {
-		fail_qp(id->qp);
+		fail_qp(qp);
 		pthread_mutex_lock(&cma_mu);
 		c->state = CMA_FAILED;
 		pthread_mutex_unlock(&cma_mu);

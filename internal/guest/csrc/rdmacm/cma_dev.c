@@ -110,10 +110,15 @@ struct ibv_pd *cma_dev_pd(struct cma_device *d)
 {
 	pthread_mutex_lock(&d->pd_mu);
 	if (d->pd == NULL)
-		d->pd = ibv_alloc_pd(d->verbs);
+		__atomic_store_n(&d->pd, ibv_alloc_pd(d->verbs), __ATOMIC_RELEASE); /* cma_dev_pd_peek reads it */
 	struct ibv_pd *pd = d->pd;
 	pthread_mutex_unlock(&d->pd_mu);
 	return pd;
+}
+
+struct ibv_pd *cma_dev_pd_peek(struct cma_device *d)
+{
+	return __atomic_load_n(&d->pd, __ATOMIC_ACQUIRE);
 }
 
 uint32_t cma_dev_new_id(struct cma_device *d)

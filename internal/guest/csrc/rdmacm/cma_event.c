@@ -196,7 +196,7 @@ static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 	child->state = CMA_REQ_RCVD;
 	child->peer = *ev;
 	child->qp_init = NULL;
-	child->id.pd = l->id.pd;
+	child->id.pd = l->id.pd ? l->id.pd : cma_dev_pd_peek(d);
 	cma_gid_sa(ev->local_addr, ev->local_port, &child->id.route.addr.src_storage);
 	cma_gid_sa(ev->remote_addr, ev->remote_port, &child->id.route.addr.dst_storage);
 	memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, ev->local_addr, 16);

@@ -185,6 +185,7 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 			return cma_err(EADDRNOTAVAIL);
 		}
 		cma_bind_dev(c, d);
+		id->pd = cma_dev_pd(d); /* rdma-core: an id bound to a device has its PD */
 		memcpy(id->route.addr.addr.ibaddr.sgid.raw, d->gids[index].raw, 16);
 	}
 	memset(&id->route.addr.src_storage, 0, sizeof id->route.addr.src_storage);
@@ -234,6 +235,8 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_add
 	}
 	if (c->dev == NULL)
 		cma_bind_dev(c, d);
+	if (id->pd == NULL)
+		id->pd = cma_dev_pd(d); /* rdma-core: an id bound to a device has its PD (pyverbs wraps it) */
 	/* A loopback destination is this device: rdma_cm sends to its GID 0. */
 	if (cma_sa_is_loopback(dst_addr))
 		memcpy(dgid, d->gids[0].raw, 16);
@@ -382,6 +385,14 @@ CMA_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel 
 	return 0;
 }
 
+/* rdma_set_option with the kernel's rdma_cm (ucma_set_option) as the
+ * model: each option's size is checked (EINVAL), TOS and the ACK timeout
+ * apply to the QP when it is connected, REUSEADDR and AFONLY are kept in
+ * the states rdma_set_reuseaddr and rdma_set_afonly take them (EINVAL in
+ * others) and change nothing else, the ACK timeout only on RC ids (EINVAL on
+ * others, as rdma_set_ack_timeout), and IB_PATH, a path record for
+ * InfiniBand's SA, is refused with EOPNOTSUPP: vrdma's route comes from
+ * its own resolution. */
 CMA_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
 {
 	if (id == NULL || optval == NULL)
@@ -394,14 +405,33 @@ CMA_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, vo
 				return cma_err(EINVAL);
 			c->tos = *(uint8_t *)optval;
 			return 0;
-		case RDMA_OPTION_ID_REUSEADDR: /* the daemon's port space has no TIME_WAIT to reuse */
-		case RDMA_OPTION_ID_AFONLY:
+		case RDMA_OPTION_ID_REUSEADDR:
+		case RDMA_OPTION_ID_AFONLY: {
 			if (optlen != sizeof(int))
 				return cma_err(EINVAL);
-			return 0;
-		case RDMA_OPTION_ID_ACK_TIMEOUT: /* the daemon's QPs use the CM's timeout */
-			if (optlen != sizeof(uint8_t))
+			int v = *(int *)optval != 0;
+			pthread_mutex_lock(&cma_mu);
+			/* The kernel's rules: AFONLY while unbound or bound (IDLE,
+			 * ADDR_BOUND); REUSEADDR on while not listening, off only
+			 * while unbound. */
+			int idle = optname == RDMA_OPTION_ID_AFONLY ? c->state == CMA_IDLE
+								    : (v && c->state != CMA_LISTEN) ||
+									      (c->state == CMA_IDLE && c->dev == NULL &&
+								       id->route.addr.src_addr.sa_family == 0);
+			if (idle) {
+				if (optname == RDMA_OPTION_ID_REUSEADDR)
+					c->reuseaddr = v;
+				else
+					c->afonly = v;
+			}
+			pthread_mutex_unlock(&cma_mu);
+			return idle ? 0 : cma_err(EINVAL);
+		}
+		case RDMA_OPTION_ID_ACK_TIMEOUT:
+			if (optlen != sizeof(uint8_t) || id->qp_type != IBV_QPT_RC)
 				return cma_err(EINVAL);
+			c->ack_timeout = *(uint8_t *)optval;
+			c->ack_timeout_set = 1;
 			return 0;
 		}
 	}

@@ -1,7 +1,6 @@
 /*
  * cma_stubs.c: what vrdma's rdma_cm does not do: multicast, notifications
- * of communication events, alternate paths and the QP attributes of QPs
- * the application moves itself, and ECE. Each fails with EOPNOTSUPP and
+ * of communication events, alternate paths, and ECE. Each fails with EOPNOTSUPP and
  * says so in a debug line. (rsockets are in rsocket_*.c.)
  */
 #include "cma.h"
@@ -39,13 +38,6 @@ CMA_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {
 	(void)id, (void)event;
 	UNSUPPORTED("rdma_notify", EOPNOTSUPP);
-	return -1;
-}
-
-CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
-{
-	(void)id, (void)qp_attr, (void)qp_attr_mask;
-	UNSUPPORTED("rdma_init_qp_attr", EOPNOTSUPP);
 	return -1;
 }
 

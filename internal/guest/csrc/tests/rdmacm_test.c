@@ -97,6 +97,14 @@ static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
+/* The QP's local ACK timeout (ibv_query_qp), or -1. */
+static int qp_timeout(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	return ibv_query_qp(qp, &a, IBV_QP_TIMEOUT, &ia) == 0 ? a.timeout : -1;
+}
+
 static int create_qp(struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1 };
@@ -247,6 +255,59 @@ static struct rdma_cm_id *client(struct rig *r, uint16_t port)
 	return id;
 }
 
+/* rdma_set_option as the kernel's rdma_cm answers it: sizes, the states
+ * REUSEADDR and AFONLY are taken in, the ACK timeout on RC ids only, and
+ * IB_PATH refused. */
+static void test_options(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id = NULL, *ud = NULL;
+	int on = 1, off = 0;
+	uint8_t u8 = 3;
+
+	current = "rdma_set_option";
+	REQUIRE(ch != NULL && rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 &&
+			rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0,
+		"ids: %s", strerror(errno));
+	const struct {
+		const char *what;
+		int level, opt;
+		void *val;
+		size_t len;
+		int ud;
+		int want; /* 0 or the errno */
+	} cases[] = {
+		{ "TOS", RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &u8, 1, 0, 0 },
+		{ "TOS, an int", RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &on, sizeof on, 0, EINVAL },
+		{ "ACK timeout", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8, 1, 0, 0 },
+		{ "ACK timeout, an int", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &on, sizeof on, 0, EINVAL },
+		{ "ACK timeout on a UD id", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &u8, 1, 1, EINVAL },
+		{ "REUSEADDR off, unbound", RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &off, sizeof off, 0, 0 },
+		{ "REUSEADDR, a byte", RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &u8, 1, 0, EINVAL },
+		{ "AFONLY, unbound", RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on, 0, 0 },
+		{ "AFONLY, a byte", RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &u8, 1, 0, EINVAL },
+		{ "IB_PATH", RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &u8, 1, 0, EOPNOTSUPP },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		errno = 0;
+		int r = rdma_set_option(cases[i].ud ? ud : id, cases[i].level, cases[i].opt, cases[i].val, cases[i].len);
+		CHECK(cases[i].want ? r == -1 && errno == cases[i].want : r == 0, "%s: %d, errno %d, want errno %d",
+		      cases[i].what, r, errno, cases[i].want);
+	}
+	struct sockaddr_in a = loopback(0);
+	REQUIRE(rdma_bind_addr(id, (struct sockaddr *)&a) == 0 && rdma_listen(id, 1) == 0, "listen: %s",
+		strerror(errno));
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on) == -1 && errno == EINVAL,
+	      "REUSEADDR on a listener: errno %d, want EINVAL", errno);
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on) == -1 && errno == EINVAL,
+	      "AFONLY on a listener: errno %d, want EINVAL", errno);
+	rdma_destroy_id(ud);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
 static void test_connect(void)
 {
 	struct rig r;
@@ -267,6 +328,9 @@ static void test_connect(void)
 	      strerror(errno));
 	struct rdma_conn_param cp = { .private_data = "hello", .private_data_len = 5, .responder_resources = 1,
 				      .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7 };
+	uint8_t tmo = 21; /* RDMA_OPTION_ID_ACK_TIMEOUT overrides the CM's timeout at RTS */
+	CHECK(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof tmo) == 0,
+	      "the client's ACK timeout: %s", strerror(errno));
 	CHECK(rdma_connect(c, &cp) == 0, "rdma_connect: %s", strerror(errno));
 
 	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -288,8 +352,12 @@ static void test_connect(void)
 	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "rdma_post_recv: %s", strerror(errno));
 	cp.private_data = "welcome";
 	cp.private_data_len = 7;
+	tmo = 19;
+	CHECK(rdma_set_option(s, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof tmo) == 0,
+	      "the child's ACK timeout: %s", strerror(errno));
 	CHECK(rdma_accept(s, &cp) == 0, "rdma_accept: %s", strerror(errno));
 	CHECK(qp_state(s->qp) == IBV_QPS_RTS, "the accepted QP in state %d, want RTS", qp_state(s->qp));
+	CHECK(qp_timeout(s->qp) == 19, "the accepted QP's timeout %d, want the option's 19", qp_timeout(s->qp));
 
 	ev = expect(r.cs, RDMA_CM_EVENT_ESTABLISHED);
 	if (ev) {
@@ -299,6 +367,7 @@ static void test_connect(void)
 		rdma_ack_cm_event(ev);
 	}
 	CHECK(qp_state(c->qp) == IBV_QPS_RTS, "the client's QP at ESTABLISHED in state %d", qp_state(c->qp));
+	CHECK(qp_timeout(c->qp) == 21, "the client's QP's timeout %d, want the option's 21", qp_timeout(c->qp));
 	if ((ev = expect(r.ls, RDMA_CM_EVENT_ESTABLISHED)) != NULL) {
 		CHECK(ev->id == s, "ESTABLISHED for another id");
 		rdma_ack_cm_event(ev);
@@ -340,6 +409,196 @@ static void test_connect(void)
 	rdma_destroy_qp(c);
 	rdma_destroy_qp(s);
 	CHECK(rdma_destroy_id(c) == 0 && rdma_destroy_id(s) == 0, "destroy: %s", strerror(errno));
+	rig_down(&r);
+}
+
+/* RDMA_PS_UDP as rdma-core's pyverbs drives it: the request answered
+ * with rdma_accept, ESTABLISHED on the active side with the passive QP's
+ * number, Q_Key and an AH, a datagram each way through them; and each id
+ * bound to a device has its PD before any QP is made (pyverbs builds its
+ * AH on that PD: it was NULL, and the suite's active side crashed). */
+static void test_udp(void)
+{
+	struct rdma_event_channel *ls = rdma_create_event_channel(), *cs = rdma_create_event_channel();
+	struct rdma_cm_id *listener = NULL, *c = NULL, *s = NULL;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in a = loopback(0);
+
+	current = "udp";
+	REQUIRE(ls != NULL && cs != NULL && rdma_create_id(ls, &listener, NULL, RDMA_PS_UDP) == 0 &&
+			rdma_bind_addr(listener, (struct sockaddr *)&a) == 0 && rdma_listen(listener, 4) == 0 &&
+			rdma_create_id(cs, &c, NULL, RDMA_PS_UDP) == 0,
+		"the ids: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(ntohs(rdma_get_src_port(listener)));
+	REQUIRE(rdma_resolve_addr(c, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	if ((ev = expect(cs, RDMA_CM_EVENT_ADDR_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(rdma_resolve_route(c, 2000) == 0, "route: %s", strerror(errno));
+	if ((ev = expect(cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	/* rdma-core: an id bound to a device has the device's PD (pyverbs
+	 * wraps id->pd for the AH and the QPs it makes). */
+	CHECK(c->pd != NULL && c->pd->context == c->verbs, "the resolved id's PD: %p", (void *)c->pd);
+	struct ibv_pd *bound_pd = c->pd;
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_UD };
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	REQUIRE(rdma_create_qp(c, NULL, &qa) == 0, "the client's UD QP: %s", strerror(errno));
+	struct rdma_conn_param cp = { 0 };
+	REQUIRE(rdma_connect(c, &cp) == 0, "rdma_connect: %s", strerror(errno));
+	ev = expect(ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	s = ev->id;
+	rdma_ack_cm_event(ev);
+	CHECK(s->pd != NULL && s->pd == listener->pd, "the request's id's PD %p, the listener's %p", (void *)s->pd,
+	      (void *)listener->pd);
+	CHECK(c->pd == bound_pd, "rdma_create_qp(id, NULL, ...) used PD %p, not the id's %p", (void *)c->pd,
+	      (void *)bound_pd);
+	struct ibv_qp_init_attr qb = { .qp_type = IBV_QPT_UD };
+	qb.cap.max_send_wr = qb.cap.max_recv_wr = 1;
+	qb.cap.max_send_sge = qb.cap.max_recv_sge = 1;
+	REQUIRE(rdma_create_qp(s, NULL, &qb) == 0, "the child's UD QP: %s", strerror(errno));
+	REQUIRE(rdma_accept(s, &cp) == 0, "rdma_accept: %s", strerror(errno));
+	ev = expect(cs, RDMA_CM_EVENT_ESTABLISHED);
+	REQUIRE(ev != NULL, "no ESTABLISHED");
+	struct rdma_ud_param ud = ev->param.ud;
+	rdma_ack_cm_event(ev);
+	CHECK(ud.qp_num == s->qp->qp_num && ud.qkey == RDMA_UDP_QKEY, "ud_param: QPN %u (want %u) Q_Key 0x%x",
+	      ud.qp_num, s->qp->qp_num, ud.qkey);
+
+	enum { GRH = 40, LEN = 64 };
+	static char cbuf[GRH + LEN], sbuf[GRH + LEN];
+	struct ibv_mr *cmr = rdma_reg_msgs(c, cbuf, sizeof cbuf), *smr = rdma_reg_msgs(s, sbuf, sizeof sbuf);
+	REQUIRE(cmr != NULL && smr != NULL, "rdma_reg_msgs: %s", strerror(errno));
+	struct ibv_wc wc = { 0 };
+	CHECK(rdma_post_recv(s, NULL, sbuf, sizeof sbuf, smr) == 0, "the server's receive: %s", strerror(errno));
+	struct ibv_ah *ah = ibv_create_ah(c->pd, &ud.ah_attr);
+	REQUIRE(ah != NULL, "the AH of ESTABLISHED's ud_param: %s", strerror(errno));
+	strcpy(cbuf, "datagram");
+	CHECK(rdma_post_ud_send(c, NULL, cbuf, LEN, cmr, IBV_SEND_SIGNALED, ah, ud.qp_num) == 0, "send: %s",
+	      strerror(errno));
+	CHECK(rdma_get_send_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the client's send: status %d",
+	      wc.status);
+	CHECK(rdma_get_recv_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS && strcmp(sbuf + GRH, "datagram") == 0,
+	      "the server received '%.8s' (status %d)", sbuf + GRH, wc.status);
+	/* The answer: an AH from the completion, to the client's QPN. */
+	struct ibv_ah *back = ibv_create_ah_from_wc(s->pd, &wc, (struct ibv_grh *)sbuf, 1);
+	CHECK(back != NULL, "the AH from the completion: %s", strerror(errno));
+	CHECK(rdma_post_recv(c, NULL, cbuf, sizeof cbuf, cmr) == 0, "the client's receive: %s", strerror(errno));
+	if (back) {
+		strcpy(sbuf + GRH, "answer");
+		CHECK(rdma_post_ud_send(s, NULL, sbuf + GRH, LEN, smr, IBV_SEND_SIGNALED, back, c->qp->qp_num) == 0,
+		      "the answer: %s", strerror(errno));
+		CHECK(rdma_get_send_comp(s, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the answer's send: status %d",
+		      wc.status);
+		CHECK(rdma_get_recv_comp(c, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+			      strcmp(cbuf + GRH, "answer") == 0,
+		      "the client received '%.6s' (status %d)", cbuf + GRH, wc.status);
+		ibv_destroy_ah(back);
+	}
+	ibv_destroy_ah(ah);
+	rdma_dereg_mr(cmr);
+	rdma_dereg_mr(smr);
+	rdma_destroy_qp(c);
+	rdma_destroy_qp(s);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+	rdma_destroy_id(listener);
+	rdma_destroy_event_channel(ls);
+	rdma_destroy_event_channel(cs);
+}
+
+/* Moves an application's own QP to st with rdma_init_qp_attr's attributes. */
+static int ext_move(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a = { .qp_state = st };
+	int mask = 0;
+	if (rdma_init_qp_attr(id, &a, &mask) != 0)
+		return -1;
+	return ibv_modify_qp(qp, &a, mask) == 0 ? 0 : -1;
+}
+
+/* An application's own QPs (ibv_create_qp on the ids' PDs) connected
+ * through rdma_cm as pyverbs' external-QP test does: rdma_init_qp_attr
+ * for each state, conn_param's qp_num in rdma_connect and rdma_accept,
+ * CONNECT_RESPONSE and rdma_establish on the active side, ESTABLISHED on
+ * the passive one, then a message over them. */
+static void test_external_qp(void)
+{
+	struct rig r;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *c = NULL;
+
+	current = "external QP";
+	REQUIRE(rig_up(&r) == 0, "the listener: %s", strerror(errno));
+	struct sockaddr_in dst = loopback(r.port);
+	REQUIRE(rdma_create_id(r.cs, &c, NULL, RDMA_PS_TCP) == 0, "id: %s", strerror(errno));
+	REQUIRE(rdma_resolve_addr(c, NULL, (struct sockaddr *)&dst, 2000) == 0, "resolve: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_ADDR_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(rdma_resolve_route(c, 2000) == 0, "route: %s", strerror(errno));
+	if ((ev = expect(r.cs, RDMA_CM_EVENT_ROUTE_RESOLVED)) != NULL)
+		rdma_ack_cm_event(ev);
+	REQUIRE(c->pd != NULL, "no PD on the resolved id");
+	struct ibv_cq *ccq = ibv_create_cq(c->verbs, 8, NULL, NULL, 0);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1, .send_cq = ccq, .recv_cq = ccq };
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	struct ibv_qp *cqp = ccq ? ibv_create_qp(c->pd, &qa) : NULL;
+	REQUIRE(cqp != NULL, "the client's own QP: %s", strerror(errno));
+	CHECK(ext_move(c, cqp, IBV_QPS_INIT) == 0, "INIT with rdma_init_qp_attr: %s", strerror(errno));
+	struct rdma_conn_param cp = { .qp_num = cqp->qp_num, .responder_resources = 1, .initiator_depth = 1 };
+	REQUIRE(rdma_connect(c, &cp) == 0, "rdma_connect with qp_num: %s", strerror(errno));
+
+	ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST);
+	REQUIRE(ev != NULL, "no request");
+	struct rdma_cm_id *s = ev->id;
+	rdma_ack_cm_event(ev);
+	REQUIRE(s->pd != NULL, "no PD on the request's id");
+	struct ibv_cq *scq = ibv_create_cq(s->verbs, 8, NULL, NULL, 0);
+	qa.send_cq = qa.recv_cq = scq;
+	struct ibv_qp *sqp = scq ? ibv_create_qp(s->pd, &qa) : NULL;
+	REQUIRE(sqp != NULL, "the server's own QP: %s", strerror(errno));
+	CHECK(ext_move(s, sqp, IBV_QPS_INIT) == 0 && ext_move(s, sqp, IBV_QPS_RTR) == 0 &&
+		      ext_move(s, sqp, IBV_QPS_RTS) == 0,
+	      "the server's QP to RTS with rdma_init_qp_attr: %s", strerror(errno));
+	cp.qp_num = sqp->qp_num;
+	CHECK(rdma_accept(s, &cp) == 0, "rdma_accept with qp_num: %s", strerror(errno));
+
+	ev = expect(r.cs, RDMA_CM_EVENT_CONNECT_RESPONSE);
+	if (ev)
+		rdma_ack_cm_event(ev);
+	CHECK(ext_move(c, cqp, IBV_QPS_RTR) == 0 && ext_move(c, cqp, IBV_QPS_RTS) == 0,
+	      "the client's QP to RTS with rdma_init_qp_attr: %s", strerror(errno));
+	CHECK(rdma_establish(c) == 0, "rdma_establish: %s", strerror(errno));
+	if ((ev = expect(r.ls, RDMA_CM_EVENT_ESTABLISHED)) != NULL)
+		rdma_ack_cm_event(ev);
+
+	static char cbuf[16] = "own qp", sbuf[16];
+	struct ibv_mr *cmr = ibv_reg_mr(c->pd, cbuf, sizeof cbuf, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *smr = ibv_reg_mr(s->pd, sbuf, sizeof sbuf, IBV_ACCESS_LOCAL_WRITE);
+	REQUIRE(cmr != NULL && smr != NULL, "ibv_reg_mr: %s", strerror(errno));
+	struct ibv_sge ssge = { .addr = (uintptr_t)sbuf, .length = sizeof sbuf, .lkey = smr->lkey };
+	struct ibv_recv_wr rwr = { .sg_list = &ssge, .num_sge = 1 }, *rbad;
+	CHECK(ibv_post_recv(sqp, &rwr, &rbad) == 0, "the server's receive");
+	struct ibv_sge csge = { .addr = (uintptr_t)cbuf, .length = sizeof cbuf, .lkey = cmr->lkey };
+	struct ibv_send_wr swr = { .sg_list = &csge, .num_sge = 1, .opcode = IBV_WR_SEND }, *sbad;
+	CHECK(ibv_post_send(cqp, &swr, &sbad) == 0, "the client's send");
+	struct ibv_wc wc;
+	int got = 0;
+	for (int i = 0; i < 2000000 && got == 0; i++)
+		got = ibv_poll_cq(scq, 1, &wc);
+	CHECK(got == 1 && wc.status == IBV_WC_SUCCESS && strcmp(sbuf, "own qp") == 0,
+	      "the server's receive: %d completions, status %d, '%s'", got, got ? (int)wc.status : -1, sbuf);
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	rdma_disconnect(c);
+	ibv_destroy_qp(cqp);
+	ibv_destroy_qp(sqp);
+	rdma_destroy_id(c);
+	rdma_destroy_id(s);
+	ibv_destroy_cq(ccq);
+	ibv_destroy_cq(scq);
 	rig_down(&r);
 }
 
@@ -624,7 +883,10 @@ int main(int argc, char **argv)
 	test_getaddrinfo();
 	test_channel();
 	test_misuse();
+	test_options();
 	test_connect();
+	test_udp();
+	test_external_qp();
 	test_reject();
 	test_destroy_waits_for_acks();
 	test_sync();
