@@ -86,32 +86,18 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	if len(req.Segments) == 0 && len(fds) != 1 {
-		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "reg_mr carries exactly one memfd, got %d descriptors", len(fds))
-	}
 	pd, err := lookup(s.pds, req.PD, "protection domain")
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	if req.Length == 0 || req.Length > engine.MaxMRSize {
-		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
-	}
-	if req.Offset > math.MaxUint64-req.Length {
-		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "offset %d + length %d overflows 64 bits: the region must lie inside its memfd", req.Offset, req.Length)
-	}
 	// The charge comes first, on the declared range: a tenant at its limit
 	// must not have the daemon map (up to MaxMRSize of a sparse memfd per
 	// request) what it then refuses. Nothing is locked until it is taken.
-	locked := shm.MappedSize(req.Offset, req.Length)
-	if len(req.Segments) > 0 {
-		if locked, err = checkSegments(&req, len(fds), uint64(unix.Getpagesize())); err != nil {
-			proto.CloseFDs(fds)
-			return nil, nil, err
-		}
+	locked, err := checkRegistration("reg_mr", &req, len(fds))
+	if err != nil {
+		proto.CloseFDs(fds)
+		return nil, nil, err
 	}
 	proc, err := s.pin(locked)
 	if err != nil {
@@ -130,15 +116,10 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, locked) }
-	region, err := mapRegistration(&req, fds) // owns fds from here
+	region, err := mapLocked(&req, fds) // owns fds from here
 	if err != nil {
 		giveBack()
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
-	}
-	if err := region.Lock(); err != nil {
-		region.Close()
-		giveBack()
-		return nil, nil, proto.Errorf(proto.CodeMemlock, "the daemon %v", err)
+		return nil, nil, err
 	}
 	mr, err := engine.RegisterMR(pd, region, req.Addr, req.Length, abi.Access(req.Access))
 	if err != nil {
@@ -149,6 +130,39 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	s.mrs[h] = mr
 	s.mrPins[h] = proc
 	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
+}
+
+// checkRegistration checks what a reg_mr or rereg_mr request (op) says of
+// its memory, carried in nfds descriptors, and returns how many bytes
+// mapping it locks.
+func checkRegistration(op string, req *proto.RegMRReq, nfds int) (locked uint64, err error) {
+	if len(req.Segments) == 0 && nfds != 1 {
+		return 0, proto.Errorf(proto.CodeInvalid, "%s carries exactly one memfd, got %d descriptors", op, nfds)
+	}
+	if req.Length == 0 || req.Length > engine.MaxMRSize {
+		return 0, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
+	}
+	if req.Offset > math.MaxUint64-req.Length {
+		return 0, proto.Errorf(proto.CodeInvalid, "offset %d + length %d overflows 64 bits: the region must lie inside its memfd", req.Offset, req.Length)
+	}
+	if len(req.Segments) > 0 {
+		return checkSegments(req, nfds, uint64(unix.Getpagesize()))
+	}
+	return shm.MappedSize(req.Offset, req.Length), nil
+}
+
+// mapLocked maps a checked registration's memory (mapRegistration, which
+// owns fds) and locks it.
+func mapLocked(req *proto.RegMRReq, fds []int) (*shm.Region, error) {
+	region, err := mapRegistration(req, fds)
+	if err != nil {
+		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	if err := region.Lock(); err != nil {
+		region.Close()
+		return nil, proto.Errorf(proto.CodeMemlock, "the daemon %v", err)
+	}
+	return region, nil
 }
 
 // mapRegistration maps a checked registration's memory, taking ownership of

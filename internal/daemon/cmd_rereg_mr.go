@@ -1,13 +1,8 @@
 package daemon
 
 import (
-	"math"
-
 	"github.com/vrdma/vrdma/internal/abi"
-	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
-	"github.com/vrdma/vrdma/internal/shm"
-	"golang.org/x/sys/unix"
 )
 
 // cmdReregMR replaces a region by the registration the request describes
@@ -27,29 +22,15 @@ func cmdReregMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	if len(req.Segments) == 0 && len(fds) != 1 {
-		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "rereg_mr carries exactly one memfd, got %d descriptors", len(fds))
-	}
 	pd, err := lookup(s.pds, req.PD, "protection domain")
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	if req.Length == 0 || req.Length > engine.MaxMRSize {
+	locked, err := checkRegistration("rereg_mr", &req.RegMRReq, len(fds))
+	if err != nil {
 		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "length %d: a region holds 1 byte to %d bytes", req.Length, uint64(engine.MaxMRSize))
-	}
-	if req.Offset > math.MaxUint64-req.Length {
-		proto.CloseFDs(fds)
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "offset %d + length %d overflows 64 bits: the region must lie inside its memfd", req.Offset, req.Length)
-	}
-	locked := shm.MappedSize(req.Offset, req.Length)
-	if len(req.Segments) > 0 {
-		if locked, err = checkSegments(&req.RegMRReq, len(fds), uint64(unix.Getpagesize())); err != nil {
-			proto.CloseFDs(fds)
-			return nil, nil, err
-		}
+		return nil, nil, err
 	}
 	// Both regions are charged while the new one is made: the old one's
 	// charge comes back after the switch.
@@ -64,15 +45,10 @@ func cmdReregMR(s *session, body []byte, fds []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	giveBack := func() { s.give(Locked, locked); s.unpin(proc, locked) }
-	region, err := mapRegistration(&req.RegMRReq, fds) // owns fds from here
+	region, err := mapLocked(&req.RegMRReq, fds) // owns fds from here
 	if err != nil {
 		giveBack()
-		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
-	}
-	if err := region.Lock(); err != nil {
-		region.Close()
-		giveBack()
-		return nil, nil, proto.Errorf(proto.CodeMemlock, "the daemon %v", err)
+		return nil, nil, err
 	}
 	oldLocked := old.Mapped()
 	mr, err := old.Reregister(pd, region, req.Addr, req.Length, abi.Access(req.Access))
