@@ -207,21 +207,13 @@ int main(void)
 {
 	if (lb_open())
 		return 1;
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct test_case cases[] = {
 		{"refused", test_refused},
 		{"accessors", test_accessors},
 		{"batch", test_batch},
 		{"channel", test_channel},
 	};
-	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		fflush(stdout);
-	}
+	RUN_CASES(cases);
 	lb_close();
 	printf("cq_ex_test: %d failures\n", failures);
 	return failures ? 1 : 0;

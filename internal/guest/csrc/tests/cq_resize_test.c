@@ -218,22 +218,14 @@ int main(void)
 {
 	if (lb_open())
 		return 1;
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct test_case cases[] = {
 		{"grow_keeps_order", test_grow_keeps_order},
 		{"shrink", test_shrink},
 		{"bad_sizes", test_bad_sizes},
 		{"armed_channel", test_armed_channel},
 		{"resize_while_completing", test_resize_while_completing},
 	};
-	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		fflush(stdout);
-	}
+	RUN_CASES(cases);
 	lb_close();
 	printf("cq_resize_test: %d failures\n", failures);
 	return failures ? 1 : 0;

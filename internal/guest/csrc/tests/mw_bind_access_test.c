@@ -86,19 +86,11 @@ int main(void)
 {
 	if (lb_open())
 		return 1;
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct test_case cases[] = {
 		{"registers", test_registers},
 		{"unsupported_still_refused", test_unsupported_still_refused},
 	};
-	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		fflush(stdout);
-	}
+	RUN_CASES(cases);
 	lb_close();
 	printf("mw_bind_access_test: %d failures\n", failures);
 	return failures ? 1 : 0;

@@ -259,22 +259,14 @@ int main(void)
 		fprintf(stderr, "ibv_reg_mr: %s\n", strerror(errno));
 		return 1;
 	}
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct test_case cases[] = {
 		{"type1", test_type1},
 		{"type2_local_inv", test_type2_local_inv},
 		{"type2_send_inv", test_type2_send_inv},
 		{"dealloc", test_dealloc},
 		{"refusals", test_refusals},
 	};
-	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		fflush(stdout);
-	}
+	RUN_CASES(cases);
 	CHECK(ibv_dereg_mr(tmr) == 0 && ibv_dereg_mr(pmr) == 0, "ibv_dereg_mr");
 	lb_close();
 	printf("mw_test: %d failures\n", failures);

@@ -192,21 +192,13 @@ int main(void)
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	if (lb_open())
 		return 1;
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
+	static const struct test_case cases[] = {
 		{"change_access", test_change_access},
 		{"change_pd", test_change_pd},
 		{"change_translation", test_change_translation},
 		{"misuse", test_misuse},
 	};
-	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		int before = failures;
-		tests[i].fn();
-		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
-		fflush(stdout);
-	}
+	RUN_CASES(cases);
 	lb_close();
 	printf("rereg_mr_test: %d failures\n", failures);
 	return failures ? 1 : 0;
