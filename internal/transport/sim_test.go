@@ -37,7 +37,7 @@ type node struct {
 	w       *world
 	peer    *node
 	regions map[uint32]*region
-	windows map[uint32]bool // bound type 2 windows' rkeys (Invalidate)
+	windows map[uint32]bool    // bound type 2 windows' rkeys (Invalidate)
 	tap     func(*wire.Packet) // sees every packet the node sends
 	recvs   []Recv
 	sent    []sendDone
