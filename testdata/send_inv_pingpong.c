@@ -96,6 +96,8 @@ static int poll1(struct ibv_cq *cq, struct ibv_wc *wc)
 	int n;
 	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && time(NULL) - t0 < 30)
 		;
+	if (n != 1)
+		memset(wc, 0, sizeof *wc);
 	return n == 1 ? 0 : -1;
 }
 
