@@ -30,6 +30,10 @@ type MR struct {
 	window *MW
 	parent *MR
 	qp     *QP
+	// unbound is what a bound type 2 window's entry becomes when it is
+	// invalidated, made at the bind so that invalidating (a SEND with
+	// Invalidate on the data path) allocates nothing; nil otherwise.
+	unbound *MR
 
 	refs  atomic.Int64 // in-flight users; deadBit set once deregistered
 	unmap sync.Once

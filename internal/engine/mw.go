@@ -114,6 +114,7 @@ func (q *QP) bindMW(wr *abi.SendWQE) abi.Status {
 		n.mem = mr.mem[off : off+length]
 		if w.typ == MWType2 {
 			n.qp = q
+			n.unbound = &MR{pd: w.pd, window: w, key: n.key}
 		}
 	} else if w.typ == MWType2 {
 		return abi.StatusMWBindErr // a type 2 window is unbound by invalidation
@@ -148,7 +149,10 @@ func invalidate(a *Adapter, pd *PD, rkey uint32) bool {
 	if w.dead || w.cur != e {
 		return false
 	}
-	n := &MR{pd: w.pd, window: w, key: e.key}
+	n := e.unbound // made at the bind: used once, as e is replaced once
+	if n == nil {
+		n = &MR{pd: w.pd, window: w, key: e.key}
+	}
 	if !a.mrs.replace(e, n) {
 		return false
 	}

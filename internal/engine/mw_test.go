@@ -265,6 +265,54 @@ func TestWindowLookupAllocates(t *testing.T) {
 	}
 }
 
+// TestWindowInvalidateAllocates: invalidating a bound type 2 window (what
+// a SEND with Invalidate from another host does on the data path)
+// allocates nothing, and its rkey grants nothing afterwards.
+func TestWindowInvalidateAllocates(t *testing.T) {
+	_, y := connectedPair(t)
+	pd := y.PD()
+	r, err := shm.NewRegion("t", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := RegisterMR(pd, r, shm.Addr(r.Bytes()), 4096, abi.AccessLocalWrite|abi.AccessRemoteWrite|abi.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Deregister()
+	mw, err := AllocMW(pd, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Dealloc()
+	for round := 0; round < 3; round++ {
+		nk := mw.Key()&^0xff | (mw.Key()+1)&0xff
+		w := abi.SendWQE{Opcode: abi.OpBindMW, Flags: abi.SendSignaled, Imm: mw.Key(), RKey: nk, AH: mr.Key(),
+			RemoteAddr: mr.addr, CompareAdd: 4096, Swap: uint64(abi.AccessRemoteWrite)}
+		if c := postNext(t, y, &w, nil); c.Status != abi.StatusSuccess {
+			t.Fatalf("bind: %v", c)
+		}
+		var s scratch
+		if b := s.remote(y, nk, mr.addr, 8, abi.AccessRemoteWrite); b == nil {
+			t.Fatal("the bound window's rkey does not resolve")
+		}
+		s.releaseAll()
+		// AllocsPerRun calls f once to warm up, then counts the second call.
+		calls, ok := 0, false
+		if n := testing.AllocsPerRun(1, func() {
+			if calls++; calls == 2 {
+				ok = invalidate(y.adapter, pd, nk)
+			}
+		}); n != 0 || !ok {
+			t.Fatalf("round %d: invalidation: %v allocations, invalidated %v", round, n, ok)
+		}
+		if b := s.remote(y, nk, mr.addr, 8, abi.AccessRemoteWrite); b != nil {
+			t.Fatal("the invalidated window's rkey still resolves")
+		}
+		s.releaseAll()
+	}
+}
+
 // TestWindowsStayInTheirPD: a QP binds only windows and regions of its own
 // protection domain, and invalidates only its PD's windows.
 func TestWindowsStayInTheirPD(t *testing.T) {

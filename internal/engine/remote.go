@@ -260,8 +260,8 @@ func (q *QP) processWire() (int64, bool) {
 				continue
 			}
 		}
-		if st == abi.StatusSuccess && s.wqe.Opcode == abi.OpSendInv {
-			st = abi.StatusLocQPOpErr // not on the wire yet: SEND_WITH_INV runs between QPs of one host
+		if st == abi.StatusSuccess && s.wqe.Opcode == abi.OpSendInv && q.typ != abi.QPTypeRC {
+			st = abi.StatusLocQPOpErr // SEND with Invalidate has wire opcodes for RC only
 		}
 		w := &rm.wqe
 		*w = transport.WQE{}
@@ -480,6 +480,9 @@ func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
 	q := rm.q
 	releaseAll(&rm.recvHeld)
 	e := abi.CQE{WRID: r.ID, QPNum: q.qpn, Opcode: c.Opcode, Status: c.Status, ByteLen: c.Bytes, Imm: c.Imm, SrcQP: c.SrcQP, Flags: c.Flags, SL: c.SL}
+	if c.Flags&abi.WCWithInv != 0 {
+		e.Imm = c.InvRKey // the completion's invalidated_rkey shares the immediate's field
+	}
 	if c.Status != abi.StatusSuccess {
 		e.Flags, e.ByteLen, e.Imm, e.SL = 0, 0, 0, 0
 	}
@@ -499,6 +502,10 @@ func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []by
 	rm.callHeld = append(rm.callHeld, mr)
 	return mr.span(va, n)
 }
+
+// Invalidate unbinds the type 2 window with rkey of the QP's PD, as a
+// SEND with Invalidate from the same host does.
+func (rm *remote) Invalidate(rkey uint32) bool { return invalidate(rm.q.adapter, rm.q.pd, rkey) }
 
 // Atomic runs a CPU atomic on the shared mapping.
 func (rm *remote) Atomic(t []byte, cas bool, compareAdd, swap uint64) (uint64, bool) {

@@ -31,6 +31,10 @@ type Env interface {
 	// Remote returns n bytes at va of the region with rkey, if it belongs
 	// to the QP's PD and grants need; nil otherwise. n may be 0.
 	Remote(rkey uint32, va uint64, n uint32, need abi.Access) []byte
+	// Invalidate unbinds the type 2 memory window with rkey, of the QP's
+	// PD, for a SEND with Invalidate; false when rkey names no bound type 2
+	// window there.
+	Invalidate(rkey uint32) bool
 	// Atomic executes an atomic on the 8 bytes of target and returns the
 	// original value; ok is false when target is not 8-byte aligned.
 	Atomic(target []byte, compareSwap bool, compareAdd, swap uint64) (orig uint64, ok bool)

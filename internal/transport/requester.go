@@ -156,8 +156,13 @@ func (q *QP) emit(env Env, w *WQE) bool {
 	first, last := r.off == 0, remaining <= mtu
 	write := w.Op == abi.OpRDMAWrite || w.Op == abi.OpRDMAWriteImm
 	imm := w.Op == abi.OpSendImm || w.Op == abi.OpRDMAWriteImm
+	inv := w.Op == abi.OpSendInv && q.cfg.Type == abi.QPTypeRC // 0x16/0x17 are RC opcodes only
 	var op wire.Opcode
 	switch {
+	case inv && first && last:
+		op = wire.OpSendOnlyInv
+	case inv && last:
+		op = wire.OpSendLastInv
 	case write && first && last && imm:
 		op = wire.OpWriteOnlyImm
 	case write && first && last:
@@ -189,6 +194,9 @@ func (q *QP) emit(env Env, w *WQE) bool {
 	}
 	if imm && last {
 		p.Imm = w.Imm
+	}
+	if inv && last {
+		p.InvRKey = w.Imm // the rkey to invalidate, in the IETH
 	}
 	if last {
 		p.SE = w.Solicited && !write || w.Solicited && imm

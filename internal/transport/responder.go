@@ -201,7 +201,17 @@ func (q *QP) recvSend(env Env, p *wire.Packet, f uint32) bool {
 			c.Imm, c.Flags = p.Imm, abi.WCWithImm
 		}
 		if f&wire.HasIETH != 0 {
-			c.InvRKey = p.InvRKey
+			// The responder invalidates the rkey of the IETH before the
+			// receive completes (rxe's responder); an rkey it cannot
+			// invalidate completes the receive with REM_INV_REQ_ERR and
+			// NAKs the request as invalid.
+			if !env.Invalidate(p.InvRKey) {
+				s.haveRecv, s.inSend = false, false
+				env.CompleteRecv(&s.recv, &RecvCompletion{Status: abi.StatusRemInvReqErr, Opcode: abi.WCRecv})
+				q.responderError(env, wire.SyndromeNAKInvReq, "SEND with Invalidate of an rkey that is no bound type 2 memory window of the responder's PD")
+				return false
+			}
+			c.InvRKey, c.Flags = p.InvRKey, abi.WCWithInv
 		}
 		s.inSend, s.haveRecv = false, false
 		s.msn = psnAdd(s.msn, 1)

@@ -37,6 +37,8 @@ type node struct {
 	w       *world
 	peer    *node
 	regions map[uint32]*region
+	windows map[uint32]bool    // bound type 2 windows' rkeys (Invalidate)
+	tap     func(*wire.Packet) // sees every packet the node sends
 	recvs   []Recv
 	sent    []sendDone
 	recvd   []recvDone
@@ -56,6 +58,9 @@ type node struct {
 }
 
 func (n *node) Output(p *wire.Packet, src [][]byte, off, cnt int) {
+	if n.tap != nil {
+		n.tap(p)
+	}
 	if p.Opcode == wire.TransportRC|wire.OpAcknowledge {
 		switch {
 		case p.AETH.Syndrome == wire.SyndromeNAKSeq:
@@ -109,6 +114,14 @@ func (n *node) Remote(rkey uint32, va uint64, cnt uint32, need abi.Access) []byt
 	}
 	o := va - r.va
 	return r.buf[o : o+uint64(cnt)]
+}
+
+func (n *node) Invalidate(rkey uint32) bool {
+	if !n.windows[rkey] {
+		return false
+	}
+	delete(n.windows, rkey)
+	return true
 }
 
 func (n *node) Atomic(t []byte, cas bool, cmpAdd, swap uint64) (uint64, bool) {

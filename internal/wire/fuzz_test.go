@@ -36,6 +36,14 @@ func FuzzDecode(f *testing.F) {
 			f.Add(Append(nil, &p))
 		}
 	}
+	// SEND with Invalidate with no payload, and cut inside its IETH.
+	for _, op := range []Opcode{TransportRC | OpSendOnlyInv, TransportRC | OpSendLastInv} {
+		p := samplePacket(op, false, nil)
+		p.PadCnt = 0
+		b := Append(nil, &p)
+		f.Add(b)
+		f.Add(b[:20+8+bthLen+2])
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		icrcOK := VerifyICRC(b) == nil
 		_ = ICRC(b)
