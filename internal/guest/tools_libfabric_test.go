@@ -7,14 +7,15 @@ import (
 )
 
 // TestToolFiPingpong runs libfabric's fi_pingpong, unmodified, on libfabric's
-// verbs provider over vrdma, with its data checks: the DGRAM endpoint (UD
+// verbs provider over vrdma, with its data checks: the MSG endpoint (RC QPs
+// through rdma_cm, libfabric's own use of them), the DGRAM endpoint (UD
 // QPs; it failed with "max_inline_data 448 must be 0..256": the daemon
 // granted more inline data than it then accepted) and the RDM endpoint
 // (verbs;ofi_rxm over RC; it failed with "cqe 262144: a CQ holds 1 to 65536
 // completions").
 func TestToolFiPingpong(t *testing.T) {
 	requireTool(t, "fi_pingpong", "libfabric-bin")
-	for _, ep := range []string{"dgram", "rdm"} {
+	for _, ep := range []string{"msg", "dgram", "rdm"} {
 		t.Run(ep, func(t *testing.T) {
 			h := newToolHost(t)
 			port := freePort(t)

@@ -174,6 +174,29 @@ void cma_purge(struct cma_id *id, struct cma_id **orphans)
 		efd_clear(c->efd);
 }
 
+/* A listener bound to a loopback address hears connections to that address
+ * only, and with rdma-core both ends of such a connection are that address
+ * (the kernel's loopback): the request's local and peer addresses are the
+ * listener's, with the ports of the request, not the adapter's GID the
+ * daemon carried the connection by. libfabric's ofi_rxm looks the peer's
+ * address up in its address vector: with the GID there, two ranks of one
+ * host that connect to each other at once each take the other's request
+ * for a stranger's and MPI's receives never match. */
+static void loopback_ends(struct cma_id *child, const struct cma_id *l, const struct vrdma_cm_ev *ev)
+{
+	const struct sockaddr *la = &l->id.route.addr.src_addr;
+	socklen_t len = cma_sa_len(la);
+	if (len == 0 || !cma_sa_is_loopback(la))
+		return;
+	struct rdma_addr *a = &child->id.route.addr;
+	memset(&a->src_storage, 0, sizeof a->src_storage);
+	memset(&a->dst_storage, 0, sizeof a->dst_storage);
+	memcpy(&a->src_storage, la, len);
+	memcpy(&a->dst_storage, la, len);
+	cma_sa_set_port(&a->src_addr, ev->local_port);
+	cma_sa_set_port(&a->dst_addr, ev->remote_port);
+}
+
 /* A connection request to listener l: a new child id on l's channel. */
 static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 {
@@ -199,6 +222,7 @@ static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 	child->id.pd = l->id.pd ? l->id.pd : cma_dev_pd_peek(d);
 	cma_gid_sa(ev->local_addr, ev->local_port, &child->id.route.addr.src_storage);
 	cma_gid_sa(ev->remote_addr, ev->remote_port, &child->id.route.addr.dst_storage);
+	loopback_ends(child, l, ev);
 	memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, ev->local_addr, 16);
 	memcpy(child->id.route.addr.addr.ibaddr.dgid.raw, ev->gid, 16);
 	child->id.route.addr.addr.ibaddr.pkey = 0xffff;

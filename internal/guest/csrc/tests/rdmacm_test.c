@@ -344,6 +344,15 @@ static void test_connect(void)
 	CHECK(rdma_get_dst_port(s) == rdma_get_src_port(c) && rdma_get_src_port(s) == htons(r.port),
 	      "the child's ports: src %u dst %u; the client's src %u", ntohs(rdma_get_src_port(s)),
 	      ntohs(rdma_get_dst_port(s)), ntohs(rdma_get_src_port(c)));
+	/* A listener on 127.0.0.1: both ends of the request are 127.0.0.1, as
+	 * the kernel's loopback makes them (libfabric's ofi_rxm looks the
+	 * peer up by that address), not the adapter's GID. */
+	const struct sockaddr_in *sp = (const struct sockaddr_in *)(const void *)rdma_get_peer_addr(s);
+	const struct sockaddr_in *sl = (const struct sockaddr_in *)(const void *)rdma_get_local_addr(s);
+	CHECK(sp->sin_family == AF_INET && sp->sin_addr.s_addr == htonl(INADDR_LOOPBACK) &&
+		      sl->sin_family == AF_INET && sl->sin_addr.s_addr == htonl(INADDR_LOOPBACK),
+	      "the request's addresses: peer family %d 0x%08x, local family %d 0x%08x; want 127.0.0.1 both",
+	      sp->sin_family, ntohl(sp->sin_addr.s_addr), sl->sin_family, ntohl(sl->sin_addr.s_addr));
 	rdma_ack_cm_event(ev);
 	REQUIRE(create_qp(s) == 0, "the child's QP: %s", strerror(errno));
 	CHECK(qp_state(s->qp) == IBV_QPS_INIT, "the child's new QP in state %d, want INIT (as rdma_cm)", qp_state(s->qp));
