@@ -183,6 +183,7 @@ func (c *Client) run(ctx context.Context, name string, t *test) (Result, error) 
 // server's result; the role's done sends "end". It returns the role's
 // tally, the server's result and this end's CPU load.
 func (c *Client) drive(ctx context.Context, t *test, e *end) (act tally, rem message, cpu float64, err error) {
+	run := ctx // Run's: once it is cancelled, the role ends without "end"
 	ctx, cancel := context.WithTimeout(ctx, e.d+runSlack)
 	defer cancel()
 	ctx, g := newGroup(ctx)
@@ -198,7 +199,20 @@ func (c *Client) drive(ctx context.Context, t *test, e *end) (act tally, rem mes
 	})
 	var once sync.Once
 	e.peerDone = peerDone
-	e.done = func() { once.Do(func() { g.fail(c.c.send(&message{Type: msgEnd}, c.cfg.timeout())) }) }
+	e.done = func() {
+		once.Do(func() {
+			if err := run.Err(); err != nil {
+				// Cut short, the client leaves at once (Run closes the
+				// connection). "end" would tell the server the test ran
+				// to its end, and it would take the closing for a client
+				// leaving between tests.
+				c.c.conn.Close()
+				g.fail(err)
+				return
+			}
+			g.fail(c.c.send(&message{Type: msgEnd}, c.cfg.timeout()))
+		})
+	}
 	m := startMeter(e.dev)
 	start := time.Now()
 	act, aerr := t.active(ctx, e)

@@ -43,6 +43,9 @@ type ServerConfig struct {
 	// opened, if set, is told the test's name once the server has opened
 	// its end of it (before it answers "ready").
 	opened func(test string)
+	// started, if set, is told the test's name once the client has said
+	// "start" (before the server's end runs it).
+	started func(test string)
 }
 
 func (c *ServerConfig) timeout() time.Duration {
@@ -297,6 +300,9 @@ func (s *server) run(ctx context.Context, c *ctl, m message) (*message, error) {
 	}
 	if _, err := c.recv(to, msgStart); err != nil {
 		return fail(err)
+	}
+	if s.cfg.started != nil {
+		s.cfg.started(m.Test)
 	}
 	pas, cpu, err := s.drive(ctx, c, t, e)
 	if err != nil {

@@ -430,3 +430,43 @@ func TestSlotFreeWhenTheClientSeesTheEnd(t *testing.T) {
 		t.Fatalf("a client connecting again once its last connection ended: %v; want the server's hello", err)
 	}
 }
+
+// A client cancelled once its test runs leaves without saying "end", so
+// the server does not take the test for finished (and the client's leaving
+// for the clean one between tests) but logs which test lost its client.
+func TestServerLogsAClientCancelledWhileItsTestRuns(t *testing.T) {
+	started := make(chan string, 1)
+	r := startRig(t, ServerConfig{GIDIndex: AutoGID, started: func(test string) { started <- test }})
+	for i, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := Dial(context.Background(), r.config(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				defer cancel()
+				select {
+				case <-started:
+				case <-time.After(time.Minute): // a hang guard
+					t.Error("the server did not start the test in a minute")
+				}
+			}()
+			_, err = within(t, func() (Result, error) { return c.Run(ctx, name) })
+			if err == nil || !strings.Contains(err.Error(), "interrupted") {
+				t.Fatalf("Run cut short = %v; want it interrupted", err)
+			}
+			for n := 0; strings.Count(r.errLog.String(), "\n") <= i; n++ {
+				if n == 600 {
+					t.Fatalf("the server has not noticed the client went away; its log:\n%s", r.errLog)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			lines := strings.Split(strings.TrimSpace(r.errLog.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.Contains(last, ": "+name+": ") {
+				t.Errorf("the server's log line = %q; want it to say %s lost its client", last, name)
+			}
+		})
+	}
+}
