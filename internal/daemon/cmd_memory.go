@@ -99,6 +99,7 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
+	locked = lockCharge(&req, locked)
 	proc, err := s.pin(locked)
 	if err != nil {
 		proto.CloseFDs(fds)
@@ -152,11 +153,14 @@ func checkRegistration(op string, req *proto.RegMRReq, nfds int) (locked uint64,
 }
 
 // mapLocked maps a checked registration's memory (mapRegistration, which
-// owns fds) and locks it.
+// owns fds) and locks it, unless it is on demand (odp.go).
 func mapLocked(req *proto.RegMRReq, fds []int) (*shm.Region, error) {
 	region, err := mapRegistration(req, fds)
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	if onDemand(req) {
+		return region, nil
 	}
 	if err := region.Lock(); err != nil {
 		region.Close()
@@ -192,7 +196,7 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	locked := mr.Mapped()
+	locked := lockedBy(mr)
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
 	s.unpin(s.mrPins[req.Handle], locked)

@@ -32,6 +32,7 @@ func cmdReregMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
+	locked = lockCharge(&req.RegMRReq, locked)
 	// Both regions are charged while the new one is made: the old one's
 	// charge comes back after the switch.
 	proc, err := s.pin(locked)
@@ -50,7 +51,7 @@ func cmdReregMR(s *session, body []byte, fds []int) (any, []int, error) {
 		giveBack()
 		return nil, nil, err
 	}
-	oldLocked := old.Mapped()
+	oldLocked := lockedBy(old)
 	mr, err := old.Reregister(pd, region, req.Addr, req.Length, abi.Access(req.Access))
 	if err != nil {
 		giveBack()

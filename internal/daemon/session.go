@@ -281,7 +281,7 @@ func (s *session) cleanup() {
 		delete(s.mws, h)
 	}
 	for h, m := range s.mrs {
-		locked := m.Mapped()
+		locked := lockedBy(m)
 		m.Deregister()
 		delete(s.mrs, h)
 		s.unpin(s.mrPins[h], locked)
