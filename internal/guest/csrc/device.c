@@ -813,6 +813,9 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.dealloc_mw = vrdma_dealloc_mw;
 	ic->ops.bind_mw = vrdma_bind_mw;
 	ctx->vctx.advise_mr = vrdma_advise_mr;
+	ctx->vctx.alloc_parent_domain = vrdma_alloc_parent_domain;
+	ctx->vctx.alloc_td = vrdma_alloc_td;
+	ctx->vctx.dealloc_td = vrdma_dealloc_td;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);

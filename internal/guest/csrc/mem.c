@@ -110,9 +110,88 @@ int vrdma_dealloc_mw(struct ibv_mw *mw)
 	return 0;
 }
 
+/* Parent domains and thread domains (docs/design/parent-domain.md). A
+ * parent domain is a PD for every verb that takes one (its handle is its
+ * PD's: MRs, QPs, SRQs, AHs and CQs made with it are its PD's to the
+ * daemon, as mlx5's share their PD's number) that also carries the
+ * application's pd_context, allocators and thread domain. vrdma allocates
+ * no buffer the allocators could honestly provide: queue rings are memfds
+ * the daemon maps and seals, and the objects threads write live on pages
+ * of the library's own (own.h); so, as a provider may, it never calls them.
+ * A thread domain is a hint (no locking needed across threads) that
+ * changes nothing here. */
+
+/* pd_mu guards PDs' counts of parent domains. */
+static pthread_mutex_t pd_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct ibv_pd *vrdma_alloc_parent_domain(struct ibv_context *context, struct ibv_parent_domain_init_attr *attr)
+{
+	enum { KNOWN = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT };
+	if (!attr || !attr->pd || attr->pd->context != context || ((struct vrdma_pd *)attr->pd)->parent ||
+	    (attr->td && attr->td->context != context) || (attr->comp_mask & ~(uint32_t)KNOWN) ||
+	    ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && (!attr->alloc || !attr->free))) {
+		vrdma_debug("ibv_alloc_parent_domain: needs a PD of this device (not a parent domain), a thread domain "
+			    "of it or none, comp_mask of ALLOCATORS (with both functions) and PD_CONTEXT only");
+		errno = attr && (attr->comp_mask & ~(uint32_t)KNOWN) ? EOPNOTSUPP : EINVAL;
+		return NULL;
+	}
+	struct vrdma_pd *parent = (struct vrdma_pd *)attr->pd, *pd = calloc(1, sizeof *pd);
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibpd.context = context;
+	pd->ibpd.handle = pd->handle = parent->handle;
+	pd->parent = parent;
+	pd->td = attr->td;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pd->pd_context = attr->pd_context;
+	pthread_mutex_lock(&pd_mu);
+	parent->children++;
+	pthread_mutex_unlock(&pd_mu);
+	vrdma_live(to_vctx(context), 1);
+	return &pd->ibpd;
+}
+
+struct ibv_td *vrdma_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *init_attr)
+{
+	if (!init_attr || init_attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_td *td = calloc(1, sizeof *td);
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->context = context;
+	vrdma_live(to_vctx(context), 1);
+	return td;
+}
+
+int vrdma_dealloc_td(struct ibv_td *td)
+{
+	vrdma_live(to_vctx(td->context), -1);
+	free(td);
+	return 0;
+}
+
 VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	if (pd->parent) { /* a parent domain: the daemon knows only its PD */
+		pthread_mutex_lock(&pd_mu);
+		pd->parent->children--;
+		pthread_mutex_unlock(&pd_mu);
+		vrdma_live(to_vctx(ibpd->context), -1);
+		free(pd);
+		return 0;
+	}
+	pthread_mutex_lock(&pd_mu);
+	int busy = pd->children > 0;
+	pthread_mutex_unlock(&pd_mu);
+	if (busy)
+		return EBUSY; /* parent domains use it, as mlx5 answers */
 	int rc = vrdma_cmd_simple(to_vctx(ibpd->context), VRDMA_CMD_DEALLOC_PD, pd->handle);
 	if (vrdma_destroy_kept(to_vctx(ibpd->context), rc))
 		return rc; /* EBUSY while MRs, QPs or AHs use it, as rdma-core says */

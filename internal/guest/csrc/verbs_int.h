@@ -58,7 +58,14 @@ struct vrdma_context {
 
 struct vrdma_pd {
 	struct ibv_pd ibpd;
-	uint32_t handle;
+	uint32_t handle; /* the daemon's PD; a parent domain's is its PD's */
+	/* A parent domain (ibv_alloc_parent_domain, mem.c): its PD, thread
+	 * domain and what the application gave; a PD counts its parent
+	 * domains (ibv_dealloc_pd is EBUSY while it has some). */
+	struct vrdma_pd *parent;
+	struct ibv_td *td;
+	void *pd_context;
+	int children;
 };
 
 /* A backing (a chunk): whole pages of the application's memory moved into
@@ -302,6 +309,9 @@ int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 struct ibv_mw *vrdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int vrdma_dealloc_mw(struct ibv_mw *mw);
 int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
+struct ibv_pd *vrdma_alloc_parent_domain(struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
+struct ibv_td *vrdma_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *init_attr);
+int vrdma_dealloc_td(struct ibv_td *td);
 int vrdma_mr_span(struct ibv_pd *pd, uint32_t lkey, uint64_t iova, uint32_t length, unsigned int *access, void **va);
 int vrdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg_list,
 		    uint32_t num_sge);
