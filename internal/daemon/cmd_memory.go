@@ -99,24 +99,24 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	locked = lockCharge(&req, locked)
-	proc, err := s.pin(locked)
+	pinned := pinCharge(&req, locked)
+	proc, err := s.pin(pinned)
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
-		s.unpin(proc, locked)
+		s.unpin(proc, pinned)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, locked); err != nil {
 		s.give(MRs, 1)
-		s.unpin(proc, locked)
+		s.unpin(proc, pinned)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, locked) }
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, pinned) }
 	region, err := mapLocked(&req, fds) // owns fds from here
 	if err != nil {
 		giveBack()
@@ -196,10 +196,10 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	locked := lockedBy(mr)
+	locked, pinned := mr.Mapped(), pinnedBy(mr)
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
-	s.unpin(s.mrPins[req.Handle], locked)
+	s.unpin(s.mrPins[req.Handle], pinned)
 	delete(s.mrPins, req.Handle)
 	s.give(MRs, 1)
 	s.give(Locked, locked)
