@@ -168,6 +168,11 @@ const (
 	// AccessMWBind lets memory windows be bound to a region
 	// (IBV_ACCESS_MW_BIND).
 	AccessMWBind Access = 16
+	// AccessOnDemand asks for an on-demand-paging region
+	// (IBV_ACCESS_ON_DEMAND): its pages are not locked in RAM nor charged
+	// to the locked-memory limits (docs/design/odp.md). It grants nothing,
+	// so it is not in AccessAll; on a QP's access flags it means nothing.
+	AccessOnDemand Access = 64
 
 	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
@@ -190,7 +195,8 @@ func (a Access) String() string {
 	add(AccessRemoteRead, "REMOTE_READ")
 	add(AccessRemoteAtomic, "REMOTE_ATOMIC")
 	add(AccessMWBind, "MW_BIND")
-	if rest := a &^ AccessAll; rest != 0 {
+	add(AccessOnDemand, "ON_DEMAND")
+	if rest := a &^ (AccessAll | AccessOnDemand); rest != 0 {
 		s += fmt.Sprintf("|0x%x", uint32(rest))
 	}
 	return s

@@ -281,10 +281,10 @@ func (s *session) cleanup() {
 		delete(s.mws, h)
 	}
 	for h, m := range s.mrs {
-		locked := m.Mapped()
+		pinned := pinnedBy(m)
 		m.Deregister()
 		delete(s.mrs, h)
-		s.unpin(s.mrPins[h], locked)
+		s.unpin(s.mrPins[h], pinned)
 		delete(s.mrPins, h)
 	}
 	s.ahMu.Lock()

@@ -416,10 +416,19 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	return rc;
 }
 
+/* odp_ops: the operations an on-demand MR serves on a transport. Every
+ * one, on every transport: an on-demand MR is an ordinary one whose pages
+ * are not locked (docs/design/odp.md), so nothing on the data path tells
+ * them apart. Not IBV_ODP_SUPPORT_IMPLICIT: no MR covers the whole address
+ * space. */
+#define ODP_OPS                                                                                                     \
+	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |                  \
+	 IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV)
+
 /* query_device_ex: the device's attributes and the extended fields rxe
- * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags); every
- * capability vrdma lacks (ODP, TSO, RSS, tag matching, timestamps, device
- * memory) reads 0. attr_size is what the program's headers say the
+ * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags; odp_caps
+ * for explicit on-demand MRs); every capability vrdma lacks (implicit ODP,
+ * TSO, RSS, tag matching, timestamps, device memory) reads 0. attr_size is what the program's headers say the
  * structure is: an older one gets its prefix. */
 static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
 			   struct ibv_device_attr_ex *attr, size_t attr_size)
@@ -433,6 +442,11 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 		return rc;
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	a.odp_caps.per_transport_caps.rc_odp_caps = ODP_OPS;
+	a.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+	a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	a.xrc_odp_caps = ODP_OPS;
 	memcpy(attr, &a, attr_size < sizeof a ? attr_size : sizeof a);
 	return 0;
 }
@@ -798,6 +812,10 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.alloc_mw = vrdma_alloc_mw;
 	ic->ops.dealloc_mw = vrdma_dealloc_mw;
 	ic->ops.bind_mw = vrdma_bind_mw;
+	ctx->vctx.advise_mr = vrdma_advise_mr;
+	ctx->vctx.alloc_parent_domain = vrdma_alloc_parent_domain;
+	ctx->vctx.alloc_td = vrdma_alloc_td;
+	ctx->vctx.dealloc_td = vrdma_dealloc_td;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);

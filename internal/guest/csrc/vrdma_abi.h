@@ -215,6 +215,7 @@ _Static_assert(IBV_ACCESS_REMOTE_WRITE == 2, "IBV_ACCESS_REMOTE_WRITE is 2 in th
 _Static_assert(IBV_ACCESS_REMOTE_READ == 4, "IBV_ACCESS_REMOTE_READ is 4 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_REMOTE_ATOMIC == 8, "IBV_ACCESS_REMOTE_ATOMIC is 8 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_MW_BIND == 16, "IBV_ACCESS_MW_BIND is 16 in the vrdma daemon");
+_Static_assert(IBV_ACCESS_ON_DEMAND == 64, "IBV_ACCESS_ON_DEMAND is 64 in the vrdma daemon");
 
 /* QP types (enum ibv_qp_type) */
 _Static_assert(IBV_QPT_RC == 2, "IBV_QPT_RC is 2 in the vrdma daemon");
