@@ -38,6 +38,10 @@ const (
 	OpFetchAdd          Opcode = 0x14
 	OpSendLastInv       Opcode = 0x16
 	OpSendOnlyInv       Opcode = 0x17
+	// OpAtomicWrite is IBTA 1.5's RDMA ATOMIC WRITE (RC only): a RETH and
+	// 8 bytes of payload, answered by an RDMA READ Response Only without
+	// payload (rxe's responder).
+	OpAtomicWrite Opcode = 0x1d
 )
 
 // Transport returns the opcode's transport class.
@@ -65,6 +69,7 @@ const (
 	IsWrite
 	IsRead
 	IsAtomic
+	IsAtomicWrite
 )
 
 // opInfo describes one valid opcode.
@@ -110,6 +115,7 @@ func init() {
 		{OpFetchAdd, IsRequest | IsAtomic | IsFirst | IsLast | HasAtomicETH, "FetchAdd"},
 		{OpSendLastInv, IsRequest | IsSend | IsLast | HasPayload | HasIETH, "SEND Last with Invalidate"},
 		{OpSendOnlyInv, IsRequest | IsSend | IsFirst | IsLast | HasPayload | HasIETH, "SEND Only with Invalidate"},
+		{OpAtomicWrite, IsRequest | IsAtomicWrite | IsFirst | IsLast | HasPayload | HasRETH, "RDMA ATOMIC WRITE"},
 	}
 	set := func(o Opcode, flags uint32, name string) {
 		n := 12
