@@ -416,8 +416,13 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	return rc;
 }
 
+/* The kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE, which rdma-core v44's
+ * verbs.h does not name yet (v45: IBV_DEVICE_ATOMIC_WRITE): rxe sets it. */
+#define VRDMA_DEVICE_ATOMIC_WRITE (1ULL << 40)
+
 /* query_device_ex: the device's attributes and the extended fields rxe
- * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags); every
+ * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags and adds
+ * ATOMIC_WRITE, which the device has, as rxe's); every
  * capability vrdma lacks (ODP, TSO, RSS, tag matching, timestamps, device
  * memory) reads 0. attr_size is what the program's headers say the
  * structure is: an older one gets its prefix. */
@@ -431,7 +436,7 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 	int rc = ibv_query_device(context, &a.orig_attr);
 	if (rc)
 		return rc;
-	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags | VRDMA_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	memcpy(attr, &a, attr_size < sizeof a ? attr_size : sizeof a);
 	return 0;
