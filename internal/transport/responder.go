@@ -118,6 +118,12 @@ func (q *QP) checkRequest(p *wire.Packet, f uint32) (uint8, string) {
 			return wire.SyndromeNAKInvReq, "a MIDDLE or LAST packet with no message in progress"
 		}
 	}
+	if f&wire.IsFlush != 0 {
+		// rxe NAKs a FLUSH its QP's access flags do not allow
+		// (IB_ACCESS_FLUSH_GLOBAL/_PERSISTENT), and no vrdma QP has them:
+		// rdma-core v44 has no such flags (docs/design/atomic-write.md).
+		return wire.SyndromeNAKInvReq, "the QP's access flags do not allow FLUSH"
+	}
 	var need abi.Access
 	switch {
 	case f&(wire.IsWrite|wire.IsAtomicWrite) != 0:

@@ -42,6 +42,10 @@ const (
 	// 8 bytes of payload, answered by an RDMA READ Response Only without
 	// payload (rxe's responder).
 	OpAtomicWrite Opcode = 0x1d
+	// OpFlush is IBTA 1.5's RDMA FLUSH (RC only): an FETH (placement type,
+	// selectivity level) and a RETH, answered by an RDMA READ Response Only
+	// without payload (rxe's responder).
+	OpFlush Opcode = 0x1c
 )
 
 // Transport returns the opcode's transport class.
@@ -70,6 +74,8 @@ const (
 	IsRead
 	IsAtomic
 	IsAtomicWrite
+	HasFETH
+	IsFlush
 )
 
 // opInfo describes one valid opcode.
@@ -79,7 +85,7 @@ type opInfo struct {
 	name   string
 }
 
-// The header lengths of rxe_opcode.c: BTH 12, RETH 16, AETH 4, AtomicETH 28,
+// The header lengths of rxe_opcode.c: BTH 12, FETH 4, RETH 16, AETH 4, AtomicETH 28,
 // AtomicAckETH 8, ImmDt 4, IETH 4, DETH 8.
 var opTable [256]opInfo
 
@@ -116,9 +122,13 @@ func init() {
 		{OpSendLastInv, IsRequest | IsSend | IsLast | HasPayload | HasIETH, "SEND Last with Invalidate"},
 		{OpSendOnlyInv, IsRequest | IsSend | IsFirst | IsLast | HasPayload | HasIETH, "SEND Only with Invalidate"},
 		{OpAtomicWrite, IsRequest | IsAtomicWrite | IsFirst | IsLast | HasPayload | HasRETH, "RDMA ATOMIC WRITE"},
+		{OpFlush, IsRequest | IsFlush | IsFirst | IsLast | HasFETH | HasRETH, "RDMA FLUSH"},
 	}
 	set := func(o Opcode, flags uint32, name string) {
 		n := 12
+		if flags&HasFETH != 0 {
+			n += 4
+		}
 		if flags&HasRETH != 0 {
 			n += 16
 		}

@@ -153,7 +153,7 @@ func TestTshark(t *testing.T) {
 		if got, want := numField(get("infiniband.bth.destqp")), uint64(s.p.DestQP); got != want {
 			t.Errorf("%s: DestQP %#x, want %#x", what, got, want)
 		}
-		if s.p.Opcode.Op() == OpAtomicWrite && s.p.Opcode.Transport() == TransportRC && !tsharkKnowsAtomicWrite(get("infiniband.reth.dmalen")) {
+		if (s.p.Opcode == TransportRC|OpAtomicWrite || s.p.Opcode == TransportRC|OpFlush) && !tsharkKnowsIBTA15(get("infiniband.reth.dmalen")) {
 			// Wireshark 4.0 (Debian 12) does not know IBTA 1.5's opcodes
 			// (no name, no RETH, no ICRC): only the BTH is checked.
 			continue
@@ -200,9 +200,9 @@ func TestTshark(t *testing.T) {
 	}
 }
 
-// tsharkKnowsAtomicWrite reports whether this tshark read the RETH of an
-// RDMA ATOMIC WRITE (dmalen, the RETH's last field, is the sign).
-func tsharkKnowsAtomicWrite(dmalen string) bool { return dmalen != "" }
+// tsharkKnowsIBTA15 reports whether this tshark read the RETH of an RDMA
+// ATOMIC WRITE or FLUSH (dmalen, the RETH's last field, is the sign).
+func tsharkKnowsIBTA15(dmalen string) bool { return dmalen != "" }
 
 // numField parses a tshark number, decimal or 0x-prefixed hex.
 func numField(s string) uint64 {
