@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"unsafe"
 
 	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
@@ -110,6 +111,7 @@ func cmdImportDevice(s *session, body []byte, fds []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	who := peerCreds(uc)
 	// From here on the importer waits on its socket: a refusal goes there.
 	rh := proto.Header{Kind: proto.KindReply, Op: proto.OpImportDevice, ID: req.ID}
 	c := proto.NewConn(uc)
@@ -121,7 +123,7 @@ func cmdImportDevice(s *session, body []byte, fds []int) (any, []int, error) {
 	}
 	// The session's objects are its user's, charged to that user: another
 	// user (tenant) imports nothing, whoever passed it the descriptor.
-	if who := peerCreds(uc); !who.known || who.uid != s.cred.uid {
+	if !who.known || who.uid != s.cred.uid {
 		return refuse(proto.Errorf(proto.CodePermission, "the importing process (%s) is not the user whose device context this is: a context is imported only by its own user's processes", who.String()))
 	}
 	if err := s.d.fds.admit(1); err != nil {
@@ -142,7 +144,7 @@ func cmdImportDevice(s *session, body []byte, fds []int) (any, []int, error) {
 		defer s.joined.remove(c)
 		defer c.Close()
 		s.replyOn(c, rh, resp)
-		s.serveConn(c)
+		s.serveConn(c, true)
 	}()
 	return noReply, nil, nil
 }
@@ -156,6 +158,14 @@ func unixPacketConn(fd int) (*net.UnixConn, error) {
 		unix.Close(fd)
 		return nil, proto.Errorf(proto.CodeInvalid, "import_device's descriptor is not a unixpacket socket: pass one end of socketpair(AF_UNIX, SOCK_SEQPACKET)")
 	}
+	// A socketpair's ends have no name. A socket with a name at either end
+	// is a connection to a listener: to this daemon (another session's
+	// client end) or another program, which, served, could answer the
+	// daemon's replies with replies for ever.
+	if !unnamed(fd, unix.SYS_GETSOCKNAME) || !unnamed(fd, unix.SYS_GETPEERNAME) {
+		unix.Close(fd)
+		return nil, proto.Errorf(proto.CodeInvalid, "import_device's socket is a connection to a listening socket, not a socketpair's: pass one end of a new socketpair(AF_UNIX, SOCK_SEQPACKET)")
+	}
 	f := os.NewFile(uintptr(fd), "import")
 	nc, err := net.FileConn(f)
 	f.Close()
@@ -168,6 +178,16 @@ func unixPacketConn(fd int) (*net.UnixConn, error) {
 		return nil, proto.Errorf(proto.CodeInvalid, "import_device's descriptor is not a unixpacket socket: pass one end of socketpair(AF_UNIX, SOCK_SEQPACKET)")
 	}
 	return uc, nil
+}
+
+// unnamed reports whether the address getsockname or getpeername (call)
+// gives for the unix socket fd is the empty one of a socketpair's end: the
+// address family alone. (x/sys/unix shows it as "@", as an abstract name.)
+func unnamed(fd int, call uintptr) bool {
+	var sa unix.RawSockaddrAny
+	n := uint32(unix.SizeofSockaddrAny)
+	_, _, e := unix.Syscall(call, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&n)))
+	return e == 0 && n == uint32(unsafe.Sizeof(sa.Addr.Family))
 }
 
 // cmdImportObject finds an object of the session by its handle for

@@ -122,6 +122,23 @@ func TestImportRefusals(t *testing.T) {
 	unix.Close(pipe[1])
 	unix.Close(stream[1])
 
+	// A client's connection to this daemon (another session of its own):
+	// served as an import, the daemon would answer its own replies.
+	other := dial(t, sock)
+	other.ok(proto.OpHello, proto.HelloReq{Device: "vrdma0"}, nil)
+	raw, err := other.conn.Raw().File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = a.conn.Raw().SetReadDeadline(time.Now().Add(20 * time.Second)) // a hang guard: taken, it would answer nothing here
+	r := a.call(proto.OpImportDevice, mustJSON(proto.ImportDeviceReq{ID: 1}), int(raw.Fd()))
+	_ = a.conn.Raw().SetReadDeadline(time.Time{})
+	raw.Close()
+	if r.h.Code != proto.CodeInvalid || r.msg() == "" {
+		t.Errorf("import_device of a connection to the daemon: %v %q, want invalid with a reason", r.h.Code, r.msg())
+	}
+	other.ok(proto.OpQueryDevice, nil, nil) // that session goes on, unaffected
+
 	b, _ := importedConn(t, a, 3)
 	for _, c := range []struct {
 		name string

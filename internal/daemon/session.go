@@ -152,12 +152,16 @@ func (s *session) serve() {
 		s.cleanup()
 		s.conn.Close()
 	}()
-	s.serveConn(s.conn)
+	s.serveConn(s.conn, false)
 }
 
 // serveConn answers c's requests until it ends: the session's own
-// connection, or one ibv_import_device added (import.go).
-func (s *session) serveConn(c *proto.Conn) {
+// connection, or one ibv_import_device added (import.go, imported). On an
+// imported connection a message that is no request is dropped unanswered:
+// its other end may be a program that answers errors with errors (another
+// daemon, handed over by a hostile client), and the two must not talk for
+// ever.
+func (s *session) serveConn(c *proto.Conn, imported bool) {
 	for {
 		h, body, fds, err := c.Recv()
 		if err != nil {
@@ -188,6 +192,9 @@ func (s *session) serveConn(c *proto.Conn) {
 		}
 		if h.Kind != proto.KindRequest {
 			proto.CloseFDs(fds)
+			if imported {
+				continue
+			}
 			s.replyOn(c, proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
 			continue
 		}
