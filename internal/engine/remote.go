@@ -322,6 +322,9 @@ func (q *QP) buildWQE(rm *remote, slot int, sw *abi.SendWQE, w *transport.WQE) a
 			return abi.StatusLocLenErr
 		}
 		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:1], abi.AccessLocalWrite, spans, &rm.held[slot])
+	case sw.Opcode == abi.OpAtomicWrite:
+		// No local memory: the 8 bytes travel in CompareAdd.
+		total = 8
 	default:
 		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:sw.NumSGE], 0, spans, &rm.held[slot])
 	}
@@ -506,6 +509,15 @@ func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []by
 // Invalidate unbinds the type 2 window with rkey of the QP's PD, as a
 // SEND with Invalidate from the same host does.
 func (rm *remote) Invalidate(rkey uint32) bool { return invalidate(rm.q.adapter, rm.q.pd, rkey) }
+
+// AtomicWrite stores v with one CPU store on the shared mapping.
+func (rm *remote) AtomicWrite(t []byte, v uint64) bool {
+	if !shm.Aligned8(t, 0) {
+		return false
+	}
+	shm.Store64(t, 0, v)
+	return true
+}
 
 // Atomic runs a CPU atomic on the shared mapping.
 func (rm *remote) Atomic(t []byte, cas bool, compareAdd, swap uint64) (uint64, bool) {

@@ -160,6 +160,37 @@ type RegMRResp struct {
 	RKey   uint32 `json:"rkey"`
 }
 
+// ImportDeviceReq comes with one descriptor: a connected unixpacket
+// socket (a socketpair's end) that the daemon serves from then on as
+// another connection to the session of the connection the request came on:
+// the same device, the same objects by the same handles (ibv_import_device,
+// docs/design/import.md). The reply, a HelloResp, goes on that socket,
+// none on this one; it carries the request id ID, the importer's first on
+// that socket.
+type ImportDeviceReq struct {
+	ID uint32 `json:"id"`
+}
+
+// ImportObjectReq names an object of the session by its handle: Kind is
+// "pd" or "mr" (ibv_import_pd, ibv_import_mr); for "mr", PD is the handle
+// of the protection domain the region must belong to.
+type ImportObjectReq struct {
+	Kind   string `json:"kind"`
+	Handle uint32 `json:"handle"`
+	PD     uint32 `json:"pd,omitempty"`
+}
+
+// ImportObjectResp describes an imported object: for a region its keys,
+// length and access (its address stays its owner's: ibv_import_mr leaves
+// addr NULL, as rdma-core's).
+type ImportObjectResp struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey,omitempty"`
+	RKey   uint32 `json:"rkey,omitempty"`
+	Length uint64 `json:"length,omitempty"`
+	Access uint32 `json:"access,omitempty"`
+}
+
 // AllocMWReq allocates a memory window of type Type (1 or 2) in the
 // protection domain PD; the reply is an AllocMWResp. Binding it is a work
 // request (abi.OpBindMW).

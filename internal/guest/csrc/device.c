@@ -212,6 +212,7 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 static int async_event_fd(struct vrdma_context *ctx) { return ctx->chan.pollfd; }
 
 static void context_ops(struct vrdma_context *ctx);
+static struct ibv_context *context_init(struct vrdma_context *ctx, int cmd_fd);
 
 VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -252,15 +253,39 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	ctx->dev = d;
+	return context_init(ctx, ctx->chan.fd);
+}
+
+/* context_init makes ctx, its channel open and its device known, a
+ * context whose cmd_fd is cmd_fd. */
+static struct ibv_context *context_init(struct vrdma_context *ctx, int cmd_fd)
+{
 	pthread_mutex_init(&ctx->objs_mu, NULL);
 	struct ibv_context *ic = &ctx->vctx.context;
-	ic->device = device;
-	ic->cmd_fd = ctx->chan.fd;
+	ic->device = &ctx->dev->dev;
+	ic->cmd_fd = cmd_fd;
 	ic->async_fd = async_event_fd(ctx);
 	ic->num_comp_vectors = 1;
 	pthread_mutex_init(&ic->mutex, NULL);
 	context_ops(ctx);
 	return ic;
+}
+
+struct ibv_context *vrdma_context_joined(struct vrdma_context *ctx, const struct vj_doc *doc, int cmd_fd)
+{
+	pthread_mutex_lock(&devices_mu);
+	struct vrdma_device *d = device_for(doc, vj_get(doc, 0, "device"));
+	pthread_mutex_unlock(&devices_mu);
+	if (!d)
+		return NULL;
+	if (parse_device_attr(doc, vj_get(doc, 0, "attr"), d, &ctx->attr))
+		return NULL;
+	uint64_t mtu = 0;
+	vj_get_u64(doc, vj_get(doc, 0, "device"), "active_mtu", &mtu);
+	ctx->active_mtu = (uint8_t)mtu;
+	ctx->dev = d;
+	ctx->imported = 1;
+	return context_init(ctx, cmd_fd);
 }
 
 static void context_free(struct vrdma_context *ctx)
@@ -278,6 +303,8 @@ VRDMA_EXPORT int ibv_close_device(struct ibv_context *context)
 {
 	struct vrdma_context *ctx = to_vctx(context);
 	vrdma_chan_close(&ctx->chan);
+	if (ctx->imported)
+		close(context->cmd_fd); /* as rdma-core's: the imported context owns it */
 	if (__atomic_load_n(&ctx->live, __ATOMIC_ACQUIRE) == 0) {
 		context_free(ctx);
 		return 0;
@@ -425,11 +452,16 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |                  \
 	 IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV)
 
+/* The kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE, which rdma-core v44's
+ * verbs.h does not name yet (v45: IBV_DEVICE_ATOMIC_WRITE): rxe sets it. */
+#define VRDMA_DEVICE_ATOMIC_WRITE (1ULL << 40)
+
 /* query_device_ex: the device's attributes and the extended fields rxe
- * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags; odp_caps
- * for explicit on-demand MRs); every capability vrdma lacks (implicit ODP,
- * TSO, RSS, tag matching, timestamps, device memory) reads 0. attr_size is what the program's headers say the
- * structure is: an older one gets its prefix. */
+ * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags and adds
+ * ATOMIC_WRITE, which the device has, as rxe's; odp_caps for explicit
+ * on-demand MRs); every capability vrdma lacks (implicit ODP, TSO, RSS, tag
+ * matching, timestamps, device memory) reads 0. attr_size is what the
+ * program's headers say the structure is: an older one gets its prefix. */
 static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
 			   struct ibv_device_attr_ex *attr, size_t attr_size)
 {
@@ -440,7 +472,7 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 	int rc = ibv_query_device(context, &a.orig_attr);
 	if (rc)
 		return rc;
-	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags | VRDMA_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
 	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
 	a.odp_caps.per_transport_caps.rc_odp_caps = ODP_OPS;

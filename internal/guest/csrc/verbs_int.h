@@ -53,6 +53,9 @@ struct vrdma_context {
 	int flush_ready; /* the flush cursors below are set (objs_mu) */
 	int live;   /* objects not yet destroyed (atomic) */
 	int closed; /* ibv_close_device ran; the memory stays while objects live */
+	/* ibv_import_device made the context: its cmd_fd is the descriptor it
+	 * was given (the exporter's connection), closed with it (import.c). */
+	int imported;
 	struct verbs_context vctx; /* must be last: ibv_context ends it */
 };
 
@@ -269,6 +272,10 @@ int vrdma_grh_addrs(const struct ibv_grh *grh, union ibv_gid *from, union ibv_gi
 /* vrdma_live counts the context's objects; the last one destroyed after
  * ibv_close_device frees the context. */
 void vrdma_live(struct vrdma_context *ctx, int delta);
+/* vrdma_context_joined makes ctx, whose channel ibv_import_device joined
+ * to a session (import.c), a context of the device the daemon's greeting
+ * doc names, with cmd_fd, which it owns; NULL if doc does not say one. */
+struct ibv_context *vrdma_context_joined(struct vrdma_context *ctx, const struct vj_doc *doc, int cmd_fd);
 
 /* Object lists for events (device.c). */
 void vrdma_track(struct vrdma_context *ctx, void *obj, int kind);
