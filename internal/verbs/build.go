@@ -2,13 +2,9 @@ package verbs
 
 import (
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
-
-	"github.com/vrdma/vrdma/internal/guest"
 )
 
 //go:embed csrc
@@ -26,12 +22,15 @@ func Sources() fs.FS {
 	return sub
 }
 
+// BuildFunc builds the helper from Sources and returns its path; package
+// verbsbuild has the one vrdma uses (in the guest libraries' cache). It
+// is passed in so that this package does not import the guest library's.
+type BuildFunc func() (string, error)
+
 // HelperPath returns the helper to run: prebuilt, if given (the daemon's
-// --verbs-helper, or $VRDMA_VERBS_HELPER), else built from the embedded
-// sources in the guest libraries' cache (guest.DefaultCacheDir) on first
-// use. A missing compiler or header is an *Error of kind ErrBuild that
-// says what to apt-get install.
-func HelperPath(prebuilt string) (string, error) {
+// --verbs-helper, or $VRDMA_VERBS_HELPER), else what build makes. With
+// neither it is an *Error of kind ErrBuild.
+func HelperPath(prebuilt string, build BuildFunc) (string, error) {
 	if prebuilt == "" {
 		prebuilt = os.Getenv(HelperEnv)
 	}
@@ -41,30 +40,16 @@ func HelperPath(prebuilt string) (string, error) {
 		}
 		return prebuilt, nil
 	}
-	dir, err := guest.DefaultCacheDir()
-	if err != nil {
-		return "", &Error{Kind: ErrBuild, Msg: err.Error()}
+	if build == nil {
+		return "", &Error{Kind: ErrBuild, Msg: "this daemon cannot build it: give a prebuilt one with --verbs-helper or " + HelperEnv}
 	}
-	p, err := guest.BuildProgram(dir, guest.Program{Name: HelperName, Src: Sources(),
-		Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs"}})
-	var me *guest.MissingToolsError
-	var ce *guest.CompileError
-	switch {
-	case errors.As(err, &me):
-		return "", &Error{Kind: ErrBuild, Msg: fmt.Sprintf("it needs %s: install with `apt-get install %s` (Debian, Ubuntu), or give a helper built elsewhere against the same rdma-core with %s",
-			strings.Join(me.Missing, " and "), strings.Join(me.Packages, " "), HelperEnv)}
-	case errors.As(err, &ce):
-		return "", &Error{Kind: ErrBuild, Msg: fmt.Sprintf("the compiler failed:\n%s", strings.TrimSpace(ce.Output))}
-	case err != nil:
-		return "", &Error{Kind: ErrBuild, Msg: err.Error()}
-	}
-	return p, nil
+	return build()
 }
 
 // Open builds (or finds) the helper, starts it and opens port of device
 // name with it.
-func Open(prebuilt, name string, port uint8) (*Device, error) {
-	path, err := HelperPath(prebuilt)
+func Open(prebuilt string, build BuildFunc, name string, port uint8) (*Device, error) {
+	path, err := HelperPath(prebuilt, build)
 	if err != nil {
 		return nil, err
 	}

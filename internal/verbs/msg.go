@@ -140,8 +140,8 @@ func ParseDeviceAttr(b []byte) (DeviceAttr, error) {
 	return a, nil
 }
 
-// appendDeviceAttr is ParseDeviceAttr's inverse (for fake helpers in tests).
-func appendDeviceAttr(dst []byte, a DeviceAttr) []byte {
+// AppendDeviceAttr is ParseDeviceAttr's inverse: what the helper sends (fake helpers in tests use it).
+func AppendDeviceAttr(dst []byte, a DeviceAttr) []byte {
 	dst = ne.AppendUint64(dst, a.NodeGUID)
 	dst = ne.AppendUint64(dst, a.SysImageGUID)
 	for _, v := range []uint32{a.VendorID, a.VendorPartID, a.HWVer, a.PhysPortCnt,
@@ -182,13 +182,13 @@ type GIDEntry struct {
 // PortAttr is what the helper reports of the open port (ibv_query_port)
 // and its GID table (ibv_query_gid_ex; empty entries left out).
 type PortAttr struct {
-	State, PhysState     uint32
-	MaxMTU, ActiveMTU    uint32 // enum ibv_mtu: 1 is 256 bytes ... 5 is 4096
-	LinkLayer            uint32
-	LID, SMLID           uint32
-	GIDTableLen          uint32
-	CapFlags             uint32
-	GIDs                 []GIDEntry
+	State, PhysState  uint32
+	MaxMTU, ActiveMTU uint32 // enum ibv_mtu: 1 is 256 bytes ... 5 is 4096
+	LinkLayer         uint32
+	LID, SMLID        uint32
+	GIDTableLen       uint32
+	CapFlags          uint32
+	GIDs              []GIDEntry
 }
 
 // ParsePortAttr decodes an OpQueryPort reply's body.
@@ -231,8 +231,8 @@ func ParsePortAttr(b []byte) (PortAttr, error) {
 	return p, nil
 }
 
-// appendPortAttr is ParsePortAttr's inverse (for fake helpers in tests).
-func appendPortAttr(dst []byte, p PortAttr) []byte {
+// AppendPortAttr is ParsePortAttr's inverse: what the helper sends (fake helpers in tests use it).
+func AppendPortAttr(dst []byte, p PortAttr) []byte {
 	for _, v := range []uint32{p.State, p.PhysState, p.MaxMTU, p.ActiveMTU, p.LinkLayer, p.LID, p.SMLID, p.GIDTableLen, p.CapFlags, uint32(len(p.GIDs))} {
 		dst = ne.AppendUint32(dst, v)
 	}

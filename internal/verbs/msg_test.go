@@ -46,7 +46,7 @@ func TestDeviceAttrRoundTrip(t *testing.T) {
 	a := DeviceAttr{NodeGUID: 0x5054_00ff_fe47_9101, SysImageGUID: 1, VendorID: 0xffffff, PhysPortCnt: 1,
 		MaxQP: 1 << 17, MaxQPWR: 1 << 14, MaxSGE: 32, MaxCQ: 1 << 16, MaxCQE: 1 << 15, MaxMR: 1 << 18,
 		MaxMRSize: ^uint64(0), MaxPD: 1 << 16, AtomicCap: 1, NodeType: 1, Transport: TransportIB, FWVer: "0.0.0"}
-	b := appendDeviceAttr(nil, a)
+	b := AppendDeviceAttr(nil, a)
 	if len(b) != devAttrSize {
 		t.Fatalf("encoded %d bytes, want %d", len(b), devAttrSize)
 	}
@@ -59,8 +59,8 @@ func TestDeviceAttrRoundTrip(t *testing.T) {
 		b    []byte
 	}{
 		{"short", b[:devAttrSize-1]},
-		{"no ports", appendDeviceAttr(nil, DeviceAttr{})},
-		{"too many ports", appendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 256})},
+		{"no ports", AppendDeviceAttr(nil, DeviceAttr{})},
+		{"too many ports", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 256})},
 	}
 	for _, tt := range bad {
 		if _, err := ParseDeviceAttr(tt.b); !errors.Is(err, ErrProtocol) {
@@ -69,7 +69,7 @@ func TestDeviceAttrRoundTrip(t *testing.T) {
 	}
 	// Control characters in the firmware version do not reach logs.
 	a.FWVer = "1\n2\x1b"
-	if got, _ := ParseDeviceAttr(appendDeviceAttr(nil, a)); got.FWVer != "1?2?" {
+	if got, _ := ParseDeviceAttr(AppendDeviceAttr(nil, a)); got.FWVer != "1?2?" {
 		t.Errorf("FWVer %q, want %q", got.FWVer, "1?2?")
 	}
 }
@@ -79,12 +79,17 @@ func TestPortAttrRoundTrip(t *testing.T) {
 	copy(g.GID[10:], []byte{0xff, 0xff, 10, 47, 91, 1})
 	p := PortAttr{State: 4, PhysState: 5, MaxMTU: 5, ActiveMTU: 3, LinkLayer: LinkLayerEthernet, GIDTableLen: 512,
 		GIDs: []GIDEntry{{Index: 0, Type: GIDTypeRoCEv2, Ifindex: 2, GID: [16]byte{0xfe, 0x80, 15: 1}}, g}}
-	got, err := ParsePortAttr(appendPortAttr(nil, p))
+	got, err := ParsePortAttr(AppendPortAttr(nil, p))
 	if err != nil || !reflect.DeepEqual(got, p) {
 		t.Fatalf("ParsePortAttr = %+v, %v; want %+v", got, err, p)
 	}
-	with := func(f func(*PortAttr)) []byte { q := p; q.GIDs = append([]GIDEntry(nil), p.GIDs...); f(&q); return appendPortAttr(nil, q) }
-	enc := appendPortAttr(nil, p)
+	with := func(f func(*PortAttr)) []byte {
+		q := p
+		q.GIDs = append([]GIDEntry(nil), p.GIDs...)
+		f(&q)
+		return AppendPortAttr(nil, q)
+	}
+	enc := AppendPortAttr(nil, p)
 	bad := []struct {
 		name string
 		b    []byte
@@ -111,15 +116,15 @@ func TestPortAttrRoundTrip(t *testing.T) {
 // return a value or an ErrProtocol error, never panic, and what they accept
 // encodes back to the same bytes.
 func FuzzParse(f *testing.F) {
-	f.Add(appendPortAttr(nil, PortAttr{ActiveMTU: 3, LinkLayer: 2, GIDs: []GIDEntry{{Type: 2}}}))
-	f.Add(appendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1}))
+	f.Add(AppendPortAttr(nil, PortAttr{ActiveMTU: 3, LinkLayer: 2, GIDs: []GIDEntry{{Type: 2}}}))
+	f.Add(AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1}))
 	f.Add(AppendHeader(nil, OpHello, 0, 0, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
 		}
 		if p, err := ParsePortAttr(b); err == nil {
-			if got := appendPortAttr(nil, p); string(got) != string(b) {
+			if got := AppendPortAttr(nil, p); string(got) != string(b) {
 				t.Fatalf("port attributes do not round-trip")
 			}
 		} else if !errors.Is(err, ErrProtocol) {
