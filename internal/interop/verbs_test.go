@@ -98,6 +98,23 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 	if out := g.Exec(t, "A", 60, cli+"show"); !strings.Contains(out, "link hca0/1 state ACTIVE") {
 		t.Errorf("after the failed add, link show:\n%s", out)
 	}
+
+	// The data path's first piece: a memfd region registered with rxe0
+	// through the helper (package verbs' TestRegMROnDevice, run in the guest).
+	t.Run("reg_mr", func(t *testing.T) {
+		testBin := filepath.Join(share, "verbs.test")
+		build := exec.Command("go", "test", "-c", "-o", testBin, "./internal/verbs")
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
+		}
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^TestRegMROnDevice$' -test.v")
+		t.Logf("in guest A:\n%s", out)
+		if !strings.Contains(out, "--- PASS: TestRegMROnDevice") {
+			t.Errorf("TestRegMROnDevice did not pass in guest A:\n%s", out)
+		}
+	})
 }
 
 // copyExecutable copies from to to, mode 0755.

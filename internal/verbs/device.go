@@ -71,6 +71,30 @@ func (d *Device) QueryPort() (PortAttr, error) {
 	return p, err
 }
 
+// RegMR registers length bytes at offset (page-aligned) of the memfd fd
+// with the device, over the helper's own MAP_SHARED mapping of it: the
+// device reads and writes the very pages the application and the daemon
+// map. This is the data path's first piece (docs/design/verbs-uplink.md).
+func (d *Device) RegMR(fd int, offset, length uint64, access uint32) (MR, error) {
+	body, err := d.h.CallFD(AppendRegMR(nil, 0, offset, length, access), fd)
+	if err != nil {
+		return MR{}, err
+	}
+	m, err := ParseMR(body)
+	if err != nil {
+		d.h.mu.Lock()
+		d.h.failLocked(err)
+		d.h.mu.Unlock()
+	}
+	return m, err
+}
+
+// DeregMR deregisters a region RegMR registered.
+func (d *Device) DeregMR(m MR) error {
+	_, err := d.h.Call(ne.AppendUint32(AppendHeader(nil, OpDeregMR, 0, 0, 4), m.Handle))
+	return err
+}
+
 // Close closes the device and stops its helper.
 func (d *Device) Close() { d.h.Close() }
 

@@ -126,7 +126,11 @@ func (h *Helper) explain(err error) error {
 // call). A reply with a status is an *Error of kind ErrDevice (ErrNoDevice
 // for ENODEV) holding the helper's text; anything the protocol does not
 // allow kills the helper and is ErrProtocol from then on.
-func (h *Helper) Call(req []byte) ([]byte, error) {
+func (h *Helper) Call(req []byte) ([]byte, error) { return h.CallFD(req, -1) }
+
+// CallFD is Call passing the descriptor fd with the request (SCM_RIGHTS),
+// unless it is negative; the helper gets its own copy.
+func (h *Helper) CallFD(req []byte, fd int) ([]byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.dead != nil {
@@ -141,7 +145,11 @@ func (h *Helper) Call(req []byte) ([]byte, error) {
 	if err := h.conn.SetDeadline(time.Now().Add(callTimeout)); err != nil {
 		return nil, h.failLocked(&Error{Kind: ErrHelperGone, Msg: err.Error()})
 	}
-	if _, err := h.conn.Write(req); err != nil {
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	if _, _, err := h.conn.WriteMsgUnix(req, oob, nil); err != nil {
 		return nil, h.failLocked(&Error{Kind: ErrHelperGone, Msg: "sending a request: " + err.Error()})
 	}
 	hdr, body, err := h.readLocked()

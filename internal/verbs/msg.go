@@ -20,6 +20,8 @@ const (
 	// maxName is the longest device name the helper takes.
 	maxName = 64
 
+	regMRSize    = 24
+	mrSize       = 24
 	devAttrSize  = 144
 	portAttrSize = 40
 	gidEntrySize = 28
@@ -34,6 +36,8 @@ const (
 	OpOpen      Op = 2 // u32 port, u32 name length, name → DeviceAttr
 	OpQueryPort Op = 3 // (empty) → PortAttr
 	OpPing      Op = 4 // (empty) → (empty): liveness, and the relay's cost
+	OpRegMR     Op = 5 // u64 offset, u64 length, u32 access, u32 0, and a memfd → MR
+	OpDeregMR   Op = 6 // u32 handle → (empty)
 	OpReply     Op = 0x8000
 )
 
@@ -261,4 +265,43 @@ func printable(b []byte) string {
 // protoErrorf is an *Error of kind ErrProtocol.
 func protoErrorf(format string, args ...any) error {
 	return &Error{Kind: ErrProtocol, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Access flags a region may be registered with (enum ibv_access_flags).
+const (
+	AccessLocalWrite   = 1
+	AccessRemoteWrite  = 2
+	AccessRemoteRead   = 4
+	AccessRemoteAtomic = 8
+)
+
+// AppendRegMR appends an OpRegMR request: length bytes at offset (a
+// multiple of the page size) of the memfd sent with it.
+func AppendRegMR(dst []byte, seq uint32, offset, length uint64, access uint32) []byte {
+	dst = AppendHeader(dst, OpRegMR, seq, 0, regMRSize)
+	dst = ne.AppendUint64(dst, offset)
+	dst = ne.AppendUint64(dst, length)
+	dst = ne.AppendUint32(dst, access)
+	return ne.AppendUint32(dst, 0)
+}
+
+// MR is a region registered with the device over the helper's mapping of
+// a memfd: the device's keys and the helper's address of its first byte
+// (what a work request's SGE names).
+type MR struct {
+	Handle     uint32
+	LKey, RKey uint32
+	Addr       uint64
+}
+
+// ParseMR decodes an OpRegMR reply's body.
+func ParseMR(b []byte) (MR, error) {
+	if len(b) != mrSize {
+		return MR{}, protoErrorf("a registered region of %d bytes, want %d", len(b), mrSize)
+	}
+	m := MR{Handle: ne.Uint32(b[0:]), LKey: ne.Uint32(b[4:]), RKey: ne.Uint32(b[8:]), Addr: ne.Uint64(b[16:])}
+	if ne.Uint32(b[12:]) != 0 || m.Addr == 0 {
+		return MR{}, protoErrorf("a registered region with padding %#x at address %#x", ne.Uint32(b[12:]), m.Addr)
+	}
+	return m, nil
 }

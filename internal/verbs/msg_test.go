@@ -133,5 +133,22 @@ func FuzzParse(f *testing.F) {
 		if _, err := ParseDeviceAttr(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseDeviceAttr: %v is not ErrProtocol", err)
 		}
+		if _, err := ParseMR(b); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseMR: %v is not ErrProtocol", err)
+		}
 	})
+}
+
+func TestParseMR(t *testing.T) {
+	b := ne.AppendUint32(ne.AppendUint32(ne.AppendUint32(ne.AppendUint32(nil, 3), 0x100), 0x200), 0)
+	b = ne.AppendUint64(b, 0x7f0000001000)
+	m, err := ParseMR(b)
+	if err != nil || m != (MR{Handle: 3, LKey: 0x100, RKey: 0x200, Addr: 0x7f0000001000}) {
+		t.Fatalf("ParseMR = %+v, %v", m, err)
+	}
+	for name, bad := range map[string][]byte{"short": b[:mrSize-1], "padding": append(append([]byte(nil), b[:12]...), append([]byte{1, 0, 0, 0}, b[16:]...)...), "no address": append(append([]byte(nil), b[:16]...), make([]byte, 8)...)} {
+		if _, err := ParseMR(bad); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: ParseMR err = %v, want ErrProtocol", name, err)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHelperUnderSanitizers builds the helper with -Werror under ASan and
@@ -47,6 +49,18 @@ func TestHelperUnderSanitizers(t *testing.T) {
 	bad = append(ne.AppendUint32(ne.AppendUint32(bad, 1), 99), "ab"...) // name length beyond the body
 	if _, err := h.Call(bad); !errors.Is(err, ErrDevice) {
 		t.Errorf("open with a bad name length: %v, want ErrDevice (EINVAL)", err)
+	}
+	// A region's memfd is closed by the helper even when it refuses.
+	fd, err := unix.MemfdCreate("vrdma-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := h.CallFD(AppendRegMR(nil, 0, 0, 4096, AccessLocalWrite), fd); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("reg_mr before open: %v, want ErrNoDevice", err)
+	}
+	if _, err := h.CallFD(AppendHeader(nil, OpPing, 0, 0, 0), fd); err != nil {
+		t.Errorf("a ping with a descriptor it does not want: %v", err)
 	}
 	for _, op := range []Op{OpPing, 77} {
 		h.Call(AppendHeader(nil, op, 0, 0, 0))

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,12 +31,23 @@ enum {
 	VH_PORT_SIZE = 40,
 	VH_NAME_MAX = 64,
 	VH_SOCK = 3,
+	VH_MAX_MRS = 4096,
+	VH_REG_MR_SIZE = 24,
 };
 
-enum { VH_HELLO = 1, VH_OPEN = 2, VH_QUERY_PORT = 3, VH_PING = 4, VH_REPLY = 0x8000 };
+enum { VH_HELLO = 1, VH_OPEN = 2, VH_QUERY_PORT = 3, VH_PING = 4, VH_REG_MR = 5, VH_DEREG_MR = 6, VH_REPLY = 0x8000 };
 
 static struct ibv_context *ctx;
+static struct ibv_pd *pd;
 static uint8_t port_num;
+
+/* The registered regions: the helper's own mapping of a memfd the daemon
+ * passed, registered with the device. A handle is an index. */
+static struct {
+	struct ibv_mr *mr;
+	void *addr;
+	size_t len;
+} mrs[VH_MAX_MRS];
 
 static unsigned char out[VH_MAX];
 static size_t outlen;
@@ -152,6 +164,13 @@ static int do_open(uint32_t seq, const unsigned char *body, size_t len)
 		return fail(VH_OPEN, seq, ERANGE, "%s has %u port(s)", name, (unsigned)attr.phys_port_cnt);
 	}
 	port_num = (uint8_t)port;
+	pd = ibv_alloc_pd(ctx);
+	if (!pd) {
+		err = errno;
+		ibv_close_device(ctx);
+		ctx = NULL;
+		return fail(VH_OPEN, seq, err, "ibv_alloc_pd %s: %s", name, strerror(err));
+	}
 
 	begin(VH_OPEN | VH_REPLY, seq, 0);
 	put64(attr.node_guid);
@@ -222,6 +241,122 @@ static int do_query_port(uint32_t seq)
 	return finish();
 }
 
+/* do_reg_mr maps length bytes at offset of the memfd fd (MAP_SHARED: the
+ * pages the application and the daemon map) and registers them. Body: u64
+ * offset (page-aligned), u64 length, u32 access, u32 0. Reply: u32
+ * handle, u32 lkey, u32 rkey, u32 0, u64 the address in the helper. */
+static int do_reg_mr(uint32_t seq, const unsigned char *body, size_t len, int fd)
+{
+	const uint32_t allowed = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				 IBV_ACCESS_REMOTE_ATOMIC;
+	uint64_t off, length;
+	uint32_t access, h;
+	long page = sysconf(_SC_PAGESIZE);
+	void *addr;
+	struct ibv_mr *mr;
+	int err;
+
+	if (!pd)
+		return fail(VH_REG_MR, seq, ENODEV, "no device is open");
+	if (fd < 0)
+		return fail(VH_REG_MR, seq, EBADF, "reg_mr: no memfd came with the request");
+	if (len != VH_REG_MR_SIZE)
+		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: %zu-byte body, want %d", len, VH_REG_MR_SIZE);
+	memcpy(&off, body, 8);
+	memcpy(&length, body + 8, 8);
+	memcpy(&access, body + 16, 4);
+	if (length == 0 || length > SIZE_MAX / 2 || off % (uint64_t)page || off > (uint64_t)INT64_MAX - length)
+		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: offset %llu length %llu (the offset must be page-aligned)",
+			    (unsigned long long)off, (unsigned long long)length);
+	if (access & ~allowed)
+		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: access flags %#x beyond %#x", access, allowed);
+	for (h = 0; h < VH_MAX_MRS && mrs[h].mr; h++)
+		;
+	if (h == VH_MAX_MRS)
+		return fail(VH_REG_MR, seq, ENOSPC, "reg_mr: %d regions registered already", VH_MAX_MRS);
+	addr = mmap(NULL, (size_t)length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	if (addr == MAP_FAILED)
+		return fail(VH_REG_MR, seq, errno, "reg_mr: mmap of the memfd: %s", strerror(errno));
+	mr = ibv_reg_mr(pd, addr, (size_t)length, (int)access);
+	if (!mr) {
+		err = errno;
+		munmap(addr, (size_t)length);
+		return fail(VH_REG_MR, seq, err, "ibv_reg_mr: %s", strerror(err));
+	}
+	mrs[h].mr = mr;
+	mrs[h].addr = addr;
+	mrs[h].len = (size_t)length;
+	begin(VH_REG_MR | VH_REPLY, seq, 0);
+	put32(h);
+	put32(mr->lkey);
+	put32(mr->rkey);
+	put32(0);
+	put64((uint64_t)(uintptr_t)addr);
+	return finish();
+}
+
+/* do_dereg_mr deregisters and unmaps a region. Body: u32 handle. */
+static int do_dereg_mr(uint32_t seq, const unsigned char *body, size_t len)
+{
+	uint32_t h;
+	int err;
+
+	if (len != 4)
+		return fail(VH_DEREG_MR, seq, EINVAL, "dereg_mr: %zu-byte body, want 4", len);
+	memcpy(&h, body, 4);
+	if (h >= VH_MAX_MRS || !mrs[h].mr)
+		return fail(VH_DEREG_MR, seq, ENOENT, "dereg_mr: no region %u", h);
+	err = ibv_dereg_mr(mrs[h].mr);
+	if (err)
+		return fail(VH_DEREG_MR, seq, err, "ibv_dereg_mr: %s", strerror(err));
+	munmap(mrs[h].addr, mrs[h].len);
+	memset(&mrs[h], 0, sizeof(mrs[h]));
+	begin(VH_DEREG_MR | VH_REPLY, seq, 0);
+	return finish();
+}
+
+/* receive reads one message and at most one descriptor with it (*fd, -1
+ * if none; any more are closed). */
+static ssize_t receive(unsigned char *buf, size_t size, int *fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} c;
+	struct iovec iov = { .iov_base = buf, .iov_len = size };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	struct cmsghdr *cm;
+	ssize_t n;
+
+	*fd = -1;
+	n = recvmsg(VH_SOCK, &m, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return n;
+	for (cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		size_t i, k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < k; i++) {
+			int f;
+			memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = f;
+			else
+				close(f);
+		}
+	}
+	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return n;
+}
+
 int main(void)
 {
 	static unsigned char in[VH_MAX];
@@ -233,8 +368,8 @@ int main(void)
 	for (;;) {
 		uint32_t len, seq;
 		uint16_t op;
-		ssize_t n = recv(VH_SOCK, in, sizeof(in), 0);
-		int r;
+		int fd, r;
+		ssize_t n = receive(in, sizeof(in), &fd);
 
 		if (n == 0)
 			break;
@@ -243,13 +378,19 @@ int main(void)
 				continue;
 			return 1;
 		}
-		if ((size_t)n < VH_HDR)
+		if ((size_t)n < VH_HDR) {
+			if (fd >= 0)
+				close(fd);
 			return 2;
+		}
 		memcpy(&len, in, 4);
 		memcpy(&op, in + 4, 2);
 		memcpy(&seq, in + 8, 4);
-		if (len != (uint32_t)n)
+		if (len != (uint32_t)n) {
+			if (fd >= 0)
+				close(fd);
 			return 2;
+		}
 		switch (op) {
 		case VH_OPEN:
 			r = do_open(seq, in + VH_HDR, (size_t)n - VH_HDR);
@@ -261,12 +402,27 @@ int main(void)
 			begin(VH_PING | VH_REPLY, seq, 0);
 			r = finish();
 			break;
+		case VH_REG_MR:
+			r = do_reg_mr(seq, in + VH_HDR, (size_t)n - VH_HDR, fd);
+			break;
+		case VH_DEREG_MR:
+			r = do_dereg_mr(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
+		if (fd >= 0)
+			close(fd); /* mapped, or not wanted */
 		if (r)
 			return 1;
 	}
+	for (unsigned i = 0; i < VH_MAX_MRS; i++)
+		if (mrs[i].mr) {
+			ibv_dereg_mr(mrs[i].mr);
+			munmap(mrs[i].addr, mrs[i].len);
+		}
+	if (pd)
+		ibv_dealloc_pd(pd);
 	if (ctx)
 		ibv_close_device(ctx);
 	return 0;
