@@ -203,12 +203,12 @@ func (d *Daemon) deleteLink(name string) error {
 // listLinks describes the links, or only the one called name.
 func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 	t := &d.links
+	d.refreshVerbsLinks(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := []proto.LinkInfo{}
 	for _, e := range t.m {
 		if name == "" || e.spec.Name == name {
-			e.verbs.refresh()
 			out = append(out, d.linkInfo(e))
 		}
 	}

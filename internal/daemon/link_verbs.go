@@ -89,15 +89,39 @@ func verbsLinkError(spec proto.LinkSpec, err error) error {
 	return proto.Errorf(code, "link %s on %s port %d: %v", spec.Name, spec.Dev, verbsPort(spec), err)
 }
 
+// refreshVerbsLinks reads the ports of the verbs links (the one called
+// name, if not "") again, outside the links' lock: a helper that is slow to
+// answer holds up only this listing, not the switch's view of the links.
+func (d *Daemon) refreshVerbsLinks(name string) {
+	t := &d.links
+	var vs []*verbsLink
+	t.mu.Lock()
+	for _, e := range t.m {
+		if e.spec.Type == verbsLinkType && (name == "" || e.spec.Name == name) {
+			vs = append(vs, &e.verbs)
+		}
+	}
+	t.mu.Unlock()
+	for _, v := range vs {
+		v.refresh()
+	}
+}
+
 // refresh reads the port again (its state and GIDs change with the
 // netdev's addresses); a failure is kept and shown, the link down.
 func (v *verbsLink) refresh() {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.dev == nil {
+	dev := v.dev
+	v.mu.Unlock()
+	if dev == nil {
 		return
 	}
-	p, err := v.dev.QueryPort()
+	p, err := dev.QueryPort() // not under v.mu: snapshot does not wait on the helper
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.dev != dev {
+		return // closed meanwhile
+	}
 	v.err = err
 	if err == nil {
 		v.port = p

@@ -21,8 +21,8 @@ import (
 const HelperEnv = "VRDMA_VERBS_HELPER"
 
 // callTimeout bounds one request to the helper: generous, it turns a hung
-// helper into an error instead of a hung command.
-const callTimeout = 20 * time.Second
+// helper into an error instead of a hung command. (A variable for tests.)
+var callTimeout = 20 * time.Second
 
 // Helper is a running helper process and the daemon's end of its socket.
 // Its methods may be called from any goroutine; requests are one at a time.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -161,6 +162,26 @@ func TestFakeHelper(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFakeHelperHangs: a helper that stops answering is ErrTimeout, and
+// is not asked again.
+func TestFakeHelperHangs(t *testing.T) {
+	old := callTimeout
+	callTimeout = 100 * time.Millisecond
+	defer func() { callTimeout = old }()
+	stop := make(chan struct{})
+	h := fakeHelper(t, helloMsg(Version), func(Header, []byte) []byte { <-stop; return nil })
+	t.Cleanup(func() { close(stop) })
+	if err := h.hello(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDevice(h, "rxe0", 1); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("OpenDevice on a hung helper: %v, want ErrTimeout", err)
+	}
+	if _, err := h.Call(AppendHeader(nil, OpPing, 0, 0, 0)); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a call after the timeout: %v, want the same ErrTimeout", err)
 	}
 }
 
