@@ -47,3 +47,21 @@ func TestPrintVerbsLink(t *testing.T) {
 		t.Fatalf("printLink:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestPrintHostVerbsUplink: `vrdma host show` prints a verbs uplink with
+// its device, link layer and each GID's type, as the switch recorded them.
+func TestPrintHostVerbsUplink(t *testing.T) {
+	h := vrdma.HostInfo{Name: "a", Uplinks: []vrdma.UplinkInfo{{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024,
+		GIDs: []string{"fe80::1", "::ffff:10.47.91.1"}, Device: "rxe0", LinkLayer: "Ethernet", GIDTypes: []string{"RoCE v2", "RoCE v2"}}}}
+	var b bytes.Buffer
+	printHost(&b, h)
+	for _, want := range []string{
+		"    uplink hca0 kind verbs state up mtu 1024 dev rxe0 link_layer Ethernet\n",
+		"        gid 0 fe80::1 RoCE v2\n",
+		"        gid 1 ::ffff:10.47.91.1 RoCE v2\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printHost lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/verbs"
 	"golang.org/x/sys/unix"
@@ -188,5 +191,33 @@ func TestVerbsLinkHelperFaults(t *testing.T) {
 			}
 			c.ok(proto.OpLinkDelete, proto.LinkSpec{Name: "hca0"}, nil)
 		})
+	}
+}
+
+// TestVerbsLinkOnTheSwitch: the switch's record of the host carries the
+// verbs uplink with its device, link layer and GIDs with their types
+// (`vrdma host show`).
+func TestVerbsLinkOnTheSwitch(t *testing.T) {
+	cfg := linkConfig(t)
+	cfg.VerbsHelper = fakeVerbsHelper(t, "rxe")
+	cfg.Switch = daemon.SwitchConfig{Enable: true, TCPListen: "127.0.0.1:0", TCPAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+		HostTTL: 2 * time.Second, Grace: time.Second}
+	startDaemon(t, cfg)
+	c := admin(t, cfg.SocketPath)
+	c.ok(proto.OpLinkAdd, proto.LinkSpec{Name: "hca0", Type: "verbs", Dev: "rxe0"}, nil)
+	var r proto.HostListResp
+	c.ok(proto.OpHostList, nil, &r)
+	var got *proto.UplinkInfo
+	for _, h := range r.Hosts {
+		for i, u := range h.Uplinks {
+			if h.Self && u.Name == "hca0" {
+				got = &h.Uplinks[i]
+			}
+		}
+	}
+	want := proto.UplinkInfo{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
+		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"}}
+	if got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("host list: this host's uplink hca0 is %+v, want %+v (hosts %+v)", got, want, r.Hosts)
 	}
 }
