@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 //go:embed csrc
@@ -35,10 +36,7 @@ func HelperPath(prebuilt string, build BuildFunc) (string, error) {
 		prebuilt = os.Getenv(HelperEnv)
 	}
 	if prebuilt != "" {
-		if _, err := os.Stat(prebuilt); err != nil {
-			return "", &Error{Kind: ErrBuild, Msg: fmt.Sprintf("the prebuilt helper %s: %v", prebuilt, err)}
-		}
-		return prebuilt, nil
+		return prebuilt, checkPrebuilt(prebuilt)
 	}
 	if build == nil {
 		return "", &Error{Kind: ErrBuild, Msg: "this daemon cannot build it: give a prebuilt one with --verbs-helper or " + HelperEnv}
@@ -63,4 +61,25 @@ func Open(prebuilt string, build BuildFunc, name string, port uint8) (*Device, e
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkPrebuilt refuses a prebuilt helper that another user could have
+// written: it runs as the daemon's user, often root. It must be a regular
+// file owned by the daemon's user or root and not writable by group or
+// others.
+func checkPrebuilt(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return &Error{Kind: ErrBuild, Msg: fmt.Sprintf("the prebuilt helper %s: %v", path, err)}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return &Error{Kind: ErrBuild, Msg: fmt.Sprintf("the prebuilt helper %s is not a regular file", path)}
+	case fi.Mode().Perm()&0o022 != 0:
+		return &Error{Kind: ErrBuild, Msg: fmt.Sprintf("refusing the prebuilt helper %s: mode %04o lets others change it; chmod go-w it", path, fi.Mode().Perm())}
+	case ok && st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return &Error{Kind: ErrBuild, Msg: fmt.Sprintf("refusing the prebuilt helper %s: it belongs to uid %d, not to this daemon's user or root", path, st.Uid)}
+	}
+	return nil
 }

@@ -203,3 +203,25 @@ func TestStartHelperNoRDMACore(t *testing.T) {
 		t.Fatalf("HelperPath(missing) = %v, want ErrBuild", err)
 	}
 }
+
+// TestPrebuiltHelperChecks: a prebuilt helper others could write, or one
+// that is no regular file, is refused; the daemon's own is taken.
+func TestPrebuiltHelperChecks(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, HelperName)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := HelperPath(p, nil); err != nil || got != p {
+		t.Fatalf("HelperPath(own, 0755) = %q, %v", got, err)
+	}
+	if err := os.Chmod(p, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HelperPath(p, nil); !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("HelperPath(group-writable) = %v, want ErrBuild saying chmod go-w", err)
+	}
+	if _, err := HelperPath(dir, nil); !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("HelperPath(a directory) = %v, want ErrBuild", err)
+	}
+}
