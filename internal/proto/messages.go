@@ -414,13 +414,40 @@ type Event struct {
 }
 
 // LinkSpec is a link on a host interface, as `vrdma link add NAME type rxe
-// netdev IFACE [dscp N]` gives it; link_delete and list_links use Name
-// only ("" lists every link).
+// netdev IFACE [dscp N]` gives it, or on a device of the host's rdma-core,
+// as `vrdma link add NAME type verbs dev IBDEV [port N]` gives it;
+// link_delete and list_links use Name only ("" lists every link).
 type LinkSpec struct {
-	Name   string `json:"name"`
-	Type   string `json:"type"` // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE
-	Netdev string `json:"netdev"`
-	DSCP   uint8  `json:"dscp"`
+	Name    string `json:"name"`
+	Type    string `json:"type"` // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE; "verbs": a device of the host's rdma-core
+	Netdev  string `json:"netdev"`
+	DSCP    uint8  `json:"dscp"`
+	Dev     string `json:"dev,omitempty"`      // verbs: the rdma-core device (mlx5_0, rxe0)
+	DevPort uint8  `json:"dev_port,omitempty"` // verbs: its port, 1 if 0
+}
+
+// VerbsLinkInfo is what a verbs link's device reports: ibv_query_device,
+// ibv_query_port and the GID table.
+type VerbsLinkInfo struct {
+	Dev       string     `json:"dev"`
+	Port      uint8      `json:"port"`
+	Transport string     `json:"transport"`  // "InfiniBand" (IB and RoCE), "iWARP"
+	LinkLayer string     `json:"link_layer"` // "Ethernet", "InfiniBand"
+	PortState string     `json:"port_state"` // "PORT_ACTIVE", ...
+	FWVer     string     `json:"fw_ver,omitempty"`
+	NodeGUID  uint64     `json:"node_guid"`
+	LID       uint16     `json:"lid,omitempty"`
+	MaxMTU    uint8      `json:"max_mtu"` // enum ibv_mtu
+	AtomicCap uint32     `json:"atomic_cap"`
+	GIDs      []VerbsGID `json:"gids"`
+}
+
+// VerbsGID is one entry of a verbs link's GID table.
+type VerbsGID struct {
+	Index  uint32 `json:"index"`
+	Type   string `json:"type"` // "IB", "RoCE v1", "RoCE v2"
+	GID    []byte `json:"gid"`
+	Netdev string `json:"netdev,omitempty"`
 }
 
 // LinkInfo is a link as `vrdma link show` prints it.
@@ -433,6 +460,9 @@ type LinkInfo struct {
 	ActiveMTU uint8        `json:"active_mtu"`
 	Port      uint16       `json:"port"` // UDP port (4791)
 	Counters  LinkCounters `json:"counters"`
+	// Verbs is the device of a verbs link, nil for the others or when it
+	// could not be opened.
+	Verbs *VerbsLinkInfo `json:"verbs,omitempty"`
 }
 
 // LinkCounters are a link's traffic counters.
