@@ -431,6 +431,7 @@ func (q *QP) publishSQDone() {
 
 // Destroy stops the QP's worker and frees it.
 func (q *QP) Destroy() {
+	q.SendPending()
 	q.procMu.Lock()
 	q.dead = true
 	q.procMu.Unlock()
@@ -449,6 +450,17 @@ func (q *QP) Destroy() {
 	q.release()
 	q.sendCQ.Unuse()
 	q.recvCQ.Unuse()
+}
+
+// SendPending runs the datagrams a UD QP in RTS has posted and its worker
+// has not run yet. rdma_rxe sends a datagram in the post's own call, and
+// programs count on it: mckey's sender posts unsignaled sends, then
+// destroys its address handle and its QP at once. The daemon calls it
+// before either goes.
+func (q *QP) SendPending() {
+	if q.typ == abi.QPTypeUD && q.State() == abi.QPStateRTS {
+		q.step()
+	}
 }
 
 func (q *QP) release() {

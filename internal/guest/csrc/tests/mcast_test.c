@@ -144,6 +144,35 @@ static void test_delivery(void)
 	CHECK(ibv_destroy_cq(cs) == 0 && ibv_destroy_cq(c1) == 0 && ibv_destroy_cq(c2) == 0, "ibv_destroy_cq");
 }
 
+/* A sender that is not attached (rdma_cm's send-only member) reaches the group. */
+static void test_unattached_sender(void)
+{
+	struct ibv_cq *cs = ibv_create_cq(ctx, 16, NULL, NULL, 0), *c1 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp *s = ud_qp(cs), *r1 = ud_qp(c1);
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = mgid, .hop_limit = 1}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(cs && c1 && s && r1 && ah, "setting up: %s", strerror(errno));
+	if (!s || !r1 || !ah)
+		return;
+	CHECK(ibv_attach_mcast(r1, &mgid, 0) == 0, "attach");
+	for (int i = 0; i < 4; i++)
+		post_recv(r1, i);
+	struct ibv_sge sge = {.addr = (uintptr_t)(buf + 8 * SLOT), .length = 16, .lkey = buf_mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED,
+				 .wr.ud = {.ah = ah, .remote_qpn = 0xFFFFFF, .remote_qkey = QKEY}},
+			   *bad;
+	struct ibv_wc wc;
+	for (int i = 0; i < 4; i++) {
+		CHECK(ibv_post_send(s, &wr, &bad) == 0, "ibv_post_send");
+		CHECK(poll_one(cs, &wc, HANG_GUARD_SECONDS) && wc.status == IBV_WC_SUCCESS, "send %d", i);
+		CHECK(poll_one(c1, &wc, HANG_GUARD_SECONDS) && wc.status == IBV_WC_SUCCESS, "receive %d", i);
+	}
+	CHECK(ibv_destroy_ah(ah) == 0, "ibv_destroy_ah");
+	CHECK(ibv_destroy_qp(s) == 0 && ibv_destroy_qp(r1) == 0, "ibv_destroy_qp");
+	CHECK(ibv_destroy_cq(cs) == 0 && ibv_destroy_cq(c1) == 0, "ibv_destroy_cq");
+}
+
 int main(void)
 {
 	if (lb_open())
@@ -151,6 +180,7 @@ int main(void)
 	static const struct test_case cases[] = {
 		{"errors", test_errors},
 		{"delivery", test_delivery},
+		{"unattached_sender", test_unattached_sender},
 	};
 	RUN_CASES(cases);
 	lb_close();
