@@ -9,9 +9,75 @@ package uplink
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
+
+// groups are the multicast groups a link has joined: the readers take
+// datagrams to them as to the interface's own addresses. The set is
+// replaced whole on every change; a reader's look-up takes no lock.
+type groups struct {
+	mu  sync.Mutex
+	set atomic.Pointer[groupSet]
+}
+
+type groupSet struct {
+	v4 [][4]byte
+	v6 [][16]byte
+}
+
+func (g *groups) change(a netip.Addr, join bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var n groupSet
+	if old := g.set.Load(); old != nil {
+		n = groupSet{slices.Clone(old.v4), slices.Clone(old.v6)}
+	}
+	if a.Is4() {
+		n.v4 = slices.DeleteFunc(n.v4, func(x [4]byte) bool { return x == a.As4() })
+		if join {
+			n.v4 = append(n.v4, a.As4())
+		}
+	} else {
+		n.v6 = slices.DeleteFunc(n.v6, func(x [16]byte) bool { return x == a.As16() })
+		if join {
+			n.v6 = append(n.v6, a.As16())
+		}
+	}
+	g.set.Store(&n)
+}
+
+// has4 reports whether the IPv4 address a (4 bytes) is a joined group.
+func (g *groups) has4(a []byte) bool {
+	s := g.set.Load()
+	if s == nil || a[0]&0xf0 != 0xe0 {
+		return false
+	}
+	for i := range s.v4 {
+		x := &s.v4[i]
+		if x[0] == a[0] && x[1] == a[1] && x[2] == a[2] && x[3] == a[3] {
+			return true
+		}
+	}
+	return false
+}
+
+// has6 reports whether the IPv6 address a is a joined group.
+func (g *groups) has6(a *[16]byte) bool {
+	s := g.set.Load()
+	if s == nil || a[0] != 0xff {
+		return false
+	}
+	for i := range s.v6 {
+		if s.v6[i] == *a {
+			return true
+		}
+	}
+	return false
+}
 
 // JoinGroup joins the IP multicast group g on the link's interface.
 func (l *Link) JoinGroup(g netip.Addr) error { return l.group(g, true) }
@@ -59,6 +125,7 @@ func (l *Link) group(g netip.Addr, join bool) error {
 		}
 		return fmt.Errorf("uplink %s: %s multicast group %s on %s: %w", l.cfg.Name, what, g, l.cfg.Netdev, err)
 	}
+	l.groups.change(g, join)
 	return nil
 }
 
