@@ -168,3 +168,26 @@ func tsharkCapture(t *testing.T, h *netns.Host, file, filter string) func() {
 		})
 	}
 }
+
+// TestMckeyOverTCPChannel runs Debian's mckey between two namespace hosts
+// with no RDMA uplink: the sender's daemon sends a copy of each datagram
+// to the group over the TCP channel to the switch's other hosts, and the
+// receiver on b gets all ten.
+func TestMckeyOverTCPChannel(t *testing.T) {
+	netns.Require(t)
+	guesttest.RequirePrograms(t, "mckey", "ibv_devinfo")
+	lib := guesttest.Library(t)
+	a, b := twoToolHosts(t, lib, false, "tcp")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	rcv := startOutput(t, b.prog.Command(ctx, "env", "VRDMA_DEBUG=1", "mckey", "-m", mcastGroup, "-b", b.sw.h.IPv4.String(), "-C", "10"))
+	rcv.waitFor(t, "rdma_cm: joined multicast group")
+	snd, err := a.prog.Command(ctx, "mckey", "-m", mcastGroup, "-b", a.sw.h.IPv4.String(), "-C", "10", "-s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the sender on a failed (%v):\n%s", err, snd)
+	}
+	out := rcv.wait(t)
+	if !strings.Contains(out, "test complete") || !strings.Contains(out, "return status 0") {
+		t.Errorf("the receiver on b did not complete; it printed:\n%s\nthe sender printed:\n%s", out, snd)
+	}
+}
