@@ -271,6 +271,9 @@ func cmdDestroyAH(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, q := range s.qps {
+		q.SendPending() // datagrams posted to the handle leave before it goes
+	}
 	s.ahMu.Lock()
 	defer s.ahMu.Unlock()
 	if _, err := lookup(s.ahs, req.Handle, "address handle"); err != nil {

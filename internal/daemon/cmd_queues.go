@@ -142,7 +142,7 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	h := s.handleID()
 	q, err := engine.NewQP(engine.QPConfig{
 		PD: pd, Type: abi.QPType(req.Type), SendCQ: scq, RecvCQ: rcq, SRQ: srq, SigAll: req.SigAll,
-		Caps: req.Caps, Handle: h, Events: s, AH: s.ah,
+		Caps: req.Caps, Handle: h, Events: s, AH: s.ah, Scope: s.mcastScope(),
 	})
 	if err != nil {
 		s.giveQueue(QPs, ring)
@@ -225,9 +225,11 @@ func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	attached := q.McastAttachments()
 	q.Destroy()
 	delete(s.qps, req.Handle)
 	s.giveQueue(QPs, q.Footprint())
+	s.give(Mcast, uint64(attached))
 	return done, nil, nil
 }
 

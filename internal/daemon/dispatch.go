@@ -50,6 +50,8 @@ func init() {
 		proto.OpModifyQP:        {device: true, run: cmdModifyQP},
 		proto.OpQueryQP:         {device: true, run: cmdQueryQP},
 		proto.OpDestroyQP:       {device: true, run: cmdDestroyQP},
+		proto.OpAttachMcast:     {device: true, run: cmdAttachMcast}, // cmd_mcast.go
+		proto.OpDetachMcast:     {device: true, run: cmdDetachMcast},
 		proto.OpCreateAH:        {device: true, run: cmdCreateAH},
 		proto.OpDestroyAH:       {device: true, run: cmdDestroyAH},
 		proto.OpMapMR:           {device: true, run: cmdMapMR},

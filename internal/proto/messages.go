@@ -62,6 +62,10 @@ type DeviceAttr struct {
 	// MaxRingBytes is what the caller's queues may take in all (the
 	// daemon's ring limit): a vrdma extension.
 	MaxRingBytes uint64 `json:"max_ring_bytes,omitempty"`
+	// Multicast: groups per tenant, QPs per group, attachments in all.
+	MaxMcastGrp           int `json:"max_mcast_grp"`
+	MaxMcastQPAttach      int `json:"max_mcast_qp_attach"`
+	MaxTotalMcastQPAttach int `json:"max_total_mcast_qp_attach"`
 }
 
 // PortAttr is the part of ibv_port_attr that applies, with counters.
@@ -105,6 +109,15 @@ type Counters struct {
 
 type QueryPortReq struct {
 	Port int `json:"port"`
+}
+
+// McastReq attaches a UD QP to, or detaches it from, the multicast group
+// GID (ibv_attach_mcast, ibv_detach_mcast). LID is what the caller gave;
+// on a RoCE port it means nothing.
+type McastReq struct {
+	QP  uint32   `json:"qp"`
+	GID [16]byte `json:"gid"`
+	LID uint16   `json:"lid"`
 }
 
 type HandleReq struct {

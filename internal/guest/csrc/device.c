@@ -190,6 +190,9 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 	I32("max_ah", max_ah)
 	I32("max_pkeys", max_pkeys)
 	I32("phys_port_cnt", phys_port_cnt)
+	I32("max_mcast_grp", max_mcast_grp)
+	I32("max_mcast_qp_attach", max_mcast_qp_attach)
+	I32("max_total_mcast_qp_attach", max_total_mcast_qp_attach)
 #undef I32
 	out->max_sge_rd = out->max_sge;
 	out->max_res_rd_atom = out->max_qp_rd_atom * out->max_qp;

@@ -247,22 +247,6 @@ VRDMA_EXPORT int ibv_dofork_range(void *base, size_t size)
 
 /* ---- not provided: EOPNOTSUPP ---- */
 
-VRDMA_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
-VRDMA_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
 VRDMA_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 {
 	(void)context;

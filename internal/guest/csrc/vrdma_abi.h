@@ -146,6 +146,8 @@
 #define VRDMA_CMD_DEALLOC_MW       44U
 #define VRDMA_CMD_IMPORT_DEVICE    45U
 #define VRDMA_CMD_IMPORT_OBJECT    46U
+#define VRDMA_CMD_ATTACH_MCAST     47U
+#define VRDMA_CMD_DETACH_MCAST     48U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U

@@ -149,6 +149,7 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		rdma_destroy_event_channel(id->channel);
 	free(id->route.path_rec);
 	free(c->qp_init);
+	cma_mc_release(c);
 	vrdma_own_free(c);
 	return 0;
 }
