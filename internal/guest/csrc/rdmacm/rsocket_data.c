@@ -319,7 +319,7 @@ int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs))
 }
 
 /* Copies len bytes from the iovec at (*iov, *off) to dst, advancing it. */
-static void iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len)
+void rs_iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len)
 {
 	while (len) {
 		size_t n = (*iov)->iov_len - *off;
@@ -332,7 +332,7 @@ static void iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size
 	}
 }
 
-static void iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *src, size_t len)
+void rs_iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *src, size_t len)
 {
 	while (len) {
 		size_t n = (*iov)->iov_len - *off;
@@ -345,7 +345,7 @@ static void iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *sr
 	}
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
+size_t rs_iov_total(const struct iovec *iov, int iovcnt)
 {
 	size_t n = 0;
 	for (int i = 0; i < iovcnt; i++)
@@ -357,13 +357,13 @@ int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint3
 {
 	uint32_t to_end = (uint32_t)((uintptr_t)rs->sbuf + rs->sbuf_size - rs->ssgl_addr);
 	if (xfer <= to_end) {
-		iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, xfer);
+		rs_iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, xfer);
 		sg[0] = (struct ibv_sge){rs->ssgl_addr, xfer, rs->smr->lkey};
 		rs->ssgl_addr = xfer < to_end ? rs->ssgl_addr + xfer : (uintptr_t)rs->sbuf;
 		return 1;
 	}
-	iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, to_end);
-	iov_gather(rs->sbuf, iov, off, xfer - to_end);
+	rs_iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, to_end);
+	rs_iov_gather(rs->sbuf, iov, off, xfer - to_end);
 	sg[0] = (struct ibv_sge){rs->ssgl_addr, to_end, rs->smr->lkey};
 	sg[1] = (struct ibv_sge){(uintptr_t)rs->sbuf, xfer - to_end, rs->smr->lkey};
 	rs->ssgl_addr = (uintptr_t)rs->sbuf + (xfer - to_end);
@@ -372,7 +372,7 @@ int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint3
 
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t len = iov_total(iov, iovcnt), left = len, off = 0;
+	size_t len = rs_iov_total(iov, iovcnt), left = len, off = 0;
 	uint32_t olen = RS_OLAP_START_SIZE;
 	int nonblock = (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 	int ret = 0;
@@ -434,9 +434,9 @@ static size_t rs_copy_out(struct rsocket *rs, const struct iovec **iov, size_t *
 			n = (uint32_t)(len - done);
 		uint32_t end = rs->rbuf_size - offset;
 		uint32_t a = n > end ? end : n;
-		iov_scatter(iov, off, &rs->rbuf[offset], a);
+		rs_iov_scatter(iov, off, &rs->rbuf[offset], a);
 		if (n > a)
-			iov_scatter(iov, off, rs->rbuf, n - a);
+			rs_iov_scatter(iov, off, rs->rbuf, n - a);
 		offset = (offset + n) % rs->rbuf_size;
 		done += n;
 		if (!peek) {
@@ -460,7 +460,7 @@ static size_t rs_copy_out(struct rsocket *rs, const struct iovec **iov, size_t *
 
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t len = iov_total(iov, iovcnt), left = len, off = 0;
+	size_t len = rs_iov_total(iov, iovcnt), left = len, off = 0;
 	int nonblock = (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 	int ret = 0;
 	if (len == 0)

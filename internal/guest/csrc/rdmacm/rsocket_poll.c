@@ -44,6 +44,8 @@ static int rs_select_has_rsocket(int nfds, const fd_set *r, const fd_set *w, con
 static short rs_revents(struct rsocket *rs, short events)
 {
 	short rev = 0;
+	if (rs->dg)
+		return ds_revents(rs, events);
 	if (rs->state == RS_CONNECTING && rs_connect_step(rs, 1) != 0 && errno == EINPROGRESS)
 		return 0;
 	switch (rs->state) {
@@ -146,7 +148,9 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 				continue;
 			}
 			pthread_mutex_lock(&rs->mu);
-			if (rs->cq && rs->state == RS_CONNECTED) {
+			if (rs->dg) {
+				w[2 * i] = (struct pollfd){.fd = ds_arm(rs), .events = POLLIN};
+			} else if (rs->cq && rs->state == RS_CONNECTED) {
 				rs_arm(rs);
 				w[2 * i] = (struct pollfd){.fd = rs->cch->fd, .events = POLLIN};
 			}
@@ -174,7 +178,10 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 			struct rsocket *rs = rs_lookup(fds[i].fd);
 			if (rs && w[2 * i].revents) {
 				pthread_mutex_lock(&rs->mu);
-				rs_take_cq_events(rs);
+				if (rs->dg)
+					ds_take_cq_events(rs);
+				else
+					rs_take_cq_events(rs);
 				pthread_mutex_unlock(&rs->mu);
 			}
 		}
