@@ -55,6 +55,7 @@ struct ds_dest {
 	struct ds_qp *qp;
 	struct ibv_ah *ah;
 	uint32_t qpn;
+	uint32_t mtu; /* the most a UD message to it carries (the path's MTU) */
 };
 
 /* A datagram received and not yet read: in qp's rbuf, or (qp NULL) in the UDP slots. */
@@ -521,6 +522,7 @@ static void ds_make_ah(struct ds_dest *d, uint32_t qpn)
 			}
 		}
 		ah = ibv_create_ah(d->qp->id->pd, &a);
+		d->mtu = p->mtu >= IBV_MTU_256 && p->mtu <= IBV_MTU_4096 ? 128u << p->mtu : 256;
 	}
 	if (!ah)
 		vrdma_debug("rsocket: no address handle to a datagram peer (QP %u): %s", qpn, strerror(errno));
@@ -794,7 +796,11 @@ ssize_t ds_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fla
 	if (!d->ah)
 		ds_udp_input(rs); /* the peer's answer may name its QP */
 	size_t off = 0;
-	if (!d->ah) {
+	/* Before the peer's QP is known, and for a datagram larger than the
+	 * path's MTU (a UD message is one packet; a RoCE link of 1500 bytes
+	 * carries 1024), the UDP socket carries it (rdma-core's receivers
+	 * take data over UDP at any time). */
+	if (!d->ah || d->qp->hdr.length + len > d->mtu) {
 		uint8_t buf[DS_MSG_SIZE];
 		rs_iov_gather(buf, &iov, &off, len);
 		return ds_send_udp(rs, d, buf, len, flags & ~MSG_DONTWAIT, RS_OP_DATA);
