@@ -2,9 +2,14 @@ package stacks
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
+	"github.com/vrdma/vrdma/internal/netns"
 )
 
 // Datagram rsockets between namespace hosts: Debian's udpong
@@ -75,4 +80,64 @@ func runUdpong(t *testing.T, srv, cli *host, c udpongCase, path string) {
 	}
 	tookPath(t, srv, bs, path)
 	tookPath(t, cli, bc, path)
+}
+
+// TestRsocketKeepaliveBetweenHosts: a stream rsocket on a, with
+// SO_KEEPALIVE and TCP_KEEPIDLE 1 s, waits in rrecv on a peer on b that
+// then vanishes without a word: b's link drops every RoCEv2 datagram (so
+// neither the close nor anything else of b's arrives) and the peer's
+// process is killed. The survivor's keepalive probe (a 0-byte RDMA WRITE)
+// is never acknowledged, its retries run out, and rrecv must fail
+// (ETIMEDOUT) within a generous deadline; without probes it waits for
+// ever. testdata/rsocket_keepalive.c is both ends; needs gcc and
+// librdmacm-dev.
+func TestRsocketKeepaliveBetweenHosts(t *testing.T) {
+	netns.Require(t)
+	bin := filepath.Join(t.TempDir(), "rsocket_keepalive")
+	if out, err := exec.Command("gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", bin,
+		filepath.Join("testdata", "rsocket_keepalive.c"), "-lrdmacm").CombinedOutput(); err != nil {
+		t.Skipf("building rsocket_keepalive.c (gcc, librdmacm-dev?): %v\n%s", err, out)
+	}
+	lib := guesttest.Library(t)
+	a, b := twoHosts(t, lib, true, "rdma")
+	port := strconv.Itoa(udpongPort + 100)
+	debug := []string{"VRDMA_DEBUG=1"}
+	srv := a.start(t, debug, bin, "server", port)
+	var cli *proc
+	for cli == nil || !strings.Contains(cli.out.String(), "connected") {
+		if cli != nil {
+			<-cli.done // refused: a's server does not listen yet
+			time.Sleep(100 * time.Millisecond)
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("the server ended before its client connected:\n%s", srv.out.String())
+		default:
+		}
+		cli = b.start(t, debug, bin, "client", a.ns.IPv4.String(), port)
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(cli.out.String(), "connected") && time.Now().Before(deadline) && !isDone(cli) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for !strings.Contains(srv.out.String(), "ready") && !isDone(srv) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.ns.SetLoss(t, 100)
+	_ = cli.cmd.Process.Kill()
+	<-cli.done
+	out, ok := srv.wait(t, a.name) // runTimeout is the deadline
+	if ok && !strings.Contains(out, "rrecv: -1 (Connection timed out)") {
+		t.Errorf("the survivor's rrecv did not time out; it printed:\n%s", out)
+	}
+}
+
+// isDone reports whether p has ended.
+func isDone(p *proc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }

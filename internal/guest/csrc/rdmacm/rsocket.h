@@ -159,6 +159,8 @@ struct rsocket {
 	/* options, before the connection */
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
 	int nodelay, keepalive, reuseaddr, oobinline, keepidle, linger_off, v6only;
+	int64_t ka_next; /* CLOCK_MONOTONIC ms: the next keepalive probe; 0: not yet timed */
+	int64_t ka_sent; /* when the probe not yet acknowledged was sent; 0: none */
 
 	/* verbs */
 	struct ibv_comp_channel *cch;
@@ -243,6 +245,15 @@ void rs_take_cq_events(struct rsocket *rs);
 /* Copies len bytes into the send buffer's ring and describes them in sg
  * (one or two entries, returned); rs->mu held, the room checked. */
 int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint32_t len, struct ibv_sge sg[2]);
+
+/* SO_KEEPALIVE: sends the probe that is due (a 0-byte RDMA WRITE, as
+ * rdma-core's), ends the connection (ETIMEDOUT) when one is not
+ * acknowledged in time, and returns the milliseconds until it must look
+ * again, for a wait to wake then; -1 when rs sends none (off, or not
+ * connected). rs->mu held. */
+int rs_keepalive(struct rsocket *rs);
+/* The default TCP_KEEPIDLE: the kernel's tcp_keepalive_time, as rdma-core's. */
+int rs_default_keepidle(void);
 
 /* Copies len bytes between an iovec at (*iov, *off) and a buffer, advancing it. */
 void rs_iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len);

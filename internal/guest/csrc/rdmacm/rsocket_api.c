@@ -487,8 +487,11 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 			if (!rs->sbuf && (!rs->dg || before) && v > 0)
 				rs->sbuf_size = (uint32_t)v << 1;
 			break;
-		case SO_KEEPALIVE:
-			rs->keepalive = !!v; /* RC retries find a dead peer; no probes are sent */
+		case SO_KEEPALIVE: /* probes go from the calls and rpoll (rs_keepalive) */
+			rs->keepalive = !!v;
+			if (rs->keepalive && !rs->keepidle)
+				rs->keepidle = rs_default_keepidle();
+			rs->ka_next = 0;
 			break;
 		case SO_OOBINLINE:
 			rs->oobinline = !!v;
@@ -506,7 +509,7 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 			if (v <= 0)
 				errno = EINVAL, r = -1;
 			else
-				rs->keepidle = v;
+				rs->keepidle = v, rs->ka_next = 0;
 			break;
 		case TCP_KEEPCNT:
 		case TCP_KEEPINTVL:
@@ -607,7 +610,7 @@ CMA_EXPORT int rgetsockopt(int s, int level, int optname, void *optval, socklen_
 	case IPPROTO_TCP:
 		switch (optname) {
 		case TCP_NODELAY: v = rs->nodelay; break;
-		case TCP_KEEPIDLE: v = rs->keepidle ? rs->keepidle : 7200; break;
+		case TCP_KEEPIDLE: v = rs->keepidle ? rs->keepidle : rs_default_keepidle(); break;
 		case TCP_KEEPCNT:
 		case TCP_KEEPINTVL: v = 1; break;
 		case TCP_MAXSEG: v = 2048; break;
