@@ -52,7 +52,7 @@ const (
 	OpDeallocMW
 	OpImportDevice // another connection to this session (ibv_import_device): ImportDeviceReq with a socket
 	OpImportObject // an object of this session by its handle (ibv_import_pd/mr): ImportObjectReq
-	OpAttachMcast // a UD QP attached to a multicast group (McastReq)
+	OpAttachMcast  // a UD QP attached to a multicast group (McastReq)
 	OpDetachMcast
 	opMax
 )
