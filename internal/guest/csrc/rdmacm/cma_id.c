@@ -153,15 +153,10 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
-/* The device a source address is on: its GID, or the first device for a
- * loopback address (as rdma_cm binds loopback to the first port). */
+/* The device a source address is on: the one whose GID table holds it. */
 static struct cma_device *dev_for_src(const struct sockaddr *sa, int *index)
 {
 	uint8_t gid[16];
-	if (cma_sa_is_loopback(sa)) {
-		*index = 0;
-		return cma_ndevs > 0 ? &cma_devs[0] : NULL;
-	}
 	if (cma_sa_gid(sa, gid) < 0)
 		return NULL;
 	return cma_dev_by_gid(gid, index);
@@ -177,7 +172,13 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		return cma_err(EAFNOSUPPORT);
 	if (c->state != CMA_IDLE || c->dev != NULL)
 		return cma_err(EINVAL);
-	if (!cma_sa_is_any(addr)) {
+	/* The kernel's rdma_cm takes a loopback address as it takes the
+	 * wildcard (cma_any_addr): the id gets no device (id->verbs stays
+	 * NULL) until it listens (on every device; here the first) or
+	 * resolves. libfabric's verbs provider relies on it: a bind to
+	 * "localhost" that leaves no device sends it to the interfaces'
+	 * addresses for its endpoints. */
+	if (!cma_sa_is_any(addr) && !cma_sa_is_loopback(addr)) {
 		int index = 0;
 		struct cma_device *d = dev_for_src(addr, &index);
 		if (d == NULL) {

@@ -255,6 +255,67 @@ static struct rdma_cm_id *client(struct rig *r, uint16_t port)
 	return id;
 }
 
+/* A bind to a loopback address as the kernel's rdma_cm does it (it takes
+ * loopback as it takes the wildcard): the bind succeeds and keeps the
+ * address and a port, but gives the id no device (verbs and PD NULL), and
+ * listening does not give it one either (a listener on every device);
+ * libfabric's verbs provider tells "no device" from the id to publish the
+ * interfaces' addresses rather than 127.0.0.1. A connection to the
+ * listener still comes with a device. */
+static void test_loopback_bind(void)
+{
+	struct sockaddr_in v4 = loopback(0);
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	const struct {
+		const char *name;
+		struct sockaddr *addr;
+		int connect; /* also connect a client to it */
+	} cases[] = {
+		{ "bind 127.0.0.1", (struct sockaddr *)&v4, 1 },
+		{ "bind ::1", (struct sockaddr *)&v6, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct rig r = { 0 };
+		struct rdma_cm_event *ev;
+		current = cases[i].name;
+		r.ls = rdma_create_event_channel();
+		r.cs = rdma_create_event_channel();
+		REQUIRE(r.ls != NULL && r.cs != NULL && rdma_create_id(r.ls, &r.listener, NULL, RDMA_PS_TCP) == 0,
+			"rdma_create_id: %s", strerror(errno));
+		CHECK(rdma_bind_addr(r.listener, cases[i].addr) == 0, "rdma_bind_addr: %s", strerror(errno));
+		CHECK(r.listener->verbs == NULL && r.listener->pd == NULL,
+		      "a loopback bind gave the id a device: verbs %p pd %p, want none (as the kernel's rdma_cm)",
+		      (void *)r.listener->verbs, (void *)r.listener->pd);
+		const struct sockaddr *la = rdma_get_local_addr(r.listener);
+		CHECK(la->sa_family == cases[i].addr->sa_family && cma_sa_is_loopback(la) && rdma_get_src_port(r.listener) != 0,
+		      "the bound address: family %d, loopback %d, port %u", la->sa_family, cma_sa_is_loopback(la),
+		      ntohs(rdma_get_src_port(r.listener)));
+		CHECK(rdma_listen(r.listener, 4) == 0, "rdma_listen: %s", strerror(errno));
+		CHECK(r.listener->verbs == NULL, "listening gave the loopback-bound id a device: %p",
+		      (void *)r.listener->verbs);
+		r.port = ntohs(rdma_get_src_port(r.listener));
+		if (cases[i].connect) {
+			struct rdma_cm_id *c = client(&r, r.port);
+			CHECK(c != NULL && rdma_connect(c, NULL) == 0, "rdma_connect: %s", strerror(errno));
+			if ((ev = expect(r.ls, RDMA_CM_EVENT_CONNECT_REQUEST)) != NULL) {
+				CHECK(ev->listen_id == r.listener && ev->id->verbs != NULL,
+				      "the request: listen_id %p verbs %p", (void *)ev->listen_id, (void *)ev->id->verbs);
+				CHECK(rdma_reject(ev->id, NULL, 0) == 0, "rdma_reject: %s", strerror(errno));
+				struct rdma_cm_id *child = ev->id;
+				rdma_ack_cm_event(ev);
+				rdma_destroy_id(child);
+			}
+			if ((ev = expect(r.cs, RDMA_CM_EVENT_REJECTED)) != NULL)
+				rdma_ack_cm_event(ev);
+			if (c != NULL) {
+				rdma_destroy_qp(c);
+				rdma_destroy_id(c);
+			}
+		}
+		rig_down(&r);
+	}
+}
+
 /* rdma_set_option as the kernel's rdma_cm answers it: sizes, the states
  * REUSEADDR and AFONLY are taken in, the ACK timeout on RC ids only, and
  * IB_PATH refused. */
@@ -459,7 +520,11 @@ static void test_udp(void)
 	REQUIRE(ev != NULL, "no request");
 	s = ev->id;
 	rdma_ack_cm_event(ev);
-	CHECK(s->pd != NULL && s->pd == listener->pd, "the request's id's PD %p, the listener's %p", (void *)s->pd,
+	/* The listener, bound to 127.0.0.1, has no device and so no PD (as
+	 * with the kernel's rdma_cm); the request's id has its device's, the
+	 * one the client's id has. */
+	CHECK(s->pd != NULL && s->pd == bound_pd && listener->pd == NULL,
+	      "the request's id's PD %p, the device's %p, the listener's %p", (void *)s->pd, (void *)bound_pd,
 	      (void *)listener->pd);
 	CHECK(c->pd == bound_pd, "rdma_create_qp(id, NULL, ...) used PD %p, not the id's %p", (void *)c->pd,
 	      (void *)bound_pd);
@@ -892,6 +957,7 @@ int main(int argc, char **argv)
 	test_getaddrinfo();
 	test_channel();
 	test_misuse();
+	test_loopback_bind();
 	test_options();
 	test_connect();
 	test_udp();
