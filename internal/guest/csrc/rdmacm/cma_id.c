@@ -172,15 +172,14 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		return cma_err(EAFNOSUPPORT);
 	if (c->state != CMA_IDLE || c->dev != NULL)
 		return cma_err(EINVAL);
-	/* The kernel's rdma_cm takes a loopback address as it takes the
-	 * wildcard (cma_any_addr): the id gets no device (id->verbs stays
-	 * NULL) until it listens (on every device; here the first) or
-	 * resolves. libfabric's verbs provider relies on it: a bind to
-	 * "localhost" that leaves no device sends it to the interfaces'
-	 * addresses for its endpoints. */
-	if (!cma_sa_is_any(addr) && !cma_sa_is_loopback(addr)) {
+	/* A loopback address: no device until the id listens (on the first
+	 * adapter) or resolves, as the kernel's rdma_cm does, when an
+	 * interface's address is on an adapter; else the first adapter
+	 * (cma_loopback.c says why). */
+	int loopback = cma_sa_is_loopback(addr);
+	if (!cma_sa_is_any(addr) && !(loopback && cma_loopback_has_no_device())) {
 		int index = 0;
-		struct cma_device *d = dev_for_src(addr, &index);
+		struct cma_device *d = loopback ? (cma_ndevs > 0 ? &cma_devs[0] : NULL) : dev_for_src(addr, &index);
 		if (d == NULL) {
 			vrdma_debug("rdma_bind_addr: the address is on no vrdma adapter (their GID tables hold their addresses)");
 			return cma_err(EADDRNOTAVAIL);
@@ -191,7 +190,8 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	}
 	memset(&id->route.addr.src_storage, 0, sizeof id->route.addr.src_storage);
 	memcpy(&id->route.addr.src_storage, addr, len);
-	if (cma_sa_port(addr) == 0 && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+	if (cma_sa_port(addr) == 0 &&
+	    (addr->sa_family == AF_INET || addr->sa_family == AF_INET6 || addr->sa_family == AF_IB)) {
 		/* rdma_cm gives the port at once (programs read it to tell their
 		 * peer before they listen); the daemon's port space is checked
 		 * when the id listens. */
