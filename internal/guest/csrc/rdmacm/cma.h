@@ -72,6 +72,9 @@ int cma_sa_gid(const struct sockaddr *sa, uint8_t gid[16]);
 void cma_gid_sa(const uint8_t gid[16], uint16_t port, struct sockaddr_storage *out);
 int cma_sa_is_any(const struct sockaddr *sa);
 int cma_sa_is_loopback(const struct sockaddr *sa);
+/* Whether a bind to a loopback address leaves the id without a device
+ * (cma_loopback.c). */
+int cma_loopback_has_no_device(void);
 /* The port, host order; 0 for other families. */
 uint16_t cma_sa_port(const struct sockaddr *sa);
 void cma_sa_set_port(struct sockaddr *sa, uint16_t port);
