@@ -97,7 +97,13 @@ static int guard_new_fd(enum guard_kind k)
  * missing, and how to get the whole of it. Called with backings_mu held. */
 static void guard_probe(void)
 {
+#ifdef VRDMA_GUARD_USER_ONLY
+	/* A test build: the guard an unprivileged process gets on Debian 12
+	 * (user-mode faults only, no UFFD_FEATURE_WP_UNPOPULATED). */
+	static const enum guard_kind kinds[] = {GUARD_USER_ONLY};
+#else
 	static const enum guard_kind kinds[] = {GUARD_FULL, GUARD_DEV, GUARD_USER_ONLY};
+#endif
 	guard_kind = GUARD_NONE;
 	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
 		int fd = guard_new_fd(kinds[i]);
@@ -109,6 +115,9 @@ static void guard_probe(void)
 		if (ok) {
 			guard_kind = kinds[i];
 			guard_features = api.features;
+#ifdef VRDMA_GUARD_USER_ONLY
+			guard_features &= ~(uint64_t)UFFD_FEATURE_WP_UNPOPULATED;
+#endif
 			break;
 		}
 	}
