@@ -133,6 +133,17 @@ static void guard_probe(void)
 			  "buffers on pages of their own (posix_memalign to the page size)");
 }
 
+/* guard_missing_once says, the first time only, why moves are unguarded
+ * where the process has a userfaultfd but the kernel lacks a part. */
+static void guard_missing_once(const char *why)
+{
+	static int said;
+	if (!said) {
+		said = 1;
+		vrdma_log("%s", why);
+	}
+}
+
 /* A guard over [start, start+len) while it is moved. */
 struct move_guard {
 	int fd; /* the userfaultfd, -1: unguarded */
@@ -155,8 +166,13 @@ static void guard_on(struct move_guard *g, uintptr_t start, size_t len, int prot
 		return; /* nobody can write them */
 	if (guard_kind == GUARD_UNKNOWN)
 		guard_probe();
-	if (guard_kind == GUARD_NONE || (shmem && !(guard_features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)))
+	if (guard_kind == GUARD_NONE)
 		return;
+	if (shmem && !(guard_features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)) {
+		guard_missing_once("ibv_dereg_mr: this kernel cannot write-protect a memfd's pages (Linux 5.19 or later "
+				   "can): a write to memory beside a buffer while it is deregistered can be lost");
+		return;
+	}
 	uintptr_t e = (uintptr_t)&errno;
 	if (e >= start && e < start + len)
 		return; /* the caller writes errno there: it would wait for itself */
@@ -185,6 +201,10 @@ static void guard_on(struct move_guard *g, uintptr_t start, size_t len, int prot
 		int err = errno;
 		close(fd); /* wakes any writer held by a protection half made */
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &g->oldmask, NULL, sizeof g->oldmask);
+		if (!populated && err == EINVAL)
+			guard_missing_once("ibv_reg_mr: this kernel cannot map untouched pages before write-protecting "
+					   "them (MADV_POPULATE_READ: Linux 5.14 or later): a write to memory beside a "
+					   "buffer while it is registered can be lost");
 		vrdma_debug("ibv_reg_mr: the move of [0x%lx, 0x%lx) is unguarded: %s", (unsigned long)start,
 			    (unsigned long)(start + len), strerror(err));
 		return;
