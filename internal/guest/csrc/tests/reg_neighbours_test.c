@@ -39,7 +39,9 @@
 
 #include "check.h"
 
+#ifndef ROUNDS
 #define ROUNDS 800
+#endif
 #define WRITERS 3
 
 static size_t page;
