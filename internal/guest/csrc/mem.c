@@ -32,6 +32,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "move_guard.h"
 #include "verbs_int.h"
 
 #undef ibv_reg_mr
@@ -325,26 +326,28 @@ static int read_pages(uint8_t *dst, int fd, off_t off, size_t len)
  * them: registering, and after a fork (below). */
 static void map_memfd_pages(void)
 {
-	job.err = write_pages(job.fd, job.off, job.start, job.len);
-	if (job.err)
-		return;
-	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
-		job.err = errno;
+	struct move_guard g;
+	guard_on(&g, job.start, job.len, job.prot, 0);
+	int err = write_pages(job.fd, job.off, job.start, job.len);
+	if (!err && sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
+		err = errno;
+	guard_off(&g, !err);
+	job.err = err;
 }
 
 /* map_private_pages copies the pages into anonymous memory (job.tmp) and
  * moves it over them: ordinary private memory again. */
 static void map_private_pages(void)
 {
-	job.err = job.fd >= 0 ? read_pages(job.tmp, job.fd, job.off, job.len) : copy_pages(job.tmp, job.start, job.len);
-	if (job.err)
-		return;
-	if (job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot)) {
-		job.err = errno;
-		return;
-	}
-	if (sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
-		job.err = errno;
+	struct move_guard g;
+	guard_on(&g, job.start, job.len, job.prot, 1);
+	int err = job.fd >= 0 ? read_pages(job.tmp, job.fd, job.off, job.len) : copy_pages(job.tmp, job.start, job.len);
+	if (!err && job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot))
+		err = errno;
+	if (!err && sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
+		err = errno;
+	guard_off(&g, !err);
+	job.err = err;
 }
 
 /* The stack below the current frame that a job may still use before it
