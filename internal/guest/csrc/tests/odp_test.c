@@ -49,32 +49,7 @@ static uint8_t *pages(size_t n)
  * through a new connected pair: the completion's status, or -1. */
 static int rdma(enum ibv_wr_opcode op, void *raddr, uint32_t rkey, uint32_t len)
 {
-	struct ibv_cq *ca = ibv_create_cq(ctx, 4, NULL, NULL, 0), *cb = ibv_create_cq(ctx, 4, NULL, NULL, 0);
-	struct ibv_qp *a = NULL, *b = NULL;
-	int status = -1;
-	if (ca && cb && !lb_pair(ca, cb, 4, &a, &b)) {
-		struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = len, .lkey = buf_mr->lkey};
-		struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = op,
-					 .send_flags = IBV_SEND_SIGNALED},
-				   *bad;
-		wr.wr.rdma.remote_addr = (uintptr_t)raddr;
-		wr.wr.rdma.rkey = rkey;
-		if (ibv_post_send(a, &wr, &bad) == 0) {
-			struct ibv_wc wc;
-			double t0 = lb_now();
-			int n;
-			while ((n = ibv_poll_cq(ca, 1, &wc)) == 0 && lb_now() - t0 < HANG_GUARD_SECONDS)
-				;
-			if (n == 1)
-				status = wc.status;
-		}
-	}
-	lb_unpair(a, b);
-	if (ca)
-		ibv_destroy_cq(ca);
-	if (cb)
-		ibv_destroy_cq(cb);
-	return status;
+	return lb_rdma_once(op, raddr, rkey, len);
 }
 
 static void test_caps(void)

@@ -27,33 +27,8 @@ static size_t page;
  * under rkey through a new connected pair: the completion's status, or -1. */
 static int rwrite(void *raddr, uint32_t rkey, uint32_t len, uint8_t v)
 {
-	struct ibv_cq *ca = ibv_create_cq(ctx, 4, NULL, NULL, 0), *cb = ibv_create_cq(ctx, 4, NULL, NULL, 0);
-	struct ibv_qp *a = NULL, *b = NULL;
-	int status = -1;
-	if (ca && cb && !lb_pair(ca, cb, 4, &a, &b)) {
-		memset(buf, v, len);
-		struct ibv_sge sg = {.addr = (uintptr_t)buf, .length = len, .lkey = buf_mr->lkey};
-		struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-					 .send_flags = IBV_SEND_SIGNALED},
-				   *bad;
-		wr.wr.rdma.remote_addr = (uintptr_t)raddr;
-		wr.wr.rdma.rkey = rkey;
-		if (ibv_post_send(a, &wr, &bad) == 0) {
-			struct ibv_wc wc;
-			double t0 = lb_now();
-			int n;
-			while ((n = ibv_poll_cq(ca, 1, &wc)) == 0 && lb_now() - t0 < HANG_GUARD_SECONDS)
-				;
-			if (n == 1)
-				status = wc.status;
-		}
-	}
-	lb_unpair(a, b);
-	if (ca)
-		ibv_destroy_cq(ca);
-	if (cb)
-		ibv_destroy_cq(cb);
-	return status;
+	memset(buf, v, len);
+	return lb_rdma_once(IBV_WR_RDMA_WRITE, raddr, rkey, len);
 }
 
 static int all_are(const uint8_t *p, size_t n, uint8_t v)
