@@ -183,13 +183,17 @@ func appendBTH(dst []byte, p *Packet, pad int) []byte {
 }
 
 // appendExtHeaders appends the extended transport headers of p.Opcode in
-// IBA order: DETH, RETH or AtomicETH, ImmDt or IETH, AETH, AtomicAckETH.
+// IBA order: DETH, XRCETH, RETH or AtomicETH, ImmDt or IETH, AETH,
+// AtomicAckETH.
 func appendExtHeaders(dst []byte, p *Packet) []byte {
 	f := p.Opcode.Flags()
 	be := binary.BigEndian
 	if f&HasDETH != 0 {
 		dst = be.AppendUint32(dst, p.DETH.QKey)
 		dst = be.AppendUint32(dst, p.DETH.SrcQP&0xffffff)
+	}
+	if f&HasXRCETH != 0 {
+		dst = p.XRCETH.Append(dst)
 	}
 	if f&HasRETH != 0 {
 		dst = be.AppendUint64(dst, p.RETH.VA)
