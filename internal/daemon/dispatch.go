@@ -43,6 +43,8 @@ func init() {
 		proto.OpDestroyCQ:       {device: true, run: cmdDestroyCQ},
 		proto.OpResizeCQ:        {device: true, run: cmdResizeCQ},
 		proto.OpCreateSRQ:       {device: true, run: cmdCreateSRQ},
+		proto.OpOpenXRCD:        {device: true, takesFDs: true, run: cmdOpenXRCD},
+		proto.OpCloseXRCD:       {device: true, run: cmdCloseXRCD},
 		proto.OpDestroySRQ:      {device: true, run: cmdDestroySRQ},
 		proto.OpCreateQP:        {device: true, run: cmdCreateQP},
 		proto.OpModifyQP:        {device: true, run: cmdModifyQP},

@@ -28,10 +28,11 @@ const (
 	CMConns                     // connection manager connections and requests, until their last event is delivered
 	Ring                        // bytes the daemon allocates for queues: shared rings and its own state of them (engine.QPBytes)
 	MWs                         // memory windows
+	XRCDs                       // handles of XRC domains (each open, shared or not)
 	numResources
 )
 
-var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw"}
+var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw", "xrcd"}
 
 // String returns the name a limit flag uses for r ("qp", "locked", ...).
 func (r Resource) String() string {
@@ -154,7 +155,8 @@ var deviceMax = limitSet{
 	Sessions: Unlimited, Instances: Unlimited,
 	PDs: 1 << 14, CQs: 1 << 14, QPs: engine.MaxQP, MRs: engine.MaxMR, SRQs: 1 << 12, AHs: 1 << 16,
 	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited, Ring: Unlimited,
-	MWs: engine.MaxMR, // windows share the key table with regions
+	MWs:   engine.MaxMR, // windows share the key table with regions
+	XRCDs: 1 << 14,
 }
 
 // fdCost is how many descriptors the daemon holds for one of each
@@ -176,7 +178,7 @@ var fdCost = limitSet{Sessions: 1, CQs: 3, QPs: 3, SRQs: 1, MRs: 1}
 var nominalUserLimits = limitSet{
 	Sessions: 1024, Instances: 256,
 	PDs: 4096, CQs: 4096, QPs: 4096, MRs: 16384, SRQs: 1024, AHs: 65536,
-	CMListeners: 256, CMConns: 4096, MWs: 16384,
+	CMListeners: 256, CMConns: 4096, MWs: 16384, XRCDs: 4096,
 }
 
 // userShare is the part of the daemon's descriptors one uid may hold with

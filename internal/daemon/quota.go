@@ -227,6 +227,8 @@ func plural(r Resource) string {
 		return "memory windows (mw)"
 	case SRQs:
 		return "shared receive queues (srq)"
+	case XRCDs:
+		return "XRC domains (xrcd)"
 	case AHs:
 		return "address handles (ah)"
 	case CMListeners:

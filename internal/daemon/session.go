@@ -45,6 +45,9 @@ type session struct {
 	qps  map[uint32]*engine.QP
 	srqs map[uint32]*engine.RQ
 
+	xrcds   map[uint32]*xrcdHandle // cmd_xrc.go
+	xrcObjs map[uint32]*xrcdHandle // XRC SRQs and target QPs, by handle: the XRC domain handle they hold
+
 	// Address handles have their own lock: the engine resolves them while
 	// running a QP, which a command holding mu may be waiting for.
 	ahMu sync.Mutex
@@ -62,6 +65,7 @@ func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 		d: d, conn: c, cred: cred, user: user,
 		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, mws: map[uint32]*engine.MW{}, cqs: map[uint32]*engine.CQ{},
 		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{}, mrPins: map[uint32]*procPins{},
+		xrcds: map[uint32]*xrcdHandle{}, xrcObjs: map[uint32]*xrcdHandle{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
 	}
@@ -272,6 +276,7 @@ func (s *session) cleanup() {
 		r.Close()
 		delete(s.srqs, h)
 	}
+	s.closeXRCDs()
 	for h, c := range s.cqs {
 		c.Close()
 		delete(s.cqs, h)

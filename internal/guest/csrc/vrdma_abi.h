@@ -144,6 +144,8 @@
 #define VRDMA_CMD_REREG_MR         42U
 #define VRDMA_CMD_ALLOC_MW         43U
 #define VRDMA_CMD_DEALLOC_MW       44U
+#define VRDMA_CMD_OPEN_XRCD        45U
+#define VRDMA_CMD_CLOSE_XRCD       46U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
