@@ -33,7 +33,12 @@ import (
 // Both together (main after the merges): 97 passed, 0 failed, 0 errors,
 // 176 skipped: every test not skipped passes; the skips are hardware and
 // the features docs/pyverbs.md lists as missing.
-const passFloor = 97
+//
+// XRC (i19-xrc): 103 passed, 0 failed, 0 errors, 170 skipped: the six
+// tests that skipped for "Create XRCD is not supported" pass (test_atomic
+// 2, test_cqex, test_qpex 2, test_relaxed_ordering); the seventh,
+// test_odp_xrc_traffic, now skips for ODP.
+const passFloor = 103
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68
