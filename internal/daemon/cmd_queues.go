@@ -208,6 +208,7 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	s.qps[h] = q
 	if xh != nil {
 		s.xrcUse(h, xh)
+		s.d.xrcds.holdTarget(q)
 	}
 	sq, rq := q.SQ(), q.RQ()
 	return proto.CreateQPResp{
@@ -268,10 +269,7 @@ func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	q.Destroy()
-	delete(s.qps, req.Handle)
-	s.xrcDrop(req.Handle)
-	s.giveQueue(QPs, q.Footprint())
+	s.dropQP(req.Handle, q)
 	return done, nil, nil
 }
 

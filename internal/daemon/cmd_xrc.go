@@ -11,6 +11,7 @@ package daemon
 import (
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
@@ -31,10 +32,35 @@ type sharedXRCD struct {
 	refs   int  // handles; under xrcdTable.mu
 }
 
-// xrcdTable holds the domains opened with files.
+// xrcdTable holds the domains opened with files, and how many handles
+// (of any session) hold each XRC_RECV QP (ibv_open_qp shares them).
 type xrcdTable struct {
-	mu sync.Mutex
-	m  map[xrcdKey]*sharedXRCD
+	mu   sync.Mutex
+	m    map[xrcdKey]*sharedXRCD
+	tgts map[*engine.QP]int
+}
+
+// holdTarget counts one more handle of target q.
+func (t *xrcdTable) holdTarget(q *engine.QP) {
+	t.mu.Lock()
+	if t.tgts == nil {
+		t.tgts = map[*engine.QP]int{}
+	}
+	t.tgts[q]++
+	t.mu.Unlock()
+}
+
+// dropTarget counts one handle of target q less; last reports that it was
+// the last, and q is to be destroyed.
+func (t *xrcdTable) dropTarget(q *engine.QP) (last bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.tgts[q]--
+	if t.tgts[q] > 0 {
+		return false
+	}
+	delete(t.tgts, q)
+	return true
 }
 
 // xrcdHandle is one open of a domain by a session.
@@ -128,6 +154,73 @@ func cmdCloseXRCD(s *session, body []byte, _ []int) (any, []int, error) {
 	s.d.xrcds.release(x.dom)
 	s.give(XRCDs, 1)
 	return done, nil, nil
+}
+
+// cmdOpenQP gives the session a handle of an XRC_RECV QP of the domain
+// one of its XRC domain handles holds, made by another process (or this
+// one): ibv_open_qp. The QP lives until its last handle is destroyed. The
+// handle is charged as a QP; the QP's ring bytes stay charged to its
+// creator until the creator destroys its handle.
+func cmdOpenQP(s *session, body []byte, _ []int) (any, []int, error) {
+	req, err := decode[proto.OpenQPReq](body)
+	if err != nil {
+		return nil, nil, err
+	}
+	xh, err := lookup(s.xrcds, req.XRCD, "XRC domain")
+	if err != nil {
+		return nil, nil, err
+	}
+	q := s.adapter.QPByNumber(req.QPN)
+	if q == nil || q.Type() != abi.QPTypeXRCRecv || q.XRCD() != xh.dom.x {
+		return nil, nil, proto.Errorf(proto.CodeInvalid, "no XRC_RECV QP 0x%x in XRC domain %d: open the QP number its creator reports, through a handle of the same domain", req.QPN, req.XRCD)
+	}
+	if err := s.take(QPs, 1); err != nil {
+		return nil, nil, err
+	}
+	bell, err := q.ShareDoorbell()
+	if err != nil {
+		s.give(QPs, 1)
+		return nil, nil, s.d.creationError("queue pair's doorbell", err)
+	}
+	fds, err := shareFDs(q.RegionFD, nil)
+	if err != nil {
+		unix.Close(bell)
+		s.give(QPs, 1)
+		return nil, nil, err
+	}
+	fds = append(fds, bell)
+	s.d.xrcds.holdTarget(q)
+	h := s.handleID()
+	s.qps[h] = q
+	s.openedQPs[h] = true
+	s.xrcUse(h, xh)
+	sq, rq := q.SQ(), q.RQ()
+	return proto.CreateQPResp{
+		Handle: h, QPN: q.QPN(), Caps: q.Caps(), Size: q.Size(),
+		SQ:        proto.RingInfo{Offset: sq.Offset, Entries: sq.Entries, Stride: sq.Stride},
+		RQ:        proto.RingInfo{Offset: rq.Offset, Entries: rq.Entries, Stride: rq.Stride},
+		NotifyGen: true,
+	}, fds, nil
+}
+
+// dropQP takes handle h of QP q from the session and gives back what it
+// was charged. It destroys q unless q is an XRC_RECV QP other handles
+// still hold; destroyed reports whether it did.
+func (s *session) dropQP(h uint32, q *engine.QP) (destroyed bool) {
+	delete(s.qps, h)
+	s.xrcDrop(h)
+	opened := s.openedQPs[h]
+	delete(s.openedQPs, h)
+	if opened {
+		s.give(QPs, 1)
+	} else {
+		s.giveQueue(QPs, q.Footprint())
+	}
+	if q.Type() == abi.QPTypeXRCRecv && !s.d.xrcds.dropTarget(q) {
+		return false
+	}
+	q.Destroy()
+	return true
 }
 
 // xrcUse records that object h (an XRC SRQ or target QP) was made through

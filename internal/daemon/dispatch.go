@@ -45,6 +45,7 @@ func init() {
 		proto.OpCreateSRQ:       {device: true, run: cmdCreateSRQ},
 		proto.OpOpenXRCD:        {device: true, takesFDs: true, run: cmdOpenXRCD},
 		proto.OpCloseXRCD:       {device: true, run: cmdCloseXRCD},
+		proto.OpOpenQP:          {device: true, run: cmdOpenQP},
 		proto.OpDestroySRQ:      {device: true, run: cmdDestroySRQ},
 		proto.OpCreateQP:        {device: true, run: cmdCreateQP},
 		proto.OpModifyQP:        {device: true, run: cmdModifyQP},

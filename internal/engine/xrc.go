@@ -150,3 +150,10 @@ func (q *QP) xrcTarget(n uint32) *RQ {
 
 // XRCD returns a target QP's domain; nil for other QPs.
 func (q *QP) XRCD() *XRCD { return q.xrcd }
+
+// QPByNumber returns the adapter's QP numbered qpn, or nil.
+func (a *Adapter) QPByNumber(qpn uint32) *QP {
+	a.qpMu.RLock()
+	defer a.qpMu.RUnlock()
+	return a.qps[qpn]
+}

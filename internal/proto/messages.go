@@ -282,6 +282,13 @@ type CreateSRQResp struct {
 	SRQN   uint32   `json:"srqn,omitempty"` // an XRC SRQ's number (ibv_get_srq_num)
 }
 
+// OpenQPReq opens the XRC_RECV QP numbered QPN of the XRC domain the
+// handle XRCD holds (ibv_open_qp); the reply is a CreateQPResp.
+type OpenQPReq struct {
+	XRCD uint32 `json:"xrcd"`
+	QPN  uint32 `json:"qpn"`
+}
+
 // OpenXRCDReq opens an XRC domain. With FD (the request carries one
 // descriptor, of any file) the domain is the one of that file's inode for
 // the caller's uid on its device, created if OFlags has O_CREAT, refused

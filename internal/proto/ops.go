@@ -52,6 +52,7 @@ const (
 	OpDeallocMW
 	OpOpenXRCD  // an XRC domain, shared by the file descriptor that comes with the request (OpenXRCDReq)
 	OpCloseXRCD // a handle of an XRC domain
+	OpOpenQP    // a handle of another process's XRC_RECV QP of the same XRC domain (OpenQPReq)
 	opMax
 )
 
@@ -61,7 +62,7 @@ var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd",
 	"stats", "event", "map_mr", "link_add", "link_delete", "list_links",
 	"switch_show", "portgroup_add", "portgroup_delete", "portgroup_list", "host_list", "path",
 	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event", "cm_resolve",
-	"resize_cq", "rereg_mr", "alloc_mw", "dealloc_mw", "open_xrcd", "close_xrcd"}
+	"resize_cq", "rereg_mr", "alloc_mw", "dealloc_mw", "open_xrcd", "close_xrcd", "open_qp"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

@@ -25,7 +25,7 @@ static void qp_init_common(struct vrdma_qp *q)
 /* create_qp creates a QP of context ictx: of PD ibpd, or for an XRC_RECV
  * QP (which has no PD, CQs or queues) of the XRC domain xrcd. */
 static struct ibv_qp *create_qp(struct ibv_context *ictx, struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr,
-				int ex, struct ibv_xrcd *xrcd)
+				int ex, struct ibv_xrcd *xrcd, const uint32_t *open_qpn)
 {
 	struct vrdma_context *ctx = to_vctx(ictx);
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
@@ -58,7 +58,9 @@ static struct ibv_qp *create_qp(struct ibv_context *ictx, struct ibv_pd *ibpd, s
 	struct vrdma_srq *srq = attr->srq ? (struct vrdma_srq *)attr->srq : NULL;
 	struct vj_doc doc = {0};
 	int fds[2] = {-1, -1}, nfds = 2;
-	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_QP, &doc, NULL, 0, fds, &nfds,
+	int rc = open_qpn ? vrdma_cmd(ctx, VRDMA_CMD_OPEN_QP, &doc, NULL, 0, fds, &nfds, "{\"xrcd\":%u,\"qpn\":%u}",
+					    ((struct vrdma_xrcd *)xrcd)->handle, *open_qpn) :
+			   vrdma_cmd(ctx, VRDMA_CMD_CREATE_QP, &doc, NULL, 0, fds, &nfds,
 			   "{\"pd\":%u,\"type\":%u,\"send_cq\":%u,\"recv_cq\":%u,\"srq\":%u,\"xrcd\":%u,"
 			   "\"sq_sig_all\":%s,"
 			   "\"caps\":{\"max_send_wr\":%u,\"max_recv_wr\":%u,\"max_send_sge\":%u,\"max_recv_sge\":%u,"
@@ -129,7 +131,7 @@ VRDMA_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 		errno = EINVAL; /* it needs an XRC domain: ibv_create_qp_ex */
 		return NULL;
 	}
-	return create_qp(pd->context, pd, attr, 0, NULL);
+	return create_qp(pd->context, pd, attr, 0, NULL, NULL);
 }
 
 #define SUPPORTED_SEND_OPS                                                                                  \
@@ -176,13 +178,37 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_in
 	struct ibv_qp_init_attr a = {.qp_context = ax->qp_context, .send_cq = ax->send_cq, .recv_cq = ax->recv_cq,
 				     .srq = ax->srq, .cap = ax->cap, .qp_type = ax->qp_type, .sq_sig_all = ax->sq_sig_all};
 	struct ibv_qp *qp = create_qp(context, xrcd ? NULL : ax->pd, &a, (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0,
-				      xrcd);
+				      xrcd, NULL);
 	if (qp)
 		ax->cap = a.cap;
 	return qp;
 }
 
-void vrdma_set_create_qp_ex(struct verbs_context *vctx) { vctx->create_qp_ex = create_qp_ex; }
+/* open_qp: a handle of an XRC_RECV QP another process of the same XRC
+ * domain created, by its number (the kernel's rule: the number, the
+ * domain and the type XRC_RECV are required). */
+static struct ibv_qp *open_qp(struct ibv_context *context, struct ibv_qp_open_attr *oa)
+{
+	uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	if (oa->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((oa->comp_mask & need) != need || !oa->xrcd || oa->xrcd->context != context ||
+	    oa->qp_type != IBV_QPT_XRC_RECV) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_qp_init_attr a = {.qp_context = oa->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT ? oa->qp_context : NULL,
+				     .qp_type = IBV_QPT_XRC_RECV};
+	return create_qp(context, NULL, &a, 0, oa->xrcd, &oa->qp_num);
+}
+
+void vrdma_set_create_qp_ex(struct verbs_context *vctx)
+{
+	vctx->create_qp_ex = create_qp_ex;
+	vctx->open_qp = open_qp;
+}
 
 VRDMA_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {

@@ -146,6 +146,7 @@
 #define VRDMA_CMD_DEALLOC_MW       44U
 #define VRDMA_CMD_OPEN_XRCD        45U
 #define VRDMA_CMD_CLOSE_XRCD       46U
+#define VRDMA_CMD_OPEN_QP          47U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U

@@ -10,7 +10,9 @@
  * handle of the same shared domain; a number of no SRQ of the target's
  * domain is a remote invalid request error. Refusals: post_send on a
  * target and post_recv on an initiator (EINVAL), get_srq_num of a basic
- * SRQ (EINVAL), an XRC_RECV QP without a domain (EINVAL).
+ * SRQ (EINVAL), an XRC_RECV QP without a domain (EINVAL). ibv_open_qp: a
+ * second handle of a target through a handle of the same domain keeps it
+ * alive after its creator's handle is gone.
  *
  * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
@@ -251,6 +253,56 @@ static void test_wr_api(void)
 	CHECK(ibv_destroy_cq(cq) == 0 && ibv_destroy_cq(scq) == 0, "ibv_destroy_cq");
 }
 
+/* ibv_open_qp: a second handle of a target, through another handle of
+ * the same domain; the QP lives until its last handle is destroyed. A
+ * handle of another domain finds no such target (EINVAL, as the kernel). */
+static void test_open_qp(void)
+{
+	int fd = open(path, O_RDONLY | O_CREAT, 0600);
+	struct ibv_xrcd *x1 = open_x(fd, O_CREAT), *x2 = open_x(fd, 0), *priv = open_x(-1, 0);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0), *scq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_srq *s = x1 ? xsrq(x1, cq) : NULL;
+	struct ibv_qp *g = x1 ? tgt(x1) : NULL, *i = ini(scq, 0);
+	uint32_t n = 0;
+	if (!x2 || !priv || !s || !g || !i || ibv_get_srq_num(s, &n) || connect_x(i, g)) {
+		CHECK(0, "setting up: %s", strerror(errno));
+		return;
+	}
+	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+				      .qp_num = g->qp_num, .xrcd = x2, .qp_type = IBV_QPT_XRC_RECV};
+	struct ibv_qp *o = ibv_open_qp(ctx, &oa);
+	CHECK(o && o->qp_num == g->qp_num && o->qp_type == IBV_QPT_XRC_RECV, "ibv_open_qp: %s", strerror(errno));
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK(o && ibv_query_qp(o, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_RTS,
+	      "the opened QP's state %d, want RTS", qa.qp_state);
+	oa.xrcd = priv;
+	errno = 0;
+	struct ibv_qp *other = ibv_open_qp(ctx, &oa);
+	CHECK(!other && errno == EINVAL, "opening through another domain: errno %d, want EINVAL", errno);
+	oa.xrcd = x2;
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD;
+	errno = 0;
+	other = ibv_open_qp(ctx, &oa);
+	CHECK(!other && errno == EINVAL, "without IBV_QP_OPEN_ATTR_TYPE: errno %d, want EINVAL", errno);
+	/* The creator's handle goes; the opened one keeps the target. */
+	CHECK(ibv_destroy_qp(g) == 0, "destroying the creator's handle");
+	CHECK(ibv_close_xrcd(x2) == EBUSY, "closing the handle the QP was opened through: want EBUSY");
+	CHECK(post_srq_recv(s, 61) == 0, "ibv_post_srq_recv");
+	CHECK(send_x(i, IBV_WR_SEND, n, 8) == 0, "ibv_post_send");
+	struct ibv_wc wc;
+	if (!wait1(scq, &wc))
+		CHECK(wc.status == IBV_WC_SUCCESS, "send through the opened target: %s", ibv_wc_status_str(wc.status));
+	if (!wait1(cq, &wc))
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 61 && o && wc.qp_num == o->qp_num, "receive: %s",
+		      ibv_wc_status_str(wc.status));
+	CHECK(o && ibv_destroy_qp(o) == 0, "destroying the opened handle");
+	CHECK(ibv_destroy_qp(i) == 0 && ibv_destroy_srq(s) == 0, "destroying");
+	CHECK(ibv_close_xrcd(x2) == 0 && ibv_close_xrcd(x1) == 0 && ibv_close_xrcd(priv) == 0, "ibv_close_xrcd");
+	CHECK(ibv_destroy_cq(cq) == 0 && ibv_destroy_cq(scq) == 0, "ibv_destroy_cq");
+	close(fd);
+}
+
 static void test_refusals(void)
 {
 	struct ibv_device_attr da;
@@ -291,6 +343,7 @@ int main(void)
 	static const struct test_case cases[] = {
 		{"domains", test_domains},
 		{"wr_api", test_wr_api},
+		{"open_qp", test_open_qp},
 		{"refusals", test_refusals},
 	};
 	RUN_CASES(cases);
