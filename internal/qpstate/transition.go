@@ -99,7 +99,7 @@ func init() {
 			rc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			uc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			ud: MaskPKeyIndex | MaskQKey,
-			xi: MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMaxDestRdAtomic | MaskMinRNRTimer,
+			xi: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			xt: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 		})
 	set(abi.QPStateRTR, abi.QPStateRTS,
