@@ -265,7 +265,7 @@ func (q *QP) Path() (path, reason string) {
 		return "unreachable", "the adapter is not attached to a host"
 	}
 	if p := h.LookupQP(dgid, dqpn); p != nil || h.IsLocalGID(dgid) {
-		if p != nil && q.typ == abi.QPTypeRC && p.adapter.Trusts(q.adapter) {
+		if p != nil && q.typ == abi.QPTypeRC && q.xrc == xrcNone && p.adapter.Trusts(q.adapter) {
 			return "memcpy", "same host, trusted: one-sided operations run in the initiator"
 		}
 		return "memcpy", "same host"
