@@ -134,6 +134,7 @@ struct vrdma_srq {
 	pthread_spinlock_t lock;
 	uint32_t flush; /* after the loss: the next request to flush (lost.c) */
 	uint32_t srqn;  /* an XRC SRQ's number; 0 for a basic SRQ (xrc.c) */
+	struct ibv_cq *xcq; /* an XRC SRQ's CQ, where its requests flush (lost.c) */
 	struct vrdma_srq *next;
 };
 

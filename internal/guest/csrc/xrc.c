@@ -99,6 +99,8 @@ static struct ibv_srq *create_srq_ex(struct ibv_context *context, struct ibv_srq
 		}
 		srq = vrdma_create_srq(ax->pd, &a, ((struct vrdma_xrcd *)ax->xrcd)->handle,
 				       ((struct vrdma_cq *)ax->cq)->handle);
+		if (srq)
+			((struct vrdma_srq *)srq)->xcq = ax->cq;
 	}
 	if (srq)
 		ax->attr = a.attr;
