@@ -6,12 +6,37 @@ import "github.com/vrdma/vrdma/internal/proto"
 // the kernel's Soft-RoCE links.
 
 // LinkSpec is a link to add: `vrdma link add NAME type rxe netdev IFACE
-// [dscp N]`.
+// [dscp N]`, or `vrdma link add NAME type verbs dev IBDEV [port N]`.
 type LinkSpec struct {
-	Name   string
-	Type   string // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE
-	Netdev string // the host interface
-	DSCP   uint8  // of the packets it sends, 0 to 63
+	Name    string
+	Type    string // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE; "verbs": a device of the host's rdma-core
+	Netdev  string // rxe: the host interface
+	DSCP    uint8  // rxe: of the packets it sends, 0 to 63
+	Dev     string // verbs: the rdma-core device (mlx5_0, rxe0)
+	DevPort uint8  // verbs: its port (1 if 0)
+}
+
+// VerbsLinkInfo is a verbs link's device as rdma-core reports it.
+type VerbsLinkInfo struct {
+	Dev       string
+	Port      uint8
+	Transport string // "InfiniBand" (IB and RoCE), "iWARP"
+	LinkLayer string // "Ethernet", "InfiniBand"
+	PortState string // "PORT_ACTIVE", ...
+	FWVer     string
+	NodeGUID  uint64
+	LID       uint16
+	MaxMTU    MTU
+	AtomicCap uint32 // 0: no atomics
+	GIDs      []VerbsGID
+}
+
+// VerbsGID is one entry of a verbs link's GID table.
+type VerbsGID struct {
+	Index  uint32
+	Type   string // "IB", "RoCE v1", "RoCE v2"
+	GID    GID
+	Netdev string
 }
 
 // LinkInfo is a link as `vrdma link show` prints it.
@@ -24,6 +49,7 @@ type LinkInfo struct {
 	ActiveMTU MTU
 	Port      uint16 // UDP port (4791)
 	Counters  LinkCounters
+	Verbs     *VerbsLinkInfo // a verbs link's device; nil for rxe links, or when it could not be opened
 }
 
 // LinkCounters are a link's traffic counters and what the engine dropped
@@ -46,7 +72,7 @@ type LinkCounters struct {
 }
 
 func linkInfo(p proto.LinkInfo) LinkInfo {
-	l := LinkInfo{LinkSpec: LinkSpec{Name: p.Name, Type: p.Type, Netdev: p.Netdev, DSCP: p.DSCP},
+	l := LinkInfo{LinkSpec: LinkSpec{Name: p.Name, Type: p.Type, Netdev: p.Netdev, DSCP: p.DSCP, Dev: p.Dev, DevPort: p.DevPort},
 		State: p.State, PhysState: p.PhysState, Problem: p.Problem, ActiveMTU: MTU(p.ActiveMTU), Port: p.Port}
 	for _, g := range p.GIDs {
 		var x GID
@@ -58,6 +84,15 @@ func linkInfo(p proto.LinkInfo) LinkInfo {
 		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors,
 		RxMalformed: c.RxMalformed, RxICRC: c.RxICRC, RxUnknownQP: c.RxUnknownQP, RxBadPKey: c.RxBadPKey,
 		TxGSO: c.TxGSO, RxGSO: c.RxGSO}
+	if v := p.Verbs; v != nil {
+		l.Verbs = &VerbsLinkInfo{Dev: v.Dev, Port: v.Port, Transport: v.Transport, LinkLayer: v.LinkLayer, PortState: v.PortState,
+			FWVer: v.FWVer, NodeGUID: v.NodeGUID, LID: v.LID, MaxMTU: MTU(v.MaxMTU), AtomicCap: v.AtomicCap}
+		for _, g := range v.GIDs {
+			x := VerbsGID{Index: g.Index, Type: g.Type, Netdev: g.Netdev}
+			copy(x.GID[:], g.GID)
+			l.Verbs.GIDs = append(l.Verbs.GIDs, x)
+		}
+	}
 	return l
 }
 
@@ -79,7 +114,7 @@ func (a *Admin) Links(name string) ([]LinkInfo, error) {
 // admin group).
 func (a *Admin) AddLink(s LinkSpec) (LinkInfo, error) {
 	var info proto.LinkInfo
-	if _, err := a.c.call(proto.OpLinkAdd, proto.LinkSpec{Name: s.Name, Type: s.Type, Netdev: s.Netdev, DSCP: s.DSCP}, &info); err != nil {
+	if _, err := a.c.call(proto.OpLinkAdd, proto.LinkSpec{Name: s.Name, Type: s.Type, Netdev: s.Netdev, DSCP: s.DSCP, Dev: s.Dev, DevPort: s.DevPort}, &info); err != nil {
 		return LinkInfo{}, err
 	}
 	return linkInfo(info), nil

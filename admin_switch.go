@@ -75,10 +75,14 @@ type PortGroup struct {
 // UplinkInfo is one uplink of a host.
 type UplinkInfo struct {
 	Name  string   `json:"name"`
-	Kind  string   `json:"kind"` // "rxe" or "tcp"
+	Kind  string   `json:"kind"` // "rxe", "verbs" or "tcp"
 	State string   `json:"state"`
 	MTU   int      `json:"mtu,omitempty"`
 	GIDs  []string `json:"gids,omitempty"`
+	// A verbs uplink's device, link layer and GID types (one per GID).
+	Device    string   `json:"device,omitempty"`
+	LinkLayer string   `json:"link_layer,omitempty"`
+	GIDTypes  []string `json:"gid_types,omitempty"`
 }
 
 // HostInfo is a live host of the switch, with the path from this one.
@@ -126,7 +130,8 @@ func (a *Admin) Hosts() ([]HostInfo, error) {
 		hi := HostInfo{Name: h.Name, Identity: h.Identity, Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
 			SM: h.SM, Self: h.Self, Path: h.Path}
 		for _, u := range h.Uplinks {
-			hi.Uplinks = append(hi.Uplinks, UplinkInfo{Name: u.Name, Kind: u.Kind, State: u.State, MTU: u.MTU, GIDs: u.GIDs})
+			hi.Uplinks = append(hi.Uplinks, UplinkInfo{Name: u.Name, Kind: u.Kind, State: u.State, MTU: u.MTU, GIDs: u.GIDs,
+				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes})
 		}
 		out = append(out, hi)
 	}

@@ -91,6 +91,18 @@ func conformanceRemoteErrors(t *testing.T, e *confEnv) {
 		{"FETCH_AND_ADD/QP without REMOTE_ATOMIC", vrdma.WRAtomicFetchAndAdd, noAtomic, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
 		{"CMP_AND_SWP/misaligned", vrdma.WRAtomicCmpAndSwp, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr += 4 }, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
 		{"FETCH_AND_ADD/misaligned", vrdma.WRAtomicFetchAndAdd, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr++ }, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		// ATOMIC_WRITE checks what rxe's responder does: REMOTE_WRITE on the
+		// QP and over the region's 8 bytes, an 8-byte aligned address.
+		{"ATOMIC_WRITE/wrong rkey", vrdma.WRAtomicWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RKey ^= 0x80 }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"ATOMIC_WRITE/past the end", vrdma.WRAtomicWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr = b.mr.Addr() + mrSize }, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"ATOMIC_WRITE/region without REMOTE_WRITE", vrdma.WRAtomicWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, b.pd, vrdma.AccessLocalWrite|noWrite))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"ATOMIC_WRITE/region of another PD", vrdma.WRAtomicWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) {
+			targetMR(wr, newMR(t, otherPD(t, b.dev), allAccess))
+		}, vrdma.WCRemAccessErr, vrdma.EventQPAccessErr},
+		{"ATOMIC_WRITE/QP without REMOTE_WRITE", vrdma.WRAtomicWrite, noWrite, nil, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
+		{"ATOMIC_WRITE/misaligned", vrdma.WRAtomicWrite, 0, func(t *testing.T, wr *vrdma.SendWR, b *side) { wr.RemoteAddr += 4 }, vrdma.WCRemInvReqErr, vrdma.EventQPReqErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,6 +115,9 @@ func conformanceRemoteErrors(t *testing.T, e *confEnv) {
 				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: 0, Swap: 0xffff}
 			if c.op == vrdma.WRRDMARead || c.op == vrdma.WRAtomicCmpAndSwp || c.op == vrdma.WRAtomicFetchAndAdd {
 				wr.SGL = []vrdma.SGE{a.mr.SGE(dstOff, 8)}
+			}
+			if c.op == vrdma.WRAtomicWrite {
+				wr.SGL, wr.CompareAdd = nil, 0x0102030405060708
 			}
 			if c.mod != nil {
 				c.mod(t, &wr, b)

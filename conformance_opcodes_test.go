@@ -123,6 +123,26 @@ func conformanceAtomics(t *testing.T, e *confEnv) {
 			expectZero(t, "around the remote word", append(b.mr.Bytes()[:off:off], b.mr.Bytes()[off+8:]...))
 		})
 	}
+	t.Run("ATOMIC_WRITE", func(t *testing.T) {
+		// The request's 8 bytes land at the remote address as one store,
+		// the completion is ATOMIC_WRITE of 8 bytes, nothing else changes
+		// and no local memory is touched.
+		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		const off = rdmaOff + 64
+		putWord(b.mr.Bytes()[off:], 0xffffffffffffffff)
+		before := append([]byte(nil), a.mr.Bytes()...)
+		for i, v := range []uint64{0x1122334455667788, 0, 0xa5a5a5a5deadbeef} {
+			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRAtomicWrite, Flags: vrdma.SendSignaled,
+				RemoteAddr: b.mr.Addr() + off, RKey: b.mr.RKey(), CompareAdd: v})
+			checkWC(t, pollOne(t, a.scq), sendWC(a, uint64(i), vrdma.WCAtomicWrite, 8))
+			if got := word(b.mr.Bytes()[off:]); got != v {
+				t.Fatalf("remote word after ATOMIC_WRITE %d: %#x, want %#x", i, got, v)
+			}
+		}
+		expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
+		expectZero(t, "around the remote word", append(b.mr.Bytes()[:off:off], b.mr.Bytes()[off+8:]...))
+		expectBytes(t, "requester memory", a.mr.Bytes(), before)
+	})
 	t.Run("sequence", func(t *testing.T) {
 		// Successive atomics on one word see each other's results.
 		a, b := e.pair(t, pairSpec{typ: vrdma.RC})

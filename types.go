@@ -20,6 +20,9 @@ const (
 	WRRDMARead          = abi.OpRDMARead
 	WRAtomicCmpAndSwp   = abi.OpAtomicCmpAndSwp
 	WRAtomicFetchAndAdd = abi.OpAtomicFetchAndAdd
+	// WRAtomicWrite stores CompareAdd's 8 bytes (little-endian) at
+	// RemoteAddr as one store; it reads no local memory (no SGL).
+	WRAtomicWrite = abi.OpAtomicWrite
 )
 
 // WCOpcode is the opcode of a work completion (enum ibv_wc_opcode).
@@ -31,6 +34,7 @@ const (
 	WCRDMARead    = abi.WCRDMARead
 	WCCompSwap    = abi.WCCompSwap
 	WCFetchAdd    = abi.WCFetchAdd
+	WCAtomicWrite = abi.WCAtomicWrite
 	WCRecv        = abi.WCRecv
 	WCRecvRDMAImm = abi.WCRecvRDMAImm
 )

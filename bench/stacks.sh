@@ -11,7 +11,10 @@
 #     warm-up are the difference between a long and a short run;
 #   - ucx_perftest tag_bw 1 MiB and tag_lat 8 B over rc_verbs between two
 #     namespace hosts (RoCEv2: a Soft-RoCE link on each veth) next to the
-#     same over UCX_TLS=tcp between the same hosts.
+#     same over UCX_TLS=tcp between the same hosts;
+#   - Open MPI ping-pong (mpicheck -pingpong) of 1 MiB and 8 B between the
+#     same two hosts, one rank on each, over libfabric's verbs;ofi_rxm (pml
+#     cm, mtl ofi) next to Open MPI's TCP BTL (pml ob1) on the same veth.
 # Needs root (namespaces), ucx-utils, openmpi-bin, libopenmpi-dev, gcc,
 # libibverbs-dev. About 1 minute per rep.
 # Usage: bench/stacks.sh [REPS]   (default 3)
@@ -61,6 +64,41 @@ ucx() {
 		printf "{\"source\":\"%s\",\"test\":\"%s\",\"msg_size\":%d,\"latency_us\":%s,\"bw\":%f}\n", n, t, s, $5, $7 * 1048576; exit }' "$RAW/ucx.out" >>"$RES"
 }
 
+# Open MPI across the two hosts: mpirun in A starts its daemon on B through
+# a launch agent that enters B's namespace (as ssh would reach another
+# machine), under vrdma run on each host.
+AGENT=$BIN/mpi-agent
+cat >"$AGENT" <<EOF
+#!/bin/sh
+host=\$1; shift
+case \$host in
+$ADDR_A4) exec ip netns exec $NS_A env VRDMA_SOCKET=$SA VRDMA_GUEST_CACHE=$VRDMA_GUEST_CACHE LD_LIBRARY_PATH= $BIN/vrdma run -- sh -c "\$*" ;;
+$ADDR_B4) exec ip netns exec $NS_B env VRDMA_SOCKET=$SB VRDMA_GUEST_CACHE=$VRDMA_GUEST_CACHE LD_LIBRARY_PATH= $BIN/vrdma run -- sh -c "\$*" ;;
+esac
+echo "mpi-agent: no host \$host" >&2
+exit 1
+EOF
+chmod 755 "$AGENT"
+printf '%s slots=1\n%s slots=1\n' "$ADDR_A4" "$ADDR_B4" >"$BIN/mpi-hosts"
+
+# mpi_between NAME SIZE ITERS MCA...: mpicheck -pingpong SIZE ITERS on 2
+# ranks, one on each host, with the given transport options; its row has
+# the one-way bandwidth and latency (SIZE over the bandwidth).
+mpi_between() {
+	local name=$1 size=$2 iters=$3
+	shift 3
+	VRDMA_SOCKET=$SA ip netns exec "$NS_A" timeout 120 "$BIN/vrdma" run -- \
+		mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --hostfile "$BIN/mpi-hosts" \
+		--mca plm_rsh_agent "$AGENT" --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include "$MPI_NET" "$@" \
+		"$BIN/mpicheck" -pingpong "$size" "$iters" >"$RAW/mpi.out" 2>&1 || echo "mpirun $name $size failed (see $RAW/mpi-between.log)" >&2
+	cat "$RAW/mpi.out" >>"$RAW/mpi-between.log"
+	awk -v n="$name" -v s="$size" '/^pingpong:/ && $7 > 0 {
+		printf "{\"source\":\"%s\",\"test\":\"pingpong\",\"msg_size\":%d,\"bw\":%f,\"latency_us\":%f}\n", n, s, $7 * 1e6, s / $7; exit }' "$RAW/mpi.out" >>"$RES"
+}
+MPI_NET=${ADDR_A4%.*}.0/24 # the veth's subnet: the interfaces' names differ between the hosts
+MPI_OFI=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include 'verbs;ofi_rxm' --mca btl self -x FI_LOG_LEVEL=warn)
+MPI_TCP=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$MPI_NET" --mca mtl ^ofi)
+
 # mpi_pingpong ITERS: `vrdma run -- mpirun -np 2` of mpicheck -pingpong 1 MiB
 # in A; prints its bandwidth row and the ranks' registration calls.
 mpi_pingpong() {
@@ -86,6 +124,10 @@ for r in $(seq "$REPS"); do
 	ucx ucx-tcp tcp veth-a veth-b 1048576 tag_bw between
 	ucx ucx-rc rc_v vrdma0:1 vrdma0:1 8 tag_lat between
 	ucx ucx-tcp tcp veth-a veth-b 8 tag_lat between
+	mpi_between mpi-ofi 1048576 200 "${MPI_OFI[@]}"
+	mpi_between mpi-tcp 1048576 200 "${MPI_TCP[@]}"
+	mpi_between mpi-ofi 8 20000 "${MPI_OFI[@]}"
+	mpi_between mpi-tcp 8 20000 "${MPI_TCP[@]}"
 done
 
 table=$BIN/table.md
@@ -101,7 +143,9 @@ LOAD=$(cut -d' ' -f1 /proc/loadavg)
 	echo "anchor is UCX_TLS=tcp on the same veth. ucx_perftest's latency is half its round trip (tag_lat), its bandwidth the overall MB/s."
 	echo "MPI ping-pong: mpicheck -pingpong (internal/stacks/testdata), one-way bandwidth of 1 MiB messages bounced between 2 ranks;"
 	echo "reg/dereg calls per message are both ranks' ibv_reg_mr and ibv_dereg_mr calls (bench/regcount.c) in a 400-iteration run"
-	echo "minus those in a 100-iteration run, over the 600 messages between them."
+	echo "minus those in a 100-iteration run, over the 600 messages between them. Between hosts, mpi-ofi is that ping-pong with one"
+	echo "rank on each host over libfabric's verbs;ofi_rxm (pml cm, mtl ofi) and mpi-tcp the same over Open MPI's TCP BTL on the"
+	echo "veth; their latency is the message size over the one-way bandwidth of 8 B messages."
 	echo "$(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(uname -sr)."
 	if awk -v l="$LOAD" 'BEGIN { exit !(l > 1.5) }'; then
 		echo "The load average was $LOAD when the table was written (2 cores, shared with other builds and tests): the figures are noisy."
@@ -123,13 +167,16 @@ def cell(v, scale=1.0, fmt="%.2f"):
 print("| source | test | size | GB/s | latency µs (one-way) | runs |")
 print("|---|---|---:|---:|---:|---:|")
 spec = [("mpi-ucx", "pingpong", 1 << 20, 400), ("ucx-rc-same", "tag_bw", 1 << 20, None), ("ucx-rc", "tag_bw", 1 << 20, None),
-        ("ucx-tcp", "tag_bw", 1 << 20, None), ("ucx-rc", "tag_lat", 8, None), ("ucx-tcp", "tag_lat", 8, None)]
+        ("ucx-tcp", "tag_bw", 1 << 20, None), ("ucx-rc", "tag_lat", 8, None), ("ucx-tcp", "tag_lat", 8, None),
+        ("mpi-ofi", "pingpong", 1 << 20, None), ("mpi-tcp", "pingpong", 1 << 20, None),
+        ("mpi-ofi", "pingpong", 8, None), ("mpi-tcp", "pingpong", 8, None)]
 for src, test, size, iters in spec:
     bw = vals(src, test, size, "bw", iters)
-    lat = vals(src, test, size, "latency_us", iters) if test == "tag_lat" else []
+    small = test == "tag_lat" or (test == "pingpong" and size == 8)
+    lat = vals(src, test, size, "latency_us", iters) if small else []
     label = "1 MiB" if size == 1 << 20 else "%d B" % size
-    print("| %s | %s | %s | %s | %s | %d |" % (src, test, label, cell(bw, 1e-9) if test != "tag_lat" else "",
-                                             cell(lat, 1, "%.1f") if test == "tag_lat" else "", len(bw)))
+    print("| %s | %s | %s | %s | %s | %d |" % (src, test, label, cell(bw, 1e-9) if not small else "",
+                                             cell(lat, 1, "%.1f") if small else "", len(bw)))
 # reg/dereg calls per message after warm-up: (calls(400) - calls(100)) / 600 messages, per rep pair.
 long = [r["regcalls"] for r in rows if r["source"] == "mpi-ucx" and r.get("iters") == 400]
 short = [r["regcalls"] for r in rows if r["source"] == "mpi-ucx" and r.get("iters") == 100]
@@ -156,6 +203,10 @@ m, v = verdict(ratio(med(vals("ucx-rc", "tag_bw", 1 << 20, "bw")), med(vals("ucx
 print("| ucx_perftest tag_bw 1 MiB rc_verbs between hosts (RoCEv2) ≥ 1.0× UCX over tcp | %s | %s |" % (m, v))
 m, v = verdict(ratio(med(vals("ucx-rc", "tag_lat", 8, "latency_us")), med(vals("ucx-tcp", "tag_lat", 8, "latency_us"))), lambda x: x <= 1.0)
 print("| ucx_perftest tag_lat 8 B rc_verbs between hosts (RoCEv2) ≤ 1.0× UCX over tcp | %s | %s |" % (m, v))
+m, v = verdict(ratio(med(vals("mpi-ofi", "pingpong", 1 << 20, "bw")), med(vals("mpi-tcp", "pingpong", 1 << 20, "bw"))), lambda x: x >= 1.0)
+print("| Open MPI 1 MiB ping-pong over the ofi MTL (verbs;ofi_rxm) between hosts ≥ 1.0× the TCP BTL | %s | %s |" % (m, v))
+m, v = verdict(ratio(med(vals("mpi-ofi", "pingpong", 8, "latency_us")), med(vals("mpi-tcp", "pingpong", 8, "latency_us"))), lambda x: x <= 1.0)
+print("| Open MPI 8 B ping-pong latency over the ofi MTL between hosts ≤ 1.0× the TCP BTL | %s | %s |" % (m, v))
 PY
 	echo "<!-- end of stacks -->"
 } >"$table"

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 func runDaemon(args []string, stdout, stderr io.Writer) error {
@@ -21,6 +22,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	mode := octalFlag(0o660)
 	fs.Var(&mode, "mode", "socket permission bits `MODE`, octal")
 	verbose := fs.Bool("v", false, "log each session and failure")
+	verbsHelper := fs.String("verbs-helper", "", "a prebuilt helper for verbs links (`PATH`), for hosts without a compiler; default $VRDMA_VERBS_HELPER, else built from the embedded sources on first use (docs/design/verbs-uplink.md)")
 	linkGSO := fs.Bool("link-gso", os.Getenv("VRDMA_LINK_GSO") != "0", "RoCEv2 links send each run of a message's MTU-sized packets as one UDP GSO buffer (docs/design/bulk-path.md); --link-gso=false or VRDMA_LINK_GSO=0 sends packet by packet")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 	adminGroup := fs.String("admin-group", "", "group whose members may administer the switch (links, port groups, instances for other owners) besides root and the daemon's user")
@@ -69,7 +71,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO,
+	d, err := daemon.New(daemon.Config{SocketPath: *sock, StateDir: *state, Group: *group, SocketMode: os.FileMode(mode), Logger: log, LinkGSO: *linkGSO, VerbsHelper: *verbsHelper, BuildVerbsHelper: verbsbuild.Build,
 		HostName: hostName, Switch: swCfg,
 		AdminGroup: *adminGroup, UserLimits: daemon.Limits(userLimits), InstanceLimits: daemon.Limits(instLimits),
 		TotalLimits: daemon.Limits(totalLimits), DistinctIdentity: *userDaemon, IdleExit: *idleExit, LIDRouting: *lidRouting})

@@ -84,8 +84,15 @@ func printHost(w io.Writer, h vrdma.HostInfo) {
 		if u.MTU > 0 {
 			fmt.Fprintf(w, " mtu %d", u.MTU)
 		}
+		if u.Device != "" {
+			fmt.Fprintf(w, " dev %s link_layer %s", u.Device, orDash(u.LinkLayer))
+		}
 		fmt.Fprintln(w)
 		for i, g := range u.GIDs {
+			if i < len(u.GIDTypes) {
+				fmt.Fprintf(w, "        gid %d %s %s\n", i, g, u.GIDTypes[i])
+				continue
+			}
 			fmt.Fprintf(w, "        gid %d %s\n", i, g)
 		}
 	}

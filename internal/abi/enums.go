@@ -20,13 +20,17 @@ const (
 	// OpSendInv is a SEND that invalidates the responder's memory window
 	// whose rkey is in Imm.
 	OpSendInv Opcode = 9
+	// OpAtomicWrite writes 8 bytes at RemoteAddr as one store (IBTA 1.5's
+	// RDMA ATOMIC WRITE, IBV_WR_ATOMIC_WRITE); the bytes are CompareAdd's,
+	// little-endian, and no local memory is read.
+	OpAtomicWrite Opcode = 15
 )
 
 var opcodeNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD",
-	"LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
+	"LOCAL_INV", "BIND_MW", "SEND_WITH_INV", 15: "ATOMIC_WRITE"}
 
 func (o Opcode) String() string {
-	if int(o) < len(opcodeNames) {
+	if int(o) < len(opcodeNames) && opcodeNames[o] != "" {
 		return opcodeNames[o]
 	}
 	return fmt.Sprintf("Opcode(%d)", uint8(o))
@@ -46,7 +50,9 @@ func (o Opcode) IsAtomic() bool { return o == OpAtomicCmpAndSwp || o == OpAtomic
 // (IBTA: UC has no READ or atomics; UD has only SEND).
 func (o Opcode) AllowedOn(t QPType) bool {
 	switch t {
-	case QPTypeRC, QPTypeXRCSend:
+	case QPTypeRC:
+		return o.Valid() || o.IsMW() || o == OpSendInv || o == OpAtomicWrite
+	case QPTypeXRCSend: // RC's operations but IBTA 1.5's ATOMIC WRITE (no XRC opcode here)
 		return o.Valid() || o.IsMW() || o == OpSendInv
 	case QPTypeUC:
 		return o == OpSend || o == OpSendImm || o == OpRDMAWrite || o == OpRDMAWriteImm || o.IsMW() || o == OpSendInv
@@ -60,13 +66,15 @@ func (o Opcode) AllowedOn(t QPType) bool {
 type WCOpcode uint8
 
 const (
-	WCSend        WCOpcode = 0
-	WCRDMAWrite   WCOpcode = 1
-	WCRDMARead    WCOpcode = 2
-	WCCompSwap    WCOpcode = 3
-	WCFetchAdd    WCOpcode = 4
-	WCBindMW      WCOpcode = 5
-	WCLocalInv    WCOpcode = 6
+	WCSend      WCOpcode = 0
+	WCRDMAWrite WCOpcode = 1
+	WCRDMARead  WCOpcode = 2
+	WCCompSwap  WCOpcode = 3
+	WCFetchAdd  WCOpcode = 4
+	WCBindMW    WCOpcode = 5
+	WCLocalInv  WCOpcode = 6
+	// WCAtomicWrite is IBV_WC_ATOMIC_WRITE.
+	WCAtomicWrite WCOpcode = 9
 	WCRecv        WCOpcode = 128
 	WCRecvRDMAImm WCOpcode = 129
 )
@@ -87,6 +95,8 @@ func (o WCOpcode) String() string {
 		return "BIND_MW"
 	case WCLocalInv:
 		return "LOCAL_INV"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAImm:
@@ -110,6 +120,8 @@ func (o Opcode) CompletionOpcode() WCOpcode {
 		return WCBindMW
 	case OpLocalInv:
 		return WCLocalInv
+	case OpAtomicWrite:
+		return WCAtomicWrite
 	}
 	return WCSend
 }
@@ -168,6 +180,11 @@ const (
 	// AccessMWBind lets memory windows be bound to a region
 	// (IBV_ACCESS_MW_BIND).
 	AccessMWBind Access = 16
+	// AccessOnDemand asks for an on-demand-paging region
+	// (IBV_ACCESS_ON_DEMAND): its pages are not locked in RAM nor charged
+	// to the locked-memory limits (docs/design/odp.md). It grants nothing,
+	// so it is not in AccessAll; on a QP's access flags it means nothing.
+	AccessOnDemand Access = 64
 
 	AccessAll = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind
 )
@@ -190,7 +207,8 @@ func (a Access) String() string {
 	add(AccessRemoteRead, "REMOTE_READ")
 	add(AccessRemoteAtomic, "REMOTE_ATOMIC")
 	add(AccessMWBind, "MW_BIND")
-	if rest := a &^ AccessAll; rest != 0 {
+	add(AccessOnDemand, "ON_DEMAND")
+	if rest := a &^ (AccessAll | AccessOnDemand); rest != 0 {
 		s += fmt.Sprintf("|0x%x", uint32(rest))
 	}
 	return s

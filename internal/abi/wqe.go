@@ -101,7 +101,7 @@ func ParseSendWQE(b []byte, w *SendWQE, qpType QPType, maxSGE, maxInline int) er
 	body := b[SendWQEHeader:]
 	if w.Flags&SendInline != 0 {
 		n := int(le.Uint32(b[SendInlineLenOff:]))
-		if n > maxInline || n > len(body) || w.Opcode == OpRDMARead || w.Opcode.IsAtomic() {
+		if n > maxInline || n > len(body) || w.Opcode == OpRDMARead || w.Opcode.IsAtomic() || w.Opcode == OpAtomicWrite {
 			return ErrInlineLen
 		}
 		w.Inline = body[:n]

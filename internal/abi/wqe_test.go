@@ -113,10 +113,11 @@ func TestSendWQERoundTripInline(t *testing.T) {
 
 // TestParseSendWQEOpcodeAllowed checks the IBTA opcode table: UC has no READ
 // or atomics, UD has only SEND, memory-window operations and SEND_WITH_INV
-// are RC's and UC's (as rxe's), unknown opcodes are refused everywhere.
+// are RC's and UC's (as rxe's), ATOMIC_WRITE is RC's only, unknown opcodes are
+// refused everywhere.
 func TestParseSendWQEOpcodeAllowed(t *testing.T) {
 	allowed := map[QPType][]Opcode{
-		QPTypeRC: append(append([]Opcode(nil), allOpcodes...), OpLocalInv, OpBindMW, OpSendInv),
+		QPTypeRC: append(append([]Opcode(nil), allOpcodes...), OpLocalInv, OpBindMW, OpSendInv, OpAtomicWrite),
 		QPTypeUC: {OpRDMAWrite, OpRDMAWriteImm, OpSend, OpSendImm, OpLocalInv, OpBindMW, OpSendInv},
 		QPTypeUD: {OpSend, OpSendImm},
 	}

@@ -30,12 +30,14 @@ type linkTable struct {
 	m  map[string]*linkEntry
 }
 
-// linkEntry is a configured link. l is nil when it could not be opened
-// when the daemon started (the port was taken, say); problem says why.
+// linkEntry is a configured link. l (dev for a verbs link) is nil when it
+// could not be opened when the daemon started (the port was taken, say);
+// problem says why.
 type linkEntry struct {
 	spec    proto.LinkSpec
 	l       *uplink.Link
 	problem string
+	verbs   verbsLink // a verbs link's device (link_verbs.go)
 }
 
 func cmdLinkAdd(s *session, body []byte, _ []int) (any, []int, error) {
@@ -86,8 +88,14 @@ func validateLink(spec proto.LinkSpec) error {
 	if err := checkName("link", spec.Name); err != nil {
 		return err
 	}
+	if spec.Type == verbsLinkType {
+		return validateVerbsLink(spec)
+	}
 	if spec.Type != linkType {
-		return proto.Errorf(proto.CodeInvalid, "link type %s: the only type is rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE)", quoteName(spec.Type))
+		return proto.Errorf(proto.CodeInvalid, "link type %s: the types are rxe (RoCEv2 over UDP, like the kernel's Soft-RoCE) and verbs (a device of the host's rdma-core)", quoteName(spec.Type))
+	}
+	if spec.Dev != "" || spec.DevPort != 0 {
+		return proto.Errorf(proto.CodeInvalid, "link %s: dev and port are for verbs links; an rxe link takes netdev", spec.Name)
 	}
 	if spec.Netdev == "" {
 		return proto.Errorf(proto.CodeInvalid, "link %s: no netdev: say which interface, `netdev eth0`", spec.Name)
@@ -112,6 +120,12 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 		return proto.LinkInfo{}, proto.Errorf(proto.CodeBusy, "link %s exists already: pick another name, or `vrdma link delete %s` first", spec.Name, spec.Name)
 	}
 	for _, e := range t.m {
+		if spec.Type == verbsLinkType || e.spec.Type == verbsLinkType {
+			if sameVerbsPort(e.spec, spec) {
+				return proto.LinkInfo{}, proto.Errorf(proto.CodeBusy, "%s port %d has a link already, %s: one link per port", spec.Dev, verbsPort(spec), e.spec.Name)
+			}
+			continue
+		}
 		if e.spec.Netdev == spec.Netdev {
 			return proto.LinkInfo{}, proto.Errorf(proto.CodeBusy, "%s has a link already, %s: one link per interface", spec.Netdev, e.spec.Name)
 		}
@@ -133,6 +147,9 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 // openLink opens e's link and attaches it to the host. restoring: a
 // missing interface is no error, the link waits for it.
 func (d *Daemon) openLink(e *linkEntry, restoring bool) error {
+	if e.spec.Type == verbsLinkType {
+		return d.openVerbsLink(e)
+	}
 	l, err := uplink.Open(uplink.Config{Name: e.spec.Name, Netdev: e.spec.Netdev, DSCP: e.spec.DSCP,
 		Port: d.cfg.LinkPort, WaitNetdev: restoring, GSO: d.cfg.LinkGSO})
 	if err != nil {
@@ -175,6 +192,7 @@ func (d *Daemon) deleteLink(name string) error {
 			d.log.Warn("removing link", "link", name, "err", err)
 		}
 	}
+	e.verbs.close()
 	delete(t.m, name)
 	if err := d.saveLinksLocked(); err != nil {
 		d.log.Warn("could not save links", "err", err)
@@ -185,6 +203,7 @@ func (d *Daemon) deleteLink(name string) error {
 // listLinks describes the links, or only the one called name.
 func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 	t := &d.links
+	d.refreshVerbsLinks(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := []proto.LinkInfo{}
@@ -202,6 +221,9 @@ func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 
 func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
 	info := proto.LinkInfo{LinkSpec: e.spec, State: "DOWN", PhysState: "DISABLED", Problem: e.problem, GIDs: [][]byte{}}
+	if e.spec.Type == verbsLinkType {
+		return d.verbsLinkInfo(e, info)
+	}
 	if e.l == nil {
 		return info
 	}
@@ -281,7 +303,9 @@ func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
 			} else {
 				e.problem = err.Error()
 			}
-			d.log.Warn("could not restore link", "link", spec.Name, "netdev", spec.Netdev, "err", e.problem)
+			d.log.Warn("could not restore link", "link", spec.Name, "netdev", spec.Netdev, "dev", spec.Dev, "err", e.problem)
+		} else if e.l == nil {
+			// a verbs link: no interface to wait for
 		} else if st := e.l.State(); !st.Netdev {
 			d.log.Warn("restored link waits for its interface", "link", spec.Name, "netdev", spec.Netdev)
 		}
@@ -303,6 +327,7 @@ func (d *Daemon) closeLinks() {
 				e.l.Close()
 			}
 		}
+		e.verbs.close()
 	}
 	t.m = nil
 }

@@ -99,23 +99,24 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	proc, err := s.pin(locked)
+	pinned := pinCharge(&req, locked)
+	proc, err := s.pin(pinned)
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(MRs, 1); err != nil {
-		s.unpin(proc, locked)
+		s.unpin(proc, pinned)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, locked); err != nil {
 		s.give(MRs, 1)
-		s.unpin(proc, locked)
+		s.unpin(proc, pinned)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, locked) }
+	giveBack := func() { s.give(MRs, 1); s.give(Locked, locked); s.unpin(proc, pinned) }
 	region, err := mapLocked(&req, fds) // owns fds from here
 	if err != nil {
 		giveBack()
@@ -152,11 +153,14 @@ func checkRegistration(op string, req *proto.RegMRReq, nfds int) (locked uint64,
 }
 
 // mapLocked maps a checked registration's memory (mapRegistration, which
-// owns fds) and locks it.
+// owns fds) and locks it, unless it is on demand (odp.go).
 func mapLocked(req *proto.RegMRReq, fds []int) (*shm.Region, error) {
 	region, err := mapRegistration(req, fds)
 	if err != nil {
 		return nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+	}
+	if onDemand(req) {
+		return region, nil
 	}
 	if err := region.Lock(); err != nil {
 		region.Close()
@@ -192,10 +196,10 @@ func cmdDeregMR(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	locked := mr.Mapped()
+	locked, pinned := mr.Mapped(), pinnedBy(mr)
 	mr.Deregister()
 	delete(s.mrs, req.Handle)
-	s.unpin(s.mrPins[req.Handle], locked)
+	s.unpin(s.mrPins[req.Handle], pinned)
 	delete(s.mrPins, req.Handle)
 	s.give(MRs, 1)
 	s.give(Locked, locked)
@@ -266,6 +270,9 @@ func cmdDestroyAH(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.HandleReq](body)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, q := range s.qps {
+		q.SendPending() // datagrams posted to the handle leave before it goes
 	}
 	s.ahMu.Lock()
 	defer s.ahMu.Unlock()

@@ -182,7 +182,7 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	q, err := engine.NewQP(engine.QPConfig{
 		PD: pd, Type: typ, SendCQ: scq, RecvCQ: rcq, SRQ: srq, XRCD: xrcd, SigAll: req.SigAll,
-		Caps: req.Caps, Handle: h, Events: s, AH: s.ah,
+		Caps: req.Caps, Handle: h, Events: s, AH: s.ah, Scope: s.mcastScope(),
 	})
 	if err != nil {
 		s.giveQueue(QPs, ring)

@@ -34,29 +34,30 @@ func cmdReregMR(s *session, body []byte, fds []int) (any, []int, error) {
 	}
 	// Both regions are charged while the new one is made: the old one's
 	// charge comes back after the switch.
-	proc, err := s.pin(locked)
+	pinned := pinCharge(&req.RegMRReq, locked)
+	proc, err := s.pin(pinned)
 	if err != nil {
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
 	if err := s.take(Locked, locked); err != nil {
-		s.unpin(proc, locked)
+		s.unpin(proc, pinned)
 		proto.CloseFDs(fds)
 		return nil, nil, err
 	}
-	giveBack := func() { s.give(Locked, locked); s.unpin(proc, locked) }
+	giveBack := func() { s.give(Locked, locked); s.unpin(proc, pinned) }
 	region, err := mapLocked(&req.RegMRReq, fds) // owns fds from here
 	if err != nil {
 		giveBack()
 		return nil, nil, err
 	}
-	oldLocked := old.Mapped()
+	oldLocked, oldPinned := old.Mapped(), pinnedBy(old)
 	mr, err := old.Reregister(pd, region, req.Addr, req.Length, abi.Access(req.Access))
 	if err != nil {
 		giveBack()
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	s.unpin(s.mrPins[req.Handle], oldLocked)
+	s.unpin(s.mrPins[req.Handle], oldPinned)
 	s.give(Locked, oldLocked)
 	s.mrs[req.Handle] = mr
 	s.mrPins[req.Handle] = proc

@@ -172,7 +172,8 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 			if st == "" {
 				st = fabric.UplinkUp
 			}
-			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs})
+			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs,
+				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes})
 		}
 		// Another host's path is the route table's, which new connections
 		// take; it follows the switch's watch, which a direct read of the

@@ -219,7 +219,9 @@ func (s *session) dropQP(h uint32, q *engine.QP) (destroyed bool) {
 	if q.Type() == abi.QPTypeXRCRecv && !s.d.xrcds.dropTarget(q) {
 		return false
 	}
+	attached := q.McastAttachments()
 	q.Destroy()
+	s.give(Mcast, uint64(attached))
 	return true
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
+	"github.com/vrdma/vrdma/internal/verbs"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise; the
@@ -30,9 +31,15 @@ type Config struct {
 	StateDir   string      // where instances and links persist ("" = nothing persists)
 	LinkPort   uint16      // UDP port of the links: 0 = 4791, the RoCEv2 port (tests use another)
 	LinkGSO    bool        // RoCEv2 links send runs of packets as UDP GSO buffers (uplink.Config.GSO)
-	HostName   string      // default os.Hostname
-	Logger     *slog.Logger
-	Switch     SwitchConfig // the distributed switch (package switchagent, switch.go); zero: none
+	// VerbsHelper is a prebuilt helper for verbs links (verbs.HelperPath);
+	// "": $VRDMA_VERBS_HELPER, or built by BuildVerbsHelper.
+	VerbsHelper string
+	// BuildVerbsHelper builds the helper from the embedded sources
+	// (verbsbuild.Build); nil: only a prebuilt one will do.
+	BuildVerbsHelper verbs.BuildFunc
+	HostName         string // default os.Hostname
+	Logger           *slog.Logger
+	Switch           SwitchConfig // the distributed switch (package switchagent, switch.go); zero: none
 
 	// AdminGroup names the group (or gid) whose members may administer
 	// the switch: links, port groups, instances for other owners. Root and

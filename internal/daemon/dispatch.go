@@ -39,6 +39,8 @@ func init() {
 		proto.OpReregMR:         {device: true, takesFDs: true, run: cmdReregMR},
 		proto.OpAllocMW:         {device: true, run: cmdAllocMW},
 		proto.OpDeallocMW:       {device: true, run: cmdDeallocMW},
+		proto.OpImportDevice:    {takesFDs: true, run: cmdImportDevice}, // import.go
+		proto.OpImportObject:    {device: true, run: cmdImportObject},
 		proto.OpCreateCQ:        {device: true, run: cmdCreateCQ},
 		proto.OpDestroyCQ:       {device: true, run: cmdDestroyCQ},
 		proto.OpResizeCQ:        {device: true, run: cmdResizeCQ},
@@ -51,6 +53,8 @@ func init() {
 		proto.OpModifyQP:        {device: true, run: cmdModifyQP},
 		proto.OpQueryQP:         {device: true, run: cmdQueryQP},
 		proto.OpDestroyQP:       {device: true, run: cmdDestroyQP},
+		proto.OpAttachMcast:     {device: true, run: cmdAttachMcast}, // cmd_mcast.go
+		proto.OpDetachMcast:     {device: true, run: cmdDetachMcast},
 		proto.OpCreateAH:        {device: true, run: cmdCreateAH},
 		proto.OpDestroyAH:       {device: true, run: cmdDestroyAH},
 		proto.OpMapMR:           {device: true, run: cmdMapMR},
@@ -73,10 +77,12 @@ func init() {
 	}
 }
 
-// handle runs one command. It owns fds: each is either consumed or closed.
-func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []int, err error) {
-	c, ok := commands[op]
-	if !c.takesFDs {
+// handleOn runs one command that came on c (the session's connection or
+// one ibv_import_device added). It owns fds: each is either consumed or
+// closed.
+func (s *session) handleOn(c *proto.Conn, op proto.Op, body []byte, fds []int) (resp any, out []int, err error) {
+	cmd, ok := commands[op]
+	if !cmd.takesFDs {
 		proto.CloseFDs(fds)
 		fds = nil
 	}
@@ -90,18 +96,22 @@ func (s *session) handle(op proto.Op, body []byte, fds []int) (resp any, out []i
 	if !ok {
 		return fail(proto.Errorf(proto.CodeInvalid, "unknown command %v: the library is newer than this daemon, upgrade the daemon", op))
 	}
-	if err := s.mayRun(op, c.who); err != nil {
+	if err := s.mayRun(op, cmd.who); err != nil {
 		return fail(err)
 	}
-	if !c.device {
-		return c.run(s, body, fds)
+	if !cmd.device {
+		return cmd.run(s, body, fds)
 	}
 	if s.adapter == nil {
 		return fail(proto.Errorf(proto.CodeInvalid, "%v needs an opened device: this connection named none in hello", op))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return c.run(s, body, fds)
+	if s.joined.isEnded() && c != s.conn {
+		return fail(proto.Errorf(proto.CodeInvalid, "%v on an imported device whose session has ended: the context it was imported from is closed", op))
+	}
+	s.from = c
+	return cmd.run(s, body, fds)
 }
 
 // shareFDs returns the descriptors a reply passes, each a new one that the

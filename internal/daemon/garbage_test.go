@@ -183,7 +183,7 @@ func TestGarbageCommands(t *testing.T) {
 			code: proto.CodeInvalid, msg: []string{"length 0"}, usableOp: true},
 		{name: "reg_mr of 2^64-1 bytes", setup: "device", send: req(proto.OpRegMR, regMR(^uint64(0), abi.AccessLocalWrite), sealed4k),
 			code: proto.CodeInvalid, msg: []string{"length 18446744073709551615"}, usableOp: true},
-		{name: "reg_mr with unknown access", setup: "device", send: req(proto.OpRegMR, regMR(4096, 0x40), sealed4k),
+		{name: "reg_mr with unknown access", setup: "device", send: req(proto.OpRegMR, regMR(4096, 0x80), sealed4k),
 			code: proto.CodeInvalid, msg: []string{"unknown access flags"}, usableOp: true},
 		{name: "reg_mr remote write without local write", setup: "device", send: req(proto.OpRegMR, regMR(4096, abi.AccessRemoteWrite), sealed4k),
 			code: proto.CodeInvalid, msg: []string{"need LOCAL_WRITE"}, usableOp: true},

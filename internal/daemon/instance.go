@@ -114,6 +114,8 @@ func deviceAttr(a *engine.Adapter, lim limitSet) *proto.DeviceAttr {
 		AtomicCap: "ATOMIC_GLOB", MaxSRQ: int(lim[SRQs]), MaxSRQWR: engine.MaxQPWR, MaxSRQSGE: engine.MaxSGE,
 		MaxAH: int(lim[AHs]), MaxInline: engine.MaxInline, MaxPKeys: engine.PKeyTable, PhysPortCnt: 1,
 		MaxRingBytes: lim[Ring],
+		MaxMcastGrp:  engine.MaxMcastGroups, MaxMcastQPAttach: engine.MaxMcastQPAttach,
+		MaxTotalMcastQPAttach: int(min(lim[Mcast], engine.MaxTotalMcastQPAttach)),
 	}
 }
 

@@ -28,11 +28,12 @@ const (
 	CMConns                     // connection manager connections and requests, until their last event is delivered
 	Ring                        // bytes the daemon allocates for queues: shared rings and its own state of them (engine.QPBytes)
 	MWs                         // memory windows
+	Mcast                       // multicast attachments: a UD QP attached to a group (cmd_mcast.go)
 	XRCDs                       // handles of XRC domains (each open, shared or not)
 	numResources
 )
 
-var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw", "xrcd"}
+var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw", "mcast", "xrcd"}
 
 // String returns the name a limit flag uses for r ("qp", "locked", ...).
 func (r Resource) String() string {
@@ -75,7 +76,7 @@ func (l Limits) String() string {
 
 // ParseLimits reads "qp=4096,cq=4096,locked=16G,session=unlimited": a
 // comma-separated list of RESOURCE=N, where RESOURCE is session, instance,
-// pd, cq, qp, mr, srq, ah, locked (bytes), cmlisten, cmconn or ring (bytes), and N a
+// pd, cq, qp, mr, srq, ah, locked (bytes), cmlisten, cmconn, ring (bytes), mw or mcast, and N a
 // count with an optional binary suffix (K, M, G, T: 16G is 16 GiB) or "unlimited". A resource may
 // appear once; an empty string is no limit at all (the defaults).
 func ParseLimits(s string) (Limits, error) {
@@ -156,6 +157,7 @@ var deviceMax = limitSet{
 	PDs: 1 << 14, CQs: 1 << 14, QPs: engine.MaxQP, MRs: engine.MaxMR, SRQs: 1 << 12, AHs: 1 << 16,
 	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited, Ring: Unlimited,
 	MWs:   engine.MaxMR, // windows share the key table with regions
+	Mcast: engine.MaxTotalMcastQPAttach,
 	XRCDs: 1 << 14,
 }
 
@@ -178,7 +180,7 @@ var fdCost = limitSet{Sessions: 1, CQs: 3, QPs: 3, SRQs: 1, MRs: 1}
 var nominalUserLimits = limitSet{
 	Sessions: 1024, Instances: 256,
 	PDs: 4096, CQs: 4096, QPs: 4096, MRs: 16384, SRQs: 1024, AHs: 65536,
-	CMListeners: 256, CMConns: 4096, MWs: 16384, XRCDs: 4096,
+	CMListeners: 256, CMConns: 4096, MWs: 16384, Mcast: 4096, XRCDs: 4096,
 }
 
 // userShare is the part of the daemon's descriptors one uid may hold with

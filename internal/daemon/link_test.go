@@ -116,7 +116,7 @@ func TestLinkAddShowRestartDelete(t *testing.T) {
 	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "lotest", Type: "rxe", Netdev: "lo"}, proto.CodeBusy, "exists already")
 	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "lo2", Type: "rxe", Netdev: "lo"}, proto.CodeBusy, "one link per interface")
 	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "nope", Type: "rxe", Netdev: "vrdmanope0"}, proto.CodeNotFound, "the interfaces are lo")
-	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "bad", Type: "iwarp", Netdev: "lo"}, proto.CodeInvalid, "only type is rxe")
+	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "bad", Type: "iwarp", Netdev: "lo"}, proto.CodeInvalid, "the types are rxe")
 	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "bad", Type: "rxe", Netdev: "lo", DSCP: 64}, proto.CodeInvalid, "0..63")
 	c.fails(proto.OpLinkAdd, proto.LinkSpec{Name: "bad name", Type: "rxe", Netdev: "lo"}, proto.CodeInvalid, "link name")
 	c.fails(proto.OpListLinks, proto.LinkSpec{Name: "nope"}, proto.CodeNotFound, "no link")

@@ -100,7 +100,7 @@ func (l *pinLedger) pinned(p *procPins) uint64 {
 // process whose limit cannot be read is refused.
 func (s *session) pin(n uint64) (*procPins, error) {
 	pid := int32(0)
-	if from := s.conn.LastSender(); from.Known {
+	if from := s.sender(); from.Known {
 		pid = from.PID
 	}
 	limit := uint64(Unlimited)

@@ -204,6 +204,8 @@ func limitError(a *account, r Resource, n uint64) error {
 		fix = "stop listening on some ports"
 	case CMConns:
 		fix = "disconnect or reject some (one counts until the process has read its last event)"
+	case Mcast:
+		fix = "detach some QPs from their groups (ibv_detach_mcast, rdma_leave_multicast)"
 	}
 	return proto.Errorf(proto.CodeLimit, "%s holds %d %s of %d allowed (limit %s=%d): %s, or have the daemon started with a higher `%s %s=N`",
 		a.what, a.used[r], plural(r), lim, r, lim, fix, a.flag, r)
@@ -225,6 +227,8 @@ func plural(r Resource) string {
 		return "memory regions (mr)"
 	case MWs:
 		return "memory windows (mw)"
+	case Mcast:
+		return "multicast attachments (mcast)"
 	case SRQs:
 		return "shared receive queues (srq)"
 	case XRCDs:

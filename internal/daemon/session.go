@@ -56,6 +56,11 @@ type session struct {
 	ahs  map[uint32]qpstate.AddressVector
 	ahPD map[uint32]*engine.PD
 
+	// from is the connection of the device command running (mu): the
+	// session's own, or one ibv_import_device added (import.go).
+	from   *proto.Conn
+	joined joinedConns
+
 	events  chan proto.Event
 	dropped atomic.Uint64
 	done    chan struct{}
@@ -148,12 +153,23 @@ func (s *session) serve() {
 	// blocking; a sendEvents blocked in a write ends when it is closed).
 	defer func() {
 		close(s.done)
+		s.endJoined()
 		s.d.cm.CloseSession(s.cm())
 		s.cleanup()
 		s.conn.Close()
 	}()
+	s.serveConn(s.conn, false)
+}
+
+// serveConn answers c's requests until it ends: the session's own
+// connection, or one ibv_import_device added (import.go, imported). On an
+// imported connection a message that is no request is dropped unanswered:
+// its other end may be a program that answers errors with errors (another
+// daemon, handed over by a hostile client), and the two must not talk for
+// ever.
+func (s *session) serveConn(c *proto.Conn, imported bool) {
 	for {
-		h, body, fds, err := s.conn.Recv()
+		h, body, fds, err := c.Recv()
 		if err != nil {
 			proto.CloseFDs(fds)
 			if errors.Is(err, net.ErrClosed) || isEOF(err) {
@@ -164,7 +180,7 @@ func (s *session) serve() {
 				return
 			}
 			if h.Kind == 0 { // undecodable: answer with what we know and go on
-				s.reply(proto.Header{Kind: proto.KindReply, Code: proto.CodeInvalid}, errBody(err))
+				s.replyOn(c, proto.Header{Kind: proto.KindReply, Code: proto.CodeInvalid}, errBody(err))
 				if errors.Is(err, proto.ErrMagic) || errors.Is(err, proto.ErrVersionGap) {
 					return
 				}
@@ -174,7 +190,7 @@ func (s *session) serve() {
 			if errors.Is(err, proto.ErrVersionGap) {
 				code = proto.CodeVersion
 			}
-			s.reply(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: code}, errBody(err))
+			s.replyOn(c, proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: code}, errBody(err))
 			if errors.Is(err, proto.ErrVersionGap) {
 				return
 			}
@@ -182,20 +198,25 @@ func (s *session) serve() {
 		}
 		if h.Kind != proto.KindRequest {
 			proto.CloseFDs(fds)
-			s.reply(proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
+			if imported {
+				continue
+			}
+			s.replyOn(c, proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID, Code: proto.CodeInvalid}, errBody(errors.New("only requests may be sent to the daemon")))
 			continue
 		}
-		resp, outFDs, err := s.handle(h.Op, body, fds)
+		resp, outFDs, err := s.handleOn(c, h.Op, body, fds)
 		rh := proto.Header{Kind: proto.KindReply, Op: h.Op, ID: h.ID}
 		if err != nil {
 			rh.Code = proto.CodeOf(err)
 			if rh.Code == proto.CodeInternal {
 				s.d.log.Warn("command failed", "op", h.Op, "err", err)
 			}
-			s.reply(rh, errBody(err))
+			s.replyOn(c, rh, errBody(err))
 			continue
 		}
-		s.reply(rh, resp, outFDs...)
+		if resp != noReply {
+			s.replyOn(c, rh, resp, outFDs...)
+		}
 		proto.CloseFDs(outFDs) // new descriptors made for this reply
 	}
 }
@@ -212,8 +233,11 @@ func (s *session) stop() {
 // with a short error instead, so that no request goes unanswered; one
 // that cannot be written because the client went away ends nothing here
 // (the next Recv does).
-func (s *session) reply(rh proto.Header, resp any, fds ...int) {
-	err := s.conn.Send(rh, resp, fds...)
+func (s *session) reply(rh proto.Header, resp any, fds ...int) { s.replyOn(s.conn, rh, resp, fds...) }
+
+// replyOn sends the reply rh on c, as reply says.
+func (s *session) replyOn(c *proto.Conn, rh proto.Header, resp any, fds ...int) {
+	err := c.Send(rh, resp, fds...)
 	if err == nil || clientGone(err) {
 		return
 	}
@@ -222,7 +246,7 @@ func (s *session) reply(rh proto.Header, resp any, fds ...int) {
 	if errors.Is(err, proto.ErrTooLarge) {
 		rh.Code = proto.CodeLimit
 	}
-	_ = s.conn.Send(rh, errResp{Error: fmt.Sprintf("the daemon could not send its %v reply (%v): ask for less, or ask the host's administrator to read the daemon's log", rh.Op, err)})
+	_ = c.Send(rh, errResp{Error: fmt.Sprintf("the daemon could not send its %v reply (%v): ask for less, or ask the host's administrator to read the daemon's log", rh.Op, err)})
 }
 
 // clientGone reports whether a write failed because the client closed its
@@ -290,10 +314,10 @@ func (s *session) cleanup() {
 		delete(s.mws, h)
 	}
 	for h, m := range s.mrs {
-		locked := m.Mapped()
+		pinned := pinnedBy(m)
 		m.Deregister()
 		delete(s.mrs, h)
-		s.unpin(s.mrPins[h], locked)
+		s.unpin(s.mrPins[h], pinned)
 		delete(s.mrPins, h)
 	}
 	s.ahMu.Lock()

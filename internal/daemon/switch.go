@@ -108,6 +108,9 @@ func (h switchHost) Uplinks() []switchagent.Uplink {
 		if e.l != nil {
 			u.Link = e.l
 		}
+		if e.spec.Type == verbsLinkType {
+			u.Verbs = e.verbs.uplink(e.spec)
+		}
 		out = append(out, u)
 	}
 	return out

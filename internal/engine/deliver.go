@@ -70,6 +70,10 @@ func (r *receiver) deliver(frame []byte) {
 		ctr.ICRC.Add(1)
 		return
 	}
+	if p.Dst.IsMulticast() {
+		r.deliverMcast(p)
+		return
+	}
 	if !h.isLinkGID(addrGID(p.Dst)) {
 		ctr.NotOurs.Add(1)
 		return
@@ -87,6 +91,13 @@ func (r *receiver) deliver(frame []byte) {
 		ctr.UnknownQP.Add(1)
 		return
 	}
+	r.toQP(q, p)
+}
+
+// toQP hands p to q's transport, which accepts its type and state.
+func (r *receiver) toQP(q *QP, p *wire.Packet) {
+	h := r.h
+	ctr := &r.wire
 	if !q.adapter.NativeEndpoint && h.IsOutsider(addrGID(p.Src)) {
 		ctr.Outsiders.Add(1)
 		return

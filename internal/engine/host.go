@@ -30,6 +30,7 @@ type Host struct {
 	gsi     atomic.Pointer[gsiHandler] // gsi.go; nil: QP1's datagrams are dropped
 	gsiPSN  atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
 	members atomic.Pointer[Members]    // members.go; nil: every source is taken
+	mc      mcastTable                 // multicast groups (mcast.go)
 }
 
 // WireCounters count, per link, the packets it received and those that

@@ -42,6 +42,16 @@ type IntactLink interface {
 // AddLink attaches l to the host: its GIDs become the GIDs of every adapter
 // and packets it receives are delivered to the adapters' QPs.
 func (h *Host) AddLink(l Link) error {
+	if err := h.addLink(l); err != nil {
+		return err
+	}
+	for _, g := range h.joinedGroups() {
+		joinLink(l, g, true) // the groups QPs attached to before the link came
+	}
+	return nil
+}
+
+func (h *Host) addLink(l Link) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, x := range h.links {

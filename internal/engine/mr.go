@@ -73,7 +73,7 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 // newMR checks a registration and makes its MR, without a key; it takes
 // ownership of region (closed on error).
 func newMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Access) (*MR, error) {
-	if access&^abi.AccessAll != 0 {
+	if access&^(abi.AccessAll|abi.AccessOnDemand) != 0 {
 		region.Close()
 		return nil, fmt.Errorf("unknown access flags %v", access)
 	}

@@ -29,6 +29,9 @@ type QPConfig struct {
 	// AH resolves a UD work request's address handle to its destination GID,
 	// source GID index and protection domain.
 	AH func(handle uint32) ([16]byte, uint8, *PD, bool)
+	// Scope names the tenant whose multicast groups the QP sees (mcast.go):
+	// QPs of one scope share groups, QPs of two never do.
+	Scope string
 }
 
 // dataAttrs is the part of a QP's attributes the data path reads, replaced
@@ -65,6 +68,8 @@ type QP struct {
 	sigAll  bool
 	caps    proto.QPCaps
 	ah      func(uint32) ([16]byte, uint8, *PD, bool)
+	scope   string     // multicast scope (QPConfig.Scope)
+	mcast   []groupKey // the groups the QP is attached to; under its host's mc.mu
 
 	footprint uint64 // bytes the daemon allocates for the QP (footprint.go)
 	region    *shm.Region
@@ -156,7 +161,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q := &QP{
 		Handle: cfg.Handle, Events: cfg.Events,
 		adapter: a, pd: cfg.PD, typ: typ, apiType: cfg.Type, xrc: role, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
-		sigAll: cfg.SigAll, ah: cfg.AH, stallLeft: -1,
+		sigAll: cfg.SigAll, ah: cfg.AH, scope: cfg.Scope, stallLeft: -1,
 		sq: sh.sq, rqRing: sh.rq, caps: c, footprint: sh.bytes(),
 	}
 	region, err := shm.NewRegion("vrdma-qp", sh.size)
@@ -480,6 +485,7 @@ func (q *QP) publishSQDone() {
 
 // Destroy stops the QP's worker and frees it.
 func (q *QP) Destroy() {
+	q.SendPending()
 	q.procMu.Lock()
 	q.dead = true
 	q.procMu.Unlock()
@@ -490,6 +496,7 @@ func (q *QP) Destroy() {
 		q.doorbell.Close()
 	}
 	<-q.done
+	q.detachAllMcast()
 	q.adapter.removeQP(q)
 	if receiving(q.State()) {
 		q.revokePeers() // no lookup finds q any more
@@ -501,6 +508,17 @@ func (q *QP) Destroy() {
 	}
 	if q.xrcd != nil {
 		q.xrcd.unuse()
+	}
+}
+
+// SendPending runs the datagrams a UD QP in RTS has posted and its worker
+// has not run yet. rdma_rxe sends a datagram in the post's own call, and
+// programs count on it: mckey's sender posts unsignaled sends, then
+// destroys its address handle and its QP at once. The daemon calls it
+// before either goes.
+func (q *QP) SendPending() {
+	if q.typ == abi.QPTypeUD && q.State() == abi.QPStateRTS {
+		q.step()
 	}
 }
 

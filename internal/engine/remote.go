@@ -327,6 +327,9 @@ func (q *QP) buildWQE(rm *remote, slot int, sw *abi.SendWQE, w *transport.WQE) a
 			return abi.StatusLocLenErr
 		}
 		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:1], abi.AccessLocalWrite, spans, &rm.held[slot])
+	case sw.Opcode == abi.OpAtomicWrite:
+		// No local memory: the 8 bytes travel in CompareAdd.
+		total = 8
 	default:
 		spans, total, st = resolveHeld(a, q.pd, sw.SGL[:sw.NumSGE], 0, spans, &rm.held[slot])
 	}
@@ -546,6 +549,15 @@ func (rm *remote) respPD() *PD {
 func (rm *remote) SelectSRQ(n uint32) bool {
 	rm.xsrq = rm.q.xrcTarget(n)
 	return rm.xsrq != nil
+}
+
+// AtomicWrite stores v with one CPU store on the shared mapping.
+func (rm *remote) AtomicWrite(t []byte, v uint64) bool {
+	if !shm.Aligned8(t, 0) {
+		return false
+	}
+	shm.Store64(t, 0, v)
+	return true
 }
 
 // Atomic runs a CPU atomic on the shared mapping.

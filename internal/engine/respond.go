@@ -38,6 +38,8 @@ func (q *QP) execute(w *abi.SendWQE) outcome {
 			return outcome{status: abi.StatusLocLenErr}
 		}
 		local, total, status = s.resolve(a, q.pd, w.SGL[:1], abi.AccessLocalWrite, s.dst[:0])
+	case w.Opcode == abi.OpAtomicWrite:
+		total = 8 // the value travels in the request itself
 	default:
 		local, total, status = s.resolve(a, q.pd, w.SGL[:w.NumSGE], 0, s.src[:0])
 	}
@@ -122,7 +124,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 	}
 	var need abi.Access
 	switch {
-	case w.Opcode == abi.OpRDMAWrite || w.Opcode == abi.OpRDMAWriteImm:
+	case w.Opcode == abi.OpRDMAWrite || w.Opcode == abi.OpRDMAWriteImm || w.Opcode == abi.OpAtomicWrite:
 		need = abi.AccessRemoteWrite
 	case w.Opcode == abi.OpRDMARead:
 		need = abi.AccessRemoteRead
@@ -178,6 +180,9 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 		}
 		return outcome{bytes: uint32(total)}
 
+	case abi.OpAtomicWrite:
+		return q.atomicWrite(p, w)
+
 	default: // atomics
 		if w.RemoteAddr%8 != 0 {
 			return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "atomic on an address that is not 8-byte aligned")
@@ -200,6 +205,25 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 		scatter(local, s.src[:1])
 		return outcome{bytes: 8}
 	}
+}
+
+// atomicWrite stores the request's 8 bytes at its remote address as one
+// store, as rxe's responder does: the region must grant REMOTE_WRITE over
+// the 8 bytes (else a remote access error) and the address must be 8-byte
+// aligned (else an invalid request).
+func (q *QP) atomicWrite(p *QP, w *abi.SendWQE) outcome {
+	if w.RemoteAddr%8 != 0 {
+		return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "ATOMIC_WRITE to an address that is not 8-byte aligned")
+	}
+	tgt := q.s.remote(p, w.RKey, w.RemoteAddr, 8, abi.AccessRemoteWrite)
+	if tgt == nil {
+		return q.responderError(p, abi.StatusRemAccessErr, abi.EventQPAccessErr, "ATOMIC_WRITE with an rkey, range or access that the region does not grant")
+	}
+	if !shm.Aligned8(tgt, 0) {
+		return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "ATOMIC_WRITE target is not 8-byte aligned in memory")
+	}
+	shm.Store64(tgt, 0, w.CompareAdd)
+	return outcome{bytes: 8}
 }
 
 func putLE64(b []byte, v uint64) {

@@ -32,11 +32,14 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	if total > uint64(a.PortMTU().Bytes()) {
 		return outcome{status: abi.StatusLocLenErr}
 	}
+	qkey := w.RemoteQKey
+	if qkey&0x80000000 != 0 {
+		qkey = d.qkey
+	}
+	if w.RemoteQPN == MulticastQPN && IsMulticastGID(dgid) {
+		return q.sendMcast(w, dgid, local, total, qkey)
+	}
 	if h := a.host; h != nil && !h.IsLocalGID(dgid) {
-		qkey := w.RemoteQKey
-		if qkey&0x80000000 != 0 {
-			qkey = d.qkey
-		}
 		_, sgidIndex, _, _ := q.ah(w.AH)
 		return q.sendUDWire(w, dgid, sgidIndex, local, total, qkey)
 	}
@@ -51,38 +54,44 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	if p == nil || p.typ != abi.QPTypeUD {
 		return sent
 	}
+	q.deliverUD(p, w, dgid, local, total, qkey)
+	return sent
+}
+
+// deliverUD copies a datagram of q's into a receive of p, a UD QP of this
+// host, with the GRH in front, when p's state and Q_Key take it.
+func (q *QP) deliverUD(p *QP, w *abi.SendWQE, dgid [16]byte, local [][]byte, total uint64, qkey uint32) {
+	s := &q.s
+	a := q.adapter
+	d := q.dp.Load()
 	if st := p.State(); st != abi.QPStateRTR && st != abi.QPStateRTS && st != abi.QPStateSQD && st != abi.QPStateSQE {
 		p.adapter.Counters.RxDrops.Add(1)
-		return sent
-	}
-	qkey := w.RemoteQKey
-	if qkey&0x80000000 != 0 {
-		qkey = d.qkey
+		return
 	}
 	if qkey != p.dp.Load().qkey {
 		p.adapter.Counters.RxDrops.Add(1)
-		return sent
+		return
 	}
 	switch p.rq.pop(&s.rwqe) {
 	case popEmpty:
 		p.adapter.Counters.RxDrops.Add(1)
-		return sent
+		return
 	case popCorrupt:
 		p.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
-		return sent
+		return
 	case popBad:
 		q.completeRecv(p, abi.StatusLocQPOpErr, 0, 0, abi.WCRecv, 0, 0)
 		p.enterError()
-		return sent
+		return
 	}
 	dst, room, st := s.resolve(p.adapter, p.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, s.dst[:0])
 	if st != abi.StatusSuccess {
 		q.completeRecv(p, abi.StatusLocProtErr, 0, 0, abi.WCRecv, 0, 0)
-		return sent
+		return
 	}
 	if room < total+abi.GRHSize {
 		q.completeRecv(p, abi.StatusLocLenErr, 0, 0, abi.WCRecv, 0, 0)
-		return sent
+		return
 	}
 	gids := a.GIDs()
 	sgid := gids[0]
@@ -100,5 +109,4 @@ func (q *QP) executeUD(w *abi.SendWQE) outcome {
 	q.completeRecvSL(p, uint32(total)+abi.GRHSize, imm, fl, abi.WCSLRoCEv2IPv6)
 	p.adapter.Counters.RxPackets.Add(1)
 	p.adapter.Counters.RxBytes.Add(total)
-	return sent
 }

@@ -58,6 +58,10 @@ func (p PortGroup) PartitionKey() uint16 {
 const (
 	UplinkRXE = "rxe" // RoCE on a NIC (Soft-RoCE or an HCA): the rdma path
 	UplinkTCP = "tcp" // the TCP channel between daemons: the fallback path
+	// UplinkVerbs is a port of a device of the host's own rdma-core (an
+	// HCA, rdma_rxe, siw): recorded for path selection, which does not
+	// pick it yet (docs/design/verbs-uplink.md).
+	UplinkVerbs = "verbs"
 )
 
 // Uplink states.
@@ -69,7 +73,7 @@ const (
 // Uplink is one way a host reaches the network.
 type Uplink struct {
 	Name string `json:"name"`
-	// Kind is UplinkRXE or UplinkTCP.
+	// Kind is UplinkRXE, UplinkTCP or UplinkVerbs.
 	Kind string `json:"kind"`
 	// RoCEVersion is 1 or 2 for an rxe uplink, 0 for tcp.
 	RoCEVersion int `json:"roceVersion,omitempty"`
@@ -80,6 +84,16 @@ type Uplink struct {
 	GIDs []string `json:"gids,omitempty"`
 	// State is UplinkUp or UplinkDown ("" reads as up).
 	State string `json:"state,omitempty"`
+
+	// A verbs uplink's device: its name, link layer ("Ethernet",
+	// "InfiniBand"), transport ("InfiniBand" for IB and RoCE, "iWARP"),
+	// its port's LID (InfiniBand), and each GID's type ("IB", "RoCE v1",
+	// "RoCE v2"), in the order of GIDs.
+	Device    string   `json:"device,omitempty"`
+	LinkLayer string   `json:"linkLayer,omitempty"`
+	Transport string   `json:"transport,omitempty"`
+	LID       uint16   `json:"lid,omitempty"`
+	GIDTypes  []string `json:"gidTypes,omitempty"`
 }
 
 // DefaultHostTTL is the lease TTL a daemon's host record is put under: the

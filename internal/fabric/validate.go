@@ -137,6 +137,33 @@ func ValidateHost(h Host) error {
 	return nil
 }
 
+// validateVerbsUplink checks a verbs uplink's device fields.
+func validateVerbsUplink(host, field string, u Uplink) error {
+	const k = "host"
+	if u.Device == "" {
+		return invalid(k, host, field+".Device", fmt.Sprintf("verbs uplink %q names no device", u.Name), "give the rdma-core device (mlx5_0, rxe0)")
+	}
+	switch u.LinkLayer {
+	case "Ethernet", "InfiniBand", "Unspecified":
+	default:
+		return invalid(k, host, field+".LinkLayer", fmt.Sprintf("link layer %q on verbs uplink %q", u.LinkLayer, u.Name), `use "Ethernet" or "InfiniBand"`)
+	}
+	if u.MTU != 0 && !validMTU(u.MTU) {
+		return invalid(k, host, field+".MTU", fmt.Sprintf("MTU %d on verbs uplink %q is not an RDMA MTU", u.MTU, u.Name), mtuFix)
+	}
+	if len(u.GIDTypes) != len(u.GIDs) {
+		return invalid(k, host, field+".GIDTypes", fmt.Sprintf("verbs uplink %q has %d GIDs and %d GID types", u.Name, len(u.GIDs), len(u.GIDTypes)), "give one type per GID")
+	}
+	for j, t := range u.GIDTypes {
+		switch t {
+		case "IB", "RoCE v1", "RoCE v2":
+		default:
+			return invalid(k, host, fmt.Sprintf("%s.GIDTypes[%d]", field, j), fmt.Sprintf("GID type %q", t), `use "IB", "RoCE v1" or "RoCE v2"`)
+		}
+	}
+	return nil
+}
+
 func validateUplink(host, field string, u Uplink) error {
 	const k = "host"
 	switch u.Kind {
@@ -152,12 +179,16 @@ func validateUplink(host, field string, u Uplink) error {
 			// is down and has no GID yet; one that is up has at least one.
 			return invalid(k, host, field+".GIDs", fmt.Sprintf("rxe uplink %q is up but has no GID", u.Name), "list the uplink's GIDs (`rdma link show` / sysfs gids), or mark it down")
 		}
+	case UplinkVerbs:
+		if err := validateVerbsUplink(host, field, u); err != nil {
+			return err
+		}
 	case UplinkTCP:
 		if u.RoCEVersion != 0 || u.MTU != 0 || len(u.GIDs) != 0 {
 			return invalid(k, host, field, fmt.Sprintf("tcp uplink %q has RoCE fields (version, MTU or GIDs)", u.Name), "leave RoCEVersion, MTU and GIDs empty on a tcp uplink")
 		}
 	default:
-		return invalid(k, host, field+".Kind", fmt.Sprintf("unknown uplink kind %q", u.Kind), `use "rxe" (RoCE) or "tcp" (the TCP channel)`)
+		return invalid(k, host, field+".Kind", fmt.Sprintf("unknown uplink kind %q", u.Kind), `use "rxe" (RoCE), "verbs" (a device of the host's rdma-core) or "tcp" (the TCP channel)`)
 	}
 	for j, g := range u.GIDs {
 		if err := validateGID(k, host, fmt.Sprintf("%s.GIDs[%d]", field, j), g); err != nil {

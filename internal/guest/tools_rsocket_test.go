@@ -122,3 +122,44 @@ func TestToolRiostream(t *testing.T) {
 		})
 	}
 }
+
+// TestToolUdpong runs Debian's udpong (rdmacm-utils), unmodified, server
+// and client on datagram rsockets over vrdma: the client's first datagram
+// goes over UDP and teaches each side the other's UD QP, the rest go over
+// the UD QPs. Its echo test (-T e) has the server send every datagram
+// back; its blocking (-T b), nonblocking (the default) and rpoll (-T a)
+// modes; and its one-way test, where the server counts what arrived
+// (datagrams may be dropped, so only the report is asked for). The server
+// never ends on its own; it is killed after the client (its stdout, a
+// pipe, is lost then: the client's report shows both sides worked).
+// Before datagram rsockets, rsocket(SOCK_DGRAM) failed with ENOSYS.
+func TestToolUdpong(t *testing.T) {
+	requireTool(t, "udpong", rdmacmUtils)
+	h := newToolHost(t)
+	tests := []struct {
+		name string
+		args []string
+		want []string // the report lines: "name bytes xfers "
+	}{
+		{"echo blocking", []string{"-T", "e", "-T", "b", "-S", "1024", "-C", "500"}, []string{"custom    1k      1k "}},
+		{"echo nonblocking", []string{"-T", "e", "-S", "100", "-C", "500"}, []string{"custom    100     1k "}},
+		{"echo rpoll", []string{"-T", "e", "-T", "a", "-S", "1536", "-C", "300"}, []string{"custom    1.5k    600 "}},
+		{"one way", []string{"-S", "2000", "-C", "2000"}, []string{"custom    1.9k    "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			port := strconv.Itoa(freePort(t))
+			args := append([]string{"-p", port}, tt.args...)
+			srv := h.start(t, "", "udpong", append([]string{"-b", "127.0.0.1"}, args...)...)
+			cli := h.start(t, "", "udpong", append([]string{"-s", "127.0.0.1"}, args...)...)
+			out := cli.wait(t)
+			for _, w := range tt.want {
+				if !strings.Contains(out, "\n"+w) {
+					t.Errorf("udpong's client (%s) did not report %q; it printed:\n%s", tt.name, w, out)
+				}
+			}
+			_ = srv.kill()
+			<-srv.done
+		})
+	}
+}

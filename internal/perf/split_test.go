@@ -303,8 +303,11 @@ func TestServerTellsABadClientWhatIsWrong(t *testing.T) {
 func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 	opened := make(chan string, 16)
 	r := startRig(t, ServerConfig{GIDIndex: AutoGID, opened: func(test string) { opened <- test }})
-	for i, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
+	for _, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
 		t.Run(name, func(t *testing.T) {
+			// Each subtest waits for a line of its own, so one that fails
+			// does not fail the ones after it.
+			logged := len(r.errLog.String())
 			c, err := Dial(context.Background(), r.config(time.Minute))
 			if err != nil {
 				t.Fatal(err)
@@ -332,13 +335,13 @@ func TestServerSurvivesAClientLeavingMidTest(t *testing.T) {
 				t.Fatalf("Run cut short = %v; want it interrupted", err)
 			}
 			// The server notices at once (not after the test's minute) and logs it.
-			for n := 0; strings.Count(r.errLog.String(), "\n") <= i; n++ {
+			for n := 0; !strings.Contains(r.errLog.String()[logged:], "\n"); n++ {
 				if n == 600 {
 					t.Fatalf("the server has not noticed the client went away; its log:\n%s", r.errLog)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			if log := r.errLog.String(); !strings.Contains(log, ": "+name+": ") {
+			if log := r.errLog.String()[logged:]; !strings.Contains(log, ": "+name+": ") {
 				t.Errorf("the server's log does not say which test lost its client:\n%s", log)
 			}
 			c2, err := Dial(context.Background(), r.config(100*time.Millisecond))
@@ -437,8 +440,11 @@ func TestSlotFreeWhenTheClientSeesTheEnd(t *testing.T) {
 func TestServerLogsAClientCancelledWhileItsTestRuns(t *testing.T) {
 	started := make(chan string, 1)
 	r := startRig(t, ServerConfig{GIDIndex: AutoGID, started: func(test string) { started <- test }})
-	for i, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
+	for _, name := range []string{"rc_bw", "rc_bi_bw", "ud_bw", "rc_lat", "ud_lat", "rc_rdma_write_lat", "rc_rdma_read_bw"} {
 		t.Run(name, func(t *testing.T) {
+			// Each subtest waits for a line of its own, so one that fails
+			// does not fail the ones after it.
+			logged := len(r.errLog.String())
 			c, err := Dial(context.Background(), r.config(time.Minute))
 			if err != nil {
 				t.Fatal(err)
@@ -457,7 +463,7 @@ func TestServerLogsAClientCancelledWhileItsTestRuns(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "interrupted") {
 				t.Fatalf("Run cut short = %v; want it interrupted", err)
 			}
-			for n := 0; strings.Count(r.errLog.String(), "\n") <= i; n++ {
+			for n := 0; !strings.Contains(r.errLog.String()[logged:], "\n"); n++ {
 				if n == 600 {
 					t.Fatalf("the server has not noticed the client went away; its log:\n%s", r.errLog)
 				}

@@ -62,6 +62,10 @@ type DeviceAttr struct {
 	// MaxRingBytes is what the caller's queues may take in all (the
 	// daemon's ring limit): a vrdma extension.
 	MaxRingBytes uint64 `json:"max_ring_bytes,omitempty"`
+	// Multicast: groups per tenant, QPs per group, attachments in all.
+	MaxMcastGrp           int `json:"max_mcast_grp"`
+	MaxMcastQPAttach      int `json:"max_mcast_qp_attach"`
+	MaxTotalMcastQPAttach int `json:"max_total_mcast_qp_attach"`
 }
 
 // PortAttr is the part of ibv_port_attr that applies, with counters.
@@ -105,6 +109,15 @@ type Counters struct {
 
 type QueryPortReq struct {
 	Port int `json:"port"`
+}
+
+// McastReq attaches a UD QP to, or detaches it from, the multicast group
+// GID (ibv_attach_mcast, ibv_detach_mcast). LID is what the caller gave;
+// on a RoCE port it means nothing.
+type McastReq struct {
+	QP  uint32   `json:"qp"`
+	GID [16]byte `json:"gid"`
+	LID uint16   `json:"lid"`
 }
 
 type HandleReq struct {
@@ -158,6 +171,37 @@ type RegMRResp struct {
 	Handle uint32 `json:"handle"`
 	LKey   uint32 `json:"lkey"`
 	RKey   uint32 `json:"rkey"`
+}
+
+// ImportDeviceReq comes with one descriptor: a connected unixpacket
+// socket (a socketpair's end) that the daemon serves from then on as
+// another connection to the session of the connection the request came on:
+// the same device, the same objects by the same handles (ibv_import_device,
+// docs/design/import.md). The reply, a HelloResp, goes on that socket,
+// none on this one; it carries the request id ID, the importer's first on
+// that socket.
+type ImportDeviceReq struct {
+	ID uint32 `json:"id"`
+}
+
+// ImportObjectReq names an object of the session by its handle: Kind is
+// "pd" or "mr" (ibv_import_pd, ibv_import_mr); for "mr", PD is the handle
+// of the protection domain the region must belong to.
+type ImportObjectReq struct {
+	Kind   string `json:"kind"`
+	Handle uint32 `json:"handle"`
+	PD     uint32 `json:"pd,omitempty"`
+}
+
+// ImportObjectResp describes an imported object: for a region its keys,
+// length and access (its address stays its owner's: ibv_import_mr leaves
+// addr NULL, as rdma-core's).
+type ImportObjectResp struct {
+	Handle uint32 `json:"handle"`
+	LKey   uint32 `json:"lkey,omitempty"`
+	RKey   uint32 `json:"rkey,omitempty"`
+	Length uint64 `json:"length,omitempty"`
+	Access uint32 `json:"access,omitempty"`
 }
 
 // AllocMWReq allocates a memory window of type Type (1 or 2) in the
@@ -405,13 +449,40 @@ type Event struct {
 }
 
 // LinkSpec is a link on a host interface, as `vrdma link add NAME type rxe
-// netdev IFACE [dscp N]` gives it; link_delete and list_links use Name
-// only ("" lists every link).
+// netdev IFACE [dscp N]` gives it, or on a device of the host's rdma-core,
+// as `vrdma link add NAME type verbs dev IBDEV [port N]` gives it;
+// link_delete and list_links use Name only ("" lists every link).
 type LinkSpec struct {
-	Name   string `json:"name"`
-	Type   string `json:"type"` // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE
-	Netdev string `json:"netdev"`
-	DSCP   uint8  `json:"dscp"`
+	Name    string `json:"name"`
+	Type    string `json:"type"` // "rxe": RoCEv2 over UDP, like the kernel's Soft-RoCE; "verbs": a device of the host's rdma-core
+	Netdev  string `json:"netdev"`
+	DSCP    uint8  `json:"dscp"`
+	Dev     string `json:"dev,omitempty"`      // verbs: the rdma-core device (mlx5_0, rxe0)
+	DevPort uint8  `json:"dev_port,omitempty"` // verbs: its port, 1 if 0
+}
+
+// VerbsLinkInfo is what a verbs link's device reports: ibv_query_device,
+// ibv_query_port and the GID table.
+type VerbsLinkInfo struct {
+	Dev       string     `json:"dev"`
+	Port      uint8      `json:"port"`
+	Transport string     `json:"transport"`  // "InfiniBand" (IB and RoCE), "iWARP"
+	LinkLayer string     `json:"link_layer"` // "Ethernet", "InfiniBand"
+	PortState string     `json:"port_state"` // "PORT_ACTIVE", ...
+	FWVer     string     `json:"fw_ver,omitempty"`
+	NodeGUID  uint64     `json:"node_guid"`
+	LID       uint16     `json:"lid,omitempty"`
+	MaxMTU    uint8      `json:"max_mtu"` // enum ibv_mtu
+	AtomicCap uint32     `json:"atomic_cap"`
+	GIDs      []VerbsGID `json:"gids"`
+}
+
+// VerbsGID is one entry of a verbs link's GID table.
+type VerbsGID struct {
+	Index  uint32 `json:"index"`
+	Type   string `json:"type"` // "IB", "RoCE v1", "RoCE v2"
+	GID    []byte `json:"gid"`
+	Netdev string `json:"netdev,omitempty"`
 }
 
 // LinkInfo is a link as `vrdma link show` prints it.
@@ -424,6 +495,9 @@ type LinkInfo struct {
 	ActiveMTU uint8        `json:"active_mtu"`
 	Port      uint16       `json:"port"` // UDP port (4791)
 	Counters  LinkCounters `json:"counters"`
+	// Verbs is the device of a verbs link, nil for the others or when it
+	// could not be opened.
+	Verbs *VerbsLinkInfo `json:"verbs,omitempty"`
 }
 
 // LinkCounters are a link's traffic counters.

@@ -73,10 +73,14 @@ type PortGroupListResp struct {
 // UplinkInfo is one uplink of a host record.
 type UplinkInfo struct {
 	Name  string   `json:"name"`
-	Kind  string   `json:"kind"` // "rxe" or "tcp"
+	Kind  string   `json:"kind"` // "rxe", "verbs" or "tcp"
 	State string   `json:"state"`
 	MTU   int      `json:"mtu,omitempty"`
 	GIDs  []string `json:"gids,omitempty"`
+	// A verbs uplink's device, link layer and GID types (one per GID).
+	Device    string   `json:"device,omitempty"`
+	LinkLayer string   `json:"link_layer,omitempty"`
+	GIDTypes  []string `json:"gid_types,omitempty"`
 }
 
 // HostInfo is a live host as `vrdma host show` prints it.

@@ -34,11 +34,19 @@ import (
 // 176 skipped: every test not skipped passes; the skips are hardware and
 // the features docs/pyverbs.md lists as missing.
 //
+// On-demand paging and parent domains (branch i19-odp): 113 passed, 0
+// failed, 0 errors, 160 skipped: 11 test_odp tests and 5
+// test_parent_domain tests more.
+// ATOMIC WRITE and device import (branch i19-atomicw, on that main): 99
+// passed, 0 failed, 0 errors, 174 skipped (test_qp_ex_rc_atomic_write,
+// test_shared_pd.test_imported_rc_ex_rdma_write).
+// With multicast (i19-mcast branch): 100 passed, 0 failed, 0 errors, 173
+// skipped: test_rdmacm's three multicast traffic tests run and pass.
 // XRC (i19-xrc): 103 passed, 0 failed, 0 errors, 170 skipped: the six
 // tests that skipped for "Create XRCD is not supported" pass (test_atomic
 // 2, test_cqex, test_qpex 2, test_relaxed_ordering); the seventh,
 // test_odp_xrc_traffic, now skips for ODP.
-const passFloor = 103
+const passFloor = 113
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68

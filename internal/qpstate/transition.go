@@ -186,7 +186,9 @@ func checkValues(t abi.QPType, a *Attr, m Mask, lim Limits) *Error {
 	if m&MaskPKeyIndex != 0 && int(a.PKeyIndex) >= lim.PKeyTableLen {
 		return bad(MaskPKeyIndex, fmt.Sprintf("index %d is outside the P_Key table of %d entries", a.PKeyIndex, lim.PKeyTableLen))
 	}
-	if m&MaskAccessFlags != 0 && a.AccessFlags&^abi.AccessAll != 0 {
+	// IBV_ACCESS_ON_DEMAND among a QP's access flags is accepted and
+	// means nothing, as on rdma_rxe and mlx5 (pyverbs' ODP tests set it).
+	if m&MaskAccessFlags != 0 && a.AccessFlags&^(abi.AccessAll|abi.AccessOnDemand) != 0 {
 		return bad(MaskAccessFlags, fmt.Sprintf("unknown access flags %v", a.AccessFlags))
 	}
 	// A path MTU above the port's active MTU is accepted, as rdma_rxe

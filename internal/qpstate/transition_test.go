@@ -349,6 +349,8 @@ func TestCheckAttrRanges(t *testing.T) {
 		{"pkey index last", rc, reset, init, MaskPKeyIndex, func(a *Attr) { a.PKeyIndex = 3 }, testLimits, true},
 		{"unknown access flag", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = 0x20 }, testLimits, false},
 		{"no access", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = 0 }, testLimits, true},
+		// IBV_ACCESS_ON_DEMAND means nothing on a QP; rxe and mlx5 accept it.
+		{"on demand", rc, reset, init, MaskAccessFlags, func(a *Attr) { a.AccessFlags = abi.AccessAll | abi.AccessOnDemand }, testLimits, true},
 		{"mtu 0", rc, init, rtr, MaskPathMTU, func(a *Attr) { a.PathMTU = 0 }, testLimits, false},
 		{"mtu 6", rc, init, rtr, MaskPathMTU, func(a *Attr) { a.PathMTU = 6 }, testLimits, false},
 		// Any valid MTU, whatever the port's active one, as on rxe: the wire takes the smaller.

@@ -48,6 +48,13 @@ func CompareAndSwap64(b []byte, off int, old, new uint64) uint64 {
 	}
 }
 
+// Store64 atomically stores v at b[off:] (an ATOMIC WRITE: one store,
+// after every store before it).
+func Store64(b []byte, off int, v uint64) {
+	_ = b[off+7]
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[off])), v)
+}
+
 // FetchAdd64 atomically adds v to b[off:] and returns the previous value.
 func FetchAdd64(b []byte, off int, v uint64) uint64 {
 	_ = b[off+7]

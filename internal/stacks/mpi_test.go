@@ -84,6 +84,13 @@ func vrdmaRunCache(t *testing.T) string {
 	return dir
 }
 
+// mpiStack is the transport under Open MPI in a test: mpirun's options
+// for np ranks over it.
+type mpiStack func(np int) []string
+
+// mpiUCX is Open MPI over UCX.
+var mpiUCX = mpiStack(mpirunArgs)
+
 // mpiMode is where `vrdma run` goes: around mpirun, or around each rank.
 type mpiMode struct {
 	name      string
@@ -93,12 +100,12 @@ type mpiMode struct {
 var mpiModes = []mpiMode{{"vrdma run -- mpirun", true}, {"mpirun -- vrdma run", false}}
 
 // mpiCommand returns the program and arguments that run mpicheck on np
-// ranks in mode, with extra mpirun options.
-func mpiCommand(t *testing.T, mode mpiMode, np int, extra ...string) (string, []string) {
+// ranks over stack in mode, with extra mpirun options.
+func mpiCommand(t *testing.T, stack mpiStack, mode mpiMode, np int, extra ...string) (string, []string) {
 	t.Helper()
 	prog := mpiCheck(t)
 	vrdma := netns.VRDMABinary(t)
-	args := append(mpirunArgs(np), extra...)
+	args := append(stack(np), extra...)
 	if mode.aroundRun {
 		return vrdma, append(append([]string{"run", "--", "mpirun"}, args...), prog)
 	}
@@ -125,7 +132,13 @@ func checkMPI(t *testing.T, out string, np int) {
 
 // TestMPISameHost runs mpicheck on 2 ranks of one host in both modes:
 // the ranks' messages go through vrdma0 (its memcpy path).
-func TestMPISameHost(t *testing.T) {
+func TestMPISameHost(t *testing.T) { runMPISameHost(t, mpiUCX) }
+
+// runMPISameHost runs mpicheck on 2 ranks of one host over stack, in
+// both modes in the full matrix (the first in CI's subset), and checks
+// that the messages took vrdma0's memcpy path.
+func runMPISameHost(t *testing.T, stack mpiStack) {
+	t.Helper()
 	mpiCheck(t)
 	lib := guesttest.Library(t)
 	h := sameHost(t, lib)
@@ -136,7 +149,7 @@ func TestMPISameHost(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			before := h.paths(t)
-			name, args := mpiCommand(t, mode, 2)
+			name, args := mpiCommand(t, stack, mode, 2)
 			out, ok := h.run(t, mpiEnv(t), name, args...)
 			if !ok {
 				return
@@ -147,22 +160,26 @@ func TestMPISameHost(t *testing.T) {
 	}
 }
 
-func init() {
+func init() { addMPIBetween("mpirun -np 4", mpiUCX) }
+
+// addMPIBetween adds a run of mpicheck over stack to TestStacksBetweenHosts,
+// in both modes.
+func addMPIBetween(name string, stack mpiStack) {
 	betweenHosts = append(betweenHosts, struct {
 		name string
 		run  func(t *testing.T, a, b *host, mode linkMode)
-	}{"mpirun -np 4", func(t *testing.T, a, b *host, mode linkMode) {
+	}{name, func(t *testing.T, a, b *host, mode linkMode) {
 		mpiCheck(t)
 		for _, m := range mpiModes {
-			t.Run(m.name, func(t *testing.T) { runMPIBetween(t, a, b, m, mode.path) })
+			t.Run(m.name, func(t *testing.T) { runMPIBetween(t, a, b, stack, m, mode.path) })
 		}
 	}})
 }
 
 // runMPIBetween runs mpicheck on 4 ranks, 2 on each host (mpirun on a),
-// in mode; Open MPI starts its daemon on b through a launch agent that
-// enters b's namespace (as ssh would reach another machine).
-func runMPIBetween(t *testing.T, a, b *host, mode mpiMode, path string) {
+// over stack in mode; Open MPI starts its daemon on b through a launch
+// agent that enters b's namespace (as ssh would reach another machine).
+func runMPIBetween(t *testing.T, a, b *host, stack mpiStack, mode mpiMode, path string) {
 	t.Helper()
 	dir := t.TempDir()
 	hostfile := filepath.Join(dir, "hosts")
@@ -175,7 +192,7 @@ func runMPIBetween(t *testing.T, a, b *host, mode mpiMode, path string) {
 		t.Fatal(err)
 	}
 	ba, bb := a.paths(t), b.paths(t)
-	name, args := mpiCommand(t, mode, 4, "--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
+	name, args := mpiCommand(t, stack, mode, 4, "--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
 		"--mca", "oob_tcp_if_include", "eth0", "--mca", "plm_rsh_no_tree_spawn", "1")
 	out, ok := a.run(t, mpiEnv(t), name, args...)
 	if !ok {

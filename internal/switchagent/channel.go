@@ -20,7 +20,7 @@ func (a *Agent) openTCP() error {
 		t = a.cfg.Member.TLSConfig()
 	}
 	l, err := tcplink.Open(tcplink.Config{Name: TCPLinkName, Addrs: addrs, Listen: a.cfg.TCPListen,
-		Peers: a.peerEndpoint, TLS: t, Authorize: a.Authorize, Logger: a.log})
+		Peers: a.peerEndpoint, GroupHosts: a.multicastHosts, TLS: t, Authorize: a.Authorize, Logger: a.log})
 	if flag := inUseFlag(err, nil); flag != "" {
 		return fmt.Errorf("switch: TCP channel: %w: another program uses the port; choose another with %s", err, flag)
 	}

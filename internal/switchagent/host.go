@@ -42,6 +42,21 @@ type Uplink struct {
 	// Link is the open link, nil when it could not be opened (its port
 	// was taken, say): the record then says it is down.
 	Link engine.Link
+	// Verbs is a verbs uplink's device (Link is nil then): nil for the
+	// others.
+	Verbs *VerbsUplink
+}
+
+// VerbsUplink is a verbs uplink's device as the record carries it.
+type VerbsUplink struct {
+	Device    string
+	LinkLayer string // "Ethernet", "InfiniBand"
+	Transport string // "InfiniBand" (IB and RoCE), "iWARP"
+	Up        bool   // the port is active
+	MTU       int    // active MTU in bytes
+	LID       uint16
+	GIDs      [][16]byte
+	GIDTypes  []string // "IB", "RoCE v1", "RoCE v2", one per GID
 }
 
 // Local is the daemon an agent runs in.

@@ -32,6 +32,10 @@ func (a *Agent) Record() fabric.Host {
 		}
 	}
 	for _, up := range a.uplinks() {
+		if v := up.Verbs; v != nil {
+			h.Uplinks = append(h.Uplinks, verbsRecord(up.Name, v))
+			continue
+		}
 		u := fabric.Uplink{Name: up.Name, Kind: fabric.UplinkRXE, RoCEVersion: 2, State: fabric.UplinkDown, MTU: 1024}
 		if up.Link != nil {
 			u.State = fabric.UplinkUp
@@ -50,6 +54,20 @@ func (a *Agent) Record() fabric.Host {
 	h.Uplinks = append(h.Uplinks, fabric.Uplink{Name: TCPLinkName, Kind: fabric.UplinkTCP, State: fabric.UplinkUp})
 	h.TCPEndpoint = a.tcpEndpoint()
 	return a.ownRecord(h)
+}
+
+// verbsRecord is a verbs uplink as the host record carries it.
+func verbsRecord(name string, v *VerbsUplink) fabric.Uplink {
+	u := fabric.Uplink{Name: name, Kind: fabric.UplinkVerbs, State: fabric.UplinkDown, Device: v.Device,
+		LinkLayer: v.LinkLayer, Transport: v.Transport, LID: v.LID, MTU: v.MTU}
+	if v.Up {
+		u.State = fabric.UplinkUp
+	}
+	for i, g := range v.GIDs {
+		u.GIDs = append(u.GIDs, netip.AddrFrom16(g).String())
+		u.GIDTypes = append(u.GIDTypes, v.GIDTypes[i])
+	}
+	return u
 }
 
 // register puts (or replaces) the host record under the lease.

@@ -72,7 +72,9 @@ func (a *Agent) trusted(h fabric.Host, lease fabric.LeaseID) (fabric.Host, error
 	h.Addrs = coveredOnly(leaf, h.Addrs, false)
 	h.Uplinks = append([]fabric.Uplink(nil), h.Uplinks...)
 	for i := range h.Uplinks {
-		h.Uplinks[i].GIDs = coveredOnly(leaf, h.Uplinks[i].GIDs, h.Uplinks[i].Kind == fabric.UplinkRXE)
+		u := &h.Uplinks[i]
+		kept := coveredOnly(leaf, u.GIDs, u.Kind == fabric.UplinkRXE || u.Kind == fabric.UplinkVerbs)
+		u.GIDTypes, u.GIDs = keptGIDTypes(*u, kept), kept
 	}
 	return h, nil
 }
@@ -146,13 +148,33 @@ func (a *Agent) ownRecord(h fabric.Host) fabric.Host {
 	}
 	h.Addrs = keep(h.Addrs, false)
 	for i := range h.Uplinks {
-		h.Uplinks[i].GIDs = keep(h.Uplinks[i].GIDs, h.Uplinks[i].Kind == fabric.UplinkRXE)
+		u := &h.Uplinks[i]
+		kept := keep(u.GIDs, u.Kind == fabric.UplinkRXE || u.Kind == fabric.UplinkVerbs)
+		u.GIDTypes, u.GIDs = keptGIDTypes(*u, kept), kept
 	}
 	if len(dropped) > 0 {
 		a.uncovered.Log(a.log, slog.LevelWarn, "switch: this host's certificate does not list some of its addresses: the other hosts will not route to them",
 			"addresses", dropped, "fix", fmt.Sprintf("issue host %s a certificate with --ip for each (vrdma host cert %s --ip ADDR,...)", a.hostName, a.hostName))
 	}
 	return h
+}
+
+// keptGIDTypes returns the types of the GIDs of u that kept holds (a
+// subsequence of u.GIDs), so that a verbs uplink's GIDTypes stay one per
+// GID; nil when u has none.
+func keptGIDTypes(u fabric.Uplink, kept []string) []string {
+	if len(u.GIDTypes) != len(u.GIDs) {
+		return nil
+	}
+	var out []string
+	j := 0
+	for i, g := range u.GIDs {
+		if j < len(kept) && kept[j] == g {
+			out = append(out, u.GIDTypes[i])
+			j++
+		}
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {

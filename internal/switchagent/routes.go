@@ -1,8 +1,10 @@
 package switchagent
 
 import (
+	"bytes"
 	"log/slog"
 	"net/netip"
+	"sort"
 	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/admit"
@@ -22,6 +24,10 @@ type routeTable struct {
 	// and those two hosts claim, too): what the engine takes packets from
 	// on a switch with certificates (isMember).
 	members map[[16]byte]bool
+	// groupHosts: one address of each other host that has a TCP channel
+	// endpoint, by host name: where the TCP channel sends a copy of a
+	// multicast datagram (docs/design/multicast.md).
+	groupHosts []netip.Addr
 }
 
 // peerRoute is how this host reaches one address of another host.
@@ -168,7 +174,40 @@ func (a *Agent) rebuildLocked() {
 			rt.byGID[g] = pr
 		}
 	}
+	rt.groupHosts = groupHosts(rt.byGID)
 	a.routes.Store(rt)
+}
+
+// groupHosts picks one routable address of each host with a TCP channel
+// endpoint (the lowest, so that the choice is stable), in host order.
+func groupHosts(byGID map[[16]byte]*peerRoute) []netip.Addr {
+	pick := map[string][16]byte{}
+	for g, pr := range byGID {
+		if pr.endpoint == "" || pr.unproven {
+			continue
+		}
+		if cur, ok := pick[pr.host]; !ok || bytes.Compare(g[:], cur[:]) < 0 {
+			pick[pr.host] = g
+		}
+	}
+	names := make([]string, 0, len(pick))
+	for n := range pick {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]netip.Addr, 0, len(names))
+	for _, n := range names {
+		out = append(out, netip.AddrFrom16(pick[n]).Unmap())
+	}
+	return out
+}
+
+// multicastHosts is the TCP channel's GroupHosts: every other host of the
+// switch, since the switch does not yet record which hosts have members
+// of a group (their engines drop what no QP of theirs is attached to).
+// It takes no lock and allocates nothing.
+func (a *Agent) multicastHosts(netip.Addr) []netip.Addr {
+	return a.routes.Load().groupHosts
 }
 
 // isMember is the engine's membership test (engine.Members) on a switch

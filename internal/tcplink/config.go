@@ -59,6 +59,12 @@ type Config struct {
 	// the expected identity is the endpoint's address (Endpoint.Identity
 	// is not used); with Authorize, Endpoint.Identity must be given.
 	Peers func(dst netip.Addr) (admit.Endpoint, bool)
+	// GroupHosts returns one address of each host a datagram to the IP
+	// multicast group must reach: the link sends each of them a copy, the
+	// frame as it is (its destination the group). The distributed switch
+	// provides it; it must be quick, must not block and must not allocate.
+	// Nil: frames to groups are dropped (counted as having no peer).
+	GroupHosts func(group netip.Addr) []netip.Addr
 	// Authorize, if set, names the peer of every connection, in either
 	// direction, after TLS and the hello exchange and before the
 	// connection carries a frame: it gets the remote address, the

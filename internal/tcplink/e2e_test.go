@@ -289,6 +289,13 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 			if got := binary.NativeEndian.Uint64(am[dstOff+8:]); got != uint64(round) {
 				t.Fatalf("round %d: CmpSwap found %d", round, got)
 			}
+			// ATOMIC WRITE: the round's word, stored whole.
+			v := 0x0102030405060708 * uint64(round+1)
+			a.post(t, vrdma.SendWR{ID: 6, Opcode: vrdma.WRAtomicWrite, RemoteAddr: b.mr.Addr() + mrSize - 24, RKey: b.mr.RKey(), CompareAdd: v})
+			a.complete(t, 6, vrdma.WCAtomicWrite, 8)
+			if got := binary.NativeEndian.Uint64(bm[mrSize-24:]); got != v {
+				t.Fatalf("round %d: ATOMIC WRITE left %#x, want %#x", round, got, v)
+			}
 		}
 		if got := binary.NativeEndian.Uint64(bm[mrSize-8:]); got != 1020 {
 			t.Fatalf("the counter is %d after 20 FetchAdds from 1000", got)

@@ -41,6 +41,15 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 			l.stats.badFramesOut.Add(1)
 			break
 		}
+		if d.IsMulticast() {
+			unlock()
+			n, nf, ff := l.fanOut(d, f)
+			noPeer, full = noPeer+nf, full+ff
+			if n > 0 {
+				queued++ // one frame of the batch, however many copies
+			}
+			continue
+		}
 		if p == nil || d != dst {
 			unlock()
 			dst = d
@@ -66,6 +75,33 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 		l.stats.droppedQueueFull.Add(full)
 	}
 	return queued, lastErr
+}
+
+// fanOut queues a copy of frame f, to the multicast group g, to each host
+// GroupHosts names, and says how many it queued, how many hosts it found
+// no peer for and how many queues were full.
+func (l *Link) fanOut(g netip.Addr, f []byte) (queued int, noPeer, full uint64) {
+	if l.cfg.GroupHosts == nil {
+		return 0, 1, 0
+	}
+	for _, h := range l.cfg.GroupHosts(g) {
+		p := l.lockPeer(h)
+		if p == nil {
+			noPeer++
+			continue
+		}
+		if len(p.pending)+frameHeaderLen+len(f) > l.cfg.QueueBytes {
+			p.mu.Unlock()
+			full++
+			continue
+		}
+		p.pending = binary.BigEndian.AppendUint32(p.pending, uint32(len(f)))
+		p.pending = append(p.pending, f...)
+		p.pendingFrames++
+		queued++
+		p.flush() // unlocks
+	}
+	return queued, noPeer, full
 }
 
 // lockPeer returns the peer for frames to dst, locked, or nil if there is

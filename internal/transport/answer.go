@@ -133,6 +133,11 @@ func (q *QP) ackOrOwe(env Env) {
 // if the QP failed.
 func (q *QP) sendAnswerPacket(env Env, r *resource) bool {
 	a := &r.ans
+	if r.write {
+		q.sendAtomicWriteAck(env, a.psn, a.msn)
+		a.pending = false
+		return true
+	}
 	if r.atomic {
 		q.sendAtomicAck(env, a.psn, r.orig, a.msn)
 		a.pending = false

@@ -143,6 +143,10 @@ func (q *QP) readResponse(env Env, p *wire.Packet, now int64) {
 		return
 	}
 	w := r.at(r.head)
+	if w.Op == abi.OpAtomicWrite {
+		q.atomicWriteAck(env, w, p, now)
+		return
+	}
 	if w.Op != abi.OpRDMARead || !w.started {
 		env.Drop(DropResponse)
 		return
@@ -179,6 +183,27 @@ func (q *QP) readResponse(env Env, p *wire.Packet, now int64) {
 		r.rdOut--
 		env.Complete(w, abi.StatusSuccess)
 	}
+	q.progress(now)
+}
+
+// atomicWriteAck completes the ATOMIC WRITE w at the head with the empty
+// READ Response Only that answers it; any other response is stray.
+func (q *QP) atomicWriteAck(env Env, w *WQE, p *wire.Packet, now int64) {
+	r := &q.req
+	if !w.started || w.firstPSN != p.PSN {
+		env.Drop(DropResponse)
+		return
+	}
+	if p.Opcode.Op() != wire.OpReadResponseOnly || len(p.Payload) != 0 {
+		q.completeHeadError(env, abi.StatusBadRespErr, "an ATOMIC WRITE answered by a READ response that is not an empty ONLY")
+		return
+	}
+	r.head++
+	r.rdOut--
+	if psnDiff(psnAdd(p.PSN, 1), r.ackPSN) > 0 {
+		r.ackPSN = psnAdd(p.PSN, 1)
+	}
+	env.Complete(w, abi.StatusSuccess)
 	q.progress(now)
 }
 

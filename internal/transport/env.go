@@ -38,6 +38,9 @@ type Env interface {
 	// Atomic executes an atomic on the 8 bytes of target and returns the
 	// original value; ok is false when target is not 8-byte aligned.
 	Atomic(target []byte, compareSwap bool, compareAdd, swap uint64) (orig uint64, ok bool)
+	// AtomicWrite stores v in the 8 bytes of target as one store, after
+	// every store before it; false when target is not 8-byte aligned.
+	AtomicWrite(target []byte, v uint64) bool
 
 	// GRH returns the 40-byte GRH area for the UD packet p.
 	GRH(p *wire.Packet) []byte

@@ -49,7 +49,8 @@ type QP struct {
 	req   requester
 	rsp   responder
 	pkt   wire.Packet // scratch for outgoing packets
-	spans [1][]byte   // scratch gather list for responses
+	spans [1][]byte   // scratch gather list for responses and ATOMIC WRITE
+	word  [8]byte     // an ATOMIC WRITE's payload while it is sent
 	err   bool        // stopped: the owner moves the QP to ERR and flushes
 	now   int64       // the time of the Receive or Tick in progress
 }

@@ -20,10 +20,10 @@ func workload(t *testing.T, w *world, a, b *node) func() {
 	)
 	wbuf := make([]byte, 4096)
 	rsrc := pattern(3000, 0x5a)
-	counter := make([]byte, 16)
+	counter := make([]byte, 24) // FetchAdd, CmpSwap, ATOMIC WRITE
 	b.regions[writeKey] = &region{buf: wbuf, va: 0x10000, access: abi.AccessRemoteWrite}
 	b.regions[readKey] = &region{buf: rsrc, va: 0x20000, access: abi.AccessRemoteRead}
-	b.regions[atomKey] = &region{buf: counter, va: 0x30000, access: abi.AccessRemoteAtomic}
+	b.regions[atomKey] = &region{buf: counter, va: 0x30000, access: abi.AccessRemoteAtomic | abi.AccessRemoteWrite}
 
 	type want struct {
 		id  uint64
@@ -70,6 +70,10 @@ func workload(t *testing.T, w *world, a, b *node) func() {
 		res := make([]byte, 8)
 		fadds = append(fadds, res)
 		post(WQE{Op: abi.OpAtomicFetchAndAdd, Local: [][]byte{res}, Length: 8, RemoteAddr: 0x30000, RKey: atomKey, CompareAdd: 1, Fence: i == 3})
+
+		// ATOMIC WRITE: a duplicate executed again after a later one
+		// would leave an older value behind.
+		post(WQE{Op: abi.OpAtomicWrite, RemoteAddr: 0x30010, RKey: atomKey, CompareAdd: 0x1122334455667700 + uint64(i)})
 	}
 	wantWrite := append([]byte(nil), wbuf...)
 	for i := range wbuf {
@@ -113,6 +117,9 @@ func workload(t *testing.T, w *world, a, b *node) func() {
 		}
 		if binary.LittleEndian.Uint64(counter[8:]) != 42 || binary.LittleEndian.Uint64(cas) != 0 {
 			t.Fatal("CmpSwap did not swap once")
+		}
+		if got := binary.LittleEndian.Uint64(counter[16:]); got != 0x1122334455667706 {
+			t.Fatalf("the ATOMIC WRITE target holds %#x, want the last one written, 0x1122334455667706", got)
 		}
 		if len(b.recvd) != len(sends)+1 {
 			t.Fatalf("%d receive completions, want %d", len(b.recvd), len(sends)+1)
@@ -284,11 +291,16 @@ func TestRCResponderErrors(t *testing.T) {
 		{"QP forbids WRITE", WQE{Op: abi.OpRDMAWrite, Length: 8, RKey: 1}, 0, abi.StatusRemInvReqErr, abi.EventQPReqErr},
 		{"misaligned atomic", WQE{Op: abi.OpAtomicFetchAndAdd, Length: 8, RKey: 1, RemoteAddr: 4}, abi.AccessRemoteAtomic, abi.StatusRemInvReqErr, abi.EventQPReqErr},
 		{"SEND too long", WQE{Op: abi.OpSend, Length: 64}, 0, abi.StatusRemInvReqErr, abi.EventQPReqErr},
+		{"misaligned ATOMIC WRITE", WQE{Op: abi.OpAtomicWrite, RKey: 1, RemoteAddr: 4}, abi.AccessRemoteWrite, abi.StatusRemInvReqErr, abi.EventQPReqErr},
+		{"ATOMIC WRITE to a region without REMOTE_WRITE", WQE{Op: abi.OpAtomicWrite, RKey: 1, RemoteAddr: 8}, abi.AccessRemoteAtomic, abi.StatusRemAccessErr, abi.EventQPAccessErr},
+		{"ATOMIC WRITE past the region", WQE{Op: abi.OpAtomicWrite, RKey: 1, RemoteAddr: 4096}, abi.AccessRemoteWrite, abi.StatusRemAccessErr, abi.EventQPAccessErr},
+		{"ATOMIC WRITE with a bad rkey", WQE{Op: abi.OpAtomicWrite, RKey: 0x999, RemoteAddr: 8}, abi.AccessRemoteWrite, abi.StatusRemAccessErr, abi.EventQPAccessErr},
+		{"QP forbids ATOMIC WRITE", WQE{Op: abi.OpAtomicWrite, RKey: 1, RemoteAddr: 8}, abi.AccessRemoteWrite, abi.StatusRemInvReqErr, abi.EventQPReqErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w, a, b := pair(t, abi.QPTypeRC, 1, func(cf *Config) {
-				if c.name == "QP forbids WRITE" {
+				if c.name == "QP forbids WRITE" || c.name == "QP forbids ATOMIC WRITE" {
 					cf.Access = abi.AccessRemoteRead
 				}
 			})

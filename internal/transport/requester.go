@@ -4,6 +4,8 @@ package transport
 // the READ/atomic limit, retransmission from a PSN (go-back-N).
 
 import (
+	"encoding/binary"
+
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -145,6 +147,19 @@ func (q *QP) emit(env Env, w *WQE) bool {
 		r.psn = psnAdd(r.psn, 1)
 		r.next++
 		return true
+
+	case w.Op == abi.OpAtomicWrite:
+		// A RETH for 8 bytes and the 8 bytes, which the request carries.
+		p.Opcode = tr | wire.OpAtomicWrite
+		p.AckReq = true
+		p.RETH = wire.RETH{VA: w.RemoteAddr, RKey: w.RKey, Length: 8}
+		binary.LittleEndian.PutUint64(q.word[:], w.CompareAdd)
+		q.spans[0] = q.word[:]
+		env.Output(p, q.spans[:], 0, 8)
+		q.spans[0] = nil
+		r.psn = psnAdd(r.psn, 1)
+		r.next++
+		return true
 	}
 
 	// SEND and WRITE: FIRST and MIDDLE carry exactly one MTU.
@@ -256,7 +271,7 @@ func (q *QP) rewind(env Env, psn uint32, cause RetryCause) bool {
 		if w.Op == abi.OpRDMARead {
 			d = int32(w.resp) // ask only for what is missing
 		}
-		if w.Op.IsAtomic() {
+		if w.Op.IsAtomic() || w.Op == abi.OpAtomicWrite {
 			d = 0
 		}
 		r.next = i

@@ -4,6 +4,8 @@ package transport
 // duplicates, the opcode sequence, lengths, keys, RNR, and the ACKs.
 
 import (
+	"encoding/binary"
+
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -37,7 +39,8 @@ type responder struct {
 
 type resource struct {
 	valid    bool
-	atomic   bool
+	atomic   bool // an atomic or an ATOMIC WRITE: one PSN, kept whole
+	write    bool // an ATOMIC WRITE: answered by an empty READ response
 	firstPSN uint32
 	npkts    uint32
 	va       uint64
@@ -91,6 +94,9 @@ func (q *QP) respondRC(env Env, p *wire.Packet) {
 	case f&wire.IsRead != 0:
 		q.recvRead(env, p)
 		return
+	case f&wire.IsAtomicWrite != 0:
+		q.recvAtomicWrite(env, p)
+		return
 	default:
 		q.recvAtomic(env, p)
 		return
@@ -121,9 +127,15 @@ func (q *QP) checkRequest(p *wire.Packet, f uint32) (uint8, string) {
 			return wire.SyndromeNAKInvReq, "a MIDDLE or LAST packet with no message in progress"
 		}
 	}
+	if f&wire.IsFlush != 0 {
+		// rxe NAKs a FLUSH its QP's access flags do not allow
+		// (IB_ACCESS_FLUSH_GLOBAL/_PERSISTENT), and no vrdma QP has them:
+		// rdma-core v44 has no such flags (docs/design/atomic-write.md).
+		return wire.SyndromeNAKInvReq, "the QP's access flags do not allow FLUSH"
+	}
 	var need abi.Access
 	switch {
-	case f&wire.IsWrite != 0:
+	case f&(wire.IsWrite|wire.IsAtomicWrite) != 0:
 		need = abi.AccessRemoteWrite
 	case f&wire.IsRead != 0:
 		need = abi.AccessRemoteRead
@@ -366,6 +378,46 @@ func (q *QP) recvAtomic(env Env, p *wire.Packet) {
 	s.epsn = psnAdd(p.PSN, 1)
 	s.ackOwed = false // its answer acknowledges what came before
 	q.queueAnswer(env, r, p.PSN, 0, 0, q.now)
+}
+
+// recvAtomicWrite executes an ATOMIC WRITE once, as rxe's responder: the
+// RETH names 8 bytes the region grants REMOTE_WRITE over (else a remote
+// access NAK), at an 8-byte aligned address (else an invalid request), and
+// the packet carries exactly those 8 bytes. A duplicate is answered again
+// without writing (duplicate).
+func (q *QP) recvAtomicWrite(env Env, p *wire.Packet) {
+	s := &q.rsp
+	if p.RETH.Length != 8 || len(p.Payload) != 8 {
+		q.responderError(env, wire.SyndromeNAKInvReq, "an ATOMIC WRITE whose DMA length or payload is not 8 bytes")
+		return
+	}
+	if p.RETH.VA%8 != 0 {
+		q.responderError(env, wire.SyndromeNAKInvReq, "an ATOMIC WRITE to an address that is not 8-byte aligned")
+		return
+	}
+	tgt := env.Remote(p.RETH.RKey, p.RETH.VA, 8, abi.AccessRemoteWrite)
+	if tgt == nil {
+		q.responderError(env, wire.SyndromeNAKAccess, "an ATOMIC WRITE with an rkey, range or access that the region does not grant")
+		return
+	}
+	if !env.AtomicWrite(tgt, binary.LittleEndian.Uint64(p.Payload)) {
+		q.responderError(env, wire.SyndromeNAKInvReq, "an ATOMIC WRITE target that is not 8-byte aligned in memory")
+		return
+	}
+	s.msn = psnAdd(s.msn, 1)
+	r := q.keep(resource{atomic: true, write: true, firstPSN: p.PSN, npkts: 1})
+	s.epsn = psnAdd(p.PSN, 1)
+	s.ackOwed = false // its answer acknowledges what came before
+	q.queueAnswer(env, r, p.PSN, 0, 0, q.now)
+}
+
+// sendAtomicWriteAck answers an ATOMIC WRITE with an RDMA READ Response
+// Only without payload, as rxe's responder does.
+func (q *QP) sendAtomicWriteAck(env Env, psn uint32, msn uint32) {
+	pk := &q.pkt
+	*pk = wire.Packet{Opcode: wire.TransportRC | wire.OpReadResponseOnly, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
+		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: msn}}
+	env.Output(pk, nil, 0, 0)
 }
 
 func (q *QP) sendAtomicAck(env Env, psn uint32, orig uint64, msn uint32) {

@@ -134,6 +134,11 @@ func (n *node) Invalidate(rkey uint32) bool {
 	return true
 }
 
+func (n *node) AtomicWrite(t []byte, v uint64) bool {
+	binary.LittleEndian.PutUint64(t, v)
+	return true
+}
+
 func (n *node) Atomic(t []byte, cas bool, cmpAdd, swap uint64) (uint64, bool) {
 	v := binary.LittleEndian.Uint64(t)
 	if cas {

@@ -41,11 +41,16 @@ type WQE struct {
 // LastPSN returns the last PSN the request consumes (valid once sent).
 func (w *WQE) LastPSN() uint32 { return (w.firstPSN + w.npkts - 1) & psnMask }
 
-func (w *WQE) readOrAtomic() bool { return w.Op == abi.OpRDMARead || w.Op.IsAtomic() }
+// readOrAtomic reports whether w takes one of the max_rd_atomic slots and
+// is answered by a response rather than an ACK: READ, the atomics and
+// ATOMIC WRITE (rxe counts it with them: check_init_depth).
+func (w *WQE) readOrAtomic() bool {
+	return w.Op == abi.OpRDMARead || w.Op.IsAtomic() || w.Op == abi.OpAtomicWrite
+}
 
 // packets returns how many PSNs a request of n bytes consumes at mtu.
 func packets(op abi.Opcode, n uint32, mtu uint32) uint32 {
-	if op.IsAtomic() || n == 0 {
+	if op.IsAtomic() || op == abi.OpAtomicWrite || n == 0 {
 		return 1
 	}
 	return (n + mtu - 1) / mtu

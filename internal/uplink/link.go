@@ -20,8 +20,9 @@ type Link struct {
 	tx       *sender
 	w        *watcher
 
-	snap  atomic.Pointer[snapshot]
-	stats counters
+	snap   atomic.Pointer[snapshot]
+	stats  counters
+	groups groups // multicast groups joined (mcast.go)
 
 	// deliverMu keeps the two readers (one per address family) from
 	// calling deliver at once: the engine's receiver is single-threaded.

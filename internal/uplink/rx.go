@@ -121,7 +121,7 @@ func (r *reader) deliver4(deliver func([]byte)) {
 		switch {
 		case msg.hdr.Flags&unix.MSG_TRUNC != 0 || n < 28 || b[0]>>4 != 4:
 			dropped++
-		case !s.has4(b[16:20]):
+		case !s.has4(b[16:20]) && !r.l.groups.has4(b[16:20]):
 			notOurs++
 		default:
 			if b[0] == 0x45 {
@@ -156,7 +156,7 @@ func (r *reader) deliver6(deliver func([]byte)) {
 		case msg.hdr.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n < 8 || info.has&hasPktinfo == 0:
 			dropped++
 			continue
-		case !s.has6(&info.dst):
+		case !s.has6(&info.dst) && !r.l.groups.has6(&info.dst):
 			notOurs++
 			continue
 		}

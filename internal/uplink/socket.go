@@ -134,6 +134,10 @@ func openTx(family, priority int) (*os.File, error) {
 		unix.Close(fd)
 		return nil, socketErr("socket priority", err)
 	}
+	if err := noLoop(fd, family); err != nil {
+		unix.Close(fd)
+		return nil, socketErr("multicast loop off", err)
+	}
 	setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF)
 	return os.NewFile(uintptr(fd), "uplink-tx"), nil
 }

@@ -124,7 +124,7 @@ func Decode(b []byte, p *Packet) error {
 func DecodeTransport(b []byte, p *Packet) error {
 	p.Opcode, p.SE, p.MigReq, p.PadCnt, p.TVer = 0, false, false, 0, 0
 	p.PKey, p.FECN, p.BECN, p.DestQP, p.AckReq, p.PSN = 0, false, false, 0, false, 0
-	p.RETH, p.AETH, p.Atomic, p.AtomicAck = RETH{}, AETH{}, AtomicETH{}, 0
+	p.FETH, p.RETH, p.AETH, p.Atomic, p.AtomicAck = FETH{}, RETH{}, AETH{}, AtomicETH{}, 0
 	p.Imm, p.InvRKey, p.DETH, p.XRCETH, p.Payload = 0, 0, DETH{}, XRCETH{}, nil
 	return decodeTransport(b, p)
 }
@@ -169,9 +169,17 @@ func decodeTransport(b []byte, p *Packet) error {
 	p.AckReq = b[8]&0x80 != 0
 	p.PSN = binary.BigEndian.Uint32(b[8:]) & 0xffffff
 
-	// Extended headers in IBA order: DETH, XRCETH, RETH or AtomicETH,
+	// Extended headers in IBA order: DETH, FETH or XRCETH, RETH or AtomicETH,
 	// ImmDt or IETH, AETH, AtomicAckETH.
 	h := b[bthLen:hl]
+	if flags&HasFETH != 0 {
+		f := binary.BigEndian.Uint32(h)
+		if f>>6 != 0 {
+			return errFETH
+		}
+		p.FETH = FETH{Placement: uint8(f & 0xf), Selectivity: uint8(f>>4) & 3}
+		h = h[4:]
+	}
 	if flags&HasDETH != 0 {
 		p.DETH.QKey = binary.BigEndian.Uint32(h)
 		p.DETH.SrcQP = binary.BigEndian.Uint32(h[4:]) & 0xffffff

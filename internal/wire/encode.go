@@ -183,11 +183,14 @@ func appendBTH(dst []byte, p *Packet, pad int) []byte {
 }
 
 // appendExtHeaders appends the extended transport headers of p.Opcode in
-// IBA order: DETH, XRCETH, RETH or AtomicETH, ImmDt or IETH, AETH,
+// IBA order: DETH, FETH or XRCETH, RETH or AtomicETH, ImmDt or IETH, AETH,
 // AtomicAckETH.
 func appendExtHeaders(dst []byte, p *Packet) []byte {
 	f := p.Opcode.Flags()
 	be := binary.BigEndian
+	if f&HasFETH != 0 {
+		dst = be.AppendUint32(dst, uint32(p.FETH.Selectivity&3)<<4|uint32(p.FETH.Placement&0xf))
+	}
 	if f&HasDETH != 0 {
 		dst = be.AppendUint32(dst, p.DETH.QKey)
 		dst = be.AppendUint32(dst, p.DETH.SrcQP&0xffffff)

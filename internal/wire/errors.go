@@ -60,6 +60,7 @@ var (
 	errPad           = newErr(ErrLength, "BTH PadCnt exceeds the payload")
 	errAlign         = newErr(ErrLength, "payload plus PadCnt is not a multiple of 4 bytes")
 	errNoPayload     = newErr(ErrLength, "payload on an opcode that carries none")
+	errFETH          = newErr(ErrLength, "FETH reserved bits (31-6) are not 0")
 	errICRCShort     = newErr(ErrTruncated, "too short to hold IP, UDP, BTH and ICRC")
 	errICRC          = newErr(ErrICRC, "ICRC mismatch")
 )

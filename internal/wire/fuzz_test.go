@@ -44,6 +44,23 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 		f.Add(b[:20+8+bthLen+2])
 	}
+	// FLUSH, cut inside its FETH, and with a reserved FETH bit set.
+	{
+		p := samplePacket(TransportRC|OpFlush, false, nil)
+		b := Append(nil, &p)
+		f.Add(b)
+		f.Add(b[:20+8+bthLen+2])
+		r := append([]byte(nil), b...)
+		r[20+8+bthLen] |= 0x80
+		f.Add(r)
+	}
+	// ATOMIC WRITE with its 8 bytes, and cut inside its RETH.
+	{
+		p := samplePacket(TransportRC|OpAtomicWrite, false, []byte{1, 2, 3, 4, 5, 6, 7, 8})
+		b := Append(nil, &p)
+		f.Add(b)
+		f.Add(b[:20+8+bthLen+10])
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		icrcOK := VerifyICRC(b) == nil
 		_ = ICRC(b)

@@ -127,6 +127,9 @@ func samplePacket(op Opcode, v6 bool, payload []byte) Packet {
 	if f&HasXRCETH != 0 {
 		p.XRCETH = XRCETH{SRQN: 0xabcdef}
 	}
+	if f&HasFETH != 0 {
+		p.FETH = FETH{Placement: FlushGlobal | FlushPersistent, Selectivity: FlushRegion}
+	}
 	if f&HasRETH != 0 {
 		p.RETH = RETH{VA: 0x000055c469292000, RKey: 0x8ef, Length: 4096}
 	}

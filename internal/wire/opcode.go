@@ -39,6 +39,14 @@ const (
 	OpFetchAdd          Opcode = 0x14
 	OpSendLastInv       Opcode = 0x16
 	OpSendOnlyInv       Opcode = 0x17
+	// OpAtomicWrite is IBTA 1.5's RDMA ATOMIC WRITE (RC only): a RETH and
+	// 8 bytes of payload, answered by an RDMA READ Response Only without
+	// payload (rxe's responder).
+	OpAtomicWrite Opcode = 0x1d
+	// OpFlush is IBTA 1.5's RDMA FLUSH (RC only): an FETH (placement type,
+	// selectivity level) and a RETH, answered by an RDMA READ Response Only
+	// without payload (rxe's responder).
+	OpFlush Opcode = 0x1c
 )
 
 // Transport returns the opcode's transport class.
@@ -66,6 +74,9 @@ const (
 	IsWrite
 	IsRead
 	IsAtomic
+	IsAtomicWrite
+	HasFETH
+	IsFlush
 	HasXRCETH
 )
 
@@ -76,7 +87,7 @@ type opInfo struct {
 	name   string
 }
 
-// The header lengths of rxe_opcode.c: BTH 12, RETH 16, AETH 4, AtomicETH 28,
+// The header lengths of rxe_opcode.c: BTH 12, FETH 4, RETH 16, AETH 4, AtomicETH 28,
 // AtomicAckETH 8, ImmDt 4, IETH 4, DETH 8; XRCETH 4 (IBTA 9.3.1).
 var opTable [256]opInfo
 
@@ -112,9 +123,14 @@ func init() {
 		{OpFetchAdd, IsRequest | IsAtomic | IsFirst | IsLast | HasAtomicETH, "FetchAdd"},
 		{OpSendLastInv, IsRequest | IsSend | IsLast | HasPayload | HasIETH, "SEND Last with Invalidate"},
 		{OpSendOnlyInv, IsRequest | IsSend | IsFirst | IsLast | HasPayload | HasIETH, "SEND Only with Invalidate"},
+		{OpAtomicWrite, IsRequest | IsAtomicWrite | IsFirst | IsLast | HasPayload | HasRETH, "RDMA ATOMIC WRITE"},
+		{OpFlush, IsRequest | IsFlush | IsFirst | IsLast | HasFETH | HasRETH, "RDMA FLUSH"},
 	}
 	set := func(o Opcode, flags uint32, name string) {
 		n := 12
+		if flags&HasFETH != 0 {
+			n += 4
+		}
 		if flags&HasRETH != 0 {
 			n += 16
 		}
@@ -152,6 +168,9 @@ func init() {
 	// receiver's XRC SRQ, its responses (ACKs, READ responses) do not.
 	for _, x := range append(common, rcOnly...) {
 		f := x.flags
+		if f&(IsAtomicWrite|IsFlush) != 0 {
+			continue // IBTA 1.5's: RC only here
+		}
 		if f&IsRequest != 0 {
 			f |= HasXRCETH
 		}

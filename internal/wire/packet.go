@@ -33,6 +33,7 @@ type Packet struct {
 	PSN    uint32 // 24 bits
 
 	// Extended headers; which are present follows from Opcode.Flags().
+	FETH      FETH
 	XRCETH    XRCETH
 	RETH      RETH
 	AETH      AETH
@@ -59,6 +60,23 @@ type RETH struct {
 	RKey   uint32
 	Length uint32
 }
+
+// FETH is the FLUSH Extended Transport Header (IBTA 1.5): one big-endian
+// word, the placement type in bits 3-0 and the selectivity level in bits
+// 5-4; the other bits are reserved (0: Decode refuses others).
+type FETH struct {
+	Placement   uint8 // FlushGlobal, FlushPersistent or both
+	Selectivity uint8 // FlushRange or FlushRegion
+}
+
+// FLUSH placement types and selectivity levels (IBTA 1.5, rxe's
+// IB_FLUSH_GLOBAL/_PERSISTENT and IB_FLUSH_RANGE/_MR).
+const (
+	FlushGlobal     = 1 << 0
+	FlushPersistent = 1 << 1
+	FlushRange      = 0
+	FlushRegion     = 1
+)
 
 // AETH is the ACK Extended Transport Header.
 type AETH struct {

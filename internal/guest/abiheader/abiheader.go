@@ -288,7 +288,7 @@ func checkGroups() []checkGroup {
 		}
 	}
 	return []checkGroup{
-		{"work request opcodes (enum ibv_wr_opcode)", enumChecks("IBV_WR_", func(o abi.Opcode) bool { return o.Valid() || o.IsMW() || o == abi.OpSendInv })},
+		{"work request opcodes (enum ibv_wr_opcode)", enumChecks("IBV_WR_", func(o abi.Opcode) bool { return o.Valid() || o.IsMW() || o == abi.OpSendInv || o == abi.OpAtomicWrite })},
 		{"completion opcodes (enum ibv_wc_opcode)", enumChecks("IBV_WC_", named[abi.WCOpcode])},
 		{"completion statuses (enum ibv_wc_status)", enumChecks("IBV_WC_", named[abi.Status])},
 		{"access flags (enum ibv_access_flags)", access},

@@ -383,9 +383,9 @@ static enum handled handle(struct vrdma_chan *c, struct msg *m, uint32_t id)
 	return IGNORED;
 }
 
-/* Sends request op; 0 or -errno of sendmsg. */
-static int send_request(struct vrdma_chan *c, uint16_t op, uint32_t id, const char *body, size_t len,
-			const int *fds, int nfds)
+/* Sends request op on fd (c's socket, or another: vrdma_call_via); 0 or
+ * -errno of sendmsg. */
+static int send_request(int fd, uint16_t op, uint32_t id, const char *body, size_t len, const int *fds, int nfds)
 {
 	uint8_t h[VRDMA_PROTO_HEADER_SIZE];
 	union {
@@ -416,7 +416,7 @@ static int send_request(struct vrdma_chan *c, uint16_t op, uint32_t id, const ch
 		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
 	}
 	for (;;) {
-		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (n >= 0)
 			return (size_t)n == sizeof h + len ? 0 : -EIO; /* a datagram goes whole */
 		if (errno != EINTR)
@@ -507,6 +507,12 @@ static int timeout_ms(void)
 int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, const int *fds, int nfds,
 	       char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds)
 {
+	return vrdma_call_via(c, -1, op, body, len, fds, nfds, reply, replycap, replylen, rfds, nrfds);
+}
+
+int vrdma_call_via(struct vrdma_chan *c, int via, uint16_t op, const char *body, size_t len, const int *fds,
+		   int nfds, char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds)
+{
 	struct whole whole = { .body = NULL };
 	int room = rfds != NULL && nrfds != NULL ? *nrfds : 0;
 	struct msg m;
@@ -542,7 +548,7 @@ int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, 
 	if (id == 0) /* id 0 marks the daemon's refusal of the session */
 		id = ++c->next_id;
 
-	r = send_request(c, op, id, body, len, fds, nfds);
+	r = send_request(via >= 0 ? via : c->fd, op, id, body, len, fds, nfds);
 	if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
 		/* The daemon closed the session; it may have said why. */
 		int e = -r;

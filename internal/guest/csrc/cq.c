@@ -471,7 +471,8 @@ static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx) { return to_vcqx(c
  * As rxe, wc_flags it cannot fill, comp_mask bits rdma-core's
  * ibv_cmd_create_cq_ex does not know and create flags but SINGLE_THREADED
  * (rxe's kernel refuses IGNORE_OVERRUN) are EOPNOTSUPP. A parent domain
- * (IBV_CQ_INIT_ATTR_MASK_PD) is ignored, as rxe does: the library makes none. */
+ * (IBV_CQ_INIT_ATTR_MASK_PD) is accepted and changes nothing: its
+ * allocators are never called (mem.c, docs/design/parent-domain.md). */
 struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
 {
 	if ((attr->wc_flags & ~(uint64_t)VRDMA_CQ_EX_WC_FLAGS) ||

@@ -190,6 +190,9 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 	I32("max_ah", max_ah)
 	I32("max_pkeys", max_pkeys)
 	I32("phys_port_cnt", phys_port_cnt)
+	I32("max_mcast_grp", max_mcast_grp)
+	I32("max_mcast_qp_attach", max_mcast_qp_attach)
+	I32("max_total_mcast_qp_attach", max_total_mcast_qp_attach)
 #undef I32
 	out->max_sge_rd = out->max_sge;
 	out->max_res_rd_atom = out->max_qp_rd_atom * out->max_qp;
@@ -213,6 +216,7 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 static int async_event_fd(struct vrdma_context *ctx) { return ctx->chan.pollfd; }
 
 static void context_ops(struct vrdma_context *ctx);
+static struct ibv_context *context_init(struct vrdma_context *ctx, int cmd_fd);
 
 VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -253,15 +257,39 @@ VRDMA_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	ctx->dev = d;
+	return context_init(ctx, ctx->chan.fd);
+}
+
+/* context_init makes ctx, its channel open and its device known, a
+ * context whose cmd_fd is cmd_fd. */
+static struct ibv_context *context_init(struct vrdma_context *ctx, int cmd_fd)
+{
 	pthread_mutex_init(&ctx->objs_mu, NULL);
 	struct ibv_context *ic = &ctx->vctx.context;
-	ic->device = device;
-	ic->cmd_fd = ctx->chan.fd;
+	ic->device = &ctx->dev->dev;
+	ic->cmd_fd = cmd_fd;
 	ic->async_fd = async_event_fd(ctx);
 	ic->num_comp_vectors = 1;
 	pthread_mutex_init(&ic->mutex, NULL);
 	context_ops(ctx);
 	return ic;
+}
+
+struct ibv_context *vrdma_context_joined(struct vrdma_context *ctx, const struct vj_doc *doc, int cmd_fd)
+{
+	pthread_mutex_lock(&devices_mu);
+	struct vrdma_device *d = device_for(doc, vj_get(doc, 0, "device"));
+	pthread_mutex_unlock(&devices_mu);
+	if (!d)
+		return NULL;
+	if (parse_device_attr(doc, vj_get(doc, 0, "attr"), d, &ctx->attr))
+		return NULL;
+	uint64_t mtu = 0;
+	vj_get_u64(doc, vj_get(doc, 0, "device"), "active_mtu", &mtu);
+	ctx->active_mtu = (uint8_t)mtu;
+	ctx->dev = d;
+	ctx->imported = 1;
+	return context_init(ctx, cmd_fd);
 }
 
 static void context_free(struct vrdma_context *ctx)
@@ -279,6 +307,8 @@ VRDMA_EXPORT int ibv_close_device(struct ibv_context *context)
 {
 	struct vrdma_context *ctx = to_vctx(context);
 	vrdma_chan_close(&ctx->chan);
+	if (ctx->imported)
+		close(context->cmd_fd); /* as rdma-core's: the imported context owns it */
 	if (__atomic_load_n(&ctx->live, __ATOMIC_ACQUIRE) == 0) {
 		context_free(ctx);
 		return 0;
@@ -417,11 +447,25 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 	return rc;
 }
 
+/* odp_ops: the operations an on-demand MR serves on a transport. Every
+ * one, on every transport: an on-demand MR is an ordinary one whose pages
+ * are not locked (docs/design/odp.md), so nothing on the data path tells
+ * them apart. Not IBV_ODP_SUPPORT_IMPLICIT: no MR covers the whole address
+ * space. */
+#define ODP_OPS                                                                                                     \
+	(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |                  \
+	 IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV)
+
+/* The kernel's IB_UVERBS_DEVICE_ATOMIC_WRITE, which rdma-core v44's
+ * verbs.h does not name yet (v45: IBV_DEVICE_ATOMIC_WRITE): rxe sets it. */
+#define VRDMA_DEVICE_ATOMIC_WRITE (1ULL << 40)
+
 /* query_device_ex: the device's attributes and the extended fields rxe
- * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags); every
- * capability vrdma lacks (ODP, TSO, RSS, tag matching, timestamps, device
- * memory) reads 0. attr_size is what the program's headers say the
- * structure is: an older one gets its prefix. */
+ * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags and adds
+ * ATOMIC_WRITE, which the device has, as rxe's; odp_caps for explicit
+ * on-demand MRs); every capability vrdma lacks (implicit ODP, TSO, RSS, tag
+ * matching, timestamps, device memory) reads 0. attr_size is what the
+ * program's headers say the structure is: an older one gets its prefix. */
 static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
 			   struct ibv_device_attr_ex *attr, size_t attr_size)
 {
@@ -432,8 +476,13 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 	int rc = ibv_query_device(context, &a.orig_attr);
 	if (rc)
 		return rc;
-	a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+	a.device_cap_flags_ex = a.orig_attr.device_cap_flags | VRDMA_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	a.odp_caps.per_transport_caps.rc_odp_caps = ODP_OPS;
+	a.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+	a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+	a.xrc_odp_caps = ODP_OPS;
 	memcpy(attr, &a, attr_size < sizeof a ? attr_size : sizeof a);
 	return 0;
 }
@@ -799,6 +848,10 @@ static void context_ops(struct vrdma_context *ctx)
 	ic->ops.alloc_mw = vrdma_alloc_mw;
 	ic->ops.dealloc_mw = vrdma_dealloc_mw;
 	ic->ops.bind_mw = vrdma_bind_mw;
+	ctx->vctx.advise_mr = vrdma_advise_mr;
+	ctx->vctx.alloc_parent_domain = vrdma_alloc_parent_domain;
+	ctx->vctx.alloc_td = vrdma_alloc_td;
+	ctx->vctx.dealloc_td = vrdma_dealloc_td;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);

@@ -76,6 +76,8 @@ static enum ibv_wc_opcode send_wc_opcode(uint8_t op)
 		return IBV_WC_COMP_SWAP;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return IBV_WC_FETCH_ADD;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
 	default:
 		return IBV_WC_SEND;
 	}

@@ -32,6 +32,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "move_guard.h"
 #include "verbs_int.h"
 
 #undef ibv_reg_mr
@@ -110,9 +111,88 @@ int vrdma_dealloc_mw(struct ibv_mw *mw)
 	return 0;
 }
 
+/* Parent domains and thread domains (docs/design/parent-domain.md). A
+ * parent domain is a PD for every verb that takes one (its handle is its
+ * PD's: MRs, QPs, SRQs, AHs and CQs made with it are its PD's to the
+ * daemon, as mlx5's share their PD's number) that also carries the
+ * application's pd_context, allocators and thread domain. vrdma allocates
+ * no buffer the allocators could honestly provide: queue rings are memfds
+ * the daemon maps and seals, and the objects threads write live on pages
+ * of the library's own (own.h); so, as a provider may, it never calls them.
+ * A thread domain is a hint (no locking needed across threads) that
+ * changes nothing here. */
+
+/* pd_mu guards PDs' counts of parent domains. */
+static pthread_mutex_t pd_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct ibv_pd *vrdma_alloc_parent_domain(struct ibv_context *context, struct ibv_parent_domain_init_attr *attr)
+{
+	enum { KNOWN = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT };
+	if (!attr || !attr->pd || attr->pd->context != context || ((struct vrdma_pd *)attr->pd)->parent ||
+	    (attr->td && attr->td->context != context) || (attr->comp_mask & ~(uint32_t)KNOWN) ||
+	    ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && (!attr->alloc || !attr->free))) {
+		vrdma_debug("ibv_alloc_parent_domain: needs a PD of this device (not a parent domain), a thread domain "
+			    "of it or none, comp_mask of ALLOCATORS (with both functions) and PD_CONTEXT only");
+		errno = attr && (attr->comp_mask & ~(uint32_t)KNOWN) ? EOPNOTSUPP : EINVAL;
+		return NULL;
+	}
+	struct vrdma_pd *parent = (struct vrdma_pd *)attr->pd, *pd = calloc(1, sizeof *pd);
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibpd.context = context;
+	pd->ibpd.handle = pd->handle = parent->handle;
+	pd->parent = parent;
+	pd->td = attr->td;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pd->pd_context = attr->pd_context;
+	pthread_mutex_lock(&pd_mu);
+	parent->children++;
+	pthread_mutex_unlock(&pd_mu);
+	vrdma_live(to_vctx(context), 1);
+	return &pd->ibpd;
+}
+
+struct ibv_td *vrdma_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *init_attr)
+{
+	if (!init_attr || init_attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_td *td = calloc(1, sizeof *td);
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->context = context;
+	vrdma_live(to_vctx(context), 1);
+	return td;
+}
+
+int vrdma_dealloc_td(struct ibv_td *td)
+{
+	vrdma_live(to_vctx(td->context), -1);
+	free(td);
+	return 0;
+}
+
 VRDMA_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 {
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
+	if (pd->parent) { /* a parent domain: the daemon knows only its PD */
+		pthread_mutex_lock(&pd_mu);
+		pd->parent->children--;
+		pthread_mutex_unlock(&pd_mu);
+		vrdma_live(to_vctx(ibpd->context), -1);
+		free(pd);
+		return 0;
+	}
+	pthread_mutex_lock(&pd_mu);
+	int busy = pd->children > 0;
+	pthread_mutex_unlock(&pd_mu);
+	if (busy)
+		return EBUSY; /* parent domains use it, as mlx5 answers */
 	int rc = vrdma_cmd_simple(to_vctx(ibpd->context), VRDMA_CMD_DEALLOC_PD, pd->handle);
 	if (vrdma_destroy_kept(to_vctx(ibpd->context), rc))
 		return rc; /* EBUSY while MRs, QPs or AHs use it, as rdma-core says */
@@ -246,26 +326,28 @@ static int read_pages(uint8_t *dst, int fd, off_t off, size_t len)
  * them: registering, and after a fork (below). */
 static void map_memfd_pages(void)
 {
-	job.err = write_pages(job.fd, job.off, job.start, job.len);
-	if (job.err)
-		return;
-	if (sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
-		job.err = errno;
+	struct move_guard g;
+	guard_on(&g, job.start, job.len, job.prot, 0);
+	int err = write_pages(job.fd, job.off, job.start, job.len);
+	if (!err && sys_mmap((void *)job.start, job.len, job.prot, MAP_SHARED | MAP_FIXED, job.fd, job.off) == MAP_FAILED)
+		err = errno;
+	guard_off(&g, !err);
+	job.err = err;
 }
 
 /* map_private_pages copies the pages into anonymous memory (job.tmp) and
  * moves it over them: ordinary private memory again. */
 static void map_private_pages(void)
 {
-	job.err = job.fd >= 0 ? read_pages(job.tmp, job.fd, job.off, job.len) : copy_pages(job.tmp, job.start, job.len);
-	if (job.err)
-		return;
-	if (job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot)) {
-		job.err = errno;
-		return;
-	}
-	if (sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
-		job.err = errno;
+	struct move_guard g;
+	guard_on(&g, job.start, job.len, job.prot, 1);
+	int err = job.fd >= 0 ? read_pages(job.tmp, job.fd, job.off, job.len) : copy_pages(job.tmp, job.start, job.len);
+	if (!err && job.prot != (PROT_READ | PROT_WRITE) && sys_mprotect(job.tmp, job.len, job.prot))
+		err = errno;
+	if (!err && sys_mremap(job.tmp, job.len, job.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)job.start) == MAP_FAILED)
+		err = errno;
+	guard_off(&g, !err);
+	job.err = err;
 }
 
 /* The stack below the current frame that a job may still use before it
@@ -425,7 +507,7 @@ static void after_fork_parent(void)
 				vrdma_log("fork: registered memory at 0x%lx, on the forking thread's stack, could not be shared "
 					  "with the daemon again (%s): peers' WRITEs to it no longer arrive",
 					  (unsigned long)b->start, strerror(rc));
-			else
+			else if (b->locked)
 				sys_mlock((void *)b->start, len);
 		}
 		b->snap = NULL;
@@ -702,7 +784,8 @@ static void split_in_place(struct vrdma_backing *b)
 				break;
 			}
 			*pc = (struct vrdma_backing){.start = s, .end = e, .fd = fd, .off = b->off + (s - b->start),
-						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .piece_next = made};
+						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .locked = b->locked,
+						     .piece_next = made};
 			made = pc;
 		}
 		at = e;
@@ -724,9 +807,25 @@ static void split_in_place(struct vrdma_backing *b)
 	b->pieces_made = 1;
 }
 
-/* backing_new moves [start, end) into a backing of its own, locked, with
- * protection prot; backings_mu held. */
-static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_backing **out)
+/* lock_pages locks [start, end) in RAM (mlock), with the memlock
+ * message when the limit forbids it; 0 or ENOMEM. */
+static int lock_pages(uintptr_t start, uintptr_t end)
+{
+	if (!sys_mlock((void *)start, end - start))
+		return 0;
+	struct rlimit rl = {0};
+	getrlimit(RLIMIT_MEMLOCK, &rl);
+	vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
+		  "raise it with `ulimit -l unlimited` or in /etc/security/limits.conf, or register it with "
+		  "IBV_ACCESS_ON_DEMAND, which locks nothing",
+		  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
+	return ENOMEM;
+}
+
+/* backing_new moves [start, end) into a backing of its own with
+ * protection prot, locked unless odp (an on-demand registration: its
+ * pages stay pageable, docs/design/odp.md); backings_mu held. */
+static int backing_new(uintptr_t start, uintptr_t end, int prot, int odp, struct vrdma_backing **out)
 {
 	struct vrdma_backing *b = calloc(1, sizeof *b);
 	if (!b)
@@ -736,12 +835,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 		free(b);
 		return rc;
 	}
-	if (sys_mlock((void *)start, end - start)) {
-		struct rlimit rl = {0};
-		getrlimit(RLIMIT_MEMLOCK, &rl);
-		vrdma_log("ibv_reg_mr: cannot lock %zu bytes of registered memory (RLIMIT_MEMLOCK is %llu bytes): "
-			  "raise it with `ulimit -l unlimited` or in /etc/security/limits.conf",
-			  (size_t)(end - start), (unsigned long long)rl.rlim_cur);
+	if (!odp && lock_pages(start, end)) {
 		/* Private again, as before: left a shared memfd, a fork would
 		 * share the pages (and their other bytes) with the child. */
 		make_private(start, end - start, prot);
@@ -754,6 +848,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, struct vrdma_ba
 	b->start = start;
 	b->end = end;
 	b->prot = prot;
+	b->locked = !odp;
 	b->refs = 1;
 	b->next = backings;
 	backings = b;
@@ -840,6 +935,7 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 	struct vrdma_backing *old[MAXB];
 	int nold = overlapping(start, end, old, MAXB);
 	int writes = (access & IBV_ACCESS_LOCAL_WRITE) != 0;
+	int odp = (access & IBV_ACCESS_ON_DEMAND) != 0;
 	int n = 0, rc = 0;
 	struct vrdma_backing *got[MAXB];
 	if (nold > MAXB)
@@ -862,7 +958,7 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 			}
 			if (n == MAXB)
 				goto too_many;
-			rc = backing_new(at, at + run, prot, &got[n]);
+			rc = backing_new(at, at + run, prot, odp, &got[n]);
 			if (rc)
 				goto fail;
 			n++;
@@ -878,6 +974,13 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 			}
 			if (n == MAXB)
 				goto too_many;
+			if (!odp && !old[i]->locked) {
+				/* moved by on-demand registrations only: this one pins */
+				rc = lock_pages(old[i]->start, old[i]->end);
+				if (rc)
+					goto fail;
+				old[i]->locked = 1;
+			}
 			old[i]->refs++;
 			got[n++] = old[i];
 			at = old[i]->end;
@@ -899,7 +1002,7 @@ fail:
 
 #define ACCESS_SUPPORTED                                                                             \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |     \
-	 IBV_ACCESS_MW_BIND)
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND)
 
 /* segments_json writes the request's list of segments: for each backing,
  * the part of it that holds [start, end). */
@@ -983,6 +1086,51 @@ static int mr_register(struct vrdma_context *ctx, const struct vrdma_pd *pd, voi
 	return 0;
 }
 
+/* live_mrs: every MR the process has registered and not deregistered,
+ * for ibv_advise_mr (vrdma_mr_span); backings_mu. */
+static struct vrdma_mr *live_mrs;
+
+static void live_add(struct vrdma_mr *mr)
+{
+	pthread_mutex_lock(&backings_mu);
+	mr->live_next = live_mrs;
+	live_mrs = mr;
+	pthread_mutex_unlock(&backings_mu);
+}
+
+/* live_remove; backings_mu held. */
+static void live_remove(struct vrdma_mr *mr)
+{
+	for (struct vrdma_mr **p = &live_mrs; *p; p = &(*p)->live_next)
+		if (*p == mr) {
+			*p = mr->live_next;
+			return;
+		}
+}
+
+/* vrdma_mr_span finds the MR of pd with lkey and says where the
+ * length bytes at iova of it are in the process's memory (*va) and with
+ * what access it was registered: 0, or ENOENT when pd has no MR with that
+ * key, EINVAL when the bytes are not all inside it. */
+int vrdma_mr_span(struct ibv_pd *pd, uint32_t lkey, uint64_t iova, uint32_t length, unsigned int *access, void **va)
+{
+	int rc = ENOENT;
+	pthread_mutex_lock(&backings_mu);
+	for (struct vrdma_mr *mr = live_mrs; mr; mr = mr->live_next) {
+		if (mr->lkey != lkey || mr->ibmr.pd != pd)
+			continue;
+		rc = EINVAL;
+		if (iova >= mr->iova && length <= mr->ibmr.length && iova - mr->iova <= mr->ibmr.length - length) {
+			*access = mr->access;
+			*va = (uint8_t *)mr->ibmr.addr + (iova - mr->iova);
+			rc = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&backings_mu);
+	return rc;
+}
+
 VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
 					     unsigned int access)
 {
@@ -1012,6 +1160,7 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	mr->ibmr.handle = mr->handle;
 	mr->ibmr.lkey = mr->lkey;
 	mr->ibmr.rkey = mr->rkey;
+	live_add(mr);
 	vrdma_live(ctx, 1);
 	return &mr->ibmr;
 }
@@ -1033,6 +1182,7 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (vrdma_destroy_kept(to_vctx(ibmr->context), rc))
 		return rc;
 	pthread_mutex_lock(&backings_mu);
+	live_remove(mr);
 	backings_put(mr);
 	pthread_mutex_unlock(&backings_mu);
 	vrdma_live(to_vctx(ibmr->context), -1);
@@ -1079,7 +1229,6 @@ VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibp
 	}
 	pthread_mutex_lock(&backings_mu);
 	backings_put(mr);
-	pthread_mutex_unlock(&backings_mu);
 	mr->handle = next.handle;
 	mr->lkey = next.lkey;
 	mr->rkey = next.rkey;
@@ -1093,6 +1242,7 @@ VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibp
 	ibmr->handle = mr->handle;
 	ibmr->lkey = mr->lkey;
 	ibmr->rkey = mr->rkey;
+	pthread_mutex_unlock(&backings_mu); /* vrdma_mr_span reads them under it */
 	return 0;
 }
 
@@ -1110,3 +1260,91 @@ VRDMA_EXPORT int ibv_fork_init(void)
 /* ibv_is_fork_initialized answers what rdma-core answers on such a kernel,
  * before and after ibv_fork_init: fork needs no initialisation. */
 VRDMA_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+
+/* On-demand paging (docs/design/odp.md). An MR registered with
+ * IBV_ACCESS_ON_DEMAND has its pages moved into memfd backings as every
+ * registration's are, but neither the library nor the daemon locks them
+ * (backing_new, backings_get), and the daemon does not charge them to the
+ * process's RLIMIT_MEMLOCK: they stay pageable, and a page the kernel
+ * reclaimed is faulted in again when the daemon or a peer's operation
+ * touches it. ibv_advise_mr's prefetch faults the pages of its SGEs in
+ * ahead of that (MADV_POPULATE_READ / _WRITE on the library's own mapping
+ * of the memfd, whose pages the daemon's mapping shares). */
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* populate faults [va, va+len)'s pages in, for writing if write; a kernel
+ * without MADV_POPULATE_* (before 5.14) leaves them to fault when touched,
+ * as advice may. 0 or EFAULT when the memory is no longer mapped. Direct
+ * system call: memory hooks (UCX's) interpose on madvise. */
+static int populate(void *va, size_t len, int write)
+{
+	uintptr_t ps = (uintptr_t)page_size;
+	uintptr_t start = (uintptr_t)va & ~(ps - 1);
+	uintptr_t end = ((uintptr_t)va + len + ps - 1) & ~(ps - 1);
+	if (syscall(SYS_madvise, (void *)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0)
+		return 0;
+	if (errno == EINVAL)
+		return 0; /* an older kernel: no populate advice */
+	return errno == ENOMEM ? EFAULT : errno;
+}
+
+/* vrdma_advise_mr is ibv_advise_mr: for each SGE, its lkey must be an
+ * on-demand MR of pd that holds the SGE's bytes (and grants local write
+ * for a write prefetch), else ENOENT or EINVAL, as the kernel answers;
+ * PREFETCH and PREFETCH_WRITE then fault the pages in, PREFETCH_NO_FAULT
+ * only checks (it maps what is present, and the daemon's mapping of the
+ * memfd reaches present pages already). The work is done before the call
+ * returns, so IBV_ADVISE_MR_FLAG_FLUSH (wait for it) changes nothing. */
+int vrdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg_list,
+		    uint32_t num_sge)
+{
+	if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+	    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+		vrdma_debug("ibv_advise_mr: advice %d: the advices are IBV_ADVISE_MR_ADVICE_PREFETCH, _PREFETCH_WRITE "
+			    "and _PREFETCH_NO_FAULT",
+			    (int)advice);
+		return EOPNOTSUPP;
+	}
+	if ((flags & ~(uint32_t)IBV_ADVISE_MR_FLAG_FLUSH) || !num_sge || !sg_list) {
+		vrdma_debug("ibv_advise_mr: flags 0x%x, %u SGEs: flags are 0 or IBV_ADVISE_MR_FLAG_FLUSH, and at "
+			    "least one SGE is needed",
+			    flags, num_sge);
+		return EINVAL;
+	}
+	void *va[64];
+	if (num_sge > sizeof va / sizeof va[0]) {
+		vrdma_debug("ibv_advise_mr: %u SGEs: at most %zu per call", num_sge, sizeof va / sizeof va[0]);
+		return EINVAL;
+	}
+	int write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	for (uint32_t i = 0; i < num_sge; i++) {
+		unsigned int access = 0;
+		int rc = vrdma_mr_span(pd, sg_list[i].lkey, sg_list[i].addr, sg_list[i].length, &access, &va[i]);
+		if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
+			rc = ENOENT; /* as the kernel: only on-demand MRs take advice */
+		if (!rc && write && !(access & IBV_ACCESS_LOCAL_WRITE))
+			rc = ENOENT;
+		if (rc) {
+			vrdma_debug("ibv_advise_mr: SGE %u (lkey 0x%x, 0x%llx, %u bytes): %s", i, sg_list[i].lkey,
+				    (unsigned long long)sg_list[i].addr, sg_list[i].length,
+				    rc == ENOENT ? "no on-demand MR of this PD with that lkey (and local write, for "
+						   "a write prefetch)"
+						 : "the bytes are not all inside the MR");
+			return rc;
+		}
+	}
+	if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+		return 0;
+	for (uint32_t i = 0; i < num_sge; i++) {
+		int rc = sg_list[i].length ? populate(va[i], sg_list[i].length, write) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

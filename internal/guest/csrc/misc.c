@@ -247,49 +247,6 @@ VRDMA_EXPORT int ibv_dofork_range(void *base, size_t size)
 
 /* ---- not provided: EOPNOTSUPP ---- */
 
-VRDMA_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
-VRDMA_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp;
-	(void)gid;
-	(void)lid;
-	return EOPNOTSUPP;
-}
-
-VRDMA_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
-{
-	(void)cmd_fd;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-VRDMA_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
-{
-	(void)context;
-	(void)pd_handle;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-VRDMA_EXPORT void ibv_unimport_pd(struct ibv_pd *pd) { (void)pd; }
-
-VRDMA_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
-{
-	(void)pd;
-	(void)mr_handle;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-VRDMA_EXPORT void ibv_unimport_mr(struct ibv_mr *mr) { (void)mr; }
-
 VRDMA_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 {
 	(void)context;

@@ -33,6 +33,7 @@ static int allowed_on(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_ATOMIC_WRITE:
 		return t == IBV_QPT_RC;
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_BIND_MW:
@@ -190,6 +191,15 @@ static void put_bind(uint8_t *s, uint32_t mw_rkey, uint32_t rkey, const struct i
 	put_le64(s + VRDMA_SWQE_SWAP, b->mw_access_flags);
 }
 
+/* put_atomic_write fills an ATOMIC_WRITE's fields: its 8 bytes travel in
+ * the entry (the daemon's abi.OpAtomicWrite), read now, as inline data is. */
+static void put_atomic_write(uint8_t *s, uint32_t rkey, uint64_t addr, const void *value)
+{
+	put_le64(s + VRDMA_SWQE_REMOTE_ADDR, addr);
+	put_le32(s + VRDMA_SWQE_RKEY, rkey);
+	memcpy(s + VRDMA_SWQE_COMPARE_ADD, value, 8);
+}
+
 #define SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE)
 
 static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
@@ -203,6 +213,9 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		return EINVAL; /* inline data too, as rxe and mlx5 say */
 	if (is_atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8 || (wr->wr.atomic.remote_addr & 7)))
 		return EINVAL; /* rxe checks the alignment when posting too */
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE &&
+	    (wr->num_sge != 1 || wr->sg_list[0].length != 8 || (wr->wr.rdma.remote_addr & 7)))
+		return EINVAL; /* the 8 bytes are the one SGE's, at an aligned address */
 	if (t == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
 	if (wr->opcode == IBV_WR_BIND_MW && !wr->bind_mw.mw)
@@ -223,6 +236,12 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		return 0;
 	}
 	if (wr->opcode == IBV_WR_LOCAL_INV) {
+		q->sq_prod++;
+		return 0;
+	}
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		put_atomic_write(s, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr,
+				 (const void *)(uintptr_t)wr->sg_list[0].addr);
 		q->sq_prod++;
 		return 0;
 	}
@@ -476,6 +495,20 @@ static void wr_atomic_fetch_add(struct ibv_qp_ex *x, uint32_t rkey, uint64_t add
 	wr_atomic(x, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 
+/* wr_atomic_write: 8 bytes at value, stored at addr (8-byte aligned) as
+ * one store; the builder takes no SGE or inline data for it. */
+static void wr_atomic_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, const void *value)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_err && (!value || (addr & 7))) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	uint8_t *s = wr_begin(q, IBV_WR_ATOMIC_WRITE);
+	if (s)
+		put_atomic_write(s, rkey, addr, value);
+}
+
 static void wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
 	struct vrdma_qp *q = qx(x);
@@ -509,7 +542,7 @@ static void wr_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge 
 		return;
 	uint8_t op = q->wr_cur[VRDMA_SWQE_OPCODE];
 	int atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-	if (n > q->cap.max_send_sge || (atomic && (n != 1 || sg[0].length != 8))) {
+	if (n > q->cap.max_send_sge || (atomic && (n != 1 || sg[0].length != 8)) || op == IBV_WR_ATOMIC_WRITE) {
 		q->wr_err = EINVAL;
 		return;
 	}
@@ -528,7 +561,8 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *x, size_t n, const struct 
 	if (!q->wr_cur)
 		return;
 	uint8_t op = q->wr_cur[VRDMA_SWQE_OPCODE];
-	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+	if (op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    op == IBV_WR_ATOMIC_WRITE) {
 		q->wr_err = EINVAL;
 		return;
 	}
@@ -616,6 +650,7 @@ void vrdma_qp_ex_init(struct vrdma_qp *q)
 	x->wr_send_imm = wr_send_imm;
 	x->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	x->wr_atomic_write = wr_atomic_write;
 	x->wr_set_ud_addr = wr_set_ud_addr;
 	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	x->wr_set_sge = wr_set_sge;

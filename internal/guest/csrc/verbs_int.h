@@ -53,12 +53,22 @@ struct vrdma_context {
 	int flush_ready; /* the flush cursors below are set (objs_mu) */
 	int live;   /* objects not yet destroyed (atomic) */
 	int closed; /* ibv_close_device ran; the memory stays while objects live */
+	/* ibv_import_device made the context: its cmd_fd is the descriptor it
+	 * was given (the exporter's connection), closed with it (import.c). */
+	int imported;
 	struct verbs_context vctx; /* must be last: ibv_context ends it */
 };
 
 struct vrdma_pd {
 	struct ibv_pd ibpd;
-	uint32_t handle;
+	uint32_t handle; /* the daemon's PD; a parent domain's is its PD's */
+	/* A parent domain (ibv_alloc_parent_domain, mem.c): its PD, thread
+	 * domain and what the application gave; a PD counts its parent
+	 * domains (ibv_dealloc_pd is EBUSY while it has some). */
+	struct vrdma_pd *parent;
+	struct ibv_td *td;
+	void *pd_context;
+	int children;
 };
 
 /* A backing (a chunk): whole pages of the application's memory moved into
@@ -74,6 +84,7 @@ struct vrdma_backing {
 	int refs;     /* MRs using some of its pages */
 	int prot;     /* the pages' protection: PROT_READ, with PROT_WRITE and PROT_EXEC where they had them */
 	int stale;    /* no longer wholly in place: kept for its MRs and for fork, never reused */
+	int locked;   /* mlock'd: some MR without IBV_ACCESS_ON_DEMAND uses it, or did (docs/design/odp.md) */
 	uint64_t off; /* where start is in the memfd: 0 but for a piece */
 	/* A stale backing's pages still in place, handed to backings of their
 	 * own (its pieces, on the list, chained by piece_next) that it holds
@@ -93,6 +104,7 @@ struct vrdma_mr {
 	uint64_t iova;
 	int nbackings;
 	struct vrdma_backing *backings[VRDMA_PROTO_MAX_FDS]; /* in address order */
+	struct vrdma_mr *live_next; /* the process's live MRs (mem.c), for ibv_advise_mr */
 };
 
 struct vrdma_ring {
@@ -268,6 +280,10 @@ int vrdma_grh_addrs(const struct ibv_grh *grh, union ibv_gid *from, union ibv_gi
 /* vrdma_live counts the context's objects; the last one destroyed after
  * ibv_close_device frees the context. */
 void vrdma_live(struct vrdma_context *ctx, int delta);
+/* vrdma_context_joined makes ctx, whose channel ibv_import_device joined
+ * to a session (import.c), a context of the device the daemon's greeting
+ * doc names, with cmd_fd, which it owns; NULL if doc does not say one. */
+struct ibv_context *vrdma_context_joined(struct vrdma_context *ctx, const struct vj_doc *doc, int cmd_fd);
 
 /* Object lists for events (device.c). */
 void vrdma_track(struct vrdma_context *ctx, void *obj, int kind);
@@ -308,6 +324,12 @@ int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_w
 struct ibv_mw *vrdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int vrdma_dealloc_mw(struct ibv_mw *mw);
 int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
+struct ibv_pd *vrdma_alloc_parent_domain(struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
+struct ibv_td *vrdma_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *init_attr);
+int vrdma_dealloc_td(struct ibv_td *td);
+int vrdma_mr_span(struct ibv_pd *pd, uint32_t lkey, uint64_t iova, uint32_t length, unsigned int *access, void **va);
+int vrdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg_list,
+		    uint32_t num_sge);
 int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int vrdma_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);

@@ -147,6 +147,11 @@ void vrdma_chan_close(struct vrdma_chan *c);
  * rfds/nrfds may be NULL when no descriptors are expected (any are closed). */
 int vrdma_call(struct vrdma_chan *c, uint16_t op, const char *body, size_t len, const int *fds, int nfds,
 	       char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds);
+/* vrdma_call, but the request goes out on the socket via (another
+ * session's: ibv_import_device sends its own socket on the exporter's) and
+ * the reply is awaited on c. via < 0: c's own socket, as vrdma_call. */
+int vrdma_call_via(struct vrdma_chan *c, int via, uint16_t op, const char *body, size_t len, const int *fds,
+		   int nfds, char *reply, size_t replycap, size_t *replylen, int *rfds, int *nrfds);
 /* The next queued event: 1 and *ev filled, 0 when none (block == 0), or
  * -errno (-EIO: the daemon is gone). With block != 0, waits for one. */
 int vrdma_chan_event(struct vrdma_chan *c, struct vrdma_event *ev, int block);

@@ -144,9 +144,13 @@
 #define VRDMA_CMD_REREG_MR         42U
 #define VRDMA_CMD_ALLOC_MW         43U
 #define VRDMA_CMD_DEALLOC_MW       44U
-#define VRDMA_CMD_OPEN_XRCD        45U
-#define VRDMA_CMD_CLOSE_XRCD       46U
-#define VRDMA_CMD_OPEN_QP          47U
+#define VRDMA_CMD_IMPORT_DEVICE    45U
+#define VRDMA_CMD_IMPORT_OBJECT    46U
+#define VRDMA_CMD_ATTACH_MCAST     47U
+#define VRDMA_CMD_DETACH_MCAST     48U
+#define VRDMA_CMD_OPEN_XRCD        49U
+#define VRDMA_CMD_CLOSE_XRCD       50U
+#define VRDMA_CMD_OPEN_QP          51U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
@@ -176,6 +180,7 @@ _Static_assert(IBV_WR_ATOMIC_FETCH_AND_ADD == 6, "IBV_WR_ATOMIC_FETCH_AND_ADD is
 _Static_assert(IBV_WR_LOCAL_INV == 7, "IBV_WR_LOCAL_INV is 7 in the vrdma daemon");
 _Static_assert(IBV_WR_BIND_MW == 8, "IBV_WR_BIND_MW is 8 in the vrdma daemon");
 _Static_assert(IBV_WR_SEND_WITH_INV == 9, "IBV_WR_SEND_WITH_INV is 9 in the vrdma daemon");
+_Static_assert(IBV_WR_ATOMIC_WRITE == 15, "IBV_WR_ATOMIC_WRITE is 15 in the vrdma daemon");
 
 /* completion opcodes (enum ibv_wc_opcode) */
 _Static_assert(IBV_WC_SEND == 0, "IBV_WC_SEND is 0 in the vrdma daemon");
@@ -185,6 +190,7 @@ _Static_assert(IBV_WC_COMP_SWAP == 3, "IBV_WC_COMP_SWAP is 3 in the vrdma daemon
 _Static_assert(IBV_WC_FETCH_ADD == 4, "IBV_WC_FETCH_ADD is 4 in the vrdma daemon");
 _Static_assert(IBV_WC_BIND_MW == 5, "IBV_WC_BIND_MW is 5 in the vrdma daemon");
 _Static_assert(IBV_WC_LOCAL_INV == 6, "IBV_WC_LOCAL_INV is 6 in the vrdma daemon");
+_Static_assert(IBV_WC_ATOMIC_WRITE == 9, "IBV_WC_ATOMIC_WRITE is 9 in the vrdma daemon");
 _Static_assert(IBV_WC_RECV == 128, "IBV_WC_RECV is 128 in the vrdma daemon");
 _Static_assert(IBV_WC_RECV_RDMA_WITH_IMM == 129, "IBV_WC_RECV_RDMA_WITH_IMM is 129 in the vrdma daemon");
 
@@ -218,6 +224,7 @@ _Static_assert(IBV_ACCESS_REMOTE_WRITE == 2, "IBV_ACCESS_REMOTE_WRITE is 2 in th
 _Static_assert(IBV_ACCESS_REMOTE_READ == 4, "IBV_ACCESS_REMOTE_READ is 4 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_REMOTE_ATOMIC == 8, "IBV_ACCESS_REMOTE_ATOMIC is 8 in the vrdma daemon");
 _Static_assert(IBV_ACCESS_MW_BIND == 16, "IBV_ACCESS_MW_BIND is 16 in the vrdma daemon");
+_Static_assert(IBV_ACCESS_ON_DEMAND == 64, "IBV_ACCESS_ON_DEMAND is 64 in the vrdma daemon");
 
 /* QP types (enum ibv_qp_type) */
 _Static_assert(IBV_QPT_RC == 2, "IBV_QPT_RC is 2 in the vrdma daemon");

@@ -173,7 +173,7 @@ static int pingpong(long n, int iters)
 		}
 		double t = MPI_Wtime() - t0;
 		if (warm && rank == 0)
-			printf("pingpong: %ld bytes %d iters MB/s %.1f\n", n, iters, 2.0 * n * iters / t / 1e6);
+			printf("pingpong: %ld bytes %d iters MB/s %.3f\n", n, iters, 2.0 * n * iters / t / 1e6);
 	}
 	free(buf);
 	return 0;

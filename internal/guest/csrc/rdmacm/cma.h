@@ -72,6 +72,9 @@ int cma_sa_gid(const struct sockaddr *sa, uint8_t gid[16]);
 void cma_gid_sa(const uint8_t gid[16], uint16_t port, struct sockaddr_storage *out);
 int cma_sa_is_any(const struct sockaddr *sa);
 int cma_sa_is_loopback(const struct sockaddr *sa);
+/* Whether a bind to a loopback address leaves the id without a device
+ * (cma_loopback.c). */
+int cma_loopback_has_no_device(void);
 /* The port, host order; 0 for other families. */
 uint16_t cma_sa_port(const struct sockaddr *sa);
 void cma_sa_set_port(struct sockaddr *sa, uint16_t port);
@@ -117,6 +120,7 @@ struct cma_id {
 	int auto_port; /* rdma_bind_addr picked the port (the application asked for 0) */
 	struct ibv_qp_init_attr *qp_init; /* rdma_create_ep on a passive id: for rdma_get_request */
 	struct ibv_sa_path_rec path;
+	struct cma_mc *mcs;  /* the multicast groups joined (cma_mcast.c) */
 	struct cma_id *next; /* in cma_ids */
 };
 
@@ -136,6 +140,10 @@ struct cma_id *cma_id_alloc(struct rdma_event_channel *ch, void *context, enum r
 void cma_link(struct cma_id *id);
 /* Binds id to dev (sets verbs, port). */
 void cma_bind_dev(struct cma_id *id, struct cma_device *d);
+
+/* ---- multicast (cma_mcast.c) ---- */
+/* Frees the id's groups (its QP, destroyed or not, leaves them with it). */
+void cma_mc_release(struct cma_id *id);
 
 /* ---- event channels and events (cma_event.c) ---- */
 struct cma_chan {

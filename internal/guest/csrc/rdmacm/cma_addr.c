@@ -91,6 +91,14 @@ void cma_sa_set_port(struct sockaddr *sa, uint16_t port)
 		((struct sockaddr_in *)(void *)sa)->sin_port = htons(port);
 	else if (sa->sa_family == AF_INET6)
 		((struct sockaddr_in6 *)(void *)sa)->sin6_port = htons(port);
+	else if (sa->sa_family == AF_IB) {
+		/* The port is the service ID's low 16 bits (its port space
+		 * above them stays); the ID is then exact, as the kernel's
+		 * rdma_cm leaves it when it binds a port. */
+		struct sockaddr_ib *ib = (struct sockaddr_ib *)(void *)sa;
+		ib->sib_sid = htobe64((be64toh(ib->sib_sid) & ~(uint64_t)0xffff) | port);
+		ib->sib_sid_mask = htobe64(UINT64_MAX);
+	}
 }
 
 socklen_t cma_sa_len(const struct sockaddr *sa)

@@ -149,19 +149,15 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 		rdma_destroy_event_channel(id->channel);
 	free(id->route.path_rec);
 	free(c->qp_init);
+	cma_mc_release(c);
 	vrdma_own_free(c);
 	return 0;
 }
 
-/* The device a source address is on: its GID, or the first device for a
- * loopback address (as rdma_cm binds loopback to the first port). */
+/* The device a source address is on: the one whose GID table holds it. */
 static struct cma_device *dev_for_src(const struct sockaddr *sa, int *index)
 {
 	uint8_t gid[16];
-	if (cma_sa_is_loopback(sa)) {
-		*index = 0;
-		return cma_ndevs > 0 ? &cma_devs[0] : NULL;
-	}
 	if (cma_sa_gid(sa, gid) < 0)
 		return NULL;
 	return cma_dev_by_gid(gid, index);
@@ -177,9 +173,14 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 		return cma_err(EAFNOSUPPORT);
 	if (c->state != CMA_IDLE || c->dev != NULL)
 		return cma_err(EINVAL);
-	if (!cma_sa_is_any(addr)) {
+	/* A loopback address: no device until the id listens (on the first
+	 * adapter) or resolves, as the kernel's rdma_cm does, when an
+	 * interface's address is on an adapter; else the first adapter
+	 * (cma_loopback.c says why). */
+	int loopback = cma_sa_is_loopback(addr);
+	if (!cma_sa_is_any(addr) && !(loopback && cma_loopback_has_no_device())) {
 		int index = 0;
-		struct cma_device *d = dev_for_src(addr, &index);
+		struct cma_device *d = loopback ? (cma_ndevs > 0 ? &cma_devs[0] : NULL) : dev_for_src(addr, &index);
 		if (d == NULL) {
 			vrdma_debug("rdma_bind_addr: the address is on no vrdma adapter (their GID tables hold their addresses)");
 			return cma_err(EADDRNOTAVAIL);
@@ -190,7 +191,8 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	}
 	memset(&id->route.addr.src_storage, 0, sizeof id->route.addr.src_storage);
 	memcpy(&id->route.addr.src_storage, addr, len);
-	if (cma_sa_port(addr) == 0 && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6)) {
+	if (cma_sa_port(addr) == 0 &&
+	    (addr->sa_family == AF_INET || addr->sa_family == AF_INET6 || addr->sa_family == AF_IB)) {
 		/* rdma_cm gives the port at once (programs read it to tell their
 		 * peer before they listen); the daemon's port space is checked
 		 * when the id listens. */

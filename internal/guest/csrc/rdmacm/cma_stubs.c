@@ -1,5 +1,5 @@
 /*
- * cma_stubs.c: what vrdma's rdma_cm does not do: multicast, notifications
+ * cma_stubs.c: what vrdma's rdma_cm does not do: notifications
  * of communication events, alternate paths, and ECE. Each fails with EOPNOTSUPP and
  * says so in a debug line. (rsockets are in rsocket_*.c.)
  */
@@ -12,27 +12,6 @@
 		vrdma_debug("%s is not supported by vrdma's rdma_cm (%s)", name, #e); \
 		errno = e;                                                                \
 	} while (0)
-
-CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
-{
-	(void)id, (void)addr, (void)context;
-	UNSUPPORTED("rdma_join_multicast", EOPNOTSUPP);
-	return -1;
-}
-
-CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)
-{
-	(void)id, (void)attr, (void)context;
-	UNSUPPORTED("rdma_join_multicast_ex", EOPNOTSUPP);
-	return -1;
-}
-
-CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
-{
-	(void)id, (void)addr;
-	UNSUPPORTED("rdma_leave_multicast", EOPNOTSUPP);
-	return -1;
-}
 
 CMA_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
 {

@@ -15,6 +15,9 @@
 #include <rdma/rdma_cma.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 /* The descriptors the table can hold: 0 to RS_MAX_FD - 1 (rdma-core's
  * index map holds as many). */
@@ -42,6 +45,21 @@
 #define RS_MAX_TRANSFER 65536 /* the most one RDMA WRITE carries */
 #define RS_QP_MIN_SIZE 16
 #define RS_QP_MAX_SIZE 0xFFFE
+#define RS_DEF_QSIZE 384
+#define RS_DEF_INLINE 64
+#define RS_DEF_MEM (1 << 17)
+
+/* Datagrams (rdma-core's ds_*): every message over the UD QPs starts with
+ * a ds_header naming the sender's address; until a peer's QP number is
+ * known, data goes over the rsocket's UDP socket after a ds_udp_header,
+ * whose receiver answers with an RS_OP_CTRL header carrying its own. */
+#define DS_IPV4_HDR_LEN 8
+#define DS_IPV6_HDR_LEN 24
+#define DS_UDP_TAG 0x55555555u
+#define DS_UDP_IPV4_HDR_LEN 16
+#define DS_UDP_IPV6_HDR_LEN 28
+#define DS_MSG_SIZE RS_SNDLOWAT /* a datagram with its ds_header: one send or receive slot */
+#define DS_GRH_LEN 40           /* the GRH a UD receive starts with */
 
 /* An SGL entry, in the order its writer's host uses (the connection data's
  * are big-endian). */
@@ -76,6 +94,39 @@ struct rs_conn_data {
 };
 _Static_assert(sizeof(struct rs_conn_data) == 40, "rdma-core's rs_conn_data is 40 bytes");
 
+/* The header of a datagram on a UD QP, in network order: the sender's
+ * address as rrecvfrom reports it. */
+struct ds_header {
+	uint8_t version; /* 4 or 6 */
+	uint8_t length;  /* DS_IPV4_HDR_LEN or DS_IPV6_HDR_LEN: where the data starts */
+	uint16_t port;
+	union {
+		uint32_t ipv4;
+		struct {
+			uint32_t flowinfo;
+			uint8_t addr[16];
+		} ipv6;
+	} addr;
+};
+_Static_assert(sizeof(struct ds_header) == DS_IPV6_HDR_LEN, "rdma-core's ds_header is 24 bytes");
+
+/* The header of a datagram rsocket's UDP message, in network order. */
+struct ds_udp_header {
+	uint32_t tag; /* DS_UDP_TAG */
+	uint8_t version;
+	uint8_t op;     /* RS_OP_DATA (data follows) or RS_OP_CTRL (the answer) */
+	uint8_t length; /* DS_UDP_IPV4_HDR_LEN or DS_UDP_IPV6_HDR_LEN */
+	uint8_t reserved;
+	uint32_t qpn; /* the sender's UD QP, 24 bits */
+	union {
+		uint32_t ipv4;
+		uint8_t ipv6[16];
+	} addr; /* the address the sender's QP serves */
+};
+_Static_assert(sizeof(struct ds_udp_header) == DS_UDP_IPV6_HDR_LEN, "rdma-core's ds_udp_header is 28 bytes");
+
+struct rs_dgram; /* rsocket_dgram.c */
+
 /* ---- an rsocket ---- */
 enum rs_state {
 	RS_INIT,
@@ -93,7 +144,8 @@ struct rs_rmsg {
 };
 
 struct rsocket {
-	int fd; /* the descriptor the application holds: ch->fd */
+	int fd; /* the descriptor the application holds: ch->fd (a datagram rsocket's: its UDP socket) */
+	struct rs_dgram *dg; /* a datagram rsocket's state; NULL for a stream */
 	pthread_mutex_t mu;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -107,6 +159,8 @@ struct rsocket {
 	/* options, before the connection */
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
 	int nodelay, keepalive, reuseaddr, oobinline, keepidle, linger_off, v6only;
+	int64_t ka_next; /* CLOCK_MONOTONIC ms: the next keepalive probe; 0: not yet timed */
+	int64_t ka_sent; /* when the probe not yet acknowledged was sent; 0: none */
 
 	/* verbs */
 	struct ibv_comp_channel *cch;
@@ -191,6 +245,42 @@ void rs_take_cq_events(struct rsocket *rs);
 /* Copies len bytes into the send buffer's ring and describes them in sg
  * (one or two entries, returned); rs->mu held, the room checked. */
 int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint32_t len, struct ibv_sge sg[2]);
+
+/* SO_KEEPALIVE: sends the probe that is due (a 0-byte RDMA WRITE, as
+ * rdma-core's), ends the connection (ETIMEDOUT) when one is not
+ * acknowledged in time, and returns the milliseconds until it must look
+ * again, for a wait to wake then; -1 when rs sends none (off, or not
+ * connected). rs->mu held. */
+int rs_keepalive(struct rsocket *rs);
+/* The default TCP_KEEPIDLE: the kernel's tcp_keepalive_time, as rdma-core's. */
+int rs_default_keepidle(void);
+
+/* Copies len bytes between an iovec at (*iov, *off) and a buffer, advancing it. */
+void rs_iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len);
+void rs_iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *src, size_t len);
+size_t rs_iov_total(const struct iovec *iov, int iovcnt);
+
+/* ---- datagrams (rsocket_dgram.c) ---- */
+/* A new datagram rsocket (not in the table): NULL with errno. */
+struct rsocket *ds_new(int domain, int fs_flags, int fd_flags);
+/* Frees a datagram rsocket and everything it holds (after rs_remove). */
+void ds_free(struct rsocket *rs);
+/* The calls on a datagram rsocket; rs->mu held. */
+int ds_bind(struct rsocket *rs, const struct sockaddr *addr, socklen_t len);
+int ds_connect(struct rsocket *rs, const struct sockaddr *addr, socklen_t len);
+ssize_t ds_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags, const struct sockaddr *dst,
+		socklen_t dlen);
+ssize_t ds_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags, struct sockaddr *src,
+		socklen_t *slen);
+int ds_shutdown(struct rsocket *rs, int how);
+/* rpoll's view: the events of rs among events, after taking what arrived. */
+short ds_revents(struct rsocket *rs, short events);
+/* Arms the CQs; the descriptor that is readable once one has a completion, or -1. */
+int ds_arm(struct rsocket *rs);
+/* Takes the CQ channels' events without waiting. */
+void ds_take_cq_events(struct rsocket *rs);
+/* Whether the endpoint (QP buffers) is made: options that size it are set before. */
+int ds_ready(const struct rsocket *rs);
 
 /* ---- riomap (rsocket_iomap.c) ---- */
 /* Writes the riomaps not yet sent into the peer's slots: 0 or -1 with errno; rs->mu held. */

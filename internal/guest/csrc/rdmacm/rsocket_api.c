@@ -2,9 +2,8 @@
  * rsocket_api.c: the rsocket calls on one descriptor. A descriptor that is
  * not an rsocket fails with EBADF, as with rdma-core (whose librspreload
  * calls these only for its rsockets; rdma-core's rclose alone returns
- * EBADF itself rather than -1, which we do not copy). Stream rsockets are
- * made here; datagram ones are not yet (ENOSYS, so librspreload falls back
- * to the kernel's UDP sockets). riomap is in rsocket_iomap.c.
+ * EBADF itself rather than -1, which we do not copy). A call on a datagram
+ * rsocket goes to rsocket_dgram.c; riomap is in rsocket_iomap.c.
  * docs/design/rsockets.md.
  */
 #include "cma.h"
@@ -45,9 +44,17 @@ CMA_EXPORT int rsocket(int domain, int type, int protocol)
 		return -1;
 	}
 	if (stype == SOCK_DGRAM) {
-		vrdma_debug("rsocket: datagram rsockets are not provided yet (ENOSYS): a preloaded program falls back to the kernel's sockets");
-		errno = ENOSYS;
-		return -1;
+		struct rsocket *rs = ds_new(domain, (type & SOCK_NONBLOCK) ? O_NONBLOCK : 0,
+					    (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0);
+		if (!rs)
+			return -1;
+		int e = rs_insert(rs);
+		if (e) {
+			rs_free(rs);
+			errno = e == EEXIST ? EMFILE : e;
+			return -1;
+		}
+		return rs->fd;
 	}
 	struct rsocket *rs = rs_new(domain, (type & SOCK_NONBLOCK) ? O_NONBLOCK : 0, (type & SOCK_CLOEXEC) ? FD_CLOEXEC : 0,
 				    NULL);
@@ -81,7 +88,9 @@ CMA_EXPORT int rbind(int s, const struct sockaddr *addr, socklen_t len)
 	}
 	pthread_mutex_lock(&rs->mu);
 	int r;
-	if (rs->state != RS_INIT) {
+	if (rs->dg) {
+		r = ds_bind(rs, addr, len);
+	} else if (rs->state != RS_INIT) {
 		errno = EINVAL;
 		r = -1;
 	} else if ((r = rdma_bind_addr(rs->id, (struct sockaddr *)addr)) == 0) {
@@ -98,7 +107,10 @@ CMA_EXPORT int rlisten(int s, int backlog)
 		return -1;
 	pthread_mutex_lock(&rs->mu);
 	int r = 0;
-	if (rs->state == RS_LISTENING) {
+	if (rs->dg) {
+		errno = EOPNOTSUPP; /* as listen(2) on a UDP socket */
+		r = -1;
+	} else if (rs->state == RS_LISTENING) {
 		r = 0;
 	} else if (rs->state != RS_INIT && rs->state != RS_BOUND) {
 		errno = EINVAL;
@@ -126,7 +138,10 @@ CMA_EXPORT int raccept(int s, struct sockaddr *addr, socklen_t *len)
 		return -1;
 	pthread_mutex_lock(&ls->mu);
 	int fd;
-	if (ls->state != RS_LISTENING) {
+	if (ls->dg) {
+		errno = EOPNOTSUPP;
+		fd = -1;
+	} else if (ls->state != RS_LISTENING) {
 		errno = EINVAL;
 		fd = -1;
 	} else {
@@ -149,6 +164,11 @@ CMA_EXPORT int rconnect(int s, const struct sockaddr *addr, socklen_t len)
 	}
 	pthread_mutex_lock(&rs->mu);
 	int r;
+	if (rs->dg) {
+		r = ds_connect(rs, addr, len);
+		pthread_mutex_unlock(&rs->mu);
+		return r;
+	}
 	switch (rs->state) {
 	case RS_INIT:
 	case RS_BOUND:
@@ -187,36 +207,56 @@ static int rs_ready(struct rsocket *rs)
 	return -1;
 }
 
-static ssize_t rs_sendv_call(const char *call, int s, const struct iovec *iov, int iovcnt, int flags)
+/* The rsocket of s for a data call with an iovec, or NULL with errno. */
+static struct rsocket *rs_io_get(const char *call, int s, const struct iovec *iov, int iovcnt)
 {
 	struct rsocket *rs = rs_get(call, s);
+	if (rs && (iovcnt < 0 || (iovcnt && !iov))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return rs;
+}
+
+/* A send: to dst on a datagram rsocket (its connected peer when NULL); a
+ * stream's peer is fixed (rsendto refuses an address before). */
+static ssize_t rs_sendv_call(const char *call, int s, const struct iovec *iov, int iovcnt, int flags,
+			     const struct sockaddr *dst, socklen_t dlen)
+{
+	struct rsocket *rs = rs_io_get(call, s, iov, iovcnt);
 	if (!rs)
 		return -1;
-	if (iovcnt < 0 || (iovcnt && !iov)) {
-		errno = EINVAL;
-		return -1;
-	}
 	pthread_mutex_lock(&rs->mu);
-	ssize_t r = rs_ready(rs);
-	if (r == 0)
-		r = rs_send(rs, iov, iovcnt, flags);
+	ssize_t r;
+	if (rs->dg) {
+		r = ds_send(rs, iov, iovcnt, flags, dst, dlen);
+	} else {
+		r = rs_ready(rs);
+		if (r == 0)
+			r = rs_send(rs, iov, iovcnt, flags);
+	}
 	pthread_mutex_unlock(&rs->mu);
 	return r;
 }
 
-static ssize_t rs_recvv_call(const char *call, int s, const struct iovec *iov, int iovcnt, int flags)
+/* A receive; src, when asked for, is the sender's address (a stream's peer). */
+static ssize_t rs_recvv_call(const char *call, int s, const struct iovec *iov, int iovcnt, int flags,
+			     struct sockaddr *src, socklen_t *slen)
 {
-	struct rsocket *rs = rs_get(call, s);
+	struct rsocket *rs = rs_io_get(call, s, iov, iovcnt);
 	if (!rs)
 		return -1;
-	if (iovcnt < 0 || (iovcnt && !iov)) {
-		errno = EINVAL;
-		return -1;
-	}
 	pthread_mutex_lock(&rs->mu);
-	ssize_t r = rs_ready(rs);
-	if (r == 0)
-		r = rs_recv(rs, iov, iovcnt, flags);
+	ssize_t r;
+	if (rs->dg) {
+		r = ds_recv(rs, iov, iovcnt, flags, src, slen);
+	} else {
+		r = rs_ready(rs);
+		if (r == 0)
+			r = rs_recv(rs, iov, iovcnt, flags);
+		if (r >= 0 && src && slen)
+			rs_copy_addr(src, slen, rdma_get_peer_addr(rs->id));
+	}
 	pthread_mutex_unlock(&rs->mu);
 	return r;
 }
@@ -227,7 +267,7 @@ CMA_EXPORT int rshutdown(int s, int how)
 	if (!rs)
 		return -1;
 	pthread_mutex_lock(&rs->mu);
-	int r = rs_shutdown(rs, how);
+	int r = rs->dg ? ds_shutdown(rs, how) : rs_shutdown(rs, how);
 	pthread_mutex_unlock(&rs->mu);
 	return r;
 }
@@ -239,7 +279,9 @@ CMA_EXPORT int rclose(int s)
 		return -1;
 	rs_remove(rs);
 	pthread_mutex_lock(&rs->mu);
-	if (rs->state == RS_CONNECTED)
+	if (rs->dg)
+		(void)ds_shutdown(rs, SHUT_RDWR); /* what is sent completes first */
+	else if (rs->state == RS_CONNECTED)
 		(void)rs_shutdown(rs, SHUT_RDWR);
 	pthread_mutex_unlock(&rs->mu);
 	rs_free(rs);
@@ -249,16 +291,13 @@ CMA_EXPORT int rclose(int s)
 CMA_EXPORT ssize_t rrecv(int s, void *buf, size_t len, int flags)
 {
 	struct iovec v = {buf, len};
-	return rs_recvv_call("rrecv", s, &v, 1, flags);
+	return rs_recvv_call("rrecv", s, &v, 1, flags, NULL, NULL);
 }
 
 CMA_EXPORT ssize_t rrecvfrom(int s, void *buf, size_t len, int flags, struct sockaddr *src, socklen_t *slen)
 {
 	struct iovec v = {buf, len};
-	ssize_t r = rs_recvv_call("rrecvfrom", s, &v, 1, flags);
-	if (r >= 0 && src && slen)
-		rs_copy_addr(src, slen, rdma_get_peer_addr(rs_lookup(s)->id));
-	return r;
+	return rs_recvv_call("rrecvfrom", s, &v, 1, flags, src, slen);
 }
 
 CMA_EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags)
@@ -271,23 +310,30 @@ CMA_EXPORT ssize_t rrecvmsg(int s, struct msghdr *msg, int flags)
 		errno = EFAULT;
 		return -1;
 	}
-	return rs_recvv_call("rrecvmsg", s, msg ? msg->msg_iov : NULL, msg ? (int)msg->msg_iovlen : 0, flags);
+	struct rsocket *rs = rs_lookup(s);
+	if (rs && rs->dg) {
+		msg->msg_flags = 0;
+		return rs_recvv_call("rrecvmsg", s, msg->msg_iov, (int)msg->msg_iovlen, flags, msg->msg_name,
+				     msg->msg_name ? &msg->msg_namelen : NULL);
+	}
+	return rs_recvv_call("rrecvmsg", s, msg ? msg->msg_iov : NULL, msg ? (int)msg->msg_iovlen : 0, flags, NULL, NULL);
 }
 
 CMA_EXPORT ssize_t rsend(int s, const void *buf, size_t len, int flags)
 {
 	struct iovec v = {(void *)buf, len};
-	return rs_sendv_call("rsend", s, &v, 1, flags);
+	return rs_sendv_call("rsend", s, &v, 1, flags, NULL, 0);
 }
 
 CMA_EXPORT ssize_t rsendto(int s, const void *buf, size_t len, int flags, const struct sockaddr *dst, socklen_t dlen)
 {
-	if (rs_lookup(s) && (dst || dlen)) {
+	struct rsocket *rs = rs_lookup(s);
+	if (rs && !rs->dg && (dst || dlen)) {
 		errno = EISCONN; /* a stream: its peer is fixed */
 		return -1;
 	}
 	struct iovec v = {(void *)buf, len};
-	return rs_sendv_call("rsendto", s, &v, 1, flags);
+	return rs_sendv_call("rsendto", s, &v, 1, flags, dst, dlen);
 }
 
 CMA_EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags)
@@ -300,29 +346,32 @@ CMA_EXPORT ssize_t rsendmsg(int s, const struct msghdr *msg, int flags)
 		errno = EFAULT;
 		return -1;
 	}
-	return rs_sendv_call("rsendmsg", s, msg ? msg->msg_iov : NULL, msg ? (int)msg->msg_iovlen : 0, flags);
+	struct rsocket *rs = rs_lookup(s);
+	int named = rs && rs->dg && msg->msg_name; /* a stream ignores msg_name, as TCP */
+	return rs_sendv_call("rsendmsg", s, msg ? msg->msg_iov : NULL, msg ? (int)msg->msg_iovlen : 0, flags,
+			     named ? msg->msg_name : NULL, named ? msg->msg_namelen : 0);
 }
 
 CMA_EXPORT ssize_t rread(int s, void *buf, size_t count)
 {
 	struct iovec v = {buf, count};
-	return rs_recvv_call("rread", s, &v, 1, 0);
+	return rs_recvv_call("rread", s, &v, 1, 0, NULL, NULL);
 }
 
 CMA_EXPORT ssize_t rreadv(int s, const struct iovec *iov, int iovcnt)
 {
-	return rs_recvv_call("rreadv", s, iov, iovcnt, 0);
+	return rs_recvv_call("rreadv", s, iov, iovcnt, 0, NULL, NULL);
 }
 
 CMA_EXPORT ssize_t rwrite(int s, const void *buf, size_t count)
 {
 	struct iovec v = {(void *)buf, count};
-	return rs_sendv_call("rwrite", s, &v, 1, 0);
+	return rs_sendv_call("rwrite", s, &v, 1, 0, NULL, 0);
 }
 
 CMA_EXPORT ssize_t rwritev(int s, const struct iovec *iov, int iovcnt)
 {
-	return rs_sendv_call("rwritev", s, iov, iovcnt, 0);
+	return rs_sendv_call("rwritev", s, iov, iovcnt, 0, NULL, 0);
 }
 
 CMA_EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len)
@@ -334,6 +383,8 @@ CMA_EXPORT int rgetpeername(int s, struct sockaddr *addr, socklen_t *len)
 		errno = EFAULT;
 		return -1;
 	}
+	if (rs->dg)
+		return getpeername(rs->fd, addr, len);
 	if (rs->state != RS_CONNECTED && rs->state != RS_DISCONNECTED) {
 		errno = ENOTCONN;
 		return -1;
@@ -350,6 +401,16 @@ CMA_EXPORT int rgetsockname(int s, struct sockaddr *addr, socklen_t *len)
 	if (!len) {
 		errno = EFAULT;
 		return -1;
+	}
+	if (rs->dg) {
+		struct sockaddr_storage ss;
+		socklen_t n = sizeof(ss);
+		if (addr)
+			return getsockname(rs->fd, addr, len);
+		if (getsockname(rs->fd, (struct sockaddr *)&ss, &n) != 0)
+			return -1;
+		*len = n; /* librspreload asks for the length alone */
+		return 0;
 	}
 	struct sockaddr *local = rdma_get_local_addr(rs->id);
 	if (!addr) { /* librspreload asks for the length alone */
@@ -381,6 +442,13 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 	if (!rs)
 		return -1;
 	int v = 0, r = 0;
+	/* A datagram rsocket's UDP socket takes the option first (rdma-core's
+	 * does): what the kernel refuses is refused. */
+	if (rs->dg && level != SOL_RDMA && setsockopt(rs->fd, level, optname, optval, optlen) != 0) {
+		vrdma_debug("rsetsockopt: level %d option %d on datagram rsocket %d: %s", level, optname, s,
+			    strerror(errno));
+		return -1;
+	}
 	if (level == SOL_SOCKET && optname == SO_LINGER) {
 		struct linger l;
 		if (!optval || optlen < sizeof(l)) {
@@ -403,7 +471,8 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 	if (opt_int(optval, optlen, &v) != 0)
 		return -1;
 	pthread_mutex_lock(&rs->mu);
-	int before = rs->state == RS_INIT || rs->state == RS_BOUND || rs->state == RS_LISTENING;
+	int before = rs->dg ? !ds_ready(rs)
+			    : rs->state == RS_INIT || rs->state == RS_BOUND || rs->state == RS_LISTENING;
 	switch (level) {
 	case SOL_SOCKET:
 		switch (optname) {
@@ -411,15 +480,18 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 			rs->reuseaddr = !!v;
 			break;
 		case SO_RCVBUF:
-			if (!rs->rbuf && v > 0)
+			if (!rs->rbuf && (!rs->dg || before) && v > 0)
 				rs->rbuf_size = (uint32_t)v << 1;
 			break;
 		case SO_SNDBUF:
-			if (!rs->sbuf && v > 0)
+			if (!rs->sbuf && (!rs->dg || before) && v > 0)
 				rs->sbuf_size = (uint32_t)v << 1;
 			break;
-		case SO_KEEPALIVE:
-			rs->keepalive = !!v; /* RC retries find a dead peer; no probes are sent */
+		case SO_KEEPALIVE: /* probes go from the calls and rpoll (rs_keepalive) */
+			rs->keepalive = !!v;
+			if (rs->keepalive && !rs->keepidle)
+				rs->keepidle = rs_default_keepidle();
+			rs->ka_next = 0;
 			break;
 		case SO_OOBINLINE:
 			rs->oobinline = !!v;
@@ -437,7 +509,7 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 			if (v <= 0)
 				errno = EINVAL, r = -1;
 			else
-				rs->keepidle = v;
+				rs->keepidle = v, rs->ka_next = 0;
 			break;
 		case TCP_KEEPCNT:
 		case TCP_KEEPINTVL:
@@ -450,7 +522,8 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 	case IPPROTO_IPV6:
 		if (optname == IPV6_V6ONLY) {
 			rs->v6only = !!v;
-			(void)rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &v, sizeof(v));
+			if (rs->id)
+				(void)rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &v, sizeof(v));
 		} else {
 			errno = ENOTSUP, r = -1;
 		}
@@ -517,7 +590,7 @@ CMA_EXPORT int rgetsockopt(int s, int level, int optname, void *optval, socklen_
 		case SO_RCVBUF: v = (int)rs->rbuf_size; break;
 		case SO_SNDBUF: v = (int)rs->sbuf_size; break;
 		case SO_ERROR: v = rs->err; rs->err = 0; break;
-		case SO_TYPE: v = SOCK_STREAM; break;
+		case SO_TYPE: v = rs->dg ? SOCK_DGRAM : SOCK_STREAM; break;
 		case SO_LINGER:
 			ok = 0;
 			if (!optval || !optlen) {
@@ -537,7 +610,7 @@ CMA_EXPORT int rgetsockopt(int s, int level, int optname, void *optval, socklen_
 	case IPPROTO_TCP:
 		switch (optname) {
 		case TCP_NODELAY: v = rs->nodelay; break;
-		case TCP_KEEPIDLE: v = rs->keepidle ? rs->keepidle : 7200; break;
+		case TCP_KEEPIDLE: v = rs->keepidle ? rs->keepidle : rs_default_keepidle(); break;
 		case TCP_KEEPCNT:
 		case TCP_KEEPINTVL: v = 1; break;
 		case TCP_MAXSEG: v = 2048; break;

@@ -17,9 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RS_DEF_QSIZE 384
-#define RS_DEF_INLINE 64
-#define RS_DEF_MEM (1 << 17)
 #define RS_CM_TIMEOUT_MS 2000
 
 enum { STEP_ADDR, STEP_ROUTE, STEP_CONN };
@@ -71,6 +68,10 @@ struct rsocket *rs_new(int domain, int fs_flags, int fd_flags, const struct rsoc
 
 void rs_free(struct rsocket *rs)
 {
+	if (rs->dg) {
+		ds_free(rs);
+		return;
+	}
 	if (rs->id) {
 		if (rs->id->qp)
 			rdma_destroy_qp(rs->id);

@@ -12,7 +12,9 @@
 #include <byteswap.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -74,6 +76,67 @@ static int rs_write_data(struct rsocket *rs, struct ibv_sge *sgl, int nsge, uint
 static int rs_ctrl_avail(struct rsocket *rs)
 {
 	return rs->ctrl_seqno != rs->ctrl_max_seqno;
+}
+
+static int64_t rs_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int rs_default_keepidle(void)
+{
+	int v = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_keepalive_time", "re");
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v > 0 ? v : 7200;
+}
+
+/* A probe is a 0-byte RDMA WRITE without immediate data: nothing for the
+ * peer's application or receive queue, but the peer's QP must acknowledge
+ * it. rdma-core counts on the QP's retries to fail a probe to a peer that
+ * is gone; a vrdma QP connected through rdma_cm retries for ever (retry
+ * count 7, docs/design/transport.md), so here a probe not acknowledged
+ * within RS_KA_DEAD_MS (at least two periods) ends the connection. A
+ * probe takes a control slot, as credits do; one is out at a time. */
+#define RS_KA_DEAD_MS 10000
+int rs_keepalive(struct rsocket *rs)
+{
+	if (!rs->keepalive || rs->state != RS_CONNECTED || !rs->id || !rs->id->qp)
+		return -1;
+	int64_t now = rs_now_ms(), period = (int64_t)(rs->keepidle > 0 ? rs->keepidle : rs_default_keepidle()) * 1000;
+	int64_t dead = 2 * period > RS_KA_DEAD_MS ? 2 * period : RS_KA_DEAD_MS;
+	if (rs->ka_sent && now - rs->ka_sent >= dead) {
+		vrdma_debug("rsocket %d: a keepalive probe was not acknowledged in %lld s: the peer is gone (ETIMEDOUT)",
+			    rs->fd, (long long)(dead / 1000));
+		rs->state = RS_ERROR;
+		rs->readable = rs->writable = 0;
+		rs->err = ETIMEDOUT;
+		rdma_disconnect(rs->id);
+		return -1;
+	}
+	if (!rs->ka_next || rs->ka_next > now + period)
+		rs->ka_next = now + period;
+	if (now >= rs->ka_next) {
+		if (!rs->ka_sent && rs_ctrl_avail(rs)) {
+			struct ibv_send_wr wr = {.wr_id = rs_msg_set(RS_OP_CTRL, RS_CTRL_KEEPALIVE), .opcode = IBV_WR_RDMA_WRITE},
+					   *bad;
+			if (ibv_post_send(rs->id->qp, &wr, &bad) == 0) {
+				rs->ctrl_seqno++;
+				rs->ka_sent = now;
+			}
+		}
+		rs->ka_next = now + period;
+	}
+	int64_t left = rs->ka_next - now;
+	if (rs->ka_sent && rs->ka_sent + dead - now < left)
+		left = rs->ka_sent + dead - now;
+	return left > 0x7fffffff ? 0x7fffffff : (int)left;
 }
 
 /* Grants credits: the receives freed, and half the receive buffer when it
@@ -198,6 +261,8 @@ static int rs_poll_cq(struct rsocket *rs)
 				break;
 			case RS_OP_CTRL:
 				rs->ctrl_max_seqno++;
+				if (rs_msg_data(msg) == RS_CTRL_KEEPALIVE)
+					rs->ka_sent = 0; /* acknowledged (or failed: below) */
 				if (rs_msg_data(msg) == RS_CTRL_DISCONNECT) {
 					rs->state = RS_DISCONNECTED;
 					rs->readable = rs->writable = 0;
@@ -209,9 +274,13 @@ static int rs_poll_cq(struct rsocket *rs)
 				break;
 			}
 			if (wc.status != IBV_WC_SUCCESS && rs->state == RS_CONNECTED) {
+				/* A peer that no longer answers (a keepalive probe's
+				 * retries exceeded): ETIMEDOUT, as TCP's keepalive. */
+				vrdma_debug("rsocket %d: a send failed (%s): the connection is lost", rs->fd,
+					    ibv_wc_status_str(wc.status));
 				rs->state = RS_ERROR;
 				rs->readable = rs->writable = 0;
-				rs->err = EIO;
+				rs->err = wc.status == IBV_WC_RETRY_EXC_ERR ? ETIMEDOUT : EIO;
 			}
 		}
 	}
@@ -309,8 +378,9 @@ int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs))
 			continue; /* what completed before the arm */
 		}
 		struct pollfd p[2] = {{.fd = rs->cch->fd, .events = POLLIN}, {.fd = rs->fd, .events = POLLIN}};
+		int ka = rs_keepalive(rs); /* wake for the next probe */
 		pthread_mutex_unlock(&rs->mu);
-		(void)poll(p, 2, -1);
+		(void)poll(p, 2, ka);
 		pthread_mutex_lock(&rs->mu);
 		rs_take_cq_events(rs);
 		if (p[1].revents)
@@ -319,7 +389,7 @@ int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs))
 }
 
 /* Copies len bytes from the iovec at (*iov, *off) to dst, advancing it. */
-static void iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len)
+void rs_iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size_t len)
 {
 	while (len) {
 		size_t n = (*iov)->iov_len - *off;
@@ -332,7 +402,7 @@ static void iov_gather(uint8_t *dst, const struct iovec **iov, size_t *off, size
 	}
 }
 
-static void iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *src, size_t len)
+void rs_iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *src, size_t len)
 {
 	while (len) {
 		size_t n = (*iov)->iov_len - *off;
@@ -345,7 +415,7 @@ static void iov_scatter(const struct iovec **iov, size_t *off, const uint8_t *sr
 	}
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
+size_t rs_iov_total(const struct iovec *iov, int iovcnt)
 {
 	size_t n = 0;
 	for (int i = 0; i < iovcnt; i++)
@@ -357,13 +427,13 @@ int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint3
 {
 	uint32_t to_end = (uint32_t)((uintptr_t)rs->sbuf + rs->sbuf_size - rs->ssgl_addr);
 	if (xfer <= to_end) {
-		iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, xfer);
+		rs_iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, xfer);
 		sg[0] = (struct ibv_sge){rs->ssgl_addr, xfer, rs->smr->lkey};
 		rs->ssgl_addr = xfer < to_end ? rs->ssgl_addr + xfer : (uintptr_t)rs->sbuf;
 		return 1;
 	}
-	iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, to_end);
-	iov_gather(rs->sbuf, iov, off, xfer - to_end);
+	rs_iov_gather((uint8_t *)(uintptr_t)rs->ssgl_addr, iov, off, to_end);
+	rs_iov_gather(rs->sbuf, iov, off, xfer - to_end);
 	sg[0] = (struct ibv_sge){rs->ssgl_addr, to_end, rs->smr->lkey};
 	sg[1] = (struct ibv_sge){(uintptr_t)rs->sbuf, xfer - to_end, rs->smr->lkey};
 	rs->ssgl_addr = (uintptr_t)rs->sbuf + (xfer - to_end);
@@ -372,7 +442,7 @@ int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint3
 
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t len = iov_total(iov, iovcnt), left = len, off = 0;
+	size_t len = rs_iov_total(iov, iovcnt), left = len, off = 0;
 	uint32_t olen = RS_OLAP_START_SIZE;
 	int nonblock = (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 	int ret = 0;
@@ -434,9 +504,9 @@ static size_t rs_copy_out(struct rsocket *rs, const struct iovec **iov, size_t *
 			n = (uint32_t)(len - done);
 		uint32_t end = rs->rbuf_size - offset;
 		uint32_t a = n > end ? end : n;
-		iov_scatter(iov, off, &rs->rbuf[offset], a);
+		rs_iov_scatter(iov, off, &rs->rbuf[offset], a);
 		if (n > a)
-			iov_scatter(iov, off, rs->rbuf, n - a);
+			rs_iov_scatter(iov, off, rs->rbuf, n - a);
 		offset = (offset + n) % rs->rbuf_size;
 		done += n;
 		if (!peek) {
@@ -460,7 +530,7 @@ static size_t rs_copy_out(struct rsocket *rs, const struct iovec **iov, size_t *
 
 ssize_t rs_recv(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
-	size_t len = iov_total(iov, iovcnt), left = len, off = 0;
+	size_t len = rs_iov_total(iov, iovcnt), left = len, off = 0;
 	int nonblock = (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 	int ret = 0;
 	if (len == 0)

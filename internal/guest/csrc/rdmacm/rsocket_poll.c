@@ -44,12 +44,15 @@ static int rs_select_has_rsocket(int nfds, const fd_set *r, const fd_set *w, con
 static short rs_revents(struct rsocket *rs, short events)
 {
 	short rev = 0;
+	if (rs->dg)
+		return ds_revents(rs, events);
 	if (rs->state == RS_CONNECTING && rs_connect_step(rs, 1) != 0 && errno == EINPROGRESS)
 		return 0;
 	switch (rs->state) {
 	case RS_CONNECTED:
 		rs_cm_events(rs);
 		rs_progress(rs);
+		(void)rs_keepalive(rs);
 		/* fall through */
 	case RS_DISCONNECTED:
 	case RS_ERROR:
@@ -136,7 +139,9 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 		ret = rs_poll_check(fds, nfds);
 		if (ret != 0 || timeout == 0)
 			break;
-		/* What to wait on: each rsocket's CQ channel (armed) and CM channel. */
+		/* What to wait on: each rsocket's CQ channel (armed) and CM channel;
+		 * until the first keepalive probe due. */
+		int ka_wait = -1;
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rsocket *rs = rs_lookup(fds[i].fd);
 			w[2 * i] = (struct pollfd){.fd = -1};
@@ -146,11 +151,16 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 				continue;
 			}
 			pthread_mutex_lock(&rs->mu);
-			if (rs->cq && rs->state == RS_CONNECTED) {
+			if (rs->dg) {
+				w[2 * i] = (struct pollfd){.fd = ds_arm(rs), .events = POLLIN};
+			} else if (rs->cq && rs->state == RS_CONNECTED) {
 				rs_arm(rs);
 				w[2 * i] = (struct pollfd){.fd = rs->cch->fd, .events = POLLIN};
 			}
 			w[2 * i + 1] = (struct pollfd){.fd = rs->fd, .events = POLLIN};
+			int ka = rs->dg ? -1 : rs_keepalive(rs);
+			if (ka >= 0 && (ka_wait < 0 || ka < ka_wait))
+				ka_wait = ka;
 			/* What completed before the arm. */
 			short rev = rs_revents(rs, fds[i].events);
 			pthread_mutex_unlock(&rs->mu);
@@ -166,6 +176,8 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 			}
 			wait = (int)left;
 		}
+		if (ka_wait >= 0 && (wait < 0 || ka_wait < wait))
+			wait = ka_wait;
 		if (poll(w, 2 * nfds, wait) < 0) {
 			ret = -1;
 			break;
@@ -174,7 +186,10 @@ static int rs_poll_mixed(struct pollfd *fds, nfds_t nfds, int timeout)
 			struct rsocket *rs = rs_lookup(fds[i].fd);
 			if (rs && w[2 * i].revents) {
 				pthread_mutex_lock(&rs->mu);
-				rs_take_cq_events(rs);
+				if (rs->dg)
+					ds_take_cq_events(rs);
+				else
+					rs_take_cq_events(rs);
 				pthread_mutex_unlock(&rs->mu);
 			}
 		}

@@ -3,11 +3,11 @@
  * as librspreload makes them for every program it is loaded into. rpoll
  * and rselect must give exactly what poll and select give (each case runs
  * both and compares), also beside a real rsocket; every call on one
- * socket fails with EBADF; rsocket checks its arguments (ENOTSUP), makes
- * stream rsockets and not yet datagram ones (ENOSYS). The descriptor table
+ * socket fails with EBADF; rsocket checks its arguments (ENOTSUP) and
+ * makes stream and datagram rsockets. The descriptor table
  * is checked white-box.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_stubs.c rdmacm/rsocket_api.c rdmacm/rsocket_conn.c rdmacm/rsocket_data.c rdmacm/rsocket_iomap.c rdmacm/rsocket_poll.c rdmacm/rsocket_table.c xrc.c
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/rsocket_api.c rdmacm/rsocket_conn.c rdmacm/rsocket_data.c rdmacm/rsocket_dgram.c rdmacm/rsocket_iomap.c rdmacm/rsocket_poll.c rdmacm/rsocket_table.c xrc.c
  * needs: daemon
  */
 #include <rdma/rsocket.h>
@@ -160,14 +160,24 @@ static void test_rsocket_arguments(void)
 		{AF_INET, SOCK_SEQPACKET, 0, ENOTSUP},
 		{AF_INET, SOCK_STREAM, IPPROTO_UDP, ENOTSUP},
 		{AF_INET6, SOCK_DGRAM, IPPROTO_TCP, ENOTSUP},
-		/* valid, but datagram rsockets are not made yet: librspreload falls back */
-		{AF_INET6, SOCK_DGRAM, IPPROTO_UDP, ENOSYS},
-		{AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0, ENOSYS},
+		/* valid: a datagram rsocket, whose descriptor is its UDP socket */
+		{AF_INET6, SOCK_DGRAM, IPPROTO_UDP, 0},
+		{AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0, 0},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		errno = 0;
 		int r = rsocket(cases[i].domain, cases[i].type, cases[i].protocol);
 		int e = errno;
+		if (!cases[i].want) {
+			int type = 0;
+			socklen_t len = sizeof(type);
+			CHECK(r >= 0 && rgetsockopt(r, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM,
+			      "rsocket(%d, %#x, %d): %d (errno %s), SO_TYPE %d: want a datagram rsocket", cases[i].domain,
+			      cases[i].type, cases[i].protocol, r, strerror(e), type);
+			if (r >= 0)
+				CHECK(rclose(r) == 0, "rclose of a datagram rsocket: %s", strerror(errno));
+			continue;
+		}
 		CHECK(r == -1 && e == cases[i].want, "rsocket(%d, %#x, %d): %d, errno %d (%s), want -1 and errno %d",
 		      cases[i].domain, cases[i].type, cases[i].protocol, r, e, strerror(e), cases[i].want);
 	}

@@ -1,0 +1,127 @@
+package interop
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/internal/verbs"
+	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
+)
+
+// TestVerbsUplinkDiscovery runs the daemon (the static binary) inside guest
+// A, which has rdma-core and the kernel's rdma_rxe but no compiler, with
+// the helper built here against the same Debian rdma-core and passed
+// through the share: `vrdma link add hca0 type verbs dev rxe0` must report
+// what `ibv_devinfo -v -d rxe0` reports there: link layer Ethernet, an
+// active port and the same GIDs with the same types.
+func TestVerbsUplinkDiscovery(t *testing.T) {
+	Require(t)
+	t.Setenv(guest.CacheEnv, t.TempDir())
+	helper, err := verbsbuild.Build()
+	if err != nil {
+		t.Skipf("cannot build the verbs helper here: %v", err)
+	}
+	root, err := netns.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "vrdma")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
+	}
+
+	g := Up(t, "A")
+	share := filepath.Join(g.build, "run", "A")
+	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
+		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	devinfo := g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0")
+	want := GIDs(devinfo)
+	if len(want) == 0 || !strings.Contains(devinfo, "link_layer:\t\tEthernet") {
+		t.Fatalf("ibv_devinfo -v -d rxe0 in the guest shows no GIDs or no Ethernet link layer:\n%s", devinfo)
+	}
+
+	// The busybox guest has no machine id; the daemon's host identity
+	// needs one.
+	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
+	const sock = "/tmp/vrdma.sock"
+	daemon := g.Spawn(t, "A", 600, "/mnt/host/vrdma daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-daemon.log 2>&1")
+	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
+		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
+		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
+	}
+	defer func() {
+		g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
+		g.Wait(t, "A", daemon, 30)
+	}()
+	cli := "/mnt/host/vrdma link --socket " + sock + " "
+	added := g.Exec(t, "A", 120, cli+"add hca0 type verbs dev rxe0")
+	shown := g.Exec(t, "A", 120, cli+"show hca0")
+	t.Logf("ibv_devinfo -v -d rxe0:\n%s\nvrdma link show hca0:\n%s", devinfo, shown)
+	for what, out := range map[string]string{"link add": added, "link show": shown} {
+		for _, re := range []string{
+			`(?m)^link hca0/1 state ACTIVE physical_state LINK_UP dev rxe0 port 1$`,
+			`(?m)^    type verbs transport InfiniBand link_layer Ethernet port_state PORT_ACTIVE `,
+		} {
+			if !regexp.MustCompile(re).MatchString(out) {
+				t.Errorf("%s lacks %q:\n%s", what, re, out)
+			}
+		}
+		for _, gid := range want {
+			line := fmt.Sprintf("    gid %d %s %s", gid.Index, netip.AddrFrom16(gid.Addr.As16()), gid.Type)
+			if !strings.Contains(out, line) {
+				t.Errorf("%s lacks %q (ibv_devinfo: GID[%d] %s, %s):\n%s", what, line, gid.Index, gid.Addr, gid.Type, out)
+			}
+		}
+		if n := strings.Count(out, "    gid "); n != len(want) {
+			t.Errorf("%s shows %d GIDs, ibv_devinfo %d:\n%s", what, n, len(want), out)
+		}
+	}
+	// A device rdma-core lacks is a clear error, and the daemon goes on.
+	out, rc := g.Run(t, "A", 60, cli+"add hca1 type verbs dev mlx5_0")
+	if rc != 1 || !strings.Contains(out, "rdma-core has no device mlx5_0 (it has rxe0") {
+		t.Errorf("link add dev mlx5_0 in the guest: exit %d:\n%s", rc, out)
+	}
+	if out := g.Exec(t, "A", 60, cli+"show"); !strings.Contains(out, "link hca0/1 state ACTIVE") {
+		t.Errorf("after the failed add, link show:\n%s", out)
+	}
+
+	// The data path's first piece: a memfd region registered with rxe0
+	// through the helper (package verbs' TestRegMROnDevice, run in the guest).
+	t.Run("reg_mr", func(t *testing.T) {
+		testBin := filepath.Join(share, "verbs.test")
+		build := exec.Command("go", "test", "-c", "-o", testBin, "./internal/verbs")
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
+		}
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^TestRegMROnDevice$' -test.v")
+		t.Logf("in guest A:\n%s", out)
+		if !strings.Contains(out, "--- PASS: TestRegMROnDevice") {
+			t.Errorf("TestRegMROnDevice did not pass in guest A:\n%s", out)
+		}
+	})
+}
+
+// copyExecutable copies from to to, mode 0755.
+func copyExecutable(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
+}

@@ -1,0 +1,140 @@
+package uplink
+
+// Multicast groups on the link's interface (docs/design/multicast.md).
+// Joining a group on the receive socket puts it in the interface's
+// multicast list, so the kernel sends IGMP (IPv4) or MLD (IPv6) reports
+// for it on the link and takes the group's datagrams in, as it does for
+// the groups rdma_rxe adds to its netdev.
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// groups are the multicast groups a link has joined: the readers take
+// datagrams to them as to the interface's own addresses. The set is
+// replaced whole on every change; a reader's look-up takes no lock.
+type groups struct {
+	mu  sync.Mutex
+	set atomic.Pointer[groupSet]
+}
+
+type groupSet struct {
+	v4 [][4]byte
+	v6 [][16]byte
+}
+
+func (g *groups) change(a netip.Addr, join bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var n groupSet
+	if old := g.set.Load(); old != nil {
+		n = groupSet{slices.Clone(old.v4), slices.Clone(old.v6)}
+	}
+	if a.Is4() {
+		n.v4 = slices.DeleteFunc(n.v4, func(x [4]byte) bool { return x == a.As4() })
+		if join {
+			n.v4 = append(n.v4, a.As4())
+		}
+	} else {
+		n.v6 = slices.DeleteFunc(n.v6, func(x [16]byte) bool { return x == a.As16() })
+		if join {
+			n.v6 = append(n.v6, a.As16())
+		}
+	}
+	g.set.Store(&n)
+}
+
+// has4 reports whether the IPv4 address a (4 bytes) is a joined group.
+func (g *groups) has4(a []byte) bool {
+	s := g.set.Load()
+	if s == nil || a[0]&0xf0 != 0xe0 {
+		return false
+	}
+	for i := range s.v4 {
+		x := &s.v4[i]
+		if x[0] == a[0] && x[1] == a[1] && x[2] == a[2] && x[3] == a[3] {
+			return true
+		}
+	}
+	return false
+}
+
+// has6 reports whether the IPv6 address a is a joined group.
+func (g *groups) has6(a *[16]byte) bool {
+	s := g.set.Load()
+	if s == nil || a[0] != 0xff {
+		return false
+	}
+	for i := range s.v6 {
+		if s.v6[i] == *a {
+			return true
+		}
+	}
+	return false
+}
+
+// JoinGroup joins the IP multicast group g on the link's interface.
+func (l *Link) JoinGroup(g netip.Addr) error { return l.group(g, true) }
+
+// LeaveGroup leaves the IP multicast group g.
+func (l *Link) LeaveGroup(g netip.Addr) error { return l.group(g, false) }
+
+func (l *Link) group(g netip.Addr, join bool) error {
+	if !g.IsMulticast() {
+		return fmt.Errorf("%w: %s is not a multicast address", ErrConfig, g)
+	}
+	ifindex := l.snap.Load().ifindex
+	if ifindex == 0 {
+		return fmt.Errorf("uplink %s: the interface %s is not there: cannot join %s", l.cfg.Name, l.cfg.Netdev, g)
+	}
+	r := l.rx6
+	if g.Is4() {
+		r = l.rx4
+	}
+	var serr error
+	err := r.rc.Control(func(fd uintptr) {
+		if g.Is4() {
+			m := &unix.IPMreqn{Multiaddr: g.As4(), Ifindex: int32(ifindex)}
+			opt := unix.IP_ADD_MEMBERSHIP
+			if !join {
+				opt = unix.IP_DROP_MEMBERSHIP
+			}
+			serr = unix.SetsockoptIPMreqn(int(fd), unix.IPPROTO_IP, opt, m)
+			return
+		}
+		m := &unix.IPv6Mreq{Multiaddr: g.As16(), Interface: uint32(ifindex)}
+		opt := unix.IPV6_JOIN_GROUP
+		if !join {
+			opt = unix.IPV6_LEAVE_GROUP
+		}
+		serr = unix.SetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IPV6, opt, m)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		what := "join"
+		if !join {
+			what = "leave"
+		}
+		return fmt.Errorf("uplink %s: %s multicast group %s on %s: %w", l.cfg.Name, what, g, l.cfg.Netdev, err)
+	}
+	l.groups.change(g, join)
+	return nil
+}
+
+// noLoop keeps a send socket's multicast datagrams from coming back to
+// this host's own receive sockets: the engine copies a datagram to this
+// host's members itself.
+func noLoop(fd, family int) error {
+	if family == unix.AF_INET {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 0)
+	}
+	return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_LOOP, 0)
+}
