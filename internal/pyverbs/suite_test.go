@@ -46,7 +46,9 @@ import (
 // tests that skipped for "Create XRCD is not supported" pass (test_atomic
 // 2, test_cqex, test_qpex 2, test_relaxed_ordering); the seventh,
 // test_odp_xrc_traffic, now skips for ODP.
-const passFloor = 113
+// Merged with main (ODP, parent domains, ATOMIC WRITE, import, multicast):
+// 125 passed, 0 failed, 0 errors, 148 skipped.
+const passFloor = 125
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68
