@@ -52,6 +52,8 @@ func (o Opcode) AllowedOn(t QPType) bool {
 	switch t {
 	case QPTypeRC:
 		return o.Valid() || o.IsMW() || o == OpSendInv || o == OpAtomicWrite
+	case QPTypeXRCSend: // RC's operations but IBTA 1.5's ATOMIC WRITE (no XRC opcode here)
+		return o.Valid() || o.IsMW() || o == OpSendInv
 	case QPTypeUC:
 		return o == OpSend || o == OpSendImm || o == OpRDMAWrite || o == OpRDMAWriteImm || o.IsMW() || o == OpSendInv
 	case QPTypeUD:
@@ -219,6 +221,11 @@ const (
 	QPTypeRC QPType = 2
 	QPTypeUC QPType = 3
 	QPTypeUD QPType = 4
+	// The XRC types (IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV): an initiator
+	// that only sends, each request to the XRC SRQ its work request names,
+	// and a target that only receives, into the SRQ a packet names.
+	QPTypeXRCSend QPType = 9
+	QPTypeXRCRecv QPType = 10
 )
 
 func (t QPType) String() string {
@@ -229,12 +236,19 @@ func (t QPType) String() string {
 		return "UC"
 	case QPTypeUD:
 		return "UD"
+	case QPTypeXRCSend:
+		return "XRC_SEND"
+	case QPTypeXRCRecv:
+		return "XRC_RECV"
 	}
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }
 
-// Valid reports whether t is a supported QP type.
+// Valid reports whether t is a supported QP type other than XRC's.
 func (t QPType) Valid() bool { return t == QPTypeRC || t == QPTypeUC || t == QPTypeUD }
+
+// IsXRC reports whether t is an XRC type.
+func (t QPType) IsXRC() bool { return t == QPTypeXRCSend || t == QPTypeXRCRecv }
 
 // QPState is a queue pair state (enum ibv_qp_state).
 type QPState uint8

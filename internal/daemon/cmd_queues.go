@@ -57,11 +57,26 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.MaxWR < 1 || req.MaxWR > engine.MaxQPWR || req.MaxSGE < 1 || req.MaxSGE > engine.MaxSGE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "SRQ max_wr %d / max_sge %d: must be 1..%d / 1..%d", req.MaxWR, req.MaxSGE, engine.MaxQPWR, engine.MaxSGE)
 	}
+	var xh *xrcdHandle
+	var xcq *engine.CQ
+	if req.XRCD != 0 || req.CQ != 0 {
+		if xh, err = lookup(s.xrcds, req.XRCD, "XRC domain"); err != nil {
+			return nil, nil, err
+		}
+		if xcq, err = lookup(s.cqs, req.CQ, "completion queue"); err != nil {
+			return nil, nil, err
+		}
+	}
 	ring := engine.SRQBytes(req.MaxWR, req.MaxSGE)
 	if err := s.takeQueue(SRQs, ring); err != nil {
 		return nil, nil, err
 	}
-	srq, err := engine.NewSRQ(pd, req.MaxWR, req.MaxSGE)
+	var srq *engine.RQ
+	if xh != nil {
+		srq, err = engine.NewXRCSRQ(pd, xh.dom.x, xcq, req.MaxWR, req.MaxSGE)
+	} else {
+		srq, err = engine.NewSRQ(pd, req.MaxWR, req.MaxSGE)
+	}
 	if err != nil {
 		s.giveQueue(SRQs, ring)
 		return nil, nil, s.d.creationError("shared receive queue", err)
@@ -76,13 +91,22 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 		s.giveQueue(SRQs, ring)
 		return nil, nil, err
 	}
+	if xh != nil {
+		s.xrcUse(h, xh)
+	}
 	r := srq.Ring()
 	return proto.CreateSRQResp{Handle: h, MaxWR: r.Entries, MaxSGE: req.MaxSGE, Size: srq.Size(),
-		Ring: proto.RingInfo{Offset: r.Offset, Entries: r.Entries, Stride: r.Stride}}, fds, nil
+		Ring: proto.RingInfo{Offset: r.Offset, Entries: r.Entries, Stride: r.Stride}, SRQN: srq.SRQNum()}, fds, nil
 }
 
 func cmdDestroySRQ(s *session, body []byte, _ []int) (any, []int, error) {
-	return destroyUnused(s, SRQs, s.srqs, body, "shared receive queue")
+	resp, fds, err := destroyUnused(s, SRQs, s.srqs, body, "shared receive queue")
+	if err == nil {
+		if req, derr := decode[proto.HandleReq](body); derr == nil {
+			s.xrcDrop(req.Handle)
+		}
+	}
+	return resp, fds, err
 }
 
 // destroyUnused destroys the queue a request names, unless QPs still use
@@ -114,17 +138,29 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	pd, err := lookup(s.pds, req.PD, "protection domain")
-	if err != nil {
-		return nil, nil, err
-	}
-	scq, err := lookup(s.cqs, req.SendCQ, "send completion queue")
-	if err != nil {
-		return nil, nil, err
-	}
-	rcq, err := lookup(s.cqs, req.RecvCQ, "receive completion queue")
-	if err != nil {
-		return nil, nil, err
+	typ := abi.QPType(req.Type)
+	var pd *engine.PD
+	var scq, rcq *engine.CQ
+	var xh *xrcdHandle
+	switch {
+	case typ == abi.QPTypeXRCRecv:
+		// A target has no PD, CQs or queues: only its domain.
+		if xh, err = lookup(s.xrcds, req.XRCD, "XRC domain"); err != nil {
+			return nil, nil, err
+		}
+		req.Caps = proto.QPCaps{}
+	default:
+		if pd, err = lookup(s.pds, req.PD, "protection domain"); err != nil {
+			return nil, nil, err
+		}
+		if scq, err = lookup(s.cqs, req.SendCQ, "send completion queue"); err != nil {
+			return nil, nil, err
+		}
+		if typ == abi.QPTypeXRCSend && req.RecvCQ == 0 {
+			rcq = scq // an initiator never receives
+		} else if rcq, err = lookup(s.cqs, req.RecvCQ, "receive completion queue"); err != nil {
+			return nil, nil, err
+		}
 	}
 	var srq *engine.RQ
 	if req.SRQ != 0 {
@@ -132,7 +168,7 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	ring, err := engine.QPBytes(req.Caps, srq != nil)
+	ring, err := engine.QPBytes(req.Caps, srq != nil || typ.IsXRC())
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
@@ -140,8 +176,12 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	h := s.handleID()
+	var xrcd *engine.XRCD
+	if xh != nil {
+		xrcd = xh.dom.x
+	}
 	q, err := engine.NewQP(engine.QPConfig{
-		PD: pd, Type: abi.QPType(req.Type), SendCQ: scq, RecvCQ: rcq, SRQ: srq, SigAll: req.SigAll,
+		PD: pd, Type: typ, SendCQ: scq, RecvCQ: rcq, SRQ: srq, XRCD: xrcd, SigAll: req.SigAll,
 		Caps: req.Caps, Handle: h, Events: s, AH: s.ah, Scope: s.mcastScope(),
 	})
 	if err != nil {
@@ -166,6 +206,10 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	fds = append(fds, bell)
 	s.qps[h] = q
+	if xh != nil {
+		s.xrcUse(h, xh)
+		s.d.xrcds.holdTarget(q)
+	}
 	sq, rq := q.SQ(), q.RQ()
 	return proto.CreateQPResp{
 		Handle: h, QPN: q.QPN(), Caps: q.Caps(), Size: q.Size(),
@@ -225,11 +269,7 @@ func cmdDestroyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	attached := q.McastAttachments()
-	q.Destroy()
-	delete(s.qps, req.Handle)
-	s.giveQueue(QPs, q.Footprint())
-	s.give(Mcast, uint64(attached))
+	s.dropQP(req.Handle, q)
 	return done, nil, nil
 }
 

@@ -80,6 +80,8 @@ type Daemon struct {
 	host *engine.Host
 	ln   listener
 
+	xrcds xrcdTable // XRC domains opened with files (cmd_xrc.go)
+
 	selfUID    uint32   // the daemon's own uid: privileged like root
 	ident      identity // where its adapters' addresses start (identity.go)
 	adminGroup struct {

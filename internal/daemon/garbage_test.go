@@ -227,8 +227,12 @@ func TestGarbageCommands(t *testing.T) {
 			code: proto.CodeInvalid, msg: []string{"max_recv_sge -5"}, usableOp: true},
 		{name: "create_qp with 1 MiB inline", setup: "device", send: req(proto.OpCreateQP, createQP(abi.QPTypeRC, withCaps(func(c *proto.QPCaps) { c.MaxInlineData = 1 << 20 }))),
 			code: proto.CodeInvalid, msg: []string{"max_inline_data 1048576"}, usableOp: true},
-		{name: "create_qp of type 9", setup: "device", send: req(proto.OpCreateQP, createQP(9, goodCaps)),
-			code: proto.CodeInvalid, msg: []string{"QP type 9"}, usableOp: true},
+		{name: "create_qp of type 8 (raw packet)", setup: "device", send: req(proto.OpCreateQP, createQP(8, goodCaps)),
+			code: proto.CodeInvalid, msg: []string{"QP type 8"}, usableOp: true},
+		{name: "create_qp XRC_RECV without an XRC domain", setup: "device", send: req(proto.OpCreateQP, createQP(abi.QPTypeXRCRecv, goodCaps)),
+			code: proto.CodeNotFound, msg: []string{"no XRC domain with handle 0"}, usableOp: true},
+		{name: "close_xrcd of no domain", setup: "device", send: req(proto.OpCloseXRCD, func(objects) any { return proto.HandleReq{Handle: 777} }),
+			code: proto.CodeNotFound, msg: []string{"no XRC domain with handle 777"}, usableOp: true},
 		{name: "create_qp with unknown CQ", setup: "device", send: req(proto.OpCreateQP, func(o objects) any {
 			return proto.CreateQPReq{PD: o.pd, Type: uint8(abi.QPTypeRC), SendCQ: o.cq, RecvCQ: 12345, Caps: goodCaps}
 		}), code: proto.CodeNotFound, msg: []string{"no receive completion queue with handle 12345"}, usableOp: true},

@@ -29,10 +29,11 @@ const (
 	Ring                        // bytes the daemon allocates for queues: shared rings and its own state of them (engine.QPBytes)
 	MWs                         // memory windows
 	Mcast                       // multicast attachments: a UD QP attached to a group (cmd_mcast.go)
+	XRCDs                       // handles of XRC domains (each open, shared or not)
 	numResources
 )
 
-var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw", "mcast"}
+var resourceNames = [numResources]string{"session", "instance", "pd", "cq", "qp", "mr", "srq", "ah", "locked", "cmlisten", "cmconn", "ring", "mw", "mcast", "xrcd"}
 
 // String returns the name a limit flag uses for r ("qp", "locked", ...).
 func (r Resource) String() string {
@@ -157,6 +158,7 @@ var deviceMax = limitSet{
 	Locked: Unlimited, CMListeners: 1<<16 - 1, CMConns: Unlimited, Ring: Unlimited,
 	MWs:   engine.MaxMR, // windows share the key table with regions
 	Mcast: engine.MaxTotalMcastQPAttach,
+	XRCDs: 1 << 14,
 }
 
 // fdCost is how many descriptors the daemon holds for one of each
@@ -178,7 +180,7 @@ var fdCost = limitSet{Sessions: 1, CQs: 3, QPs: 3, SRQs: 1, MRs: 1}
 var nominalUserLimits = limitSet{
 	Sessions: 1024, Instances: 256,
 	PDs: 4096, CQs: 4096, QPs: 4096, MRs: 16384, SRQs: 1024, AHs: 65536,
-	CMListeners: 256, CMConns: 4096, MWs: 16384, Mcast: 4096,
+	CMListeners: 256, CMConns: 4096, MWs: 16384, Mcast: 4096, XRCDs: 4096,
 }
 
 // userShare is the part of the daemon's descriptors one uid may hold with

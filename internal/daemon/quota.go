@@ -231,6 +231,8 @@ func plural(r Resource) string {
 		return "multicast attachments (mcast)"
 	case SRQs:
 		return "shared receive queues (srq)"
+	case XRCDs:
+		return "XRC domains (xrcd)"
 	case AHs:
 		return "address handles (ah)"
 	case CMListeners:

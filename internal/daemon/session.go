@@ -45,6 +45,11 @@ type session struct {
 	qps  map[uint32]*engine.QP
 	srqs map[uint32]*engine.RQ
 
+	xrcds   map[uint32]*xrcdHandle // cmd_xrc.go
+	xrcObjs map[uint32]*xrcdHandle // XRC SRQs and target QPs, by handle: the XRC domain handle they hold
+	// openedQPs are the QP handles ibv_open_qp gave (charged a QP, no ring).
+	openedQPs map[uint32]bool
+
 	// Address handles have their own lock: the engine resolves them while
 	// running a QP, which a command holding mu may be waiting for.
 	ahMu sync.Mutex
@@ -67,6 +72,7 @@ func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 		d: d, conn: c, cred: cred, user: user,
 		pds: map[uint32]*engine.PD{}, mrs: map[uint32]*engine.MR{}, mws: map[uint32]*engine.MW{}, cqs: map[uint32]*engine.CQ{},
 		qps: map[uint32]*engine.QP{}, srqs: map[uint32]*engine.RQ{}, mrPins: map[uint32]*procPins{},
+		xrcds: map[uint32]*xrcdHandle{}, xrcObjs: map[uint32]*xrcdHandle{}, openedQPs: map[uint32]bool{},
 		ahs: map[uint32]qpstate.AddressVector{}, ahPD: map[uint32]*engine.PD{},
 		events: make(chan proto.Event, 256), done: make(chan struct{}), cmOut: newCMOutbox(),
 	}
@@ -284,18 +290,21 @@ func (s *session) cleanup() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for h, q := range s.qps {
-		for _, p := range s.d.host.PeersOf(q) {
+		peers := s.d.host.PeersOf(q)
+		if !s.dropQP(h, q) {
+			continue // an XRC_RECV QP another process holds too
+		}
+		for _, p := range peers {
 			if p.Events != s {
 				p.Fail(abi.EventQPFatal, "the process that owned the connected QP exited")
 			}
 		}
-		q.Destroy()
-		delete(s.qps, h)
 	}
 	for h, r := range s.srqs {
 		r.Close()
 		delete(s.srqs, h)
 	}
+	s.closeXRCDs()
 	for h, c := range s.cqs {
 		c.Close()
 		delete(s.cqs, h)

@@ -56,6 +56,8 @@ type Adapter struct {
 	qps     map[uint32]*QP
 	nextQPN uint32
 
+	xsrqs xrcTable // XRC SRQs by number (xrc.go)
+
 	poller *poller
 }
 

@@ -151,6 +151,14 @@ func (q *QP) accepts(p *wire.Packet) bool {
 	switch q.typ {
 	case abi.QPTypeRC:
 		want = wire.TransportRC
+		if q.xrc != xrcNone {
+			// An initiator takes only responses, a target only requests.
+			f := p.Opcode.Flags()
+			if q.xrc == xrcINI && f&wire.IsRequest != 0 || q.xrc == xrcTGT && f&wire.IsResponse != 0 {
+				return false
+			}
+			want = wire.TransportXRC
+		}
 	case abi.QPTypeUC:
 		want = wire.TransportUC
 	default:

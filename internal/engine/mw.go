@@ -168,11 +168,12 @@ func (q *QP) localInvalidate(wr *abi.SendWQE) abi.Status {
 	return abi.StatusSuccess
 }
 
-// grants reports whether entry m, found under an rkey by responder QP p,
-// lets p's requester access it with need: a region or a window of p's PD
-// with the access, and a type 2 window bound through p. Allocation-free.
-func (m *MR) grants(p *QP, need abi.Access) bool {
-	return m != nil && m.pd == p.pd && m.access&need == need && (m.qp == nil || m.qp == p)
+// grantsIn reports whether entry m, found under an rkey by responder QP p,
+// lets p's requester access it with need: a region or a window of pd (p's
+// PD; an XRC target's is that of the SRQ the request named) with the
+// access, and a type 2 window bound through p. Allocation-free.
+func (m *MR) grantsIn(p *QP, pd *PD, need abi.Access) bool {
+	return m != nil && pd != nil && m.pd == pd && m.access&need == need && (m.qp == nil || m.qp == p)
 }
 
 // PD returns the window's protection domain.

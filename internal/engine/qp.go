@@ -19,6 +19,9 @@ type QPConfig struct {
 	SendCQ *CQ
 	RecvCQ *CQ
 	SRQ    *RQ // nil: the QP has its own receive queue
+	// XRCD is an XRC_RECV QP's domain (it has no PD, CQs or queues); an
+	// XRC_SEND QP has none, and needs no receive CQ.
+	XRCD   *XRCD
 	SigAll bool
 	Caps   proto.QPCaps
 	Handle uint32
@@ -53,7 +56,10 @@ type QP struct {
 
 	adapter *Adapter
 	pd      *PD
-	typ     abi.QPType
+	typ     abi.QPType // RC for XRC QPs, whose transport is RC's
+	apiType abi.QPType // what the client created
+	xrc     xrcRole
+	xrcd    *XRCD // xrcTGT's domain
 	qpn     uint32
 	sendCQ  *CQ
 	recvCQ  *CQ
@@ -105,21 +111,56 @@ type QP struct {
 
 // NewQP creates a QP, assigns its number and starts its worker.
 func NewQP(cfg QPConfig) (*QP, error) {
-	a := cfg.PD.adapter
-	if !cfg.Type.Valid() {
-		return nil, fmt.Errorf("QP type %d is not RC (2), UC (3) or UD (4)", cfg.Type)
+	typ, role := cfg.Type, xrcNone
+	switch cfg.Type {
+	case abi.QPTypeXRCSend:
+		typ, role = abi.QPTypeRC, xrcINI
+		if cfg.SRQ != nil || cfg.XRCD != nil {
+			return nil, fmt.Errorf("an XRC_SEND QP only sends: it takes no shared receive queue and no XRC domain")
+		}
+		if cfg.RecvCQ == nil {
+			cfg.RecvCQ = cfg.SendCQ // never completes anything
+		}
+	case abi.QPTypeXRCRecv:
+		typ, role = abi.QPTypeRC, xrcTGT
+		if cfg.XRCD == nil {
+			return nil, fmt.Errorf("an XRC_RECV QP needs an XRC domain")
+		}
+		if cfg.SRQ != nil {
+			return nil, fmt.Errorf("an XRC_RECV QP receives into the XRC SRQ each request names: it takes no shared receive queue")
+		}
+		cfg.Caps = proto.QPCaps{} // no queues of its own
+	default:
+		if !cfg.Type.Valid() {
+			return nil, fmt.Errorf("QP type %d is not RC (2), UC (3), UD (4), XRC_SEND (9) or XRC_RECV (10)", cfg.Type)
+		}
+	}
+	var a *Adapter
+	switch {
+	case role == xrcTGT:
+		a, cfg.PD = cfg.XRCD.adapter, nil
+	case cfg.PD == nil:
+		return nil, fmt.Errorf("a %v QP needs a protection domain", cfg.Type)
+	default:
+		a = cfg.PD.adapter
+	}
+	if role != xrcTGT && cfg.SendCQ == nil || role == xrcNone && cfg.RecvCQ == nil {
+		return nil, fmt.Errorf("a %v QP needs its completion queues", cfg.Type)
 	}
 	if cfg.SRQ != nil && cfg.SRQ.pd != cfg.PD {
 		return nil, fmt.Errorf("the shared receive queue belongs to another protection domain")
 	}
-	sh, err := shapeQP(cfg.Caps, cfg.SRQ != nil)
+	if cfg.SRQ != nil && cfg.SRQ.xrcd != nil {
+		return nil, fmt.Errorf("an XRC SRQ receives through XRC_RECV QPs only")
+	}
+	sh, err := shapeQP(cfg.Caps, cfg.SRQ != nil || role != xrcNone)
 	if err != nil {
 		return nil, err
 	}
 	c := sh.caps
 	q := &QP{
 		Handle: cfg.Handle, Events: cfg.Events,
-		adapter: a, pd: cfg.PD, typ: cfg.Type, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
+		adapter: a, pd: cfg.PD, typ: typ, apiType: cfg.Type, xrc: role, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ,
 		sigAll: cfg.SigAll, ah: cfg.AH, scope: cfg.Scope, stallLeft: -1,
 		sq: sh.sq, rqRing: sh.rq, caps: c, footprint: sh.bytes(),
 	}
@@ -128,9 +169,17 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	q.region, q.mem = region, region.Bytes()
-	if cfg.SRQ == nil {
+	switch {
+	case role != xrcNone:
+		// No receive queue: an initiator never receives requests, a target
+		// receives into the SRQ each names. A detached one stands in.
+		q.rq, q.srq = &RQ{}, true
+		if role == xrcTGT {
+			q.xrcd = cfg.XRCD
+		}
+	case cfg.SRQ == nil:
 		q.rq = newRQ(q.mem, q.rqRing, c.MaxRecvSGE, cfg.PD)
-	} else {
+	default:
 		q.rq, q.srq = cfg.SRQ, true
 		cfg.SRQ.Use()
 	}
@@ -151,8 +200,13 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		q.release()
 		return nil, err
 	}
-	cfg.SendCQ.Use()
-	cfg.RecvCQ.Use()
+	if q.sendCQ != nil {
+		q.sendCQ.Use()
+		q.recvCQ.Use()
+	}
+	if q.xrcd != nil {
+		q.xrcd.use()
+	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.done = make(chan struct{})
 	if a.poller == nil {
@@ -166,7 +220,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 // QPN returns the queue pair number; Caps the capabilities granted.
 func (q *QP) QPN() uint32        { return q.qpn }
 func (q *QP) Caps() proto.QPCaps { return q.caps }
-func (q *QP) Type() abi.QPType   { return q.typ }
+func (q *QP) Type() abi.QPType   { return q.apiType }
 func (q *QP) State() abi.QPState { return abi.QPState(q.state.Load()) }
 func (q *QP) RegionFD() int      { return q.region.FD() }
 
@@ -182,7 +236,7 @@ func (q *QP) PD() *PD                     { return q.pd }
 func (q *QP) SendCQ() *CQ                 { return q.sendCQ }
 func (q *QP) RecvCQ() *CQ                 { return q.recvCQ }
 func (q *QP) SRQ() *RQ {
-	if q.srq {
+	if q.srq && q.xrc == xrcNone {
 		return q.rq
 	}
 	return nil
@@ -216,7 +270,7 @@ func (q *QP) Path() (path, reason string) {
 		return "unreachable", "the adapter is not attached to a host"
 	}
 	if p := h.LookupQP(dgid, dqpn); p != nil || h.IsLocalGID(dgid) {
-		if p != nil && q.typ == abi.QPTypeRC && p.adapter.Trusts(q.adapter) {
+		if p != nil && q.typ == abi.QPTypeRC && q.xrc == xrcNone && p.adapter.Trusts(q.adapter) {
 			return "memcpy", "same host, trusted: one-sided operations run in the initiator"
 		}
 		return "memcpy", "same host"
@@ -254,7 +308,7 @@ func (q *QP) Peer() *QP {
 // QP in RTS whose peer is on this host, connected back, on an adapter that
 // trusts q's.
 func (q *QP) Direct() bool {
-	if q.typ != abi.QPTypeRC || q.State() != abi.QPStateRTS {
+	if q.typ != abi.QPTypeRC || q.xrc != xrcNone || q.State() != abi.QPStateRTS {
 		return false
 	}
 	p := q.Peer()
@@ -265,7 +319,7 @@ func (q *QP) Direct() bool {
 // that trusts q's: the library may then ask for mappings (MapMR), which
 // succeed once the peer QP is connected back.
 func (q *QP) DirectCapable() bool {
-	if q.typ != abi.QPTypeRC || q.State() != abi.QPStateRTS || q.adapter.host == nil {
+	if q.typ != abi.QPTypeRC || q.xrc != xrcNone || q.State() != abi.QPStateRTS || q.adapter.host == nil {
 		return false
 	}
 	dgid, dqpn := q.destination()
@@ -293,7 +347,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	defer q.mu.Unlock()
 	cur := q.State()
 	lim := qpstate.Limits{PKeyTableLen: PKeyTable, GIDTableLen: min(len(q.adapter.GIDs()), GIDTable), MaxRdAtomic: MaxRdAtomic}
-	to, err := qpstate.Check(q.typ, cur, attr, mask, lim)
+	to, err := qpstate.Check(q.apiType, cur, attr, mask, lim)
 	if err != nil {
 		return cur, err
 	}
@@ -448,8 +502,13 @@ func (q *QP) Destroy() {
 		q.revokePeers() // no lookup finds q any more
 	}
 	q.release()
-	q.sendCQ.Unuse()
-	q.recvCQ.Unuse()
+	if q.sendCQ != nil {
+		q.sendCQ.Unuse()
+		q.recvCQ.Unuse()
+	}
+	if q.xrcd != nil {
+		q.xrcd.unuse()
+	}
 }
 
 // SendPending runs the datagrams a UD QP in RTS has posted and its worker

@@ -52,6 +52,10 @@ type remote struct {
 	udOn bool       // UD: completions are taken by the poster
 	wqe  transport.WQE
 	mtu  uint32
+
+	// An XRC target's SRQ: the one the request being received named
+	// (SelectSRQ), and the one the receive in progress was taken from.
+	xsrq, recvSRQ *RQ
 }
 
 var ipID atomic.Uint32
@@ -112,6 +116,7 @@ func (q *QP) setupWire(to abi.QPState, a *qpstate.Attr) {
 		SendCap: q.caps.MaxSendWR, PKey: DefaultPKey, QKey: a.QKey, Access: a.AccessFlags,
 		SQPSN: a.SQPSN, RQPSN: a.RQPSN, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry,
 		MinRNRTimer: a.MinRNRTimer, MaxRdAtomic: int(a.MaxRdAtomic), MaxDestRdAtomic: MaxRdAtomic,
+		XRC: q.xrc != xrcNone,
 	}
 	if q.typ == abi.QPTypeUD {
 		cfg.MTU = uint32(q.adapter.PortMTU().Bytes())
@@ -338,6 +343,9 @@ func (q *QP) buildWQE(rm *remote, slot int, sw *abi.SendWQE, w *transport.WQE) a
 		Local: spans, Length: uint32(total), RemoteAddr: sw.RemoteAddr, RKey: sw.RKey, Imm: sw.Imm,
 		CompareAdd: sw.CompareAdd, Swap: sw.Swap, Tag: slot,
 	}
+	if q.xrc == xrcINI {
+		w.SRQN = sw.RemoteQPN // the work request's remote_srqn
+	}
 	return abi.StatusSuccess
 }
 
@@ -455,7 +463,15 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 func (rm *remote) TakeRecv(r *transport.Recv) transport.RecvResult {
 	q := rm.q
 	s := &q.s
-	switch q.rq.pop(&s.rwqe) {
+	rq, pd := q.rq, q.pd
+	if q.xrc == xrcTGT {
+		if rm.xsrq == nil {
+			return transport.RecvEmpty // not reached: the transport selects first
+		}
+		rq, pd = rm.xsrq, rm.xsrq.pd // SelectSRQ chose it
+		rm.recvSRQ = rm.xsrq
+	}
+	switch rq.pop(&s.rwqe) {
 	case popEmpty:
 		return transport.RecvEmpty
 	case popCorrupt:
@@ -466,7 +482,7 @@ func (rm *remote) TakeRecv(r *transport.Recv) transport.RecvResult {
 		return transport.RecvBad
 	}
 	releaseAll(&rm.recvHeld)
-	spans, total, st := resolveHeld(q.adapter, q.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, rm.recvSpans[:0], &rm.recvHeld)
+	spans, total, st := resolveHeld(q.adapter, pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, rm.recvSpans[:0], &rm.recvHeld)
 	rm.recvSpans = spans
 	r.ID, r.Status = s.rwqe.WRID, 0
 	if st != abi.StatusSuccess {
@@ -489,7 +505,14 @@ func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
 	if c.Status != abi.StatusSuccess {
 		e.Flags, e.ByteLen, e.Imm, e.SL = 0, 0, 0, 0
 	}
-	if !q.recvCQ.push(&e) {
+	cq := q.recvCQ
+	if q.xrc == xrcTGT {
+		if rm.recvSRQ == nil {
+			return // no receive was taken
+		}
+		cq = rm.recvSRQ.cq
+	}
+	if !cq.push(&e) {
 		q.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
 	}
 }
@@ -499,7 +522,7 @@ func (rm *remote) CompleteRecv(r *transport.Recv, c *transport.RecvCompletion) {
 func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []byte {
 	q := rm.q
 	mr := q.adapter.lookupRKey(rkey)
-	if !mr.grants(q, need) || !mr.acquire() {
+	if !mr.grantsIn(q, rm.respPD(), need) || !mr.acquire() {
 		return nil
 	}
 	rm.callHeld = append(rm.callHeld, mr)
@@ -508,7 +531,25 @@ func (rm *remote) Remote(rkey uint32, va uint64, n uint32, need abi.Access) []by
 
 // Invalidate unbinds the type 2 window with rkey of the QP's PD, as a
 // SEND with Invalidate from the same host does.
-func (rm *remote) Invalidate(rkey uint32) bool { return invalidate(rm.q.adapter, rm.q.pd, rkey) }
+func (rm *remote) Invalidate(rkey uint32) bool { return invalidate(rm.q.adapter, rm.respPD(), rkey) }
+
+// respPD is the protection domain the responder works in: an XRC
+// target's is that of the SRQ the request named.
+func (rm *remote) respPD() *PD {
+	if rm.q.xrc == xrcTGT {
+		if rm.xsrq == nil {
+			return nil
+		}
+		return rm.xsrq.pd
+	}
+	return rm.q.pd
+}
+
+// SelectSRQ implements transport.XRCEnv for an XRC target.
+func (rm *remote) SelectSRQ(n uint32) bool {
+	rm.xsrq = rm.q.xrcTarget(n)
+	return rm.xsrq != nil
+}
 
 // AtomicWrite stores v with one CPU store on the shared mapping.
 func (rm *remote) AtomicWrite(t []byte, v uint64) bool {

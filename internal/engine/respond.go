@@ -88,7 +88,7 @@ func (q *QP) peer(d *dataAttrs) *QP {
 		return nil
 	}
 	p := h.LookupQP(d.dgid, d.dqpn)
-	if p == nil || p.typ != q.typ {
+	if p == nil || p.typ != q.typ || !xrcPair(q.xrc, p.xrc) {
 		return nil
 	}
 	switch p.State() {
@@ -112,6 +112,16 @@ func (q *QP) peer(d *dataAttrs) *QP {
 func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcome {
 	s := &q.s
 	pd := p.dp.Load()
+	rq := p.rq
+	if p.xrc == xrcTGT {
+		x := p.xrcTarget(w.RemoteQPN)
+		if x == nil {
+			return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "the request names no XRC SRQ of the target QP's XRC domain")
+		}
+		s.rx = recvSide{rq: x, pd: x.pd, cq: x.cq}
+		defer func() { s.rx = recvSide{} }()
+		rq = x
+	}
 	var need abi.Access
 	switch {
 	case w.Opcode == abi.OpRDMAWrite || w.Opcode == abi.OpRDMAWriteImm || w.Opcode == abi.OpAtomicWrite:
@@ -125,7 +135,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 		return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "the QP's access flags do not allow "+w.Opcode.String())
 	}
 	consumesRecv := w.Opcode == abi.OpSend || w.Opcode == abi.OpSendImm || w.Opcode == abi.OpSendInv || w.Opcode == abi.OpRDMAWriteImm
-	if consumesRecv && p.rq.empty() {
+	if consumesRecv && rq.empty() {
 		if q.typ == abi.QPTypeUC {
 			p.adapter.Counters.RxDrops.Add(1)
 			return outcome{bytes: uint32(total)}
@@ -154,7 +164,7 @@ func (q *QP) respond(p *QP, w *abi.SendWQE, local [][]byte, total uint64) outcom
 	case abi.OpSendInv:
 		// The responder invalidates its type 2 window first (rxe's
 		// responder: an rkey it cannot invalidate is an invalid request).
-		if !invalidate(p.adapter, p.pd, w.Imm) {
+		if !invalidate(p.adapter, p.respPD(s), w.Imm) {
 			return q.responderError(p, abi.StatusRemInvReqErr, abi.EventQPReqErr, "SEND_WITH_INV of an rkey that is no bound type 2 memory window of the responder's PD")
 		}
 		return q.deliverRecv(p, local, total, w.Imm, abi.WCRecv)
@@ -237,7 +247,11 @@ func (q *QP) responderError(p *QP, requester abi.Status, ev abi.EventType, reaso
 // (src, total bytes) into it, completing it on p's receive CQ.
 func (q *QP) deliverRecv(p *QP, src [][]byte, total uint64, imm uint32, op abi.WCOpcode) outcome {
 	s := &q.s
-	switch p.rq.pop(&s.rwqe) {
+	rq := p.rq
+	if s.rx.rq != nil {
+		rq = s.rx.rq
+	}
+	switch rq.pop(&s.rwqe) {
 	case popEmpty:
 		if q.typ == abi.QPTypeUC {
 			p.adapter.Counters.RxDrops.Add(1)
@@ -266,7 +280,7 @@ func (q *QP) deliverRecv(p *QP, src [][]byte, total uint64, imm uint32, op abi.W
 		q.completeRecv(p, abi.StatusSuccess, uint32(total), imm, op, wcFlags, 0)
 		return outcome{bytes: uint32(total)}
 	}
-	dst, room, st := s.resolve(p.adapter, p.pd, s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, s.dst[:0])
+	dst, room, st := s.resolve(p.adapter, p.respPD(s), s.rwqe.SGL[:s.rwqe.NumSGE], abi.AccessLocalWrite, s.dst[:0])
 	if st != abi.StatusSuccess {
 		q.completeRecv(p, abi.StatusLocProtErr, 0, 0, op, 0, 0)
 		p.enterError()
@@ -287,7 +301,11 @@ func (q *QP) completeRecv(p *QP, st abi.Status, n, imm uint32, op abi.WCOpcode, 
 	if st != abi.StatusSuccess {
 		c.Flags = 0
 	}
-	if !p.recvCQ.push(&c) {
+	cq := p.recvCQ
+	if q.s.rx.cq != nil {
+		cq = q.s.rx.cq // an XRC SRQ's
+	}
+	if !cq.push(&c) {
 		p.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
 	}
 }
@@ -299,4 +317,22 @@ func (q *QP) completeRecvSL(p *QP, n, imm uint32, fl abi.WCFlags, sl uint8) {
 	if !p.recvCQ.push(&c) {
 		p.Fail(abi.EventQPFatal, "its receive completion queue overflowed")
 	}
+}
+
+// xrcPair reports whether a requester of role from may reach a responder
+// of role to: RC to RC, an XRC initiator to an XRC target.
+func xrcPair(from, to xrcRole) bool {
+	if from == xrcINI {
+		return to == xrcTGT
+	}
+	return from == xrcNone && to == xrcNone
+}
+
+// respPD is the protection domain p responds in: an XRC target's is that
+// of the SRQ the request named (s.rx), any other QP's its own.
+func (p *QP) respPD(s *scratch) *PD {
+	if p.xrc == xrcTGT {
+		return s.rx.pd
+	}
+	return p.pd
 }

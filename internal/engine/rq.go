@@ -24,6 +24,11 @@ type RQ struct {
 	pd      *PD
 	users   int
 	region  *shm.Region // owned only by SRQs
+
+	// XRC SRQs (xrc.go): the domain, the completion queue and the number.
+	xrcd *XRCD
+	cq   *CQ
+	num  uint32
 }
 
 func newRQ(mem []byte, ring abi.RingLayout, maxSGE int, pd *PD) *RQ {
@@ -119,6 +124,7 @@ func (r *RQ) close() {
 
 // Close frees an SRQ.
 func (r *RQ) Close() {
+	r.closeXRC()
 	r.close()
 	if r.region != nil {
 		r.region.Close()

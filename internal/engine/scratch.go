@@ -14,6 +14,16 @@ type scratch struct {
 	nheld int
 	grh   [abi.GRHSize]byte
 	word  [8]byte
+	// rx is where the responder of the operation being executed receives:
+	// set for an XRC target, whose SRQ, PD and CQ the request names.
+	rx recvSide
+}
+
+// recvSide is an XRC SRQ a request to a target QP is received into.
+type recvSide struct {
+	rq *RQ
+	pd *PD
+	cq *CQ
 }
 
 func (s *scratch) init(stride int) { s.entry = make([]byte, stride) }
@@ -64,7 +74,7 @@ func (s *scratch) resolve(a *Adapter, pd *PD, sgl []abi.SGE, need abi.Access, ou
 // on responder p's adapter, if it grants p's requester need (MR.grants).
 func (s *scratch) remote(p *QP, rkey uint32, addr uint64, n uint32, need abi.Access) []byte {
 	mr := p.adapter.lookupRKey(rkey)
-	if !mr.grants(p, need) || !mr.acquire() {
+	if !mr.grantsIn(p, p.respPD(s), need) || !mr.acquire() {
 		return nil
 	}
 	s.hold(mr)

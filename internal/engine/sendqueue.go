@@ -63,8 +63,8 @@ func (q *QP) hasWork() bool {
 		return true // the transport's timer is due
 	}
 	mem := q.mem
-	if mem == nil {
-		return false
+	if mem == nil || q.xrc == xrcTGT {
+		return false // a target has no send queue: what a client writes there is ignored
 	}
 	switch q.State() {
 	case abi.QPStateRTS:
@@ -78,6 +78,9 @@ func (q *QP) hasWork() bool {
 
 func (q *QP) process() (time.Duration, bool) {
 	st := q.State()
+	if q.xrc == xrcTGT {
+		return q.processTarget(st)
+	}
 	switch st {
 	case abi.QPStateErr:
 		return 0, q.flush()
@@ -206,6 +209,9 @@ func (q *QP) flush() bool {
 	}
 	prod := shm.Load32(q.mem, abi.RingProdOff)
 	n, err := q.sq.Pending(prod, q.sqCons)
+	if q.xrc == xrcTGT {
+		n, err = 0, nil // no send queue, no send CQ
+	}
 	if err != nil {
 		n = 0
 		q.sqCons = prod
@@ -238,4 +244,19 @@ func (q *QP) flush() bool {
 		q.recvCQ.push(&c)
 		worked = true
 	}
+}
+
+// processTarget runs an XRC target QP, which has no send queue: its
+// transport's timers (READ responses waiting for the link) and, in ERR,
+// the flush of what its transport holds.
+func (q *QP) processTarget(st abi.QPState) (time.Duration, bool) {
+	switch st {
+	case abi.QPStateErr:
+		return 0, q.flush()
+	case abi.QPStateRTR, abi.QPStateRTS:
+		if q.rm != nil && q.rm.wired {
+			return q.tickWire()
+		}
+	}
+	return 0, false
 }

@@ -261,7 +261,8 @@ type CreateQPReq struct {
 	Type   uint8  `json:"type"`
 	SendCQ uint32 `json:"send_cq"`
 	RecvCQ uint32 `json:"recv_cq"`
-	SRQ    uint32 `json:"srq"` // 0 = none
+	SRQ    uint32 `json:"srq"`            // 0 = none
+	XRCD   uint32 `json:"xrcd,omitempty"` // an XRC_RECV QP's domain (it has no PD, CQs or queues)
 	SigAll bool   `json:"sq_sig_all"`
 	Caps   QPCaps `json:"caps"`
 }
@@ -310,6 +311,9 @@ type CreateSRQReq struct {
 	PD     uint32 `json:"pd"`
 	MaxWR  int    `json:"max_wr"`
 	MaxSGE int    `json:"max_sge"`
+	// An XRC SRQ names its XRC domain and the CQ its receives complete on.
+	XRCD uint32 `json:"xrcd,omitempty"`
+	CQ   uint32 `json:"cq,omitempty"`
 }
 
 // CreateSRQResp comes with one descriptor: the ring memfd.
@@ -319,6 +323,24 @@ type CreateSRQResp struct {
 	MaxSGE int      `json:"max_sge"`
 	Size   int      `json:"size"`
 	Ring   RingInfo `json:"ring"`
+	SRQN   uint32   `json:"srqn,omitempty"` // an XRC SRQ's number (ibv_get_srq_num)
+}
+
+// OpenQPReq opens the XRC_RECV QP numbered QPN of the XRC domain the
+// handle XRCD holds (ibv_open_qp); the reply is a CreateQPResp.
+type OpenQPReq struct {
+	XRCD uint32 `json:"xrcd"`
+	QPN  uint32 `json:"qpn"`
+}
+
+// OpenXRCDReq opens an XRC domain. With FD (the request carries one
+// descriptor, of any file) the domain is the one of that file's inode for
+// the caller's uid on its device, created if OFlags has O_CREAT, refused
+// if it exists and OFlags has O_EXCL, as the kernel's; without, a new
+// private domain.
+type OpenXRCDReq struct {
+	FD     bool `json:"fd"`
+	OFlags int  `json:"oflags"`
 }
 
 type CreateAHReq struct {

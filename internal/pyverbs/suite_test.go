@@ -42,7 +42,13 @@ import (
 // test_shared_pd.test_imported_rc_ex_rdma_write).
 // With multicast (i19-mcast branch): 100 passed, 0 failed, 0 errors, 173
 // skipped: test_rdmacm's three multicast traffic tests run and pass.
-const passFloor = 113
+// XRC (i19-xrc): 103 passed, 0 failed, 0 errors, 170 skipped: the six
+// tests that skipped for "Create XRCD is not supported" pass (test_atomic
+// 2, test_cqex, test_qpex 2, test_relaxed_ordering); the seventh,
+// test_odp_xrc_traffic, now skips for ODP.
+// Merged with main (ODP, parent domains, ATOMIC WRITE, import, multicast):
+// 125 passed, 0 failed, 0 errors, 148 skipped.
+const passFloor = 125
 
 // suiteSeed seeds the suite's random draws (QP types, create masks and
 // flags, sizes) so that a run is repeatable: with other seeds, 64 to 68

@@ -47,14 +47,16 @@ func (e *Error) Is(target error) bool {
 
 type rule struct {
 	ok       bool
-	required [5]Mask // indexed by QP type (RC=2, UC=3, UD=4)
-	optional [5]Mask
+	required [11]Mask // indexed by QP type (RC=2, UC=3, UD=4, XRC_SEND=9, XRC_RECV=10)
+	optional [11]Mask
 }
 
 const (
 	rc = abi.QPTypeRC
 	uc = abi.QPTypeUC
 	ud = abi.QPTypeUD
+	xi = abi.QPTypeXRCSend // initiator
+	xt = abi.QPTypeXRCRecv // target
 )
 
 // table[from][to], after IBTA 10.3.1 and Linux's qp_state_table.
@@ -71,7 +73,7 @@ func init() {
 		}
 		table[from][to] = r
 	}
-	all := func(m Mask) map[abi.QPType]Mask { return map[abi.QPType]Mask{rc: m, uc: m, ud: m} }
+	all := func(m Mask) map[abi.QPType]Mask { return map[abi.QPType]Mask{rc: m, uc: m, ud: m, xi: m, xt: m} }
 	none := all(0)
 	states := []abi.QPState{abi.QPStateReset, abi.QPStateInit, abi.QPStateRTR, abi.QPStateRTS, abi.QPStateSQD, abi.QPStateSQE, abi.QPStateErr}
 	for _, s := range states {
@@ -79,34 +81,49 @@ func init() {
 		set(s, abi.QPStateErr, none, none)
 	}
 	set(abi.QPStateReset, abi.QPStateInit,
-		map[abi.QPType]Mask{rc: MaskPKeyIndex | MaskPort | MaskAccessFlags, uc: MaskPKeyIndex | MaskPort | MaskAccessFlags, ud: MaskPKeyIndex | MaskPort | MaskQKey}, none)
+		map[abi.QPType]Mask{rc: MaskPKeyIndex | MaskPort | MaskAccessFlags, uc: MaskPKeyIndex | MaskPort | MaskAccessFlags, ud: MaskPKeyIndex | MaskPort | MaskQKey,
+			xi: MaskPKeyIndex | MaskPort | MaskAccessFlags, xt: MaskPKeyIndex | MaskPort | MaskAccessFlags}, none)
 	set(abi.QPStateInit, abi.QPStateInit, none,
-		map[abi.QPType]Mask{rc: MaskPKeyIndex | MaskPort | MaskAccessFlags, uc: MaskPKeyIndex | MaskPort | MaskAccessFlags, ud: MaskPKeyIndex | MaskPort | MaskQKey})
+		map[abi.QPType]Mask{rc: MaskPKeyIndex | MaskPort | MaskAccessFlags, uc: MaskPKeyIndex | MaskPort | MaskAccessFlags, ud: MaskPKeyIndex | MaskPort | MaskQKey,
+			xi: MaskPKeyIndex | MaskPort | MaskAccessFlags, xt: MaskPKeyIndex | MaskPort | MaskAccessFlags})
 	set(abi.QPStateInit, abi.QPStateRTR,
 		map[abi.QPType]Mask{
 			rc: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
 			uc: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN,
+			// Linux's qp_state_table: the initiator never responds, so it
+			// needs neither responder attribute.
+			xi: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN,
+			xt: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
 		},
 		map[abi.QPType]Mask{
 			rc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			uc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			ud: MaskPKeyIndex | MaskQKey,
+			xi: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
+			xt: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 		})
 	set(abi.QPStateRTR, abi.QPStateRTS,
 		map[abi.QPType]Mask{
 			rc: MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskSQPSN | MaskMaxQPRdAtomic,
 			uc: MaskSQPSN,
 			ud: MaskSQPSN,
+			// The target never requests: no retries, no outstanding READs.
+			xi: MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskSQPSN | MaskMaxQPRdAtomic,
+			xt: MaskTimeout | MaskSQPSN,
 		},
 		map[abi.QPType]Mask{
 			rc: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
 			uc: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState,
 			ud: MaskCurState | MaskQKey,
+			xi: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState,
+			xt: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
 		})
 	rtsOpt := map[abi.QPType]Mask{
 		rc: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer,
 		uc: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState,
 		ud: MaskCurState | MaskQKey,
+		xi: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState,
+		xt: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer,
 	}
 	set(abi.QPStateRTS, abi.QPStateRTS, none, rtsOpt)
 	set(abi.QPStateRTS, abi.QPStateSQD, none, all(MaskEnSQDAsync))
@@ -115,6 +132,8 @@ func init() {
 		rc: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMinRNRTimer | MaskPathMigState | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic | MaskMaxDestRdAtomic,
 		uc: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskPathMigState,
 		ud: MaskPKeyIndex | MaskQKey,
+		xi: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskPathMigState | MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic,
+		xt: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMinRNRTimer | MaskPathMigState | MaskMaxDestRdAtomic,
 	})
 	set(abi.QPStateSQE, abi.QPStateRTS, map[abi.QPType]Mask{}, map[abi.QPType]Mask{
 		uc: MaskCurState | MaskAccessFlags,
@@ -127,7 +146,7 @@ func init() {
 // Check validates a modify of a QP of type t from state cur with attr/mask.
 // It returns the target state.
 func Check(t abi.QPType, cur abi.QPState, attr *Attr, mask Mask, lim Limits) (abi.QPState, error) {
-	if !t.Valid() {
+	if !t.Valid() && !t.IsXRC() {
 		return cur, &Error{Type: t, From: cur, To: cur, Reason: "unknown QP type"}
 	}
 	to := cur
@@ -141,7 +160,7 @@ func Check(t abi.QPType, cur abi.QPState, attr *Attr, mask Mask, lim Limits) (ab
 		return cur, &Error{Type: t, From: cur, To: to, Reason: "unknown state"}
 	}
 	r := table[cur][to]
-	if !r.ok || (cur == abi.QPStateSQE && to == abi.QPStateRTS && t == rc) {
+	if !r.ok || (cur == abi.QPStateSQE && to == abi.QPStateRTS && (t == rc || t.IsXRC())) {
 		return cur, &Error{Type: t, From: cur, To: to, Reason: "the standard defines no such transition"}
 	}
 	req, opt := r.required[t], r.optional[t]
@@ -184,7 +203,7 @@ func checkValues(t abi.QPType, a *Attr, m Mask, lim Limits) *Error {
 	if m&MaskDestQPN != 0 && a.DestQPN > 0xFFFFFF {
 		return bad(MaskDestQPN, fmt.Sprintf("QPN 0x%x does not fit in 24 bits", a.DestQPN))
 	}
-	connected := t == abi.QPTypeRC || t == abi.QPTypeUC
+	connected := t == abi.QPTypeRC || t == abi.QPTypeUC || t.IsXRC()
 	if connected && m&MaskDestQPN != 0 && (a.DestQPN <= 1 || a.DestQPN == 0xFFFFFF) {
 		return bad(MaskDestQPN, fmt.Sprintf("QPN 0x%x cannot be a connected QP's peer: 0 and 1 are the subnet management and general services QPs, 0xffffff is multicast", a.DestQPN))
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 var (
-	types  = []abi.QPType{abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeUD}
+	types  = []abi.QPType{abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeUD, abi.QPTypeXRCSend, abi.QPTypeXRCRecv}
 	states = []abi.QPState{abi.QPStateReset, abi.QPStateInit, abi.QPStateRTR, abi.QPStateRTS, abi.QPStateSQD, abi.QPStateSQE, abi.QPStateErr}
 )
 
@@ -39,18 +39,23 @@ type transition struct {
 // written out independently of the package's own table.
 func ibta() []transition {
 	all := func(m Mask) map[abi.QPType]Mask {
-		return map[abi.QPType]Mask{abi.QPTypeRC: m, abi.QPTypeUC: m, abi.QPTypeUD: m}
+		return map[abi.QPType]Mask{abi.QPTypeRC: m, abi.QPTypeUC: m, abi.QPTypeUD: m, abi.QPTypeXRCSend: m, abi.QPTypeXRCRecv: m}
 	}
 	rc, uc, ud := abi.QPTypeRC, abi.QPTypeUC, abi.QPTypeUD
+	xi, xt := abi.QPTypeXRCSend, abi.QPTypeXRCRecv // Linux's IB_QPT_XRC_INI, IB_QPT_XRC_TGT
 	initAttrs := map[abi.QPType]Mask{
 		rc: MaskPKeyIndex | MaskPort | MaskAccessFlags,
 		uc: MaskPKeyIndex | MaskPort | MaskAccessFlags,
 		ud: MaskPKeyIndex | MaskPort | MaskQKey,
+		xi: MaskPKeyIndex | MaskPort | MaskAccessFlags,
+		xt: MaskPKeyIndex | MaskPort | MaskAccessFlags,
 	}
 	rtsOpt := map[abi.QPType]Mask{
 		rc: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer,
 		uc: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState,
 		ud: MaskCurState | MaskQKey,
+		xi: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState,
+		xt: MaskCurState | MaskAccessFlags | MaskAltPath | MaskPathMigState | MaskMinRNRTimer,
 	}
 	ts := []transition{
 		{abi.QPStateReset, abi.QPStateInit, initAttrs, all(0)},
@@ -60,22 +65,30 @@ func ibta() []transition {
 				rc: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
 				uc: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN,
 				ud: 0,
+				xi: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN,
+				xt: MaskAV | MaskPathMTU | MaskDestQPN | MaskRQPSN | MaskMaxDestRdAtomic | MaskMinRNRTimer,
 			},
 			map[abi.QPType]Mask{
 				rc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 				uc: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 				ud: MaskPKeyIndex | MaskQKey,
+				xi: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
+				xt: MaskAltPath | MaskAccessFlags | MaskPKeyIndex,
 			}},
 		{abi.QPStateRTR, abi.QPStateRTS,
 			map[abi.QPType]Mask{
 				rc: MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskSQPSN | MaskMaxQPRdAtomic,
 				uc: MaskSQPSN,
 				ud: MaskSQPSN,
+				xi: MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskSQPSN | MaskMaxQPRdAtomic,
+				xt: MaskTimeout | MaskSQPSN,
 			},
 			map[abi.QPType]Mask{
 				rc: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
 				uc: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState,
 				ud: MaskCurState | MaskQKey,
+				xi: MaskCurState | MaskAltPath | MaskAccessFlags | MaskPathMigState,
+				xt: MaskCurState | MaskAltPath | MaskAccessFlags | MaskMinRNRTimer | MaskPathMigState,
 			}},
 		{abi.QPStateRTS, abi.QPStateRTS, all(0), rtsOpt},
 		{abi.QPStateRTS, abi.QPStateSQD, all(0), all(MaskEnSQDAsync)},
@@ -85,8 +98,12 @@ func ibta() []transition {
 				MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic | MaskMaxDestRdAtomic,
 			uc: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskPathMigState,
 			ud: MaskPKeyIndex | MaskQKey,
+			xi: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskPathMigState |
+				MaskTimeout | MaskRetryCnt | MaskRNRRetry | MaskMaxQPRdAtomic,
+			xt: MaskAV | MaskAltPath | MaskAccessFlags | MaskPKeyIndex | MaskMinRNRTimer | MaskPathMigState |
+				MaskMaxDestRdAtomic,
 		}},
-		// SQE->RTS exists for UC and UD only: an RC send-queue error goes to ERR.
+		// SQE->RTS exists for UC and UD only: an RC (or XRC) send-queue error goes to ERR.
 		{abi.QPStateSQE, abi.QPStateRTS,
 			map[abi.QPType]Mask{uc: 0, ud: 0},
 			map[abi.QPType]Mask{uc: MaskCurState | MaskAccessFlags, ud: MaskCurState | MaskQKey}},

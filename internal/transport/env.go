@@ -61,6 +61,13 @@ type Env interface {
 	Retransmit(cause RetryCause, packets uint32)
 }
 
+// XRCEnv is what the Env of an XRC target adds: SelectSRQ makes the XRC
+// SRQ numbered n the one TakeRecv, CompleteRecv, Remote and Invalidate
+// work in, and reports false when n names no SRQ of the QP's domain.
+type XRCEnv interface {
+	SelectSRQ(n uint32) bool
+}
+
 // RetryCause says why the requester sent packets again.
 type RetryCause uint8
 

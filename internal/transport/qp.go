@@ -29,6 +29,11 @@ type Config struct {
 	// for duplicates.
 	MaxRdAtomic     int
 	MaxDestRdAtomic int
+	// XRC: the QP is an XRC initiator or target (Type is RC): its packets
+	// have XRC opcodes, its requests the XRCETH of the WQE's SRQN, and a
+	// target selects the SRQ each request names (XRCEnv) before it takes a
+	// receive.
+	XRC bool
 }
 
 // maxUnackedPSNs is the requester's window, as rxe's RXE_MAX_UNACKED_PSNS.

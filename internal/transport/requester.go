@@ -97,8 +97,8 @@ func (q *QP) emit(env Env, w *WQE) bool {
 	r := &q.req
 	mtu := q.cfg.MTU
 	p := &q.pkt
-	*p = wire.Packet{PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: r.psn}
-	tr := transportOf(q.cfg.Type)
+	*p = wire.Packet{PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: r.psn, XRCETH: wire.XRCETH{SRQN: w.SRQN}}
+	tr := q.transport()
 
 	switch {
 	case q.cfg.Type == abi.QPTypeUD:
@@ -171,7 +171,7 @@ func (q *QP) emit(env Env, w *WQE) bool {
 	first, last := r.off == 0, remaining <= mtu
 	write := w.Op == abi.OpRDMAWrite || w.Op == abi.OpRDMAWriteImm
 	imm := w.Op == abi.OpSendImm || w.Op == abi.OpRDMAWriteImm
-	inv := w.Op == abi.OpSendInv && q.cfg.Type == abi.QPTypeRC // 0x16/0x17 are RC opcodes only
+	inv := w.Op == abi.OpSendInv && q.cfg.Type == abi.QPTypeRC // 0x16/0x17 are RC (and XRC) opcodes only
 	var op wire.Opcode
 	switch {
 	case inv && first && last:
@@ -232,6 +232,14 @@ func (q *QP) emit(env Env, w *WQE) bool {
 		r.off += n
 	}
 	return true
+}
+
+// transport returns the transport class of the QP's opcodes.
+func (q *QP) transport() wire.Opcode {
+	if q.cfg.XRC {
+		return wire.TransportXRC
+	}
+	return transportOf(q.cfg.Type)
 }
 
 func transportOf(t abi.QPType) wire.Opcode {

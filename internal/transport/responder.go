@@ -69,6 +69,15 @@ func (q *QP) respondRC(env Env, p *wire.Packet) {
 	}
 	s.nakSent = false
 	f := p.Opcode.Flags()
+	if q.cfg.XRC {
+		// The XRCETH must name an XRC SRQ of the target's domain (IBTA
+		// A14: else NAK invalid request).
+		x, ok := env.(XRCEnv)
+		if !ok || !x.SelectSRQ(p.XRCETH.SRQN) {
+			q.responderError(env, wire.SyndromeNAKInvReq, "the XRCETH names no XRC SRQ of the target QP's XRC domain")
+			return
+		}
+	}
 	if st, reason := q.checkRequest(p, f); st != 0 {
 		q.responderError(env, st, reason)
 		return
@@ -174,7 +183,7 @@ func (q *QP) responderError(env Env, syndrome uint8, reason string) {
 // sendAck sends an ACK or NAK with the current MSN.
 func (q *QP) sendAck(env Env, syndrome uint8, psn uint32) {
 	p := &q.pkt
-	*p = wire.Packet{Opcode: wire.TransportRC | wire.OpAcknowledge, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
+	*p = wire.Packet{Opcode: q.transport() | wire.OpAcknowledge, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
 		AETH: wire.AETH{Syndrome: syndrome, MSN: q.rsp.msn}}
 	env.Output(p, nil, 0, 0)
 }
@@ -325,7 +334,7 @@ func (q *QP) sendReadPacket(env Env, r *resource, a *answer) bool {
 		}
 	}
 	pk := &q.pkt
-	*pk = wire.Packet{Opcode: wire.TransportRC | op, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: a.psn,
+	*pk = wire.Packet{Opcode: q.transport() | op, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: a.psn,
 		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: a.msn}}
 	q.spans[0] = src
 	env.Output(pk, q.spans[:1], 0, int(c))
@@ -413,7 +422,7 @@ func (q *QP) sendAtomicWriteAck(env Env, psn uint32, msn uint32) {
 
 func (q *QP) sendAtomicAck(env Env, psn uint32, orig uint64, msn uint32) {
 	pk := &q.pkt
-	*pk = wire.Packet{Opcode: wire.TransportRC | wire.OpAtomicAcknowledge, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
+	*pk = wire.Packet{Opcode: q.transport() | wire.OpAtomicAcknowledge, PKey: q.cfg.PKey, DestQP: q.cfg.DestQPN, PSN: psn,
 		AETH: wire.AETH{Syndrome: wire.SyndromeACK, MSN: msn}, AtomicAck: orig}
 	env.Output(pk, nil, 0, 0)
 }

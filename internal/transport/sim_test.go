@@ -55,6 +55,16 @@ type node struct {
 	// (world.drain); negative: no limit.
 	room     int
 	overRoom int // packets sent with no room, and dropped
+	// xrcSRQs are the XRC SRQ numbers of the node's domain (SelectSRQ);
+	// selected the numbers asked for.
+	xrcSRQs  map[uint32]bool
+	selected []uint32
+}
+
+// SelectSRQ implements XRCEnv.
+func (n *node) SelectSRQ(srqn uint32) bool {
+	n.selected = append(n.selected, srqn)
+	return n.xrcSRQs[srqn]
 }
 
 func (n *node) Output(p *wire.Packet, src [][]byte, off, cnt int) {

@@ -23,6 +23,9 @@ type WQE struct {
 	Swap       uint64
 	Tag        int // the owner's bookkeeping
 
+	// XRC initiators only: the XRC SRQ the request is for (XRCETH).
+	SRQN uint32
+
 	// UD only.
 	Dest    netip.Addr
 	DestQPN uint32

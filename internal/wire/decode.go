@@ -18,6 +18,7 @@ const (
 	rethLen      = 16
 	atomicETHLen = 28
 	aethLen      = 4
+	xrcethLen    = 4
 )
 
 // Decode parses b, a whole IPv4 or IPv6 packet (no link-layer header)
@@ -124,7 +125,7 @@ func DecodeTransport(b []byte, p *Packet) error {
 	p.Opcode, p.SE, p.MigReq, p.PadCnt, p.TVer = 0, false, false, 0, 0
 	p.PKey, p.FECN, p.BECN, p.DestQP, p.AckReq, p.PSN = 0, false, false, 0, false, 0
 	p.FETH, p.RETH, p.AETH, p.Atomic, p.AtomicAck = FETH{}, RETH{}, AETH{}, AtomicETH{}, 0
-	p.Imm, p.InvRKey, p.DETH, p.Payload = 0, 0, DETH{}, nil
+	p.Imm, p.InvRKey, p.DETH, p.XRCETH, p.Payload = 0, 0, DETH{}, XRCETH{}, nil
 	return decodeTransport(b, p)
 }
 
@@ -168,7 +169,7 @@ func decodeTransport(b []byte, p *Packet) error {
 	p.AckReq = b[8]&0x80 != 0
 	p.PSN = binary.BigEndian.Uint32(b[8:]) & 0xffffff
 
-	// Extended headers in IBA order: DETH or FETH, RETH or AtomicETH,
+	// Extended headers in IBA order: DETH, FETH or XRCETH, RETH or AtomicETH,
 	// ImmDt or IETH, AETH, AtomicAckETH.
 	h := b[bthLen:hl]
 	if flags&HasFETH != 0 {
@@ -183,6 +184,10 @@ func decodeTransport(b []byte, p *Packet) error {
 		p.DETH.QKey = binary.BigEndian.Uint32(h)
 		p.DETH.SrcQP = binary.BigEndian.Uint32(h[4:]) & 0xffffff
 		h = h[dethLen:]
+	}
+	if flags&HasXRCETH != 0 {
+		p.XRCETH, _ = ParseXRCETH(h)
+		h = h[xrcethLen:]
 	}
 	if flags&HasRETH != 0 {
 		p.RETH.VA = binary.BigEndian.Uint64(h)

@@ -183,7 +183,7 @@ func appendBTH(dst []byte, p *Packet, pad int) []byte {
 }
 
 // appendExtHeaders appends the extended transport headers of p.Opcode in
-// IBA order: DETH or FETH, RETH or AtomicETH, ImmDt or IETH, AETH,
+// IBA order: DETH, FETH or XRCETH, RETH or AtomicETH, ImmDt or IETH, AETH,
 // AtomicAckETH.
 func appendExtHeaders(dst []byte, p *Packet) []byte {
 	f := p.Opcode.Flags()
@@ -194,6 +194,9 @@ func appendExtHeaders(dst []byte, p *Packet) []byte {
 	if f&HasDETH != 0 {
 		dst = be.AppendUint32(dst, p.DETH.QKey)
 		dst = be.AppendUint32(dst, p.DETH.SrcQP&0xffffff)
+	}
+	if f&HasXRCETH != 0 {
+		dst = p.XRCETH.Append(dst)
 	}
 	if f&HasRETH != 0 {
 		dst = be.AppendUint64(dst, p.RETH.VA)

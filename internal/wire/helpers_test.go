@@ -124,6 +124,9 @@ func samplePacket(op Opcode, v6 bool, payload []byte) Packet {
 	}
 	p.PadCnt = uint8(padLen(len(payload)))
 	f := op.Flags()
+	if f&HasXRCETH != 0 {
+		p.XRCETH = XRCETH{SRQN: 0xabcdef}
+	}
 	if f&HasFETH != 0 {
 		p.FETH = FETH{Placement: FlushGlobal | FlushPersistent, Selectivity: FlushRegion}
 	}

@@ -1,7 +1,7 @@
 package wire
 
 // Opcode is the BTH opcode: the transport in bits 7-5 (RC 0x00, UC 0x20,
-// UD 0x60, CNP 0x80) and the operation in bits 4-0.
+// UD 0x60, CNP 0x80, XRC 0xa0) and the operation in bits 4-0.
 type Opcode uint8
 
 // Transport classes, the high three bits of an Opcode.
@@ -11,6 +11,7 @@ const (
 	TransportRD  Opcode = 0x40
 	TransportUD  Opcode = 0x60
 	TransportCNP Opcode = 0x80
+	TransportXRC Opcode = 0xa0 // eXtended Reliable Connected: RC's operations, requests with an XRCETH
 )
 
 // Operations, the low five bits of an Opcode (IBTA 9.2.1; include/rdma/ib_pack.h).
@@ -76,6 +77,7 @@ const (
 	IsAtomicWrite
 	HasFETH
 	IsFlush
+	HasXRCETH
 )
 
 // opInfo describes one valid opcode.
@@ -86,7 +88,7 @@ type opInfo struct {
 }
 
 // The header lengths of rxe_opcode.c: BTH 12, FETH 4, RETH 16, AETH 4, AtomicETH 28,
-// AtomicAckETH 8, ImmDt 4, IETH 4, DETH 8.
+// AtomicAckETH 8, ImmDt 4, IETH 4, DETH 8; XRCETH 4 (IBTA 9.3.1).
 var opTable [256]opInfo
 
 func init() {
@@ -150,6 +152,9 @@ func init() {
 		if flags&HasDETH != 0 {
 			n += 8
 		}
+		if flags&HasXRCETH != 0 {
+			n += xrcethLen
+		}
 		opTable[o] = opInfo{flags: flags, hdrLen: uint8(n), name: name}
 	}
 	for _, x := range common {
@@ -159,11 +164,23 @@ func init() {
 	for _, x := range rcOnly {
 		set(TransportRC|x.o, x.flags, "RC "+x.name)
 	}
+	// XRC has every RC operation; its requests carry the XRCETH naming the
+	// receiver's XRC SRQ, its responses (ACKs, READ responses) do not.
+	for _, x := range append(common, rcOnly...) {
+		f := x.flags
+		if f&(IsAtomicWrite|IsFlush) != 0 {
+			continue // IBTA 1.5's: RC only here
+		}
+		if f&IsRequest != 0 {
+			f |= HasXRCETH
+		}
+		set(TransportXRC|x.o, f, "XRC "+x.name)
+	}
 	set(TransportUD|OpSendOnly, IsRequest|IsSend|IsFirst|IsLast|HasPayload|HasDETH, "UD SEND Only")
 	set(TransportUD|OpSendOnlyImm, IsRequest|IsSend|IsFirst|IsLast|HasPayload|HasDETH|HasImm, "UD SEND Only with Immediate")
 }
 
-// Valid reports whether o is an opcode vrdma speaks (RC, UC or UD).
+// Valid reports whether o is an opcode vrdma speaks (RC, UC, UD or XRC).
 func (o Opcode) Valid() bool { return opTable[o].hdrLen != 0 }
 
 // Flags returns the Has*/Is* flags of a valid opcode, 0 otherwise.

@@ -34,6 +34,7 @@ type Packet struct {
 
 	// Extended headers; which are present follows from Opcode.Flags().
 	FETH      FETH
+	XRCETH    XRCETH
 	RETH      RETH
 	AETH      AETH
 	Atomic    AtomicETH
@@ -43,6 +44,14 @@ type Packet struct {
 	DETH      DETH
 
 	Payload []byte
+}
+
+// XRCETH is the XRC Extended Transport Header (IBTA 9.3.1; Wireshark's
+// infiniband.xrceth): the 24-bit number of the XRC SRQ that a request sent
+// to an XRC target QP is for. It follows the BTH and precedes a RETH or
+// AtomicETH.
+type XRCETH struct {
+	SRQN uint32 // 24 bits
 }
 
 // RETH is the RDMA Extended Transport Header.

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +36,7 @@ var tsharkFields = []string{
 	"infiniband.immdt",
 	"infiniband.ieth",
 	"infiniband.deth.srcqp",
+	"infiniband.vendor",
 }
 
 // TestTshark has Wireshark's InfiniBand dissector decode one packet of
@@ -152,6 +154,22 @@ func TestTshark(t *testing.T) {
 		}
 		if got, want := numField(get("infiniband.bth.destqp")), uint64(s.p.DestQP); got != want {
 			t.Errorf("%s: DestQP %#x, want %#x", what, got, want)
+		}
+		if s.p.Opcode.Transport() == TransportXRC {
+			// Wireshark 4.0 names the XRC opcodes but leaves what follows
+			// the BTH undissected, as "Unknown/Vendor Specific Data": the
+			// headers Append wrote, XRCETH first (requests only), then the
+			// payload and the ICRC.
+			fl := s.p.Opcode.Flags()
+			want := hex.EncodeToString(s.pkt[20+udpLen+bthLen:])
+			v := get("infiniband.vendor")
+			if got := v[strings.LastIndex(v, "|")+1:]; got != want {
+				t.Errorf("%s: undissected bytes %q, want %q", what, got, want)
+			}
+			if fl&HasXRCETH != 0 && !strings.HasPrefix(want, fmt.Sprintf("%08x", s.p.XRCETH.SRQN)) {
+				t.Errorf("%s: the bytes after the BTH %q do not start with the XRCETH %#x", what, want, s.p.XRCETH.SRQN)
+			}
+			continue
 		}
 		if (s.p.Opcode == TransportRC|OpAtomicWrite || s.p.Opcode == TransportRC|OpFlush) && !tsharkKnowsIBTA15(get("infiniband.reth.dmalen")) {
 			// Wireshark 4.0 (Debian 12) does not know IBTA 1.5's opcodes

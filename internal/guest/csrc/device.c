@@ -199,6 +199,7 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 	out->max_ee_rd_atom = 0;
 	out->local_ca_ack_delay = 15;
 	out->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT |
+				IBV_DEVICE_XRC |
 				IBV_DEVICE_SRQ_RESIZE * 0 | IBV_DEVICE_CHANGE_PHY_PORT * 0;
 	vj_get_str(doc, a, "atomic_cap", atomic, sizeof atomic);
 	if (strcmp(atomic, "ATOMIC_GLOB") == 0)
@@ -854,6 +855,7 @@ static void context_ops(struct vrdma_context *ctx)
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
 	vrdma_set_create_qp_ex(&ctx->vctx);
+	vrdma_set_xrc_ops(&ctx->vctx);
 	ctx->vctx.create_cq_ex = vrdma_create_cq_ex;
 	ctx->vctx.sz = sizeof ctx->vctx;
 	ic->abi_compat = __VERBS_ABI_IS_EXTENDED;

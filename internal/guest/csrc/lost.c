@@ -193,6 +193,15 @@ int vrdma_flush_cq(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 			pthread_spin_unlock(&q->rlock);
 		}
 	}
+	/* An XRC SRQ's requests flush to its own CQ, in the name of no QP
+	 * (the target a request would have come through is not known). */
+	for (struct vrdma_srq *s = ctx->srqs; s && n < num; s = s->next) {
+		if (s->xcq != &cq->ibcq)
+			continue;
+		pthread_spin_lock(&s->lock);
+		n += flush_rq(s->mem, &s->ring, &s->flush, s->prod, 0, num - n, wc + n);
+		pthread_spin_unlock(&s->lock);
+	}
 	pthread_mutex_unlock(&ctx->objs_mu);
 	return n;
 }

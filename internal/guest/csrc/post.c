@@ -19,6 +19,10 @@
 
 static int allowed_on(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
+	if (t == IBV_QPT_XRC_RECV)
+		return 0; /* an XRC target has no send queue */
+	if (t == IBV_QPT_XRC_SEND)
+		t = IBV_QPT_RC; /* an XRC initiator sends what RC sends */
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
@@ -254,6 +258,8 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		put_le64(s + VRDMA_SWQE_REMOTE_ADDR, wr->wr.rdma.remote_addr);
 		put_le32(s + VRDMA_SWQE_RKEY, wr->wr.rdma.rkey);
 	}
+	if (t == IBV_QPT_XRC_SEND) /* the XRC SRQ the request is for: the XRCETH */
+		put_le32(s + VRDMA_SWQE_REMOTE_QPN, wr->qp_type.xrc.remote_srqn);
 	if (inl) {
 		if (put_inline(q, s, wr->sg_list, wr->num_sge))
 			return EINVAL;
@@ -351,7 +357,8 @@ static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *pr
 int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
-	if (qp->srq || (vrdma_load32(q->mem, VRDMA_QP_STATE_OFF) == IBV_QPS_RESET &&
+	if (qp->srq || qp->qp_type == IBV_QPT_XRC_SEND || qp->qp_type == IBV_QPT_XRC_RECV ||
+	    (vrdma_load32(q->mem, VRDMA_QP_STATE_OFF) == IBV_QPS_RESET &&
 			!__atomic_load_n(&q->cm_held, __ATOMIC_ACQUIRE))) {
 		/* A QP on an SRQ receives from it; RESET takes nothing, but for
 		 * a QP rdma_cm holds there until the daemon connects it (its
@@ -516,6 +523,18 @@ static void wr_set_ud_addr(struct ibv_qp_ex *x, struct ibv_ah *ah, uint32_t qpn,
 	put_le32(q->wr_cur + VRDMA_SWQE_REMOTE_QKEY, qkey);
 }
 
+static void wr_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t remote_srqn)
+{
+	struct vrdma_qp *q = qx(x);
+	if (!q->wr_cur)
+		return;
+	if (q->qpx.qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		q->wr_err = EINVAL;
+		return;
+	}
+	put_le32(q->wr_cur + VRDMA_SWQE_REMOTE_QPN, remote_srqn);
+}
+
 static void wr_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge *sg)
 {
 	struct vrdma_qp *q = qx(x);
@@ -633,6 +652,7 @@ void vrdma_qp_ex_init(struct vrdma_qp *q)
 	x->wr_atomic_fetch_add = wr_atomic_fetch_add;
 	x->wr_atomic_write = wr_atomic_write;
 	x->wr_set_ud_addr = wr_set_ud_addr;
+	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	x->wr_set_sge = wr_set_sge;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;

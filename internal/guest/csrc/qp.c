@@ -22,18 +22,33 @@ static void qp_init_common(struct vrdma_qp *q)
 	pthread_cond_init(&q->qpx.qp_base.cond, NULL);
 }
 
-static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr, int ex)
+/* create_qp creates a QP of context ictx: of PD ibpd, or for an XRC_RECV
+ * QP (which has no PD, CQs or queues) of the XRC domain xrcd. */
+static struct ibv_qp *create_qp(struct ibv_context *ictx, struct ibv_pd *ibpd, struct ibv_qp_init_attr *attr,
+				int ex, struct ibv_xrcd *xrcd, const uint32_t *open_qpn)
 {
-	struct vrdma_context *ctx = to_vctx(ibpd->context);
+	struct vrdma_context *ctx = to_vctx(ictx);
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
-	if (!attr->send_cq || !attr->recv_cq) {
+	int tgt = attr->qp_type == IBV_QPT_XRC_RECV, ini = attr->qp_type == IBV_QPT_XRC_SEND;
+	if (tgt ? !xrcd : (!ibpd || !attr->send_cq || (!attr->recv_cq && !ini))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD && !tgt && !ini) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if ((tgt || ini) && attr->srq) {
+		errno = EINVAL; /* an XRC QP receives through the XRC SRQ each request names */
+		return NULL;
+	}
+	if (tgt) {
+		/* No queues of its own, as the kernel ignores what it is given. */
+		memset(&attr->cap, 0, sizeof attr->cap);
+		attr->send_cq = attr->recv_cq = NULL;
+	}
+	if (ini)
+		attr->recv_cq = NULL;
 	struct vrdma_qp *q = vrdma_own_zalloc(sizeof *q); /* own.h */
 	if (!q) {
 		errno = ENOMEM;
@@ -43,11 +58,15 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	struct vrdma_srq *srq = attr->srq ? (struct vrdma_srq *)attr->srq : NULL;
 	struct vj_doc doc = {0};
 	int fds[2] = {-1, -1}, nfds = 2;
-	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_QP, &doc, NULL, 0, fds, &nfds,
-			   "{\"pd\":%u,\"type\":%u,\"send_cq\":%u,\"recv_cq\":%u,\"srq\":%u,\"sq_sig_all\":%s,"
+	int rc = open_qpn ? vrdma_cmd(ctx, VRDMA_CMD_OPEN_QP, &doc, NULL, 0, fds, &nfds, "{\"xrcd\":%u,\"qpn\":%u}",
+					    ((struct vrdma_xrcd *)xrcd)->handle, *open_qpn) :
+			   vrdma_cmd(ctx, VRDMA_CMD_CREATE_QP, &doc, NULL, 0, fds, &nfds,
+			   "{\"pd\":%u,\"type\":%u,\"send_cq\":%u,\"recv_cq\":%u,\"srq\":%u,\"xrcd\":%u,"
+			   "\"sq_sig_all\":%s,"
 			   "\"caps\":{\"max_send_wr\":%u,\"max_recv_wr\":%u,\"max_send_sge\":%u,\"max_recv_sge\":%u,"
 			   "\"max_inline_data\":%u}}",
-			   pd->handle, (unsigned)attr->qp_type, scq->handle, rcq->handle, srq ? srq->handle : 0,
+			   pd ? pd->handle : 0, (unsigned)attr->qp_type, scq ? scq->handle : 0, rcq ? rcq->handle : 0,
+			   srq ? srq->handle : 0, tgt ? ((struct vrdma_xrcd *)xrcd)->handle : 0,
 			   attr->sq_sig_all ? "true" : "false", attr->cap.max_send_wr, attr->cap.max_recv_wr,
 			   attr->cap.max_send_sge, attr->cap.max_recv_sge, attr->cap.max_inline_data);
 	if (rc) {
@@ -61,7 +80,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	if (nfds != 2 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_u64(&doc, 0, "qpn", &qpn) ||
 	    vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
 	    vrdma_ring_from(&doc, vj_get(&doc, 0, "sq"), (size_t)size, &q->sq) ||
-	    (!srq && vrdma_ring_from(&doc, vj_get(&doc, 0, "rq"), (size_t)size, &q->rq)))
+	    (!srq && !tgt && !ini && vrdma_ring_from(&doc, vj_get(&doc, 0, "rq"), (size_t)size, &q->rq)))
 		rc = EPROTO;
 #define CAP(key, field)                                                          \
 	if (!rc && !vj_get_i64(&doc, caps, key, &v) && v >= 0 && v <= INT32_MAX) \
@@ -88,7 +107,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 	q->sq_sig_all = attr->sq_sig_all;
 	qp_init_common(q);
 	struct ibv_qp *qp = &q->qpx.qp_base;
-	qp->context = ibpd->context;
+	qp->context = ictx;
 	qp->qp_context = attr->qp_context;
 	qp->pd = ibpd;
 	qp->send_cq = attr->send_cq;
@@ -108,7 +127,11 @@ static struct ibv_qp *create_qp(struct ibv_pd *ibpd, struct ibv_qp_init_attr *at
 
 VRDMA_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
-	return create_qp(pd, attr, 0);
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		errno = EINVAL; /* it needs an XRC domain: ibv_create_qp_ex */
+		return NULL;
+	}
+	return create_qp(pd->context, pd, attr, 0, NULL, NULL);
 }
 
 #define SUPPORTED_SEND_OPS                                                                                  \
@@ -124,10 +147,22 @@ VRDMA_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_
 /* create_qp_ex: the extended creation, for the ibv_wr_* posting API. */
 static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *ax)
 {
-	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-	if ((ax->comp_mask & ~known) || !(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd ||
-	    ax->pd->context != context) {
+	uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+			 IBV_QP_INIT_ATTR_XRCD;
+	if (ax->comp_mask & ~known) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	struct ibv_xrcd *xrcd = NULL;
+	if (ax->qp_type == IBV_QPT_XRC_RECV) {
+		/* The target: its XRC domain, nothing else (the kernel's rule). */
+		if (!(ax->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !ax->xrcd || ax->xrcd->context != context) {
+			errno = EINVAL;
+			return NULL;
+		}
+		xrcd = ax->xrcd;
+	} else if (!(ax->comp_mask & IBV_QP_INIT_ATTR_PD) || !ax->pd || ax->pd->context != context) {
+		errno = ax->qp_type == IBV_QPT_XRC_SEND ? EINVAL : EOPNOTSUPP;
 		return NULL;
 	}
 	if ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags) {
@@ -142,13 +177,38 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_in
 	}
 	struct ibv_qp_init_attr a = {.qp_context = ax->qp_context, .send_cq = ax->send_cq, .recv_cq = ax->recv_cq,
 				     .srq = ax->srq, .cap = ax->cap, .qp_type = ax->qp_type, .sq_sig_all = ax->sq_sig_all};
-	struct ibv_qp *qp = create_qp(ax->pd, &a, (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0);
+	struct ibv_qp *qp = create_qp(context, xrcd ? NULL : ax->pd, &a, (ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0,
+				      xrcd, NULL);
 	if (qp)
 		ax->cap = a.cap;
 	return qp;
 }
 
-void vrdma_set_create_qp_ex(struct verbs_context *vctx) { vctx->create_qp_ex = create_qp_ex; }
+/* open_qp: a handle of an XRC_RECV QP another process of the same XRC
+ * domain created, by its number (the kernel's rule: the number, the
+ * domain and the type XRC_RECV are required). */
+static struct ibv_qp *open_qp(struct ibv_context *context, struct ibv_qp_open_attr *oa)
+{
+	uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	if (oa->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((oa->comp_mask & need) != need || !oa->xrcd || oa->xrcd->context != context ||
+	    oa->qp_type != IBV_QPT_XRC_RECV) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct ibv_qp_init_attr a = {.qp_context = oa->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT ? oa->qp_context : NULL,
+				     .qp_type = IBV_QPT_XRC_RECV};
+	return create_qp(context, NULL, &a, 0, oa->xrcd, &oa->qp_num);
+}
+
+void vrdma_set_create_qp_ex(struct verbs_context *vctx)
+{
+	vctx->create_qp_ex = create_qp_ex;
+	vctx->open_qp = open_qp;
+}
 
 VRDMA_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
@@ -184,10 +244,41 @@ int vrdma_av_json(char *dst, size_t cap, const struct ibv_ah_attr *ah)
 			ah->dlid);
 }
 
-VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+/* masked_attr copies the attributes mask names: the others may hold
+ * anything (ibv_xsrq_pingpong leaves them uninitialised), and must not
+ * reach the daemon as out-of-range values. */
+static void masked_attr(struct ibv_qp_attr *dst, const struct ibv_qp_attr *src, int mask)
+{
+	memset(dst, 0, sizeof *dst);
+#define M(bit, field)          \
+	if (mask & (bit))      \
+		dst->field = src->field;
+	M(IBV_QP_STATE, qp_state)
+	M(IBV_QP_CUR_STATE, cur_qp_state)
+	M(IBV_QP_ACCESS_FLAGS, qp_access_flags)
+	M(IBV_QP_PKEY_INDEX, pkey_index)
+	M(IBV_QP_PORT, port_num)
+	M(IBV_QP_QKEY, qkey)
+	M(IBV_QP_AV, ah_attr)
+	M(IBV_QP_PATH_MTU, path_mtu)
+	M(IBV_QP_TIMEOUT, timeout)
+	M(IBV_QP_RETRY_CNT, retry_cnt)
+	M(IBV_QP_RNR_RETRY, rnr_retry)
+	M(IBV_QP_RQ_PSN, rq_psn)
+	M(IBV_QP_SQ_PSN, sq_psn)
+	M(IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic)
+	M(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic)
+	M(IBV_QP_MIN_RNR_TIMER, min_rnr_timer)
+	M(IBV_QP_DEST_QPN, dest_qp_num)
+#undef M
+}
+
+VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *given, int mask)
 {
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
 	struct vrdma_context *ctx = to_vctx(qp->context);
+	struct ibv_qp_attr masked, *attr = &masked;
+	masked_attr(&masked, given, mask);
 	char av[512];
 	vrdma_av_json(av, sizeof av, &attr->ah_attr);
 	struct vj_doc doc = {0};
@@ -221,8 +312,9 @@ VRDMA_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int 
 		/* Its completions not yet polled go too, as with mlx5: a QP
 		 * restarted from ERR (pyverbs' rereg MR tests) must not poll its
 		 * old flushes. rxe's provider keeps them; see the commit. */
-		vrdma_cq_clean(qp->send_cq, qp->qp_num);
-		if (qp->recv_cq != qp->send_cq)
+		if (qp->send_cq) /* an XRC target has none, an initiator no receive CQ */
+			vrdma_cq_clean(qp->send_cq, qp->qp_num);
+		if (qp->recv_cq && qp->recv_cq != qp->send_cq)
 			vrdma_cq_clean(qp->recv_cq, qp->qp_num);
 	}
 	return 0;
@@ -310,6 +402,12 @@ VRDMA_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 
 VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr)
 {
+	return vrdma_create_srq(ibpd, attr, 0, 0);
+}
+
+struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr, uint32_t xrcd_handle,
+				 uint32_t cq_handle)
+{
 	struct vrdma_context *ctx = to_vctx(ibpd->context);
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
 	struct vrdma_srq *s = vrdma_own_zalloc(sizeof *s); /* own.h */
@@ -320,15 +418,17 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 	struct vj_doc doc = {0};
 	int fds[1] = {-1}, nfds = 1;
 	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_SRQ, &doc, NULL, 0, fds, &nfds,
-			   "{\"pd\":%u,\"max_wr\":%u,\"max_sge\":%u}", pd->handle, attr->attr.max_wr,
-			   attr->attr.max_sge);
+			   "{\"pd\":%u,\"max_wr\":%u,\"max_sge\":%u,\"xrcd\":%u,\"cq\":%u}", pd->handle,
+			   attr->attr.max_wr, attr->attr.max_sge, xrcd_handle, cq_handle);
 	if (rc) {
 		vrdma_own_free(s);
 		errno = rc;
 		return NULL;
 	}
-	uint64_t h = 0;
+	uint64_t h = 0, srqn = 0;
 	int64_t size = 0, max_wr = 0, max_sge = 0;
+	if (xrcd_handle && (vj_get_u64(&doc, 0, "srqn", &srqn) || srqn == 0 || srqn > 0xffffff))
+		rc = EPROTO;
 	if (nfds != 1 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
 	    vj_get_i64(&doc, 0, "max_wr", &max_wr) || vj_get_i64(&doc, 0, "max_sge", &max_sge) ||
 	    max_sge < 0 || max_sge > VRDMA_MAX_SGE || max_wr < 0 ||
@@ -343,6 +443,7 @@ VRDMA_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd, struct ibv_srq_
 		return NULL;
 	}
 	s->handle = (uint32_t)h;
+	s->srqn = (uint32_t)srqn;
 	s->max_wr = (uint32_t)max_wr;
 	s->max_sge = (int)max_sge;
 	pthread_spin_init(&s->lock, PTHREAD_PROCESS_PRIVATE);

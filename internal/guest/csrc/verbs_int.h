@@ -145,7 +145,15 @@ struct vrdma_srq {
 	uint32_t max_wr;
 	pthread_spinlock_t lock;
 	uint32_t flush; /* after the loss: the next request to flush (lost.c) */
+	uint32_t srqn;  /* an XRC SRQ's number; 0 for a basic SRQ (xrc.c) */
+	struct ibv_cq *xcq; /* an XRC SRQ's CQ, where its requests flush (lost.c) */
 	struct vrdma_srq *next;
+};
+
+/* An XRC domain handle (xrc.c). */
+struct vrdma_xrcd {
+	struct ibv_xrcd ibxrcd;
+	uint32_t handle;
 };
 
 struct vrdma_qp {
@@ -327,6 +335,11 @@ int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 int vrdma_query_port_ex(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);
 
 void vrdma_set_create_qp_ex(struct verbs_context *vctx);
+/* XRC (xrc.c): the domain, SRQ and open_qp operations of the context. */
+void vrdma_set_xrc_ops(struct verbs_context *vctx);
+/* Creates an SRQ of pd; an XRC one when xrcd_handle is not 0 (qp.c). */
+struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *attr, uint32_t xrcd_handle,
+				 uint32_t cq_handle);
 struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr);
 
 /* Registered memory (mem.c). */

@@ -148,6 +148,9 @@
 #define VRDMA_CMD_IMPORT_OBJECT    46U
 #define VRDMA_CMD_ATTACH_MCAST     47U
 #define VRDMA_CMD_DETACH_MCAST     48U
+#define VRDMA_CMD_OPEN_XRCD        49U
+#define VRDMA_CMD_CLOSE_XRCD       50U
+#define VRDMA_CMD_OPEN_QP          51U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U

@@ -3,7 +3,8 @@
  * docs/design/lost-daemon.md) against rings in memory, with a daemon that
  * is not trusted and may still be running (the session ended on a
  * protocol fault): a completion it writes after the loss is never
- * delivered, and a done index ahead of the producer flushes nothing.
+ * delivered, and a done index ahead of the producer flushes nothing. An
+ * XRC SRQ's receives flush to the SRQ's own CQ.
  *
  * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
@@ -134,10 +135,49 @@ static void test_done_ahead_of_prod(void)
 	teardown();
 }
 
+/* An XRC SRQ's receives, which belong to no QP of the CQ, flush to the
+ * SRQ's own CQ: each once, from where the daemon stopped. */
+static void test_xrc_srq(void)
+{
+	struct ibv_wc wc[8];
+	struct vrdma_srq srq;
+
+	setup(0);
+	memset(&srq, 0, sizeof srq);
+	srq.mem = aligned_alloc(64, ROUND64(VRDMA_RING_HEADER_SIZE + RING_ENTRIES * RQ_STRIDE));
+	if (!srq.mem) {
+		perror("srq");
+		exit(2);
+	}
+	memset(srq.mem, 0, ROUND64(VRDMA_RING_HEADER_SIZE + RING_ENTRIES * RQ_STRIDE));
+	srq.ring = (struct vrdma_ring){ .off = 0, .entries = RING_ENTRIES, .stride = RQ_STRIDE };
+	pthread_spin_init(&srq.lock, PTHREAD_PROCESS_PRIVATE);
+	srq.srqn = 5;
+	srq.xcq = &cq.ibcq;
+	for (uint32_t i = 0; i < 3; i++)
+		put_le64(vrdma_slot(srq.mem, &srq.ring, i) + VRDMA_RWQE_WR_ID, 200 + i);
+	srq.prod = 3;
+	vrdma_store32(srq.mem, VRDMA_RING_CONS_OFF, 1); /* the daemon took the first */
+	qp.qpx.qp_base.recv_cq = NULL; /* the context's QP is an initiator: no receive CQ */
+	ctx.srqs = &srq;
+	int n = vrdma_poll_cq(&cq.ibcq, 8, wc);
+	CHECK(n == 2, "poll on a lost device = %d, want the XRC SRQ's two requests flushed", n);
+	for (int i = 0; i < n && i < 2; i++)
+		CHECK(wc[i].wr_id == 201 + (uint64_t)i && wc[i].status == IBV_WC_WR_FLUSH_ERR && wc[i].opcode == IBV_WC_RECV,
+		      "flush %d: wr_id %llu status %d", i, (unsigned long long)wc[i].wr_id, wc[i].status);
+	errno = 0;
+	n = vrdma_poll_cq(&cq.ibcq, 8, wc);
+	CHECK(n == -1 && errno == EIO, "poll after the flushes = %d, errno %d: want -1, EIO", n, errno);
+	pthread_spin_destroy(&srq.lock);
+	free(srq.mem);
+	teardown();
+}
+
 int main(void)
 {
 	test_no_completion_after_the_flush();
 	test_done_ahead_of_prod();
+	test_xrc_srq();
 	if (failures) {
 		fprintf(stderr, "lost_flush_test: %d failures\n", failures);
 		return 1;

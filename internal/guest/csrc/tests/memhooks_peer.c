@@ -9,7 +9,7 @@
  * (VRDMA_SOCKET): aligned, unaligned, overlapping and stack buffers,
  * registered and deregistered.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c
+ * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  */
 #include <infiniband/verbs.h>
 
