@@ -282,7 +282,10 @@ func tcpListening(pid, port int) (bool, error) {
 	const listen = "0A" // TCP_LISTEN in the st column
 	suffix := fmt.Sprintf(":%04X", port)
 	inodes := map[string]bool{}
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	// The process's own view: /proc/net is the thread group leader's
+	// namespace, which a test that ran code in another namespace may have
+	// left elsewhere.
+	for _, file := range []string{fmt.Sprintf("/proc/%d/net/tcp", pid), fmt.Sprintf("/proc/%d/net/tcp6", pid)} {
 		data, err := os.ReadFile(file)
 		if errors.Is(err, os.ErrNotExist) {
 			continue

@@ -325,28 +325,44 @@ func runCmd(t testing.TB, cmd *exec.Cmd) string {
 }
 
 // Do runs fn in the host's network namespace: on a goroutine locked to its
-// own OS thread, moved into the namespace with setns(2). The thread is never
-// unlocked, so the runtime ends it when fn returns instead of reusing it:
-// the rest of the test process stays in its own namespace. Sockets fn opens
+// OS thread, moved into the namespace with setns(2) and back into the
+// namespace it came from when fn returns. Only a thread that is back is
+// unlocked for reuse; one that could not go back stays locked, so the
+// runtime ends it (or, for the process's main thread, parks it for ever)
+// instead of reusing it. Going back matters for the main thread: it is the
+// thread group's leader, and /proc/self/net (/proc/net/tcp, ...) shows the
+// leader's namespace to every thread of the process. Sockets fn opens
 // belong to the namespace for their whole life and may be used anywhere
 // afterwards; goroutines fn starts do not run in the namespace. fn must not
 // call t.Fatal and the like (it is not the test's goroutine).
 func (h *Host) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // and never unlocked: see above
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer home.Close()
 		f, err := os.Open(filepath.Join(nsDir, h.NS))
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
 		f.Close()
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", h.NS, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
