@@ -135,8 +135,8 @@ type fieldMask struct {
 // normalised returns the bits of q, a packet Append wrote for p, that
 // Append normalises rather than copies from p: those the ICRC masks (IPv4
 // header checksum, UDP checksum, BTH byte 4's reserved bits) and those it
-// covers (IPv4 reserved flag bit, BTH reserved bits after AckReq, DETH
-// reserved byte, pad bytes).
+// covers (IPv4 reserved flag bit, BTH reserved bits after AckReq, DETH's
+// and XRCETH's reserved bytes, pad bytes).
 func normalised(q []byte, p *Packet) (masked, unmasked []fieldMask) {
 	hl := 40
 	if q[0]>>4 == 4 {
@@ -149,6 +149,9 @@ func normalised(q []byte, p *Packet) (masked, unmasked []fieldMask) {
 	unmasked = append(unmasked, fieldMask{t + 8, 0x7f})
 	if p.Opcode.Flags()&HasDETH != 0 {
 		unmasked = append(unmasked, fieldMask{t + bthLen + 4, 0xff})
+	}
+	if p.Opcode.Flags()&HasXRCETH != 0 { // its reserved byte, right after the BTH
+		unmasked = append(unmasked, fieldMask{t + bthLen, 0xff})
 	}
 	for i := range int(p.PadCnt) {
 		unmasked = append(unmasked, fieldMask{len(q) - 4 - 1 - i, 0xff})
