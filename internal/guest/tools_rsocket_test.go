@@ -1,10 +1,14 @@
 package guest
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // Debian's librspreload.so (librdmacm1), which turns a program's sockets
@@ -148,9 +152,16 @@ func TestToolUdpong(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			port := strconv.Itoa(freePort(t))
+			portN := freePort(t)
+			port := strconv.Itoa(portN)
 			args := append([]string{"-p", port}, tt.args...)
 			srv := h.start(t, "", "udpong", append([]string{"-b", "127.0.0.1"}, args...)...)
+			bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+			bound := proctest.WaitUDPBound(bctx, srv.cmd.Process.Pid, portN)
+			bcancel()
+			if !bound {
+				t.Fatalf("udpong's server is not bound to UDP port %s after 30 s; it printed:\n%s", port, srv.out.String())
+			}
 			cli := h.start(t, "", "udpong", append([]string{"-s", "127.0.0.1"}, args...)...)
 			out := cli.wait(t)
 			for _, w := range tt.want {

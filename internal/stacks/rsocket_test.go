@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 // Datagram rsockets between namespace hosts: Debian's udpong
@@ -68,6 +70,12 @@ func runUdpong(t *testing.T, srv, cli *host, c udpongCase, path string) {
 	args := append([]string{"-p", strconv.Itoa(port)}, c.args...)
 	debug := []string{"VRDMA_DEBUG=1"}
 	server := srv.start(t, debug, "udpong", append([]string{"-b", addr}, args...)...)
+	bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	bound := proctest.WaitUDPBound(bctx, server.cmd.Process.Pid, port)
+	bcancel()
+	if !bound {
+		t.Fatalf("udpong's server on %s is not bound to UDP port %d after 30 s; it printed:\n%s", srv.name, port, server.out.String())
+	}
 	out, ok := cli.run(t, debug, "udpong", append([]string{"-s", addr}, args...)...)
 	_ = server.cmd.Process.Kill() // it serves for ever
 	<-server.done
