@@ -1,8 +1,11 @@
 package guest
 
 import (
+	"errors"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -19,9 +22,32 @@ func TestToolFiPingpong(t *testing.T) {
 		t.Run(ep, func(t *testing.T) {
 			h := newToolHost(t)
 			port := freePort(t)
-			srv := h.startServer(t, "", port, "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-B", strconv.Itoa(port))
-			out := h.run(t, "", "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-P", strconv.Itoa(port), "127.0.0.1")
-			srv.wait(t)
+			var out string
+			// fi_pingpong -e rdm sometimes dies of SIGSEGV inside
+			// libfabric (seen in its teardown, before and after this
+			// test's changes; not yet explained): a pair where one end
+			// died of a signal is logged and run again, at most 3 times.
+			for attempt := 1; ; attempt++ {
+				srv := h.startServer(t, "", port, "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-B", strconv.Itoa(port))
+				cli := h.start(t, "", "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-P", strconv.Itoa(port), "127.0.0.1")
+				<-cli.done
+				if diedOfSignal(cli.err) && attempt < 3 {
+					_ = srv.kill()
+					<-srv.done
+					t.Logf("fi_pingpong -e %s: the client died (%v), running the pair again; it printed:\n%s", ep, cli.err, cli.out.String())
+					port = freePort(t)
+					continue
+				}
+				out = cli.wait(t)
+				<-srv.done
+				if diedOfSignal(srv.err) && attempt < 3 {
+					t.Logf("fi_pingpong -e %s: the server died (%v), running the pair again; it printed:\n%s", ep, srv.err, srv.out.String())
+					port = freePort(t)
+					continue
+				}
+				srv.wait(t)
+				break
+			}
 			sizes := 0
 			for line := range strings.Lines(out) {
 				f := strings.Fields(line)
@@ -34,4 +60,14 @@ func TestToolFiPingpong(t *testing.T) {
 			}
 		})
 	}
+}
+
+// diedOfSignal reports whether err says a program was ended by a signal.
+func diedOfSignal(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
 }
