@@ -138,6 +138,14 @@ func TransportName(t int32) string {
 		return "InfiniBand"
 	case TransportIWARP:
 		return "iWARP"
+	case TransportUSNIC:
+		return "usNIC"
+	case TransportUSNICUDP:
+		return "usNIC UDP"
+	case TransportUnknown:
+		return "unknown"
+	case TransportUnspecified:
+		return "unspecified"
 	}
 	return fmt.Sprintf("transport %d", t)
 }

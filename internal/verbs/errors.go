@@ -20,6 +20,8 @@ var (
 	ErrTimeout = errors.New("the verbs helper did not answer")
 	// ErrDevice: rdma-core failed a request (Errno says how).
 	ErrDevice = errors.New("the RDMA device refused")
+	// ErrUnsupported: the device is of a kind a verbs uplink cannot use.
+	ErrUnsupported = errors.New("the RDMA device cannot be a verbs uplink")
 )
 
 // Error is a failure of the helper or of the device behind it.

@@ -138,8 +138,16 @@ func ParseDeviceAttr(b []byte) (DeviceAttr, error) {
 		n++
 	}
 	a.FWVer = printable(fw[:n])
-	if a.PhysPortCnt == 0 || a.PhysPortCnt > 255 {
+	switch {
+	case a.PhysPortCnt == 0 || a.PhysPortCnt > 255:
 		return DeviceAttr{}, protoErrorf("device with %d ports", a.PhysPortCnt)
+	case a.AtomicCap > AtomicGlobal:
+		return DeviceAttr{}, protoErrorf("atomic capability %d is not 0..2", a.AtomicCap)
+	case a.Transport < TransportUnknown || a.Transport > TransportUnspecified:
+		return DeviceAttr{}, protoErrorf("transport %d is not -1..4", a.Transport)
+	case a.MaxQP < 0 || a.MaxQPWR < 0 || a.MaxSGE < 0 || a.MaxCQ < 0 || a.MaxCQE < 0 || a.MaxMR < 0 || a.MaxPD < 0:
+		return DeviceAttr{}, protoErrorf("a negative limit (max_qp %d, max_qp_wr %d, max_sge %d, max_cq %d, max_cqe %d, max_mr %d, max_pd %d)",
+			a.MaxQP, a.MaxQPWR, a.MaxSGE, a.MaxCQ, a.MaxCQE, a.MaxMR, a.MaxPD)
 	}
 	return a, nil
 }

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -61,6 +62,11 @@ func TestDeviceAttrRoundTrip(t *testing.T) {
 		{"short", b[:devAttrSize-1]},
 		{"no ports", AppendDeviceAttr(nil, DeviceAttr{})},
 		{"too many ports", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 256})},
+		{"atomic capability 3", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, AtomicCap: 3})},
+		{"transport 5", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, Transport: 5})},
+		{"transport -2", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, Transport: -2})},
+		{"negative max_sge", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, MaxSGE: -1})},
+		{"negative max_qp_wr", AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, MaxQPWR: -1})},
 	}
 	for _, tt := range bad {
 		if _, err := ParseDeviceAttr(tt.b); !errors.Is(err, ErrProtocol) {
@@ -118,6 +124,8 @@ func TestPortAttrRoundTrip(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(AppendPortAttr(nil, PortAttr{ActiveMTU: 3, LinkLayer: 2, GIDs: []GIDEntry{{Type: 2}}}))
 	f.Add(AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1}))
+	f.Add(AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, MaxSGE: 6, Transport: TransportIWARP, AtomicCap: AtomicNone}))
+	f.Add(AppendPortAttr(nil, PortAttr{State: 4, ActiveMTU: 5, LinkLayer: LinkLayerInfiniBand, LID: 3, SMLID: 1, GIDs: []GIDEntry{{GID: [16]byte{0xfe, 0x80, 15: 1}}}}))
 	f.Add(AppendHeader(nil, OpHello, 0, 0, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
@@ -130,8 +138,10 @@ func FuzzParse(f *testing.F) {
 		} else if !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParsePortAttr: %v is not ErrProtocol", err)
 		}
-		if _, err := ParseDeviceAttr(b); err != nil && !errors.Is(err, ErrProtocol) {
+		if a, err := ParseDeviceAttr(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseDeviceAttr: %v is not ErrProtocol", err)
+		} else if err == nil && (a.AtomicCap > AtomicGlobal || a.MaxSGE < 0 || TransportName(a.Transport) == fmt.Sprintf("transport %d", a.Transport)) {
+			t.Fatalf("ParseDeviceAttr took %+v", a)
 		}
 		if _, err := ParseMR(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseMR: %v is not ErrProtocol", err)
