@@ -83,6 +83,25 @@ type UplinkInfo struct {
 	Device    string   `json:"device,omitempty"`
 	LinkLayer string   `json:"link_layer,omitempty"`
 	GIDTypes  []string `json:"gid_types,omitempty"`
+	// A verbs uplink's transport ("InfiniBand", "iWARP"); InfiniBand: its
+	// LID, its subnet manager's and the subnet prefix; the IP subnets of
+	// its netdev; what its device can do for QPs; and whether the daemon
+	// carries QPs on it (the data path).
+	Transport    string         `json:"transport,omitempty"`
+	LID          uint16         `json:"lid,omitempty"`
+	SMLID        uint16         `json:"sm_lid,omitempty"`
+	SubnetPrefix string         `json:"subnet_prefix,omitempty"`
+	Subnets      []string       `json:"subnets,omitempty"`
+	Caps         *VerbsCapsInfo `json:"caps,omitempty"`
+	CarriesQPs   bool           `json:"carries_qps,omitempty"`
+}
+
+// VerbsCapsInfo is what a verbs uplink's device can do for QPs.
+type VerbsCapsInfo struct {
+	Atomic    string `json:"atomic"` // "none", "hca", "global"
+	MaxSGE    int    `json:"max_sge"`
+	MaxQPWR   int    `json:"max_qp_wr"`
+	MaxInline int    `json:"max_inline,omitempty"` // 0: not known yet
 }
 
 // HostInfo is a live host of the switch, with the path from this one.
@@ -131,7 +150,8 @@ func (a *Admin) Hosts() ([]HostInfo, error) {
 			SM: h.SM, Self: h.Self, Path: h.Path}
 		for _, u := range h.Uplinks {
 			hi.Uplinks = append(hi.Uplinks, UplinkInfo{Name: u.Name, Kind: u.Kind, State: u.State, MTU: u.MTU, GIDs: u.GIDs,
-				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes})
+				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes, Transport: u.Transport, LID: u.LID, SMLID: u.SMLID,
+				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs})
 		}
 		out = append(out, hi)
 	}

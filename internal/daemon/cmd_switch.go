@@ -173,7 +173,8 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 				st = fabric.UplinkUp
 			}
 			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs,
-				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes})
+				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes, Transport: u.Transport, LID: u.LID, SMLID: u.SMLID,
+				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*proto.VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs})
 		}
 		// Another host's path is the route table's, which new connections
 		// take; it follows the switch's watch, which a direct read of the

@@ -8,9 +8,12 @@ package daemon
 import (
 	"errors"
 	"net"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/verbs"
@@ -59,6 +62,10 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 	if err != nil {
 		return verbsLinkError(e.spec, err)
 	}
+	if err := verbs.CheckUplink(e.spec.Dev, dev.Attr); err != nil {
+		dev.Close()
+		return verbsLinkError(e.spec, err)
+	}
 	port, err := dev.QueryPort()
 	if err != nil {
 		dev.Close()
@@ -77,6 +84,8 @@ func verbsLinkError(spec proto.LinkSpec, err error) error {
 	switch {
 	case errors.Is(err, verbs.ErrNoDevice):
 		code = proto.CodeNotFound
+	case errors.Is(err, verbs.ErrUnsupported):
+		code = proto.CodeInvalid
 	case errors.Is(err, verbs.ErrNoRDMACore), errors.Is(err, verbs.ErrBuild):
 		code = proto.CodeState
 	case errors.Is(err, verbs.ErrDevice):
@@ -197,10 +206,60 @@ func (v *verbsLink) uplink(spec proto.LinkSpec) *switchagent.VerbsUplink {
 	if p.ActiveMTU >= 1 && p.ActiveMTU <= 5 {
 		u.MTU = 128 << p.ActiveMTU
 	}
-	u.LID = uint16(p.LID)
+	u.LID, u.SMLID = uint16(p.LID), uint16(p.SMLID)
 	for _, g := range p.GIDs {
 		u.GIDs = append(u.GIDs, g.GID)
 		u.GIDTypes = append(u.GIDTypes, verbs.GIDTypeName(g.Type))
 	}
+	u.SubnetPrefix = verbs.SubnetPrefix(p)
+	u.Subnets = netdevSubnets(p)
+	u.Caps = &fabric.VerbsCaps{Atomic: atomicName(attr.AtomicCap), MaxSGE: int(attr.MaxSGE), MaxQPWR: int(attr.MaxQPWR)}
+	u.CarriesQPs = verbsCarriesQPs
 	return u
+}
+
+// verbsCarriesQPs says whether this daemon carries instances' QPs on a
+// verbs uplink's device, which its host record tells the switch: not yet
+// (the data path is being built), so path selection names the devices a
+// pair could use but takes the software path (docs/design/verbs-uplink.md,
+// "Path selection"). The change that carries QPs sets it.
+const verbsCarriesQPs = false
+
+// atomicName names ibv_device_attr.atomic_cap as the host record does.
+func atomicName(c uint32) string {
+	switch c {
+	case verbs.AtomicHCA:
+		return fabric.AtomicHCA
+	case verbs.AtomicGlobal:
+		return fabric.AtomicGlobal
+	}
+	return fabric.AtomicNone
+}
+
+// netdevSubnets lists the IP prefixes of the netdevs the port's GIDs
+// belong to (RoCE, iWARP), each once: RoCE v1 GIDs of two hosts in one of
+// them are on one L2 segment.
+func netdevSubnets(p verbs.PortAttr) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[uint32]bool{}
+	for _, g := range p.GIDs {
+		if g.Ifindex == 0 || seen[g.Ifindex] {
+			continue
+		}
+		seen[g.Ifindex] = true
+		ifc, err := net.InterfaceByIndex(int(g.Ifindex))
+		if err != nil {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if pr, err := netip.ParsePrefix(a.String()); err == nil && !pr.Addr().IsLinkLocalUnicast() && !slices.Contains(out, pr.Masked()) {
+				out = append(out, pr.Masked())
+			}
+		}
+	}
+	return out
 }

@@ -44,6 +44,25 @@ var fakeRxePort = verbs.PortAttr{State: 4, PhysState: 5, MaxMTU: 5, ActiveMTU: 3
 		{Index: 1, Type: verbs.GIDTypeRoCEv2, GID: netip.MustParseAddr("::ffff:10.47.91.1").As16()},
 	}}
 
+// fakeDevices are the devices the fake helper has, by mode: rdma_rxe (the
+// default), an InfiniBand HCA's port with a LID from a subnet manager, siw
+// (iWARP: no atomics, few SGEs) and a usNIC (a transport no verbs uplink
+// takes).
+var fakeDevices = map[string]struct {
+	name string
+	attr verbs.DeviceAttr
+	port verbs.PortAttr
+}{
+	"rxe": {"rxe0", verbs.DeviceAttr{PhysPortCnt: 1, MaxQP: 1 << 17, MaxQPWR: 1 << 14, MaxSGE: 32, AtomicCap: 1, NodeType: 1, FWVer: "0.0.0"}, fakeRxePort},
+	"ib": {"mlx5_0", verbs.DeviceAttr{PhysPortCnt: 1, MaxQP: 1 << 18, MaxQPWR: 1 << 15, MaxSGE: 30, AtomicCap: 1, NodeType: 1, FWVer: "16.35.2000"},
+		verbs.PortAttr{State: 4, PhysState: 5, MaxMTU: 5, ActiveMTU: 5, LinkLayer: verbs.LinkLayerInfiniBand, LID: 3, SMLID: 1, GIDTableLen: 128,
+			GIDs: []verbs.GIDEntry{{Index: 0, Type: verbs.GIDTypeIB, GID: netip.MustParseAddr("fe80::2a:5054:ff:fe47:9101").As16()}}}},
+	"siw": {"siw0", verbs.DeviceAttr{PhysPortCnt: 1, MaxQP: 1 << 14, MaxQPWR: 1 << 10, MaxSGE: 6, AtomicCap: 0, NodeType: 4, Transport: verbs.TransportIWARP, FWVer: "0.0.0"},
+		verbs.PortAttr{State: 4, PhysState: 5, MaxMTU: 3, ActiveMTU: 3, LinkLayer: verbs.LinkLayerEthernet, GIDTableLen: 1,
+			GIDs: []verbs.GIDEntry{{Index: 0, Type: verbs.GIDTypeIB, GID: [16]byte{0x52, 0x54, 0x00, 0x47, 0x91, 0x01}}}}},
+	"usnic": {"usnic_0", verbs.DeviceAttr{PhysPortCnt: 1, MaxQP: 1 << 10, NodeType: 5, Transport: verbs.TransportUSNIC, FWVer: "0.0.0"}, fakeRxePort},
+}
+
 // TestFakeVerbsHelperProcess is a verbs helper speaking the protocol on
 // descriptor 3, for the tests below; on its own it does nothing. Modes:
 // rxe (a device rxe0 as rdma_rxe reports it), garbage (garbage after the
@@ -78,19 +97,23 @@ func TestFakeVerbsHelperProcess(t *testing.T) {
 		reply := func(status int32, body []byte) {
 			send(append(verbs.AppendHeader(nil, h.Op()|verbs.OpReply, h.Seq(), status, len(body)), body...))
 		}
+		dev, ok := fakeDevices[mode]
+		if !ok {
+			dev = fakeDevices["rxe"]
+		}
 		switch h.Op() {
 		case verbs.OpOpen:
-			if name := string(buf[verbs.HeaderSize+8 : n]); name != "rxe0" {
-				reply(int32(unix.ENODEV), []byte("rxe0"))
+			if name := string(buf[verbs.HeaderSize+8 : n]); name != dev.name {
+				reply(int32(unix.ENODEV), []byte(dev.name))
 				continue
 			}
-			reply(0, verbs.AppendDeviceAttr(nil, verbs.DeviceAttr{PhysPortCnt: 1, MaxQP: 1 << 17, AtomicCap: 1, NodeType: 1, FWVer: "0.0.0"}))
+			reply(0, verbs.AppendDeviceAttr(nil, dev.attr))
 		case verbs.OpQueryPort:
 			queries++
 			if mode == "die-later" && queries > 1 {
 				os.Exit(3)
 			}
-			reply(0, verbs.AppendPortAttr(nil, fakeRxePort))
+			reply(0, verbs.AppendPortAttr(nil, dev.port))
 		default:
 			reply(int32(unix.EOPNOTSUPP), nil)
 		}
@@ -216,8 +239,70 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 		}
 	}
 	want := proto.UplinkInfo{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
-		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"}}
+		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"},
+		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}}
 	if got == nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("host list: this host's uplink hca0 is %+v, want %+v (hosts %+v)", got, want, r.Hosts)
+	}
+}
+
+// TestVerbsLinkKinds: the host record of a verbs uplink says what kind of
+// device it is, as path selection needs it: an InfiniBand port its LID,
+// subnet manager's LID and subnet prefix; siw transport iWARP and no
+// atomics; each its limits; none that the daemon carries QPs on it yet.
+// A device whose transport no verbs uplink can use (usNIC) is refused at
+// link add.
+func TestVerbsLinkKinds(t *testing.T) {
+	tests := []struct {
+		mode string
+		want proto.UplinkInfo // Name, Kind, State and GIDs are checked apart
+		code proto.Code       // of link add, 0: it succeeds
+		err  string
+	}{
+		{mode: "ib", want: proto.UplinkInfo{MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", GIDTypes: []string{"IB"}, Transport: "InfiniBand",
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}}},
+		{mode: "siw", want: proto.UplinkInfo{MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", GIDTypes: []string{"IB"}, Transport: "iWARP",
+			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}}},
+		{mode: "usnic", code: proto.CodeInvalid, err: "usnic_0 has transport usNIC: a verbs uplink needs an InfiniBand, RoCE or iWARP device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			cfg := linkConfig(t)
+			cfg.VerbsHelper = fakeVerbsHelper(t, tt.mode)
+			cfg.Switch = daemon.SwitchConfig{Enable: true, TCPListen: "127.0.0.1:0", TCPAddrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+				HostTTL: 2 * time.Second, Grace: time.Second}
+			startDaemon(t, cfg)
+			c := admin(t, cfg.SocketPath)
+			spec := proto.LinkSpec{Name: "hca0", Type: "verbs", Dev: fakeDevices[tt.mode].name}
+			if tt.code != 0 {
+				c.fails(proto.OpLinkAdd, spec, tt.code, tt.err)
+				if ls := listLinks(c); len(ls) != 0 {
+					t.Errorf("a refused link add left links: %+v", ls)
+				}
+				return
+			}
+			c.ok(proto.OpLinkAdd, spec, nil)
+			var r proto.HostListResp
+			c.ok(proto.OpHostList, nil, &r)
+			var got *proto.UplinkInfo
+			for _, h := range r.Hosts {
+				for i, u := range h.Uplinks {
+					if h.Self && u.Name == "hca0" {
+						got = &h.Uplinks[i]
+					}
+				}
+			}
+			if got == nil {
+				t.Fatalf("host list has no uplink hca0: %+v", r.Hosts)
+			}
+			g := *got
+			if g.Kind != "verbs" || g.State != "up" || len(g.GIDs) != 1 {
+				t.Fatalf("uplink %+v", g)
+			}
+			g.Name, g.Kind, g.State, g.GIDs = "", "", "", nil
+			if !reflect.DeepEqual(g, tt.want) {
+				t.Fatalf("uplink hca0 on the switch:\n%+v (caps %+v)\nwant\n%+v (caps %+v)", g, g.Caps, tt.want, tt.want.Caps)
+			}
+		})
 	}
 }

@@ -59,8 +59,9 @@ const (
 	UplinkRXE = "rxe" // RoCE on a NIC (Soft-RoCE or an HCA): the rdma path
 	UplinkTCP = "tcp" // the TCP channel between daemons: the fallback path
 	// UplinkVerbs is a port of a device of the host's own rdma-core (an
-	// HCA, rdma_rxe, siw): recorded for path selection, which does not
-	// pick it yet (docs/design/verbs-uplink.md).
+	// HCA, rdma_rxe, siw): path selection picks it only when both hosts'
+	// daemons say they carry QPs on it (CarriesQPs;
+	// docs/design/verbs-uplink.md).
 	UplinkVerbs = "verbs"
 )
 
@@ -94,6 +95,39 @@ type Uplink struct {
 	Transport string   `json:"transport,omitempty"`
 	LID       uint16   `json:"lid,omitempty"`
 	GIDTypes  []string `json:"gidTypes,omitempty"`
+	// InfiniBand: the LID of the port's subnet manager and the subnet
+	// prefix (GID 0's upper 64 bits, "fe80:0000:0000:0000" as sysfs
+	// prints it): ports of one subnet share both.
+	SMLID        uint16 `json:"smLid,omitempty"`
+	SubnetPrefix string `json:"subnetPrefix,omitempty"`
+	// Subnets are the IP prefixes of the device's netdev (RoCE, iWARP),
+	// "10.47.91.0/24": RoCE v1 GIDs in one of them on two hosts are on
+	// one L2 segment.
+	Subnets []string `json:"subnets,omitempty"`
+	// Caps is what the device can do for an instance's QPs.
+	Caps *VerbsCaps `json:"caps,omitempty"`
+	// CarriesQPs: this host's daemon carries instances' QPs on the device
+	// (the data path). Path selection takes the device only when both
+	// hosts' daemons do.
+	CarriesQPs bool `json:"carriesQPs,omitempty"`
+}
+
+// Atomic capabilities of a device (ibv_device_attr.atomic_cap).
+const (
+	AtomicNone   = "none"   // IBV_ATOMIC_NONE: iWARP, siw
+	AtomicHCA    = "hca"    // IBV_ATOMIC_HCA: atomic within the device
+	AtomicGlobal = "global" // IBV_ATOMIC_GLOB: atomic with the CPU too
+)
+
+// VerbsCaps is what a verbs uplink's device can do for an instance's QPs
+// (ibv_query_device).
+type VerbsCaps struct {
+	Atomic  string `json:"atomic"` // AtomicNone, AtomicHCA or AtomicGlobal
+	MaxSGE  int    `json:"maxSge"`
+	MaxQPWR int    `json:"maxQpWr"`
+	// MaxInline is the most inline data a send WR takes, which rdma-core
+	// reports only per QP; 0 until the daemon has made one.
+	MaxInline int `json:"maxInline,omitempty"`
 }
 
 // DefaultHostTTL is the lease TTL a daemon's host record is put under: the

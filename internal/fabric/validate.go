@@ -161,7 +161,7 @@ func validateVerbsUplink(host, field string, u Uplink) error {
 			return invalid(k, host, fmt.Sprintf("%s.GIDTypes[%d]", field, j), fmt.Sprintf("GID type %q", t), `use "IB", "RoCE v1" or "RoCE v2"`)
 		}
 	}
-	return nil
+	return validateVerbsDevice(host, field, u)
 }
 
 func validateUplink(host, field string, u Uplink) error {

@@ -81,6 +81,25 @@ type UplinkInfo struct {
 	Device    string   `json:"device,omitempty"`
 	LinkLayer string   `json:"link_layer,omitempty"`
 	GIDTypes  []string `json:"gid_types,omitempty"`
+	// A verbs uplink's transport ("InfiniBand", "iWARP"); InfiniBand: its
+	// LID, its subnet manager's and the subnet prefix; the IP subnets of
+	// its netdev; what its device can do for QPs; and whether the daemon
+	// carries QPs on it (the data path).
+	Transport    string         `json:"transport,omitempty"`
+	LID          uint16         `json:"lid,omitempty"`
+	SMLID        uint16         `json:"sm_lid,omitempty"`
+	SubnetPrefix string         `json:"subnet_prefix,omitempty"`
+	Subnets      []string       `json:"subnets,omitempty"`
+	Caps         *VerbsCapsInfo `json:"caps,omitempty"`
+	CarriesQPs   bool           `json:"carries_qps,omitempty"`
+}
+
+// VerbsCapsInfo is what a verbs uplink's device can do for QPs.
+type VerbsCapsInfo struct {
+	Atomic    string `json:"atomic"` // "none", "hca", "global"
+	MaxSGE    int    `json:"max_sge"`
+	MaxQPWR   int    `json:"max_qp_wr"`
+	MaxInline int    `json:"max_inline,omitempty"` // 0: not known yet
 }
 
 // HostInfo is a live host as `vrdma host show` prints it.

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/vrdma/vrdma/internal/engine"
+	"github.com/vrdma/vrdma/internal/fabric"
 )
 
 // Host is what the agent needs of the daemon it runs in: the engine's
@@ -57,6 +58,16 @@ type VerbsUplink struct {
 	LID       uint16
 	GIDs      [][16]byte
 	GIDTypes  []string // "IB", "RoCE v1", "RoCE v2", one per GID
+	// InfiniBand: the subnet manager's LID and the subnet prefix
+	// ("fe80:0000:0000:0000").
+	SMLID        uint16
+	SubnetPrefix string
+	// Subnets are the IP prefixes of the device's netdev (masked).
+	Subnets []netip.Prefix
+	// Caps is what the device can do for QPs; nil if not known.
+	Caps *fabric.VerbsCaps
+	// CarriesQPs: the daemon carries instances' QPs on the device.
+	CarriesQPs bool
 }
 
 // Local is the daemon an agent runs in.

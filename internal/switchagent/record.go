@@ -59,7 +59,15 @@ func (a *Agent) Record() fabric.Host {
 // verbsRecord is a verbs uplink as the host record carries it.
 func verbsRecord(name string, v *VerbsUplink) fabric.Uplink {
 	u := fabric.Uplink{Name: name, Kind: fabric.UplinkVerbs, State: fabric.UplinkDown, Device: v.Device,
-		LinkLayer: v.LinkLayer, Transport: v.Transport, LID: v.LID, MTU: v.MTU}
+		LinkLayer: v.LinkLayer, Transport: v.Transport, LID: v.LID, MTU: v.MTU,
+		SMLID: v.SMLID, SubnetPrefix: v.SubnetPrefix, CarriesQPs: v.CarriesQPs}
+	if v.Caps != nil {
+		c := *v.Caps
+		u.Caps = &c
+	}
+	for _, p := range v.Subnets {
+		u.Subnets = append(u.Subnets, p.Masked().String())
+	}
 	if v.Up {
 		u.State = fabric.UplinkUp
 	}

@@ -53,6 +53,7 @@ type peerRoute struct {
 func (a *Agent) HostEnd(h fabric.Host) pathsel.End {
 	e := pathsel.End{Adapter: "host " + h.Name, Switch: a.cfg.Name, Host: h.Name, HostID: identityKey(h.Identity), PortGroup: DefaultPortGroup}
 	e.RDMA = rdmaUplinks(h)
+	e.Verbs = verbsPorts(h)
 	return e
 }
 
