@@ -119,10 +119,37 @@ type HostInfo struct {
 
 // PathInfo is the path between two adapters, and why.
 type PathInfo struct {
-	Kind   string `json:"kind"` // "memcpy", "rdma" or "tcp"
+	Kind   string `json:"kind"` // "memcpy", "verbs", "rdma" or "tcp"
 	Reason string `json:"reason"`
 	HostA  string `json:"host_a"`
 	HostB  string `json:"host_b"`
+	// Devices is the pair of verbs uplinks the hosts' devices could use,
+	// when one matches; Blocked says why the path does not take them.
+	Devices *PathDevices `json:"devices,omitempty"`
+}
+
+// PathDevices is a pair of matching verbs uplinks (A on HostA, B on
+// HostB), how they reach each other ("RoCE v2", "iWARP", ...) and why the
+// path does not take them ("" when it does).
+type PathDevices struct {
+	A       string `json:"a"`
+	B       string `json:"b"`
+	DeviceA string `json:"device_a"`
+	DeviceB string `json:"device_b"`
+	Mode    string `json:"mode"`
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// PathRequest is what an instance's QPs ask of a path: UD QPs, atomics,
+// inline data and SGEs per WR, and the path MTU (0: the adapters' port
+// group's). A verbs uplink whose device lacks one is not taken, and the
+// reason says so.
+type PathRequest struct {
+	UD        bool `json:"ud,omitempty"`
+	Atomics   bool `json:"atomics,omitempty"`
+	MaxInline int  `json:"max_inline,omitempty"`
+	MaxSGE    int  `json:"max_sge,omitempty"`
+	MTU       int  `json:"mtu,omitempty"`
 }
 
 // Switch describes the switch the daemon is on (an error if none).
@@ -186,9 +213,19 @@ func (a *Admin) DeletePortGroup(name string) error {
 
 // Path returns the path between two adapters named INSTANCE/vrdmaN.
 func (a *Admin) Path(adapterA, adapterB string) (PathInfo, error) {
+	return a.path(proto.PathReq{A: adapterA, B: adapterB})
+}
+
+// PathFor returns the path between two adapters for QPs that ask req.
+func (a *Admin) PathFor(adapterA, adapterB string, req PathRequest) (PathInfo, error) {
+	pr := proto.PathRequest(req)
+	return a.path(proto.PathReq{A: adapterA, B: adapterB, Request: &pr})
+}
+
+func (a *Admin) path(req proto.PathReq) (PathInfo, error) {
 	var r proto.PathResp
-	if _, err := a.c.call(proto.OpPath, proto.PathReq{A: adapterA, B: adapterB}, &r); err != nil {
+	if _, err := a.c.call(proto.OpPath, req, &r); err != nil {
 		return PathInfo{}, err
 	}
-	return PathInfo{Kind: r.Kind, Reason: r.Reason, HostA: r.HostA, HostB: r.HostB}, nil
+	return PathInfo{Kind: r.Kind, Reason: r.Reason, HostA: r.HostA, HostB: r.HostB, Devices: (*PathDevices)(r.Devices)}, nil
 }

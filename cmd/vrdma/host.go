@@ -88,6 +88,9 @@ func printHost(w io.Writer, h vrdma.HostInfo) {
 			fmt.Fprintf(w, " dev %s link_layer %s", u.Device, orDash(u.LinkLayer))
 		}
 		fmt.Fprintln(w)
+		if u.Kind == "verbs" {
+			printVerbsUplink(w, u)
+		}
 		for i, g := range u.GIDs {
 			if i < len(u.GIDTypes) {
 				fmt.Fprintf(w, "        gid %d %s %s\n", i, g, u.GIDTypes[i])
@@ -97,4 +100,30 @@ func printHost(w io.Writer, h vrdma.HostInfo) {
 		}
 	}
 	fmt.Fprintf(w, "    path %s\n", orDash(h.Path))
+}
+
+// printVerbsUplink prints what path selection reads of a verbs uplink:
+// its transport, InfiniBand LIDs and subnet, IP subnets, the device's
+// limits, and whether the daemon carries QPs on it.
+func printVerbsUplink(w io.Writer, u vrdma.UplinkInfo) {
+	fmt.Fprintf(w, "        transport %s", orDash(u.Transport))
+	if u.LinkLayer == "InfiniBand" {
+		fmt.Fprintf(w, " lid %d sm_lid %d subnet_prefix %s", u.LID, u.SMLID, orDash(u.SubnetPrefix))
+	}
+	if len(u.Subnets) > 0 {
+		fmt.Fprintf(w, " subnets %s", strings.Join(u.Subnets, ","))
+	}
+	fmt.Fprintln(w)
+	if c := u.Caps; c != nil {
+		inline := "unknown"
+		if c.MaxInline > 0 {
+			inline = fmt.Sprint(c.MaxInline)
+		}
+		fmt.Fprintf(w, "        atomic %s max_sge %d max_qp_wr %d max_inline %s\n", c.Atomic, c.MaxSGE, c.MaxQPWR, inline)
+	}
+	qps := "no (its daemon cannot carry QPs on a device yet: paths to the host take software RoCEv2 or the TCP channel)"
+	if u.CarriesQPs {
+		qps = "yes"
+	}
+	fmt.Fprintf(w, "        carries_qps %s\n", qps)
 }

@@ -65,3 +65,81 @@ func TestPrintHostVerbsUplink(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintHostVerbsKinds: `vrdma host show` prints what path selection
+// reads of a verbs uplink: the transport (iWARP for siw), an InfiniBand
+// port's LID, SM LID and subnet prefix, a RoCE netdev's IP subnets, the
+// device's limits, and whether the daemon carries QPs on it.
+func TestPrintHostVerbsKinds(t *testing.T) {
+	tests := []struct {
+		name string
+		u    vrdma.UplinkInfo
+		want string
+	}{
+		{"InfiniBand", vrdma.UplinkInfo{Name: "ib0", Kind: "verbs", State: "up", MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", Transport: "InfiniBand",
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", Caps: &vrdma.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 32768, MaxInline: 512}, CarriesQPs: true},
+			"    uplink ib0 kind verbs state up mtu 4096 dev mlx5_0 link_layer InfiniBand\n" +
+				"        transport InfiniBand lid 3 sm_lid 1 subnet_prefix fe80:0000:0000:0000\n" +
+				"        atomic hca max_sge 30 max_qp_wr 32768 max_inline 512\n" +
+				"        carries_qps yes\n"},
+		{"siw", vrdma.UplinkInfo{Name: "iw0", Kind: "verbs", State: "up", MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", Transport: "iWARP",
+			Subnets: []string{"10.47.91.0/24"}, Caps: &vrdma.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1024}},
+			"    uplink iw0 kind verbs state up mtu 1024 dev siw0 link_layer Ethernet\n" +
+				"        transport iWARP subnets 10.47.91.0/24\n" +
+				"        atomic none max_sge 6 max_qp_wr 1024 max_inline unknown\n" +
+				"        carries_qps no (its daemon cannot carry QPs on a device yet: paths to the host take software RoCEv2 or the TCP channel)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			printHost(&b, vrdma.HostInfo{Name: "a", Uplinks: []vrdma.UplinkInfo{tt.u}, Path: "memcpy: same host a"})
+			if !strings.Contains(b.String(), tt.want) {
+				t.Errorf("printHost:\n%s\nlacks\n%s", b.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestPathRequestFlags: `vrdma path` takes what the QPs ask (--ud,
+// --atomics, --inline, --sge, --mtu), refuses values no QP could ask
+// before calling the daemon, and the daemon refuses them too (a caller of
+// the API); on one host the path stays memcpy whatever is asked.
+func TestPathRequestFlags(t *testing.T) {
+	sock := startSwitchDaemon(t)
+	mustRun(t, "vm", "create", "a", "--socket", sock)
+	mustRun(t, "vm", "create", "b", "--socket", sock)
+	out := mustRun(t, "path", "a", "b", "--ud", "--atomics", "--inline", "256", "--sge", "8", "--mtu", "4096", "--socket", sock)
+	if out != "memcpy: same host h1\n" {
+		t.Errorf("path with a request on one host: %q", out)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mtu", "1500"}, "--mtu 1500 is not an RDMA path MTU: give 256, 512, 1024, 2048 or 4096"},
+		{[]string{"--sge", "-1"}, "--sge -1"},
+		{[]string{"--inline", "-5"}, "--inline -5"},
+	} {
+		code, _, errs := vrdmaCmd(t, append([]string{"path", "a", "b", "--socket", sock}, tt.args...)...)
+		if code != 2 || !strings.Contains(errs, tt.want) {
+			t.Errorf("path %q: exit %d, %q; want 2 and %q", tt.args, code, errs, tt.want)
+		}
+	}
+	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	for _, tt := range []struct {
+		req  vrdma.PathRequest
+		want string
+	}{
+		{vrdma.PathRequest{MTU: 1500}, "mtu 1500 is not an RDMA path MTU"},
+		{vrdma.PathRequest{MaxSGE: 1 << 20}, "sge 1048576: give the SGEs per WR"},
+		{vrdma.PathRequest{MaxInline: -1}, "inline -1"},
+	} {
+		if _, err := adm.PathFor("a", "b", tt.req); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("PathFor %+v: %v; want %q", tt.req, err, tt.want)
+		}
+	}
+}

@@ -10,17 +10,33 @@ import (
 	"github.com/vrdma/vrdma/internal/daemon"
 )
 
-const pathUsage = "path ADAPTER_A ADAPTER_B [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
+const pathUsage = "path ADAPTER_A ADAPTER_B [--ud] [--atomics] [--inline BYTES] [--sge N] [--mtu BYTES] [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
 
 // runPath prints the path the switch chooses between two adapters and why:
 // "memcpy: same host a", "tcp: host c has no RDMA uplink on port group
-// default".
+// default". The flags say what the QPs ask of it (UD, atomics, inline
+// data, SGEs, path MTU): a verbs uplink whose device lacks one is not
+// taken, and the reason says which and the error rdma-core would give.
 func runPath(args []string, stdout, stderr io.Writer) error {
 	fs, socket := newFlagSet("path", pathUsage)
 	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
+	var req vrdma.PathRequest
+	fs.BoolVar(&req.UD, "ud", false, "the QPs are UD (iWARP devices have none)")
+	fs.BoolVar(&req.Atomics, "atomics", false, "the QPs use atomic operations (iWARP devices have none)")
+	fs.IntVar(&req.MaxInline, "inline", 0, "`BYTES` of inline data per send WR")
+	fs.IntVar(&req.MaxSGE, "sge", 0, "scatter/gather entries per WR (`N`)")
+	fs.IntVar(&req.MTU, "mtu", 0, "path MTU in `BYTES` (default: the adapters' port group's)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	switch {
+	case req.MaxInline < 0:
+		return usagef("--inline %d: give the bytes of inline data per send WR, 0 or more", req.MaxInline)
+	case req.MaxSGE < 0:
+		return usagef("--sge %d: give the SGEs per WR, 0 or more", req.MaxSGE)
+	case req.MTU != 0 && req.MTU != 256 && req.MTU != 512 && req.MTU != 1024 && req.MTU != 2048 && req.MTU != 4096:
+		return usagef("--mtu %d is not an RDMA path MTU: give 256, 512, 1024, 2048 or 4096", req.MTU)
 	}
 	if len(pos) != 2 {
 		return usagef("%s: name two adapters, got %q", pathUsage, pos)
@@ -31,7 +47,7 @@ func runPath(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var resp vrdma.PathInfo
-	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp, err = adm.Path(pos[0], pos[1]); return err }); err != nil {
+	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp, err = adm.PathFor(pos[0], pos[1], req); return err }); err != nil {
 		return err
 	}
 	if *asJSON {

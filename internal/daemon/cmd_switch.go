@@ -250,11 +250,15 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := pathsel.Select(ea, eb)
+	r, err := pathRequest(ctx, sw, req.Request, ea.PortGroup)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := pathsel.SelectFor(ea, eb, r)
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb}, nil, nil
+	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb, Devices: pathDevices(c, ea.Adapter > eb.Adapter)}, nil, nil
 }
 
 // adapterEnd reads what path selection needs of one adapter from the

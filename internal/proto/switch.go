@@ -123,12 +123,39 @@ type HostListResp struct {
 type PathReq struct {
 	A string `json:"a"`
 	B string `json:"b"`
+	// Request is what the QPs ask of the path; nil: nothing special.
+	Request *PathRequest `json:"request,omitempty"`
+}
+
+// PathRequest is what an instance's QPs ask of a path (pathsel.Request):
+// MTU 0 is the adapters' port group's path MTU.
+type PathRequest struct {
+	UD        bool `json:"ud,omitempty"`
+	Atomics   bool `json:"atomics,omitempty"`
+	MaxInline int  `json:"max_inline,omitempty"`
+	MaxSGE    int  `json:"max_sge,omitempty"`
+	MTU       int  `json:"mtu,omitempty"`
 }
 
 // PathResp is the path between two adapters and why.
 type PathResp struct {
-	Kind   string `json:"kind"` // "memcpy", "rdma" or "tcp"
+	Kind   string `json:"kind"` // "memcpy", "verbs", "rdma" or "tcp"
 	Reason string `json:"reason"`
 	HostA  string `json:"host_a"`
 	HostB  string `json:"host_b"`
+	// Devices is the pair of verbs uplinks the hosts' devices could use,
+	// when one matches; Blocked says why the path does not take them.
+	Devices *PathDevices `json:"devices,omitempty"`
+}
+
+// PathDevices is a pair of matching verbs uplinks (A on HostA, B on
+// HostB), how they reach each other ("RoCE v2", "InfiniBand (...)") and
+// why the path does not take them ("" when it does).
+type PathDevices struct {
+	A       string `json:"a"`
+	B       string `json:"b"`
+	DeviceA string `json:"device_a"`
+	DeviceB string `json:"device_b"`
+	Mode    string `json:"mode"`
+	Blocked string `json:"blocked,omitempty"`
 }
