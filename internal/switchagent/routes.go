@@ -228,7 +228,9 @@ func (a *Agent) RouteChoice(host string) (pathsel.Choice, bool) {
 }
 
 // route is the engine's router: DESIGN.md's path table between this host
-// and the host that has dgid. Destinations the switch does not know (a
+// and the host that has dgid. A pathsel.Verbs choice needs this host's
+// record to say it carries QPs on its verbs uplink, which none does until
+// the engine has a route onto the device (docs/design/verbs-uplink.md). Destinations the switch does not know (a
 // native RoCEv2 peer) keep the default, an RDMA link.
 func (a *Agent) route(sgid, dgid [16]byte) (engine.Route, bool) {
 	rt := a.routes.Load()
