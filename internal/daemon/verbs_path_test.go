@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,14 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 			t.Fatalf("path vm2 vm1: %s\nwant tcp: %s", last, reason)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// What the QPs ask and the device lacks is said first: a path MTU over
+	// rxe0's active 1024 bytes, as ibv_modify_qp would refuse it.
+	var resp proto.PathResp
+	clients[1].ok(proto.OpPath, proto.PathReq{A: "vm1", B: "vm2", Request: &proto.PathRequest{MTU: 4096}}, &resp)
+	lack := "match (RoCE v2), but hca0 (rxe0, RoCE) on host host1 takes path MTU 1024, the instance asks for 4096: ibv_modify_qp would fail with EINVAL"
+	if resp.Kind != "tcp" || !strings.Contains(resp.Reason, lack) || resp.Devices == nil || !strings.Contains(resp.Devices.Blocked, "path MTU 1024") {
+		t.Errorf("path vm1 vm2 --mtu 4096: %+v (devices %+v); want tcp, %q", resp, resp.Devices, lack)
 	}
 	for i, c := range clients {
 		other := fmt.Sprint("host", 2-i)

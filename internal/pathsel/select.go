@@ -56,8 +56,8 @@ func Select(a, b End) (Choice, error) { return SelectFor(a, b, Request{}) }
 // and reasons that name the same facts.
 //
 // Two hosts take their own devices (Verbs) when a verbs uplink of each
-// matches the other's (matchDevices), both daemons can carry QPs on them
-// and both devices can do what r asks (CheckDevice); otherwise they take
+// matches the other's (matchDevices), both devices can do what r asks
+// (CheckDevice) and both daemons can carry QPs on them; otherwise they take
 // the software path (RDMA or TCP) as if they had no verbs uplinks, and the
 // reason says what kept them off the devices, so the choice is never a
 // silent downgrade.
@@ -89,15 +89,14 @@ func SelectFor(a, b End, r Request) (Choice, error) {
 		return soft, nil
 	}
 	on := fmt.Sprintf("verbs uplinks %s (%s on host %s) and %s (%s on host %s) on port group %s", pair.A.Name, pair.A.Device, a.Host, pair.B.Name, pair.B.Device, b.Host, a.PortGroup)
-	switch {
-	case !pair.A.CarriesQPs || !pair.B.CarriesQPs:
+	// What a device lacks comes first: it holds whatever the daemons can
+	// do, so it is what the reason should say.
+	if err := CheckDevice(a.Host, pair.A, r); err != nil {
+		pair.Blocked = err
+	} else if err := CheckDevice(b.Host, pair.B, r); err != nil {
+		pair.Blocked = err
+	} else if !pair.A.CarriesQPs || !pair.B.CarriesQPs {
 		pair.Blocked = fmt.Errorf("%s %w", cannotCarry(a.Host, pair.A.CarriesQPs, b.Host, pair.B.CarriesQPs), ErrNoDataPath)
-	default:
-		if err := CheckDevice(a.Host, pair.A, r); err != nil {
-			pair.Blocked = err
-		} else if err := CheckDevice(b.Host, pair.B, r); err != nil {
-			pair.Blocked = err
-		}
 	}
 	if pair.Blocked == nil {
 		return Choice{Kind: Verbs, Reason: on + ": " + pair.Mode, Devices: pair}, nil

@@ -100,6 +100,8 @@ func TestSelectVerbs(t *testing.T) {
 			kind: TCP, has: []string{"takes max_sge 30, the instance asks for 31: ibv_create_qp would fail with EINVAL"}, blocked: ErrDeviceLacks},
 		{name: "too much inline data", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))), req: Request{MaxInline: 1024},
 			kind: TCP, has: []string{"takes max_inline_data 512, the instance asks for 1024"}, blocked: ErrDeviceLacks},
+		{name: "a lack shows before the daemons' gate", a: vend("i1/vrdma0", "a", nil, siw("iw0")), b: vend("i2/vrdma0", "b", nil, siw("iw1")), req: Request{UD: true},
+			kind: TCP, has: []string{"match (iWARP), but iw0 (siw0, iWARP) on host a has no UD QPs: ibv_create_qp would fail with EOPNOTSUPP"}, blocked: syscall.EOPNOTSUPP},
 		{name: "within every limit", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))),
 			req: Request{UD: true, Atomics: true, MaxInline: 512, MaxSGE: 30, MTU: 4096}, kind: Verbs, has: []string{"InfiniBand"}},
 	}
