@@ -99,8 +99,10 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		t.Errorf("after the failed add, link show:\n%s", out)
 	}
 
-	// The data path's first piece: a memfd region registered with rxe0
-	// through the helper (package verbs' TestRegMROnDevice, run in the guest).
+	// The data path on the device: a memfd region registered with rxe0
+	// through the helper, and two RC QPs in the helper moving bytes between
+	// two such regions (package verbs' TestRegMROnDevice and
+	// TestDataPathOnDevice, run in the guest).
 	t.Run("reg_mr", func(t *testing.T) {
 		testBin := filepath.Join(share, "verbs.test")
 		build := exec.Command("go", "test", "-c", "-o", testBin, "./internal/verbs")
@@ -109,10 +111,34 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^TestRegMROnDevice$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice)$' -test.v")
 		t.Logf("in guest A:\n%s", out)
-		if !strings.Contains(out, "--- PASS: TestRegMROnDevice") {
-			t.Errorf("TestRegMROnDevice did not pass in guest A:\n%s", out)
+		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice"} {
+			if !strings.Contains(out, "--- PASS: "+name) {
+				t.Errorf("%s did not pass in guest A:\n%s", name, out)
+			}
+		}
+	})
+
+	// rdma-core's own ibv_rc_pingpong as the server, and as its client a
+	// QP driven through the helper (package verbs' TestPingpongPeerOnDevice:
+	// rc_pingpong's TCP exchange, then its SEND loop), both on rxe0.
+	t.Run("rc_pingpong", func(t *testing.T) {
+		idx := GIDIndex(want, netip.AddrFrom16(GuestIP("A").As16()))
+		if idx < 0 {
+			t.Fatalf("rxe0 has no GID for %s: %v", GuestIP("A"), want)
+		}
+		const iters, size = 100, 4096
+		srv := g.Spawn(t, "A", 240, fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g %d -s %d -n %d", idx, size, iters))
+		out, rc := g.Run(t, "A", 240, fmt.Sprintf("VRDMA_VERBS_TEST_HELPER=/mnt/host/%s VRDMA_VERBS_TEST_DEV=rxe0 VRDMA_VERBS_TEST_PINGPONG=%s:18515 VRDMA_VERBS_TEST_PINGPONG_ITERS=%d VRDMA_VERBS_TEST_PINGPONG_SIZE=%d /mnt/host/verbs.test -test.run '^TestPingpongPeerOnDevice$' -test.v",
+			verbs.HelperName, GuestIP("A"), iters, size))
+		sout, src := g.Wait(t, "A", srv, 240)
+		t.Logf("the helper's client (exit %d):\n%s\nibv_rc_pingpong server (exit %d):\n%s", rc, out, src, sout)
+		if rc != 0 || !strings.Contains(out, "--- PASS: TestPingpongPeerOnDevice") {
+			t.Errorf("TestPingpongPeerOnDevice did not pass in guest A (exit %d)", rc)
+		}
+		if src != 0 || !strings.Contains(sout, fmt.Sprintf("%d iters in", iters)) {
+			t.Errorf("ibv_rc_pingpong did not finish its %d iterations (exit %d)", iters, src)
 		}
 	})
 }
