@@ -111,9 +111,9 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice)$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice)$' -test.v")
 		t.Logf("in guest A:\n%s", out)
-		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice"} {
+		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice"} {
 			if !strings.Contains(out, "--- PASS: "+name) {
 				t.Errorf("%s did not pass in guest A:\n%s", name, out)
 			}

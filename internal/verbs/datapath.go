@@ -1,12 +1,26 @@
 package verbs
 
-import "sync"
+import (
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
 
 // dataPath holds the buffer the data path's requests are built in, so that
-// posting and polling allocate nothing.
+// posting and polling allocate nothing, and the push socket: the helper
+// pushes the completions of CQs made with push on a socket of their own,
+// which a goroutine of the daemon reads, so that requests and replies keep
+// their socket to themselves.
 type dataPath struct {
-	mu  sync.Mutex
-	buf []byte
+	mu      sync.Mutex
+	buf     []byte
+	pushMu  sync.Mutex // guards push
+	push    *net.UnixConn
+	handler atomic.Pointer[func(cq uint32, wcs []WC)]
+	pushWCs [MaxPoll]WC // the push reader's
 }
 
 // failed marks the helper dead with err (a reply that broke the protocol).
@@ -16,9 +30,44 @@ func (d *Device) failed(err error) error {
 	return d.h.failLocked(err)
 }
 
-// CreateCQ makes a completion queue of at least cqe entries on the device.
-func (d *Device) CreateCQ(cqe uint32) (CQ, error) {
-	body, err := d.h.Call(AppendCreateCQ(nil, cqe))
+// CreateCQ makes a completion queue of at least cqe entries on the
+// device. With push, the helper sends its completions as the device
+// reports them (its completion channel), to the handler
+// SetCompletionHandler set; without, PollCQ fetches them.
+func (d *Device) CreateCQ(cqe uint32, push bool) (CQ, error) {
+	if !push {
+		return d.createCQ(cqe, 0, -1)
+	}
+	d.dp.pushMu.Lock()
+	defer d.dp.pushMu.Unlock()
+	if d.dp.push != nil {
+		return d.createCQ(cqe, CQPush, -1)
+	}
+	// The first pushing CQ brings the push socket; the helper keeps it if
+	// the CQ is made.
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return CQ{}, &Error{Kind: ErrDevice, Msg: "the push socket: " + err.Error()}
+	}
+	c, err := d.createCQ(cqe, CQPush, fds[1])
+	unix.Close(fds[1])
+	if err != nil {
+		unix.Close(fds[0])
+		return CQ{}, err
+	}
+	f := os.NewFile(uintptr(fds[0]), "verbs-helper-push")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return CQ{}, d.failed(&Error{Kind: ErrHelperGone, Msg: "the push socket: " + err.Error()})
+	}
+	d.dp.push = fc.(*net.UnixConn)
+	go d.readPushes(d.dp.push)
+	return c, nil
+}
+
+func (d *Device) createCQ(cqe, flags uint32, fd int) (CQ, error) {
+	body, err := d.h.CallFD(AppendCreateCQ(nil, cqe, flags), fd)
 	if err != nil {
 		return CQ{}, err
 	}
@@ -27,6 +76,52 @@ func (d *Device) CreateCQ(cqe uint32) (CQ, error) {
 		return CQ{}, d.failed(err)
 	}
 	return c, nil
+}
+
+// readPushes reads the helper's pushed completions until the push socket
+// closes, handing each message's to the handler; a message that breaks the
+// protocol fails the helper.
+func (d *Device) readPushes(c *net.UnixConn) {
+	defer c.Close()
+	buf := make([]byte, MaxMessage+1)
+	for {
+		n, _, flags, _, err := c.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			return // the helper exited, or the device was closed
+		}
+		if flags&unix.MSG_TRUNC != 0 {
+			d.failed(protoErrorf("a pushed message over %d bytes", MaxMessage))
+			return
+		}
+		cq, k, err := parsePush(buf[:n], d.dp.pushWCs[:])
+		if err != nil {
+			c.Close() // unblocks a helper writing to it before the lock is taken
+			d.failed(err)
+			return
+		}
+		if fn := d.dp.handler.Load(); fn != nil {
+			(*fn)(cq, d.dp.pushWCs[:k])
+		}
+	}
+}
+
+// parsePush decodes a pushed OpCompletions message into wcs.
+func parsePush(msg []byte, wcs []WC) (cq uint32, n int, err error) {
+	h, err := ParseHeader(msg)
+	if err != nil {
+		return 0, 0, err
+	}
+	body := msg[HeaderSize:]
+	if h.Op() != OpCompletions || h.Seq() != 0 || h.Status() != 0 || len(body) < 4 {
+		return 0, 0, protoErrorf("pushed op %#x, seq %d, status %d, %d-byte body; want completions", h.Op(), h.Seq(), h.Status(), len(body))
+	}
+	if n, err = ParseWCs(body[4:], wcs); err != nil {
+		return 0, 0, err
+	}
+	if n == 0 {
+		return 0, 0, protoErrorf("pushed completions: none")
+	}
+	return ne.Uint32(body), n, nil
 }
 
 // DestroyCQ destroys a CQ; one a QP still uses is EBUSY (ErrDevice).
@@ -115,4 +210,13 @@ func (d *Device) PollCQ(cq CQ, wcs []WC) (int, error) {
 		return 0, d.h.failLocked(err)
 	}
 	return n, nil
+}
+
+// SetCompletionHandler sets the function that gets the completions the
+// helper pushes for CQs made with push: the CQ's handle and its
+// completions, in the device's order. It runs on the push socket's reader
+// goroutine: it must not call the device (the helper may be waiting to push
+// more) and must not keep wcs, which the next push reuses.
+func (d *Device) SetCompletionHandler(fn func(cq uint32, wcs []WC)) {
+	d.dp.handler.Store(&fn)
 }

@@ -164,11 +164,11 @@ func TestDataPathOnDevice(t *testing.T) {
 
 	const size = 256 << 10
 	ra, rb := newRegion(t, d, size), newRegion(t, d, size)
-	cqa, err := d.CreateCQ(64)
+	cqa, err := d.CreateCQ(64, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cqb, err := d.CreateCQ(64)
+	cqb, err := d.CreateCQ(64, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,6 +386,133 @@ func TestDataPathOnDevice(t *testing.T) {
 	for _, r := range []*region{ra, rb} {
 		if err := d.DeregMR(r.mr); err != nil {
 			t.Errorf("DeregMR: %v", err)
+		}
+	}
+}
+
+// pushed is a completion the helper pushed, with its CQ.
+type pushed struct {
+	cq uint32
+	wc WC
+}
+
+// TestPushedCompletionsOnDevice: CQs made with push get their completions
+// from the helper as the device reports them (its completion channel), with
+// no PollCQ: a SEND/RECV and an RDMA WRITE between two looped-back QPs
+// arrive at the handler with the right CQ, status, opcode and byte_len, and
+// nothing is left to poll. It logs the push's cost against the poll's.
+func TestPushedCompletionsOnDevice(t *testing.T) {
+	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
+	if helper == "" || dev == "" {
+		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
+	}
+	h, err := StartHelper(helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDevice(h, dev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	port, err := d.QueryPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, ok := roceGID(port)
+	if !ok {
+		t.Fatalf("%s has no RoCE v2 GID", dev)
+	}
+	got := make(chan pushed, 2*MaxPoll)
+	d.SetCompletionHandler(func(cq uint32, wcs []WC) {
+		for _, w := range wcs {
+			got <- pushed{cq, w}
+		}
+	})
+	next := func(what string) pushed {
+		t.Helper()
+		select {
+		case p := <-got:
+			return p
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: no completion pushed in 20 s", what)
+		}
+		return pushed{}
+	}
+
+	ra, rb := newRegion(t, d, 64<<10), newRegion(t, d, 64<<10)
+	cqa, err := d.CreateCQ(64, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cqb, err := d.CreateCQ(64, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcap := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa, err := d.CreateQP(cqa, cqa, qcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := d.CreateQP(cqb, cqb, qcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect(t, d, qa, qb, gid, 0x100, 0x200)
+	connect(t, d, qb, qa, gid, 0x200, 0x100)
+
+	copy(ra.mem, "pushed completions")
+	if err := d.PostRecv(qb, []RecvWR{{WRID: 1, SGEs: rb.sge(0, 4096)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PostSend(qa, []SendWR{{WRID: 2, Opcode: WRSend, Flags: SendSignaled, SGEs: ra.sge(0, 18)}}); err != nil {
+		t.Fatal(err)
+	}
+	for seen := 0; seen < 2; seen++ {
+		p := next("SEND/RECV")
+		switch p.cq {
+		case cqa.Handle:
+			wantWC(t, "pushed SEND", p.wc, WCSuccess, WCSend, 2, -1)
+		case cqb.Handle:
+			wantWC(t, "pushed RECV", p.wc, WCSuccess, WCRecv, 1, 18)
+		default:
+			t.Errorf("a completion pushed for CQ %d, not %d or %d: %+v", p.cq, cqa.Handle, cqb.Handle, p.wc)
+		}
+	}
+	if string(rb.mem[:18]) != "pushed completions" {
+		t.Errorf("after the pushed SEND/RECV, b holds %q", rb.mem[:18])
+	}
+	if err := d.PostSend(qa, []SendWR{{WRID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 4096), RemoteAddr: rb.mr.Addr + 8192, RKey: rb.mr.RKey}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := next("WRITE"); p.cq != cqa.Handle {
+		t.Errorf("the WRITE's completion pushed for CQ %d, want %d", p.cq, cqa.Handle)
+	} else {
+		wantWC(t, "pushed WRITE", p.wc, WCSuccess, WCRDMAWrite, 3, -1)
+	}
+	var wcs [4]WC
+	if n, err := d.PollCQ(cqa, wcs[:]); err != nil || n != 0 {
+		t.Errorf("PollCQ of a pushing CQ after its pushes = %d, %v; want nothing left", n, err)
+	}
+
+	// The push's cost: 8-byte WRITEs posted and their completions pushed.
+	const writes = 50
+	start := time.Now()
+	for i := 0; i < writes; i++ {
+		if err := d.PostSend(qa, []SendWR{{WRID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 8), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey}}); err != nil {
+			t.Fatal(err)
+		}
+		next("8-byte WRITE")
+	}
+	t.Logf("relay: 8-byte WRITE post to pushed completion %v", time.Since(start)/writes)
+	for _, q := range []QP{qa, qb} {
+		if err := d.DestroyQP(q); err != nil {
+			t.Errorf("DestroyQP: %v", err)
+		}
+	}
+	for _, c := range []CQ{cqa, cqb} {
+		if err := d.DestroyCQ(c); err != nil {
+			t.Errorf("DestroyCQ: %v", err)
 		}
 	}
 }

@@ -6,7 +6,7 @@ import "fmt"
 // work requests (one message and one doorbell per batch) and polling
 // completions.
 const (
-	OpCreateCQ  Op = 7  // u32 cqe, u32 0 → u32 handle, u32 cqe
+	OpCreateCQ  Op = 7  // u32 cqe, u32 flags → u32 handle, u32 cqe
 	OpDestroyCQ Op = 8  // u32 handle → (empty)
 	OpCreateQP  Op = 9  // send CQ, recv CQ, QPCap, u32 type → QP
 	OpModifyQP  Op = 10 // QPAttr (64 bytes) → (empty)
@@ -14,6 +14,17 @@ const (
 	OpPostSend  Op = 12 // u32 QP, u32 count, SendWRs → (empty)
 	OpPostRecv  Op = 13 // u32 QP, u32 count, RecvWRs → (empty)
 	OpPollCQ    Op = 14 // u32 CQ, u32 most → u32 count, u32 0, WCs
+	// OpCompletions is pushed by the helper, unasked (seq 0), when a CQ
+	// made with CQPush has completions: u32 CQ, u32 count, u32 0, WCs.
+	OpCompletions Op = 15
+)
+
+// CQ flags (OpCreateCQ).
+const (
+	// CQPush has the helper push the CQ's completions (OpCompletions) as
+	// the device reports them through its completion channel, instead of
+	// waiting for OpPollCQ.
+	CQPush = 1
 )
 
 // Limits of the helper's data path.
@@ -108,10 +119,11 @@ type CQ struct {
 	CQE    uint32 // entries the device gave it (at least those asked for)
 }
 
-// AppendCreateCQ appends an OpCreateCQ request for a CQ of cqe entries.
-func AppendCreateCQ(dst []byte, cqe uint32) []byte {
+// AppendCreateCQ appends an OpCreateCQ request for a CQ of cqe entries
+// with flags (CQPush).
+func AppendCreateCQ(dst []byte, cqe, flags uint32) []byte {
 	dst = AppendHeader(dst, OpCreateCQ, 0, 0, createCQSize)
-	return ne.AppendUint32(ne.AppendUint32(dst, cqe), 0)
+	return ne.AppendUint32(ne.AppendUint32(dst, cqe), flags)
 }
 
 // ParseCQ decodes an OpCreateCQ reply's body for a request of asked entries.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -136,6 +137,9 @@ func TestPollCQLyingHelper(t *testing.T) {
 			h := fakeHelper(t, helloMsg(Version), func(req Header, _ []byte) []byte {
 				return reply(req, 0, AppendWCs(nil, wcs))
 			})
+			if err := h.hello(); err != nil {
+				t.Fatal(err)
+			}
 			d := &Device{h: h}
 			var got [2]WC
 			if _, err := d.PollCQ(CQ{}, got[:]); !errors.Is(err, ErrProtocol) {
@@ -164,6 +168,7 @@ func BenchmarkPollCQ(b *testing.B) {
 	go func() {
 		buf := make([]byte, MaxMessage)
 		out := make([]byte, 0, 64)
+		unix.Write(fds[1], helloMsg(Version))
 		for {
 			n, err := unix.Read(fds[1], buf)
 			if err != nil || n == 0 {
@@ -177,6 +182,9 @@ func BenchmarkPollCQ(b *testing.B) {
 	}()
 	d := &Device{h: newHelper(c.(*net.UnixConn))}
 	defer d.h.Close()
+	if err := d.h.hello(); err != nil {
+		b.Fatal(err)
+	}
 	var wcs [16]WC
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -184,4 +192,121 @@ func BenchmarkPollCQ(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestPushedCompletionsFake: the first pushing CQ sends the helper a push
+// socket; completions the helper pushes on it reach the handler with their
+// CQ, and a push that breaks the protocol (an op other than completions, a
+// seq, none, a bad completion) fails the helper with ErrProtocol.
+func TestPushedCompletionsFake(t *testing.T) {
+	push := func(cq uint32, seq uint32, wcs []WC) []byte {
+		body := AppendWCs(ne.AppendUint32(nil, cq), wcs)
+		return append(AppendHeader(nil, OpCompletions, seq, 0, len(body)), body...)
+	}
+	good := []WC{{WRID: 7, Opcode: WCRecv, ByteLen: 18, QPN: 0x11}, {WRID: 8, Opcode: WCSend, QPN: 0x12}}
+	tests := []struct {
+		name string
+		msg  []byte
+		want error
+	}{
+		{"good", push(3, 0, good), nil},
+		{"with a seq", push(3, 9, good), ErrProtocol},
+		{"none", push(3, 0, nil), ErrProtocol},
+		{"bad completion", push(3, 0, []WC{{QPN: 1 << 24}}), ErrProtocol},
+		{"short", append(AppendHeader(nil, OpCompletions, 0, 0, 2), 0, 0), ErrProtocol},
+		{"another op", AppendHeader(nil, OpPing|OpReply, 0, 0, 0), ErrProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := os.NewFile(uintptr(fds[0]), "ours")
+			c, err := net.FileConn(ours)
+			ours.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The fake: a pushing CQ's request brings the push socket; it
+			// answers, then pushes tt.msg on it.
+			go func() {
+				defer unix.Close(fds[1])
+				buf, oob := make([]byte, MaxMessage), make([]byte, unix.CmsgSpace(4))
+				unix.Write(fds[1], helloMsg(Version))
+				for {
+					n, oobn, _, _, err := unix.Recvmsg(fds[1], buf, oob, 0)
+					if err != nil || n == 0 {
+						return
+					}
+					req := Header(buf[:HeaderSize])
+					if req.Op() != OpCreateCQ {
+						unix.Write(fds[1], reply(req, 0, nil))
+						continue
+					}
+					unix.Write(fds[1], reply(req, 0, ne.AppendUint32(ne.AppendUint32(nil, 3), 64)))
+					cm, err := unix.ParseSocketControlMessage(oob[:oobn])
+					if err != nil || len(cm) != 1 {
+						t.Errorf("a pushing CQ's request came with %d control messages (%v), want the push socket", len(cm), err)
+						continue
+					}
+					pfd, err := unix.ParseUnixRights(&cm[0])
+					if err != nil || len(pfd) != 1 {
+						t.Errorf("no push socket: %v", err)
+						continue
+					}
+					unix.Write(pfd[0], tt.msg)
+					defer unix.Close(pfd[0])
+				}
+			}()
+			h := newHelper(c.(*net.UnixConn))
+			defer h.Close()
+			if err := h.hello(); err != nil {
+				t.Fatal(err)
+			}
+			d := &Device{h: h}
+			got := make(chan pushedFake, 8)
+			d.SetCompletionHandler(func(cq uint32, wcs []WC) {
+				for _, w := range wcs {
+					got <- pushedFake{cq, w}
+				}
+			})
+			if cq, err := d.CreateCQ(64, true); err != nil || cq.Handle != 3 {
+				t.Fatalf("CreateCQ(push) = %+v, %v", cq, err)
+			}
+			if tt.want == nil {
+				for _, w := range good {
+					select {
+					case p := <-got:
+						if p != (pushedFake{3, w}) {
+							t.Errorf("the handler got %+v, want %+v", p, pushedFake{3, w})
+						}
+					case <-time.After(20 * time.Second):
+						t.Fatal("no pushed completion in 20 s")
+					}
+				}
+				if _, err := h.Call(AppendHeader(nil, OpPing, 0, 0, 0)); err != nil {
+					t.Errorf("a call after the pushes: %v", err)
+				}
+				return
+			}
+			for end := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+				_, err := h.Call(AppendHeader(nil, OpPing, 0, 0, 0))
+				if errors.Is(err, tt.want) {
+					break
+				}
+				if err != nil || time.Now().After(end) {
+					t.Fatalf("after the bad push, a call gave %v, want %v", err, tt.want)
+				}
+			}
+			if len(got) != 0 {
+				t.Errorf("the handler got %+v from a push that broke the protocol", <-got)
+			}
+		})
+	}
+}
+
+type pushedFake struct {
+	cq uint32
+	wc WC
 }

@@ -145,6 +145,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ParseQP: %v is not ErrProtocol", err)
 		}
 		var wcs [4]WC
+		if _, _, err := parsePush(b, wcs[:]); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("parsePush: %v is not ErrProtocol", err)
+		}
 		if n, err := ParseWCs(b, wcs[:]); err == nil {
 			if got := AppendWCs(nil, wcs[:n]); string(got) != string(b) {
 				t.Fatalf("completions do not round-trip")

@@ -87,7 +87,7 @@ func TestPingpongPeerOnDevice(t *testing.T) {
 		t.Fatalf("%s has no RoCE v2 GID", dev)
 	}
 	r := newRegion(t, d, (size+4095)&^4095)
-	cq, err := d.CreateCQ(64)
+	cq, err := d.CreateCQ(64, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@
  * posted: a bad work request fails the whole batch with EINVAL and posts
  * none. The device checks keys and access itself. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helper.h"
 
@@ -22,9 +24,13 @@ enum {
 	VH_WC = 40,
 	VH_MODIFY_SIZE = 64,
 	VH_CREATE_QP_SIZE = 32,
+	VH_CQ_PUSH = 1,
 };
 
 static struct ibv_cq *cqs[VH_MAX_CQS];
+static struct ibv_comp_channel *chan; /* made with the first CQ that pushes */
+static int push_fd = -1;              /* the push socket the daemon sent with it */
+static struct ibv_wc wc[VH_MAX_POLL];
 static struct ibv_qp *qps[VH_MAX_QPS];
 
 static uint32_t get32(const unsigned char *p)
@@ -44,27 +50,54 @@ static uint64_t get64(const unsigned char *p)
 static struct ibv_cq *cq_at(uint32_t h) { return h < VH_MAX_CQS ? cqs[h] : NULL; }
 static struct ibv_qp *qp_at(uint32_t h) { return h < VH_MAX_QPS ? qps[h] : NULL; }
 
-/* Body: u32 cqe, u32 0. Reply: u32 handle, u32 the CQ's cqe. */
-int do_create_cq(uint32_t seq, const unsigned char *body, size_t len)
+/* Body: u32 cqe, u32 flags (VH_CQ_PUSH: push its completions as the
+ * completion channel reports them). The first pushing CQ's request brings
+ * the push socket (SCM_RIGHTS): the helper takes it (*fd = -1) when the CQ
+ * is made. Reply: u32 handle, u32 the CQ's cqe. */
+int do_create_cq(uint32_t seq, const unsigned char *body, size_t len, int *fd)
 {
-	uint32_t h, cqe;
+	uint32_t h, cqe, flags;
 	struct ibv_cq *cq;
+	int err;
 
 	if (!ctx)
 		return fail(VH_CREATE_CQ, seq, ENODEV, "no device is open");
 	if (len != 8)
 		return fail(VH_CREATE_CQ, seq, EINVAL, "create_cq: %zu-byte body, want 8", len);
 	cqe = get32(body);
-	if (cqe == 0 || cqe > INT32_MAX)
-		return fail(VH_CREATE_CQ, seq, EINVAL, "create_cq: %u entries", cqe);
+	flags = get32(body + 4);
+	if (cqe == 0 || cqe > INT32_MAX || (flags & ~(uint32_t)VH_CQ_PUSH))
+		return fail(VH_CREATE_CQ, seq, EINVAL, "create_cq: %u entries, flags %#x", cqe, flags);
 	for (h = 0; h < VH_MAX_CQS && cqs[h]; h++)
 		;
 	if (h == VH_MAX_CQS)
 		return fail(VH_CREATE_CQ, seq, ENOSPC, "create_cq: %d CQs already", VH_MAX_CQS);
-	cq = ibv_create_cq(ctx, (int)cqe, NULL, NULL, 0);
+	if ((flags & VH_CQ_PUSH) && push_fd < 0 && *fd < 0)
+		return fail(VH_CREATE_CQ, seq, EINVAL, "create_cq: a pushing CQ, and no push socket came with it");
+	if ((flags & VH_CQ_PUSH) && !chan) {
+		chan = ibv_create_comp_channel(ctx);
+		if (!chan)
+			return fail(VH_CREATE_CQ, seq, errno, "ibv_create_comp_channel: %s", strerror(errno));
+		/* Non-blocking: an event poll() saw may be gone when it is read. */
+		if (fcntl(chan->fd, F_SETFL, fcntl(chan->fd, F_GETFL) | O_NONBLOCK)) {
+			err = errno;
+			ibv_destroy_comp_channel(chan);
+			chan = NULL;
+			return fail(VH_CREATE_CQ, seq, err, "completion channel: %s", strerror(err));
+		}
+	}
+	cq = ibv_create_cq(ctx, (int)cqe, (void *)(uintptr_t)h, (flags & VH_CQ_PUSH) ? chan : NULL, 0);
 	if (!cq)
 		return fail(VH_CREATE_CQ, seq, errno, "ibv_create_cq(%u): %s", cqe, strerror(errno));
+	if ((flags & VH_CQ_PUSH) && (err = ibv_req_notify_cq(cq, 0))) {
+		ibv_destroy_cq(cq);
+		return fail(VH_CREATE_CQ, seq, err, "ibv_req_notify_cq: %s", strerror(err));
+	}
 	cqs[h] = cq;
+	if ((flags & VH_CQ_PUSH) && push_fd < 0) {
+		push_fd = *fd;
+		*fd = -1;
+	}
 	begin(VH_CREATE_CQ | VH_REPLY_BIT, seq, 0);
 	put32(h);
 	put32((uint32_t)cq->cqe);
@@ -369,9 +402,26 @@ int do_post_recv(uint32_t seq, const unsigned char *body, size_t len)
 /* Body: u32 CQ, u32 most. Reply: u32 count, u32 0, then count completions
  * of 40 bytes: u64 wr_id, u32 status, opcode, vendor_err, byte_len,
  * imm_data (as ibv_wc has it), qp_num, src_qp, wc_flags. */
+/* put_wcs appends u32 n, u32 0 and n completions of wc. */
+static void put_wcs(int n)
+{
+	put32((uint32_t)n);
+	put32(0);
+	for (int i = 0; i < n; i++) {
+		put64(wc[i].wr_id);
+		put32(wc[i].status);
+		put32(wc[i].opcode);
+		put32(wc[i].vendor_err);
+		put32(wc[i].byte_len);
+		put32(wc[i].imm_data);
+		put32(wc[i].qp_num);
+		put32(wc[i].src_qp);
+		put32(wc[i].wc_flags);
+	}
+}
+
 int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len)
 {
-	static struct ibv_wc wc[VH_MAX_POLL];
 	struct ibv_cq *cq;
 	uint32_t most;
 	int n;
@@ -388,20 +438,40 @@ int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len)
 	if (n < 0)
 		return fail(VH_POLL_CQ, seq, EIO, "ibv_poll_cq failed (%d)", n);
 	begin(VH_POLL_CQ | VH_REPLY_BIT, seq, 0);
-	put32((uint32_t)n);
-	put32(0);
-	for (int i = 0; i < n; i++) {
-		put64(wc[i].wr_id);
-		put32(wc[i].status);
-		put32(wc[i].opcode);
-		put32(wc[i].vendor_err);
-		put32(wc[i].byte_len);
-		put32(wc[i].imm_data);
-		put32(wc[i].qp_num);
-		put32(wc[i].src_qp);
-		put32(wc[i].wc_flags);
-	}
+	put_wcs(n);
 	return finish();
+}
+
+int datapath_fd(void) { return chan ? chan->fd : -1; }
+
+/* datapath_event takes one event off the completion channel, arms its CQ
+ * again and pushes everything the CQ holds (arming before polling: a
+ * completion that lands in between raises a new event, none is lost). */
+int datapath_event(void)
+{
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	uint32_t h;
+	int n;
+
+	if (ibv_get_cq_event(chan, &cq, &cq_ctx))
+		return 0;
+	ibv_ack_cq_events(cq, 1);
+	h = (uint32_t)(uintptr_t)cq_ctx;
+	if (cq_at(h) != cq)
+		return 0; /* destroyed since */
+	ibv_req_notify_cq(cq, 0);
+	do {
+		n = ibv_poll_cq(cq, VH_MAX_POLL, wc);
+		if (n <= 0)
+			break;
+		begin(VH_COMPLETIONS, 0, 0);
+		put32(h);
+		put_wcs(n);
+		if (finish_to(push_fd))
+			return -1;
+	} while (n == VH_MAX_POLL);
+	return 0;
 }
 
 /* datapath_close destroys the QPs, then the CQs, as the helper exits. */
@@ -413,4 +483,8 @@ void datapath_close(void)
 	for (int i = 0; i < VH_MAX_CQS; i++)
 		if (cqs[i])
 			ibv_destroy_cq(cqs[i]);
+	if (chan)
+		ibv_destroy_comp_channel(chan);
+	if (push_fd >= 0)
+		close(push_fd);
 }

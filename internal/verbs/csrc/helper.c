@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -68,12 +69,14 @@ void begin(uint16_t op, uint32_t seq, int32_t status)
 	put32((uint32_t)status);
 }
 
-int finish(void)
+int finish(void) { return finish_to(VH_SOCK); }
+
+int finish_to(int sock)
 {
 	uint32_t n = (uint32_t)outlen;
 	memcpy(out, &n, 4);
 	for (;;) {
-		ssize_t w = send(VH_SOCK, out, outlen, MSG_NOSIGNAL);
+		ssize_t w = send(sock, out, outlen, MSG_NOSIGNAL);
 		if (w >= 0)
 			return 0;
 		if (errno != EINTR)
@@ -380,8 +383,21 @@ int main(void)
 		uint32_t len, seq;
 		uint16_t op;
 		int fd, r;
-		ssize_t n = receive(in, sizeof(in), &fd);
+		ssize_t n;
+		struct pollfd pf[2] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN } };
 
+		/* Requests, and the completion channel's events for CQs whose
+		 * completions are pushed (datapath.c). */
+		if (poll(pf, pf[1].fd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN) && datapath_event())
+			return 1;
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		n = receive(in, sizeof(in), &fd);
 		if (n == 0)
 			break;
 		if (n < 0) {
@@ -420,7 +436,7 @@ int main(void)
 			r = do_dereg_mr(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
 		case VH_CREATE_CQ:
-			r = do_create_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			r = do_create_cq(seq, in + VH_HDR, (size_t)n - VH_HDR, &fd);
 			break;
 		case VH_DESTROY_CQ:
 			r = do_destroy_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
@@ -447,7 +463,7 @@ int main(void)
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
 		if (fd >= 0)
-			close(fd); /* mapped, or not wanted */
+			close(fd); /* mapped, or not wanted (a push socket taken is -1) */
 		if (r)
 			return 1;
 	}
