@@ -13,56 +13,57 @@ import (
 	"time"
 )
 
-// testPingpongEnv names the environment variable holding the address of an
-// `ibv_rc_pingpong` server (rdma-core's own example) for
-// TestPingpongPeerOnDevice; the interop test sets it in the guest.
+// Environment of TestPingpongPeerOnDevice: the address of an
+// `ibv_rc_pingpong` server (rdma-core's own example) to be the client of,
+// or the address to listen on as the server of an `ibv_rc_pingpong`
+// client; the interop test sets them in the guest.
 const (
-	testPingpongEnv      = "VRDMA_VERBS_TEST_PINGPONG"
-	testPingpongItersEnv = "VRDMA_VERBS_TEST_PINGPONG_ITERS"
-	testPingpongSizeEnv  = "VRDMA_VERBS_TEST_PINGPONG_SIZE"
+	testPingpongEnv       = "VRDMA_VERBS_TEST_PINGPONG"
+	testPingpongListenEnv = "VRDMA_VERBS_TEST_PINGPONG_LISTEN"
+	testPingpongItersEnv  = "VRDMA_VERBS_TEST_PINGPONG_ITERS"
+	testPingpongSizeEnv   = "VRDMA_VERBS_TEST_PINGPONG_SIZE"
 )
 
-// pingpongExchange plays ibv_rc_pingpong's client side of the out-of-band
-// exchange on c: it writes "LID:QPN:PSN:GID" (52 bytes with the NUL), reads
-// the server's, and writes "done". It returns the server's QPN, PSN and GID.
-func pingpongExchange(c net.Conn, qpn, psn uint32, gid [16]byte) (uint32, uint32, [16]byte, error) {
-	var rgid [16]byte
+// ppAddress is rc_pingpong's out-of-band address message,
+// "LID:QPN:PSN:GID" in 52 bytes with the NUL (the GID's 16 bytes in hex).
+func ppAddress(qpn, psn uint32, gid [16]byte) []byte {
 	msg := make([]byte, 52)
 	copy(msg, fmt.Sprintf("%04x:%06x:%06x:%s", 0, qpn, psn, hex.EncodeToString(gid[:])))
-	if _, err := c.Write(msg); err != nil {
-		return 0, 0, rgid, err
-	}
+	return msg
+}
+
+// parsePPAddress reads the peer's address message off c.
+func parsePPAddress(c net.Conn) (qpn, psn uint32, gid [16]byte, err error) {
+	msg := make([]byte, 52)
 	if _, err := io.ReadFull(c, msg); err != nil {
-		return 0, 0, rgid, fmt.Errorf("reading the server's address: %w", err)
+		return 0, 0, gid, fmt.Errorf("reading the peer's address: %w", err)
 	}
 	f := strings.Split(strings.TrimRight(string(msg), "\x00"), ":")
 	if len(f) != 4 || len(f[3]) != 32 {
-		return 0, 0, rgid, fmt.Errorf("the server's address %q is not LID:QPN:PSN:GID", msg)
+		return 0, 0, gid, fmt.Errorf("the peer's address %q is not LID:QPN:PSN:GID", msg)
 	}
-	rqpn, err1 := strconv.ParseUint(f[1], 16, 24)
-	rpsn, err2 := strconv.ParseUint(f[2], 16, 24)
+	q, err1 := strconv.ParseUint(f[1], 16, 24)
+	p, err2 := strconv.ParseUint(f[2], 16, 24)
 	g, err3 := hex.DecodeString(f[3])
 	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, rgid, fmt.Errorf("the server's address %q: %v %v %v", msg, err1, err2, err3)
+		return 0, 0, gid, fmt.Errorf("the peer's address %q: %v %v %v", msg, err1, err2, err3)
 	}
-	copy(rgid[:], g)
-	if _, err := c.Write([]byte("done\x00")); err != nil {
-		return 0, 0, rgid, err
-	}
-	return uint32(rqpn), uint32(rpsn), rgid, nil
+	copy(gid[:], g)
+	return uint32(q), uint32(p), gid, nil
 }
 
-// TestPingpongPeerOnDevice is the client of rdma-core's own
-// `ibv_rc_pingpong` server with its QP driven through the helper: the
+// TestPingpongPeerOnDevice is the peer, client or server, of rdma-core's
+// own `ibv_rc_pingpong` with its QP driven through the helper: the
 // out-of-band exchange of rc_pingpong (QPN, PSN, GID over TCP), the QP
-// moved to RTS with the server's values as rc_pingpong does, then
-// iterations of a SEND each way with the receives reposted, as the server
-// expects. The server checks nothing but completions: both sides finishing
-// every iteration with success is the test.
+// moved to RTS with the other side's values as rc_pingpong does, then
+// iterations of a SEND each way with the receives reposted, as
+// rc_pingpong expects. It checks nothing but completions: both sides
+// finishing every iteration with success is the test.
 func TestPingpongPeerOnDevice(t *testing.T) {
-	helper, dev, server := os.Getenv(testHelperEnv), os.Getenv(testDevEnv), os.Getenv(testPingpongEnv)
-	if helper == "" || dev == "" || server == "" {
-		t.Skipf("needs an RDMA device and an ibv_rc_pingpong server: set %s, %s and %s (the interop test does, in a guest)", testHelperEnv, testDevEnv, testPingpongEnv)
+	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
+	server, listen := os.Getenv(testPingpongEnv), os.Getenv(testPingpongListenEnv)
+	if helper == "" || dev == "" || server == "" && listen == "" {
+		t.Skipf("needs an RDMA device and an ibv_rc_pingpong peer: set %s, %s and %s (or %s to be the server; the interop test does, in a guest)", testHelperEnv, testDevEnv, testPingpongEnv, testPingpongListenEnv)
 	}
 	iters, _ := strconv.Atoi(os.Getenv(testPingpongItersEnv))
 	size, _ := strconv.Atoi(os.Getenv(testPingpongSizeEnv))
@@ -107,36 +108,75 @@ func TestPingpongPeerOnDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var c net.Conn
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if c, err = net.DialTimeout("tcp", server, 5*time.Second); err == nil || time.Now().After(end) {
-			break
+	psn := rand.Uint32() & 0xffffff
+	// rc_pingpong's attributes: MTU 1024, max_dest_rd_atomic 1, min_rnr_timer 12, timeout 14, retry 7, rnr_retry 7.
+	toRTS := func(rqpn, rpsn uint32, rgid [16]byte) {
+		t.Logf("local QPN %#06x PSN %#06x GID %x; remote QPN %#06x PSN %#06x GID %x", qp.QPN, psn, gid.GID, rqpn, rpsn, rgid)
+		if err := d.ModifyQP(qp, QPAttr{State: QPStateRTR, PathMTU: 3, DestQPN: rqpn, RQPSN: rpsn, DGID: rgid, SGIDIndex: uint8(gid.Index),
+			HopLimit: 1, IsGlobal: true, MaxDestRdAtomic: 1, MinRNRTimer: 12}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ModifyQP(qp, QPAttr{State: QPStateRTS, SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if err != nil {
-		t.Fatalf("no ibv_rc_pingpong server at %s: %v", server, err)
-	}
-	defer c.Close()
-	psn := rand.Uint32() & 0xffffff
-	rqpn, rpsn, rgid, err := pingpongExchange(c, qp.QPN, psn, gid.GID)
-	if err != nil {
-		t.Fatalf("the exchange with ibv_rc_pingpong: %v", err)
-	}
-	t.Logf("local QPN %#06x PSN %#06x GID %x; remote QPN %#06x PSN %#06x GID %x", qp.QPN, psn, gid.GID, rqpn, rpsn, rgid)
-	// rc_pingpong's attributes: MTU 1024, max_dest_rd_atomic 1, min_rnr_timer 12, timeout 14, retry 7, rnr_retry 7.
-	if err := d.ModifyQP(qp, QPAttr{State: QPStateRTR, PathMTU: 3, DestQPN: rqpn, RQPSN: rpsn, DGID: rgid, SGIDIndex: uint8(gid.Index),
-		HopLimit: 1, IsGlobal: true, MaxDestRdAtomic: 1, MinRNRTimer: 12}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.ModifyQP(qp, QPAttr{State: QPStateRTS, SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}); err != nil {
-		t.Fatal(err)
+	var c net.Conn
+	pending := 0 // the client sends first
+	if listen != "" {
+		// The server: read the client's address, go to RTS, answer with
+		// ours, read its "done"; then wait for its first message.
+		ln, err := net.Listen("tcp4", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.(*net.TCPListener).SetDeadline(time.Now().Add(60 * time.Second))
+		c, err = ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatalf("no ibv_rc_pingpong client came to %s: %v", listen, err)
+		}
+		defer c.Close()
+		rqpn, rpsn, rgid, err := parsePPAddress(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toRTS(rqpn, rpsn, rgid)
+		if _, err := c.Write(ppAddress(qp.QPN, psn, gid.GID)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 5)); err != nil {
+			t.Fatalf("the client's done: %v", err)
+		}
+		pending = 1
+	} else {
+		// The client: write our address, read the server's, go to RTS, say done.
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if c, err = net.DialTimeout("tcp", server, 5*time.Second); err == nil || time.Now().After(end) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("no ibv_rc_pingpong server at %s: %v", server, err)
+		}
+		defer c.Close()
+		if _, err := c.Write(ppAddress(qp.QPN, psn, gid.GID)); err != nil {
+			t.Fatal(err)
+		}
+		rqpn, rpsn, rgid, err := parsePPAddress(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toRTS(rqpn, rpsn, rgid)
+		if _, err := c.Write([]byte("done\x00")); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	// rc_pingpong's loop, the client's side: send, and send again once the
-	// send completed and a message came back.
+	// rc_pingpong's loop: send (the server once a message came), and send
+	// again once the send completed and a message came back.
 	send := []SendWR{{WRID: 2, Opcode: WRSend, Flags: SendSignaled, SGEs: r.sge(0, uint32(size))}} // PINGPONG_SEND_WRID
 	var wcs [8]WC
-	scnt, rcnt, pending := 0, 0, 0
+	scnt, rcnt := 0, 0
 	deadline := time.Now().Add(60 * time.Second)
 	for scnt < iters || rcnt < iters {
 		if pending == 0 && scnt < iters {
