@@ -126,7 +126,16 @@ func parsePush(msg []byte, wcs []WC) (cq uint32, n int, err error) {
 
 // DestroyCQ destroys a CQ; one a QP still uses is EBUSY (ErrDevice).
 func (d *Device) DestroyCQ(c CQ) error {
-	_, err := d.h.Call(ne.AppendUint32(AppendHeader(nil, OpDestroyCQ, 0, 0, 4), c.Handle))
+	return d.callEmpty(ne.AppendUint32(AppendHeader(nil, OpDestroyCQ, 0, 0, 4), c.Handle))
+}
+
+// callEmpty makes a call whose reply has no body: one with a body broke
+// the protocol.
+func (d *Device) callEmpty(req []byte) error {
+	body, err := d.h.Call(req)
+	if err == nil && len(body) != 0 {
+		err = d.failed(protoErrorf("a %d-byte reply to op %d, which has none", len(body), Header(req).Op()))
+	}
 	return err
 }
 
@@ -148,14 +157,12 @@ func (d *Device) CreateQP(send, recv CQ, c QPCap) (QP, error) {
 // ModifyQP moves qp to a.State with the attributes that transition takes
 // (QPAttr).
 func (d *Device) ModifyQP(qp QP, a QPAttr) error {
-	_, err := d.h.Call(AppendModifyQP(nil, qp, a))
-	return err
+	return d.callEmpty(AppendModifyQP(nil, qp, a))
 }
 
 // DestroyQP destroys a QP.
 func (d *Device) DestroyQP(qp QP) error {
-	_, err := d.h.Call(ne.AppendUint32(AppendHeader(nil, OpDestroyQP, 0, 0, 4), qp.Handle))
-	return err
+	return d.callEmpty(ne.AppendUint32(AppendHeader(nil, OpDestroyQP, 0, 0, 4), qp.Handle))
 }
 
 // PostSend posts wrs to qp's send queue as one batch: one message to the
@@ -170,8 +177,7 @@ func (d *Device) PostSend(qp QP, wrs []SendWR) error {
 		return err
 	}
 	d.dp.buf = req
-	_, err = d.h.Call(req)
-	return err
+	return d.callEmpty(req)
 }
 
 // PostRecv posts wrs to qp's receive queue as one batch.
@@ -183,8 +189,7 @@ func (d *Device) PostRecv(qp QP, wrs []RecvWR) error {
 		return err
 	}
 	d.dp.buf = req
-	_, err = d.h.Call(req)
-	return err
+	return d.callEmpty(req)
 }
 
 // PollCQ fills wcs with up to len(wcs) (at most MaxPoll) of cq's

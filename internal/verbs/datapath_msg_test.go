@@ -310,3 +310,38 @@ type pushedFake struct {
 	cq uint32
 	wc WC
 }
+
+// TestDataPathLyingHelper: a helper whose reply to a data-path request
+// breaks the protocol (a body where none belongs, a CQ smaller than asked,
+// a QP without a valid QPN) is ErrProtocol and is not asked again.
+func TestDataPathLyingHelper(t *testing.T) {
+	qp := QP{Handle: 1, QPN: 0x11}
+	tests := []struct {
+		name string
+		body []byte
+		call func(d *Device) error
+	}{
+		{"destroy CQ with a body", []byte{1, 2, 3, 4}, func(d *Device) error { return d.DestroyCQ(CQ{}) }},
+		{"modify QP with a body", []byte{1}, func(d *Device) error { return d.ModifyQP(qp, QPAttr{State: QPStateInit}) }},
+		{"destroy QP with a body", []byte{1}, func(d *Device) error { return d.DestroyQP(qp) }},
+		{"post send with a body", []byte{1}, func(d *Device) error { return d.PostSend(qp, []SendWR{{Opcode: WRSend}}) }},
+		{"post recv with a body", []byte{1}, func(d *Device) error { return d.PostRecv(qp, []RecvWR{{}}) }},
+		{"small CQ", ne.AppendUint32(ne.AppendUint32(nil, 0), 8), func(d *Device) error { _, err := d.CreateCQ(64, false); return err }},
+		{"QPN 0", make([]byte, qpSize), func(d *Device) error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{}); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := fakeHelper(t, helloMsg(Version), func(req Header, _ []byte) []byte { return reply(req, 0, tt.body) })
+			if err := h.hello(); err != nil {
+				t.Fatal(err)
+			}
+			d := &Device{h: h}
+			if err := tt.call(d); !errors.Is(err, ErrProtocol) {
+				t.Fatalf("got %v, want ErrProtocol", err)
+			}
+			if _, err := h.Call(AppendHeader(nil, OpPing, 0, 0, 0)); !errors.Is(err, ErrProtocol) {
+				t.Errorf("a call after the lie: %v, want ErrProtocol", err)
+			}
+		})
+	}
+}
