@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -140,9 +141,17 @@ func (d *Device) callEmpty(req []byte) error {
 }
 
 // CreateQP makes an RC QP on the device whose send and receive
-// completions go to send and recv. What the device cannot give (more work
-// requests or SGEs than it has) is rdma-core's error (ErrDevice, EINVAL).
+// completions go to send and recv. More work requests or SGEs than the
+// device has (its max_qp_wr, max_sge) are refused saying so; what else the
+// device cannot give is rdma-core's error (both ErrDevice).
 func (d *Device) CreateQP(send, recv CQ, c QPCap) (QP, error) {
+	a := d.Attr
+	switch {
+	case int64(c.MaxSendWR) > int64(a.MaxQPWR) || int64(c.MaxRecvWR) > int64(a.MaxQPWR):
+		return QP{}, &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d work requests a queue (max_qp_wr); asked %d send, %d receive", d.Name, a.MaxQPWR, c.MaxSendWR, c.MaxRecvWR)}
+	case int64(c.MaxSendSGE) > int64(a.MaxSGE) || int64(c.MaxRecvSGE) > int64(a.MaxSGE):
+		return QP{}, &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d SGEs a work request (max_sge); asked %d send, %d receive", d.Name, a.MaxSGE, c.MaxSendSGE, c.MaxRecvSGE)}
+	}
 	body, err := d.h.Call(AppendCreateQP(nil, send, recv, c))
 	if err != nil {
 		return QP{}, err
@@ -168,8 +177,17 @@ func (d *Device) DestroyQP(qp QP) error {
 // PostSend posts wrs to qp's send queue as one batch: one message to the
 // helper and one ibv_post_send. A work request the helper refuses (an SGE
 // outside its region, an unknown opcode) fails the batch and posts none;
-// one the device refuses is rdma-core's errno naming the work request.
+// one the device refuses is rdma-core's errno naming the work request. An
+// atomic on a device without atomics is refused here (ErrDevice,
+// EOPNOTSUPP).
 func (d *Device) PostSend(qp QP, wrs []SendWR) error {
+	if d.Attr.AtomicCap == 0 {
+		for i := range wrs {
+			if op := wrs[i].Opcode; op == WRAtomicCmpAndSwp || op == WRAtomicFetchAdd {
+				return &Error{Kind: ErrDevice, Errno: int32(unix.EOPNOTSUPP), Msg: fmt.Sprintf("%s has no atomics (atomic_cap 0: iWARP, siw): work request %d is one", d.Name, i)}
+			}
+		}
+	}
 	d.dp.mu.Lock()
 	defer d.dp.mu.Unlock()
 	req, err := AppendPostSend(d.dp.buf[:0], qp, wrs)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,7 +141,7 @@ func TestPollCQLyingHelper(t *testing.T) {
 			if err := h.hello(); err != nil {
 				t.Fatal(err)
 			}
-			d := &Device{h: h}
+			d := &Device{Name: "rxe0", Attr: rxeAttr, h: h}
 			var got [2]WC
 			if _, err := d.PollCQ(CQ{}, got[:]); !errors.Is(err, ErrProtocol) {
 				t.Fatalf("PollCQ = %v, want ErrProtocol", err)
@@ -180,7 +181,7 @@ func BenchmarkPollCQ(b *testing.B) {
 			unix.Write(fds[1], out)
 		}
 	}()
-	d := &Device{h: newHelper(c.(*net.UnixConn))}
+	d := &Device{Name: "rxe0", Attr: rxeAttr, h: newHelper(c.(*net.UnixConn))}
 	defer d.h.Close()
 	if err := d.h.hello(); err != nil {
 		b.Fatal(err)
@@ -264,7 +265,7 @@ func TestPushedCompletionsFake(t *testing.T) {
 			if err := h.hello(); err != nil {
 				t.Fatal(err)
 			}
-			d := &Device{h: h}
+			d := &Device{Name: "rxe0", Attr: rxeAttr, h: h}
 			got := make(chan pushedFake, 8)
 			d.SetCompletionHandler(func(cq uint32, wcs []WC) {
 				for _, w := range wcs {
@@ -335,7 +336,7 @@ func TestDataPathLyingHelper(t *testing.T) {
 			if err := h.hello(); err != nil {
 				t.Fatal(err)
 			}
-			d := &Device{h: h}
+			d := &Device{Name: "rxe0", Attr: rxeAttr, h: h}
 			if err := tt.call(d); !errors.Is(err, ErrProtocol) {
 				t.Fatalf("got %v, want ErrProtocol", err)
 			}
@@ -343,5 +344,38 @@ func TestDataPathLyingHelper(t *testing.T) {
 				t.Errorf("a call after the lie: %v, want ErrProtocol", err)
 			}
 		})
+	}
+}
+
+// TestDeviceLimits: a QP asking for more work requests or SGEs than the
+// device has, or an atomic on a device without atomics, is refused before
+// the helper is asked, saying what the device has.
+func TestDeviceLimits(t *testing.T) {
+	asked := 0
+	h := fakeHelper(t, helloMsg(Version), func(req Header, _ []byte) []byte { asked++; return reply(req, 0, nil) })
+	if err := h.hello(); err != nil {
+		t.Fatal(err)
+	}
+	attr := rxeAttr
+	attr.MaxQPWR, attr.MaxSGE, attr.AtomicCap = 1024, 4, 0
+	d := &Device{Name: "siw0", Attr: attr, h: h}
+	qp := QP{Handle: 1, QPN: 0x11}
+	tests := []struct {
+		name, want string
+		err        error
+	}{
+		{"send WRs", "at most 1024 work requests", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1025}); return err }()},
+		{"recv WRs", "at most 1024 work requests", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxRecvWR: 4096}); return err }()},
+		{"SGEs", "at most 4 SGEs", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1, MaxRecvSGE: 5}); return err }()},
+		{"atomic", "siw0 has no atomics", d.PostSend(qp, []SendWR{{Opcode: WRSend}, {Opcode: WRAtomicFetchAdd}})},
+	}
+	for _, tt := range tests {
+		var e *Error
+		if !errors.Is(tt.err, ErrDevice) || !errors.As(tt.err, &e) || !strings.Contains(e.Msg, tt.want) {
+			t.Errorf("%s: %v, want ErrDevice saying %q", tt.name, tt.err, tt.want)
+		}
+	}
+	if asked != 0 {
+		t.Errorf("the helper was asked %d times", asked)
 	}
 }
