@@ -137,7 +137,8 @@ func connect(t *testing.T, d *Device, a, b QP, gid GIDEntry, apsn, bpsn uint32) 
 // other region; their completions carry the right status, opcode, wr_id
 // and byte_len; the device's packet counters rise by at least the payload's
 // packets. A bad rkey completes with IBV_WC_REM_ACCESS_ERR, as rdma-core
-// gives it; the helper refuses SGEs outside their region, unknown opcodes
+// gives it, and work requests on QPs in error flush with
+// IBV_WC_WR_FLUSH_ERR; the helper refuses SGEs outside their region, unknown opcodes
 // and handles it does not have.
 func TestDataPathOnDevice(t *testing.T) {
 	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
@@ -365,6 +366,21 @@ func TestDataPathOnDevice(t *testing.T) {
 		t.Fatalf("PostSend WRITE with a bad rkey: %v", err)
 	}
 	wantWC(t, "WRITE with a bad rkey", pollOne(t, d, cqa), WCRemAccessErr, 0, 9, -1)
+
+	// After the error, as rdma-core gives it: a SEND posted on a (in error
+	// now) and a receive posted on b before b is moved to ERR complete with
+	// IBV_WC_WR_FLUSH_ERR.
+	if err := d.PostRecv(qb, []RecvWR{{WRID: 11, SGEs: rb.sge(0, 64)}}); err != nil {
+		t.Fatalf("PostRecv on b: %v", err)
+	}
+	if err := d.ModifyQP(qb, QPAttr{State: QPStateErr}); err != nil {
+		t.Fatalf("ModifyQP b to ERR: %v", err)
+	}
+	if err := d.PostSend(qa, []SendWR{{WRID: 12, Opcode: WRSend, Flags: SendSignaled, SGEs: ra.sge(0, 8)}}); err != nil {
+		t.Fatalf("PostSend on a after its error: %v", err)
+	}
+	wantWC(t, "SEND on a QP in error", pollOne(t, d, cqa), WCWRFlushErr, 0, 12, -1)
+	wantWC(t, "receive on a QP moved to ERR", pollOne(t, d, cqb), WCWRFlushErr, 0, 11, -1)
 
 	// Tear down: a CQ in use is EBUSY, then everything goes.
 	if err := d.DestroyCQ(cqa); !errors.Is(err, ErrDevice) {
