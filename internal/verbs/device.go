@@ -12,6 +12,7 @@ type Device struct {
 	Attr DeviceAttr
 	h    *Helper
 	req  []byte
+	dp   dataPath // the data path's request buffer (datapath.go)
 }
 
 // OpenDevice asks the helper to open port of device name. The helper is

@@ -133,6 +133,11 @@ func (h *Helper) Call(req []byte) ([]byte, error) { return h.CallFD(req, -1) }
 func (h *Helper) CallFD(req []byte, fd int) ([]byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.callLocked(req, fd)
+}
+
+// callLocked is CallFD with h.mu held: the body stays valid while it is.
+func (h *Helper) callLocked(req []byte, fd int) ([]byte, error) {
 	if h.dead != nil {
 		return nil, h.dead
 	}

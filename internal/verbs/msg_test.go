@@ -127,6 +127,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(AppendDeviceAttr(nil, DeviceAttr{PhysPortCnt: 1, MaxSGE: 6, Transport: TransportIWARP, AtomicCap: AtomicNone}))
 	f.Add(AppendPortAttr(nil, PortAttr{State: 4, ActiveMTU: 5, LinkLayer: LinkLayerInfiniBand, LID: 3, SMLID: 1, GIDs: []GIDEntry{{GID: [16]byte{0xfe, 0x80, 15: 1}}}}))
 	f.Add(AppendHeader(nil, OpHello, 0, 0, 0))
+	f.Add(AppendWCs(nil, []WC{{WRID: 1, Opcode: WCRecv, ByteLen: 3000, QPN: 0x11}, {Status: WCRemAccessErr}}))
+	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 0), 64))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
@@ -145,6 +147,23 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := ParseMR(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseMR: %v is not ErrProtocol", err)
+		}
+		if _, err := ParseCQ(b, 16); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseCQ: %v is not ErrProtocol", err)
+		}
+		if _, err := ParseQP(b, QPCap{MaxSendWR: 1}); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseQP: %v is not ErrProtocol", err)
+		}
+		var wcs [4]WC
+		if _, _, err := parsePush(b, wcs[:]); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("parsePush: %v is not ErrProtocol", err)
+		}
+		if n, err := ParseWCs(b, wcs[:]); err == nil {
+			if got := AppendWCs(nil, wcs[:n]); string(got) != string(b) {
+				t.Fatalf("completions do not round-trip")
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseWCs: %v is not ErrProtocol", err)
 		}
 	})
 }

@@ -8,21 +8,23 @@
  * u16 flags (0), u32 seq, i32 status (0, or a positive errno with the
  * reason as text in the body). A reply carries the request's op with
  * VH_REPLY set and its seq. The first message is the helper's, unasked:
- * VH_HELLO with the protocol version. Layouts: see verbs/msg.go. */
+ * VH_HELLO with the protocol version. Layouts: see verbs/msg.go and
+ * verbs/datapath_msg.go; the data-path ops are in datapath.c. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <infiniband/verbs.h>
+#include "helper.h"
 
 enum {
-	VH_VERSION = 1,
+	VH_VERSION = 2,
 	VH_HDR = 16,
 	VH_MAX = 16384,
 	VH_MAX_GIDS = 256,
@@ -37,9 +39,9 @@ enum {
 
 enum { VH_HELLO = 1, VH_OPEN = 2, VH_QUERY_PORT = 3, VH_PING = 4, VH_REG_MR = 5, VH_DEREG_MR = 6, VH_REPLY = 0x8000 };
 
-static struct ibv_context *ctx;
-static struct ibv_pd *pd;
-static uint8_t port_num;
+struct ibv_context *ctx;
+struct ibv_pd *pd;
+uint8_t port_num;
 
 /* The registered regions: the helper's own mapping of a memfd the daemon
  * passed, registered with the device. A handle is an index. */
@@ -52,11 +54,11 @@ static struct {
 static unsigned char out[VH_MAX];
 static size_t outlen;
 
-static void put32(uint32_t v) { memcpy(out + outlen, &v, 4); outlen += 4; }
-static void put64(uint64_t v) { memcpy(out + outlen, &v, 8); outlen += 8; }
+void put32(uint32_t v) { memcpy(out + outlen, &v, 4); outlen += 4; }
+void put64(uint64_t v) { memcpy(out + outlen, &v, 8); outlen += 8; }
 static void putbytes(const void *p, size_t n) { memcpy(out + outlen, p, n); outlen += n; }
 
-static void begin(uint16_t op, uint32_t seq, int32_t status)
+void begin(uint16_t op, uint32_t seq, int32_t status)
 {
 	uint16_t flags = 0;
 	outlen = 0;
@@ -67,12 +69,14 @@ static void begin(uint16_t op, uint32_t seq, int32_t status)
 	put32((uint32_t)status);
 }
 
-static int finish(void)
+int finish(void) { return finish_to(VH_SOCK); }
+
+int finish_to(int sock)
 {
 	uint32_t n = (uint32_t)outlen;
 	memcpy(out, &n, 4);
 	for (;;) {
-		ssize_t w = send(VH_SOCK, out, outlen, MSG_NOSIGNAL);
+		ssize_t w = send(sock, out, outlen, MSG_NOSIGNAL);
 		if (w >= 0)
 			return 0;
 		if (errno != EINTR)
@@ -81,7 +85,7 @@ static int finish(void)
 }
 
 /* fail replies with errno err and a message. */
-static int fail(uint16_t op, uint32_t seq, int err, const char *fmt, ...)
+int fail(uint16_t op, uint32_t seq, int err, const char *fmt, ...)
 {
 	char text[256];
 	va_list ap;
@@ -315,6 +319,16 @@ static int do_dereg_mr(uint32_t seq, const unsigned char *body, size_t len)
 	return finish();
 }
 
+int mr_sge(uint32_t handle, uint64_t offset, uint32_t length, struct ibv_sge *sge)
+{
+	if (handle >= VH_MAX_MRS || !mrs[handle].mr || offset > mrs[handle].len || length > mrs[handle].len - offset)
+		return -1;
+	sge->addr = (uint64_t)(uintptr_t)mrs[handle].addr + offset;
+	sge->length = length;
+	sge->lkey = mrs[handle].mr->lkey;
+	return 0;
+}
+
 /* receive reads one message and at most one descriptor with it (*fd, -1
  * if none; any more are closed). */
 static ssize_t receive(unsigned char *buf, size_t size, int *fd)
@@ -369,8 +383,21 @@ int main(void)
 		uint32_t len, seq;
 		uint16_t op;
 		int fd, r;
-		ssize_t n = receive(in, sizeof(in), &fd);
+		ssize_t n;
+		struct pollfd pf[2] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN } };
 
+		/* Requests, and the completion channel's events for CQs whose
+		 * completions are pushed (datapath.c). */
+		if (poll(pf, pf[1].fd >= 0 ? 2 : 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN) && datapath_event())
+			return 1;
+		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		n = receive(in, sizeof(in), &fd);
 		if (n == 0)
 			break;
 		if (n < 0) {
@@ -408,14 +435,39 @@ int main(void)
 		case VH_DEREG_MR:
 			r = do_dereg_mr(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
+		case VH_CREATE_CQ:
+			r = do_create_cq(seq, in + VH_HDR, (size_t)n - VH_HDR, &fd);
+			break;
+		case VH_DESTROY_CQ:
+			r = do_destroy_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_CREATE_QP:
+			r = do_create_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_MODIFY_QP:
+			r = do_modify_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_DESTROY_QP:
+			r = do_destroy_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_POST_SEND:
+			r = do_post_send(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_POST_RECV:
+			r = do_post_recv(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_POLL_CQ:
+			r = do_poll_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
 		if (fd >= 0)
-			close(fd); /* mapped, or not wanted */
+			close(fd); /* mapped, or not wanted (a push socket taken is -1) */
 		if (r)
 			return 1;
 	}
+	datapath_close(); /* QPs and CQs before the regions and the PD */
 	for (unsigned i = 0; i < VH_MAX_MRS; i++)
 		if (mrs[i].mr) {
 			ibv_dereg_mr(mrs[i].mr);

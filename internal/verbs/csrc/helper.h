@@ -1,0 +1,58 @@
+/* What helper.c (the protocol, discovery, memory registration) and
+ * datapath.c (CQs, QPs, posting and polling) share. */
+#ifndef VRDMA_VERBS_HELPER_H
+#define VRDMA_VERBS_HELPER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+enum {
+	VH_CREATE_CQ = 7,
+	VH_DESTROY_CQ = 8,
+	VH_CREATE_QP = 9,
+	VH_MODIFY_QP = 10,
+	VH_DESTROY_QP = 11,
+	VH_POST_SEND = 12,
+	VH_POST_RECV = 13,
+	VH_POLL_CQ = 14,
+	VH_COMPLETIONS = 15, /* pushed, unasked, on the push socket */
+	VH_REPLY_BIT = 0x8000,
+};
+
+/* The open device, its PD and port (helper.c). */
+extern struct ibv_context *ctx;
+extern struct ibv_pd *pd;
+extern uint8_t port_num;
+
+/* Building and sending a reply (helper.c). */
+void begin(uint16_t op, uint32_t seq, int32_t status);
+void put32(uint32_t v);
+void put64(uint64_t v);
+int finish(void);
+int finish_to(int sock); /* finish, on another socket (the push socket) */
+int fail(uint16_t op, uint32_t seq, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* mr_sge fills sge with length bytes at offset of registered region
+ * handle: 0, or -1 if there is no such region or the range leaves it. */
+int mr_sge(uint32_t handle, uint64_t offset, uint32_t length, struct ibv_sge *sge);
+
+/* The data-path ops (datapath.c): body is the request's body. */
+int do_create_cq(uint32_t seq, const unsigned char *body, size_t len, int *fd);
+int do_destroy_cq(uint32_t seq, const unsigned char *body, size_t len);
+int do_create_qp(uint32_t seq, const unsigned char *body, size_t len);
+int do_modify_qp(uint32_t seq, const unsigned char *body, size_t len);
+int do_destroy_qp(uint32_t seq, const unsigned char *body, size_t len);
+int do_post_send(uint32_t seq, const unsigned char *body, size_t len);
+int do_post_recv(uint32_t seq, const unsigned char *body, size_t len);
+int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len);
+void datapath_close(void);
+
+/* datapath_fd is the completion channel's descriptor, -1 until a CQ pushes
+ * its completions; datapath_event handles its event: 0, or -1 if the push
+ * socket failed (the daemon is gone, or gave up on the helper). */
+int datapath_fd(void);
+int datapath_event(void);
+
+#endif
