@@ -487,6 +487,19 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		pthread_mutex_unlock(&cma_mu);
 		return 0;
 	}
+	if ((c->peer.qp_type == IBV_QPT_XRC_SEND) != (qp->qp_type == IBV_QPT_XRC_RECV)) {
+		/* An XRC initiator is answered by an XRC_RECV QP, anything else
+		 * not: refused, and the requester told at once (IBTA: invalid
+		 * transport type) rather than left to time out. */
+		vrdma_debug("rdma_accept: the request is from a QP of type %u; QP %u of type %d cannot answer it",
+			    c->peer.qp_type, qp->qp_num, qp->qp_type);
+		(void)cma_cmd(c->dev, VRDMA_CMD_CM_REJECT, NULL, 0, "{\"id\":%u,\"reason\":9}", c->cmid);
+		fail_qp(id->qp);
+		pthread_mutex_lock(&cma_mu);
+		c->state = CMA_FAILED;
+		pthread_mutex_unlock(&cma_mu);
+		return cma_err(EINVAL);
+	}
 	uint8_t rd = rd_of(c, conn_param);
 	c->rd_atomic = rd < c->peer.rd_atomic ? rd : c->peer.rd_atomic;
 	/* An application's own QP it has moved itself (rdma_init_qp_attr). */
