@@ -150,7 +150,7 @@ func checkXRCCapture(t *testing.T, path string, srqn map[string]uint32) {
 // to path, until the returned function is called.
 func captureRoCE(t *testing.T, ns, dev, path string) (stop func()) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "0", "-U", "-w", path, "udp", "port", "4791")
+	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "--immediate-mode", "-i", dev, "-s", "0", "-U", "-w", path, "udp", "port", "4791")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

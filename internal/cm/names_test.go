@@ -38,3 +38,15 @@ func TestCMMessages(t *testing.T) {
 		}
 	}
 }
+
+// An XRC initiator's request is answered by an XRC target; every other
+// type by its own.
+func TestResponderQPType(t *testing.T) {
+	for _, tt := range []struct{ req, want uint8 }{
+		{QPTypeRC, QPTypeRC}, {QPTypeUC, QPTypeUC}, {QPTypeXRCSend, QPTypeXRCRecv},
+	} {
+		if got := ResponderQPType(tt.req); got != tt.want {
+			t.Errorf("ResponderQPType(%d) = %d, want %d", tt.req, got, tt.want)
+		}
+	}
+}

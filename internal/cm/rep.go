@@ -5,7 +5,7 @@ type REP struct {
 	LocalID, RemoteID  uint32
 	MTU                uint8 // the path MTU both use
 	ResponderResources uint8
-	InitiatorDepth     uint8
+	InitiatorDepth     uint8 // 0 from an XRC target, which issues none
 	QPN                uint32
 	PSN                uint32
 	GID                [16]byte

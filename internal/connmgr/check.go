@@ -35,15 +35,25 @@ func checkPSN(psn uint32) error {
 	return nil
 }
 
-// qpOf finds the session's QP a connection is to use; the session's lock
-// is held.
-func qpOf(s Session, h uint32) (*engine.QP, error) {
+// qpOf finds the session's QP a connection is to use, on the requester's
+// side (dialling) or the responder's; the session's lock is held. RC and
+// UC QPs connect on either side; an XRC initiator (XRC_SEND) only dials,
+// and an XRC target (XRC_RECV) only answers.
+func qpOf(s Session, h uint32, dialling bool) (*engine.QP, error) {
 	q, err := s.QP(h)
 	if err != nil {
 		return nil, err
 	}
-	if t := q.Type(); t != abi.QPTypeRC && t != abi.QPTypeUC {
-		return nil, proto.Errorf(proto.CodeInvalid, "QP %d is %v: only RC and UC QPs are connected; UD needs no connection, address each datagram with an address handle", h, t)
+	switch t := q.Type(); {
+	case t == abi.QPTypeRC || t == abi.QPTypeUC:
+	case t == abi.QPTypeXRCSend && dialling:
+	case t == abi.QPTypeXRCRecv && !dialling:
+	case t == abi.QPTypeXRCSend:
+		return nil, proto.Errorf(proto.CodeInvalid, "QP %d is XRC_SEND, an initiator: it dials; an XRC_RECV QP (a target) answers a request", h)
+	case t == abi.QPTypeXRCRecv:
+		return nil, proto.Errorf(proto.CodeInvalid, "QP %d is XRC_RECV, a target: it answers a request; an XRC_SEND QP (an initiator) dials", h)
+	default:
+		return nil, proto.Errorf(proto.CodeInvalid, "QP %d is %v: only RC, UC and XRC QPs are connected; UD needs no connection, address each datagram with an address handle", h, t)
 	}
 	return q, nil
 }

@@ -103,7 +103,7 @@ func (c *connection) key() remoteKey {
 // via is what c's MADs carry besides their messages.
 func (c *connection) via(m *core) *via {
 	v := &via{src: c.localGID, dst: c.remoteGID, tid: c.tid, guid: c.s.Adapter().GUID, qpn: c.remoteQPN,
-		respTimeout: c.peerTimeout, localTimeout: m.respTimeout, maxRetries: c.maxRetries}
+		respTimeout: c.peerTimeout, localTimeout: m.respTimeout, maxRetries: c.maxRetries, xrc: c.qpType == cm.QPTypeXRCSend}
 	if c.active && c.state == repRcvd {
 		v.rejected = ibcm.MsgREP
 	} else if c.active || c.state == established || c.state == dreqSent {

@@ -47,7 +47,7 @@ func (m *commands) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRe
 	if dst == ([16]byte{}) {
 		return none, proto.Errorf(proto.CodeInvalid, "address :: : name an address of the peer's adapter")
 	}
-	q, err := qpOf(s, req.QP)
+	q, err := qpOf(s, req.QP, true)
 	if err != nil {
 		return none, err
 	}
@@ -75,8 +75,12 @@ func (m *commands) Connect(s Session, req proto.CMConnectReq) (proto.CMConnectRe
 		qpHandle: req.QP, qp: q, keepQP: req.KeepQP, remoteGID: dst, remotePort: req.Port, mtu: uint8(a.PortMTU())}
 	m.cmds.startDial(c, a, req.ID)
 	rd := min(req.RdAtomic, engine.MaxRdAtomic)
+	serve := rd
+	if c.qpType == cm.QPTypeXRCSend {
+		serve = 0 // an initiator serves no READs or atomics (IBTA; the kernel's CM leaves the field 0)
+	}
 	m.retr.sendConn(c, &cm.REQ{LocalID: c.id, SrcPort: c.localPort, DstPort: req.Port, QPType: c.qpType, MTU: c.mtu,
-		ResponderResources: rd, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
+		ResponderResources: serve, InitiatorDepth: rd, QPN: q.QPN(), PSN: req.PSN,
 		TimeoutMillis: req.TimeoutMs, SrcGID: c.localGID, DstGID: dst, PrivateData: req.PrivateData}, true)
 	return proto.CMConnectResp{LocalAddr: c.localGID[:], LocalPort: c.localPort, SGIDIndex: c.sgidIndex}, nil
 }
@@ -137,12 +141,12 @@ func (m *commands) Accept(s Session, req proto.CMAcceptReq) error {
 		if err := checkPSN(req.PSN); err != nil {
 			return err
 		}
-		q, err := qpOf(s, req.QP)
+		q, err := qpOf(s, req.QP, false)
 		if err != nil {
 			return err
 		}
-		if uint8(q.Type()) != c.qpType {
-			return proto.Errorf(proto.CodeInvalid, "the request is for a %v QP and QP %d is %v", abi.QPType(c.qpType), req.QP, q.Type())
+		if want := cm.ResponderQPType(c.qpType); uint8(q.Type()) != want {
+			return proto.Errorf(proto.CodeInvalid, "the request is from a %v QP, answered by a %v QP, and QP %d is %v", abi.QPType(c.qpType), abi.QPType(want), req.QP, q.Type())
 		}
 		if st := q.State(); st != abi.QPStateRTR && st != abi.QPStateRTS {
 			return proto.Errorf(proto.CodeState, "QP %d is in %v: connect it to the requester's QP (RTR or RTS) before accepting", req.QP, st)
@@ -153,7 +157,11 @@ func (m *commands) Accept(s Session, req proto.CMAcceptReq) error {
 		m.book.to(c, repSent)
 		m.book.arm(c, c.timeout)
 		rd := min(req.RdAtomic, engine.MaxRdAtomic)
-		m.retr.sendConn(c, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: rd,
+		issue := rd
+		if c.qpType == cm.QPTypeXRCSend {
+			issue = 0 // a target issues no READs or atomics
+		}
+		m.retr.sendConn(c, &cm.REP{LocalID: c.id, RemoteID: c.remoteID, MTU: c.mtu, ResponderResources: rd, InitiatorDepth: issue,
 			QPN: q.QPN(), PSN: req.PSN, GID: c.localGID, PrivateData: req.PrivateData}, true)
 	case c.active && c.state == repRcvd:
 		if err := checkPrivateData(cm.TypeRTU, req.PrivateData); err != nil {

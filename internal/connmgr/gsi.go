@@ -221,7 +221,7 @@ func (m *madTransport) onMAD(in *inMAD) {
 			m.mads.malformed.Add(1)
 			return
 		}
-		v.guid, v.qpn = r.LocalCAGUID, r.LocalQPN
+		v.guid, v.qpn, v.eecn = r.LocalCAGUID, r.LocalQPN, r.LocalEECN
 		msg = &cm.REP{LocalID: r.LocalCommID, RemoteID: r.RemoteCommID, ResponderResources: r.ResponderResources,
 			InitiatorDepth: r.InitiatorDepth, QPN: r.LocalQPN, PSN: r.StartingPSN, GID: in.src, PrivateData: bytes.Clone(r.PrivateData)}
 	case ibcm.AttrRTU:
@@ -297,13 +297,14 @@ func (m *madTransport) onMAD(in *inMAD) {
 }
 
 // reqOfMAD turns a REQ MAD into the manager's REQ, or says why it is
-// rejected: a service ID outside rdma_cm's TCP port space, a transport
-// other than RC or UC, no IP CM header, a path MTU out of range, or a
-// primary path whose source GID is not the packet's (over RoCEv2 nothing
-// else tells who sent it).
+// rejected: a service ID outside rdma_cm's TCP and IB port spaces (the
+// daemon's ports are one space: a listener's port serves both), a
+// transport other than RC, UC or XRC, no IP CM header, a path MTU out of
+// range, or a primary path whose source GID is not the packet's (over
+// RoCEv2 nothing else tells who sent it).
 func (m *madTransport) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Reason) {
 	ps, port, ok := ibcm.ParseServiceID(r.ServiceID)
-	if !ok || ps != ibcm.PortSpaceTCP {
+	if !ok || ps != ibcm.PortSpaceTCP && ps != ibcm.PortSpaceIB {
 		return nil, cm.RejectInvalidServiceID
 	}
 	var qpType uint8
@@ -312,6 +313,8 @@ func (m *madTransport) reqOfMAD(in *inMAD, r *ibcm.REQ, v *via) (*cm.REQ, cm.Rea
 		qpType = cm.QPTypeRC
 	case r.TransportType == 1:
 		qpType = cm.QPTypeUC
+	case r.TransportType == 3 && r.ExtTransportType == 1: // XRC (IBTA A14; Linux's cm_req_get_qp_type)
+		qpType = cm.QPTypeXRCSend
 	default:
 		return nil, cm.RejectInvalidTransportType
 	}

@@ -19,6 +19,8 @@ type via struct {
 	tid      uint64
 	guid     uint64 // the sender's CA GUID
 	qpn      uint32 // a DREQ's remote QPN; a received REQ's or REP's local QPN
+	eecn     uint32 // a received REP's Local EE Context Number: an XRC target's QPN
+	xrc      bool   // the connection is XRC: a REP sent names the target's QPN as its Local EE Context Number
 	// respTimeout is a REQ's remote CM response timeout (how long the
 	// requester waits for an answer) and localTimeout its local one (how
 	// long the requester takes to answer a REP); maxRetries its Max CM
@@ -62,23 +64,36 @@ func encodeMAD(v *via, msg cm.Message, out []byte) ([]byte, error) {
 			return nil, herr
 		}
 		n := copy(pd[len(h):], x.PrivateData)
-		tt := uint8(0) // RC
-		if x.QPType == cm.QPTypeUC {
-			tt = 1
-		}
 		path := ibcm.Path{LocalLID: 0xffff, RemoteLID: 0xffff, LocalGID: x.SrcGID, RemoteGID: x.DstGID,
 			HopLimit: pathHopLimit, LocalACKTimeout: pathLocalACKTimeout}
 		r := ibcm.REQ{LocalCommID: x.LocalID, ServiceID: ibcm.ServiceID(ibcm.PortSpaceTCP, x.DstPort), LocalCAGUID: v.guid,
 			LocalQPN: x.QPN, ResponderResources: x.ResponderResources, InitiatorDepth: x.InitiatorDepth,
-			RemoteCMResponseTimeout: v.respTimeout, TransportType: tt, StartingPSN: x.PSN,
+			RemoteCMResponseTimeout: v.respTimeout, StartingPSN: x.PSN,
 			LocalCMResponseTimeout: v.localTimeout, RetryCount: 7, PKey: 0xffff, PathMTU: x.MTU, RNRRetryCount: 7,
 			MaxCMRetries: v.maxRetries, Primary: path, PrivateData: pd[:len(h)+n]}
+		switch x.QPType {
+		case cm.QPTypeUC:
+			r.TransportType = 1
+		case cm.QPTypeXRCSend:
+			// As Linux's rdma_cm: XRC is RDMA_PS_IB's (its kernel gives
+			// other types only to RDMA_PS_IB ids), transport service
+			// type 3 with extended type 1, and an initiator's REQ leaves
+			// the responder resources, retry counts and SRQ unset.
+			r.ServiceID = ibcm.ServiceID(ibcm.PortSpaceIB, x.DstPort)
+			r.TransportType, r.ExtTransportType = 3, 1
+			r.ResponderResources, r.RetryCount, r.RNRRetryCount = 0, 0, 0
+		}
 		b, err = r.Append(b)
 	case *cm.REP:
 		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrREP, v.tid))
 		r := ibcm.REP{LocalCommID: x.LocalID, RemoteCommID: x.RemoteID, LocalQPN: x.QPN, StartingPSN: x.PSN,
 			ResponderResources: x.ResponderResources, InitiatorDepth: x.InitiatorDepth, TargetACKDelay: repTargetACKDelay,
 			RNRRetryCount: 7, LocalCAGUID: v.guid, PrivateData: x.PrivateData}
+		if v.xrc {
+			// An XRC target's REP (Linux's cm_format_rep): its QPN as the
+			// Local EE Context Number, SRQ set, no initiator depth.
+			r.LocalQPN, r.LocalEECN, r.SRQ, r.InitiatorDepth = 0, x.QPN, true, 0
+		}
 		b, err = r.Append(b)
 	case *cm.RTU:
 		b = ibcm.AppendHeader(b, ibcm.CMHeader(ibcm.AttrRTU, v.tid))

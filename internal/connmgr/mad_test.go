@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/ibcm"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -71,22 +72,33 @@ func TestCMMADRequestFromAPeer(t *testing.T) {
 	m, h := madManager(t, n, nil)
 	s := listenSession(t, m, h, 7000, 0)
 	dst := h.gid()
+	xrc := func(r *ibcm.REQ) {
+		// What Linux's CM sends for an XRC_INI id of RDMA_PS_IB.
+		r.ServiceID = ibcm.ServiceID(ibcm.PortSpaceIB, 7000)
+		r.TransportType, r.ExtTransportType = 3, 1
+		r.ResponderResources, r.InitiatorDepth, r.RetryCount, r.RNRRetryCount = 0, 4, 0, 0
+	}
 	tests := []struct {
 		name   string
 		port   uint16
 		mod    func(*ibcm.REQ)
 		reason uint16 // 0: served
+		qpType uint8  // served: the request's QP type
+		rd     uint8  // served: the READs and atomics its target serves
 	}{
-		{"rdma_cm's", 7000, nil, 0},
-		{"nobody listens", 7001, nil, ibcm.RejectInvalidServiceID},
-		{"the UDP port space", 7000, func(r *ibcm.REQ) { r.ServiceID = ibcm.ServiceID(ibcm.PortSpaceUDP, 7000) }, ibcm.RejectInvalidServiceID},
-		{"no IP service ID", 7000, func(r *ibcm.REQ) { r.ServiceID = 0x1234 }, ibcm.RejectInvalidServiceID},
-		{"no IP CM header", 7000, func(r *ibcm.REQ) { r.PrivateData = []byte{0, 0x50} }, ibcm.RejectInvalidServiceID},
-		{"XRC", 7000, func(r *ibcm.REQ) { r.TransportType, r.ExtTransportType = 3, 1 }, ibcm.RejectInvalidTransportType},
-		{"a source GID not the packet's", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID[15]++ }, ibcm.RejectInvalidGID},
-		{"path MTU code 7", 7000, func(r *ibcm.REQ) { r.PathMTU = 7 }, ibcm.RejectInvalidMTU},
-		{"an address that is not this host's", 7000, func(r *ibcm.REQ) { r.Primary.RemoteGID[15]++ }, ibcm.RejectInvalidGID},
-		{"from this host's own address", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID = dst }, ibcm.RejectInvalidGID},
+		{"rdma_cm's", 7000, nil, 0, cm.QPTypeRC, 1},
+		{"XRC in RDMA_PS_IB", 7000, xrc, 0, cm.QPTypeXRCSend, 4},
+		{"RC in RDMA_PS_IB", 7000, func(r *ibcm.REQ) { r.ServiceID = ibcm.ServiceID(ibcm.PortSpaceIB, 7000) }, 0, cm.QPTypeRC, 1},
+		{"nobody listens", 7001, nil, ibcm.RejectInvalidServiceID, 0, 0},
+		{"the UDP port space", 7000, func(r *ibcm.REQ) { r.ServiceID = ibcm.ServiceID(ibcm.PortSpaceUDP, 7000) }, ibcm.RejectInvalidServiceID, 0, 0},
+		{"no IP service ID", 7000, func(r *ibcm.REQ) { r.ServiceID = 0x1234 }, ibcm.RejectInvalidServiceID, 0, 0},
+		{"no IP CM header", 7000, func(r *ibcm.REQ) { r.PrivateData = []byte{0, 0x50} }, ibcm.RejectInvalidServiceID, 0, 0},
+		{"transport type 3, extended type 2", 7000, func(r *ibcm.REQ) { r.TransportType, r.ExtTransportType = 3, 2 }, ibcm.RejectInvalidTransportType, 0, 0},
+		{"transport type 2 (RD)", 7000, func(r *ibcm.REQ) { r.TransportType = 2 }, ibcm.RejectInvalidTransportType, 0, 0},
+		{"a source GID not the packet's", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID[15]++ }, ibcm.RejectInvalidGID, 0, 0},
+		{"path MTU code 7", 7000, func(r *ibcm.REQ) { r.PathMTU = 7 }, ibcm.RejectInvalidMTU, 0, 0},
+		{"an address that is not this host's", 7000, func(r *ibcm.REQ) { r.Primary.RemoteGID[15]++ }, ibcm.RejectInvalidGID, 0, 0},
+		{"from this host's own address", 7000, func(r *ibcm.REQ) { r.Primary.LocalGID = dst }, ibcm.RejectInvalidGID, 0, 0},
 	}
 	rejs := 0
 	for i, tt := range tests {
@@ -101,8 +113,9 @@ func TestCMMADRequestFromAPeer(t *testing.T) {
 			if tt.reason == 0 {
 				ev := s.event()
 				if ev.Type != proto.CMEventRequest || ev.QPN != 0x1f || ev.PSN != 0x5059d4 || ev.MTU != 3 || ev.RemotePort != 0x8afa ||
-					ev.LocalPort != 7000 || !bytes.Equal(ev.GID, linuxGID[:]) || len(ev.PrivateData) != 56 || padded(ev.PrivateData) != "hi" {
-					t.Fatalf("request %+v", ev)
+					ev.LocalPort != 7000 || !bytes.Equal(ev.GID, linuxGID[:]) || len(ev.PrivateData) != 56 || padded(ev.PrivateData) != "hi" ||
+					ev.QPType != tt.qpType || ev.RdAtomic != tt.rd {
+					t.Fatalf("request %+v: want QP type %d, rd_atomic %d", ev, tt.qpType, tt.rd)
 				}
 				return
 			}

@@ -170,6 +170,11 @@ func (m *peerMessages) onREQ(p *peer, v *via, r *cm.REQ) {
 	ev := c.event(proto.CMEventRequest)
 	ev.Listener, ev.QPType, ev.GID, ev.QPN, ev.PSN = l.id, r.QPType, r.SrcGID[:], r.QPN, r.PSN
 	ev.MTU, ev.RdAtomic, ev.SGIDIndex = c.mtu, min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
+	if r.QPType == cm.QPTypeXRCSend {
+		// An initiator serves nothing: its target serves as many READs and
+		// atomics as it issues.
+		ev.RdAtomic = r.InitiatorDepth
+	}
 	ev.LocalAddr, ev.LocalPort, ev.RemoteAddr, ev.RemotePort = r.DstGID[:], r.DstPort, r.SrcGID[:], r.SrcPort
 	ev.PrivateData = r.PrivateData
 	l.s.Emit(ev)
@@ -223,7 +228,14 @@ func (m *peerMessages) onREP(p *peer, v *via, r *cm.REP) {
 		return
 	}
 	m.book.setRemote(c, r.LocalID)
+	xrc := c.qpType == cm.QPTypeXRCSend
 	if v != nil {
+		if xrc {
+			// A REP from an XRC target carries its QPN as the Local EE
+			// Context Number (IBTA A14; Linux's cm_rep_get_qpn).
+			v.qpn = v.eecn
+			r.QPN = v.eecn
+		}
 		c.remoteQPN = v.qpn
 	}
 	m.book.to(c, repRcvd)
@@ -232,6 +244,9 @@ func (m *peerMessages) onREP(p *peer, v *via, r *cm.REP) {
 	ev := c.event(proto.CMEventReply)
 	ev.QPType, ev.GID, ev.QPN, ev.PSN, ev.MTU = c.qpType, r.GID[:], r.QPN, r.PSN, r.MTU
 	ev.RdAtomic, ev.SGIDIndex = min(r.ResponderResources, r.InitiatorDepth), c.sgidIndex
+	if xrc {
+		ev.RdAtomic = r.ResponderResources // a target issues nothing: the initiator issues what it serves
+	}
 	ev.PrivateData = r.PrivateData
 	c.tell(ev)
 }

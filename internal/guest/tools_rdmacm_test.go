@@ -132,18 +132,29 @@ func TestToolUcmatose(t *testing.T) {
 
 // TestToolRdmaServerClient runs rdma_server and rdma_client (synchronous
 // ids: rdma_getaddrinfo, rdma_create_ep, rdma_get_request, the rdma_verbs.h
-// helpers), and rdma_xserver and rdma_xclient (their RC mode).
+// helpers), and rdma_xserver and rdma_xclient in their RC mode (-c r) and
+// their XRC mode (-c x: RDMA_PS_IB, an XRC_SEND QP dialling, an XRC_RECV
+// QP and an XRC SRQ in the library's XRC domain answering, the SRQ's
+// number in the reply's private data, one SEND to it).
 func TestToolRdmaServerClient(t *testing.T) {
 	h := newToolHost(t)
-	for _, pair := range [][2]string{{"rdma_server", "rdma_client"}, {"rdma_xserver", "rdma_xclient"}} {
-		t.Run(pair[0], func(t *testing.T) {
-			requireTool(t, pair[0], rdmacmUtils)
-			requireTool(t, pair[1], rdmacmUtils)
+	for _, tt := range []struct {
+		name, server, client string
+		args                 []string
+	}{
+		{"rdma_server", "rdma_server", "rdma_client", nil},
+		{"rdma_xserver RC", "rdma_xserver", "rdma_xclient", []string{"-c", "r"}},
+		{"rdma_xserver XRC", "rdma_xserver", "rdma_xclient", []string{"-c", "x"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			requireTool(t, tt.server, rdmacmUtils)
+			requireTool(t, tt.client, rdmacmUtils)
 			port := strconv.Itoa(freePort(t))
-			srv := h.startCMServer(t, pair[0], "-p", port)
-			out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, pair[1], "-s", "127.0.0.1", "-p", port)
+			srv := h.startCMServer(t, tt.server, append([]string{"-p", port}, tt.args...)...)
+			out := h.runCMClient(t, srv, func(out string) bool { return strings.Contains(out, "rdma_connect") }, tt.client,
+				append([]string{"-s", "127.0.0.1", "-p", port}, tt.args...)...)
 			sout := srv.wait(t)
-			for _, o := range []struct{ who, out string }{{pair[1], out}, {pair[0], sout}} {
+			for _, o := range []struct{ who, out string }{{tt.client, out}, {tt.server, sout}} {
 				if !strings.Contains(o.out, "end 0") {
 					t.Errorf("%s did not succeed; it printed:\n%s", o.who, o.out)
 				}

@@ -41,7 +41,7 @@ enum vrdma_cm_ev_type {
 struct vrdma_cm_ev {
 	uint8_t type; /* enum vrdma_cm_ev_type */
 	uint32_t id, listener;
-	uint8_t qp_type; /* the daemon's QP type (2 RC, 3 UC, 4 UD: IBV_QPT_*) */
+	uint8_t qp_type; /* the daemon's QP type (2 RC, 3 UC, 4 UD, 9 XRC_SEND: IBV_QPT_*) */
 	uint8_t gid[16]; /* the peer's; zero when absent */
 	uint32_t qpn, psn, qkey;
 	uint8_t mtu; /* enum ibv_mtu; 0 when absent */
@@ -50,7 +50,9 @@ struct vrdma_cm_ev {
 	uint16_t local_port, remote_port;
 	uint16_t reason;
 	char text[VRDMA_CM_TEXT_MAX + 1];
-	uint8_t private_data[VRDMA_CM_PRIVATE_MAX];
+	/* Aligned as rdma-core's: programs read numbers off its front
+	 * (rdma_xclient: the SRQ number, a __be32). */
+	_Alignas(8) uint8_t private_data[VRDMA_CM_PRIVATE_MAX];
 	size_t private_len;
 };
 

@@ -20,6 +20,7 @@ var toolPackages = map[string]string{
 	"qperf": "qperf",
 	"rping": "rdmacm-utils", "ucmatose": "rdmacm-utils", "udaddy": "rdmacm-utils",
 	"rdma_server": "rdmacm-utils", "rdma_client": "rdmacm-utils",
+	"rdma_xserver": "rdmacm-utils", "rdma_xclient": "rdmacm-utils",
 	"rstream": "rdmacm-utils", "riostream": "rdmacm-utils",
 }
 

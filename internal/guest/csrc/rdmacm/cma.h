@@ -44,6 +44,7 @@ struct cma_device {
 	int dead;         /* its channel to the daemon is lost */
 	pthread_mutex_t pd_mu;
 	struct ibv_pd *pd; /* the default PD of rdma_create_qp(id, NULL, ...) */
+	struct ibv_xrcd *xrcd; /* the XRC domain of its ids' XRC QPs and SRQs (cma_xrc.c); under pd_mu */
 };
 
 extern struct cma_device cma_devs[CMA_MAX_DEVICES];
@@ -106,7 +107,7 @@ struct cma_id {
 	int sync;       /* created without a channel: calls wait for their events */
 	int unacked;    /* events handed out and not acked */
 	int disc_queued; /* a DISCONNECTED event is queued or handed out */
-	int own_cqs;    /* rdma_create_qp made the CQs and their channels */
+	int own_cqs;    /* rdma_create_qp (or rdma_create_srq, XRC) made the id's CQs and their channels */
 	int qp_in_init; /* its QP is in INIT (a child's, from rdma_create_qp) */
 	struct vrdma_cm_ev peer; /* the request (child) or reply (active side) */
 	uint32_t psn;            /* this side's first PSN */
@@ -193,6 +194,26 @@ void cma_b64(char *dst, const uint8_t *src, size_t n);
 /* Ends what the daemon holds for id (a listener, a request, a connection)
  * on its destruction. */
 void cma_release(struct cma_id *id);
+
+/* Makes the id's CQs, each with a completion channel, of send_n and
+ * recv_n entries (0: none of that kind); 0 or an errno. */
+int cma_create_cqs(struct cma_id *c, int send_n, int recv_n);
+/* Destroys the CQs the library made for the id (none: nothing). */
+void cma_destroy_cqs(struct cma_id *c);
+
+/* ---- XRC (cma_xrc.c) ---- */
+/* The device's XRC domain, opened on first use; NULL with errno. */
+struct ibv_xrcd *cma_dev_xrcd(struct cma_device *d);
+/* An XRC_SEND QP of pd (its send CQ made if attr names none: *made set)
+ * or an XRC_RECV QP of xrcd (NULL: the device's) for id c, as attr's
+ * type says; attr's caps and CQs are set to what the QP has. NULL with
+ * errno. */
+struct ibv_qp *cma_xrc_create_qp(struct cma_id *c, struct ibv_pd *pd, struct ibv_qp_init_attr *attr,
+				 struct ibv_xrcd *xrcd, int *made);
+/* An XRC SRQ of pd on the XRC_RECV id c, in attr's domain (or the
+ * device's) and completing on attr's CQ (or the id's receive CQ, made if
+ * missing); it becomes id->srq. 0 or an errno. */
+int cma_xrc_create_srq(struct cma_id *c, struct ibv_pd *pd, struct ibv_srq_init_attr_ex *attr);
 
 /* Sets errno and returns -1: the rdma_cm convention. */
 static inline int cma_err(int e)

@@ -136,7 +136,9 @@ static int qp_attr(struct cma_id *c, enum ibv_qp_type qpt, enum ibv_qp_state st,
 		a->ah_attr.grh.traffic_class = c->tos;
 		a->ah_attr.port_num = 1;
 		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		if (qpt == IBV_QPT_RC)
+		/* The responder's attributes, for the QPs that respond (an XRC
+		 * initiator never does), as the kernel's CM gives them. */
+		if (qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_RECV)
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		return 0;
 	case IBV_QPS_RTS:
@@ -147,8 +149,12 @@ static int qp_attr(struct cma_id *c, enum ibv_qp_type qpt, enum ibv_qp_state st,
 		a->rnr_retry = 7;
 		a->max_rd_atomic = c->rd_atomic;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (qpt == IBV_QPT_RC)
+		/* The requester's, for the QPs that request; an XRC target only
+		 * its ACK timeout (the kernel's CM: cm_init_qp_rts_attr). */
+		if (qpt == IBV_QPT_RC || qpt == IBV_QPT_XRC_SEND)
 			*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		else if (qpt == IBV_QPT_XRC_RECV)
+			*mask |= IBV_QP_TIMEOUT;
 		return 0;
 	default:
 		return EINVAL;
@@ -206,24 +212,35 @@ static int fail_qp(struct ibv_qp *qp)
 
 /* rdma_create_qp without CQs: the library makes them, each with a
  * completion channel (rdma_get_send_comp and rdma_get_recv_comp wait on
- * them). */
-static int create_cqs(struct cma_id *c, struct ibv_qp_init_attr *attr)
+ * them); an XRC QP or SRQ needs only one of the two. */
+int cma_create_cqs(struct cma_id *c, int send_n, int recv_n)
 {
 	struct rdma_cm_id *id = &c->id;
-	int rn = attr->cap.max_recv_wr ? (int)attr->cap.max_recv_wr : 1;
-	int sn = attr->cap.max_send_wr ? (int)attr->cap.max_send_wr : 1;
+	int ok = 1;
 
-	id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-	id->send_cq_channel = ibv_create_comp_channel(id->verbs);
-	if (id->recv_cq_channel && id->send_cq_channel) {
-		id->recv_cq = ibv_create_cq(id->verbs, rn, id, id->recv_cq_channel, 0);
-		id->send_cq = ibv_create_cq(id->verbs, sn, id, id->send_cq_channel, 0);
+	if (recv_n > 0) {
+		id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
+		id->recv_cq = id->recv_cq_channel ? ibv_create_cq(id->verbs, recv_n, id, id->recv_cq_channel, 0) : NULL;
+		ok = id->recv_cq != NULL;
 	}
-	if (id->recv_cq && id->send_cq) {
-		c->own_cqs = 1;
+	if (ok && send_n > 0) {
+		id->send_cq_channel = ibv_create_comp_channel(id->verbs);
+		id->send_cq = id->send_cq_channel ? ibv_create_cq(id->verbs, send_n, id, id->send_cq_channel, 0) : NULL;
+		ok = id->send_cq != NULL;
+	}
+	c->own_cqs = 1;
+	if (ok)
 		return 0;
-	}
 	int e = errno ? errno : ENOMEM;
+	cma_destroy_cqs(c);
+	return e;
+}
+
+void cma_destroy_cqs(struct cma_id *c)
+{
+	struct rdma_cm_id *id = &c->id;
+	if (!c->own_cqs)
+		return;
 	if (id->recv_cq)
 		ibv_destroy_cq(id->recv_cq);
 	if (id->send_cq)
@@ -234,24 +251,13 @@ static int create_cqs(struct cma_id *c, struct ibv_qp_init_attr *attr)
 		ibv_destroy_comp_channel(id->send_cq_channel);
 	id->recv_cq = id->send_cq = NULL;
 	id->recv_cq_channel = id->send_cq_channel = NULL;
-	return e;
-}
-
-static void destroy_cqs(struct cma_id *c)
-{
-	struct rdma_cm_id *id = &c->id;
-	if (!c->own_cqs)
-		return;
-	ibv_destroy_cq(id->recv_cq);
-	ibv_destroy_cq(id->send_cq);
-	ibv_destroy_comp_channel(id->recv_cq_channel);
-	ibv_destroy_comp_channel(id->send_cq_channel);
-	id->recv_cq = id->send_cq = NULL;
-	id->recv_cq_channel = id->send_cq_channel = NULL;
 	c->own_cqs = 0;
 }
 
-CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+/* rdma_create_qp and rdma_create_qp_ex: xrcd is an XRC_RECV QP's domain
+ * (NULL: the device's). */
+static int create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr,
+		     struct ibv_xrcd *xrcd)
 {
 	if (id == NULL || qp_init_attr == NULL)
 		return cma_err(EINVAL);
@@ -265,21 +271,29 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	if (pd->context != id->verbs)
 		return cma_err(EINVAL);
 	int made = 0;
-	if (qp_init_attr->send_cq == NULL && qp_init_attr->recv_cq == NULL) {
-		int r = create_cqs(c, qp_init_attr);
-		if (r != 0)
-			return cma_err(r);
-		qp_init_attr->send_cq = id->send_cq;
-		qp_init_attr->recv_cq = id->recv_cq;
-		made = 1;
+	struct ibv_qp *qp;
+	int xrc = qp_init_attr->qp_type == IBV_QPT_XRC_SEND || qp_init_attr->qp_type == IBV_QPT_XRC_RECV;
+	if (xrc) {
+		qp = cma_xrc_create_qp(c, pd, qp_init_attr, xrcd, &made);
+	} else {
+		if (qp_init_attr->send_cq == NULL && qp_init_attr->recv_cq == NULL) {
+			const struct ibv_qp_cap *cap = &qp_init_attr->cap;
+			int r = cma_create_cqs(c, cap->max_send_wr ? (int)cap->max_send_wr : 1,
+					       cap->max_recv_wr ? (int)cap->max_recv_wr : 1);
+			if (r != 0)
+				return cma_err(r);
+			qp_init_attr->send_cq = id->send_cq;
+			qp_init_attr->recv_cq = id->recv_cq;
+			made = 1;
+		}
+		if (qp_init_attr->srq == NULL && id->srq != NULL)
+			qp_init_attr->srq = id->srq;
+		qp = ibv_create_qp(pd, qp_init_attr);
 	}
-	if (qp_init_attr->srq == NULL && id->srq != NULL)
-		qp_init_attr->srq = id->srq;
-	struct ibv_qp *qp = ibv_create_qp(pd, qp_init_attr);
 	if (qp == NULL) {
 		int e = errno;
 		if (made) {
-			destroy_cqs(c);
+			cma_destroy_cqs(c);
 			qp_init_attr->send_cq = qp_init_attr->recv_cq = NULL;
 		}
 		return cma_err(e ? e : ENOMEM);
@@ -298,7 +312,7 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 			ibv_destroy_qp(qp);
 			id->qp = NULL;
 			if (made)
-				destroy_cqs(c);
+				cma_destroy_cqs(c);
 			return cma_err(r);
 		}
 		c->qp_in_init = 1;
@@ -308,19 +322,24 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 			ibv_destroy_qp(qp);
 			id->qp = NULL;
 			if (made)
-				destroy_cqs(c);
+				cma_destroy_cqs(c);
 			return cma_err(r);
 		}
 	}
 	return 0;
 }
 
+CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	return create_qp(id, pd, qp_init_attr, NULL);
+}
+
 CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 {
 	if (id == NULL || attr == NULL)
 		return cma_err(EINVAL);
-	if (attr->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD) {
-		vrdma_debug("rdma_create_qp_ex: comp_mask 0x%x beyond IBV_QP_INIT_ATTR_PD is not supported by vrdma",
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD)) {
+		vrdma_debug("rdma_create_qp_ex: comp_mask 0x%x beyond IBV_QP_INIT_ATTR_PD and _XRCD is not supported by vrdma",
 			    attr->comp_mask);
 		return cma_err(EOPNOTSUPP);
 	}
@@ -328,7 +347,8 @@ CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_
 		.qp_context = attr->qp_context, .send_cq = attr->send_cq, .recv_cq = attr->recv_cq,
 		.srq = attr->srq, .cap = attr->cap, .qp_type = attr->qp_type, .sq_sig_all = attr->sq_sig_all,
 	};
-	int r = rdma_create_qp(id, (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL, &a);
+	struct ibv_xrcd *xrcd = (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? attr->xrcd : NULL;
+	int r = create_qp(id, (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL, &a, xrcd);
 	if (r == 0)
 		attr->cap = a.cap;
 	return r;
@@ -341,7 +361,9 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	ibv_destroy_qp(id->qp);
 	id->qp = NULL;
 	to_cid(id)->qp_in_init = 0;
-	destroy_cqs(to_cid(id));
+	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq != NULL)
+		return; /* the receive CQ is the XRC SRQ's: it goes with it (rdma_destroy_srq) */
+	cma_destroy_cqs(to_cid(id));
 }
 
 /* The application's own QP that conn_param's qp_num names (rdma-core:
@@ -464,6 +486,19 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		c->state = CMA_ESTABLISHED; /* SIDR: no confirmation follows */
 		pthread_mutex_unlock(&cma_mu);
 		return 0;
+	}
+	if ((c->peer.qp_type == IBV_QPT_XRC_SEND) != (qp->qp_type == IBV_QPT_XRC_RECV)) {
+		/* An XRC initiator is answered by an XRC_RECV QP, anything else
+		 * not: refused, and the requester told at once (IBTA: invalid
+		 * transport type) rather than left to time out. */
+		vrdma_debug("rdma_accept: the request is from a QP of type %u; QP %u of type %d cannot answer it",
+			    c->peer.qp_type, qp->qp_num, qp->qp_type);
+		(void)cma_cmd(c->dev, VRDMA_CMD_CM_REJECT, NULL, 0, "{\"id\":%u,\"reason\":9}", c->cmid);
+		fail_qp(id->qp);
+		pthread_mutex_lock(&cma_mu);
+		c->state = CMA_FAILED;
+		pthread_mutex_unlock(&cma_mu);
+		return cma_err(EINVAL);
 	}
 	uint8_t rd = rd_of(c, conn_param);
 	c->rd_atomic = rd < c->peer.rd_atomic ? rd : c->peer.rd_atomic;

@@ -290,22 +290,47 @@ fail:;
 	return cma_err(e);
 }
 
+/* rdma_create_srq_ex: a basic SRQ, or, with IBV_SRQT_XRC (the default
+ * on an XRC_RECV id), an XRC SRQ in the device's XRC domain (cma_xrc.c). */
 CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
-	if (id == NULL || attr == NULL)
+	if (id == NULL || attr == NULL || id->verbs == NULL || id->srq != NULL)
 		return cma_err(EINVAL);
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
-		vrdma_debug("rdma_create_srq_ex: only basic SRQs are supported by vrdma");
+	int xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type == IBV_SRQT_XRC
+							       : id->qp_type == IBV_QPT_XRC_RECV;
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc) {
+		vrdma_debug("rdma_create_srq_ex: SRQ type %d: vrdma has basic and XRC SRQs", attr->srq_type);
 		return cma_err(EOPNOTSUPP);
 	}
-	struct ibv_srq_init_attr a = { .srq_context = attr->srq_context, .attr = attr->attr };
-	return rdma_create_srq(id, (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : NULL, &a);
+	struct ibv_pd *pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : NULL;
+	if (!xrc) {
+		struct ibv_srq_init_attr a = { .srq_context = attr->srq_context, .attr = attr->attr };
+		int r = rdma_create_srq(id, pd, &a);
+		if (r == 0)
+			attr->attr = a.attr;
+		return r;
+	}
+	if (pd == NULL && (pd = id->pd) == NULL && (pd = cma_dev_pd(to_cid(id)->dev)) == NULL)
+		return cma_err(ENOMEM);
+	int r = cma_xrc_create_srq(to_cid(id), pd, attr);
+	return r ? cma_err(r) : 0;
 }
 
 CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
 	if (id == NULL || attr == NULL || id->verbs == NULL || id->srq != NULL)
 		return cma_err(EINVAL);
+	if (id->qp_type == IBV_QPT_XRC_RECV) { /* rdma-core: an XRC_RECV id's SRQ is an XRC SRQ */
+		struct ibv_srq_init_attr_ex ax = {
+			.srq_context = attr->srq_context, .attr = attr->attr, .comp_mask = IBV_SRQ_INIT_ATTR_TYPE,
+			.srq_type = IBV_SRQT_XRC, .pd = pd};
+		if (pd != NULL)
+			ax.comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+		int r = rdma_create_srq_ex(id, &ax);
+		if (r == 0)
+			attr->attr = ax.attr;
+		return r;
+	}
 	if (pd == NULL && (pd = cma_dev_pd(to_cid(id)->dev)) == NULL)
 		return cma_err(ENOMEM);
 	struct ibv_srq *srq = ibv_create_srq(pd, attr);
@@ -322,4 +347,6 @@ CMA_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 		return;
 	ibv_destroy_srq(id->srq);
 	id->srq = NULL;
+	if (id->qp_type == IBV_QPT_XRC_RECV && id->qp == NULL)
+		cma_destroy_cqs(to_cid(id)); /* the XRC SRQ's CQ, made by rdma_create_srq */
 }
