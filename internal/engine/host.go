@@ -31,6 +31,8 @@ type Host struct {
 	gsiPSN  atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
 	members atomic.Pointer[Members]    // members.go; nil: every source is taken
 	mc      mcastTable                 // multicast groups (mcast.go)
+	// mcNotify is told when a group appears or goes (mcast_groups.go).
+	mcNotify atomic.Pointer[func()]
 }
 
 // WireCounters count, per link, the packets it received and those that
