@@ -49,7 +49,12 @@ func (r *receiver) deliverMcast(p *wire.Packet) {
 		ctr.BadKey.Add(1)
 		return
 	}
-	members := r.h.mc.wireMembers(addrGID(p.Dst))
+	var members []*QP
+	if r.tenants {
+		members = r.h.mc.members(r.tenant, addrGID(p.Dst))
+	} else {
+		members = r.h.mc.wireMembers(addrGID(p.Dst))
+	}
 	if len(members) == 0 {
 		ctr.NotOurs.Add(1)
 		return
