@@ -17,16 +17,34 @@ import (
 )
 
 // TestMulticastTenantsBetweenHosts: tenant B joins, on host b, the group
-// tenant A uses between hosts a and b (239.9.9.9 over the switch's TCP
-// channel) and must neither get A's datagrams nor learn A's groups
+// tenant A uses between hosts a and b (239.9.9.9, over the switch's TCP
+// channel, and with Soft-RoCE links on both hosts over RoCEv2 too) and
+// must neither get A's datagrams nor learn A's groups
 // (docs/design/multicast.md, "Tenants between hosts"). A's receiver on b,
 // in the same group, gets all ten datagrams A's sender on a sends, which
 // proves they crossed to b before B is checked; B's receiver waits for one
 // (mckey -C 1) and must still be waiting. B's `vrdma mcast show` lists its
 // own group only, root's both tenants'.
 func TestMulticastTenantsBetweenHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		links bool
+	}{{"tcp", false}, {"rdma", true}} {
+		t.Run(tc.name, func(t *testing.T) { multicastTenantsBetweenHosts(t, tc.links) })
+	}
+}
+
+func multicastTenantsBetweenHosts(t *testing.T, links bool) {
 	guesttest.RequirePrograms(t, "mckey", "stdbuf", "setpriv")
 	f := newScene(t, true)
+	if links {
+		for _, x := range []struct {
+			d *netns.Daemon
+			h *netns.Host
+		}{{f.a, f.ha}, {f.b, f.hb}} {
+			x.d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", x.h.Iface)
+		}
+	}
 	lib := readableLibrary(t)
 	const group = "239.9.9.9"
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)

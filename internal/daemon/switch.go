@@ -101,6 +101,8 @@ func (h switchHost) McastGroups() []engine.McastGroup { return h.d.host.McastGro
 
 func (h switchHost) SetMcastNotify(f func()) { h.d.host.SetMcastNotify(f) }
 
+func (h switchHost) SetSwitchHosts(f engine.Members) { h.d.host.SetSwitchHosts(f) }
+
 // Uplinks lists the daemon's links (cmd_link.go) under their lock, which
 // the agent takes holding its own: the daemon never calls the agent
 // holding the links' lock.

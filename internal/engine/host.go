@@ -33,6 +33,11 @@ type Host struct {
 	mc      mcastTable                 // multicast groups (mcast.go)
 	// mcNotify is told when a group appears or goes (mcast_groups.go).
 	mcNotify atomic.Pointer[func()]
+	// tenantPath is the link that carries tenants and its GIDs
+	// (mcast_tenant.go); switchHosts tells another host of the switch's
+	// addresses.
+	tenantPath  atomic.Pointer[tenantPath]
+	switchHosts atomic.Pointer[Members]
 }
 
 // WireCounters count, per link, the packets it received and those that

@@ -4,10 +4,19 @@ package engine
 // carries them (the daemons' TCP channel, authenticated), a multicast
 // datagram travels with its sender's tenant in front (package wire's
 // group tag), and the receiving host hands it to that tenant's members
-// only. RoCEv2 has no field for a tenant: a datagram from an RDMA link
-// reaches every tenant's members (wireMembers).
+// only. RoCEv2 has no field for a tenant, so between the switch's hosts a
+// datagram always takes the channel too: a host with RDMA links sends it
+// there once, to the group, and on its RDMA link for the hosts outside the
+// switch (rdma_rxe's); a datagram that comes on an RDMA link from another
+// host of the switch is dropped (its tagged copy comes on the channel),
+// one from elsewhere reaches every tenant's members (wireMembers).
 
-import "github.com/vrdma/vrdma/internal/wire"
+import (
+	"net/netip"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/wire"
+)
 
 // A TenantLink is a link between vrdma daemons that carries a multicast
 // datagram's tenant when CarriesTenants is true: the engine sends its
@@ -51,4 +60,63 @@ func (r *receiver) untag(frame []byte) (dgram []byte, tagged bool) {
 		r.tenant = string(tenant)
 	}
 	return dgram, true
+}
+
+// tenantPath is the host's link that carries tenants, and its GIDs.
+type tenantPath struct {
+	link Link
+	gids [][16]byte
+}
+
+// refreshTenantPathLocked finds the link that carries tenants; h.mu is
+// held.
+func (h *Host) refreshTenantPathLocked() {
+	for _, l := range h.links {
+		if tl, ok := l.(TenantLink); ok && tl.CarriesTenants() {
+			if old := h.tenantPath.Load(); old != nil && old.link == l && equalGIDs(old.gids, l.GIDs()) {
+				return
+			}
+			h.tenantPath.Store(&tenantPath{link: l, gids: l.GIDs()})
+			return
+		}
+	}
+	h.tenantPath.Store(nil)
+}
+
+// sendMcastTenant sends the datagram to group dgid on the link that
+// carries tenants, tagged, when sendUDWire took another (an RDMA link):
+// the switch's other hosts take a group's datagrams from there only. Its
+// source is the link's address of the group's family.
+func (q *QP) sendMcastTenant(w *abi.SendWQE, dgid [16]byte, local [][]byte, total uint64, qkey uint32) {
+	tp := q.adapter.host.tenantPath.Load()
+	rm := q.rm
+	if tp == nil || rm == nil || rm.path.link == tp.link {
+		return
+	}
+	v4 := gidAddr(dgid).Is4()
+	for _, g := range tp.gids {
+		if src := netip.AddrFrom16(g).Unmap(); src.Is4() == v4 && !src.IsLinkLocalUnicast() {
+			q.sendUDVia(w, tp.link, PathTCP, src, dgid, local, total, qkey)
+			return
+		}
+	}
+}
+
+// SetSwitchHosts installs f (nil: none), which tells the addresses of the
+// switch's hosts: a multicast datagram from one of them on an RDMA link
+// is dropped, since its tenant's copy comes on the link that carries
+// tenants.
+func (h *Host) SetSwitchHosts(f Members) {
+	if f == nil {
+		h.switchHosts.Store(nil)
+		return
+	}
+	h.switchHosts.Store(&f)
+}
+
+// isSwitchHost reports whether gid is another host of the switch's (and
+// not one of this host's own addresses).
+func (h *Host) isSwitchHost(gid [16]byte) bool {
+	f := h.switchHosts.Load()
+	return f != nil && (*f)(gid) && !h.isLinkGID(gid)
 }

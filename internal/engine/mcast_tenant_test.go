@@ -40,26 +40,29 @@ func mcastDatagram(g string) []byte {
 }
 
 // TestMcastTenantsOnTheLink: on a link that carries tenants (the TCP
-// channel), a multicast datagram goes out with its sender's tenant in
-// front, and one that comes in reaches the QPs of its tagged tenant only
-// (an untagged one those of no tenant); on a link that carries none
-// (RoCEv2), it reaches every tenant's QPs in the group, and a tagged
-// frame is malformed (docs/design/multicast.md, "Tenants between hosts").
+// channel), a multicast datagram reaches the QPs of its tagged tenant
+// only (an untagged one those of no tenant); on a link that carries none
+// (RoCEv2), one from outside the switch reaches every tenant's QPs in
+// the group, one from another host of the switch none (its tagged copy
+// comes on the channel), and a tagged frame is malformed
+// (docs/design/multicast.md, "Tenants between hosts").
 func TestMcastTenantsOnTheLink(t *testing.T) {
 	const group = "239.1.2.3"
 	for _, tc := range []struct {
 		name    string
 		carries bool
 		tag     string // "" untagged
+		fromSw  bool   // the source, 10.0.0.2, is another host of the switch's
 		got     [2]uint64
 		bad     uint64
 	}{
-		{"tenant link, tenant 1", true, "uid 1", [2]uint64{1, 0}, 0},
-		{"tenant link, tenant 2", true, "uid 2", [2]uint64{0, 1}, 0},
-		{"tenant link, another tenant", true, "uid 3", [2]uint64{0, 0}, 0},
-		{"tenant link, untagged", true, "", [2]uint64{0, 0}, 0},
-		{"RoCEv2 link, untagged", false, "", [2]uint64{1, 1}, 0},
-		{"RoCEv2 link, tagged", false, "uid 1", [2]uint64{0, 0}, 1},
+		{"tenant link, tenant 1", true, "uid 1", true, [2]uint64{1, 0}, 0},
+		{"tenant link, tenant 2", true, "uid 2", true, [2]uint64{0, 1}, 0},
+		{"tenant link, another tenant", true, "uid 3", true, [2]uint64{0, 0}, 0},
+		{"tenant link, untagged", true, "", true, [2]uint64{0, 0}, 0},
+		{"RoCEv2 link, from outside the switch", false, "", false, [2]uint64{1, 1}, 0},
+		{"RoCEv2 link, from a host of the switch", false, "", true, [2]uint64{0, 0}, 0},
+		{"RoCEv2 link, tagged", false, "uid 1", false, [2]uint64{0, 0}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := NewHost()
@@ -68,6 +71,7 @@ func TestMcastTenantsOnTheLink(t *testing.T) {
 			if err := h.AddLink(l); err != nil {
 				t.Fatal(err)
 			}
+			h.SetSwitchHosts(func(g [16]byte) bool { return tc.fromSw && g == mgid("::ffff:10.0.0.2") })
 			var ads [2]*Adapter
 			for i, scope := range []string{"uid 1", "uid 2"} {
 				ads[i] = NewAdapter("i", "vrdma0", 0, [6]byte{2, 0, 0, 0, 1, byte(i)}, false)

@@ -375,7 +375,14 @@ func (q *QP) sendUDWire(w *abi.SendWQE, dgid [16]byte, sgidIndex uint8, local []
 	}
 	sgid := gids[sgidIndex]
 	l, kind := h.route(sgid, dgid)
-	src, dst := gidAddr(sgid), gidAddr(dgid)
+	return q.sendUDVia(w, l, kind, gidAddr(sgid), dgid, local, total, qkey)
+}
+
+// sendUDVia sends a datagram to dgid on link l (of path kind) from src.
+func (q *QP) sendUDVia(w *abi.SendWQE, l Link, kind string, src netip.Addr, dgid [16]byte, local [][]byte, total uint64, qkey uint32) outcome {
+	rm := q.rm
+	h := q.adapter.host
+	dst := gidAddr(dgid)
 	if l == nil || src.Is4() != dst.Is4() {
 		return outcome{bytes: uint32(total)}
 	}

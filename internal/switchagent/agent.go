@@ -170,6 +170,7 @@ func (a *Agent) Join() error {
 	go a.keepLease()
 	go a.keepCandidacy()
 	if mh, ok := a.host.(McastHost); ok {
+		mh.SetSwitchHosts(a.isMember)
 		mh.SetMcastNotify(a.McastChanged)
 		a.wg.Add(1)
 		go a.followMcast(mh)
@@ -227,6 +228,9 @@ func (a *Agent) leave() {
 	a.closing.Store(true)
 	a.host.SetRouter(nil)
 	a.host.SetMembers(nil)
+	if mh, ok := a.host.(McastHost); ok {
+		mh.SetSwitchHosts(nil)
+	}
 	left := make(chan struct{})
 	go func() {
 		defer close(left)

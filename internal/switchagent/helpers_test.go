@@ -209,3 +209,5 @@ func leaf(t *testing.T, dir, host string) []*x509.Certificate {
 func (h *fakeHost) McastGroups() []engine.McastGroup { return h.eng.McastGroups() }
 
 func (h *fakeHost) SetMcastNotify(f func()) { h.eng.SetMcastNotify(f) }
+
+func (h *fakeHost) SetSwitchHosts(f engine.Members) { h.eng.SetSwitchHosts(f) }

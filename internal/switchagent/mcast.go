@@ -14,12 +14,16 @@ import (
 	"github.com/vrdma/vrdma/internal/fabric"
 )
 
-// McastHost is what the agent needs of a daemon whose groups it records:
-// the engine's host (engine.Host has both). A Host that is not one
-// records none.
+// McastHost is what the agent needs of a daemon whose groups it records
+// and whose multicast between hosts carries tenants: the engine's host
+// (engine.Host has it all). A Host that is not one does neither.
 type McastHost interface {
 	McastGroups() []engine.McastGroup
 	SetMcastNotify(func())
+	// SetSwitchHosts installs the test of the switch's hosts' addresses:
+	// their multicast datagrams on RDMA links are dropped, their tagged
+	// copies coming on the TCP channel (docs/design/multicast.md).
+	SetSwitchHosts(engine.Members)
 }
 
 // mcastKey names one record of this host.
