@@ -86,20 +86,38 @@ func (h *Host) refreshTenantPathLocked() {
 // sendMcastTenant sends the datagram to group dgid on the link that
 // carries tenants, tagged, when sendUDWire took another (an RDMA link):
 // the switch's other hosts take a group's datagrams from there only. Its
-// source is the link's address of the group's family.
+// source is the link's address of the group's family, or for an IPv6
+// group an IPv4 one in its mapped form (the RoCEv2 GID of an IPv4
+// address), which the channel takes as that address.
 func (q *QP) sendMcastTenant(w *abi.SendWQE, dgid [16]byte, local [][]byte, total uint64, qkey uint32) {
 	tp := q.adapter.host.tenantPath.Load()
 	rm := q.rm
 	if tp == nil || rm == nil || rm.path.link == tp.link {
 		return
 	}
-	v4 := gidAddr(dgid).Is4()
-	for _, g := range tp.gids {
-		if src := netip.AddrFrom16(g).Unmap(); src.Is4() == v4 && !src.IsLinkLocalUnicast() {
-			q.sendUDVia(w, tp.link, PathTCP, src, dgid, local, total, qkey)
-			return
+	if src, ok := tenantSource(tp.gids, gidAddr(dgid).Is4()); ok {
+		q.sendUDVia(w, tp.link, PathTCP, src, dgid, local, total, qkey)
+	}
+}
+
+// tenantSource picks the source of a group datagram on the channel from
+// its GIDs: the first routable one of the group's family, else, for an
+// IPv6 group, the first routable IPv4 one, mapped.
+func tenantSource(gids [][16]byte, v4 bool) (netip.Addr, bool) {
+	var mapped netip.Addr
+	for _, g := range gids {
+		a := netip.AddrFrom16(g).Unmap()
+		if a.IsLinkLocalUnicast() {
+			continue
+		}
+		if a.Is4() == v4 {
+			return a, true
+		}
+		if !v4 && !mapped.IsValid() {
+			mapped = netip.AddrFrom16(g)
 		}
 	}
+	return mapped, mapped.IsValid()
 }
 
 // SetSwitchHosts installs f (nil: none), which tells the addresses of the

@@ -126,3 +126,42 @@ func udMember(t *testing.T, a *Adapter, scope string) *QP {
 	}
 	return q
 }
+
+// TestTenantSource: a group datagram on the channel comes from the
+// channel's routable address of the group's family, or for an IPv6 group
+// from an IPv4 one in its mapped form; an IPv4 group has none on a
+// channel with IPv6 addresses only.
+func TestTenantSource(t *testing.T) {
+	g := func(s ...string) [][16]byte {
+		var out [][16]byte
+		for _, x := range s {
+			out = append(out, netip.MustParseAddr(x).As16())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		gids [][16]byte
+		v4   bool
+		want string // "" none
+	}{
+		{"IPv4 group", g("fe80::1", "fd00::1", "10.0.0.1"), true, "10.0.0.1"},
+		{"IPv6 group", g("10.0.0.1", "fe80::1", "fd00::1"), false, "fd00::1"},
+		{"IPv6 group, IPv4 channel", g("fe80::1", "10.0.0.1"), false, "::ffff:10.0.0.1"},
+		{"IPv4 group, IPv6 channel", g("fe80::1", "fd00::1"), true, ""},
+		{"link-local only", g("fe80::1"), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, ok := tenantSource(tc.gids, tc.v4)
+			if tc.want == "" {
+				if ok {
+					t.Fatalf("got %v, want none", src)
+				}
+				return
+			}
+			if !ok || src != netip.MustParseAddr(tc.want) {
+				t.Fatalf("got %v %v, want %s", src, ok, tc.want)
+			}
+		})
+	}
+}

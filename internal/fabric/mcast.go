@@ -94,23 +94,3 @@ func (f *Fabric) McastGroups(ctx context.Context) ([]McastGroup, error) {
 	}
 	return out, nil
 }
-
-// WatchMcastGroups returns a channel that receives a value whenever a
-// group record changes, until ctx ends: the reader lists them again.
-func (f *Fabric) WatchMcastGroups(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	w := f.st.Watch(ctx, f.keys.mcastGroups(), 0)
-	go func() {
-		defer close(ch)
-		for r := range w {
-			if r.Err != nil {
-				return
-			}
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return ch
-}
