@@ -191,3 +191,33 @@ func TestMckeyOverTCPChannel(t *testing.T) {
 		t.Errorf("the receiver on b did not complete; it printed:\n%s\nthe sender printed:\n%s", out, snd)
 	}
 }
+
+// TestMcastShowBetweenHosts: the switch knows the groups. While mckey's
+// receiver on b is in 239.1.2.3, `vrdma mcast show` on a lists the group
+// with b's host and the receiver's tenant (root: uid 0) and one QP; when
+// the receiver ends, the group leaves the list (docs/design/multicast.md,
+// "The switch's record").
+func TestMcastShowBetweenHosts(t *testing.T) {
+	netns.Require(t)
+	guesttest.RequirePrograms(t, "mckey", "ibv_devinfo")
+	lib := guesttest.Library(t)
+	a, b := twoToolHosts(t, lib, false, "tcp")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	rcv := startOutput(t, b.prog.Command(ctx, "env", "VRDMA_DEBUG=1", "mckey", "-m", mcastGroup, "-b", b.sw.h.IPv4.String(), "-C", "10"))
+	rcv.waitFor(t, "rdma_cm: joined multicast group")
+	want := "GROUP      TENANT  HOST  QPS\n" + mcastGroup + "  uid 0   b     1\n"
+	eventually(t, 30*time.Second, "a lists b's group", func() (bool, string) {
+		out := a.sw.d.Vrdma(t, "mcast", "show")
+		return out == want, out
+	})
+	if out := a.sw.d.Vrdma(t, "mcast", "show", "239.1.2.4"); out != "no multicast groups\n" {
+		t.Errorf("`vrdma mcast show 239.1.2.4` printed %q, want none", out)
+	}
+	_ = rcv.cmd.Process.Kill()
+	<-rcv.done
+	eventually(t, 30*time.Second, "the group leaves a's list with the receiver", func() (bool, string) {
+		out := a.sw.d.Vrdma(t, "mcast", "show", mcastGroup)
+		return out == "no multicast groups\n", out
+	})
+}

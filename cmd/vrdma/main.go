@@ -57,6 +57,7 @@ func init() {
 		{"switch", "show the distributed switch: its etcd, subnet manager and counts", runSwitch},
 		{"portgroup", "add, show and delete the switch's port groups (VLAN, priority, MTU, P_Key)", runPortGroup},
 		{"host", "show the switch's live hosts, their uplinks and the path to each", runHost},
+		{"mcast", "show the switch's multicast groups: per group, the tenants and hosts with QPs attached", runMcast},
 		{"path", "show the path between two adapters (memcpy, rdma or tcp) and why", runPath},
 		{"version", "print the version, the Go release it was built with and the protocol version (also --version)", runVersion},
 		{"help", "print a command's help: vrdma help COMMAND [SUBCOMMAND]", runHelpCommand},

@@ -92,7 +92,11 @@ func mcastError(err error, gid [16]byte) error {
 // default instance (DESIGN.md, "Who is trusted").
 func (s *session) mcastScope() string {
 	if inst := s.inst.Load(); inst != nil && inst.Name != DefaultInstance {
-		return fmt.Sprintf("uid %d", inst.Owner.UID)
+		return mcastTenant(inst.Owner.UID)
 	}
-	return fmt.Sprintf("uid %d", s.cred.uid)
+	return mcastTenant(s.cred.uid)
 }
+
+// mcastTenant names the tenant of uid as the engine's groups and the
+// switch's records do.
+func mcastTenant(uid uint32) string { return fmt.Sprintf("uid %d", uid) }

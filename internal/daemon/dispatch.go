@@ -66,6 +66,7 @@ func init() {
 		proto.OpPortGroupDelete: {who: admins, run: cmdPortGroupDelete},
 		proto.OpPortGroupList:   {run: cmdPortGroupList},
 		proto.OpHostList:        {run: cmdHostList},
+		proto.OpMcastList:       {run: cmdMcastList}, // cmd_mcast_list.go
 		proto.OpPath:            {run: cmdPath},
 		proto.OpCMListen:        {device: true, run: cmdCMListen}, // cm_cmd.go
 		proto.OpCMCancelListen:  {device: true, run: cmdCMCancelListen},

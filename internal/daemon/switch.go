@@ -95,6 +95,14 @@ func (h switchHost) RemoveLink(name string) error { return h.d.host.RemoveLink(n
 
 func (h switchHost) LIDsChanged() { h.d.switchLIDsChanged() }
 
+// McastGroups and SetMcastNotify let the agent record the host's
+// multicast groups on the switch (switchagent.McastHost).
+func (h switchHost) McastGroups() []engine.McastGroup { return h.d.host.McastGroups() }
+
+func (h switchHost) SetMcastNotify(f func()) { h.d.host.SetMcastNotify(f) }
+
+func (h switchHost) SetSwitchHosts(f engine.Members) { h.d.host.SetSwitchHosts(f) }
+
 // Uplinks lists the daemon's links (cmd_link.go) under their lock, which
 // the agent takes holding its own: the daemon never calls the agent
 // holding the links' lock.

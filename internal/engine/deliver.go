@@ -24,6 +24,11 @@ type receiver struct {
 	// paced: the link says how much it takes (PacedLink), so the worker
 	// may send what the transport held back.
 	paced bool
+	// tenants: the link carries a multicast datagram's tenant (TenantLink);
+	// tenant is the one of the frame being delivered ("" when untagged),
+	// kept between frames so that the same tenant costs no allocation.
+	tenants bool
+	tenant  string
 
 	gsiDatagram GSIDatagram // the one the GSI handler gets, reused
 }
@@ -40,6 +45,9 @@ func newReceiver(h *Host, l Link) *receiver {
 		r.intact = il.FramesIntact()
 	}
 	_, r.paced = l.(PacedLink)
+	if tl, ok := l.(TenantLink); ok {
+		r.tenants = tl.CarriesTenants()
+	}
 	r.tx.errs = &r.wire.TxErrors
 	return r
 }
@@ -62,6 +70,11 @@ func (r *receiver) deliver(frame []byte) {
 	ctr.RxPackets.Add(1)
 	ctr.RxBytes.Add(uint64(len(frame)))
 	p := &r.pkt
+	var tagged bool
+	if frame, tagged = r.untag(frame); frame == nil {
+		ctr.Malformed.Add(1)
+		return
+	}
 	if err := wire.Decode(frame, p); err != nil {
 		ctr.Malformed.Add(1)
 		return
@@ -72,6 +85,10 @@ func (r *receiver) deliver(frame []byte) {
 	}
 	if p.Dst.IsMulticast() {
 		r.deliverMcast(p)
+		return
+	}
+	if tagged { // a tag is for groups only
+		ctr.Malformed.Add(1)
 		return
 	}
 	if !h.isLinkGID(addrGID(p.Dst)) {

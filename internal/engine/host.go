@@ -31,6 +31,13 @@ type Host struct {
 	gsiPSN  atomic.Uint32              // numbers QP1's datagrams, as a UD QP's PSNs do
 	members atomic.Pointer[Members]    // members.go; nil: every source is taken
 	mc      mcastTable                 // multicast groups (mcast.go)
+	// mcNotify is told when a group appears or goes (mcast_groups.go).
+	mcNotify atomic.Pointer[func()]
+	// tenantPath is the link that carries tenants and its GIDs
+	// (mcast_tenant.go); switchHosts tells another host of the switch's
+	// addresses.
+	tenantPath  atomic.Pointer[tenantPath]
+	switchHosts atomic.Pointer[Members]
 }
 
 // WireCounters count, per link, the packets it received and those that

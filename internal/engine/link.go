@@ -74,6 +74,7 @@ func (h *Host) addLink(l Link) error {
 
 // refreshGIDsLocked recomputes the links' GID table; h.mu is held.
 func (h *Host) refreshGIDsLocked() {
+	h.refreshTenantPathLocked()
 	var all [][16]byte
 	seen := make(map[[16]byte]bool)
 	// RDMA links first, in the order they came, then the TCP channel,

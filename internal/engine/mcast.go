@@ -138,6 +138,9 @@ func (q *QP) AttachMcast(mgid [16]byte) (bool, error) {
 	if join {
 		h.joinLinks(mgid, true)
 	}
+	if old == nil {
+		h.mcastChanged()
+	}
 	return true, nil
 }
 
@@ -196,8 +199,8 @@ func (t *mcastTable) detach(q *QP, k groupKey) bool {
 		return false
 	}
 	q.mcast = slices.DeleteFunc(q.mcast, func(x groupKey) bool { return x == k })
-	leave := false
-	if len(old) == 1 {
+	leave, gone := false, len(old) == 1
+	if gone {
 		delete(t.groups, k)
 		if t.count[k.scope]--; t.count[k.scope] == 0 {
 			delete(t.count, k.scope)
@@ -214,6 +217,9 @@ func (t *mcastTable) detach(q *QP, k groupKey) bool {
 	t.mu.Unlock()
 	if leave {
 		h.joinLinks(k.mgid, false)
+	}
+	if gone {
+		h.mcastChanged()
 	}
 	return true
 }

@@ -27,7 +27,9 @@ func (q *QP) sendMcast(w *abi.SendWQE, dgid [16]byte, local [][]byte, total uint
 	}
 	if g := h.linkGIDs.Load(); g != nil && len(*g) > 0 {
 		_, sgidIndex, _, _ := q.ah(w.AH)
-		return q.sendUDWire(w, dgid, sgidIndex, local, total, qkey)
+		out := q.sendUDWire(w, dgid, sgidIndex, local, total, qkey)
+		q.sendMcastTenant(w, dgid, local, total, qkey)
+		return out
 	}
 	a.Counters.TxPackets.Add(1)
 	a.Counters.TxBytes.Add(total)
@@ -49,7 +51,18 @@ func (r *receiver) deliverMcast(p *wire.Packet) {
 		ctr.BadKey.Add(1)
 		return
 	}
-	members := r.h.mc.wireMembers(addrGID(p.Dst))
+	var members []*QP
+	switch {
+	case r.tenants:
+		members = r.h.mc.members(r.tenant, addrGID(p.Dst))
+	case r.h.isSwitchHost(addrGID(p.Src)):
+		// Another host of the switch: its tagged copy comes on the TCP
+		// channel (mcast_tenant.go).
+		ctr.NotOurs.Add(1)
+		return
+	default:
+		members = r.h.mc.wireMembers(addrGID(p.Dst))
+	}
 	if len(members) == 0 {
 		ctr.NotOurs.Add(1)
 		return

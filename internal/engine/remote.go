@@ -24,6 +24,10 @@ type wirePath struct {
 	sport    uint16
 	tos      uint8
 	tcp      bool // the TCP channel, for the path counters
+	// group: the sending QP's tenant, put in front of a multicast
+	// datagram on a link that carries tenants (mcast_tenant.go); "" for
+	// everything else.
+	group string
 }
 
 // remote is a QP's state on the rdma path. It is owned by whoever holds
@@ -371,11 +375,19 @@ func (q *QP) sendUDWire(w *abi.SendWQE, dgid [16]byte, sgidIndex uint8, local []
 	}
 	sgid := gids[sgidIndex]
 	l, kind := h.route(sgid, dgid)
-	src, dst := gidAddr(sgid), gidAddr(dgid)
+	return q.sendUDVia(w, l, kind, gidAddr(sgid), dgid, local, total, qkey)
+}
+
+// sendUDVia sends a datagram to dgid on link l (of path kind) from src.
+func (q *QP) sendUDVia(w *abi.SendWQE, l Link, kind string, src netip.Addr, dgid [16]byte, local [][]byte, total uint64, qkey uint32) outcome {
+	rm := q.rm
+	h := q.adapter.host
+	dst := gidAddr(dgid)
 	if l == nil || src.Is4() != dst.Is4() {
 		return outcome{bytes: uint32(total)}
 	}
-	rm.path = wirePath{link: l, src: src, sport: rxeUDSourcePort(q.qpn), tos: h.tos(l), tcp: kind == PathTCP}
+	rm.path = wirePath{link: l, src: src, sport: rxeUDSourcePort(q.qpn), tos: h.tos(l), tcp: kind == PathTCP,
+		group: q.groupTag(l, dgid)}
 	rm.cur = &rm.tx
 	rm.udOn, rm.udSt = true, abi.StatusSuccess
 	wq := &rm.wqe
@@ -406,9 +418,18 @@ func (rm *remote) Output(p *wire.Packet, src [][]byte, off, n int) {
 	if b == nil {
 		b = &rm.tx
 	}
-	frame := wire.AppendHeaders(b.buffer(path.link), p, n)
+	frame := b.buffer(path.link)
+	tag := 0
+	if path.group != "" {
+		frame = wire.AppendGroupTag(frame, path.group)
+		tag = len(frame)
+	}
+	frame = wire.AppendHeaders(frame, p, n)
 	frame = transport.Gather(frame, src, off, n)
-	frame = wire.AppendTrailer(frame)
+	// The ICRC covers the IP packet, after the tag; the buffer has room
+	// for the trailer, so it is extended in place.
+	pkt := wire.AppendTrailer(frame[tag:])
+	frame = frame[:tag+len(pkt)]
 	b.add(frame)
 	q.adapter.Counters.TxPackets.Add(1)
 	q.adapter.Counters.TxBytes.Add(uint64(n))

@@ -15,6 +15,7 @@ import (
 //	/vrdma/<sw>/sm/election/<lease-id-hex>      election key      (candidate's lease; concurrency.Election)
 //	/vrdma/<sw>/sm/assign/<instance>/<index>    Assignment        (no lease; written by the subnet manager)
 //	/vrdma/<sw>/sm/assign/default@<host>/<index> Assignment of a host's default instance (HostDefaultInstance)
+//	/vrdma/<sw>/mcast/<host>/<tenant>/<group>   McastGroup        (host daemon's lease; tenant "uid N" as uid_N)
 //
 // Names never contain '/', so a prefix ending in '/' lists exactly one kind.
 const rootPrefix = "/vrdma/"
@@ -35,6 +36,10 @@ func (k keyspace) candidates() string        { return k.base + "sm/candidates/" 
 func (k keyspace) candidate(n string) string { return k.candidates() + n }
 func (k keyspace) election() string          { return k.base + "sm/election" }
 func (k keyspace) assignments() string       { return k.base + "sm/assign/" }
+func (k keyspace) mcastGroups() string       { return k.base + "mcast/" }
+func (k keyspace) mcastGroup(host, tenant, group string) string {
+	return k.mcastGroups() + host + "/" + tenant + "/" + group
+}
 func (k keyspace) assignment(inst string, idx int) string {
 	return k.assignments() + inst + "/" + strconv.Itoa(idx)
 }

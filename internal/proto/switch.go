@@ -159,3 +159,18 @@ type PathDevices struct {
 	Mode    string `json:"mode"`
 	Blocked string `json:"blocked,omitempty"`
 }
+
+// McastListResp is the switch's record of multicast groups
+// (`vrdma mcast show`): every tenant's for an administrator, the caller's
+// own tenant's for anyone else.
+type McastListResp struct {
+	Groups []McastGroupInfo `json:"groups"`
+}
+
+// McastGroupInfo is one tenant's group on one host.
+type McastGroupInfo struct {
+	Group  string `json:"group"`  // its IP address (239.1.2.3, ff0e::1)
+	Tenant string `json:"tenant"` // "uid N"
+	Host   string `json:"host"`
+	QPs    int    `json:"qps"` // the tenant's QPs attached there
+}

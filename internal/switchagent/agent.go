@@ -61,7 +61,8 @@ type Agent struct {
 	healed    atomic.Uint64
 	refuseLog admit.LogLimit
 	uncovered admit.LogLimit
-	heal      chan string // selfHeal's requests to the healer, at most one waiting
+	heal      chan string   // selfHeal's requests to the healer, at most one waiting
+	mcWake    chan struct{} // McastChanged's word to the group records' writer (mcast.go)
 }
 
 // New checks cfg and makes the agent of the daemon local describes,
@@ -93,7 +94,8 @@ func New(cfg Config, local Local) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, hostName: local.HostName, stateDir: local.StateDir, host: local.Host, log: log,
 		ident: ident, hosts: map[string]fabric.Host{},
-		uncovered: admit.LogLimit{Interval: 10 * time.Minute, Burst: 1}, heal: make(chan string, 1)}
+		uncovered: admit.LogLimit{Interval: 10 * time.Minute, Burst: 1}, heal: make(chan string, 1),
+		mcWake: make(chan struct{}, 1)}
 	a.routes.Store(&routeTable{})
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil
@@ -167,6 +169,12 @@ func (a *Agent) Join() error {
 	a.wg.Add(2)
 	go a.keepLease()
 	go a.keepCandidacy()
+	if mh, ok := a.host.(McastHost); ok {
+		mh.SetSwitchHosts(a.isMember)
+		mh.SetMcastNotify(a.McastChanged)
+		a.wg.Add(1)
+		go a.followMcast(mh)
+	}
 	a.joined.Store(true)
 	a.host.SetRouter(a.route)
 	if a.cfg.Member != nil {
@@ -220,6 +228,9 @@ func (a *Agent) leave() {
 	a.closing.Store(true)
 	a.host.SetRouter(nil)
 	a.host.SetMembers(nil)
+	if mh, ok := a.host.(McastHost); ok {
+		mh.SetSwitchHosts(nil)
+	}
 	left := make(chan struct{})
 	go func() {
 		defer close(left)

@@ -205,3 +205,9 @@ func leaf(t *testing.T, dir, host string) []*x509.Certificate {
 	}
 	return []*x509.Certificate{m.Leaf}
 }
+
+func (h *fakeHost) McastGroups() []engine.McastGroup { return h.eng.McastGroups() }
+
+func (h *fakeHost) SetMcastNotify(f func()) { h.eng.SetMcastNotify(f) }
+
+func (h *fakeHost) SetSwitchHosts(f engine.Members) { h.eng.SetSwitchHosts(f) }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/admit"
+	"github.com/vrdma/vrdma/internal/wire"
 )
 
 // conn is one TCP connection to a peer.
@@ -329,8 +330,16 @@ func (c *conn) announced(f []byte) bool {
 }
 
 // frameSource is the source address of the IP packet f (IPv4 unmapped),
-// or the zero Addr if f is too short to say.
+// the one after its group tag if it has one, or the zero Addr if f is too
+// short to say.
 func frameSource(f []byte) netip.Addr {
+	if wire.IsGroupTagged(f) {
+		if _, d, err := wire.SplitGroupTag(f); err == nil {
+			f = d
+		} else {
+			return netip.Addr{}
+		}
+	}
 	switch {
 	case len(f) >= 20 && f[0]>>4 == 4:
 		return netip.AddrFrom4([4]byte(f[12:16]))

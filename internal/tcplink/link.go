@@ -281,3 +281,9 @@ func (l *Link) Peers() []PeerState {
 	}
 	return out
 }
+
+// CarriesTenants tells the engine that this link carries a multicast
+// datagram's tenant (engine.TenantLink, protocol.go): the daemons at both
+// ends are the switch's members, who are trusted to carry their tenants'
+// traffic.
+func (l *Link) CarriesTenants() bool { return true }

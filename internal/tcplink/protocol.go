@@ -14,14 +14,20 @@ package tcplink
 //
 // then frames, each a 4-byte big-endian length and that many bytes: one
 // whole IPv4 or IPv6 packet as package wire encodes it, from the IP header
-// to the ICRC. Length 0 is a keepalive; a length above MaxFrame, or bytes
-// that are not one whole IP packet, is a protocol error that closes the
-// connection.
+// to the ICRC, or a multicast datagram with its tenant in front (a group
+// tag, package wire: its first byte 0x01, then the tenant's length and
+// the tenant, then the whole IP packet to the group). Length 0 is a
+// keepalive; a length above MaxFrame, or bytes that are neither, is a
+// protocol error that closes the connection. (A daemon from before group
+// tags closes the connection on a tagged frame: every host of a switch
+// must run one that has them.)
 
 import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+
+	"github.com/vrdma/vrdma/internal/wire"
 )
 
 const (
@@ -108,8 +114,9 @@ func magicHint(b []byte) string {
 	return ""
 }
 
-// frameDst checks that f is one whole IPv4 or IPv6 packet and returns its
-// destination, or why it is not.
+// frameDst checks that f is one whole IPv4 or IPv6 packet, or a group
+// tag and one to a multicast group, and returns its destination, or why it
+// is not.
 func frameDst(f []byte) (netip.Addr, string) {
 	if len(f) == 0 {
 		return netip.Addr{}, "empty"
@@ -117,6 +124,26 @@ func frameDst(f []byte) (netip.Addr, string) {
 	if len(f) > MaxFrame {
 		return netip.Addr{}, fmt.Sprintf("%d bytes long, more than %d", len(f), MaxFrame)
 	}
+	if wire.IsGroupTagged(f) {
+		_, d, err := wire.SplitGroupTag(f)
+		if err != nil {
+			return netip.Addr{}, err.Error()
+		}
+		if len(d) == 0 {
+			return netip.Addr{}, "a group tag with no datagram after it"
+		}
+		a, why := packetDst(d)
+		if why == "" && !a.IsMulticast() {
+			return netip.Addr{}, fmt.Sprintf("a group-tagged datagram to %s, which is no multicast group", a)
+		}
+		return a, why
+	}
+	return packetDst(f)
+}
+
+// packetDst checks that f, not empty, is one whole IPv4 or IPv6 packet and
+// returns its destination, or why it is not.
+func packetDst(f []byte) (netip.Addr, string) {
 	switch f[0] >> 4 {
 	case 4:
 		ihl := int(f[0]&0x0f) * 4

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/netip"
 	"testing"
+
+	"github.com/vrdma/vrdma/internal/wire"
 )
 
 func TestHelloRoundTrip(t *testing.T) {
@@ -32,6 +34,8 @@ func TestFrameDst(t *testing.T) {
 	v6 := testFrame(netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2"), 1, []byte("x"))
 	mapped := bytes.Clone(v6)
 	copy(mapped[24:40], netip.MustParseAddr("::ffff:10.1.2.3").AsSlice())
+	group := testFrame(addrA, netip.MustParseAddr("239.1.2.3"), 1, []byte("x"))
+	tagged := append(wire.AppendGroupTag(nil, "uid 1000"), group...)
 	tests := []struct {
 		name  string
 		frame []byte
@@ -48,6 +52,12 @@ func TestFrameDst(t *testing.T) {
 		{"IPv6 short", v6[:39], ""},
 		{"IPv6 longer than its header says", append(bytes.Clone(v6), 0), ""},
 		{"version 5", append([]byte{0x55}, v4[1:]...), ""},
+		{"group-tagged to a group", tagged, "239.1.2.3"},
+		{"group-tagged to a unicast address", append(wire.AppendGroupTag(nil, "uid 1000"), v4...), ""},
+		{"group tag alone", wire.AppendGroupTag(nil, "uid 1000"), ""},
+		{"group tag cut short", tagged[:5], ""},
+		{"group tag, datagram cut short", tagged[:len(tagged)-1], ""},
+		{"group tag of no tenant", append([]byte{wire.GroupTagKind, 0}, group...), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,4 +178,18 @@ func FuzzFrameReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFrameSourceOfTaggedFrames: the source a peer is checked against
+// (announced) is the datagram's, after a group tag; a tag that does not
+// split has none, so its frame is dropped as spoofed.
+func TestFrameSourceOfTaggedFrames(t *testing.T) {
+	group := testFrame(addrA, netip.MustParseAddr("239.1.2.3"), 1, []byte("x"))
+	tagged := append(wire.AppendGroupTag(nil, "uid 1000"), group...)
+	if got := frameSource(tagged); got != addrA {
+		t.Errorf("the source of a tagged frame is %v, want its datagram's, %v", got, addrA)
+	}
+	if got := frameSource(append([]byte{wire.GroupTagKind, 0}, group...)); got.IsValid() {
+		t.Errorf("a frame whose tag does not split has source %v, want none", got)
+	}
 }

@@ -45,8 +45,11 @@ func (l *Link) WriteBatch(frames [][]byte) (int, error) {
 			unlock()
 			n, nf, ff := l.fanOut(d, f)
 			noPeer, full = noPeer+nf, full+ff
-			if n > 0 {
-				queued++ // one frame of the batch, however many copies
+			if n > 0 || nf == 0 && ff == 0 {
+				// One frame of the batch, however many copies; to a
+				// group no other host has, it is sent to nobody, as a
+				// NIC sends one no host listens to.
+				queued++
 			}
 			continue
 		}

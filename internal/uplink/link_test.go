@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -471,5 +472,47 @@ func TestServeDeliversOneAtATime(t *testing.T) {
 	waitFor(t, "every frame", func() bool { return delivered.Load() >= int32(2+len(frames)) })
 	if overlap.Load() {
 		t.Fatal("deliver was called by two goroutines at once")
+	}
+}
+
+// TestGroupsFollowTheInterface: a multicast group the link joined is in
+// its interface's multicast list (what makes the kernel send the IGMP
+// report, docs/design/multicast.md); when the interface is deleted and
+// made again under the same name, the link joins the group again on the
+// new one, and a group joined while the interface was gone is joined
+// when it comes back. A group left is in neither list.
+func TestGroupsFollowTheInterface(t *testing.T) {
+	n, la, _, _, _ := pair(t)
+	inList := func(g string) bool {
+		out, err := exec.Command("ip", "-n", n.a.ns, "maddr", "show", "dev", n.a.dev).CombinedOutput()
+		return err == nil && strings.Contains(string(out), " "+g+"\n")
+	}
+	waitFor(t, "the link to be up", func() bool { return la.State().Active })
+	for _, g := range []string{"239.1.2.3", "239.1.2.9"} {
+		if err := la.JoinGroup(netip.MustParseAddr(g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := la.LeaveGroup(netip.MustParseAddr("239.1.2.9")); err != nil {
+		t.Fatal(err)
+	}
+	if !inList("239.1.2.3") || inList("239.1.2.9") {
+		t.Fatalf("before: 239.1.2.3 in %s's list %v (want true), 239.1.2.9 %v (want false)", n.a.dev, inList("239.1.2.3"), inList("239.1.2.9"))
+	}
+	ip(t, "-n", n.a.ns, "link", "del", n.a.dev) // both ends go
+	waitFor(t, "the link to lose its interface", func() bool { return !la.State().Netdev })
+	if err := la.JoinGroup(netip.MustParseAddr("239.1.2.4")); err == nil {
+		t.Error("joining while the interface is gone: no error, want one saying it is joined when it comes back")
+	}
+	ip(t, "-n", n.a.ns, "link", "add", n.a.dev, "address", n.a.mac.String(), "type", "veth", "peer", "name", n.a.dev+"p")
+	ip(t, "-n", n.a.ns, "addr", "add", n.a.v4.String()+"/24", "dev", n.a.dev)
+	ip(t, "-n", n.a.ns, "link", "set", n.a.dev+"p", "up")
+	ip(t, "-n", n.a.ns, "link", "set", n.a.dev, "up")
+	waitFor(t, "the interface to come back", func() bool { return la.State().Active })
+	waitFor(t, "239.1.2.3 and 239.1.2.4 in the new interface's list", func() bool {
+		return inList("239.1.2.3") && inList("239.1.2.4")
+	})
+	if inList("239.1.2.9") {
+		t.Error("239.1.2.9, left, is in the new interface's list")
 	}
 }

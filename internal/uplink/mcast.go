@@ -7,6 +7,7 @@ package uplink
 // the groups rdma_rxe adds to its netdev.
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -16,12 +17,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// groups are the multicast groups a link has joined: the readers take
-// datagrams to them as to the interface's own addresses. The set is
-// replaced whole on every change; a reader's look-up takes no lock.
+// groups are the multicast groups the engine asked the link to join: the
+// readers take datagrams to them as to the interface's own addresses. The
+// set is replaced whole on every change; a reader's look-up takes no
+// lock. A group stays in the set while its interface is gone, and is
+// joined again on the interface that comes back under the name (rejoin).
 type groups struct {
-	mu  sync.Mutex
+	mu  sync.Mutex // held across the changes and their setsockopts
 	set atomic.Pointer[groupSet]
+	on  int // the ifindex the memberships were made on; 0: none
 }
 
 type groupSet struct {
@@ -29,9 +33,8 @@ type groupSet struct {
 	v6 [][16]byte
 }
 
+// change adds a to the set or takes it out; g.mu is held.
 func (g *groups) change(a netip.Addr, join bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var n groupSet
 	if old := g.set.Load(); old != nil {
 		n = groupSet{slices.Clone(old.v4), slices.Clone(old.v6)}
@@ -89,10 +92,65 @@ func (l *Link) group(g netip.Addr, join bool) error {
 	if !g.IsMulticast() {
 		return fmt.Errorf("%w: %s is not a multicast address", ErrConfig, g)
 	}
+	gs := &l.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.change(g, join) // wanted, whether or not the interface is there now
 	ifindex := l.snap.Load().ifindex
 	if ifindex == 0 {
-		return fmt.Errorf("uplink %s: the interface %s is not there: cannot join %s", l.cfg.Name, l.cfg.Netdev, g)
+		if !join {
+			return nil // the membership went with the interface
+		}
+		return fmt.Errorf("uplink %s: the interface %s is not there: %s joins %s when it comes back", l.cfg.Name, l.cfg.Netdev, l.cfg.Name, g)
 	}
+	if err := l.membership(g, join, ifindex); err != nil {
+		what := "join"
+		if !join {
+			what = "leave"
+		}
+		return fmt.Errorf("uplink %s: %s multicast group %s on %s: %w", l.cfg.Name, what, g, l.cfg.Netdev, err)
+	}
+	gs.on = ifindex
+	return nil
+}
+
+// rejoin makes the memberships of every group in the set on the interface
+// ifindex, which came under the link's name (the watcher calls it when the
+// index changes): the old interface's went with it (they are dropped, in
+// case they linger on the socket), and the kernel sends the IGMP or MLD
+// reports on the new one. A failure is the link's problem to report; the
+// groups stay wanted.
+func (l *Link) rejoin(ifindex int) error {
+	gs := &l.groups
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	set := gs.set.Load()
+	if set == nil || gs.on == ifindex {
+		return nil
+	}
+	var all []netip.Addr
+	for _, a := range set.v4 {
+		all = append(all, netip.AddrFrom4(a))
+	}
+	for _, a := range set.v6 {
+		all = append(all, netip.AddrFrom16(a))
+	}
+	var first error
+	for _, g := range all {
+		if gs.on != 0 {
+			_ = l.membership(g, false, gs.on)
+		}
+		if err := l.membership(g, true, ifindex); err != nil && !errors.Is(err, unix.EADDRINUSE) && first == nil {
+			first = fmt.Errorf("uplink %s: join multicast group %s again on %s: %w", l.cfg.Name, g, l.cfg.Netdev, err)
+		}
+	}
+	gs.on = ifindex
+	return first
+}
+
+// membership adds (or drops) the receive socket's membership of g on the
+// interface ifindex.
+func (l *Link) membership(g netip.Addr, join bool, ifindex int) error {
 	r := l.rx6
 	if g.Is4() {
 		r = l.rx4
@@ -118,15 +176,7 @@ func (l *Link) group(g netip.Addr, join bool) error {
 	if err == nil {
 		err = serr
 	}
-	if err != nil {
-		what := "join"
-		if !join {
-			what = "leave"
-		}
-		return fmt.Errorf("uplink %s: %s multicast group %s on %s: %w", l.cfg.Name, what, g, l.cfg.Netdev, err)
-	}
-	l.groups.change(g, join)
-	return nil
+	return err
 }
 
 // noLoop keeps a send socket's multicast datagrams from coming back to

@@ -242,6 +242,11 @@ func (w *watcher) sync() error {
 		s.problem = fmt.Sprintf("%s is down or has no carrier", ifi.Name)
 	}
 	l.setSnapshot(s)
+	// The groups follow the interface (mcast.go): joined again on a new
+	// one under the name, after the snapshot gives joins its index.
+	if err := l.rejoin(ifi.Index); err != nil {
+		w.problem(err.Error())
+	}
 	return first
 }
 
