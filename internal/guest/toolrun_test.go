@@ -86,11 +86,12 @@ func requireTool(t *testing.T, program, pkg string) {
 // toolHost is one host for the tools: a daemon of the test's own and the
 // library its programs load.
 type toolHost struct {
-	lib     string // the directory of libibverbs.so.1
-	sock    string // the daemon's socket
-	quiet   bool   // no VRDMA_DEBUG: for programs whose report lines are parsed
-	runtime string // the programs' XDG_RUNTIME_DIR: where the library's sysfs tree goes
-	preload string // LD_PRELOAD of its programs ("": none), e.g. rdma-core's librspreload.so
+	lib     string        // the directory of libibverbs.so.1
+	sock    string        // the daemon's socket
+	quiet   bool          // no VRDMA_DEBUG: for programs whose report lines are parsed
+	runtime string        // the programs' XDG_RUNTIME_DIR: where the library's sysfs tree goes
+	preload string        // LD_PRELOAD of its programs ("": none), e.g. rdma-core's librspreload.so
+	timeout time.Duration // the programs' hang guard; 0 is toolTimeout
 }
 
 // newToolHost builds (or reuses) the library and starts a daemon that lives
@@ -178,10 +179,14 @@ type toolProc struct {
 }
 
 // start runs program with args on instance in the background, killed after
-// toolTimeout and when the test ends.
+// the host's hang guard (toolTimeout unless set) and when the test ends.
 func (h *toolHost) start(t *testing.T, instance, program string, args ...string) *toolProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	guard := toolTimeout
+	if h.timeout > 0 {
+		guard = h.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	p := &toolProc{cmd: exec.CommandContext(ctx, program, args...), done: make(chan struct{})}
 	p.cmd.Env = h.env(instance)
 	p.cmd.Stdout = &p.out

@@ -137,17 +137,28 @@ func TestToolRiostream(t *testing.T) {
 // never ends on its own; it is killed after the client (its stdout, a
 // pipe, is lost then: the client's report shows both sides worked).
 // Before datagram rsockets, rsocket(SOCK_DGRAM) failed with ENOSYS.
+//
+// udpong's echo client sends a datagram again when no answer came within
+// 1 ms, and again for every answer to an earlier copy. When the round trip
+// exceeds 1 ms (the daemon built with -race on two loaded cores), copies
+// pile up to what the server's receive queue holds (384) and stay: UD drops
+// the rest, and every stale answer sends one more. The run still ends, but
+// each exchange then waits behind hundreds of copies; 500 exchanges took
+// over 30 s in 1 of about 15 loaded runs (hundreds of thousands of
+// datagrams, counted in the daemon's CQs; no completion or wake-up lost).
+// So the echo tests make 100 exchanges and the hang guard is 2 minutes.
 func TestToolUdpong(t *testing.T) {
 	requireTool(t, "udpong", rdmacmUtils)
 	h := newToolHost(t)
+	h.timeout = 2 * time.Minute
 	tests := []struct {
 		name string
 		args []string
 		want []string // the report lines: "name bytes xfers "
 	}{
-		{"echo blocking", []string{"-T", "e", "-T", "b", "-S", "1024", "-C", "500"}, []string{"custom    1k      1k "}},
-		{"echo nonblocking", []string{"-T", "e", "-S", "100", "-C", "500"}, []string{"custom    100     1k "}},
-		{"echo rpoll", []string{"-T", "e", "-T", "a", "-S", "1536", "-C", "300"}, []string{"custom    1.5k    600 "}},
+		{"echo blocking", []string{"-T", "e", "-T", "b", "-S", "1024", "-C", "100"}, []string{"custom    1k      200 "}},
+		{"echo nonblocking", []string{"-T", "e", "-S", "100", "-C", "100"}, []string{"custom    100     200 "}},
+		{"echo rpoll", []string{"-T", "e", "-T", "a", "-S", "1536", "-C", "100"}, []string{"custom    1.5k    200 "}},
 		{"one way", []string{"-S", "2000", "-C", "2000"}, []string{"custom    1.9k    "}},
 	}
 	for _, tt := range tests {
@@ -156,7 +167,7 @@ func TestToolUdpong(t *testing.T) {
 			port := strconv.Itoa(portN)
 			args := append([]string{"-p", port}, tt.args...)
 			srv := h.start(t, "", "udpong", append([]string{"-b", "127.0.0.1"}, args...)...)
-			bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+			bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard for the bind
 			bound := proctest.WaitUDPBound(bctx, srv.cmd.Process.Pid, portN)
 			bcancel()
 			if !bound {
