@@ -49,6 +49,8 @@ func init() {
 		proto.OpCloseXRCD:       {device: true, run: cmdCloseXRCD},
 		proto.OpOpenQP:          {device: true, run: cmdOpenQP},
 		proto.OpDestroySRQ:      {device: true, run: cmdDestroySRQ},
+		proto.OpModifySRQ:       {device: true, run: cmdModifySRQ}, // cmd_srq_modify.go
+		proto.OpQuerySRQ:        {device: true, run: cmdQuerySRQ},
 		proto.OpCreateQP:        {device: true, run: cmdCreateQP},
 		proto.OpModifyQP:        {device: true, run: cmdModifyQP},
 		proto.OpQueryQP:         {device: true, run: cmdQueryQP},

@@ -134,4 +134,8 @@ func (q *QP) Footprint() uint64 { return q.footprint }
 func (c *CQ) Footprint() uint64 { c.mu.Lock(); defer c.mu.Unlock(); return uint64(c.ring.Size()) }
 
 // Footprint returns what SRQBytes said the SRQ would take.
-func (r *RQ) Footprint() uint64 { return uint64(r.ring.Size() + r.ring.Stride) }
+func (r *RQ) Footprint() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return uint64(r.ring.Size() + r.ring.Stride)
+}

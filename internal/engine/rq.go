@@ -24,6 +24,7 @@ type RQ struct {
 	pd      *PD
 	users   int
 	region  *shm.Region // owned only by SRQs
+	limit   int         // SRQs: the armed limit event, 0 for none (srq_modify.go)
 
 	// XRC SRQs (xrc.go): the domain, the completion queue and the number.
 	xrcd *XRCD
@@ -48,9 +49,9 @@ func NewSRQ(pd *PD, maxWR, maxSGE int) (*RQ, error) {
 }
 
 // Ring, RegionFD and Size describe an SRQ's shared region.
-func (r *RQ) Ring() abi.RingLayout { return r.ring }
-func (r *RQ) RegionFD() int        { return r.region.FD() }
-func (r *RQ) Size() int            { return len(r.mem) }
+func (r *RQ) Ring() abi.RingLayout { r.mu.Lock(); defer r.mu.Unlock(); return r.ring }
+func (r *RQ) RegionFD() int        { r.mu.Lock(); defer r.mu.Unlock(); return r.region.FD() }
+func (r *RQ) Size() int            { r.mu.Lock(); defer r.mu.Unlock(); return len(r.mem) }
 
 type popResult uint8
 
@@ -61,29 +62,39 @@ const (
 	popCorrupt           // the indices are impossible
 )
 
-// pop takes the next receive request into w.
+// pop takes the next receive request into w, and raises an SRQ's limit
+// event when that leaves fewer posted than its limit.
 func (r *RQ) pop(w *abi.RecvWQE) popResult {
+	res, limit := r.popLocked(w)
+	if limit {
+		r.raiseLimit()
+	}
+	return res
+}
+
+func (r *RQ) popLocked(w *abi.RecvWQE) (popResult, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mem == nil {
-		return popCorrupt
+		return popCorrupt, false
 	}
 	prod := shm.Load32(r.mem, r.ring.Offset+abi.RingProdOff)
 	n, err := r.ring.Pending(prod, r.cons)
 	if err != nil {
-		return popCorrupt
+		return popCorrupt, false
 	}
 	if n == 0 {
-		return popEmpty
+		return popEmpty, false
 	}
 	off := r.ring.Entry(r.cons)
 	copy(r.buf, r.mem[off:off+r.ring.Stride])
 	r.cons++
 	r.publishCons()
+	limit := r.limitReached(prod)
 	if abi.ParseRecvWQE(r.buf, w, r.maxSGE) != nil {
-		return popBad
+		return popBad, limit
 	}
-	return popOK
+	return popOK, limit
 }
 
 // empty reports whether no receive request is posted.

@@ -326,6 +326,32 @@ type CreateSRQResp struct {
 	SRQN   uint32   `json:"srqn,omitempty"` // an XRC SRQ's number (ibv_get_srq_num)
 }
 
+// SRQ attribute mask bits of ModifySRQReq (IBV_SRQ_MAX_WR, IBV_SRQ_LIMIT).
+const (
+	SRQMaxWR = 1 << 0
+	SRQLimit = 1 << 1
+)
+
+// ModifySRQReq resizes an SRQ to hold at least MaxWR requests (mask
+// SRQMaxWR) and arms its limit event at Limit (SRQLimit; 0 disarms).
+type ModifySRQReq struct {
+	Handle uint32 `json:"handle"`
+	Mask   int    `json:"mask"`
+	MaxWR  int    `json:"max_wr"`
+	Limit  int    `json:"srq_limit"`
+}
+
+// ModifySRQResp is the SRQ's size and armed limit after the change. A
+// resize's reply comes with one descriptor, the new ring's memfd of Size
+// bytes, which replaces the old one; the posted requests keep their
+// indices in it.
+type ModifySRQResp struct {
+	MaxWR int      `json:"max_wr"`
+	Limit int      `json:"srq_limit"`
+	Size  int      `json:"size,omitempty"`
+	Ring  RingInfo `json:"ring"`
+}
+
 // OpenQPReq opens the XRC_RECV QP numbered QPN of the XRC domain the
 // handle XRCD holds (ibv_open_qp); the reply is a CreateQPResp.
 type OpenQPReq struct {

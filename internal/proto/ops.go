@@ -58,6 +58,8 @@ const (
 	OpCloseXRCD // a handle of an XRC domain
 	OpOpenQP    // a handle of another process's XRC_RECV QP of the same XRC domain (OpenQPReq)
 	OpMcastList // the switch's record of the multicast groups the caller may see (McastListResp)
+	OpModifySRQ // an SRQ's limit armed or its ring resized (ModifySRQReq)
+	OpQuerySRQ  // an SRQ's size and armed limit (HandleReq; the reply is a ModifySRQResp)
 	opMax
 )
 
@@ -67,7 +69,7 @@ var opNames = [...]string{"", "hello", "query_device", "query_port", "alloc_pd",
 	"stats", "event", "map_mr", "link_add", "link_delete", "list_links",
 	"switch_show", "portgroup_add", "portgroup_delete", "portgroup_list", "host_list", "path",
 	"cm_listen", "cm_cancel_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect", "cm_event", "cm_resolve",
-	"resize_cq", "rereg_mr", "alloc_mw", "dealloc_mw", "import_device", "import_object", "attach_mcast", "detach_mcast", "open_xrcd", "close_xrcd", "open_qp", "mcast_list"}
+	"resize_cq", "rereg_mr", "alloc_mw", "dealloc_mw", "import_device", "import_object", "attach_mcast", "detach_mcast", "open_xrcd", "close_xrcd", "open_qp", "mcast_list", "modify_srq", "query_srq"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {

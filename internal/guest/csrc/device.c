@@ -200,7 +200,7 @@ static int parse_device_attr(const struct vj_doc *doc, int a, struct vrdma_devic
 	out->local_ca_ack_delay = 15;
 	out->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT |
 				IBV_DEVICE_XRC |
-				IBV_DEVICE_SRQ_RESIZE * 0 | IBV_DEVICE_CHANGE_PHY_PORT * 0;
+				IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT * 0;
 	vj_get_str(doc, a, "atomic_cap", atomic, sizeof atomic);
 	if (strcmp(atomic, "ATOMIC_GLOB") == 0)
 		out->atomic_cap = IBV_ATOMIC_GLOB;

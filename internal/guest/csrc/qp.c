@@ -460,20 +460,109 @@ struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *
 	return &s->ibsrq;
 }
 
-VRDMA_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+/* Reads the daemon's reply to a modify or query of s: its size and armed
+ * limit, and after a resize (ring != 0) the new ring's layout. */
+static int srq_attr_from(const struct vj_doc *doc, int ring, int64_t *max_wr, int64_t *limit, int64_t *size,
+			 struct vrdma_ring *r)
 {
-	(void)srq;
-	(void)attr;
-	(void)mask;
-	return EOPNOTSUPP; /* neither resizing nor the limit event */
+	if (vj_get_i64(doc, 0, "max_wr", max_wr) || *max_wr <= 0 || *max_wr > VRDMA_MAX_RING_ENTRIES ||
+	    vj_get_i64(doc, 0, "srq_limit", limit) || *limit < 0 || *limit > *max_wr)
+		return EPROTO;
+	if (ring && (vj_get_i64(doc, 0, "size", size) || *size <= 0 ||
+		     vrdma_ring_from(doc, vj_get(doc, 0, "ring"), (size_t)*size, r) || r->entries != (uint32_t)*max_wr))
+		return EPROTO;
+	return 0;
 }
 
+/* ibv_modify_srq as rxe has it: IBV_SRQ_LIMIT arms the limit event (the
+ * daemon raises IBV_EVENT_SRQ_LIMIT_REACHED once when fewer requests than
+ * the limit remain posted, and disarms it); IBV_SRQ_MAX_WR resizes the
+ * ring. For a resize the daemon makes a new ring, copies the requests not
+ * yet consumed to the same indices and hands it over; the SRQ's lock is
+ * held throughout, so no post writes the old ring meanwhile and the
+ * producer index carries over. */
+VRDMA_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
+{
+	struct vrdma_srq *s = (struct vrdma_srq *)srq;
+	struct vrdma_context *ctx = to_vctx(srq->context);
+	if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)))
+		return EINVAL;
+	if (!mask)
+		return 0;
+	if ((mask & IBV_SRQ_MAX_WR) && (attr->max_wr == 0 || attr->max_wr > INT32_MAX))
+		return EINVAL;
+	if ((mask & IBV_SRQ_LIMIT) && attr->srq_limit > INT32_MAX)
+		return EINVAL;
+	pthread_spin_lock(&s->lock);
+	if (vrdma_is_lost(ctx)) {
+		pthread_spin_unlock(&s->lock);
+		return EIO; /* the daemon is gone (lost.c) */
+	}
+	struct vj_doc doc = {0};
+	int fds[1] = {-1}, nfds = 1;
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_MODIFY_SRQ, &doc, NULL, 0, fds, &nfds,
+			   "{\"handle\":%u,\"mask\":%d,\"max_wr\":%u,\"srq_limit\":%u}", s->handle, mask,
+			   (mask & IBV_SRQ_MAX_WR) ? attr->max_wr : 0, (mask & IBV_SRQ_LIMIT) ? attr->srq_limit : 0);
+	if (rc) {
+		pthread_spin_unlock(&s->lock);
+		return rc;
+	}
+	int resize = (mask & IBV_SRQ_MAX_WR) != 0;
+	int64_t max_wr = 0, limit = 0, size = 0;
+	struct vrdma_ring ring = {0};
+	rc = srq_attr_from(&doc, resize, &max_wr, &limit, &size, &ring);
+	if (!resize && nfds != 0)
+		rc = EPROTO;
+	if (resize && nfds != 1)
+		rc = EPROTO;
+	if (resize && !rc && (ring.stride != s->ring.stride || max_wr < (int64_t)attr->max_wr))
+		rc = EPROTO;
+	vrdma_doc_free(&doc);
+	if (!resize) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		s->max_wr = (uint32_t)max_wr;
+		pthread_spin_unlock(&s->lock);
+		return rc;
+	}
+	uint8_t *mem = NULL;
+	rc = vrdma_take_region(ctx, rc, fds, nfds, (size_t)size, &mem, 0, 0); /* closes the descriptors */
+	if (rc) {
+		/* The daemon took the new ring, which we do not have: the SRQ
+		 * is lost to this process, as the requests posted to it. */
+		pthread_spin_unlock(&s->lock);
+		vrdma_log("ibv_modify_srq: the daemon's new ring could not be taken (%s): the SRQ no longer receives",
+			  strerror(rc));
+		return rc;
+	}
+	munmap(s->mem, s->size);
+	s->mem = mem;
+	s->size = (size_t)size;
+	s->ring = ring;
+	s->max_wr = (uint32_t)max_wr;
+	pthread_spin_unlock(&s->lock);
+	return 0;
+}
+
+/* ibv_query_srq asks the daemon: the limit event disarms the limit there. */
 VRDMA_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 {
 	struct vrdma_srq *s = (struct vrdma_srq *)srq;
-	attr->max_wr = s->max_wr;
+	struct vrdma_context *ctx = to_vctx(srq->context);
+	if (vrdma_is_lost(ctx))
+		return EIO;
+	struct vj_doc doc = {0};
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_QUERY_SRQ, &doc, NULL, 0, NULL, NULL, "{\"handle\":%u}", s->handle);
+	if (rc)
+		return rc;
+	int64_t max_wr = 0, limit = 0;
+	rc = srq_attr_from(&doc, 0, &max_wr, &limit, NULL, NULL);
+	vrdma_doc_free(&doc);
+	if (rc)
+		return rc;
+	attr->max_wr = (uint32_t)max_wr;
 	attr->max_sge = (uint32_t)s->max_sge;
-	attr->srq_limit = 0;
+	attr->srq_limit = (uint32_t)limit;
 	return 0;
 }
 

@@ -151,6 +151,9 @@
 #define VRDMA_CMD_OPEN_XRCD        49U
 #define VRDMA_CMD_CLOSE_XRCD       50U
 #define VRDMA_CMD_OPEN_QP          51U
+#define VRDMA_CMD_MCAST_LIST       52U
+#define VRDMA_CMD_MODIFY_SRQ       53U
+#define VRDMA_CMD_QUERY_SRQ        54U
 
 /* Error codes of a reply (proto/errors.go) */
 #define VRDMA_CODE_OK         0U
