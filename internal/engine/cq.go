@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -24,8 +25,15 @@ type CQ struct {
 }
 
 // NewCQ creates a CQ able to hold at least cqe completions.
-func NewCQ(cqe int) (*CQ, error) {
-	ring := cqRing(cqe)
+func NewCQ(cqe int) (*CQ, error) { return newCQ(cqe, abi.CQESize) }
+
+// NewTimestampedCQ creates a CQ able to hold at least cqe completions
+// whose entries also say when the daemon wrote them (abi.CQETimestampOff;
+// docs/design/cq-timestamps.md).
+func NewTimestampedCQ(cqe int) (*CQ, error) { return newCQ(cqe, abi.CQETSSize) }
+
+func newCQ(cqe, stride int) (*CQ, error) {
+	ring := cqRing(cqe, stride)
 	region, err := shm.NewRegion("vrdma-cq", ring.Size())
 	if err != nil {
 		return nil, err
@@ -84,7 +92,12 @@ func (c *CQ) push(e *abi.CQE) bool {
 		}
 		return false
 	}
-	abi.PutCQE(c.mem[c.ring.Entry(c.prod):], e)
+	slot := c.mem[c.ring.Entry(c.prod):]
+	abi.PutCQE(slot, e)
+	if c.ring.Stride >= abi.CQETSSize {
+		mono, wall := clocks()
+		abi.PutCQETimestamps(slot, mono, wall)
+	}
 	c.prod++
 	shm.Store32(c.mem, abi.RingProdOff, c.prod)
 	armed := shm.Load32(c.mem, abi.RingNotifyOff) != 0
@@ -96,6 +109,30 @@ func (c *CQ) push(e *abi.CQE) bool {
 		c.notify.Signal()
 	}
 	return true
+}
+
+// Timestamped reports whether c's entries carry timestamps.
+func (c *CQ) Timestamped() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ring.Stride >= abi.CQETSSize }
+
+// The monotonic clock's reading at monoBase, taken once: Go's time.Time
+// carries CLOCK_MONOTONIC but does not show it, so a timestamp is this
+// reading plus the monotonic time elapsed since (one vDSO clock read per
+// completion, no system call).
+var (
+	monoBase   = time.Now()
+	monoBaseNs = func() uint64 {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+			return 0
+		}
+		return uint64(ts.Nano())
+	}()
+)
+
+// clocks returns CLOCK_MONOTONIC and CLOCK_REALTIME now, in nanoseconds.
+func clocks() (mono, wall uint64) {
+	now := time.Now()
+	return monoBaseNs + uint64(now.Sub(monoBase)), uint64(now.UnixNano())
 }
 
 // Use records a QP completing into c; Unuse undoes it.
