@@ -112,7 +112,11 @@ func (c *CQ) push(e *abi.CQE) bool {
 }
 
 // Timestamped reports whether c's entries carry timestamps.
-func (c *CQ) Timestamped() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.ring.Stride >= abi.CQETSSize }
+func (c *CQ) Timestamped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ring.Stride >= abi.CQETSSize
+}
 
 // The monotonic clock's reading at monoBase, taken once: Go's time.Time
 // carries CLOCK_MONOTONIC but does not show it, so a timestamp is this
