@@ -9,6 +9,7 @@
 
 #include <infiniband/verbs.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "vrdma.h"
 #include "vrdma_abi.h"
@@ -119,6 +120,12 @@ struct vrdma_cq {
 	/* ibv_start_poll/ibv_next_poll's current completion, which the
 	 * ibv_wc_read_* functions read (cq.c). */
 	struct ibv_wc cur;
+	/* A timestamped CQ's (ring.stride VRDMA_CQE_TS_SIZE): when the last
+	 * completion poll_ring took was written, CLOCK_MONOTONIC and
+	 * CLOCK_REALTIME in ns (docs/design/cq-timestamps.md); cur_stamped
+	 * says poll_ring set them (a flush from the library has none). */
+	uint64_t cur_ts, cur_wallclock;
+	int cur_stamped;
 	uint32_t handle;
 	uint8_t *mem;
 	size_t size;
@@ -314,6 +321,7 @@ void vrdma_freeze(struct vrdma_context *ctx);
 
 /* Per-operation entry points placed into ibv_context_ops. */
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+uint64_t vrdma_clock_ns(clockid_t clock);
 /* Removes the completions of QP qpn not yet polled from cq, as mlx5 does
  * when a QP enters RESET (cq.c). */
 void vrdma_cq_clean(struct ibv_cq *cq, uint32_t qpn);
