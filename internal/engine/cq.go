@@ -118,25 +118,17 @@ func (c *CQ) Timestamped() bool {
 	return c.ring.Stride >= abi.CQETSSize
 }
 
-// The monotonic clock's reading at monoBase, taken once: Go's time.Time
-// carries CLOCK_MONOTONIC but does not show it, so a timestamp is this
-// reading plus the monotonic time elapsed since (one vDSO clock read per
-// completion, no system call).
-var (
-	monoBase   = time.Now()
-	monoBaseNs = func() uint64 {
-		var ts unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
-			return 0
-		}
-		return uint64(ts.Nano())
-	}()
-)
-
 // clocks returns CLOCK_MONOTONIC and CLOCK_REALTIME now, in nanoseconds.
+// The monotonic clock is read with clock_gettime itself (a system call,
+// only for timestamped CQs): Go's time.Time carries it only relative to the
+// process's start, and an offset measured once is off by the time the
+// measurement took, which puts stamps after the moment they were taken.
 func clocks() (mono, wall uint64) {
-	now := time.Now()
-	return monoBaseNs + uint64(now.Sub(monoBase)), uint64(now.UnixNano())
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+		mono = uint64(ts.Nano())
+	}
+	return mono, uint64(time.Now().UnixNano())
 }
 
 // Use records a QP completing into c; Unuse undoes it.
