@@ -467,9 +467,9 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
 /* query_device_ex: the device's attributes and the extended fields rxe
  * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags and adds
  * ATOMIC_WRITE, which the device has, as rxe's; odp_caps for explicit
- * on-demand MRs), and the clock of completion timestamps (hca_core_clock
- * in kHz, completion_timestamp_mask); every capability vrdma lacks
- * (implicit ODP, TSO, RSS, tag matching, device memory) reads 0. attr_size
+ * on-demand MRs, implicit ones too), and the clock of completion
+ * timestamps (hca_core_clock in kHz, completion_timestamp_mask); every
+ * capability vrdma lacks (TSO, RSS, tag matching, device memory) reads 0. attr_size
  * is what the program's headers say the structure is: an older one gets
  * its prefix. */
 static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
@@ -484,7 +484,7 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 		return rc;
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags | VRDMA_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
-	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT; /* odp-implicit.md */
 	a.odp_caps.per_transport_caps.rc_odp_caps = ODP_OPS;
 	a.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
 	a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
