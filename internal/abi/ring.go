@@ -44,6 +44,7 @@ const (
 	RecvWQEHeader  = 16 // fixed part of a receive WQE; SGEs follow
 	SGESize        = 16 // addr u64, length u32, lkey u32
 	CQESize        = 32 // one completion
+	CQETSSize      = 64 // one completion of a timestamped CQ: a CQE, then its two clocks (CQETimestampOff)
 	MaxRingEntries = 1 << 22
 )
 

@@ -259,6 +259,25 @@ const (
 	CQEPKeyIndexOff = 28
 )
 
+// A timestamped CQ (ibv_create_cq_ex with a completion timestamp flag;
+// docs/design/cq-timestamps.md) has entries of CQETSSize bytes: the
+// CQESize-byte CQE, then when the daemon wrote it, on two clocks, as
+// nanoseconds (u64): CLOCK_MONOTONIC, the device's free-running clock of
+// 1 GHz, and CLOCK_REALTIME, the wall clock. The rest is zero.
+const (
+	CQETimestampOff = 32 // CLOCK_MONOTONIC, ns
+	CQEWallclockOff = 40 // CLOCK_REALTIME, ns since the epoch
+)
+
+// PutCQETimestamps writes the two clocks into b, the CQETSSize-byte entry
+// PutCQE filled.
+func PutCQETimestamps(b []byte, mono, wall uint64) {
+	_ = b[CQETSSize-1]
+	le := binary.LittleEndian
+	le.PutUint64(b[CQETimestampOff:], mono)
+	le.PutUint64(b[CQEWallclockOff:], wall)
+}
+
 // PutCQE encodes c into b (CQESize bytes).
 func PutCQE(b []byte, c *CQE) {
 	_ = b[CQESize-1]

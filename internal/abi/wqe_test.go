@@ -494,6 +494,12 @@ func TestEntryLayout(t *testing.T) {
 			{"imm", CQEImmOff, 4}, {"src_qp", CQESrcQPOff, 4}, {"opcode", CQEOpcodeOff, 1},
 			{"status", CQEStatusOff, 1}, {"wc_flags", CQEFlagsOff, 1}, {"sl", CQESLOff, 1}, {"pkey_index", CQEPKeyIndexOff, 2},
 		}},
+		{"timestamped CQE", CQETSSize, []field{
+			{"wr_id", CQEWRIDOff, 8}, {"qp_num", CQEQPNumOff, 4}, {"byte_len", CQEByteLenOff, 4},
+			{"imm", CQEImmOff, 4}, {"src_qp", CQESrcQPOff, 4}, {"opcode", CQEOpcodeOff, 1},
+			{"status", CQEStatusOff, 1}, {"wc_flags", CQEFlagsOff, 1}, {"sl", CQESLOff, 1}, {"pkey_index", CQEPKeyIndexOff, 2},
+			{"rsvd", 30, 2}, {"timestamp", CQETimestampOff, 8}, {"wallclock", CQEWallclockOff, 8},
+		}},
 	}
 	for _, l := range layouts {
 		used := make([]string, l.size)

@@ -18,11 +18,14 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.CQE < 1 || req.CQE > engine.MaxCQE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "cqe %d: a CQ holds 1 to %d completions", req.CQE, engine.MaxCQE)
 	}
-	ring := engine.CQBytes(req.CQE)
+	ring, newCQ := engine.CQBytes(req.CQE), engine.NewCQ
+	if req.Timestamps {
+		ring, newCQ = engine.TimestampedCQBytes(req.CQE), engine.NewTimestampedCQ
+	}
 	if err := s.takeQueue(CQs, ring); err != nil {
 		return nil, nil, err
 	}
-	cq, err := engine.NewCQ(req.CQE)
+	cq, err := newCQ(req.CQE)
 	if err != nil {
 		s.giveQueue(CQs, ring)
 		return nil, nil, s.d.creationError("completion queue", err)
@@ -38,7 +41,7 @@ func cmdCreateCQ(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	r := cq.Ring()
-	return proto.CreateCQResp{Handle: h, CQE: r.Entries, Size: cq.Size(), Entries: r.Entries}, fds, nil
+	return proto.CreateCQResp{Handle: h, CQE: r.Entries, Size: cq.Size(), Entries: r.Entries, Stride: r.Stride}, fds, nil
 }
 
 func cmdDestroyCQ(s *session, body []byte, _ []int) (any, []int, error) {

@@ -25,7 +25,7 @@ func cmdResizeCQ(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.CQE < 1 || req.CQE > engine.MaxCQE {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "cqe %d: a CQ holds 1 to %d completions", req.CQE, engine.MaxCQE)
 	}
-	ring := engine.CQBytes(req.CQE)
+	ring := cq.BytesFor(req.CQE)
 	if err := s.take(Ring, ring); err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"time"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -24,8 +25,15 @@ type CQ struct {
 }
 
 // NewCQ creates a CQ able to hold at least cqe completions.
-func NewCQ(cqe int) (*CQ, error) {
-	ring := cqRing(cqe)
+func NewCQ(cqe int) (*CQ, error) { return newCQ(cqe, abi.CQESize) }
+
+// NewTimestampedCQ creates a CQ able to hold at least cqe completions
+// whose entries also say when the daemon wrote them (abi.CQETimestampOff;
+// docs/design/cq-timestamps.md).
+func NewTimestampedCQ(cqe int) (*CQ, error) { return newCQ(cqe, abi.CQETSSize) }
+
+func newCQ(cqe, stride int) (*CQ, error) {
+	ring := cqRing(cqe, stride)
 	region, err := shm.NewRegion("vrdma-cq", ring.Size())
 	if err != nil {
 		return nil, err
@@ -84,7 +92,12 @@ func (c *CQ) push(e *abi.CQE) bool {
 		}
 		return false
 	}
-	abi.PutCQE(c.mem[c.ring.Entry(c.prod):], e)
+	slot := c.mem[c.ring.Entry(c.prod):]
+	abi.PutCQE(slot, e)
+	if c.ring.Stride >= abi.CQETSSize {
+		mono, wall := clocks()
+		abi.PutCQETimestamps(slot, mono, wall)
+	}
 	c.prod++
 	shm.Store32(c.mem, abi.RingProdOff, c.prod)
 	armed := shm.Load32(c.mem, abi.RingNotifyOff) != 0
@@ -96,6 +109,26 @@ func (c *CQ) push(e *abi.CQE) bool {
 		c.notify.Signal()
 	}
 	return true
+}
+
+// Timestamped reports whether c's entries carry timestamps.
+func (c *CQ) Timestamped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ring.Stride >= abi.CQETSSize
+}
+
+// clocks returns CLOCK_MONOTONIC and CLOCK_REALTIME now, in nanoseconds.
+// The monotonic clock is read with clock_gettime itself (a system call,
+// only for timestamped CQs): Go's time.Time carries it only relative to the
+// process's start, and an offset measured once is off by the time the
+// measurement took, which puts stamps after the moment they were taken.
+func clocks() (mono, wall uint64) {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) == nil {
+		mono = uint64(ts.Nano())
+	}
+	return mono, uint64(time.Now().UnixNano())
 }
 
 // Use records a QP completing into c; Unuse undoes it.

@@ -34,7 +34,9 @@ func (e *CQBelowPendingError) Error() string {
 // once passed): made before the switch, so that a CQ whose client could
 // not be handed its new ring keeps the old one.
 func (c *CQ) Resize(cqe int) (old uint64, fd int, err error) {
-	ring := cqRing(cqe)
+	c.mu.Lock()
+	ring := cqRing(cqe, c.ring.Stride) // a timestamped CQ stays one
+	c.mu.Unlock()
 	region, err := shm.NewRegion("vrdma-cq", ring.Size())
 	if err != nil {
 		return 0, -1, err
@@ -67,7 +69,7 @@ func (c *CQ) Resize(cqe int) (old uint64, fd int, err error) {
 	mem := region.Bytes()
 	for i := cons; i != c.prod; i++ {
 		from := c.mem[c.ring.Entry(i):]
-		copy(mem[ring.Entry(i):ring.Entry(i)+abi.CQESize], from[:abi.CQESize])
+		copy(mem[ring.Entry(i):ring.Entry(i)+ring.Stride], from[:ring.Stride])
 	}
 	shm.Store32(mem, abi.RingHeldOff, heldWord)
 	shm.Store32(mem, abi.RingErrOff, shm.Load32(c.mem, abi.RingErrOff))

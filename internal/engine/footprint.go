@@ -105,13 +105,26 @@ func QPBytes(caps proto.QPCaps, srq bool) (uint64, error) {
 	return sh.bytes(), nil
 }
 
-// cqRing is the ring of a CQ able to hold at least cqe completions.
-func cqRing(cqe int) abi.RingLayout {
-	return abi.RingLayout{Entries: abi.RoundPow2(cqe), Stride: abi.CQESize}
+// cqRing is the ring of a CQ able to hold at least cqe completions of
+// stride bytes (abi.CQESize, or abi.CQETSSize for a timestamped CQ).
+func cqRing(cqe, stride int) abi.RingLayout {
+	return abi.RingLayout{Entries: abi.RoundPow2(cqe), Stride: stride}
 }
 
 // CQBytes returns the footprint of a CQ of cqe entries (1..MaxCQE).
-func CQBytes(cqe int) uint64 { return uint64(cqRing(cqe).Size()) }
+func CQBytes(cqe int) uint64 { return uint64(cqRing(cqe, abi.CQESize).Size()) }
+
+// TimestampedCQBytes returns the footprint of a timestamped CQ of cqe
+// entries (NewTimestampedCQ): twice an ordinary one's entries.
+func TimestampedCQBytes(cqe int) uint64 { return uint64(cqRing(cqe, abi.CQETSSize).Size()) }
+
+// BytesFor returns the footprint c would have resized to cqe entries
+// (Resize): a timestamped CQ stays one.
+func (c *CQ) BytesFor(cqe int) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint64(cqRing(cqe, c.ring.Stride).Size())
+}
 
 // srqRing is the ring of a shared receive queue.
 func srqRing(maxWR, maxSGE int) abi.RingLayout {

@@ -220,6 +220,10 @@ type AllocMWResp struct {
 
 type CreateCQReq struct {
 	CQE int `json:"cqe"`
+	// Timestamps asks for entries of abi.CQETSSize bytes that say when
+	// each completion was written (ibv_create_cq_ex's completion timestamp
+	// flags); the reply's Stride says the daemon made them.
+	Timestamps bool `json:"timestamps,omitempty"`
 }
 
 // CreateCQResp comes with three descriptors: the ring's memfd, then the
@@ -229,6 +233,7 @@ type CreateCQResp struct {
 	CQE     int    `json:"cqe"`
 	Size    int    `json:"size"`
 	Entries int    `json:"entries"`
+	Stride  int    `json:"stride"` // an entry's bytes: abi.CQESize, or abi.CQETSSize when timestamped
 }
 
 // ResizeCQReq asks for the CQ's ring to hold at least CQE completions

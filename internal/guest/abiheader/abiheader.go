@@ -138,6 +138,7 @@ func defineGroups() ([]group, error) {
 			{"VRDMA_RECV_WQE_HEADER", abi.RecvWQEHeader, false},
 			{"VRDMA_SGE_SIZE", abi.SGESize, false},
 			{"VRDMA_CQE_SIZE", abi.CQESize, false},
+			{"VRDMA_CQE_TS_SIZE", abi.CQETSSize, false},
 			{"VRDMA_MAX_RING_ENTRIES", abi.MaxRingEntries, false},
 			{"VRDMA_MAX_SGE", abi.MaxSGE, false},
 			{"VRDMA_GRH_SIZE", abi.GRHSize, false},
@@ -171,7 +172,8 @@ func defineGroups() ([]group, error) {
 			{"VRDMA_SGE_LKEY", abi.SGELKeyOff, false},
 		}},
 		{"CQE (abi/wqe.go): u64 wr_id; u32 qp_num, byte_len, imm, src_qp;\n" +
-			" * u8 opcode, status, wc_flags, sl; u16 pkey_index", []define{
+			" * u8 opcode, status, wc_flags, sl; u16 pkey_index; in a timestamped\n" +
+			" * CQ's VRDMA_CQE_TS_SIZE-byte entries, then u64 timestamp, wallclock", []define{
 			{"VRDMA_CQE_WR_ID", abi.CQEWRIDOff, false},
 			{"VRDMA_CQE_QP_NUM", abi.CQEQPNumOff, false},
 			{"VRDMA_CQE_BYTE_LEN", abi.CQEByteLenOff, false},
@@ -182,6 +184,8 @@ func defineGroups() ([]group, error) {
 			{"VRDMA_CQE_FLAGS", abi.CQEFlagsOff, false},
 			{"VRDMA_CQE_SL", abi.CQESLOff, false},
 			{"VRDMA_CQE_PKEY_INDEX", abi.CQEPKeyIndexOff, false},
+			{"VRDMA_CQE_TIMESTAMP", abi.CQETimestampOff, false},
+			{"VRDMA_CQE_WALLCLOCK", abi.CQEWallclockOff, false},
 		}},
 		{"Send flags (abi/enums.go)", flagDefines("VRDMA_SEND_", sendFlags)},
 		{"Completion flags (abi/enums.go)", flagDefines("VRDMA_WC_", wcFlags)},

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "verbs_int.h"
@@ -54,9 +55,10 @@ VRDMA_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	return 0;
 }
 
-/* new_cq makes the CQ of ibv_create_cq and ibv_create_cq_ex: NULL with errno. */
+/* new_cq makes the CQ of ibv_create_cq and ibv_create_cq_ex (ts: with
+ * timestamped entries): NULL with errno. */
 static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_context, struct ibv_comp_channel *channel,
-			       int comp_vector)
+			       int comp_vector, int ts)
 {
 	struct vrdma_context *ctx = to_vctx(context);
 	if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
@@ -70,21 +72,25 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 	}
 	struct vj_doc doc = {0};
 	int fds[3] = {-1, -1, -1}, nfds = 3;
-	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_CQ, &doc, NULL, 0, fds, &nfds, "{\"cqe\":%d}", cqe);
+	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_CQ, &doc, NULL, 0, fds, &nfds,
+			   ts ? "{\"cqe\":%d,\"timestamps\":true}" : "{\"cqe\":%d}", cqe);
 	if (rc) {
 		vrdma_own_free(cq);
 		errno = rc;
 		return NULL;
 	}
 	uint64_t h = 0;
-	int64_t n = 0, size = 0, entries = 0;
+	int64_t n = 0, size = 0, entries = 0, stride = VRDMA_CQE_SIZE;
 	if (nfds != 3 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "cqe", &n) ||
 	    vj_get_i64(&doc, 0, "size", &size) || vj_get_i64(&doc, 0, "entries", &entries))
 		rc = EPROTO;
+	vj_get_i64(&doc, 0, "stride", &stride); /* a daemon before timestamps says none: 32 */
 	vrdma_doc_free(&doc);
-	cq->ring = (struct vrdma_ring){.off = 0, .entries = (uint32_t)entries, .stride = VRDMA_CQE_SIZE};
+	if (!rc && stride != (ts ? VRDMA_CQE_TS_SIZE : VRDMA_CQE_SIZE))
+		rc = ts && stride == VRDMA_CQE_SIZE ? EOPNOTSUPP : EPROTO; /* a daemon without timestamps */
+	cq->ring = (struct vrdma_ring){.off = 0, .entries = (uint32_t)entries, .stride = (uint32_t)stride};
 	if (!rc && (entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES || (entries & (entries - 1)) || size <= 0 ||
-		    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE))
+		    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * (uint64_t)stride))
 		rc = EPROTO;
 	cq->size = (size_t)size;
 	rc = vrdma_take_region(ctx, rc, fds, nfds, cq->size, &cq->mem, VRDMA_CMD_DESTROY_CQ, (uint32_t)h);
@@ -130,7 +136,7 @@ static struct vrdma_cq *new_cq(struct ibv_context *context, int cqe, void *cq_co
 VRDMA_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
 					  struct ibv_comp_channel *channel, int comp_vector)
 {
-	struct vrdma_cq *cq = new_cq(context, cqe, cq_context, channel, comp_vector);
+	struct vrdma_cq *cq = new_cq(context, cqe, cq_context, channel, comp_vector, 0);
 	return cq ? &cq->ibcq : NULL;
 }
 
@@ -193,7 +199,7 @@ VRDMA_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	if (nfds != 1 || vj_get_i64(&doc, 0, "cqe", &n) || vj_get_i64(&doc, 0, "size", &size) ||
 	    vj_get_i64(&doc, 0, "entries", &entries) || entries <= 0 || entries > VRDMA_MAX_RING_ENTRIES ||
 	    (entries & (entries - 1)) || n < cqe || n > entries || size <= 0 ||
-	    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * VRDMA_CQE_SIZE)
+	    (uint64_t)size < VRDMA_RING_HEADER_SIZE + (uint64_t)entries * cq->ring.stride)
 		rc = EPROTO;
 	vrdma_doc_free(&doc);
 	uint8_t *mem = NULL;
@@ -244,6 +250,11 @@ static int poll_ring(struct vrdma_cq *cq, int num, struct ibv_wc *wc)
 		w->status = (enum ibv_wc_status)e[VRDMA_CQE_STATUS];
 		w->sl = e[VRDMA_CQE_SL];
 		w->pkey_index = get_le16(e + VRDMA_CQE_PKEY_INDEX);
+		if (cq->ring.stride >= VRDMA_CQE_TS_SIZE) {
+			cq->cur_ts = get_le64(e + VRDMA_CQE_TIMESTAMP);
+			cq->cur_wallclock = get_le64(e + VRDMA_CQE_WALLCLOCK);
+			cq->cur_stamped = 1;
+		}
 		cq->cons++;
 		n++;
 	}
@@ -282,7 +293,7 @@ void vrdma_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 		if (get_le32(e + VRDMA_CQE_QP_NUM) == qpn)
 			removed++;
 		else if (removed)
-			memcpy(vrdma_slot(cq->mem, &cq->ring, i + removed), e, VRDMA_CQE_SIZE);
+			memcpy(vrdma_slot(cq->mem, &cq->ring, i + removed), e, cq->ring.stride);
 	}
 	if (removed) {
 		cq->cons += removed;
@@ -425,11 +436,24 @@ VRDMA_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
  * ibv_poll_cq's own code (lost daemon, yields and all) into cq->cur, which
  * the ibv_wc_read_* functions read. No lock is held between start and end,
  * so ibv_end_poll has nothing to do; the consumer index moves with each
- * completion taken. The fields are rdma_rxe's (rdma-core v44): no
- * timestamps, VLANs, flow tags or tag matching. */
+ * completion taken. The fields are rdma_rxe's (rdma-core v44) and the
+ * completion timestamps (docs/design/cq-timestamps.md): no VLANs, flow
+ * tags or tag matching. */
+#define VRDMA_CQ_EX_TS_FLAGS (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 #define VRDMA_CQ_EX_WC_FLAGS                                                                                  \
 	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |       \
-	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
+	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS | VRDMA_CQ_EX_TS_FLAGS)
+
+/* vrdma_clock_ns reads clock in nanoseconds: the device's free-running
+ * clock is CLOCK_MONOTONIC at 1 GHz (hca_core_clock), its wall clock
+ * CLOCK_REALTIME. */
+uint64_t vrdma_clock_ns(clockid_t clock)
+{
+	struct timespec t;
+	if (clock_gettime(clock, &t))
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
 
 static inline struct vrdma_cq *to_vcqx(struct ibv_cq_ex *cqx) { return vrdma_container_of(cqx, struct vrdma_cq, cqx); }
 
@@ -437,11 +461,17 @@ static inline struct vrdma_cq *to_vcqx(struct ibv_cq_ex *cqx) { return vrdma_con
  * none, EIO when the CQ failed (overrun, corrupt ring, daemon gone). */
 static int cqx_take(struct vrdma_cq *cq)
 {
+	cq->cur_stamped = 0;
 	int n = vrdma_poll_cq(&cq->ibcq, 1, &cq->cur);
 	if (n == 0)
 		return ENOENT;
 	if (n < 0)
 		return EIO;
+	if (!cq->cur_stamped && cq->ring.stride >= VRDMA_CQE_TS_SIZE) {
+		/* A flush the library made (lost.c): completed now. */
+		cq->cur_ts = vrdma_clock_ns(CLOCK_MONOTONIC);
+		cq->cur_wallclock = vrdma_clock_ns(CLOCK_REALTIME);
+	}
 	cq->cqx.status = cq->cur.status;
 	cq->cqx.wr_id = cq->cur.wr_id;
 	return 0;
@@ -466,6 +496,8 @@ static unsigned int cqx_read_wc_flags(struct ibv_cq_ex *cqx) { return to_vcqx(cq
 static uint32_t cqx_read_slid(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.slid; }
 static uint8_t cqx_read_sl(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.sl; }
 static uint8_t cqx_read_dlid_path_bits(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur.dlid_path_bits; }
+static uint64_t cqx_read_completion_ts(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur_ts; }
+static uint64_t cqx_read_completion_wallclock_ns(struct ibv_cq_ex *cqx) { return to_vcqx(cqx)->cur_wallclock; }
 
 /* vrdma_create_cq_ex is the context's create_cq_ex (ibv_create_cq_ex).
  * As rxe, wc_flags it cannot fill, comp_mask bits rdma-core's
@@ -487,7 +519,8 @@ struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_
 		errno = EINVAL;
 		return NULL;
 	}
-	struct vrdma_cq *cq = new_cq(context, (int)attr->cqe, attr->cq_context, attr->channel, (int)attr->comp_vector);
+	struct vrdma_cq *cq = new_cq(context, (int)attr->cqe, attr->cq_context, attr->channel, (int)attr->comp_vector,
+				     (attr->wc_flags & VRDMA_CQ_EX_TS_FLAGS) != 0);
 	if (!cq)
 		return NULL;
 	struct ibv_cq_ex *x = &cq->cqx;
@@ -505,5 +538,9 @@ struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context, struct ibv_cq_
 	x->read_slid = cqx_read_slid;
 	x->read_sl = cqx_read_sl;
 	x->read_dlid_path_bits = cqx_read_dlid_path_bits;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		x->read_completion_ts = cqx_read_completion_ts;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		x->read_completion_wallclock_ns = cqx_read_completion_wallclock_ns;
 	return x;
 }

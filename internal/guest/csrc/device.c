@@ -460,12 +460,18 @@ VRDMA_EXPORT int ibv_query_device(struct ibv_context *context, struct ibv_device
  * verbs.h does not name yet (v45: IBV_DEVICE_ATOMIC_WRITE): rxe sets it. */
 #define VRDMA_DEVICE_ATOMIC_WRITE (1ULL << 40)
 
+/* The device's free-running clock (completion timestamps, raw_clock) is
+ * CLOCK_MONOTONIC in nanoseconds: 1 GHz, 64 bits (cq-timestamps.md). */
+#define VRDMA_HCA_CORE_CLOCK_KHZ 1000000ULL
+
 /* query_device_ex: the device's attributes and the extended fields rxe
  * fills (phys_port_cnt_ex; device_cap_flags_ex repeats the flags and adds
  * ATOMIC_WRITE, which the device has, as rxe's; odp_caps for explicit
- * on-demand MRs); every capability vrdma lacks (implicit ODP, TSO, RSS, tag
- * matching, timestamps, device memory) reads 0. attr_size is what the
- * program's headers say the structure is: an older one gets its prefix. */
+ * on-demand MRs, implicit ones too), and the clock of completion
+ * timestamps (hca_core_clock in kHz, completion_timestamp_mask); every
+ * capability vrdma lacks (TSO, RSS, tag matching, device memory) reads 0. attr_size
+ * is what the program's headers say the structure is: an older one gets
+ * its prefix. */
 static int query_device_ex(struct ibv_context *context, const struct ibv_query_device_ex_input *input,
 			   struct ibv_device_attr_ex *attr, size_t attr_size)
 {
@@ -478,12 +484,34 @@ static int query_device_ex(struct ibv_context *context, const struct ibv_query_d
 		return rc;
 	a.device_cap_flags_ex = a.orig_attr.device_cap_flags | VRDMA_DEVICE_ATOMIC_WRITE;
 	a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
-	a.odp_caps.general_caps = IBV_ODP_SUPPORT;
+	a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT; /* odp-implicit.md */
 	a.odp_caps.per_transport_caps.rc_odp_caps = ODP_OPS;
 	a.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
 	a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
 	a.xrc_odp_caps = ODP_OPS;
+	a.completion_timestamp_mask = UINT64_MAX;
+	a.hca_core_clock = VRDMA_HCA_CORE_CLOCK_KHZ;
 	memcpy(attr, &a, attr_size < sizeof a ? attr_size : sizeof a);
+	return 0;
+}
+
+/* query_rt_values (ibv_query_rt_values_ex): the device's free-running
+ * clock now, the clock of IBV_WC_EX_WITH_COMPLETION_TIMESTAMP. As mlx5
+ * does, the count is in raw_clock.tv_nsec with tv_sec 0, so that a program
+ * reading tv_nsec alone and one adding tv_sec * 10^9 get the same. Asking
+ * for a value the device does not know is EINVAL, as mlx5's. */
+static int query_rt_values(struct ibv_context *context, struct ibv_values_ex *values)
+{
+	(void)context;
+	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	uint32_t mask = 0;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		values->raw_clock.tv_sec = 0;
+		values->raw_clock.tv_nsec = (long)vrdma_clock_ns(CLOCK_MONOTONIC);
+		mask |= IBV_VALUES_MASK_RAW_CLOCK;
+	}
+	values->comp_mask = mask;
 	return 0;
 }
 
@@ -854,6 +882,7 @@ static void context_ops(struct vrdma_context *ctx)
 	ctx->vctx.dealloc_td = vrdma_dealloc_td;
 	ctx->vctx.query_port = vrdma_query_port_ex;
 	ctx->vctx.query_device_ex = query_device_ex;
+	ctx->vctx.query_rt_values = query_rt_values;
 	vrdma_set_create_qp_ex(&ctx->vctx);
 	vrdma_set_xrc_ops(&ctx->vctx);
 	ctx->vctx.create_cq_ex = vrdma_create_cq_ex;

@@ -1131,6 +1131,162 @@ int vrdma_mr_span(struct ibv_pd *pd, uint32_t lkey, uint64_t iova, uint32_t leng
 	return rc;
 }
 
+
+/* ---- implicit on-demand MRs (docs/design/odp-implicit.md) ----
+ * ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...) registers the
+ * whole address space on a device. The daemon reaches only the memory the
+ * library hands it, so an implicit MR is, at the daemon, a registration of
+ * one page of the library's own (its keys are the MR's) and, in the
+ * library, a set of children: explicit on-demand MRs of the same PD and
+ * access over the pages the process's own work requests (or ibv_advise_mr)
+ * name with the implicit MR's lkey, registered when first named, in the
+ * posting thread, as a device faults pages in. A post then hands the
+ * daemon the child's lkey. Bytes no child can cover (memory not mapped)
+ * keep the implicit MR's lkey, whose one page does not hold them: the
+ * request completes with a local protection error, as on a device. */
+#define VRDMA_IMPLICIT_MAX_CHILDREN 4096
+
+struct vrdma_implicit {
+	struct vrdma_mr *mr; /* the implicit MR (its sentinel registration) */
+	void *page;          /* the sentinel page, the library's own */
+	pthread_mutex_t mu;  /* children */
+	struct ibv_mr **children;
+	int nchildren, cap;
+	struct vrdma_implicit *next;
+};
+
+static pthread_mutex_t implicit_mu = PTHREAD_MUTEX_INITIALIZER; /* implicits */
+static struct vrdma_implicit *implicits;
+
+/* child_find returns the child of im covering [start, end), or NULL; im->mu held. */
+static struct ibv_mr *child_find(struct vrdma_implicit *im, uintptr_t start, uintptr_t end)
+{
+	for (int i = 0; i < im->nchildren; i++) {
+		struct ibv_mr *c = im->children[i];
+		if (start >= (uintptr_t)c->addr && end <= (uintptr_t)c->addr + c->length)
+			return c;
+	}
+	return NULL;
+}
+
+/* child_add registers the pages of [start, end) as a child of im: the
+ * child, or NULL (not mapped, out of children, the daemon's refusal); im->mu held. */
+static struct ibv_mr *child_add(struct vrdma_implicit *im, uintptr_t start, uintptr_t end)
+{
+	if (im->nchildren == VRDMA_IMPLICIT_MAX_CHILDREN)
+		return NULL;
+	if (im->nchildren == im->cap) {
+		int cap = im->cap ? im->cap * 2 : 16;
+		struct ibv_mr **c = realloc(im->children, (size_t)cap * sizeof *c);
+		if (!c)
+			return NULL;
+		im->children = c;
+		im->cap = cap;
+	}
+	uintptr_t ps = (uintptr_t)page_size;
+	uintptr_t s0 = start & ~(ps - 1), e0 = (end + ps - 1) & ~(ps - 1);
+	struct ibv_mr *c = ibv_reg_mr_iova2(im->mr->ibmr.pd, (void *)s0, e0 - s0, s0, im->mr->access);
+	if (!c) {
+		vrdma_debug("implicit MR 0x%x: the pages of 0x%llx..0x%llx cannot be registered (%s): requests naming "
+			    "them complete with a local protection error",
+			    im->mr->lkey, (unsigned long long)start, (unsigned long long)end, strerror(errno));
+		return NULL;
+	}
+	im->children[im->nchildren++] = c;
+	return c;
+}
+
+/* implicit_lkey is the resolver (vrdma_implicit_resolver, verbs_int.h). */
+static uint32_t implicit_lkey(struct ibv_context *context, const struct ibv_sge *sg, int may_register)
+{
+	if (sg->length == 0 || sg->addr + sg->length < sg->addr)
+		return sg->lkey;
+	pthread_mutex_lock(&implicit_mu);
+	struct vrdma_implicit *im = implicits;
+	while (im && (im->mr->lkey != sg->lkey || im->mr->ibmr.context != context))
+		im = im->next;
+	uint32_t lkey = sg->lkey;
+	if (im) {
+		uintptr_t start = (uintptr_t)sg->addr, end = start + sg->length;
+		pthread_mutex_lock(&im->mu);
+		struct ibv_mr *c = child_find(im, start, end);
+		if (!c && may_register)
+			c = child_add(im, start, end);
+		if (c)
+			lkey = c->lkey;
+		pthread_mutex_unlock(&im->mu);
+	}
+	pthread_mutex_unlock(&implicit_mu);
+	return lkey;
+}
+
+/* reg_implicit is ibv_reg_mr(pd, NULL, SIZE_MAX, access) with
+ * IBV_ACCESS_ON_DEMAND: the MR, or NULL with errno. */
+static struct ibv_mr *reg_implicit(struct ibv_pd *pd, unsigned int access)
+{
+	struct vrdma_implicit *im = calloc(1, sizeof *im);
+	if (!im) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	im->page = sys_mmap(NULL, (size_t)page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *s = im->page == MAP_FAILED ? NULL
+						  : ibv_reg_mr_iova2(pd, im->page, (size_t)page_size, (uintptr_t)im->page, access);
+	if (!s) {
+		int rc = errno;
+		if (im->page != MAP_FAILED)
+			sys_munmap(im->page, (size_t)page_size);
+		free(im);
+		errno = rc;
+		return NULL;
+	}
+	im->mr = (struct vrdma_mr *)s;
+	pthread_mutex_init(&im->mu, NULL);
+	s->addr = NULL; /* as a device's implicit MR: the whole address space */
+	s->length = SIZE_MAX;
+	im->mr->iova = 0;
+	im->mr->implicit = im;
+	pthread_mutex_lock(&implicit_mu);
+	im->next = implicits;
+	implicits = im;
+	atomic_store(&vrdma_implicit_resolver, implicit_lkey); /* before the count posts read */
+	atomic_fetch_add(&vrdma_implicit_count, 1);
+	pthread_mutex_unlock(&implicit_mu);
+	return s;
+}
+
+/* dereg_implicit deregisters im's children and forgets im (ibv_dereg_mr
+ * then deregisters the sentinel): 0, or the errno of a child the daemon
+ * keeps (a window bound to it), the children left as they were. */
+static int dereg_implicit(struct vrdma_implicit *im)
+{
+	pthread_mutex_lock(&implicit_mu);
+	pthread_mutex_lock(&im->mu);
+	int rc = 0;
+	while (im->nchildren > 0 && !(rc = ibv_dereg_mr(im->children[im->nchildren - 1])))
+		im->nchildren--;
+	pthread_mutex_unlock(&im->mu);
+	if (!rc) {
+		for (struct vrdma_implicit **p = &implicits; *p; p = &(*p)->next)
+			if (*p == im) {
+				*p = im->next;
+				break;
+			}
+		atomic_fetch_sub(&vrdma_implicit_count, 1);
+	}
+	pthread_mutex_unlock(&implicit_mu);
+	return rc;
+}
+
+/* implicit_free frees im once its sentinel is deregistered. */
+static void implicit_free(struct vrdma_implicit *im)
+{
+	sys_munmap(im->page, (size_t)page_size);
+	pthread_mutex_destroy(&im->mu);
+	free(im->children);
+	free(im);
+}
+
 VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, size_t length, uint64_t iova,
 					     unsigned int access)
 {
@@ -1138,6 +1294,8 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	struct vrdma_context *ctx = to_vctx(ibpd->context);
 	vrdma_mem_init();
 	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* optional: ignored where unsupported */
+	if (!addr && length == SIZE_MAX && iova == 0 && (access & IBV_ACCESS_ON_DEMAND) && access_valid(access))
+		return reg_implicit(ibpd, access);
 	if (length == 0 || !addr || (uintptr_t)addr + length < (uintptr_t)addr || !access_valid(access)) {
 		errno = EINVAL;
 		return NULL;
@@ -1178,9 +1336,17 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_
 VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
+	struct vrdma_implicit *im = mr->implicit;
+	if (im) {
+		int crc = dereg_implicit(im);
+		if (crc)
+			return crc;
+	}
 	int rc = vrdma_cmd_simple(to_vctx(ibmr->context), VRDMA_CMD_DEREG_MR, mr->handle);
 	if (vrdma_destroy_kept(to_vctx(ibmr->context), rc))
-		return rc;
+		return rc; /* an implicit MR keeps its keys; its children are registered again when named */
+	if (im)
+		implicit_free(im);
 	pthread_mutex_lock(&backings_mu);
 	live_remove(mr);
 	backings_put(mr);
@@ -1202,6 +1368,11 @@ VRDMA_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibpd, void *addr, size_t length, int access)
 {
 	struct vrdma_mr *mr = (struct vrdma_mr *)ibmr;
+	if (mr->implicit) {
+		vrdma_debug("ibv_rereg_mr: an implicit on-demand MR cannot be re-registered: deregister it and register anew");
+		errno = EOPNOTSUPP;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	int moves = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
 	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) || (moves && (!length || !addr)) ||
 	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
@@ -1325,7 +1496,12 @@ int vrdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_
 	int write = advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE;
 	for (uint32_t i = 0; i < num_sge; i++) {
 		unsigned int access = 0;
-		int rc = vrdma_mr_span(pd, sg_list[i].lkey, sg_list[i].addr, sg_list[i].length, &access, &va[i]);
+		/* An implicit MR's bytes: its child's, registered now (a
+		 * prefetch faults pages in); PREFETCH_NO_FAULT registers
+		 * nothing. */
+		uint32_t lkey = implicit_lkey(pd->context, &sg_list[i],
+						    advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT);
+		int rc = vrdma_mr_span(pd, lkey, sg_list[i].addr, sg_list[i].length, &access, &va[i]);
 		if (!rc && !(access & IBV_ACCESS_ON_DEMAND))
 			rc = ENOENT; /* as the kernel: only on-demand MRs take advice */
 		if (!rc && write && !(access & IBV_ACCESS_LOCAL_WRITE))

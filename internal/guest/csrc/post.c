@@ -121,14 +121,16 @@ static uint8_t *sq_slot(struct vrdma_qp *q)
 	return s;
 }
 
-static void put_sges(uint8_t *s, const struct ibv_sge *sg, int n)
+/* put_sges writes the SGEs; an implicit on-demand MR's lkey becomes its
+ * child's (vrdma_sge_lkey). */
+static void put_sges(struct ibv_context *c, uint8_t *s, const struct ibv_sge *sg, int n)
 {
 	uint8_t *body = s + VRDMA_SEND_WQE_HEADER;
 	for (int i = 0; i < n; i++) {
 		uint8_t *e = body + (size_t)i * VRDMA_SGE_SIZE;
 		put_le64(e + VRDMA_SGE_ADDR, sg[i].addr);
 		put_le32(e + VRDMA_SGE_LENGTH, sg[i].length);
-		put_le32(e + VRDMA_SGE_LKEY, sg[i].lkey);
+		put_le32(e + VRDMA_SGE_LKEY, vrdma_sge_lkey(c, &sg[i]));
 	}
 	s[VRDMA_SWQE_NUM_SGE] = (uint8_t)n;
 }
@@ -264,16 +266,42 @@ static int put_send_wr(struct vrdma_qp *q, const struct ibv_send_wr *wr)
 		if (put_inline(q, s, wr->sg_list, wr->num_sge))
 			return EINVAL;
 	} else {
-		put_sges(s, wr->sg_list, wr->num_sge);
+		put_sges(q->qpx.qp_base.context, s, wr->sg_list, wr->num_sge);
 	}
 	q->sq_prod++;
 	return 0;
+}
+
+/* Implicit on-demand MRs (verbs_int.h): mem.c counts them and sets the
+ * resolver. */
+atomic_int vrdma_implicit_count;
+vrdma_implicit_resolver_fn *_Atomic vrdma_implicit_resolver;
+
+/* prepare_recv and prepare_send register the implicit MRs' children the
+ * requests need, before the queue's lock is taken. */
+static void prepare_recv(struct ibv_context *c, const struct ibv_recv_wr *wr)
+{
+	if (!vrdma_implicit_any())
+		return;
+	for (; wr; wr = wr->next)
+		if (wr->num_sge > 0)
+			vrdma_implicit_prepare(c, wr->sg_list, wr->num_sge);
+}
+
+static void prepare_send(struct ibv_context *c, const struct ibv_send_wr *wr)
+{
+	if (!vrdma_implicit_any())
+		return;
+	for (; wr; wr = wr->next)
+		if (wr->num_sge > 0 && !(wr->send_flags & IBV_SEND_INLINE))
+			vrdma_implicit_prepare(c, wr->sg_list, wr->num_sge);
 }
 
 int vrdma_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct vrdma_qp *q = (struct vrdma_qp *)qp;
 	int rc = 0;
+	prepare_send(qp->context, wr);
 	pthread_spin_lock(&q->slock);
 	if (vrdma_is_lost(to_vctx(qp->context))) {
 		rc = EIO; /* the daemon is gone (lost.c) */
@@ -317,8 +345,8 @@ int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_b
 }
 
 /* post_recv_ring writes receive requests into ring r (a QP's or an SRQ's). */
-static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *prod, uint32_t max_sge,
-			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+static int post_recv_ring(struct ibv_context *c, uint8_t *mem, const struct vrdma_ring *r, uint32_t *prod,
+			  uint32_t max_sge, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	uint32_t cons = vrdma_load32(mem, r->off + VRDMA_RING_CONS_OFF);
 	uint32_t before = *prod;
@@ -343,7 +371,7 @@ static int post_recv_ring(uint8_t *mem, const struct vrdma_ring *r, uint32_t *pr
 			uint8_t *e = s + VRDMA_RECV_WQE_HEADER + (size_t)i * VRDMA_SGE_SIZE;
 			put_le64(e + VRDMA_SGE_ADDR, wr->sg_list[i].addr);
 			put_le32(e + VRDMA_SGE_LENGTH, wr->sg_list[i].length);
-			put_le32(e + VRDMA_SGE_LKEY, wr->sg_list[i].lkey);
+			put_le32(e + VRDMA_SGE_LKEY, vrdma_sge_lkey(c, &wr->sg_list[i]));
 		}
 		(*prod)++;
 	}
@@ -366,6 +394,7 @@ int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 		*bad = wr;
 		return EINVAL;
 	}
+	prepare_recv(qp->context, wr);
 	pthread_spin_lock(&q->rlock);
 	if (vrdma_is_lost(to_vctx(qp->context))) {
 		pthread_spin_unlock(&q->rlock);
@@ -373,7 +402,7 @@ int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 		return EIO; /* the daemon is gone (lost.c) */
 	}
 	uint32_t before = q->rq_prod;
-	int rc = post_recv_ring(q->mem, &q->rq, &q->rq_prod, q->cap.max_recv_sge, wr, bad);
+	int rc = post_recv_ring(qp->context, q->mem, &q->rq, &q->rq_prod, q->cap.max_recv_sge, wr, bad);
 	if (q->rq_prod != before) {
 		vrdma_fence(); /* the producer index before the notify word */
 		if (vrdma_load32(q->mem, q->rq.off + VRDMA_RING_NOTIFY_OFF))
@@ -386,13 +415,14 @@ int vrdma_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct vrdma_srq *s = (struct vrdma_srq *)srq;
+	prepare_recv(srq->context, wr);
 	pthread_spin_lock(&s->lock);
 	if (vrdma_is_lost(to_vctx(srq->context))) {
 		pthread_spin_unlock(&s->lock);
 		*bad = wr;
 		return EIO; /* the daemon is gone (lost.c) */
 	}
-	int rc = post_recv_ring(s->mem, &s->ring, &s->prod, (uint32_t)s->max_sge, wr, bad);
+	int rc = post_recv_ring(srq->context, s->mem, &s->ring, &s->prod, (uint32_t)s->max_sge, wr, bad);
 	pthread_spin_unlock(&s->lock);
 	return rc;
 }
@@ -546,7 +576,10 @@ static void wr_set_sge_list(struct ibv_qp_ex *x, size_t n, const struct ibv_sge 
 		q->wr_err = EINVAL;
 		return;
 	}
-	put_sges(q->wr_cur, sg, (int)n);
+	/* An implicit MR's child is registered here, under the send
+	 * queue's lock (the builder holds it from wr_start). */
+	vrdma_implicit_prepare(q->qpx.qp_base.context, sg, (int)n);
+	put_sges(q->qpx.qp_base.context, q->wr_cur, sg, (int)n);
 }
 
 static void wr_set_sge(struct ibv_qp_ex *x, uint32_t lkey, uint64_t addr, uint32_t length)

@@ -9,6 +9,7 @@
 
 #include <infiniband/verbs.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "vrdma.h"
 #include "vrdma_abi.h"
@@ -105,6 +106,7 @@ struct vrdma_mr {
 	int nbackings;
 	struct vrdma_backing *backings[VRDMA_PROTO_MAX_FDS]; /* in address order */
 	struct vrdma_mr *live_next; /* the process's live MRs (mem.c), for ibv_advise_mr */
+	struct vrdma_implicit *implicit; /* an implicit on-demand MR's children (mem.c), else NULL */
 };
 
 struct vrdma_ring {
@@ -119,6 +121,12 @@ struct vrdma_cq {
 	/* ibv_start_poll/ibv_next_poll's current completion, which the
 	 * ibv_wc_read_* functions read (cq.c). */
 	struct ibv_wc cur;
+	/* A timestamped CQ's (ring.stride VRDMA_CQE_TS_SIZE): when the last
+	 * completion poll_ring took was written, CLOCK_MONOTONIC and
+	 * CLOCK_REALTIME in ns (docs/design/cq-timestamps.md); cur_stamped
+	 * says poll_ring set them (a flush from the library has none). */
+	uint64_t cur_ts, cur_wallclock;
+	int cur_stamped;
 	uint32_t handle;
 	uint8_t *mem;
 	size_t size;
@@ -314,6 +322,7 @@ void vrdma_freeze(struct vrdma_context *ctx);
 
 /* Per-operation entry points placed into ibv_context_ops. */
 int vrdma_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+uint64_t vrdma_clock_ns(clockid_t clock);
 /* Removes the completions of QP qpn not yet polled from cq, as mlx5 does
  * when a QP enters RESET (cq.c). */
 void vrdma_cq_clean(struct ibv_cq *cq, uint32_t qpn);
@@ -327,6 +336,36 @@ int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_b
 struct ibv_pd *vrdma_alloc_parent_domain(struct ibv_context *context, struct ibv_parent_domain_init_attr *attr);
 struct ibv_td *vrdma_alloc_td(struct ibv_context *context, struct ibv_td_init_attr *init_attr);
 int vrdma_dealloc_td(struct ibv_td *td);
+/* Implicit on-demand MRs (mem.c, docs/design/odp-implicit.md): how many
+ * the process holds (0: an SGE's lkey is always the daemon's), and, once
+ * mem.c made one, its resolver: the lkey under which the daemon finds an
+ * SGE named with an implicit MR's lkey, the child MR covering its bytes
+ * (registered first when may_register: never under a queue's spinlock),
+ * else sg->lkey itself. Both live in post.c, which links without mem.c
+ * in some tests. */
+typedef uint32_t vrdma_implicit_resolver_fn(struct ibv_context *context, const struct ibv_sge *sg, int may_register);
+extern atomic_int vrdma_implicit_count;
+extern vrdma_implicit_resolver_fn *_Atomic vrdma_implicit_resolver;
+static inline int vrdma_implicit_any(void)
+{
+	return __builtin_expect(atomic_load_explicit(&vrdma_implicit_count, memory_order_acquire) != 0, 0);
+}
+static inline uint32_t vrdma_sge_lkey(struct ibv_context *context, const struct ibv_sge *sg)
+{
+	if (!vrdma_implicit_any())
+		return sg->lkey;
+	return atomic_load(&vrdma_implicit_resolver)(context, sg, 0);
+}
+/* vrdma_implicit_prepare registers the children n SGEs of an implicit MR
+ * need (before a post takes its queue's lock). */
+static inline void vrdma_implicit_prepare(struct ibv_context *context, const struct ibv_sge *sg, int n)
+{
+	if (!vrdma_implicit_any())
+		return;
+	vrdma_implicit_resolver_fn *fn = atomic_load(&vrdma_implicit_resolver);
+	for (int i = 0; i < n; i++)
+		(void)fn(context, &sg[i], 1);
+}
 int vrdma_mr_span(struct ibv_pd *pd, uint32_t lkey, uint64_t iova, uint32_t length, unsigned int *access, void **va);
 int vrdma_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice, uint32_t flags, struct ibv_sge *sg_list,
 		    uint32_t num_sge);

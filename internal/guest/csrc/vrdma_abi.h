@@ -30,6 +30,7 @@
 #define VRDMA_RECV_WQE_HEADER  16U
 #define VRDMA_SGE_SIZE         16U
 #define VRDMA_CQE_SIZE         32U
+#define VRDMA_CQE_TS_SIZE      64U
 #define VRDMA_MAX_RING_ENTRIES 4194304U
 #define VRDMA_MAX_SGE          32U
 #define VRDMA_GRH_SIZE         40U
@@ -63,7 +64,8 @@
 #define VRDMA_SGE_LKEY   12U
 
 /* CQE (abi/wqe.go): u64 wr_id; u32 qp_num, byte_len, imm, src_qp;
- * u8 opcode, status, wc_flags, sl; u16 pkey_index */
+ * u8 opcode, status, wc_flags, sl; u16 pkey_index; in a timestamped
+ * CQ's VRDMA_CQE_TS_SIZE-byte entries, then u64 timestamp, wallclock */
 #define VRDMA_CQE_WR_ID      0U
 #define VRDMA_CQE_QP_NUM     8U
 #define VRDMA_CQE_BYTE_LEN   12U
@@ -74,6 +76,8 @@
 #define VRDMA_CQE_FLAGS      26U
 #define VRDMA_CQE_SL         27U
 #define VRDMA_CQE_PKEY_INDEX 28U
+#define VRDMA_CQE_TIMESTAMP  32U
+#define VRDMA_CQE_WALLCLOCK  40U
 
 /* Send flags (abi/enums.go) */
 #define VRDMA_SEND_FENCE     1U
