@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"net"
@@ -37,12 +38,16 @@ const verbsHeader = "/usr/include/infiniband/verbs.h"
 // hangGuard bounds a C test program's run; they take well under a second.
 const hangGuard = 5 * time.Minute
 
-// TestCUnits builds every csrc/tests/*_test.c with the library sources its
-// "sources:" line names, twice: with the sanitizers, and plainly with the
+// TestCUnits builds every csrc/tests/*_test.c with the library's sources
+// (ctest_build_test.go), twice: with the sanitizers, and plainly with the
 // library's flags (so that -O2 warnings fail too); it runs both and fails
 // with a program's output when it fails. A test whose opening comment says
 // "needs: daemon" runs against a daemon of its own (internal/daemontest),
-// whose socket it finds in VRDMA_SOCKET.
+// whose socket it finds in VRDMA_SOCKET. The programs are built first, as
+// many at a time as there are CPUs, and run one at a time: several at once,
+// against daemons of this one (race-instrumented) process, starve the ones
+// that count on progress, such as cq_resize_test's stream of completions
+// under a resizing thread.
 func TestCUnits(t *testing.T) {
 	cc := requireToolchain(t)
 	tests, err := filepath.Glob(filepath.Join("csrc", "tests", "*_test.c"))
@@ -58,6 +63,23 @@ func TestCUnits(t *testing.T) {
 	}{
 		{"sanitized", append(append([]string(nil), libFlags...), sanitizeFlags...)},
 		{"plain", libFlags},
+	}
+	csrc, err := filepath.Abs("csrc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flagSets [][]string
+	for _, b := range builds {
+		flagSets = append(flagSets, b.flags)
+	}
+	files := make([]string, len(tests))
+	for i, test := range tests {
+		files[i] = filepath.Base(test)
+	}
+	if f := flag.Lookup("test.run"); f == nil || !strings.Contains(f.Value.String(), "/") {
+		// Every subtest runs (no -run pattern picks some): build them all
+		// now. A failed build fails its subtest below.
+		prebuildCPrograms(cc, csrc, flagSets, files)
 	}
 	for _, test := range tests {
 		name := strings.TrimSuffix(filepath.Base(test), ".c")
@@ -203,39 +225,35 @@ func requireToolchain(t *testing.T) string {
 	return cc
 }
 
-// buildCTest compiles csrc/tests/<file> with the library sources its
-// "sources:" line names into a program in a temporary directory.
+// buildCTest returns csrc/tests/<file> compiled with flags and linked
+// with the library's sources compiled with the same flags, building it on
+// the first call of the test binary with this file and these flags
+// (cProgram).
 func buildCTest(t *testing.T, cc string, flags []string, file string) string {
 	t.Helper()
 	csrc, err := filepath.Abs("csrc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	test := filepath.Join(csrc, "tests", file)
-	spec, err := readTestSpec(test)
-	if err != nil {
+	if _, err := readTestSpec(filepath.Join(csrc, "tests", file)); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(file, ".c"))
-	args := append(append([]string(nil), flags...), "-I", csrc, "-o", bin, test)
-	for _, s := range spec.sources {
-		args = append(args, filepath.Join(csrc, s))
-	}
-	args = append(args, "-lpthread")
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+	bin, err := cProgram(cc, csrc, flags, file)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
 // cTestSpec is what a C test's opening comment says about it.
 type cTestSpec struct {
-	sources []string // "sources: a.c b.c rdmacm/c.c": the library files it links with
-	daemon  bool     // "needs: daemon": it runs against a daemon
+	daemon bool // "needs: daemon": it runs against a daemon
 }
 
-// readTestSpec reads a C test's "sources: a.c b.c" line and its
-// "needs: daemon" line, if any (in its opening comment).
+// readTestSpec reads a C test's "needs: daemon" line, if any (in its
+// opening comment). A "sources:" line, which named the library files a
+// test linked before the tests linked them all from an archive, is
+// ignored.
 func readTestSpec(path string) (cTestSpec, error) {
 	var spec cTestSpec
 	f, err := os.Open(path)
@@ -244,7 +262,6 @@ func readTestSpec(path string) (cTestSpec, error) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	found := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		line = strings.TrimSpace(strings.TrimPrefix(line, "*"))
@@ -256,25 +273,9 @@ func readTestSpec(path string) (cTestSpec, error) {
 				spec.daemon = true
 			}
 		}
-		if rest, ok := strings.CutPrefix(line, "sources:"); ok && !found {
-			found = true
-			spec.sources = strings.Fields(rest)
-			for _, s := range spec.sources {
-				dir, file := filepath.Split(s)
-				if !strings.HasSuffix(file, ".c") || strings.Contains(s, "\\") || (dir != "" && dir != RDMACMDir+"/") {
-					return spec, errors.New(path + ": the sources line names " + s + ", not a .c file of csrc/ or csrc/" + RDMACMDir + "/")
-				}
-			}
-		}
 		if line == "*/" || strings.HasSuffix(line, "*/") {
 			break // the opening comment ends
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return spec, err
-	}
-	if !found {
-		return spec, errors.New(path + ": no \"sources: a.c b.c\" line naming the library files the test needs")
-	}
-	return spec, nil
+	return spec, sc.Err()
 }

@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 	if libCache != "" {
 		os.RemoveAll(libCache)
 	}
+	removeCBuilds()
 	os.Exit(code)
 }
 

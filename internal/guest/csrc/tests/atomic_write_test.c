@@ -8,7 +8,6 @@
  * REMOTE_WRITE completes IBV_WC_REM_ACCESS_ERR and nothing changes; the
  * device says it has the operation (device_cap_flags_ex bit 40).
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -12,8 +12,6 @@
  * posts one SEND, and looks whether a byte reached the doorbell; with the
  * doorbell's read end closed, the child must not die of SIGPIPE and the
  * context must note the daemon lost.
- *
- * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

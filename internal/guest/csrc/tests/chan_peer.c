@@ -9,8 +9,6 @@
  *                               escapes ([]byte as base64, <>& as \uXXXX)
  *   alloc_pd {"name":"..."}  -> not_found {"error":"..."}
  *   query_port               -> the Go side closes the connection
- *
- * sources: chan.c cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"

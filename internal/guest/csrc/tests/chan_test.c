@@ -9,8 +9,6 @@
  * attaches, decoded; vrdma_chan_drain reads them while no call is made.
  *
  * Every test also checks that no descriptor leaked.
- *
- * sources: chan.c cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_abi.h"

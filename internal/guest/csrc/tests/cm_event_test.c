@@ -5,8 +5,6 @@
  * whole (a field of the wrong type, out of its range, too long), and a
  * mutation run over valid bodies (flipped, cut and duplicated bytes) that
  * must never crash the decoder nor let a field out of its range.
- *
- * sources: cm_event.c json.c log.c
  */
 #include "vrdma.h"
 #include "vrdma_private.h"

@@ -9,8 +9,6 @@
  *
  * The CQ is a fake with the library's doorbell pipe, added to the channel
  * as ibv_create_cq adds a real one.
- *
- * sources: cq.c lost.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

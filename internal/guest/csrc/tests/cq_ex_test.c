@@ -8,7 +8,6 @@
  * accessors on the CQ's ring; ibv_cq_ex_to_cq usable with the ordinary
  * verbs (poll, notify and a completion channel, resize, destroy).
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -7,7 +7,6 @@
  * over and over while completions stream in and are polled: none may be
  * lost or seen twice.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -15,7 +15,6 @@
  * fixed length, its unused entries zero. An address handle on this RoCE
  * port needs a GRH, as on rxe.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

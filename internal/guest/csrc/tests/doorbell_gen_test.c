@@ -15,8 +15,6 @@
  *     sequentially consistent atomics and a blocking wait on the pipe:
  *     every request posted is taken, and the worker never waits for a
  *     doorbell nobody rings (a hang guard ends such a wait and fails).
- *
- * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

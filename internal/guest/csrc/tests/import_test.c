@@ -10,7 +10,6 @@
  * of the session is refused (ENOENT), and a process of another user given
  * the same descriptor imports nothing (EACCES).
  *
- * sources: chan.c cm_event.c cq.c device.c import.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

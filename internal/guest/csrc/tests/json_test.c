@@ -3,8 +3,6 @@
  * and random documents. Every document is parsed from a heap copy of exactly
  * its length, without a terminating NUL, so that the sanitizers catch a read
  * past the end.
- *
- * sources: json.c log.c
  */
 #include "vrdma.h"
 

@@ -2,8 +2,6 @@
  * log_test.c: the library's messages (log.c): the "vrdma: " prefix and the
  * newline, one line per message even when cut, errno untouched, and
  * VRDMA_DEBUG read once.
- *
- * sources: log.c
  */
 #include "vrdma.h"
 

@@ -13,8 +13,6 @@
  * The context is a fake: its channel is one end of a socketpair, the test
  * holds the daemon's end; its CQ is a fake with the library's doorbell
  * pipe, on a completion channel as ibv_create_cq puts a real one.
- *
- * sources: cq.c lost.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

@@ -4,8 +4,6 @@
  * command failed with: a daemon that refused the session mid-way says why
  * with its own errno (EACCES for "permission denied"), not EIO, and the
  * objects must not stay for ever (ASan's leak check sees them).
- *
- * sources: cq.c qp.c mem.c lost.c post.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

@@ -5,8 +5,6 @@
  * protocol fault): a completion it writes after the loss is never
  * delivered, and a done index ahead of the producer flushes nothing. An
  * XRC SRQ's receives flush to the SRQ's own CQ.
- *
- * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

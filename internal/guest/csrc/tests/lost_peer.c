@@ -20,8 +20,6 @@
  * with EIO; the async fd is readable and ibv_get_async_event says
  * IBV_EVENT_DEVICE_FATAL once, then EIO; rdma_get_cm_event then fails with
  * EIO instead of blocking.
- *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  */
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>

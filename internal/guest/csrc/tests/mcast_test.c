@@ -7,7 +7,6 @@
  * both QPs attached to it, each with the GRH in front, and not the sender,
  * which is attached too; after a detach, only the other QP gets the next.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mcast.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

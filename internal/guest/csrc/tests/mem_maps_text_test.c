@@ -5,7 +5,6 @@
  * (before Linux 6.11): protection kept, memory reallocated at the same
  * address, shared mappings and huge pages refused, overlaps, stacks.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #define VRDMA_MEM_MAPS_TEXT 1

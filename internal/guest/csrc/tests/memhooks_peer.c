@@ -8,8 +8,6 @@
  * which counts those calls through the dynamic linker, against a daemon
  * (VRDMA_SOCKET): aligned, unaligned, overlapping and stack buffers,
  * registered and deregistered.
- *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  */
 #include <infiniband/verbs.h>
 

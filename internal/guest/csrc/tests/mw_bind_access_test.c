@@ -5,7 +5,6 @@
  * under its rkey as any region does. Flags vrdma does not serve (here
  * IBV_ACCESS_ZERO_BASED) stay refused.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -10,7 +10,6 @@
  * error. Completions are IBV_WC_BIND_MW and IBV_WC_LOCAL_INV; the
  * receive of a SEND_WITH_INV has IBV_WC_WITH_INV and the rkey.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -8,7 +8,6 @@
  * (a key of no on-demand MR of the PD: ENOENT; bytes outside the MR, bad
  * flags or no SGE: EINVAL; an unknown advice: EOPNOTSUPP).
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -15,7 +15,6 @@
  * first of them must leave every object's page where it was, not in a
  * memfd of the library's.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  * needs: daemon
  */
 #include "rdmacm/cma.h"

@@ -8,7 +8,6 @@
  * cannot be freed while a parent domain uses it (EBUSY); bad attributes
  * are refused (EINVAL, EOPNOTSUPP for unknown comp_mask bits).
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -10,7 +10,6 @@
  * a unicast address is EINVAL; leaving a group not joined is
  * EADDRNOTAVAIL.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c mcast.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  * needs: daemon
  */
 #include <rdma/rdma_cma.h>

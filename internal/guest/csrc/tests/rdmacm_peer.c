@@ -17,8 +17,6 @@
  * (rping's CM thread ends the program on it); after the cut, every id on the device gets
  * DEVICE_REMOVAL, once, the channel does not spin, and rdma_get_cm_event
  * then fails with EIO (blocking or not) instead of waiting for ever.
- *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  */
 #include <rdma/rdma_cma.h>
 

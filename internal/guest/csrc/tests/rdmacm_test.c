@@ -12,7 +12,6 @@
  * destruction waiting for unacked events, synchronous ids (rdma_create_ep,
  * rdma_get_request), and misuse.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  * needs: daemon
  */
 #include <infiniband/ib.h>

@@ -15,7 +15,6 @@
  * its requester hears so; teardown frees all of it (the sanitized build's
  * leak check).
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c xrc.c
  * needs: daemon
  */
 #include <rdma/rdma_cma.h>

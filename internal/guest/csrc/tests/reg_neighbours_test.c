@@ -23,7 +23,6 @@
  * end, a one-page buffer in the middle of a page, and malloc'd buffers
  * among the counters' own malloc'd chunks.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -7,7 +7,6 @@
  * is lost; a read(2) into the pages while they move may fail with EFAULT
  * (what it read stays in the pipe), but none is lost either.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #define VRDMA_GUARD_USER_ONLY 1

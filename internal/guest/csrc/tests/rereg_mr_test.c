@@ -7,7 +7,6 @@
  * region; rdma-core's own refusals are IBV_REREG_MR_ERR_INPUT and the
  * kernel's IBV_REREG_MR_ERR_CMD, both with errno and the MR unchanged.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

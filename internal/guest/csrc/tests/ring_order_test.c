@@ -19,8 +19,6 @@
  * proves nothing and says so; on two, the unfenced send and receive paths
  * fail within a second. (On x86 poll_cq's spin lock happens to fence the CQ
  * case; it stays for other processors and for a poll without a lock.)
- *
- * sources: lost.c post.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 

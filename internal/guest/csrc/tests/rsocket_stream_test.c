@@ -7,7 +7,6 @@
  * rsockets, options, half and full shutdown seen by the peer, riomap and
  * riowrite, and the errnos of misuse.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c lost.c mcast.c mem.c misc.c post.c private.c qp.c stubs.c sysfs.c rdmacm/cma_addr.c rdmacm/cma_conn.c rdmacm/cma_dev.c rdmacm/cma_ep.c rdmacm/cma_event.c rdmacm/cma_id.c rdmacm/cma_loopback.c rdmacm/cma_mcast.c rdmacm/cma_stubs.c rdmacm/cma_xrc.c rdmacm/rsocket_api.c rdmacm/rsocket_conn.c rdmacm/rsocket_data.c rdmacm/rsocket_dgram.c rdmacm/rsocket_iomap.c rdmacm/rsocket_poll.c rdmacm/rsocket_table.c xrc.c
  * needs: daemon
  */
 #include <rdma/rsocket.h>

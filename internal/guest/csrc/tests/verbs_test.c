@@ -15,7 +15,6 @@
  * Two QPs of one device connected to each other (a loopback pair) carry
  * the data. `verbs_test NAME...` runs the cases whose names contain NAME.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

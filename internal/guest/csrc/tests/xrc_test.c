@@ -14,7 +14,6 @@
  * second handle of a target through a handle of the same domain keeps it
  * alive after its creator's handle is gone.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>
