@@ -33,10 +33,10 @@ static int set_nonblock(int fd)
  * connection registers both, and registered memory counts against the
  * process's RLIMIT_MEMLOCK (as with rdma-core over rdma_rxe), unless it
  * runs as root (the daemon, as the kernel for CAP_IPC_LOCK, does not hold
- * root to it). A process that may lock without limit gets RS_BIG_MEM (fewer credit round trips:
- * docs/design/rsockets.md, "Performance"); one with a limit gets what
- * leaves room for 32 connections, between rdma-core's RS_DEF_MEM and
- * RS_BIG_MEM. */
+ * root to it). A process that may lock without limit gets RS_BIG_MEM
+ * (fewer credit round trips: docs/design/rsockets.md, "Performance"); one
+ * with a limit gets what leaves room for 32 connections, between
+ * rdma-core's RS_DEF_MEM and RS_BIG_MEM. */
 static uint32_t rs_default_mem(void)
 {
 	static _Atomic uint32_t cached;
