@@ -9,7 +9,6 @@
  * the ordinary ibv_poll_cq and ibv_resize_cq work on such a CQ, and its
  * completions after a resize are stamped too.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -10,7 +10,6 @@
  * ibv_advise_mr prefetch through it registers and populates; ibv_rereg_mr
  * is refused; deregistering it frees what it registered.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>

@@ -7,7 +7,6 @@
  * the requests posted in order, and a size below them, or a limit above
  * the size, fails with EINVAL and changes nothing.
  *
- * sources: chan.c cm_event.c cq.c device.c json.c log.c mem.c misc.c lost.c post.c private.c qp.c stubs.c sysfs.c xrc.c
  * needs: daemon
  */
 #include <infiniband/verbs.h>
