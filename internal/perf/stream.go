@@ -50,15 +50,34 @@ func streamPassive(bi bool) role {
 }
 
 // window waits until d after start, stop closes or ctx ends, and returns
-// the messages got counted by then.
+// the messages got counted by then. A window that ends on its timer
+// before the first message was counted goes on until one is (or stop or
+// ctx): on a loaded machine a short run (-t 0.1) can pass before the
+// other end's first message arrives, and a rate of 0 would be a
+// measurement of the start-up, not of the path.
 func window(ctx context.Context, start time.Time, d time.Duration, stop <-chan struct{}, got *atomic.Uint64, size int) tally {
 	timer := time.NewTimer(time.Until(start.Add(d)))
 	defer timer.Stop()
 	select {
 	case <-timer.C:
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for got.Load() == 0 {
+			select {
+			case <-tick.C:
+			case <-stop:
+				return windowTally(got, size, start)
+			case <-ctx.Done():
+				return windowTally(got, size, start)
+			}
+		}
 	case <-stop:
 	case <-ctx.Done():
 	}
+	return windowTally(got, size, start)
+}
+
+func windowTally(got *atomic.Uint64, size int, start time.Time) tally {
 	n := got.Load()
 	return tally{Ops: n, Bytes: n * uint64(size), Time: time.Since(start)}
 }
