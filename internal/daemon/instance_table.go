@@ -70,7 +70,19 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 			return nil, err
 		}
 	}
-	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
+	var uplink *engine.DeviceUplink
+	if spec.Uplink != "" {
+		u, err := d.deviceUplink(spec.Uplink)
+		if err != nil {
+			if ownerAcct != nil {
+				d.quota.release(nil, Instances, 1, ownerAcct)
+				d.quota.leave(owner.UID, ownerAcct)
+			}
+			return nil, err
+		}
+		uplink = u
+	}
+	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup, Uplink: spec.Uplink,
 		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin, LIDRouting: spec.LIDRouting,
 		Owner: owner, Temporary: spec.Temporary, shared: shared, owner: ownerAcct}
 	if !shared {
@@ -93,6 +105,9 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 				a = engine.NewAdapter(trustDomain, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
 				a.TrustGroup = spec.TrustGroup
 				a.NativeEndpoint = spec.NativeEndpoints
+				if uplink != nil {
+					_ = a.Bind(uplink) // a new adapter has nothing yet
+				}
 				break
 			}
 		}
