@@ -320,7 +320,10 @@ func (d *Daemon) saveInstancesLocked() error {
 
 // loadInstances creates the saved instances. One saved without an owner
 // (by a daemon before owners) is root's; one marked temporary is dropped.
-func (d *Daemon) loadInstances() error {
+// With bound false it creates those bound to no verbs link, with true the
+// bound ones (after the links are restored): one whose link is not up is
+// left out with a warning, not a failed start.
+func (d *Daemon) loadInstances(bound bool) error {
 	if d.cfg.StateDir == "" {
 		return nil
 	}
@@ -337,7 +340,7 @@ func (d *Daemon) loadInstances() error {
 		return fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
 	}
 	for _, s := range specs {
-		if s.Temporary {
+		if s.Temporary || (s.Uplink != "") != bound {
 			continue
 		}
 		var owner proto.Owner // root
@@ -346,6 +349,10 @@ func (d *Daemon) loadInstances() error {
 		}
 		s.Owner = nil
 		if _, err := d.createInstance(s.InstanceSpec, owner, nil, false, s.LIDs); err != nil {
+			if bound {
+				d.log.Warn("instance not restored: its verbs link is not up; `vrdma vm create` it again once the link is", "instance", s.Name, "uplink", s.Uplink, "err", err)
+				continue
+			}
 			return fmt.Errorf("daemon: %s: %w", path, err)
 		}
 	}

@@ -36,4 +36,12 @@ func TestInstanceOnVerbsUplink(t *testing.T) {
 	if d.InstanceUsage("vm3") != nil {
 		t.Fatal("a refused instance exists")
 	}
+
+	// Saved and restored after its link, bound again.
+	c.Close()
+	d.Close()
+	d = startDaemon(t, cfg)
+	if links, gids := d.InstanceUplinks("vm1"); len(links) != 2 || links[0] != "hca0" || len(gids[0]) != 2 || gids[0][1] != fakeRxePort.GIDs[1].GID {
+		t.Fatalf("after a restart vm1's adapters are bound to %q (GIDs %x)", links, gids)
+	}
 }
