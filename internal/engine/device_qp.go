@@ -252,14 +252,27 @@ func (q *QP) postSendsToDevice() bool {
 			q.sqCons++
 		}
 		if len(d.sends) > 0 {
-			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
-				q.sqCons -= uint32(len(d.sends))
-				q.publishSQCons()
-				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
-				return true
-			}
+			// The slots are the client's again before the device can
+			// complete the requests: a client that posts on seeing a
+			// completion (the push reader writes it meanwhile) must find
+			// its slot free.
 			q.publishSQCons()
 			q.publishSQDone()
+			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
+				// Nothing of the batch was posted: its requests complete
+				// here, the first with the error, as a device's would.
+				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				for i := range d.sends {
+					w := &d.sends[i]
+					st := abi.StatusWRFlushErr
+					if i == 0 {
+						st = abi.StatusLocQPOpErr
+					}
+					c := abi.CQE{WRID: w.WRID, QPNum: q.qpn, Opcode: abi.Opcode(w.Opcode).CompletionOpcode(), Status: st}
+					q.sendCQ.push(&c)
+				}
+				return true
+			}
 		}
 		if bad != abi.StatusSuccess {
 			q.sqCons++

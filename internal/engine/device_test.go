@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type fakeDevice struct {
 	handler func(cq uint32, wcs []verbs.WC)
 	dereg   int
 	qpsGone int
+	atPost  func() // called as a send batch is posted
 }
 
 type fakeReg struct {
@@ -71,6 +73,12 @@ func (f *fakeDevice) ModifyQP(q verbs.QP, a verbs.QPAttr) error {
 }
 func (f *fakeDevice) DestroyQP(verbs.QP) error { f.mu.Lock(); f.qpsGone++; f.mu.Unlock(); return nil }
 func (f *fakeDevice) PostSend(q verbs.QP, wrs []verbs.SendWR) error {
+	f.mu.Lock()
+	fn := f.atPost
+	f.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := append([]verbs.SendWR(nil), wrs...)
@@ -222,7 +230,13 @@ func TestAdapterOnDevice(t *testing.T) {
 		t.Fatalf("the device's QP was moved with %+v", m)
 	}
 
-	// Three sends in one doorbell: one batch.
+	// Three sends in one doorbell: one batch. Their slots are free when
+	// the device gets them: a device completes at once, and a client that
+	// posts again on seeing the completion must find its slot.
+	var consAtPost atomic.Uint32
+	f.mu.Lock()
+	f.atPost = func() { consAtPost.Store(shm.Load32(q.mem, abi.RingConsOff)) }
+	f.mu.Unlock()
 	sq := q.SQ()
 	for i := uint32(0); i < 3; i++ {
 		w := abi.SendWQE{WRID: 7 + uint64(i), Opcode: abi.OpSend, Flags: abi.SendSignaled}
@@ -243,6 +257,9 @@ func TestAdapterOnDevice(t *testing.T) {
 	if len(s) != 1 || len(s[0]) != 3 || s[0][2].Opcode != verbs.WRRDMAWrite || s[0][2].RemoteAddr != 0x9000 || s[0][2].RKey != 0x4321 ||
 		s[0][1].SGEs[0] != (verbs.SGE{MR: 0, Length: 64, Offset: 100 + 64}) || s[0][0].Flags != uint32(abi.SendSignaled) {
 		t.Fatalf("the device got send batches %+v, want one of three", s)
+	}
+	if n := consAtPost.Load(); n != 3 {
+		t.Fatalf("the send ring's consumer index was %d as the batch was posted, want 3", n)
 	}
 
 	// The device's completions land in the instance's CQ.

@@ -142,4 +142,29 @@ func TestVerbsUplinkPingpong(t *testing.T) {
 			}
 		})
 	}
+
+	// RDMA WRITEs from the bound instance: perftest's ib_write_bw under
+	// vrdma as the client (the writer) against the kernel's as the server.
+	// (The other role waits for the helper's registration at the
+	// application's address: docs/design/verbs-uplink.md, "Not yet".)
+	t.Run("ib_write_bw_vrdma_client", func(t *testing.T) {
+		const n, sz = 20, 65536
+		args := fmt.Sprintf("-x %d -s %d -n %d -p 18517", idx, sz, n)
+		before := sent()
+		srv := g.Spawn(t, "A", 240, "ib_write_bw -d rxe0 "+args)
+		// 18517 is 0x4855.
+		if out, rc := g.Run(t, "A", 120, "i=0; until grep -q ':4855 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done"); rc != 0 {
+			sout, _ := g.Wait(t, "A", srv, 30)
+			t.Fatalf("ib_write_bw never listened (%d): %s\n%s", rc, out, sout)
+		}
+		cout, crc := g.Run(t, "A", 240, fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ib_write_bw -d vrdma0 %s %s", sock, args, GuestIP("A")))
+		sout, src := g.Wait(t, "A", srv, 240)
+		t.Logf("server (exit %d):\n%s\nclient under vrdma (exit %d):\n%s", src, sout, crc, cout)
+		if crc != 0 || src != 0 || !strings.Contains(cout, fmt.Sprintf(" %d ", sz)) {
+			t.Errorf("ib_write_bw failed (client exit %d, server exit %d)", crc, src)
+		}
+		if d := sent() - before; d < n*sz/1024 {
+			t.Errorf("rxe0 sent %d packets, want at least %d: the WRITEs did not go through the device", d, n*sz/1024)
+		}
+	})
 }
