@@ -172,8 +172,12 @@ func (q *QP) postRecvsToDevice() bool {
 				q.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
 				return true
 			}
-			sg, ok := q.translate(s.rwqe.SGL[:s.rwqe.NumSGE], d.sges[nsge:nsge:len(d.sges)])
-			if r == popBad || !ok {
+			var sg []verbs.SGE
+			ok := r == popOK
+			if ok {
+				sg, ok = q.translate(s.rwqe.SGL[:s.rwqe.NumSGE], d.sges[nsge:nsge:len(d.sges)])
+			}
+			if !ok {
 				q.postRecvBatch()
 				c := abi.CQE{WRID: s.rwqe.WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusLocProtErr}
 				q.recvCQ.push(&c)

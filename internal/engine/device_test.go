@@ -284,3 +284,108 @@ func TestAdapterOnDevice(t *testing.T) {
 		t.Fatalf("destroyed %d device QPs, deregistered %d regions; want 1, 1", f.qpsGone, f.dereg)
 	}
 }
+
+// TestDeviceQPRefusals: what the engine cannot put on the device completes
+// with the status a device gives and moves the QP to ERR, and the device
+// is handed nothing of it: a receive or a send naming memory the device
+// does not have (LOC_PROT_ERR), a send with inline data (LOC_QP_OP_ERR).
+func TestDeviceQPRefusals(t *testing.T) {
+	tests := []struct {
+		name   string
+		recv   bool
+		inline bool
+		lkey   uint32 // 0: the device's key of the region
+		status abi.Status
+	}{
+		{"receive into an unknown key", true, false, 0x1234, abi.StatusLocProtErr},
+		{"send from an unknown key", false, false, 0x1234, abi.StatusLocProtErr},
+		{"send with inline data", false, true, 0, abi.StatusLocQPOpErr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHost()
+			t.Cleanup(h.Close)
+			f := &fakeDevice{}
+			a := NewAdapter("i", "vrdma0", 0, [6]byte{2, 0, 0, 0, 0, 9}, false)
+			h.AddAdapter(a)
+			if err := a.Bind(NewDeviceUplink("hca0", f, [][16]byte{{15: 1}})); err != nil {
+				t.Fatal(err)
+			}
+			pd := a.NewPD()
+			cq, err := NewCQ(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cq.Close)
+			region, err := shm.NewRegion("mr", 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr, err := RegisterMR(pd, region, 0x10000, 4096, abi.AccessLocalWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mr.Deregister()
+			q, err := NewQP(QPConfig{PD: pd, Type: abi.QPTypeRC, SendCQ: cq, RecvCQ: cq, Events: &events{},
+				Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Destroy()
+			steps := []struct {
+				attr qpstate.Attr
+				mask qpstate.Mask
+			}{
+				{qpstate.Attr{State: abi.QPStateInit, PortNum: 1}, qpstate.MaskState | qpstate.MaskPKeyIndex | qpstate.MaskPort | qpstate.MaskAccessFlags},
+				{qpstate.Attr{State: abi.QPStateRTR, AV: qpstate.AddressVector{DGID: [16]byte{15: 2}, PortNum: 1}, PathMTU: abi.MTU1024, DestQPN: 0x99, MaxDestRdAtomic: 1, MinRNRTimer: 12},
+					qpstate.MaskState | qpstate.MaskAV | qpstate.MaskPathMTU | qpstate.MaskDestQPN | qpstate.MaskRQPSN | qpstate.MaskMaxDestRdAtomic | qpstate.MaskMinRNRTimer},
+				{qpstate.Attr{State: abi.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+					qpstate.MaskState | qpstate.MaskTimeout | qpstate.MaskRetryCnt | qpstate.MaskRNRRetry | qpstate.MaskSQPSN | qpstate.MaskMaxQPRdAtomic},
+			}
+			for _, s := range steps {
+				if _, err := q.Modify(&s.attr, s.mask); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lkey := tt.lkey
+			if lkey == 0 {
+				lkey, _ = mr.DeviceKeys()
+			}
+			sgl := []abi.SGE{{Addr: 0x10000, Length: 16, LKey: lkey}}
+			if tt.recv {
+				rq := q.RQ()
+				if err := abi.PutRecvWQE(q.mem[rq.Entry(0):rq.Entry(0)+rq.Stride], 5, sgl); err != nil {
+					t.Fatal(err)
+				}
+				shm.Store32(q.mem, rq.Offset+abi.RingProdOff, 1)
+			} else {
+				w := abi.SendWQE{WRID: 5, Opcode: abi.OpSend, Flags: abi.SendSignaled}
+				var inline []byte
+				if tt.inline {
+					w.Flags |= abi.SendInline
+					inline, sgl = []byte("sixteen bytes..."), nil
+				}
+				sq := q.SQ()
+				if err := abi.PutSendWQE(q.mem[sq.Entry(0):sq.Entry(0)+sq.Stride], &w, sgl, inline); err != nil {
+					t.Fatal(err)
+				}
+				shm.Store32(q.mem, abi.RingProdOff, 1)
+			}
+			q.kickWorker()
+			waitFor(t, "completion", func() bool { return shm.Load32(cq.mem, cq.ring.Offset+abi.RingProdOff) != 0 })
+			var c abi.CQE
+			abi.ParseCQE(cq.mem[cq.ring.Entry(0):], &c)
+			if c.WRID != 5 || c.Status != tt.status {
+				t.Fatalf("completion %+v, want wr_id 5 with status %v", c, tt.status)
+			}
+			if q.State() != abi.QPStateErr {
+				t.Fatalf("the QP is %v, want ERR", q.State())
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.sends) != 0 || len(f.recvs) != 0 {
+				t.Fatalf("the device was handed %v / %v", f.sends, f.recvs)
+			}
+		})
+	}
+}
