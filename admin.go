@@ -75,11 +75,14 @@ type InstanceSpec struct {
 	// created it has closed (the process ended, even by SIGKILL) and no
 	// process is attached to it any more. It is never saved.
 	Temporary bool
+	// Uplink names a verbs link the adapters are bound to: their RC QPs
+	// and memory regions are that device's, which moves the bytes.
+	Uplink string
 }
 
 func (s InstanceSpec) proto() proto.InstanceSpec {
 	p := proto.InstanceSpec{Name: s.Name, Adapters: s.Adapters, Async: s.Async, TrustGroup: s.TrustGroup,
-		PortGroup: s.PortGroup, NativeEndpoints: s.NativeEndpoints, Pin: s.Pin, LIDRouting: s.LIDRouting, Temporary: s.Temporary}
+		PortGroup: s.PortGroup, NativeEndpoints: s.NativeEndpoints, Pin: s.Pin, LIDRouting: s.LIDRouting, Temporary: s.Temporary, Uplink: s.Uplink}
 	if s.Owner != nil {
 		p.Owner = &proto.Owner{UID: s.Owner.UID, GID: s.Owner.GID}
 	}

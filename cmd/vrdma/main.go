@@ -13,7 +13,7 @@
 //	vrdma run [--instance NAME] [--socket PATH] [--print-env] -- COMMAND ARGS...  # e.g. ibv_devinfo, ib_write_bw, qperf
 //	vrdma guest build [--out DIR] | guest path   # the drop-in libibverbs.so.1 that run uses
 //	vrdma daemon [--admin-group G] [--limit RES=N,...] [--instance-limit RES=N,...]  # who administers, tenants' quotas
-//	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--lid-routing] [--trust-group G] [--owner USER[:GROUP]] [--file VMX] | vm show [NAME] [--all] | vm delete NAME
+//	vrdma vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--lid-routing] [--trust-group G] [--uplink LINK] [--owner USER[:GROUP]] [--file VMX] | vm show [NAME] [--all] | vm delete NAME
 //	vrdma link add NAME type rxe netdev IFACE [dscp N] | link show [NAME] | link delete NAME
 //	vrdma switch show [--json]       # the switch, its etcd, the subnet manager
 //	vrdma portgroup add NAME [--vlan N] [--pcp N] [--dscp N] [--mtu N] [--pkey 0xNNNN] | portgroup show [NAME] | portgroup delete NAME

@@ -11,7 +11,7 @@ import (
 )
 
 const (
-	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--lid-routing] [--trust-group G] [--owner USER[:GROUP]] [--file VMX]"
+	vmCreateUsage = "vm create NAME [--adapters N] [--portgroup PG] [--async] [--native-endpoints] [--pin] [--lid-routing] [--trust-group G] [--uplink LINK] [--owner USER[:GROUP]] [--file VMX]"
 	vmUsage       = vmCreateUsage + " | vm show [NAME] [--all] | vm delete NAME"
 )
 
@@ -41,6 +41,7 @@ func vmCreate(args []string, stdout io.Writer) error {
 	native := fs.Bool("native-endpoints", false, "native endpoints: the adapters' QPs are reachable by any RoCEv2 peer (without it, on a switch with certificates, only by the switch's hosts)")
 	lidRouting := fs.Bool("lid-routing", false, "configure the adapters' ports for LID routing: an address vector may name its destination by LID alone, without a GRH, as qperf's do (without it a GRH is required, as on rdma_rxe)")
 	pin := fs.Bool("pin", false, "the instance's registered memory must be lockable (the daemon needs root or an unlimited RLIMIT_MEMLOCK)")
+	uplink := fs.String("uplink", "", "bind the adapters to verbs link `LINK` (`vrdma link add LINK type verbs dev IBDEV`): their RC QPs and memory regions are the device's, which moves the bytes")
 	trust := fs.String("trust-group", "", "trust group `G`: instances of one trust group trust each other: one-sided operations between them bypass the daemon (a group holds the instances of one owner)")
 	owner := fs.String("owner", "", "the tenant the instance belongs to, `USER[:GROUP]` by name or number (default: you; another owner needs root or the daemon's admin group); NAME is then the owner's, which root sees as u<uid>.NAME")
 	file := fs.String("file", "", "read the options from `VMX`, a .vmx file (displayName, vrdmaN.present, vrdmaN.portGroup, vrdmaN.nativeEndpointSupport, vrdma.asyncMode, sched.mem.pin); flags override it")
@@ -79,6 +80,8 @@ func vmCreate(args []string, stdout io.Writer) error {
 			spec.LIDRouting = *lidRouting
 		case "trust-group":
 			spec.TrustGroup = *trust
+		case "uplink":
+			spec.Uplink = *uplink
 		}
 	})
 	if len(pos) == 1 {

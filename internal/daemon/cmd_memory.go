@@ -130,7 +130,8 @@ func cmdRegMR(s *session, body []byte, fds []int) (any, []int, error) {
 	h := s.handleID()
 	s.mrs[h] = mr
 	s.mrPins[h] = proc
-	return proto.RegMRResp{Handle: h, LKey: mr.Key(), RKey: mr.Key()}, nil, nil
+	lkey, rkey := mr.DeviceKeys()
+	return proto.RegMRResp{Handle: h, LKey: lkey, RKey: rkey}, nil, nil
 }
 
 // checkRegistration checks what a reg_mr or rereg_mr request (op) says of

@@ -142,7 +142,7 @@ func New(cfg Config) (*Daemon, error) {
 	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
-	if err := d.loadInstances(); err != nil {
+	if err := d.loadInstances(false); err != nil {
 		return nil, err
 	}
 	links, err := d.readLinks()
@@ -181,6 +181,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.ln = ln
 	d.restoreLinks(links)
+	_ = d.loadInstances(true) // the instances bound to verbs links: warns, never fails
 	if err := d.applyListenPolicy(); err != nil {
 		ln.Close()
 		d.closeLinks()

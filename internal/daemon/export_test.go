@@ -53,3 +53,21 @@ func (d *Daemon) HoldSessions() (release func()) {
 		}
 	}
 }
+
+// InstanceUplinks returns, per adapter of the instance called name, the
+// verbs link it is bound to ("" if none) and its GID table.
+func (d *Daemon) InstanceUplinks(name string) (links []string, gids [][][16]byte) {
+	inst := d.instance(name)
+	if inst == nil {
+		return nil, nil
+	}
+	for _, a := range inst.Adapters {
+		n := ""
+		if u := a.Uplink(); u != nil {
+			n = u.Name
+		}
+		links = append(links, n)
+		gids = append(gids, a.GIDs())
+	}
+	return links, gids
+}

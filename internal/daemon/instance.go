@@ -22,6 +22,7 @@ type Instance struct {
 	Name       string
 	Async      bool
 	TrustGroup string
+	Uplink     string      // the verbs link its adapters are bound to, "" if none
 	PortGroup  string      // the switch's port group ("" = the default one)
 	Native     bool        // native endpoints (.vmx nativeEndpointSupport)
 	Pin        bool        // registered memory must be lockable (.vmx sched.mem.pin)
@@ -46,7 +47,7 @@ type Instance struct {
 func (inst *Instance) spec() proto.InstanceSpec {
 	owner := inst.Owner
 	return proto.InstanceSpec{Name: inst.Name, Adapters: len(inst.Adapters), Async: inst.Async, TrustGroup: inst.TrustGroup,
-		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, LIDRouting: inst.LIDRouting, Owner: &owner, Temporary: inst.Temporary}
+		PortGroup: inst.PortGroup, NativeEndpoints: inst.Native, Pin: inst.Pin, LIDRouting: inst.LIDRouting, Owner: &owner, Temporary: inst.Temporary, Uplink: inst.Uplink}
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -58,6 +59,11 @@ func validateSpec(s proto.InstanceSpec) error {
 	}
 	if s.TrustGroup != "" {
 		if err := checkName("trust group", s.TrustGroup); err != nil {
+			return err
+		}
+	}
+	if s.Uplink != "" {
+		if err := checkName("uplink", s.Uplink); err != nil {
 			return err
 		}
 	}

@@ -70,7 +70,19 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 			return nil, err
 		}
 	}
-	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup,
+	var uplink *engine.DeviceUplink
+	if spec.Uplink != "" {
+		u, err := d.deviceUplink(spec.Uplink)
+		if err != nil {
+			if ownerAcct != nil {
+				d.quota.release(nil, Instances, 1, ownerAcct)
+				d.quota.leave(owner.UID, ownerAcct)
+			}
+			return nil, err
+		}
+		uplink = u
+	}
+	inst := &Instance{Name: spec.Name, Async: spec.Async, TrustGroup: spec.TrustGroup, Uplink: spec.Uplink,
 		PortGroup: spec.PortGroup, Native: spec.NativeEndpoints, Pin: spec.Pin, LIDRouting: spec.LIDRouting,
 		Owner: owner, Temporary: spec.Temporary, shared: shared, owner: ownerAcct}
 	if !shared {
@@ -93,6 +105,9 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 				a = engine.NewAdapter(trustDomain, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
 				a.TrustGroup = spec.TrustGroup
 				a.NativeEndpoint = spec.NativeEndpoints
+				if uplink != nil {
+					_ = a.Bind(uplink) // a new adapter has nothing yet
+				}
 				break
 			}
 		}
@@ -305,7 +320,10 @@ func (d *Daemon) saveInstancesLocked() error {
 
 // loadInstances creates the saved instances. One saved without an owner
 // (by a daemon before owners) is root's; one marked temporary is dropped.
-func (d *Daemon) loadInstances() error {
+// With bound false it creates those bound to no verbs link, with true the
+// bound ones (after the links are restored): one whose link is not up is
+// left out with a warning, not a failed start.
+func (d *Daemon) loadInstances(bound bool) error {
 	if d.cfg.StateDir == "" {
 		return nil
 	}
@@ -322,7 +340,7 @@ func (d *Daemon) loadInstances() error {
 		return fmt.Errorf("daemon: %s is not valid JSON (%v): fix or remove it", path, err)
 	}
 	for _, s := range specs {
-		if s.Temporary {
+		if s.Temporary || (s.Uplink != "") != bound {
 			continue
 		}
 		var owner proto.Owner // root
@@ -331,6 +349,10 @@ func (d *Daemon) loadInstances() error {
 		}
 		s.Owner = nil
 		if _, err := d.createInstance(s.InstanceSpec, owner, nil, false, s.LIDs); err != nil {
+			if bound {
+				d.log.Warn("instance not restored: its verbs link is not up; `vrdma vm create` it again once the link is", "instance", s.Name, "uplink", s.Uplink, "err", err)
+				continue
+			}
 			return fmt.Errorf("daemon: %s: %w", path, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
@@ -27,7 +28,8 @@ type verbsLink struct {
 	mu   sync.Mutex
 	dev  *verbs.Device
 	port verbs.PortAttr
-	err  error // the last query's failure; the link is down while set
+	err  error                // the last query's failure; the link is down while set
+	eng  *engine.DeviceUplink // what instances bound to the link use (link_verbs_bind.go)
 }
 
 func validateVerbsLink(spec proto.LinkSpec) error {
@@ -73,6 +75,7 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 	}
 	e.verbs.mu.Lock()
 	e.verbs.dev, e.verbs.port, e.verbs.err = dev, port, nil
+	e.verbs.eng = engine.NewDeviceUplink(e.spec.Name, dev, gidTable(port))
 	e.verbs.mu.Unlock()
 	e.problem = ""
 	return nil
@@ -134,6 +137,9 @@ func (v *verbsLink) refresh() {
 	v.err = err
 	if err == nil {
 		v.port = p
+		if v.eng != nil {
+			v.eng.SetGIDs(gidTable(p))
+		}
 	}
 }
 

@@ -59,6 +59,12 @@ type Adapter struct {
 	xsrqs xrcTable // XRC SRQs by number (xrc.go)
 
 	poller *poller
+
+	// A verbs uplink the adapter is bound to (device.go), and its regions
+	// by the device's lkey.
+	uplink *DeviceUplink
+	devMu  sync.RWMutex
+	devMRs map[uint32]*MR
 }
 
 // NewAdapter creates an adapter. gids[0] is the link-local GID.
@@ -80,6 +86,9 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 // host: the adapters are native endpoints on the host's addresses, told
 // apart by QPN. Without links it is the adapter's own link-local GID.
 func (a *Adapter) GIDs() [][16]byte {
+	if u := a.uplink; u != nil {
+		return u.GIDs() // the device's: what its QPs send from
+	}
 	if h := a.host; h != nil {
 		if g := h.linkGIDs.Load(); g != nil && len(*g) > 0 {
 			return *g
@@ -180,7 +189,17 @@ func (a *Adapter) addQP(q *QP) error {
 	if len(a.qps) >= MaxQP {
 		return fmt.Errorf("adapter %s has %d QPs, its limit: destroy unused QPs", a.Name, MaxQP)
 	}
-	if a.host != nil {
+	if q.dev != nil {
+		// The device numbered it; the host's table is the software
+		// path's, which never reaches it.
+		if _, used := a.qps[q.qpn]; used {
+			return fmt.Errorf("adapter %s: the device's QPN %#x is taken", a.Name, q.qpn)
+		}
+		a.qps[q.qpn] = q
+		q.dev.u.mu.Lock()
+		q.dev.u.qps[q.qpn] = q
+		q.dev.u.mu.Unlock()
+	} else if a.host != nil {
 		// QPNs are unique on the host: adapters share the links' addresses
 		// and packets find their QP by number.
 		q.qpn = a.host.addQP(q)
@@ -211,7 +230,7 @@ func (a *Adapter) removeQP(q *QP) {
 		delete(a.qps, q.qpn)
 	}
 	a.qpMu.Unlock()
-	if a.host != nil {
+	if a.host != nil && q.dev == nil {
 		a.host.removeQP(q)
 	}
 	if a.poller != nil {

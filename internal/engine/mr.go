@@ -23,6 +23,7 @@ type MR struct {
 	region *shm.Region
 	mem    []byte
 	mapped uint64 // bytes of the memfd mapped for it (region.Mapped)
+	dev    *devMR // its registration with the device of a bound adapter (device.go)
 
 	// A memory window's entry (mw.go): window is the window; a bound
 	// one borrows parent's memory (mem is part of parent's) and, for a
@@ -63,7 +64,14 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 	if err != nil {
 		return nil, err
 	}
+	if pd.adapter.uplink != nil {
+		if err := pd.adapter.registerOnDevice(mr); err != nil {
+			region.Close()
+			return nil, err
+		}
+	}
 	if err := pd.adapter.addMR(mr); err != nil {
+		pd.adapter.deregisterOnDevice(mr)
 		region.Close()
 		return nil, err
 	}
@@ -103,6 +111,10 @@ func (m *MR) Reregister(pd *PD, region *shm.Region, addr, length uint64, access 
 	if pd.adapter != m.pd.adapter {
 		region.Close()
 		return nil, fmt.Errorf("the protection domain is another adapter's")
+	}
+	if m.dev != nil {
+		region.Close()
+		return nil, fmt.Errorf("re-registering a region of an adapter on verbs uplink %s: %w", pd.adapter.uplink.Name, ErrDeviceQP)
 	}
 	n, err := newMR(pd, region, addr, length, access)
 	if err != nil {
@@ -194,6 +206,7 @@ func (m *MR) Key() uint32 { return m.key }
 // RevokeWait is failed with QP_FATAL.
 func (m *MR) Deregister() {
 	m.pd.adapter.removeMR(m)
+	m.pd.adapter.deregisterOnDevice(m)
 	m.retire()
 }
 

@@ -102,6 +102,8 @@ type QP struct {
 	stallRNR     bool
 	s            scratch
 	rm           *remote      // the rdma path's state; nil on the memcpy path
+	dev          *devQP       // the device's QP on a bound adapter (device_qp.go); nil otherwise
+	devErr       atomic.Bool  // the device reported an error completion: its QP is in ERR
 	wireDeadline atomic.Int64 // the transport's next timer (nanotime); 0 = none
 
 	ctx    context.Context
@@ -184,10 +186,20 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		cfg.SRQ.Use()
 	}
 	q.s.init(q.sq.Stride)
+	if a.uplink != nil {
+		if err := q.createOnDevice(&cfg); err != nil {
+			region.Close()
+			return nil, err
+		}
+		// The client rings after posting receives: the device needs them
+		// before the peer's messages arrive.
+		shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+	}
 	if a.poller != nil {
 		q.doorbell = a.poller.bell
 	} else {
 		if q.doorbell, err = shm.NewDoorbell(); err != nil {
+			q.destroyOnDevice()
 			region.Close()
 			return nil, err
 		}
@@ -197,6 +209,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q.attr.PathMTU = a.ActiveMTU
 	q.attr.PortNum = 1
 	if err := a.addQP(q); err != nil {
+		q.destroyOnDevice()
 		q.release()
 		return nil, err
 	}
@@ -354,6 +367,11 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	prevAttr, prevDP := q.attr, q.dp.Load()
 	next := q.attr
 	qpstate.Apply(&next, attr, mask)
+	if q.dev != nil {
+		if err := q.modifyOnDevice(to, &next); err != nil {
+			return cur, err
+		}
+	}
 	q.attr = next
 	q.dp.Store(&dataAttrs{
 		dgid: next.AV.DGID, sgidIndex: next.AV.SGIDIndex, dqpn: next.DestQPN, qkey: next.QKey,
@@ -377,7 +395,9 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.procMu.Unlock()
 		if !q.srq {
 			q.rq.discard()
-			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 0)
+			if q.dev == nil {
+				shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 0)
+			}
 		}
 		q.state.Store(uint32(to))
 		q.publishState()
@@ -392,7 +412,9 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 			return q.State(), &qpstate.Error{Type: q.typ, From: q.State(), To: to, Reason: "the QP went to ERR meanwhile; only RESET leaves ERR"}
 		}
 		q.publishState()
-		q.setupWire(to, &next)
+		if q.dev == nil {
+			q.setupWire(to, &next)
+		}
 		q.kickWorker()
 		if receiving(cur) && (next.AccessFlags != prevAttr.AccessFlags || next.DestQPN != prevAttr.DestQPN || next.AV.DGID != prevAttr.AV.DGID) {
 			// The initiators mapped q's regions under the old grant, or are no
@@ -498,6 +520,7 @@ func (q *QP) Destroy() {
 	<-q.done
 	q.detachAllMcast()
 	q.adapter.removeQP(q)
+	q.destroyOnDevice()
 	if receiving(q.State()) {
 		q.revokePeers() // no lookup finds q any more
 	}

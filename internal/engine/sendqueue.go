@@ -66,6 +66,9 @@ func (q *QP) hasWork() bool {
 	if mem == nil || q.xrc == xrcTGT {
 		return false // a target has no send queue: what a client writes there is ignored
 	}
+	if q.dev != nil {
+		return q.devHasWork(mem)
+	}
 	switch q.State() {
 	case abi.QPStateRTS:
 		return shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
@@ -80,6 +83,9 @@ func (q *QP) process() (time.Duration, bool) {
 	st := q.State()
 	if q.xrc == xrcTGT {
 		return q.processTarget(st)
+	}
+	if q.dev != nil {
+		return q.processDevice(st)
 	}
 	switch st {
 	case abi.QPStateErr:

@@ -387,6 +387,10 @@ type InstanceSpec struct {
 	// as an instance trusts itself. Between trusting adapters the daemon
 	// steps out of the path of one-sided operations.
 	TrustGroup string `json:"trust_group,omitempty"`
+	// Uplink names a verbs link (`vrdma link add NAME type verbs`) the
+	// adapters are bound to: their RC QPs and regions are the device's
+	// (docs/design/verbs-uplink.md "The engine on the device").
+	Uplink string `json:"uplink,omitempty"`
 	// PortGroup is the switch's port group the adapters attach to ("" =
 	// the default one).
 	PortGroup string `json:"port_group,omitempty"`

@@ -1,0 +1,235 @@
+package engine
+
+// Adapters bound to a device of the host's rdma-core (a verbs uplink,
+// docs/design/verbs-uplink.md "The engine on the device"): the adapter's
+// regions are registered with the device, its RC QPs are the device's, and
+// the send-queue runner forwards the rings' work requests to it. What a
+// peer sees — QPN, rkeys, GIDs, PSNs — is the device's.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/verbs"
+)
+
+// Device is what the engine asks of a device: *verbs.Device, or a fake in
+// tests.
+type Device interface {
+	RegMR(fd int, offset, length uint64, access uint32) (verbs.MR, error)
+	DeregMR(verbs.MR) error
+	CreateCQ(cqe uint32, push bool) (verbs.CQ, error)
+	DestroyCQ(verbs.CQ) error
+	CreateQP(send, recv verbs.CQ, c verbs.QPCap) (verbs.QP, error)
+	ModifyQP(verbs.QP, verbs.QPAttr) error
+	DestroyQP(verbs.QP) error
+	PostSend(verbs.QP, []verbs.SendWR) error
+	PostRecv(verbs.QP, []verbs.RecvWR) error
+	SetCompletionHandler(func(cq uint32, wcs []verbs.WC))
+}
+
+// ErrDeviceQP is what an adapter bound to a device refuses: an object the
+// engine cannot yet put on the device (UD, UC, XRC QPs, QPs on an SRQ,
+// memory windows).
+var ErrDeviceQP = errors.New("not on a verbs uplink yet")
+
+// DeviceUplink is one device port the adapters bound to it share: its
+// completions come on one handler, which hands each to the CQ and QP it
+// belongs to.
+type DeviceUplink struct {
+	Name string // the verbs link's name, for messages
+	dev  Device
+
+	mu   sync.Mutex
+	gids [][16]byte
+	cqs  map[*CQ]*devCQ    // the device CQ of each engine CQ a device QP uses
+	byCQ map[uint32]*devCQ // ... by the device's handle
+	qps  map[uint32]*QP    // device QPs by QPN
+}
+
+// devCQ is an engine CQ's counterpart on the device.
+type devCQ struct {
+	cq    verbs.CQ
+	ecq   *CQ
+	users int
+}
+
+// NewDeviceUplink makes dev an uplink adapters can be bound to, with the
+// port's GID table gids (what ibv_query_gid reports to the instances).
+func NewDeviceUplink(name string, dev Device, gids [][16]byte) *DeviceUplink {
+	u := &DeviceUplink{Name: name, dev: dev, gids: gids, cqs: map[*CQ]*devCQ{}, byCQ: map[uint32]*devCQ{}, qps: map[uint32]*QP{}}
+	dev.SetCompletionHandler(u.complete)
+	return u
+}
+
+// SetGIDs replaces the port's GID table (the netdev's addresses changed).
+func (u *DeviceUplink) SetGIDs(gids [][16]byte) {
+	u.mu.Lock()
+	u.gids = gids
+	u.mu.Unlock()
+}
+
+// GIDs returns the port's GID table.
+func (u *DeviceUplink) GIDs() [][16]byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.gids
+}
+
+// Bind makes a's QPs and regions the device's. It must come before a has
+// any.
+func (a *Adapter) Bind(u *DeviceUplink) error {
+	if a.NumQPs() != 0 || a.NumMRs() != 0 {
+		return fmt.Errorf("adapter %s already has QPs or regions: bind it to %s before it makes any", a.Name, u.Name)
+	}
+	a.uplink = u
+	return nil
+}
+
+// Uplink returns the device uplink a is bound to, nil if none.
+func (a *Adapter) Uplink() *DeviceUplink { return a.uplink }
+
+// useCQ returns the device CQ standing for c, made on first use.
+func (u *DeviceUplink) useCQ(c *CQ) (*devCQ, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if d := u.cqs[c]; d != nil {
+		d.users++
+		return d, nil
+	}
+	n := c.Ring().Entries
+	cq, err := u.dev.CreateCQ(uint32(n), true)
+	if err != nil {
+		return nil, fmt.Errorf("a CQ of %d entries on %s: %w", n, u.Name, err)
+	}
+	d := &devCQ{cq: cq, ecq: c, users: 1}
+	u.cqs[c], u.byCQ[cq.Handle] = d, d
+	return d, nil
+}
+
+// unuseCQ drops a use of c's device CQ, destroying it after the last.
+func (u *DeviceUplink) unuseCQ(c *CQ) {
+	u.mu.Lock()
+	d := u.cqs[c]
+	if d == nil {
+		u.mu.Unlock()
+		return
+	}
+	d.users--
+	if d.users > 0 {
+		u.mu.Unlock()
+		return
+	}
+	delete(u.cqs, c)
+	delete(u.byCQ, d.cq.Handle)
+	u.mu.Unlock()
+	_ = u.dev.DestroyCQ(d.cq) // the helper may be gone: nothing is left to free then
+}
+
+// complete takes the completions the helper pushed for device CQ cq. It
+// runs on the push reader: it writes them into the engine's CQ (its
+// notification wakes the client as the software path's do) and never calls
+// the device.
+func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
+	u.mu.Lock()
+	d := u.byCQ[cq]
+	var ecq *CQ
+	if d != nil {
+		ecq = d.ecq
+	}
+	u.mu.Unlock()
+	if ecq == nil {
+		return // destroyed meanwhile
+	}
+	for i := range wcs {
+		w := &wcs[i]
+		c := abi.CQE{WRID: w.WRID, QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP,
+			Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
+		u.mu.Lock()
+		q := u.qps[w.QPN]
+		u.mu.Unlock()
+		ok := ecq.push(&c)
+		if q == nil {
+			continue
+		}
+		switch {
+		case !ok:
+			q.Fail(abi.EventQPFatal, "its completion queue overflowed")
+		case c.Status != abi.StatusSuccess && c.Status != abi.StatusWRFlushErr:
+			// The device's QP is in ERR; so is the instance's, and the rest
+			// of what it posts is flushed.
+			q.devErr.Store(true)
+			q.enterError()
+		}
+	}
+}
+
+// devMR is a region's registration with the device.
+type devMR struct {
+	mr   verbs.MR
+	skew uint64 // the region's first byte's offset in the device's registration
+}
+
+// registerOnDevice registers m's memory with the adapter's device, over
+// the memfd the application shares: the device moves the bytes into and
+// out of the application's pages.
+func (a *Adapter) registerOnDevice(m *MR) error {
+	u := a.uplink
+	base := m.region.Offset() &^ 4095
+	skew := m.region.Offset() - base
+	acc := uint32(m.access & (abi.AccessLocalWrite | abi.AccessRemoteWrite | abi.AccessRemoteRead | abi.AccessRemoteAtomic))
+	vm, err := u.dev.RegMR(m.region.FD(), base, skew+m.length, acc)
+	if err != nil {
+		return fmt.Errorf("registering %d bytes with %s: %w", m.length, u.Name, err)
+	}
+	m.dev = &devMR{mr: vm, skew: skew}
+	a.devMu.Lock()
+	if a.devMRs == nil {
+		a.devMRs = map[uint32]*MR{}
+	}
+	a.devMRs[vm.LKey] = m
+	a.devMu.Unlock()
+	return nil
+}
+
+// deregisterOnDevice undoes registerOnDevice.
+func (a *Adapter) deregisterOnDevice(m *MR) {
+	d := m.dev
+	if d == nil {
+		return
+	}
+	a.devMu.Lock()
+	if a.devMRs[d.mr.LKey] == m {
+		delete(a.devMRs, d.mr.LKey)
+	}
+	a.devMu.Unlock()
+	_ = a.uplink.dev.DeregMR(d.mr)
+}
+
+// deviceMR returns the region the device knows by lkey.
+func (a *Adapter) deviceMR(lkey uint32) *MR {
+	a.devMu.RLock()
+	m := a.devMRs[lkey]
+	a.devMu.RUnlock()
+	return m
+}
+
+// DeviceKeys returns the keys the application and its peers use for m: the
+// device's lkey and rkey on a bound adapter, the engine's key otherwise.
+func (m *MR) DeviceKeys() (lkey, rkey uint32) {
+	if m.dev != nil {
+		return m.dev.mr.LKey, m.dev.mr.RKey
+	}
+	return m.key, m.key
+}
+
+// DeviceAddr returns the address a peer names to reach byte 0 of m through
+// the device (the helper's mapping), and whether m is on a device.
+func (m *MR) DeviceAddr() (uint64, bool) {
+	if m.dev == nil {
+		return 0, false
+	}
+	return m.dev.mr.Addr + m.dev.skew, true
+}

@@ -1,0 +1,312 @@
+package engine
+
+// A QP of an adapter bound to a device (device.go): the device's QP does
+// the transport; the engine forwards the rings' work requests to it, one
+// batch per doorbell, and the states the client moves it through.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/qpstate"
+	"github.com/vrdma/vrdma/internal/shm"
+	"github.com/vrdma/vrdma/internal/verbs"
+)
+
+// devQP is a QP's counterpart on the device and the batch buffers the
+// runner translates into (allocated once).
+type devQP struct {
+	u      *DeviceUplink
+	qp     verbs.QP
+	send   *devCQ
+	recv   *devCQ
+	sends  []verbs.SendWR
+	recvs  []verbs.RecvWR
+	sges   []verbs.SGE
+	errSet bool // the device QP was moved to ERR; under procMu
+}
+
+// createOnDevice makes q's device QP on the adapter's uplink; q.qpn
+// becomes the device's QPN.
+func (q *QP) createOnDevice(cfg *QPConfig) error {
+	u := q.adapter.uplink
+	if q.apiType != abi.QPTypeRC || cfg.SRQ != nil {
+		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
+	}
+	s, err := u.useCQ(cfg.SendCQ)
+	if err != nil {
+		return err
+	}
+	r, err := u.useCQ(cfg.RecvCQ)
+	if err != nil {
+		u.unuseCQ(cfg.SendCQ)
+		return err
+	}
+	c := q.caps
+	vq, err := u.dev.CreateQP(s.cq, r.cq, verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
+		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE))})
+	if err != nil {
+		u.unuseCQ(cfg.SendCQ)
+		u.unuseCQ(cfg.RecvCQ)
+		return fmt.Errorf("an RC QP on %s: %w", u.Name, err)
+	}
+	q.dev = &devQP{u: u, qp: vq, send: s, recv: r,
+		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
+		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE)}
+	q.qpn = vq.QPN
+	return nil
+}
+
+// destroyOnDevice frees q's device QP and its uses of the device CQs.
+func (q *QP) destroyOnDevice() {
+	d := q.dev
+	if d == nil {
+		return
+	}
+	d.u.mu.Lock()
+	if d.u.qps[q.qpn] == q {
+		delete(d.u.qps, q.qpn)
+	}
+	d.u.mu.Unlock()
+	_ = d.u.dev.DestroyQP(d.qp)
+	d.u.unuseCQ(d.send.ecq)
+	d.u.unuseCQ(d.recv.ecq)
+}
+
+// modifyOnDevice moves q's device QP to `to` with the attributes a holds.
+func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
+	d := q.dev
+	va := verbs.QPAttr{State: uint32(to)}
+	switch to {
+	case abi.QPStateInit:
+		va.Access = uint32(a.AccessFlags & (abi.AccessLocalWrite | abi.AccessRemoteWrite | abi.AccessRemoteRead | abi.AccessRemoteAtomic))
+	case abi.QPStateRTR:
+		mtu := a.PathMTU
+		if !mtu.Valid() {
+			mtu = q.adapter.PortMTU()
+		}
+		va.PathMTU, va.DestQPN, va.RQPSN = uint32(mtu), a.DestQPN, a.RQPSN
+		va.DGID, va.SGIDIndex, va.HopLimit, va.TrafficClass, va.FlowLabel, va.SL = a.AV.DGID, a.AV.SGIDIndex, a.AV.HopLimit, a.AV.TrafficClass, a.AV.FlowLabel, a.AV.SL
+		va.IsGlobal = true // RoCE: a GRH always
+		va.MaxDestRdAtomic, va.MinRNRTimer = a.MaxDestRdAtomic, a.MinRNRTimer
+		if va.MaxDestRdAtomic == 0 {
+			va.MaxDestRdAtomic = 1
+		}
+	case abi.QPStateRTS:
+		va.SQPSN, va.Timeout, va.RetryCnt, va.RNRRetry, va.MaxRdAtomic = a.SQPSN, a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic
+		if va.MaxRdAtomic == 0 {
+			va.MaxRdAtomic = 1
+		}
+	}
+	if err := d.u.dev.ModifyQP(d.qp, va); err != nil {
+		return fmt.Errorf("QP %#x on %s to %v: %w", q.qpn, d.u.Name, to, err)
+	}
+	if to == abi.QPStateErr {
+		q.procMu.Lock()
+		d.errSet = true
+		q.procMu.Unlock()
+	}
+	if to == abi.QPStateReset {
+		q.procMu.Lock()
+		d.errSet = false
+		q.devErr.Store(false)
+		q.procMu.Unlock()
+	}
+	return nil
+}
+
+// devHasWork reports, without locks, whether the runner has requests to
+// forward: receives from INIT on (a device takes them before the QP is
+// connected), sends in RTS.
+func (q *QP) devHasWork(mem []byte) bool {
+	switch q.State() {
+	case abi.QPStateInit, abi.QPStateRTR:
+		return q.rq.pending(mem)
+	case abi.QPStateRTS:
+		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+	case abi.QPStateErr:
+		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+	}
+	return false
+}
+
+// processDevice runs a device QP once under procMu: what the client
+// posted goes to the device, each queue's pending requests as one batch
+// (one message to the helper, one doorbell of the device) per MaxBatch.
+func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
+	switch st {
+	case abi.QPStateErr:
+		if !q.dev.errSet && !q.devErr.Load() {
+			// A QP the engine failed (an overflowed CQ): its device QP
+			// stops too, and flushes what it holds.
+			_ = q.dev.u.dev.ModifyQP(q.dev.qp, verbs.QPAttr{State: uint32(abi.QPStateErr)})
+			q.dev.errSet = true
+		}
+		return 0, q.flush() // what was never posted to the device
+	case abi.QPStateInit, abi.QPStateRTR, abi.QPStateRTS:
+	default:
+		return 0, false
+	}
+	worked := q.postRecvsToDevice()
+	if st == abi.QPStateRTS {
+		worked = q.postSendsToDevice() || worked
+	}
+	return 0, worked
+}
+
+// postRecvsToDevice forwards the posted receive requests.
+func (q *QP) postRecvsToDevice() bool {
+	d, s := q.dev, &q.s
+	worked := false
+	for {
+		d.recvs = d.recvs[:0]
+		nsge := 0
+		for len(d.recvs) < verbs.MaxBatch {
+			r := q.rq.pop(&s.rwqe)
+			if r == popEmpty {
+				break
+			}
+			worked = true
+			if r == popCorrupt {
+				q.Fail(abi.EventQPFatal, "the receive queue's producer index is corrupt")
+				return true
+			}
+			var sg []verbs.SGE
+			ok := r == popOK
+			if ok {
+				sg, ok = q.translate(s.rwqe.SGL[:s.rwqe.NumSGE], d.sges[nsge:nsge:len(d.sges)])
+			}
+			if !ok {
+				q.postRecvBatch()
+				c := abi.CQE{WRID: s.rwqe.WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusLocProtErr}
+				q.recvCQ.push(&c)
+				q.Fail(abi.EventQPFatal, "a receive request names memory not registered with the device")
+				return true
+			}
+			nsge += len(sg)
+			d.recvs = append(d.recvs, verbs.RecvWR{WRID: s.rwqe.WRID, SGEs: sg})
+		}
+		if len(d.recvs) == 0 {
+			return worked
+		}
+		if !q.postRecvBatch() {
+			return true
+		}
+	}
+}
+
+func (q *QP) postRecvBatch() bool {
+	d := q.dev
+	if len(d.recvs) == 0 {
+		return true
+	}
+	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
+		q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// postSendsToDevice forwards the posted send requests. A request the
+// engine cannot put on the device (memory not registered with it, inline
+// data, an opcode the device path lacks) completes with an error after
+// those before it are posted, and the QP goes to ERR as on a device.
+func (q *QP) postSendsToDevice() bool {
+	d, s := q.dev, &q.s
+	worked := false
+	for {
+		prod := shm.Load32(q.mem, abi.RingProdOff)
+		n, err := q.sq.Pending(prod, q.sqCons)
+		if err != nil {
+			q.Fail(abi.EventQPFatal, "the send queue's producer index is corrupt")
+			return true
+		}
+		if n == 0 {
+			return worked
+		}
+		worked = true
+		d.sends = d.sends[:0]
+		nsge := 0
+		bad := abi.StatusSuccess
+		for ; n > 0 && len(d.sends) < verbs.MaxBatch; n-- {
+			off := q.sq.Entry(q.sqCons)
+			copy(s.entry, q.mem[off:off+q.sq.Stride])
+			w := &s.wqe
+			if perr := abi.ParseSendWQE(s.entry, w, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData); perr != nil {
+				bad = abi.StatusLocQPOpErr
+				break
+			}
+			if w.Flags&abi.SendInline != 0 || w.Opcode > abi.OpAtomicFetchAndAdd {
+				bad = abi.StatusLocQPOpErr
+				break
+			}
+			sg, ok := q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)])
+			if !ok {
+				bad = abi.StatusLocProtErr
+				break
+			}
+			nsge += len(sg)
+			fl := uint32(w.Flags & (abi.SendFence | abi.SendSignaled | abi.SendSolicited))
+			if q.sigAll {
+				fl |= uint32(abi.SendSignaled)
+			}
+			d.sends = append(d.sends, verbs.SendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
+				RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+			q.sqCons++
+		}
+		if len(d.sends) > 0 {
+			// The slots are the client's again before the device can
+			// complete the requests: a client that posts on seeing a
+			// completion (the push reader writes it meanwhile) must find
+			// its slot free.
+			q.publishSQCons()
+			q.publishSQDone()
+			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
+				// Nothing of the batch was posted: its requests complete
+				// here, the first with the error, as a device's would.
+				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				for i := range d.sends {
+					w := &d.sends[i]
+					st := abi.StatusWRFlushErr
+					if i == 0 {
+						st = abi.StatusLocQPOpErr
+					}
+					c := abi.CQE{WRID: w.WRID, QPNum: q.qpn, Opcode: abi.Opcode(w.Opcode).CompletionOpcode(), Status: st}
+					q.sendCQ.push(&c)
+				}
+				return true
+			}
+		}
+		if bad != abi.StatusSuccess {
+			q.sqCons++
+			q.publishSQCons()
+			q.adapter.Counters.TxErrors.Add(1)
+			q.Fail(abi.EventQPFatal, "a send request the device path cannot carry")
+			c := abi.CQE{WRID: s.wqe.WRID, QPNum: q.qpn, Opcode: s.wqe.Opcode.CompletionOpcode(), Status: bad}
+			q.sendCQ.push(&c)
+			q.publishSQDone()
+			return true
+		}
+	}
+}
+
+// translate turns the client's SGEs (its addresses, the device's lkeys)
+// into the helper's (region handle and offset), appending to out; false
+// when one names no region of q's PD or leaves it.
+func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
+	if len(in) > verbs.MaxWRSGE || len(out)+len(in) > cap(out) {
+		return out, false
+	}
+	for _, g := range in {
+		if g.Length == 0 {
+			continue
+		}
+		m := q.adapter.deviceMR(g.LKey)
+		if m == nil || m.pd != q.pd || m.dev == nil || g.Addr < m.addr || g.Addr-m.addr > m.length || uint64(g.Length) > m.length-(g.Addr-m.addr) {
+			return out, false
+		}
+		out = append(out, verbs.SGE{MR: m.dev.mr.Handle, Length: g.Length, Offset: m.dev.skew + g.Addr - m.addr})
+	}
+	return out, true
+}
