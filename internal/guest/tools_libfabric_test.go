@@ -1,11 +1,8 @@
 package guest
 
 import (
-	"errors"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -16,38 +13,31 @@ import (
 // granted more inline data than it then accepted) and the RDM endpoint
 // (verbs;ofi_rxm over RC; it failed with "cqe 262144: a CQ holds 1 to 65536
 // completions").
+//
+// The RDM endpoint also died of SIGSEGV at teardown in about one run of six
+// (a NULL call in libfabric's rxm_post_recv under fi_close). libfabric
+// 1.17's rxm_close_conn closes a connection's msg endpoint first and then
+// flushes the CQ with the connection still naming that endpoint, so a
+// receive completion of it still in the CQ is reposted on the freed
+// endpoint (upstream's "prov/rxm: fix the msg_ep use-after-free at
+// connection teardown" flushes before it closes). rxm reads its
+// CQ and, only when that is empty, its rdma_cm events; the peer's "fin"
+// completes before the peer disconnects, so the window is the one between
+// those two reads. Our poll_cq made it milliseconds wide: an empty poll
+// yields the CPU every 16 calls and answered with what it had read before
+// the yield (see poll_yield_test.c). It reads the ring again now; the
+// window left is a preemption between rxm's two reads, which rdma-core's
+// own providers leave as well (rxe keeps a destroyed QP's completions in
+// the CQ as we do; mlx5 removes them and drops the fin instead).
 func TestToolFiPingpong(t *testing.T) {
 	requireTool(t, "fi_pingpong", "libfabric-bin")
 	for _, ep := range []string{"msg", "dgram", "rdm"} {
 		t.Run(ep, func(t *testing.T) {
 			h := newToolHost(t)
 			port := freePort(t)
-			var out string
-			// fi_pingpong -e rdm sometimes dies of SIGSEGV inside
-			// libfabric (seen in its teardown, before and after this
-			// test's changes; not yet explained): a pair where one end
-			// died of a signal is logged and run again, at most 3 times.
-			for attempt := 1; ; attempt++ {
-				srv := h.startServer(t, "", port, "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-B", strconv.Itoa(port))
-				cli := h.start(t, "", "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-P", strconv.Itoa(port), "127.0.0.1")
-				<-cli.done
-				if diedOfSignal(cli.err) && attempt < 3 {
-					_ = srv.kill()
-					<-srv.done
-					t.Logf("fi_pingpong -e %s: the client died (%v), running the pair again; it printed:\n%s", ep, cli.err, cli.out.String())
-					port = freePort(t)
-					continue
-				}
-				out = cli.wait(t)
-				<-srv.done
-				if diedOfSignal(srv.err) && attempt < 3 {
-					t.Logf("fi_pingpong -e %s: the server died (%v), running the pair again; it printed:\n%s", ep, srv.err, srv.out.String())
-					port = freePort(t)
-					continue
-				}
-				srv.wait(t)
-				break
-			}
+			srv := h.startServer(t, "", port, "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-B", strconv.Itoa(port))
+			out := h.run(t, "", "fi_pingpong", "-p", "verbs", "-e", ep, "-I", "50", "-c", "-P", strconv.Itoa(port), "127.0.0.1")
+			srv.wait(t)
 			sizes := 0
 			for line := range strings.Lines(out) {
 				f := strings.Fields(line)
@@ -60,14 +50,4 @@ func TestToolFiPingpong(t *testing.T) {
 			}
 		})
 	}
-}
-
-// diedOfSignal reports whether err says a program was ended by a signal.
-func diedOfSignal(err error) bool {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return false
-	}
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled()
 }

@@ -335,11 +335,22 @@ int vrdma_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	 * the daemon a whole scheduler slice per hand-off; a yield with
 	 * nobody waiting costs well under a microsecond. Now and then the
 	 * spinner also looks whether the daemon is still there: a dead one
-	 * completes nothing, and the program would spin for ever. */
+	 * completes nothing, and the program would spin for ever.
+	 *
+	 * The yield can last a scheduler slice, milliseconds, while the peer
+	 * and the daemon run: the ring is read again after it, so that "empty"
+	 * is what the CQ held when the call returns, not before the yield. A
+	 * program reads its CQ, then its other sources: libfabric's ofi_rxm
+	 * polls the CQ and, finding it empty, reads its rdma_cm events; a
+	 * stale empty let it see the peer's disconnection before a receive
+	 * completed ahead of it, and libfabric 1.17 then reposted that
+	 * receive on the endpoint it had just closed (SIGSEGV at fi_close,
+	 * TestToolFiPingpong; poll_yield_test.c). */
 	if (n == 0 && ++cq->empty_polls % VRDMA_POLL_YIELD_EVERY == 0) {
 		if (cq->empty_polls % VRDMA_LOST_CHECK_EVERY == 0 && vrdma_check_lost(ctx))
 			return poll_lost(cq, 0, num, wc);
 		sched_yield();
+		n = poll_ring(cq, num, wc);
 	}
 	return n;
 }
