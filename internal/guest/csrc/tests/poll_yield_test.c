@@ -20,7 +20,6 @@
  * check (every VRDMA_LOST_CHECK_EVERY empty polls) comes before the yield;
  * the context here has no socket and is never lost.
  *
- * sources: lost.c cq.c log.c json.c chan.c cm_event.c
  */
 #include "verbs_int.h"
 
