@@ -145,3 +145,32 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 		t.Fatalf("alice holds %d instances after one refusal, want 2", n)
 	}
 }
+
+// TestBindingToAVerbsLinkIsAdmins: an instance bound to a verbs link has
+// its QPs and regions made on the host's device by the daemon's helper,
+// with the daemon's rights; a user may not grant itself that (its own
+// programs' access is /dev/infiniband's to decide). Root gets past the
+// check (and then hears that the link does not exist).
+func TestBindingToAVerbsLinkIsAdmins(t *testing.T) {
+	d := testDaemon(t, nil)
+	alice := &session{cred: creds{known: true, uid: 1000, gid: 1000}}
+	root := &session{cred: creds{known: true}}
+	create := func(by *session, name string) error {
+		owner, err := d.ownerFor(by.cred, proto.InstanceSpec{Name: name})
+		if err != nil {
+			return err
+		}
+		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, Uplink: "hca0"}, owner, by, false, nil)
+		return err
+	}
+	err := create(alice, "a1")
+	if proto.CodeOf(err) != proto.CodePermission || !strings.Contains(err.Error(), "--uplink") {
+		t.Fatalf("a user binding its instance to a verbs link: %v (want a permission error saying who may)", err)
+	}
+	if d.instance("u1000.a1") != nil {
+		t.Fatal("the refused instance exists")
+	}
+	if err := create(root, "r1"); proto.CodeOf(err) != proto.CodeNotFound {
+		t.Fatalf("root binding to a link that does not exist: %v (want not found)", err)
+	}
+}

@@ -44,6 +44,14 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 		if err := d.mayJoinTrustGroupLocked(by.cred, spec.Name, spec.TrustGroup, owner); err != nil {
 			return nil, err
 		}
+		// A bound instance's QPs and regions are made on the host's device
+		// by the daemon's helper, with the daemon's rights, which need not
+		// be the owner's (/dev/infiniband/uverbs* decides for the owner's
+		// own programs): binding is the administrators' to grant.
+		if spec.Uplink != "" && !d.isAdmin(by.cred) {
+			return nil, proto.Errorf(proto.CodePermission, "instance %s on verbs link %s: binding an instance to the host's RDMA device is for root, the daemon's user or its admin group; ask one of them to create it (vrdma vm create NAME --uplink LINK --owner USER[:GROUP])",
+				quoteName(by.shown(spec.Name)), quoteName(spec.Uplink))
+		}
 	}
 	// The default instance is the daemon's, counted against nobody.
 	shared := spec.Name == DefaultInstance
