@@ -18,7 +18,7 @@ import (
 // Device is what the engine asks of a device: *verbs.Device, or a fake in
 // tests.
 type Device interface {
-	RegMR(fd int, offset, length uint64, access uint32) (verbs.MR, error)
+	RegMR(fd int, offset, length uint64, access uint32, iova uint64) (verbs.MR, error)
 	DeregMR(verbs.MR) error
 	CreateCQ(cqe uint32, push bool) (verbs.CQ, error)
 	DestroyCQ(verbs.CQ) error
@@ -174,13 +174,19 @@ type devMR struct {
 
 // registerOnDevice registers m's memory with the adapter's device, over
 // the memfd the application shares: the device moves the bytes into and
-// out of the application's pages.
+// out of the application's pages, and knows them by the application's
+// addresses (the registration's iova is the address of the page's first
+// byte), so a native peer's RDMA WRITE or READ names what the application
+// sent it.
 func (a *Adapter) registerOnDevice(m *MR) error {
 	u := a.uplink
 	base := m.region.Offset() &^ 4095
 	skew := m.region.Offset() - base
+	if m.addr < skew {
+		return fmt.Errorf("registering %d bytes at address %#x with %s: the address lies below its page's offset %#x in the shared memory: register the application's own address", m.length, m.addr, u.Name, skew)
+	}
 	acc := uint32(m.access & (abi.AccessLocalWrite | abi.AccessRemoteWrite | abi.AccessRemoteRead | abi.AccessRemoteAtomic))
-	vm, err := u.dev.RegMR(m.region.FD(), base, skew+m.length, acc)
+	vm, err := u.dev.RegMR(m.region.FD(), base, skew+m.length, acc, m.addr-skew)
 	if err != nil {
 		return fmt.Errorf("registering %d bytes with %s: %w", m.length, u.Name, err)
 	}
@@ -226,10 +232,11 @@ func (m *MR) DeviceKeys() (lkey, rkey uint32) {
 }
 
 // DeviceAddr returns the address a peer names to reach byte 0 of m through
-// the device (the helper's mapping), and whether m is on a device.
+// the device (the application's own: the registration's iova), and whether
+// m is on a device.
 func (m *MR) DeviceAddr() (uint64, bool) {
 	if m.dev == nil {
 		return 0, false
 	}
-	return m.dev.mr.Addr + m.dev.skew, true
+	return m.dev.mr.IOVA + m.dev.skew, true
 }

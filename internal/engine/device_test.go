@@ -36,9 +36,10 @@ type fakeReg struct {
 	inode          uint64
 	offset, length uint64
 	access         uint32
+	iova           uint64
 }
 
-func (f *fakeDevice) RegMR(fd int, offset, length uint64, access uint32) (verbs.MR, error) {
+func (f *fakeDevice) RegMR(fd int, offset, length uint64, access uint32, iova uint64) (verbs.MR, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return verbs.MR{}, err
@@ -46,9 +47,9 @@ func (f *fakeDevice) RegMR(fd int, offset, length uint64, access uint32) (verbs.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := uint32(len(f.mrs))
-	m := verbs.MR{Handle: n, LKey: 0xdd00 + n, RKey: 0xee00 + n, Addr: 0x5550000 + uint64(n)<<20}
+	m := verbs.MR{Handle: n, LKey: 0xdd00 + n, RKey: 0xee00 + n, Addr: 0x5550000 + uint64(n)<<20, IOVA: iova}
 	f.mrs = append(f.mrs, m)
-	f.regs = append(f.regs, fakeReg{st.Ino, offset, length, access})
+	f.regs = append(f.regs, fakeReg{st.Ino, offset, length, access, iova})
 	return m, nil
 }
 func (f *fakeDevice) DeregMR(verbs.MR) error { f.mu.Lock(); f.dereg++; f.mu.Unlock(); return nil }
@@ -165,6 +166,14 @@ func TestAdapterOnDevice(t *testing.T) {
 	}
 	if r := f.regs; len(r) != 1 || r[0].inode != st.Ino || r[0].offset != page || r[0].length != 100+2*page || r[0].access != uint32(abi.AccessLocalWrite|abi.AccessRemoteWrite) {
 		t.Fatalf("the device registered %+v; want the application's memfd (inode %d) from offset %d, %d bytes", r, st.Ino, page, 100+2*page)
+	}
+	// The device knows the region by the application's addresses: a
+	// native peer's RDMA WRITE names vaddr.
+	if r := f.regs[0]; r.iova != vaddr-100 {
+		t.Fatalf("the device registered at iova %#x, want the application's %#x (its address of the page's first byte)", r.iova, uint64(vaddr-100))
+	}
+	if a, ok := mr.DeviceAddr(); !ok || a != vaddr {
+		t.Fatalf("a peer reaches byte 0 at %#x (%v), want the application's address %#x", a, ok, uint64(vaddr))
 	}
 	if l, r := mr.DeviceKeys(); l != f.mrs[0].LKey || r != f.mrs[0].RKey {
 		t.Fatalf("the region reports keys %#x/%#x, want the device's %#x/%#x", l, r, f.mrs[0].LKey, f.mrs[0].RKey)

@@ -143,28 +143,57 @@ func TestVerbsUplinkPingpong(t *testing.T) {
 		})
 	}
 
-	// RDMA WRITEs from the bound instance: perftest's ib_write_bw under
-	// vrdma as the client (the writer) against the kernel's as the server.
-	// (The other role waits for the helper's registration at the
-	// application's address: docs/design/verbs-uplink.md, "Not yet".)
-	t.Run("ib_write_bw_vrdma_client", func(t *testing.T) {
-		const n, sz = 20, 65536
-		args := fmt.Sprintf("-x %d -s %d -n %d -p 18517", idx, sz, n)
-		before := sent()
-		srv := g.Spawn(t, "A", 240, "ib_write_bw -d rxe0 "+args)
-		// 18517 is 0x4855.
-		if out, rc := g.Run(t, "A", 120, "i=0; until grep -q ':4855 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done"); rc != 0 {
-			sout, _ := g.Wait(t, "A", srv, 30)
-			t.Fatalf("ib_write_bw never listened (%d): %s\n%s", rc, out, sout)
+	// RDMA WRITEs and READs with perftest, both roles: under vrdma as the
+	// client (the bound instance writes into / reads from the kernel's
+	// server) and as the server (the kernel's client writes into / reads
+	// from the bound instance's region, at the application's address it
+	// was sent: the device's registration is at that iova).
+	env := fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ", sock)
+	for i, tc := range []struct {
+		tool   string
+		vrdmaS bool
+	}{
+		{"ib_write_bw", false},
+		{"ib_write_bw", true},
+		{"ib_read_bw", false},
+		{"ib_read_bw", true},
+	} {
+		role := "vrdma_client"
+		if tc.vrdmaS {
+			role = "vrdma_server"
 		}
-		cout, crc := g.Run(t, "A", 240, fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ib_write_bw -d vrdma0 %s %s", sock, args, GuestIP("A")))
-		sout, src := g.Wait(t, "A", srv, 240)
-		t.Logf("server (exit %d):\n%s\nclient under vrdma (exit %d):\n%s", src, sout, crc, cout)
-		if crc != 0 || src != 0 || !strings.Contains(cout, fmt.Sprintf(" %d ", sz)) {
-			t.Errorf("ib_write_bw failed (client exit %d, server exit %d)", crc, src)
-		}
-		if d := sent() - before; d < n*sz/1024 {
-			t.Errorf("rxe0 sent %d packets, want at least %d: the WRITEs did not go through the device", d, n*sz/1024)
-		}
-	})
+		t.Run(tc.tool+"_"+role, func(t *testing.T) {
+			const n, sz = 20, 65536
+			port := 18517 + i
+			args := fmt.Sprintf("-x %d -s %d -n %d -p %d", idx, sz, n, port)
+			native, vr := tc.tool+" -d rxe0 "+args, env+tc.tool+" -d vrdma0 "+args
+			server, clnt := native, vr+" "+GuestIP("A").String()
+			if tc.vrdmaS {
+				server, clnt = vr, native+" "+GuestIP("A").String()
+			}
+			before := sent()
+			srv := g.Spawn(t, "A", 240, server)
+			if out, rc := g.Run(t, "A", 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
+				sout, _ := g.Wait(t, "A", srv, 30)
+				t.Fatalf("%s never listened (%d): %s\n%s", tc.tool, rc, out, sout)
+			}
+			cout, crc := g.Run(t, "A", 240, clnt)
+			sout, src := g.Wait(t, "A", srv, 240)
+			t.Logf("server (exit %d): %s\n%s\nclient (exit %d): %s\n%s", src, server, sout, crc, clnt, cout)
+			// Both sides finish and print the report line for sz-byte messages
+			// (perftest's client only after every WRITE or READ completed
+			// successfully: a REM_ACCESS_ERR fails it).
+			for _, o := range []struct {
+				out string
+				rc  int
+			}{{sout, src}, {cout, crc}} {
+				if o.rc != 0 || !strings.Contains(o.out, fmt.Sprintf(" %d ", sz)) {
+					t.Errorf("%s: a side failed or printed no report line for %d bytes (exit %d)", tc.tool, sz, o.rc)
+				}
+			}
+			if d := sent() - before; d < n*sz/1024 {
+				t.Errorf("rxe0 sent %d packets, want at least %d: the bytes did not go through the device", d, n*sz/1024)
+			}
+		})
+	}
 }

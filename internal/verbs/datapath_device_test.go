@@ -38,12 +38,18 @@ func newRegion(t *testing.T, d *Device, size int) *region {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(mem) })
-	mr, err := d.RegMR(fd, 0, uint64(size), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	// Registered at an iova unlike the helper's mapping, as the engine
+	// registers at the application's address: the SGEs (handle and
+	// offset) and the peers' remote addresses (IOVA) both use it.
+	mr, err := d.RegMR(fd, 0, uint64(size), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic, testIOVA)
 	if err != nil {
 		t.Fatalf("RegMR: %v", err)
 	}
 	return &region{fd: fd, mem: mem, mr: mr}
 }
+
+// testIOVA is the address the device knows the test regions by.
+const testIOVA = 0x1230000000000
 
 // sge is n bytes at off of r.
 func (r *region) sge(off uint64, n uint32) []SGE {
@@ -199,7 +205,7 @@ func TestDataPathOnDevice(t *testing.T) {
 	for i := range ra.mem[:wlen] {
 		ra.mem[i] = byte(i*7 + 1)
 	}
-	if err := d.PostSend(qa, []SendWR{{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, wlen), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey}}); err != nil {
+	if err := d.PostSend(qa, []SendWR{{WRID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, wlen), RemoteAddr: rb.mr.IOVA, RKey: rb.mr.RKey}}); err != nil {
 		t.Fatalf("PostSend WRITE: %v", err)
 	}
 	wantWC(t, "WRITE", pollOne(t, d, cqa), WCSuccess, WCRDMAWrite, 1, -1)
@@ -233,7 +239,7 @@ func TestDataPathOnDevice(t *testing.T) {
 		t.Fatalf("PostRecv (no SGE): %v", err)
 	}
 	if err := d.PostSend(qa, []SendWR{{WRID: 5, Opcode: WRRDMAWriteWithImm, Flags: SendSignaled, Imm: 0x04030201,
-		SGEs: ra.sge(ioff, 512), RemoteAddr: rb.mr.Addr + ioff, RKey: rb.mr.RKey}}); err != nil {
+		SGEs: ra.sge(ioff, 512), RemoteAddr: rb.mr.IOVA + ioff, RKey: rb.mr.RKey}}); err != nil {
 		t.Fatalf("PostSend WRITE_WITH_IMM: %v", err)
 	}
 	wantWC(t, "WRITE_WITH_IMM", pollOne(t, d, cqa), WCSuccess, WCRDMAWrite, 5, -1)
@@ -248,7 +254,7 @@ func TestDataPathOnDevice(t *testing.T) {
 
 	// RDMA READ: b's first 4 KiB (the WRITE's bytes) back into a at 192 KiB.
 	const roff = 192 << 10
-	if err := d.PostSend(qa, []SendWR{{WRID: 6, Opcode: WRRDMARead, Flags: SendSignaled, SGEs: ra.sge(roff, 4096), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey}}); err != nil {
+	if err := d.PostSend(qa, []SendWR{{WRID: 6, Opcode: WRRDMARead, Flags: SendSignaled, SGEs: ra.sge(roff, 4096), RemoteAddr: rb.mr.IOVA, RKey: rb.mr.RKey}}); err != nil {
 		t.Fatalf("PostSend READ: %v", err)
 	}
 	wantWC(t, "READ", pollOne(t, d, cqa), WCSuccess, WCRDMARead, 6, 4096)
@@ -261,7 +267,7 @@ func TestDataPathOnDevice(t *testing.T) {
 		const aoff = 224 << 10
 		ne.PutUint64(rb.mem[aoff:], 5)
 		if err := d.PostSend(qa, []SendWR{{WRID: 7, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGEs: ra.sge(aoff, 8),
-			RemoteAddr: rb.mr.Addr + aoff, RKey: rb.mr.RKey, CompareAdd: 7}}); err != nil {
+			RemoteAddr: rb.mr.IOVA + aoff, RKey: rb.mr.RKey, CompareAdd: 7}}); err != nil {
 			t.Fatalf("PostSend FETCH_ADD: %v", err)
 		}
 		wantWC(t, "FETCH_ADD", pollOne(t, d, cqa), WCSuccess, WCFetchAdd, 7, 8)
@@ -316,7 +322,7 @@ func TestDataPathOnDevice(t *testing.T) {
 	emptyPoll := time.Since(start) / polls
 	start, empty := time.Now(), 0
 	for i := 0; i < writes; i++ {
-		if err := d.PostSend(qa, []SendWR{{WRID: 10, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 8), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey}}); err != nil {
+		if err := d.PostSend(qa, []SendWR{{WRID: 10, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 8), RemoteAddr: rb.mr.IOVA, RKey: rb.mr.RKey}}); err != nil {
 			t.Fatal(err)
 		}
 		for {
@@ -362,7 +368,7 @@ func TestDataPathOnDevice(t *testing.T) {
 
 	// A bad rkey: the responder refuses the WRITE and the requester
 	// completes it with IBV_WC_REM_ACCESS_ERR.
-	if err := d.PostSend(qa, []SendWR{{WRID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 64), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey ^ 0x5a5a00}}); err != nil {
+	if err := d.PostSend(qa, []SendWR{{WRID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 64), RemoteAddr: rb.mr.IOVA, RKey: rb.mr.RKey ^ 0x5a5a00}}); err != nil {
 		t.Fatalf("PostSend WRITE with a bad rkey: %v", err)
 	}
 	wantWC(t, "WRITE with a bad rkey", pollOne(t, d, cqa), WCRemAccessErr, 0, 9, -1)
@@ -498,7 +504,7 @@ func TestPushedCompletionsOnDevice(t *testing.T) {
 	if string(rb.mem[:18]) != "pushed completions" {
 		t.Errorf("after the pushed SEND/RECV, b holds %q", rb.mem[:18])
 	}
-	if err := d.PostSend(qa, []SendWR{{WRID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 4096), RemoteAddr: rb.mr.Addr + 8192, RKey: rb.mr.RKey}}); err != nil {
+	if err := d.PostSend(qa, []SendWR{{WRID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 4096), RemoteAddr: rb.mr.IOVA + 8192, RKey: rb.mr.RKey}}); err != nil {
 		t.Fatal(err)
 	}
 	if p := next("WRITE"); p.cq != cqa.Handle {
@@ -515,7 +521,7 @@ func TestPushedCompletionsOnDevice(t *testing.T) {
 	const writes = 50
 	start := time.Now()
 	for i := 0; i < writes; i++ {
-		if err := d.PostSend(qa, []SendWR{{WRID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 8), RemoteAddr: rb.mr.Addr, RKey: rb.mr.RKey}}); err != nil {
+		if err := d.PostSend(qa, []SendWR{{WRID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: ra.sge(0, 8), RemoteAddr: rb.mr.IOVA, RKey: rb.mr.RKey}}); err != nil {
 			t.Fatal(err)
 		}
 		next("8-byte WRITE")

@@ -75,9 +75,10 @@ func (d *Device) QueryPort() (PortAttr, error) {
 // RegMR registers length bytes at offset (page-aligned) of the memfd fd
 // with the device, over the helper's own MAP_SHARED mapping of it: the
 // device reads and writes the very pages the application and the daemon
-// map. This is the data path's first piece (docs/design/verbs-uplink.md).
-func (d *Device) RegMR(fd int, offset, length uint64, access uint32) (MR, error) {
-	body, err := d.h.CallFD(AppendRegMR(nil, 0, offset, length, access), fd)
+// map, and knows them by the addresses from iova on (the application's).
+// This is the data path's first piece (docs/design/verbs-uplink.md).
+func (d *Device) RegMR(fd int, offset, length uint64, access uint32, iova uint64) (MR, error) {
+	body, err := d.h.CallFD(AppendRegMR(nil, 0, offset, length, access, iova), fd)
 	if err != nil {
 		return MR{}, err
 	}
@@ -86,6 +87,9 @@ func (d *Device) RegMR(fd int, offset, length uint64, access uint32) (MR, error)
 		d.h.mu.Lock()
 		d.h.failLocked(err)
 		d.h.mu.Unlock()
+	}
+	if err == nil {
+		m.IOVA = iova
 	}
 	return m, err
 }

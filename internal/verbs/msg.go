@@ -10,7 +10,7 @@ import (
 // and a body whose layout depends on the op (csrc/helper.c).
 const (
 	// Version is the protocol version the helper's hello carries.
-	Version = 2
+	Version = 3
 	// HeaderSize is the size of a message's header.
 	HeaderSize = 16
 	// MaxMessage is the largest message either side sends.
@@ -20,7 +20,7 @@ const (
 	// maxName is the longest device name the helper takes.
 	maxName = 64
 
-	regMRSize    = 24
+	regMRSize    = 32
 	mrSize       = 24
 	devAttrSize  = 144
 	portAttrSize = 40
@@ -36,7 +36,7 @@ const (
 	OpOpen      Op = 2 // u32 port, u32 name length, name → DeviceAttr
 	OpQueryPort Op = 3 // (empty) → PortAttr
 	OpPing      Op = 4 // (empty) → (empty): liveness, and the relay's cost
-	OpRegMR     Op = 5 // u64 offset, u64 length, u32 access, u32 0, and a memfd → MR
+	OpRegMR     Op = 5 // u64 offset, u64 length, u32 access, u32 0, u64 iova, and a memfd → MR
 	OpDeregMR   Op = 6 // u32 handle → (empty)
 	OpReply     Op = 0x8000
 )
@@ -284,22 +284,28 @@ const (
 )
 
 // AppendRegMR appends an OpRegMR request: length bytes at offset (a
-// multiple of the page size) of the memfd sent with it.
-func AppendRegMR(dst []byte, seq uint32, offset, length uint64, access uint32) []byte {
+// multiple of the page size) of the memfd sent with it, which the device
+// knows by the addresses from iova on (the application's, which its peers
+// name in RDMA WRITE and READ).
+func AppendRegMR(dst []byte, seq uint32, offset, length uint64, access uint32, iova uint64) []byte {
 	dst = AppendHeader(dst, OpRegMR, seq, 0, regMRSize)
 	dst = ne.AppendUint64(dst, offset)
 	dst = ne.AppendUint64(dst, length)
 	dst = ne.AppendUint32(dst, access)
-	return ne.AppendUint32(dst, 0)
+	dst = ne.AppendUint32(dst, 0)
+	return ne.AppendUint64(dst, iova)
 }
 
 // MR is a region registered with the device over the helper's mapping of
-// a memfd: the device's keys and the helper's address of its first byte
-// (what a work request's SGE names).
+// a memfd: the device's keys, the helper's address of its first byte, and
+// the address the device knows that byte by (IOVA: what the registration
+// asked for; peers name it in RDMA WRITE and READ, and the helper turns a
+// work request's handle and offset into it).
 type MR struct {
 	Handle     uint32
 	LKey, RKey uint32
 	Addr       uint64
+	IOVA       uint64
 }
 
 // ParseMR decodes an OpRegMR reply's body.

@@ -48,7 +48,7 @@ func TestRegMROnDevice(t *testing.T) {
 	if err := unix.Ftruncate(fd, size); err != nil {
 		t.Fatal(err)
 	}
-	mr, err := d.RegMR(fd, 4096, 2*4096, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+	mr, err := d.RegMR(fd, 4096, 2*4096, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead, 0x7f0000001000)
 	if err != nil {
 		t.Fatalf("RegMR: %v", err)
 	}
@@ -72,16 +72,18 @@ func TestRegMROnDevice(t *testing.T) {
 		name           string
 		offset, length uint64
 		access         uint32
+		iova           uint64
 	}{
-		{"unaligned offset", 100, 4096, AccessLocalWrite},
-		{"zero length", 0, 0, AccessLocalWrite},
-		{"unknown access", 0, 4096, 1 << 20},
+		{"unaligned offset", 100, 4096, AccessLocalWrite, 0},
+		{"zero length", 0, 0, AccessLocalWrite, 0},
+		{"unknown access", 0, 4096, 1 << 20, 0},
+		{"wrapping iova", 0, 4096, AccessLocalWrite, ^uint64(0) - 100},
 	} {
-		if _, err := d.RegMR(fd, bad.offset, bad.length, bad.access); !errors.Is(err, ErrDevice) {
+		if _, err := d.RegMR(fd, bad.offset, bad.length, bad.access, bad.iova); !errors.Is(err, ErrDevice) {
 			t.Errorf("%s: RegMR = %v, want ErrDevice", bad.name, err)
 		}
 	}
-	if _, err := d.h.Call(AppendRegMR(nil, 0, 0, 4096, AccessLocalWrite)); !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "no memfd") {
+	if _, err := d.h.Call(AppendRegMR(nil, 0, 0, 4096, AccessLocalWrite, 0)); !errors.Is(err, ErrDevice) || !strings.Contains(err.Error(), "no memfd") {
 		t.Errorf("RegMR without a memfd: %v, want ErrDevice saying so", err)
 	}
 	if err := d.DeregMR(mr); err != nil {

@@ -56,7 +56,7 @@ func TestHelperUnderSanitizers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	if _, err := h.CallFD(AppendRegMR(nil, 0, 0, 4096, AccessLocalWrite), fd); !errors.Is(err, ErrNoDevice) {
+	if _, err := h.CallFD(AppendRegMR(nil, 0, 0, 4096, AccessLocalWrite, 0), fd); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("reg_mr before open: %v, want ErrNoDevice", err)
 	}
 	if _, err := h.CallFD(AppendHeader(nil, OpPing, 0, 0, 0), fd); err != nil {

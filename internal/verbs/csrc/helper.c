@@ -24,7 +24,7 @@
 #include "helper.h"
 
 enum {
-	VH_VERSION = 2,
+	VH_VERSION = 3,
 	VH_HDR = 16,
 	VH_MAX = 16384,
 	VH_MAX_GIDS = 256,
@@ -34,7 +34,7 @@ enum {
 	VH_NAME_MAX = 64,
 	VH_SOCK = 3,
 	VH_MAX_MRS = 4096,
-	VH_REG_MR_SIZE = 24,
+	VH_REG_MR_SIZE = 32,
 };
 
 enum { VH_HELLO = 1, VH_OPEN = 2, VH_QUERY_PORT = 3, VH_PING = 4, VH_REG_MR = 5, VH_DEREG_MR = 6, VH_REPLY = 0x8000 };
@@ -49,6 +49,7 @@ static struct {
 	struct ibv_mr *mr;
 	void *addr;
 	size_t len;
+	uint64_t iova; /* the address the device knows byte 0 by */
 } mrs[VH_MAX_MRS];
 
 static unsigned char out[VH_MAX];
@@ -246,14 +247,17 @@ static int do_query_port(uint32_t seq)
 }
 
 /* do_reg_mr maps length bytes at offset of the memfd fd (MAP_SHARED: the
- * pages the application and the daemon map) and registers them. Body: u64
- * offset (page-aligned), u64 length, u32 access, u32 0. Reply: u32
- * handle, u32 lkey, u32 rkey, u32 0, u64 the address in the helper. */
+ * pages the application and the daemon map) and registers them at iova:
+ * the device knows the region by the application's addresses (what its
+ * peers name in RDMA WRITE and READ), not by the helper's mapping. Body:
+ * u64 offset (page-aligned), u64 length, u32 access, u32 0, u64 iova.
+ * Reply: u32 handle, u32 lkey, u32 rkey, u32 0, u64 the address in the
+ * helper. */
 static int do_reg_mr(uint32_t seq, const unsigned char *body, size_t len, int fd)
 {
 	const uint32_t allowed = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				 IBV_ACCESS_REMOTE_ATOMIC;
-	uint64_t off, length;
+	uint64_t off, length, iova;
 	uint32_t access, h;
 	long page = sysconf(_SC_PAGESIZE);
 	void *addr;
@@ -269,9 +273,13 @@ static int do_reg_mr(uint32_t seq, const unsigned char *body, size_t len, int fd
 	memcpy(&off, body, 8);
 	memcpy(&length, body + 8, 8);
 	memcpy(&access, body + 16, 4);
+	memcpy(&iova, body + 24, 8);
 	if (length == 0 || length > SIZE_MAX / 2 || off % (uint64_t)page || off > (uint64_t)INT64_MAX - length)
 		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: offset %llu length %llu (the offset must be page-aligned)",
 			    (unsigned long long)off, (unsigned long long)length);
+	if (iova > UINT64_MAX - length)
+		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: iova %#llx length %llu wraps",
+			    (unsigned long long)iova, (unsigned long long)length);
 	if (access & ~allowed)
 		return fail(VH_REG_MR, seq, EINVAL, "reg_mr: access flags %#x beyond %#x", access, allowed);
 	for (h = 0; h < VH_MAX_MRS && mrs[h].mr; h++)
@@ -281,15 +289,16 @@ static int do_reg_mr(uint32_t seq, const unsigned char *body, size_t len, int fd
 	addr = mmap(NULL, (size_t)length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
 	if (addr == MAP_FAILED)
 		return fail(VH_REG_MR, seq, errno, "reg_mr: mmap of the memfd: %s", strerror(errno));
-	mr = ibv_reg_mr(pd, addr, (size_t)length, (int)access);
+	mr = ibv_reg_mr_iova(pd, addr, (size_t)length, iova, (int)access);
 	if (!mr) {
 		err = errno;
 		munmap(addr, (size_t)length);
-		return fail(VH_REG_MR, seq, err, "ibv_reg_mr: %s", strerror(err));
+		return fail(VH_REG_MR, seq, err, "ibv_reg_mr_iova: %s", strerror(err));
 	}
 	mrs[h].mr = mr;
 	mrs[h].addr = addr;
 	mrs[h].len = (size_t)length;
+	mrs[h].iova = iova;
 	begin(VH_REG_MR | VH_REPLY, seq, 0);
 	put32(h);
 	put32(mr->lkey);
@@ -323,7 +332,7 @@ int mr_sge(uint32_t handle, uint64_t offset, uint32_t length, struct ibv_sge *sg
 {
 	if (handle >= VH_MAX_MRS || !mrs[handle].mr || offset > mrs[handle].len || length > mrs[handle].len - offset)
 		return -1;
-	sge->addr = (uint64_t)(uintptr_t)mrs[handle].addr + offset;
+	sge->addr = mrs[handle].iova + offset; /* the device's address space is the iova's */
 	sge->length = length;
 	sge->lkey = mrs[handle].mr->lkey;
 	return 0;
