@@ -181,3 +181,32 @@ func TestParseMR(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendRegMR checks the layout helper.c's do_reg_mr reads: offset,
+// length, access, padding and (since protocol 3) the iova the device
+// knows the region by.
+func TestAppendRegMR(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		offset, length, iova uint64
+		access               uint32
+	}{
+		{"application address", 4096, 8192, 0x7f0000001000, AccessLocalWrite | AccessRemoteWrite},
+		{"iova zero", 0, 4096, 0, AccessRemoteRead},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := AppendRegMR(nil, 9, tt.offset, tt.length, tt.access, tt.iova)
+			h, err := ParseHeader(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := msg[HeaderSize:]
+			if h.Op() != OpRegMR || h.Seq() != 9 || len(b) != 32 {
+				t.Fatalf("op %v seq %d body %d bytes, want OpRegMR, 9, 32", h.Op(), h.Seq(), len(b))
+			}
+			if ne.Uint64(b[0:]) != tt.offset || ne.Uint64(b[8:]) != tt.length || ne.Uint32(b[16:]) != tt.access || ne.Uint32(b[20:]) != 0 || ne.Uint64(b[24:]) != tt.iova {
+				t.Fatalf("body %x does not carry offset %d, length %d, access %#x, iova %#x", b, tt.offset, tt.length, tt.access, tt.iova)
+			}
+		})
+	}
+}
