@@ -26,7 +26,7 @@ func streamActive(bi bool) role {
 		if bi {
 			g.run(func() error { return recvStream(ctx, e, e.peerDone, &got) })
 		}
-		t := window(ctx, start, e.d, nil, &got, e.size)
+		t := window(ctx, start, e.d, nil, &got, e.size, bi) // only rc_bi_bw's active end counts
 		close(stop)
 		return t, g.wait()
 	}
@@ -44,22 +44,26 @@ func streamPassive(bi bool) role {
 		if bi {
 			g.run(func() error { defer e.done(); return sendStream(ctx, e, e.peerDone) })
 		}
-		t := window(ctx, start, e.d, e.peerDone, &got, e.size)
+		t := window(ctx, start, e.d, e.peerDone, &got, e.size, true)
 		return t, g.wait()
 	}
 }
 
 // window waits until d after start, stop closes or ctx ends, and returns
-// the messages got counted by then. A window that ends on its timer
-// before the first message was counted goes on until one is (or stop or
-// ctx): on a loaded machine a short run (-t 0.1) can pass before the
-// other end's first message arrives, and a rate of 0 would be a
-// measurement of the start-up, not of the path.
-func window(ctx context.Context, start time.Time, d time.Duration, stop <-chan struct{}, got *atomic.Uint64, size int) tally {
+// the messages got counted by then. With first (an end that counts what
+// it receives), a window that ends on its timer before the first message
+// was counted goes on until one is (or stop or ctx): on a loaded machine
+// a short run (-t 0.1) can pass before the other end's first message
+// arrives, and a rate of 0 would be a measurement of the start-up, not of
+// the path.
+func window(ctx context.Context, start time.Time, d time.Duration, stop <-chan struct{}, got *atomic.Uint64, size int, first bool) tally {
 	timer := time.NewTimer(time.Until(start.Add(d)))
 	defer timer.Stop()
 	select {
 	case <-timer.C:
+		if !first {
+			break
+		}
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
 		for got.Load() == 0 {

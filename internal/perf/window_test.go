@@ -20,7 +20,7 @@ func TestWindowWaitsForTheFirstMessage(t *testing.T) {
 	}()
 	start := time.Now()
 	time.AfterFunc(20*time.Millisecond, func() { close(release) })
-	tl := window(context.Background(), start, time.Millisecond, nil, &got, 64)
+	tl := window(context.Background(), start, time.Millisecond, nil, &got, 64, true)
 	if tl.Ops != 5 || tl.Bytes != 5*64 {
 		t.Fatalf("window counted %d messages, %d bytes; want the 5 that came after its time", tl.Ops, tl.Bytes)
 	}
@@ -43,7 +43,7 @@ func TestWindowEndsWithoutMessagesWhenStopped(t *testing.T) {
 			defer cancel()
 			time.AfterFunc(10*time.Millisecond, func() { tt.end(stop, cancel) })
 			done := make(chan tally, 1)
-			go func() { done <- window(ctx, time.Now(), time.Millisecond, stop, &got, 64) }()
+			go func() { done <- window(ctx, time.Now(), time.Millisecond, stop, &got, 64, true) }()
 			select {
 			case tl := <-done:
 				if tl.Ops != 0 {
@@ -53,5 +53,21 @@ func TestWindowEndsWithoutMessagesWhenStopped(t *testing.T) {
 				t.Fatal("window did not end when stopped")
 			}
 		})
+	}
+}
+
+// TestWindowOfAnEndThatCountsNothing: rc_bw's active end counts nothing
+// (its peer counts what arrives), so its window ends on its timer.
+func TestWindowOfAnEndThatCountsNothing(t *testing.T) {
+	var got atomic.Uint64
+	done := make(chan tally, 1)
+	go func() { done <- window(context.Background(), time.Now(), time.Millisecond, nil, &got, 64, false) }()
+	select {
+	case tl := <-done:
+		if tl.Ops != 0 {
+			t.Fatalf("window counted %d messages, want 0", tl.Ops)
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("the window of an end that counts nothing did not end on its timer")
 	}
 }
