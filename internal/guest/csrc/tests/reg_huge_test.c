@@ -4,8 +4,9 @@
  * IBV_ACCESS_HUGETLB or without): the registration keeps the contents
  * (while registered they are on ordinary pages: docs/design/guest-memory.md),
  * a peer's RDMA WRITE across the boundary of two huge pages lands in it and
- * an RDMA READ takes it back, and deregistering leaves the memory as it
- * was: on huge pages again, with the bytes written. Where no huge page can be had, it says so and passes; as
+ * an RDMA READ takes it back, a fork gives the child its own copy (on huge
+ * pages) while the parent's MR goes on serving, and deregistering leaves
+ * the memory as it was: on huge pages again, with the bytes written. Where no huge page can be had, it says so and passes; as
  * root it reserves a few itself (vm.nr_hugepages) and gives them back.
  *
  * needs: daemon
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -136,6 +138,23 @@ int main(void)
 	memset(buf, 0, 4096);
 	CHECK(lb_rdma_once(IBV_WR_RDMA_READ, at, mr->rkey, 4096) == IBV_WC_SUCCESS, "RDMA READ from huge pages");
 	CHECK(all_are(buf, 2048, 'a') && all_are(buf + 2048, 2048, 'w'), "the READ did not see the huge pages' bytes");
+
+	/* A fork: the child's copy is its own, on huge pages; the parent's
+	 * MR still reaches the parent's bytes. */
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int ok = all_are(at, 2048, 'a') && all_are(at + 2048, 2048, 'w') && kernel_page_kb(h) == 2048;
+		memset(h, 'c', 2 * HUGE);
+		_exit(ok && all_are(h, 2 * HUGE, 'c') ? 0 : 1);
+	}
+	int st = -1;
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the child of a fork did not find the registered bytes on huge pages of its own (status %d)", st);
+	CHECK(all_are(at, 2048, 'a') && all_are(h, (size_t)(at - h), 'h'), "the child's writes reached the parent");
+	memset(buf, 0, 4096);
+	CHECK(lb_rdma_once(IBV_WR_RDMA_READ, at, mr->rkey, 4096) == IBV_WC_SUCCESS, "RDMA READ after a fork");
+	CHECK(all_are(buf, 2048, 'a') && all_are(buf + 2048, 2048, 'w'), "the READ after a fork did not see the bytes");
 
 	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr: %s", strerror(errno));
 	CHECK(all_are(at, 2048, 'a') && all_are(at + 2048, 2048, 'w') && all_are(h, (size_t)(at - h), 'h'),
