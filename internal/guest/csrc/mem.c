@@ -409,6 +409,28 @@ static int share_pages(uintptr_t start, size_t len, int fd, off_t off, int prot)
 	return job.err;
 }
 
+/* anon_pages maps len bytes of private anonymous memory, with extra mmap
+ * flags, on huge pages of size huge where huge is not 0 and the system
+ * has them free, else on ordinary pages: the contents matter, the page
+ * size is the best that can be had. */
+static void *anon_pages(size_t len, int extra, size_t huge)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | extra;
+	if (huge) {
+		/* MAP_HUGETLB's page-size bits: log2 of it at MAP_HUGE_SHIFT */
+		void *p = sys_mmap(NULL, len, PROT_READ | PROT_WRITE,
+				   flags | MAP_HUGETLB | (__builtin_ctzl(huge) << MAP_HUGE_SHIFT), -1, 0);
+		if (p != MAP_FAILED)
+			return p;
+		vrdma_debug("ibv_dereg_mr: no free huge pages of %zu bytes (%s): the memory goes back on ordinary pages",
+			    huge, strerror(errno));
+	}
+	return sys_mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+}
+
+/* move_to_memfd moves [start, start+len) into a new memfd, an ordinary
+ * one (the daemon refuses hugetlbfs: SECURITY.md) even for hugetlb pages,
+ * which stay on ordinary pages while registered. */
 static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
 {
 	int fd = memfd_create("vrdma-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -437,9 +459,9 @@ static int move_to_memfd(uintptr_t start, size_t len, int prot, int *fdp)
  * registered. The contents are read from memfd fd at off when fd >= 0 (the
  * pages map it there), otherwise through the pages themselves
  * (make_private). */
-static int make_private_from(uintptr_t start, size_t len, int prot, int fd, off_t off)
+static int make_private_from(uintptr_t start, size_t len, int prot, int fd, off_t off, size_t huge)
 {
-	void *anon = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	void *anon = anon_pages(len, MAP_POPULATE, huge);
 	if (anon == MAP_FAILED)
 		return errno;
 	job = (struct swap_job){.start = start, .len = len, .fd = fd, .prot = prot, .tmp = anon, .off = off};
@@ -449,7 +471,10 @@ static int make_private_from(uintptr_t start, size_t len, int prot, int fd, off_
 	return job.err;
 }
 
-static int make_private(uintptr_t start, size_t len, int prot) { return make_private_from(start, len, prot, -1, 0); }
+static int make_private(uintptr_t start, size_t len, int prot, size_t huge)
+{
+	return make_private_from(start, len, prot, -1, 0, huge);
+}
 
 /* ---- fork ----
  * Registered pages are MAP_SHARED memfd pages: a child would share them
@@ -481,10 +506,10 @@ static void before_fork(void)
 			continue; /* partly unmapped, or mprotected in part: the child copies what is left, piece by piece (below) */
 		if (on_my_stack(b->start, b->end)) {
 			b->prot = prot; /* shared again with it after the fork */
-			b->detached = make_private(b->start, len, prot) == 0;
+			b->detached = make_private(b->start, len, prot, b->huge) == 0;
 			continue;
 		}
-		void *snap = sys_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *snap = anon_pages(len, 0, b->huge);
 		if (snap == MAP_FAILED)
 			continue; /* the child copies, later: best effort */
 		if (copy_pages(snap, b->start, len) || (prot != (PROT_READ | PROT_WRITE) && sys_mprotect(snap, len, prot))) {
@@ -707,7 +732,7 @@ static void release_piece(const struct vrdma_backing *b, uintptr_t start, uintpt
 	 * contents are read from the memfd, not through the mapping. No
 	 * munlock before: the private pages replace the locked mapping, and
 	 * unmapping it unlocks. */
-	int rc = make_private_from(start, end - start, prot, b->fd, (off_t)(b->off + (start - b->start)));
+	int rc = make_private_from(start, end - start, prot, b->fd, (off_t)(b->off + (start - b->start)), b->huge);
 	if (rc) {
 		sys_munlock((void *)start, end - start);
 		vrdma_debug("ibv_dereg_mr: memory at 0x%lx stays shared with the daemon (%s)", (unsigned long)start,
@@ -784,7 +809,7 @@ static void split_in_place(struct vrdma_backing *b)
 				break;
 			}
 			*pc = (struct vrdma_backing){.start = s, .end = e, .fd = fd, .off = b->off + (s - b->start),
-						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .locked = b->locked,
+						     .ino = b->ino, .refs = 1, .prot = vma_prot(&q), .locked = b->locked, .huge = b->huge,
 						     .piece_next = made};
 			made = pc;
 		}
@@ -825,7 +850,7 @@ static int lock_pages(uintptr_t start, uintptr_t end)
 /* backing_new moves [start, end) into a backing of its own with
  * protection prot, locked unless odp (an on-demand registration: its
  * pages stay pageable, docs/design/odp.md); backings_mu held. */
-static int backing_new(uintptr_t start, uintptr_t end, int prot, int odp, struct vrdma_backing **out)
+static int backing_new(uintptr_t start, uintptr_t end, int prot, int odp, size_t huge, struct vrdma_backing **out)
 {
 	struct vrdma_backing *b = calloc(1, sizeof *b);
 	if (!b)
@@ -838,7 +863,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, int odp, struct
 	if (!odp && lock_pages(start, end)) {
 		/* Private again, as before: left a shared memfd, a fork would
 		 * share the pages (and their other bytes) with the child. */
-		make_private(start, end - start, prot);
+		make_private(start, end - start, prot, huge);
 		close(b->fd);
 		free(b);
 		return ENOMEM;
@@ -848,6 +873,7 @@ static int backing_new(uintptr_t start, uintptr_t end, int prot, int odp, struct
 	b->start = start;
 	b->end = end;
 	b->prot = prot;
+	b->huge = huge;
 	b->locked = !odp;
 	b->refs = 1;
 	b->next = backings;
@@ -892,8 +918,9 @@ static int overlapping(uintptr_t start, uintptr_t end, struct vrdma_backing **ou
  * application sees: shared mappings (a file's, or memory shared with other
  * processes), which would no longer reach their file or the other
  * processes, and huge pages. */
-static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *prot)
+static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *prot, size_t *huge)
 {
+	*huge = 0;
 	int vfd = vma_open();
 	if (vfd < 0) {
 		*prot = PROT_READ | PROT_WRITE; /* no /proc: private and writable, as it was taken before */
@@ -915,10 +942,16 @@ static int gap_run(uintptr_t at, uintptr_t end, size_t *run, int *prot)
 		return EINVAL;
 	}
 	if (q.vma_page_size > (uint64_t)page_size) {
-		vrdma_log("ibv_reg_mr: the memory at 0x%lx is on huge pages (%llu bytes), which vrdma cannot register: "
-			  "register memory on ordinary pages",
-			  (unsigned long)at, (unsigned long long)q.vma_page_size);
-		return EINVAL;
+		/* hugetlb memory (MAP_HUGETLB, hugetlbfs): moved whole huge
+		 * pages at a time, a hugetlb mapping cannot be split at a
+		 * small page (docs/design/guest-memory.md) */
+		if (q.vma_page_size & (q.vma_page_size - 1) || (q.vma_start | q.vma_end) & (q.vma_page_size - 1)) {
+			vrdma_log("ibv_reg_mr: the memory at 0x%lx is on huge pages of %llu bytes, a size vrdma cannot "
+				  "register: register memory on ordinary or 2 MiB pages",
+				  (unsigned long)at, (unsigned long long)q.vma_page_size);
+			return EINVAL;
+		}
+		*huge = (size_t)q.vma_page_size;
 	}
 	*prot = PROT_READ | (q.vma_flags & VMA_WRITABLE ? PROT_WRITE : 0) | (q.vma_flags & VMA_EXECUTABLE ? PROT_EXEC : 0);
 	*run = (size_t)((q.vma_end < end ? q.vma_end : end) - at);
@@ -945,10 +978,17 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 		uintptr_t gap_end = i < nold ? old[i]->start : end;
 		while (at < gap_end) {
 			int prot = PROT_READ | PROT_WRITE;
-			size_t run;
-			rc = gap_run(at, gap_end, &run, &prot);
+			size_t run, huge;
+			rc = gap_run(at, gap_end, &run, &prot, &huge);
 			if (rc)
 				goto fail;
+			uintptr_t bstart = at, bend = at + run;
+			if (huge) {
+				/* whole huge pages: the mapping (and any backing
+				 * in it) starts and ends on their boundaries */
+				bstart = at & ~((uintptr_t)huge - 1);
+				bend = (bend + (uintptr_t)huge - 1) & ~((uintptr_t)huge - 1);
+			}
 			if (writes && !(prot & PROT_WRITE)) {
 				vrdma_log("ibv_reg_mr: the memory at 0x%lx is read-only, and the access asked lets it be "
 					  "written: register it without IBV_ACCESS_LOCAL_WRITE (and remote write and atomic)",
@@ -958,11 +998,11 @@ static int backings_get(uintptr_t start, uintptr_t end, unsigned int access, str
 			}
 			if (n == MAXB)
 				goto too_many;
-			rc = backing_new(at, at + run, prot, odp, &got[n]);
+			rc = backing_new(bstart, bend, prot, odp, huge, &got[n]);
 			if (rc)
 				goto fail;
 			n++;
-			at += run;
+			at = bend;
 		}
 		if (i < nold) {
 			if (writes && !(old[i]->prot & PROT_WRITE)) {
@@ -1293,7 +1333,9 @@ VRDMA_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *ibpd, void *addr, si
 	struct vrdma_pd *pd = (struct vrdma_pd *)ibpd;
 	struct vrdma_context *ctx = to_vctx(ibpd->context);
 	vrdma_mem_init();
-	access &= ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE; /* optional: ignored where unsupported */
+	/* optional: ignored where unsupported; IBV_ACCESS_HUGETLB only says
+	 * the memory is on huge pages, which the library finds itself */
+	access &= ~(unsigned int)(IBV_ACCESS_OPTIONAL_RANGE | IBV_ACCESS_HUGETLB);
 	if (!addr && length == SIZE_MAX && iova == 0 && (access & IBV_ACCESS_ON_DEMAND) && access_valid(access))
 		return reg_implicit(ibpd, access);
 	if (length == 0 || !addr || (uintptr_t)addr + length < (uintptr_t)addr || !access_valid(access)) {
@@ -1385,7 +1427,7 @@ VRDMA_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags, struct ibv_pd *ibp
 	size_t nlength = moves ? length : ibmr->length;
 	uint64_t iova = moves ? (uintptr_t)addr : mr->iova;
 	unsigned int naccess = (flags & IBV_REREG_MR_CHANGE_ACCESS)
-				       ? (unsigned int)access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE
+				       ? (unsigned int)access & ~(unsigned int)(IBV_ACCESS_OPTIONAL_RANGE | IBV_ACCESS_HUGETLB)
 				       : mr->access;
 	int rc = 0;
 	if (!flags || !pd || pd->context != ibmr->context || !access_valid(naccess) ||

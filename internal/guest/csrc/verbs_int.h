@@ -87,6 +87,7 @@ struct vrdma_backing {
 	int stale;    /* no longer wholly in place: kept for its MRs and for fork, never reused */
 	int locked;   /* mlock'd: some MR without IBV_ACCESS_ON_DEMAND uses it, or did (docs/design/odp.md) */
 	uint64_t off; /* where start is in the memfd: 0 but for a piece */
+	size_t huge;  /* the huge page size of hugetlb memory (MAP_HUGETLB), its memfd's too; 0: ordinary pages */
 	/* A stale backing's pages still in place, handed to backings of their
 	 * own (its pieces, on the list, chained by piece_next) that it holds
 	 * a reference to while it lives; pieces_made once it did. */

@@ -3,7 +3,7 @@
  * library reading the mappings under a registration from the text of
  * /proc/self/maps, as it does on kernels without the PROCMAP_QUERY ioctl
  * (before Linux 6.11): protection kept, memory reallocated at the same
- * address, shared mappings and huge pages refused, overlaps, stacks.
+ * address, shared mappings refused and huge pages moved, overlaps, stacks.
  *
  * needs: daemon
  */
