@@ -154,11 +154,12 @@ static void test_armed_channel(void)
 
 /* ---- resizing while completions stream in ---- */
 
-#define STREAM 3000
+#define STREAM 3000     /* completions at least */
+#define STREAM_RESIZES 2 /* resizes at least, while they stream */
 #define STREAM_DEPTH 32
 static const int stream_sizes[] = {64, 1024, 37, 256, 4096, 33, 128};
 static atomic_int stream_done;
-static int stream_resizes;
+static atomic_int stream_resizes;
 
 static void *resizer(void *arg)
 {
@@ -168,7 +169,7 @@ static void *resizer(void *arg)
 		CHECK(rc == 0, "resize %d: %s", i, strerror(rc));
 		if (rc)
 			break;
-		stream_resizes++;
+		atomic_fetch_add(&stream_resizes, 1);
 	}
 	return NULL;
 }
@@ -181,11 +182,17 @@ static void test_resize_while_completing(void)
 	if (cq && cqb && !lb_pair(cq, cqb, STREAM_DEPTH, &a, &b)) {
 		pthread_t th;
 		atomic_store(&stream_done, 0);
+		atomic_store(&stream_resizes, 0);
 		CHECK(pthread_create(&th, NULL, resizer, cq) == 0, "pthread_create");
-		uint64_t posted = 0, next = 1;
+		/* The stream goes on past STREAM until the resizer has run
+		 * STREAM_RESIZES times during it: a fast daemon can complete
+		 * STREAM writes before the resizer's first turn. */
+		uint64_t posted = 0, next = 1, end = STREAM;
 		double start = lb_now();
-		while (next <= STREAM && lb_now() - start < HANG_GUARD_SECONDS) {
-			while (posted < STREAM && posted - (next - 1) < STREAM_DEPTH) {
+		while (next <= end && lb_now() - start < HANG_GUARD_SECONDS) {
+			if (next > end - STREAM_DEPTH && atomic_load(&stream_resizes) < STREAM_RESIZES)
+				end += STREAM_DEPTH;
+			while (posted < end && posted - (next - 1) < STREAM_DEPTH) {
 				int rc = lb_write(a, ++posted, 8, 0);
 				CHECK(rc == 0, "post %llu: %s", (unsigned long long)posted, strerror(rc));
 			}
@@ -198,15 +205,16 @@ static void test_resize_while_completing(void)
 				if (wc[i].wr_id != next || wc[i].status != IBV_WC_SUCCESS) {
 					CHECK(0, "completion of wr %llu (status %d) where %llu was due", (unsigned long long)wc[i].wr_id,
 					      wc[i].status, (unsigned long long)next);
-					next = STREAM + 1;
+					next = end + 1;
 					break;
 				}
 		}
+		int resizes = atomic_load(&stream_resizes); /* those that ran while the stream did */
 		atomic_store(&stream_done, 1);
 		pthread_join(th, NULL);
-		CHECK(next == STREAM + 1, "%llu of %d completions", (unsigned long long)(next - 1), STREAM);
-		CHECK(stream_resizes > 1, "only %d resizes ran", stream_resizes);
-		printf("resize_while_completing: %d completions, %d resizes\n", STREAM, stream_resizes);
+		CHECK(next == end + 1, "%llu of %llu completions", (unsigned long long)(next - 1), (unsigned long long)end);
+		CHECK(resizes >= STREAM_RESIZES, "only %d resizes ran during the stream", resizes);
+		printf("resize_while_completing: %llu completions, %d resizes\n", (unsigned long long)end, resizes);
 	}
 	lb_unpair(a, b);
 	CHECK(!cq || ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
