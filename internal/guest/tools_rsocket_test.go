@@ -63,6 +63,9 @@ func TestToolRspreloadIperf3(t *testing.T) {
 func TestToolRstream(t *testing.T) {
 	requireTool(t, "rstream", rdmacmUtils)
 	h := newToolHost(t)
+	// rstream's default run is its whole table of sizes: 29.5 s of the
+	// usual 30 s guard on a loaded machine (-race daemon), and over it in CI.
+	h.timeout = 2 * time.Minute
 	tests := []struct {
 		name string
 		args []string
