@@ -22,6 +22,8 @@ func TestCMExchangeError(t *testing.T) {
 		{"one request rejected", []string{req, rej, req, rep, rtu, dreq, drep}, ""},
 		{"a rejected request sent again", []string{req, req, rej, rej, req, rep, rtu, dreq, drep}, ""},
 		{"the request sent again", []string{req, req, rep, rtu, dreq, drep}, ""},
+		{"a busy responder's MRA", []string{req, rej, req, req, "MRA " + s + ">" + c, rep, rtu, dreq, drep}, ""},
+		{"an MRA before any REQ", []string{"MRA " + s + ">" + c, rep, rtu, dreq, drep}, "first"},
 		{"no DREQ", []string{req, rej, req, rep, rtu}, "want a DREQ"},
 		{"DREP only", []string{req, rep, rtu, drep}, "want a DREQ"},
 		{"DREP before DREQ", []string{req, rep, rtu, drep, dreq}, "want a DREQ"},
