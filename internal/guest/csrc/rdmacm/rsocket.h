@@ -42,12 +42,20 @@
 #define RS_QP_CTRL_SIZE 4     /* send slots kept for control messages */
 #define RS_SNDLOWAT 2048      /* the least send buffer a send waits for */
 #define RS_OLAP_START_SIZE 2048
-#define RS_MAX_TRANSFER 65536 /* the most one RDMA WRITE carries */
+#define RS_MAX_TRANSFER 65536 /* the most one riowrite RDMA WRITE carries */
+/* The most one rsend RDMA WRITE carries: also bounded by the half of the
+ * peer's receive buffer it writes into (64 KiB with rdma-core's defaults). */
+#define RS_MAX_DATA_TRANSFER (1u << 20)
 #define RS_QP_MIN_SIZE 16
 #define RS_QP_MAX_SIZE 0xFFFE
 #define RS_DEF_QSIZE 384
 #define RS_DEF_INLINE 64
-#define RS_DEF_MEM (1 << 17)
+#define RS_DEF_MEM (1 << 17) /* rdma-core's send and receive buffers; ours when memory is scarce */
+/* Our default send and receive buffers when the process may lock enough
+ * memory (rs_default_mem): larger than rdma-core's, a local choice the peer
+ * learns from the connection data and SGL updates (docs/design/rsockets.md,
+ * "Performance"). */
+#define RS_BIG_MEM (1u << 22)
 
 /* Datagrams (rdma-core's ds_*): every message over the UD QPs starts with
  * a ds_header naming the sender's address; until a peer's QP number is
@@ -158,6 +166,7 @@ struct rsocket {
 
 	/* options, before the connection */
 	uint32_t sq_size, rq_size, sq_inline, sbuf_size, rbuf_size;
+	int sbuf_set, rbuf_set; /* SO_SNDBUF/SO_RCVBUF chose the size (no fallback to RS_DEF_MEM) */
 	int nodelay, keepalive, reuseaddr, oobinline, keepidle, linger_off, v6only;
 	int64_t ka_next; /* CLOCK_MONOTONIC ms: the next keepalive probe; 0: not yet timed */
 	int64_t ka_sent; /* when the probe not yet acknowledged was sent; 0: none */
@@ -182,6 +191,7 @@ struct rsocket {
 	uint16_t sseq_no, sseq_comp;
 	int sqe_avail;
 	uint32_t sbuf_bytes_avail;
+	uint32_t olen; /* the next WRITE's size while writes are in flight (grows from RS_OLAP_START_SIZE) */
 	uint64_t ssgl_addr; /* the next free byte of sbuf (a ring) */
 	int target_sge;
 	unsigned ctrl_seqno, ctrl_max_seqno;

@@ -481,11 +481,11 @@ CMA_EXPORT int rsetsockopt(int s, int level, int optname, const void *optval, so
 			break;
 		case SO_RCVBUF:
 			if (!rs->rbuf && (!rs->dg || before) && v > 0)
-				rs->rbuf_size = (uint32_t)v << 1;
+				rs->rbuf_size = (uint32_t)v << 1, rs->rbuf_set = 1;
 			break;
 		case SO_SNDBUF:
 			if (!rs->sbuf && (!rs->dg || before) && v > 0)
-				rs->sbuf_size = (uint32_t)v << 1;
+				rs->sbuf_size = (uint32_t)v << 1, rs->sbuf_set = 1;
 			break;
 		case SO_KEEPALIVE: /* probes go from the calls and rpoll (rs_keepalive) */
 			rs->keepalive = !!v;

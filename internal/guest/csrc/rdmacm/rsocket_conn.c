@@ -13,8 +13,10 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define RS_CM_TIMEOUT_MS 2000
@@ -25,6 +27,34 @@ static int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* The default size of a stream rsocket's send and receive buffers: each
+ * connection registers both, and registered memory counts against the
+ * process's RLIMIT_MEMLOCK (as with rdma-core over rdma_rxe), unless it
+ * runs as root (the daemon, as the kernel for CAP_IPC_LOCK, does not hold
+ * root to it). A process that may lock without limit gets RS_BIG_MEM
+ * (fewer credit round trips: docs/design/rsockets.md, "Performance"); one
+ * with a limit gets what leaves room for 32 connections, between
+ * rdma-core's RS_DEF_MEM and RS_BIG_MEM. */
+static uint32_t rs_default_mem(void)
+{
+	static _Atomic uint32_t cached;
+	uint32_t v = atomic_load(&cached);
+	if (v)
+		return v;
+	struct rlimit rl;
+	v = RS_DEF_MEM;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+		if (rl.rlim_cur == RLIM_INFINITY || geteuid() == 0) {
+			v = RS_BIG_MEM;
+		} else {
+			while (v < RS_BIG_MEM && (rlim_t)v * 2 * 2 * 32 <= rl.rlim_cur)
+				v <<= 1;
+		}
+	}
+	atomic_store(&cached, v);
+	return v;
 }
 
 struct rsocket *rs_new(int domain, int fs_flags, int fd_flags, const struct rsocket *inherit)
@@ -43,13 +73,14 @@ struct rsocket *rs_new(int domain, int fs_flags, int fd_flags, const struct rsoc
 		rs->sq_size = inherit->sq_size, rs->rq_size = inherit->rq_size;
 		rs->sq_inline = inherit->sq_inline;
 		rs->sbuf_size = inherit->sbuf_size, rs->rbuf_size = inherit->rbuf_size;
+		rs->sbuf_set = inherit->sbuf_set, rs->rbuf_set = inherit->rbuf_set;
 		rs->nodelay = inherit->nodelay, rs->keepalive = inherit->keepalive;
 		rs->keepidle = inherit->keepidle;
 		rs->target_iomap_size = inherit->target_iomap_size;
 	} else {
 		rs->sq_size = rs->rq_size = RS_DEF_QSIZE;
 		rs->sq_inline = RS_DEF_INLINE;
-		rs->sbuf_size = rs->rbuf_size = RS_DEF_MEM;
+		rs->sbuf_size = rs->rbuf_size = rs_default_mem();
 	}
 	rs->ctrl_max_seqno = RS_QP_CTRL_SIZE;
 	rs->ch = rdma_create_event_channel();
@@ -123,6 +154,55 @@ static uint32_t clamp_qsize(uint32_t v, uint32_t max)
 	return v;
 }
 
+/* Frees what rs_alloc_bufs made (or part of it). */
+static void rs_free_bufs(struct rsocket *rs)
+{
+	if (rs->smr)
+		ibv_dereg_mr(rs->smr);
+	if (rs->rmr)
+		ibv_dereg_mr(rs->rmr);
+	if (rs->tmr)
+		ibv_dereg_mr(rs->tmr);
+	free(rs->sbuf);
+	free(rs->rbuf);
+	free((void *)rs->target_sgl);
+	free(rs->rmsg);
+	rs->smr = rs->rmr = rs->tmr = NULL;
+	rs->sbuf = rs->rbuf = NULL;
+	rs->target_sgl = NULL;
+	rs->target_iomap = NULL;
+	rs->rmsg = NULL;
+}
+
+/* The send and receive buffers, the target SGL and their registrations:
+ * 0, or -1 with errno (what was made is left for rs_free_bufs). */
+static int rs_alloc_bufs(struct rsocket *rs)
+{
+	struct rdma_cm_id *id = rs->id;
+	size_t sbuf_total = rs->sbuf_size + sizeof(struct rs_sge) * RS_QP_CTRL_SIZE;
+	rs->sbuf = rs_alloc_buf(sbuf_total);
+	rs->rbuf = rs_alloc_buf(rs->rbuf_size);
+	size_t tlen = sizeof(struct rs_sge) * RS_SGL_SIZE + sizeof(struct rs_iomap) * rs->target_iomap_size;
+	rs->target_sgl = rs_alloc_buf(tlen);
+	if (rs->target_sgl)
+		rs->target_iomap = (volatile struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
+	rs->rmsg = calloc(rs->rq_size + 1, sizeof(*rs->rmsg));
+	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg) {
+		errno = ENOMEM;
+		return -1;
+	}
+	rs->smr = ibv_reg_mr(id->pd, rs->sbuf, sbuf_total, IBV_ACCESS_LOCAL_WRITE);
+	if (!rs->smr)
+		return -1;
+	rs->rmr = ibv_reg_mr(id->pd, rs->rbuf, rs->rbuf_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!rs->rmr)
+		return -1;
+	rs->tmr = ibv_reg_mr(id->pd, (void *)rs->target_sgl, tlen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!rs->tmr)
+		return -1;
+	return 0;
+}
+
 /* The QP, CQ, buffers and receives of a connection: 0 or -1 with errno. */
 static int rs_create_ep(struct rsocket *rs)
 {
@@ -166,23 +246,24 @@ static int rs_create_ep(struct rsocket *rs)
 	}
 	rs->sq_inline = qa.cap.max_inline_data;
 
-	size_t sbuf_total = rs->sbuf_size + sizeof(struct rs_sge) * RS_QP_CTRL_SIZE;
-	rs->sbuf = rs_alloc_buf(sbuf_total);
-	rs->rbuf = rs_alloc_buf(rs->rbuf_size);
-	size_t tlen = sizeof(struct rs_sge) * RS_SGL_SIZE + sizeof(struct rs_iomap) * rs->target_iomap_size;
-	rs->target_sgl = rs_alloc_buf(tlen);
-	if (rs->target_sgl)
-		rs->target_iomap = (volatile struct rs_iomap *)(rs->target_sgl + RS_SGL_SIZE);
-	rs->rmsg = calloc(rs->rq_size + 1, sizeof(*rs->rmsg));
-	if (!rs->sbuf || !rs->rbuf || !rs->target_sgl || !rs->rmsg) {
-		errno = ENOMEM;
-		return -1;
+	if (rs_alloc_bufs(rs) != 0) {
+		/* Buffers larger than rdma-core's by our own default, refused
+		 * (RLIMIT_MEMLOCK): rdma-core's size, as its rsockets have. */
+		int e = errno, retry = 0;
+		if (!rs->sbuf_set && rs->sbuf_size > RS_DEF_MEM)
+			rs->sbuf_size = RS_DEF_MEM, retry = 1;
+		if (!rs->rbuf_set && rs->rbuf_size > RS_DEF_MEM)
+			rs->rbuf_size = RS_DEF_MEM, retry = 1;
+		rs_free_bufs(rs);
+		if (!retry) {
+			errno = e;
+			return -1;
+		}
+		vrdma_debug("rsocket %d: its buffers could not be registered (%s): %u bytes each instead", rs->fd,
+			    strerror(e), RS_DEF_MEM);
+		if (rs_alloc_bufs(rs) != 0)
+			return -1;
 	}
-	rs->smr = ibv_reg_mr(id->pd, rs->sbuf, sbuf_total, IBV_ACCESS_LOCAL_WRITE);
-	rs->rmr = ibv_reg_mr(id->pd, rs->rbuf, rs->rbuf_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	rs->tmr = ibv_reg_mr(id->pd, (void *)rs->target_sgl, tlen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!rs->smr || !rs->rmr || !rs->tmr)
-		return -1;
 
 	rs->ssgl_addr = (uintptr_t)rs->sbuf;
 	rs->sbuf_bytes_avail = rs->sbuf_size;

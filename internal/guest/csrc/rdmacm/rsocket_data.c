@@ -443,7 +443,6 @@ int rs_sbuf_put(struct rsocket *rs, const struct iovec **iov, size_t *off, uint3
 ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int flags)
 {
 	size_t len = rs_iov_total(iov, iovcnt), left = len, off = 0;
-	uint32_t olen = RS_OLAP_START_SIZE;
 	int nonblock = (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 	int ret = 0;
 	if (!rs->writable) {
@@ -454,6 +453,11 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fla
 		iov++, iovcnt--;
 	if (rs->iomap_pending && rs_send_iomaps(rs, nonblock) != 0)
 		return -1;
+	/* The first WRITE is small so that its bytes leave at once and the
+	 * next ones are copied meanwhile; while earlier writes are still in
+	 * flight (a stream) the size reached is kept. */
+	if (rs->olen < RS_OLAP_START_SIZE || rs->sbuf_bytes_avail == rs->sbuf_size)
+		rs->olen = RS_OLAP_START_SIZE;
 	while (left) {
 		if (!rs_can_send(rs)) {
 			ret = rs_wait(rs, nonblock, rs_conn_can_send);
@@ -466,10 +470,10 @@ ssize_t rs_send(struct rsocket *rs, const struct iovec *iov, int iovcnt, int fla
 			}
 		}
 		uint32_t xfer;
-		if (olen < left) {
-			xfer = olen;
-			if (olen < RS_MAX_TRANSFER)
-				olen <<= 1;
+		if (rs->olen < left) {
+			xfer = rs->olen;
+			if (rs->olen < RS_MAX_DATA_TRANSFER)
+				rs->olen <<= 1;
 		} else {
 			xfer = (uint32_t)left;
 		}

@@ -262,6 +262,17 @@ static void test_options(int c)
 	len = sizeof(e);
 	CHECK(rgetsockopt(c, SOL_SOCKET, SO_ERROR, &e, &len) == 0 && e == 0, "SO_ERROR: %d", e);
 
+	/* The default buffers: 4 MiB each way for a process that may lock
+	 * memory without limit (root), at least rdma-core's 128 KiB otherwise. */
+	int d = rsocket(AF_INET, SOCK_STREAM, 0);
+	int opts[] = {SO_RCVBUF, SO_SNDBUF};
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		len = sizeof(v);
+		CHECK(rgetsockopt(d, SOL_SOCKET, opts[i], &v, &len) == 0 && v >= 1 << 17 && (geteuid() != 0 || v == 1 << 22),
+		      "the default buffer (option %d): %d, want 4 MiB as root, at least 128 KiB otherwise", opts[i], v);
+	}
+	rclose(d);
+
 	int n = rsocket(AF_INET, SOCK_STREAM, 0);
 	v = 1 << 16;
 	CHECK(rsetsockopt(n, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) == 0, "SO_RCVBUF");
