@@ -512,25 +512,9 @@ func runCMPairOnce(t *testing.T, a, b *toolHost, name string, serverArgs, client
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var sout proctest.Buffer
-	sp := a.prog
-	sp.Env = append(append([]string(nil), sp.Env...), "VRDMA_DEBUG=1")
-	srv := sp.Command(ctx, name, serverArgs...)
-	srv.Stdout, srv.Stderr = &sout, &sout
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	for !strings.Contains(sout.String(), "rdma_cm: listening on port") {
-		select {
-		case err := <-done:
-			return "", "", fmt.Errorf("%s server on a ended (%v) before listening:\n%s", name, err, sout.String())
-		case <-ctx.Done():
-			<-done
-			return "", "", fmt.Errorf("%s server on a does not listen:\n%s", name, sout.String())
-		case <-time.After(10 * time.Millisecond):
-		}
+	sout, done, err := startListener(ctx, t, a, name, serverArgs)
+	if err != nil {
+		return "", "", err
 	}
 	for {
 		out, err := b.prog.Command(ctx, name, clientArgs...).CombinedOutput()
@@ -564,4 +548,33 @@ func runCMPairOnce(t *testing.T, a, b *toolHost, name string, serverArgs, client
 		return "", "", fmt.Errorf("%s server on a: %v\n%s\nclient:\n%s", name, err, sout.String(), client)
 	}
 	return sout.String(), client, nil
+}
+
+// startListener starts the rdma_cm server program name on a and returns
+// once it listens (the library says so on stderr: VRDMA_DEBUG), with its
+// output and a channel its exit status arrives on; an error if it ended
+// first or ctx ended (the server is then waited for).
+func startListener(ctx context.Context, t *testing.T, a *toolHost, name string, args []string) (*proctest.Buffer, <-chan error, error) {
+	t.Helper()
+	sout := new(proctest.Buffer)
+	sp := a.prog
+	sp.Env = append(append([]string(nil), sp.Env...), "VRDMA_DEBUG=1")
+	srv := sp.Command(ctx, name, args...)
+	srv.Stdout, srv.Stderr = sout, sout
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	for !strings.Contains(sout.String(), "rdma_cm: listening on port") {
+		select {
+		case err := <-done:
+			return nil, nil, fmt.Errorf("%s server on a ended (%v) before listening:\n%s", name, err, sout.String())
+		case <-ctx.Done():
+			<-done
+			return nil, nil, fmt.Errorf("%s server on a does not listen:\n%s", name, sout.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return sout, done, nil
 }

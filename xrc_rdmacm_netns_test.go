@@ -21,7 +21,6 @@ import (
 
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/netns"
-	"github.com/vrdma/vrdma/internal/proctest"
 )
 
 func TestXRCRdmaCMBetweenHosts(t *testing.T) {
@@ -168,25 +167,9 @@ func runServerClient(t *testing.T, a, b *toolHost, server string, serverArgs []s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var sbuf proctest.Buffer
-	sp := a.prog
-	sp.Env = append(append([]string(nil), sp.Env...), "VRDMA_DEBUG=1")
-	srv := sp.Command(ctx, server, serverArgs...)
-	srv.Stdout, srv.Stderr = &sbuf, &sbuf
-	if err := srv.Start(); err != nil {
+	sbuf, done, err := startListener(ctx, t, a, server, serverArgs)
+	if err != nil {
 		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	for !strings.Contains(sbuf.String(), "rdma_cm: listening on port") {
-		select {
-		case err := <-done:
-			t.Fatalf("%s on a ended (%v) before listening:\n%s", server, err, sbuf.String())
-		case <-ctx.Done():
-			<-done
-			t.Fatalf("%s on a does not listen:\n%s", server, sbuf.String())
-		case <-time.After(10 * time.Millisecond):
-		}
 	}
 	out, err := b.prog.Command(ctx, client, clientArgs...).CombinedOutput()
 	if err != nil {
