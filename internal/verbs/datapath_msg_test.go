@@ -53,10 +53,11 @@ func TestParseWCs(t *testing.T) {
 		{WRID: 1, Status: WCSuccess, Opcode: WCRDMAWrite, QPN: 0x11},
 		{WRID: 2, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: 512, Imm: 0x04030201, QPN: 0x12, Flags: WCFlagWithImm},
 		{WRID: 3, Status: WCRemAccessErr, Opcode: 0xdead, QPN: 0x11}, // the opcode of a failed one is undefined
+		{WRID: 4, Status: WCSuccess, Opcode: WCRecv, ByteLen: GRHSize + 1024, QPN: 0x13, SrcQP: 0x44, Flags: WCFlagGRH, SLID: 0x1234, SL: 15, DLIDPathBits: 2}, // a UD receive
 	}
 	var wcs [4]WC
 	n, err := ParseWCs(AppendWCs(nil, good), wcs[:])
-	if err != nil || n != 3 || wcs[0] != good[0] || wcs[1] != good[1] || wcs[2] != good[2] {
+	if err != nil || n != 4 || wcs[0] != good[0] || wcs[1] != good[1] || wcs[2] != good[2] || wcs[3] != good[3] {
 		t.Fatalf("ParseWCs = %d, %v: %+v", n, err, wcs)
 	}
 	if n, err := ParseWCs(AppendWCs(nil, nil), wcs[:]); err != nil || n != 0 {
@@ -78,6 +79,8 @@ func TestParseWCs(t *testing.T) {
 		{"opcode of a success", with(func(w *WC) { w.Opcode = 130 }), 4},
 		{"QPN", with(func(w *WC) { w.QPN = 1 << 24 }), 4},
 		{"source QP", with(func(w *WC) { w.SrcQP = 1 << 24 }), 4},
+		{"service level", with(func(w *WC) { w.SL = 16 }), 4},
+		{"padding after the source", func() []byte { b := with(func(*WC) {}); b[len(b)-1] = 1; return b }(), 4},
 		{"flags", with(func(w *WC) { w.Flags = 0x80 }), 4},
 	}
 	for _, tt := range bad {
