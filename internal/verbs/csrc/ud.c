@@ -40,9 +40,9 @@ static uint64_t get64(const unsigned char *p)
 
 static struct ibv_ah *ah_at(uint32_t h) { return h < VH_MAX_AHS ? ahs[h] : NULL; }
 
-/* Body: u32 handle, u32 state, u32 qkey, u32 sq_psn. RESET->INIT takes the
- * port, P_Key index 0 and the Q_Key; INIT->RTR only the state; RTR->RTS the
- * send PSN; RESET and ERR the state. The daemon has checked the Q_Key
+/* Body: u32 handle, u32 state, u32 qkey, u32 sq_psn. INIT takes the port,
+ * P_Key index 0 and the Q_Key; RTR and RTS the Q_Key (the QP's, changed or
+ * not), RTS from RTR the send PSN too; RESET and ERR the state. The daemon has checked the Q_Key
  * (a controlled one, high bit set, is for privileged users only). */
 int do_modify_ud_qp(uint32_t seq, const unsigned char *body, size_t len)
 {
@@ -64,19 +64,26 @@ int do_modify_ud_qp(uint32_t seq, const unsigned char *body, size_t len)
 	switch (state) {
 	case IBV_QPS_RESET:
 	case IBV_QPS_ERR:
-	case IBV_QPS_RTR:
 		break;
-	case IBV_QPS_INIT:
+	case IBV_QPS_INIT: /* from RESET, or INIT again */
 		a.pkey_index = 0;
 		a.port_num = port_num;
 		a.qkey = get32(body + 8);
 		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
 		break;
-	case IBV_QPS_RTS:
-		a.sq_psn = get32(body + 12);
-		if (a.sq_psn > 0xffffff)
-			return fail(VH_MODIFY_UD_QP, seq, EINVAL, "modify_ud_qp: PSN %#x", a.sq_psn);
-		mask |= IBV_QP_SQ_PSN;
+	case IBV_QPS_RTR:
+		a.qkey = get32(body + 8);
+		mask |= IBV_QP_QKEY;
+		break;
+	case IBV_QPS_RTS: /* the send PSN from RTR only; RTS to RTS changes the Q_Key */
+		a.qkey = get32(body + 8);
+		mask |= IBV_QP_QKEY;
+		if (qp->state == IBV_QPS_RTR) {
+			a.sq_psn = get32(body + 12);
+			if (a.sq_psn > 0xffffff)
+				return fail(VH_MODIFY_UD_QP, seq, EINVAL, "modify_ud_qp: PSN %#x", a.sq_psn);
+			mask |= IBV_QP_SQ_PSN;
+		}
 		break;
 	default:
 		return fail(VH_MODIFY_UD_QP, seq, EINVAL, "modify_ud_qp: state %u is not RESET, INIT, RTR, RTS or ERR",
