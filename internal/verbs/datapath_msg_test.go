@@ -53,7 +53,8 @@ func TestParseWCs(t *testing.T) {
 		{WRID: 1, Status: WCSuccess, Opcode: WCRDMAWrite, QPN: 0x11},
 		{WRID: 2, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: 512, Imm: 0x04030201, QPN: 0x12, Flags: WCFlagWithImm},
 		{WRID: 3, Status: WCRemAccessErr, Opcode: 0xdead, QPN: 0x11}, // the opcode of a failed one is undefined
-		{WRID: 4, Status: WCSuccess, Opcode: WCRecv, ByteLen: GRHSize + 1024, QPN: 0x13, SrcQP: 0x44, Flags: WCFlagGRH, SLID: 0x1234, SL: 15, DLIDPathBits: 2}, // a UD receive
+		// A UD receive: the GRH in front, the source.
+		{WRID: 4, Status: WCSuccess, Opcode: WCRecv, ByteLen: GRHSize + 1024, QPN: 0x13, SrcQP: 0x44, Flags: WCFlagGRH, SLID: 0x1234, SL: 15, DLIDPathBits: 2},
 	}
 	var wcs [4]WC
 	n, err := ParseWCs(AppendWCs(nil, good), wcs[:])
