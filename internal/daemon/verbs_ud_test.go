@@ -122,4 +122,3 @@ func udQKey(t *testing.T, sock, inst string, qkey uint32) proto.Code {
 	}
 	return r.h.Code
 }
-
