@@ -333,6 +333,11 @@ func TestDataPathLyingHelper(t *testing.T) {
 		{"post recv with a body", []byte{1}, func(d *Device) error { return d.PostRecv(qp, []RecvWR{{}}) }},
 		{"small CQ", ne.AppendUint32(ne.AppendUint32(nil, 0), 8), func(d *Device) error { _, err := d.CreateCQ(64, false); return err }},
 		{"QPN 0", make([]byte, qpSize), func(d *Device) error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{}); return err }},
+		{"UD QPN 0", make([]byte, qpSize), func(d *Device) error { _, err := d.CreateUDQP(CQ{}, CQ{}, QPCap{}); return err }},
+		{"AH with padding", []byte{7, 0, 0, 0, 1, 0, 0, 0}, func(d *Device) error { _, err := d.CreateAH(AHAttr{IsGlobal: true}); return err }},
+		{"modify UD QP with a body", []byte{1}, func(d *Device) error { return d.ModifyUDQP(qp, QPStateInit, 1, 0) }},
+		{"destroy AH with a body", []byte{1}, func(d *Device) error { return d.DestroyAH(AH{}) }},
+		{"post UD send with a body", []byte{1}, func(d *Device) error { return d.PostSendUD(qp, []UDSendWR{{Opcode: WRSend}}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -372,6 +377,16 @@ func TestDeviceLimits(t *testing.T) {
 		{"recv WRs", "at most 1024 work requests", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxRecvWR: 4096}); return err }()},
 		{"SGEs", "at most 4 SGEs", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1, MaxRecvSGE: 5}); return err }()},
 		{"atomic", "siw0 has no atomics", d.PostSend(qp, []SendWR{{Opcode: WRSend}, {Opcode: WRAtomicFetchAdd}})},
+		{"UD SGEs", "at most 4 SGEs", func() error { _, err := d.CreateUDQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1, MaxSendSGE: 5}); return err }()},
+		{"UD on iWARP", "iWARP device: it has no UD QPs", func() error {
+			iw := &Device{Name: "siw0", Attr: attr, h: h}
+			iw.Attr.Transport = TransportIWARP
+			_, err := iw.CreateUDQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1})
+			if e := (*Error)(nil); errors.As(err, &e) && e.Errno != int32(unix.EOPNOTSUPP) {
+				t.Errorf("UD on iWARP: errno %d, want EOPNOTSUPP as rdma-core gives it", e.Errno)
+			}
+			return err
+		}()},
 	}
 	for _, tt := range tests {
 		var e *Error
