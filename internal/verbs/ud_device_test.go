@@ -105,8 +105,17 @@ func TestUDOnDevice(t *testing.T) {
 			t.Errorf("receive %d: the GRH area % x holds no IPv4 header at byte 20", i, rb.mem[off:off+GRHSize])
 		}
 	}
-	if got := hwCounter(t, dev, "sent_pkts") - sent; got < 2 {
-		t.Errorf("%s sent %d packets for two datagrams", dev, got)
+	// The kernel caches the counters for a while (the hw_counters
+	// lifespan): read until they show the two datagrams, with a hang guard.
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := hwCounter(t, dev, "sent_pkts") - sent
+		if got >= 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Errorf("%s sent %d packets for two datagrams", dev, got)
+			break
+		}
 	}
 
 	// The wrong Q_Key: the device drops the datagram.
