@@ -260,6 +260,14 @@ func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
 		return nil, nil, err
 	}
 	h := s.handleID()
+	if u := s.adapter.Uplink(); u != nil {
+		// A bound instance's UD QPs send through the device's own address
+		// handle (docs/design/verbs-uplink.md "UD and address handles").
+		if err := pd.CreateDeviceAH(h, req.AV); err != nil {
+			s.give(AHs, 1)
+			return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+		}
+	}
 	s.ahMu.Lock()
 	s.ahs[h] = req.AV
 	s.ahPD[h] = pd
@@ -279,6 +287,9 @@ func cmdDestroyAH(s *session, body []byte, _ []int) (any, []int, error) {
 	defer s.ahMu.Unlock()
 	if _, err := lookup(s.ahs, req.Handle, "address handle"); err != nil {
 		return nil, nil, err
+	}
+	if pd := s.ahPD[req.Handle]; pd != nil && s.adapter.Uplink() != nil {
+		pd.DestroyDeviceAH(req.Handle)
 	}
 	delete(s.ahs, req.Handle)
 	delete(s.ahPD, req.Handle)

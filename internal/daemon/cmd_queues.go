@@ -238,6 +238,13 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
+	if qpstate.Mask(req.Mask)&qpstate.MaskQKey != 0 && req.Attr.QKey&engine.ControlledQKey != 0 &&
+		s.adapter.Uplink() != nil && !s.d.privileged(s.cred) {
+		// The device would take it from the daemon (IBTA 3.5.3: a
+		// controlled Q_Key is for privileged consumers, as the kernel's
+		// modify_qp says EPERM to others).
+		return nil, nil, proto.Errorf(proto.CodePermission, "Q_Key %#x is a controlled Q_Key (its high bit is set): only root or the daemon's user may give a QP one; use a Q_Key below 0x80000000", req.Attr.QKey)
+	}
 	st, err := q.Modify(&req.Attr, qpstate.Mask(req.Mask))
 	if err != nil {
 		code := proto.CodeState

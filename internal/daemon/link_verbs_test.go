@@ -114,6 +114,8 @@ func TestFakeVerbsHelperProcess(t *testing.T) {
 				os.Exit(3)
 			}
 			reply(0, verbs.AppendPortAttr(nil, dev.port))
+		case verbs.OpCreateCQ, verbs.OpCreateQP, verbs.OpCreateAH, verbs.OpModifyUDQP, verbs.OpDestroyAH, verbs.OpDestroyQP, verbs.OpDestroyCQ:
+			reply(0, fakeDataPathReply(h.Op(), buf[verbs.HeaderSize:n]))
 		default:
 			reply(int32(unix.EOPNOTSUPP), nil)
 		}

@@ -321,6 +321,11 @@ func (s *session) cleanup() {
 		delete(s.mrPins, h)
 	}
 	s.ahMu.Lock()
+	if s.adapter != nil && s.adapter.Uplink() != nil {
+		for h, pd := range s.ahPD {
+			pd.DestroyDeviceAH(h)
+		}
+	}
 	clear(s.ahs)
 	clear(s.ahPD)
 	s.ahMu.Unlock()

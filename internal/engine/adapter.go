@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
+	"github.com/vrdma/vrdma/internal/verbs"
 )
 
 // Device limits every adapter advertises. The queue limits are those of
@@ -271,6 +272,10 @@ func (a *Adapter) NumMRs() int { return a.mrs.count() }
 type PD struct {
 	id      uint64
 	adapter *Adapter
+	// The device's address handles of a bound adapter's PD, by the
+	// instance's handles (device_ud.go).
+	ahMu   sync.Mutex
+	devAHs map[uint32]verbs.AH
 }
 
 // NewPD allocates a protection domain on a.

@@ -2,8 +2,10 @@ package engine
 
 // Adapters bound to a device of the host's rdma-core (a verbs uplink,
 // docs/design/verbs-uplink.md "The engine on the device"): the adapter's
-// regions are registered with the device, its RC QPs are the device's, and
-// the send-queue runner forwards the rings' work requests to it. What a
+// regions are registered with the device, its RC and UD QPs are the
+// device's, and
+// the send-queue runner forwards the rings' work requests to it; its UD QPs
+// and address handles are the device's too (device_ud.go). What a
 // peer sees — QPN, rkeys, GIDs, PSNs — is the device's.
 
 import (
@@ -27,11 +29,16 @@ type Device interface {
 	DestroyQP(verbs.QP) error
 	PostSend(verbs.QP, []verbs.SendWR) error
 	PostRecv(verbs.QP, []verbs.RecvWR) error
+	CreateUDQP(send, recv verbs.CQ, c verbs.QPCap) (verbs.QP, error)
+	ModifyUDQP(qp verbs.QP, state, qkey, sqPSN uint32) error
+	PostSendUD(verbs.QP, []verbs.UDSendWR) error
+	CreateAH(verbs.AHAttr) (verbs.AH, error)
+	DestroyAH(verbs.AH) error
 	SetCompletionHandler(func(cq uint32, wcs []verbs.WC))
 }
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
-// engine cannot yet put on the device (UD, UC, XRC QPs, QPs on an SRQ,
+// engine cannot yet put on the device (UC and XRC QPs, QPs on an SRQ,
 // memory windows).
 var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 
@@ -145,7 +152,7 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 	}
 	for i := range wcs {
 		w := &wcs[i]
-		c := abi.CQE{WRID: w.WRID, QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP,
+		c := abi.CQE{WRID: w.WRID, QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP, SL: w.SL,
 			Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 		u.mu.Lock()
 		q := u.qps[w.QPN]

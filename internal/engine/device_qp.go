@@ -25,14 +25,18 @@ type devQP struct {
 	recvs  []verbs.RecvWR
 	sges   []verbs.SGE
 	errSet bool // the device QP was moved to ERR; under procMu
+	// A UD QP's (device_ud.go): its sends name address handles.
+	ud      bool
+	udSends []verbs.UDSendWR
 }
 
 // createOnDevice makes q's device QP on the adapter's uplink; q.qpn
 // becomes the device's QPN.
 func (q *QP) createOnDevice(cfg *QPConfig) error {
 	u := q.adapter.uplink
-	if q.apiType != abi.QPTypeRC || cfg.SRQ != nil {
-		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
+	ud := q.apiType == abi.QPTypeUD
+	if (q.apiType != abi.QPTypeRC && !ud) || cfg.SRQ != nil {
+		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC and UD QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
 	}
 	s, err := u.useCQ(cfg.SendCQ)
 	if err != nil {
@@ -44,16 +48,24 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		return err
 	}
 	c := q.caps
-	vq, err := u.dev.CreateQP(s.cq, r.cq, verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
-		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE))})
+	vc := verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
+		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE))}
+	create, kind := u.dev.CreateQP, "an RC QP"
+	if ud {
+		create, kind = u.dev.CreateUDQP, "a UD QP"
+	}
+	vq, err := create(s.cq, r.cq, vc)
 	if err != nil {
 		u.unuseCQ(cfg.SendCQ)
 		u.unuseCQ(cfg.RecvCQ)
-		return fmt.Errorf("an RC QP on %s: %w", u.Name, err)
+		return fmt.Errorf("%s on %s: %w", kind, u.Name, err)
 	}
-	q.dev = &devQP{u: u, qp: vq, send: s, recv: r,
+	q.dev = &devQP{u: u, qp: vq, send: s, recv: r, ud: ud,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
 		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE)}
+	if ud {
+		q.dev.udSends = make([]verbs.UDSendWR, 0, verbs.MaxBatch)
+	}
 	q.qpn = vq.QPN
 	return nil
 }
@@ -76,6 +88,34 @@ func (q *QP) destroyOnDevice() {
 
 // modifyOnDevice moves q's device QP to `to` with the attributes a holds.
 func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
+	d := q.dev
+	switch {
+	case d.ud:
+		if err := q.modifyUDOnDevice(to, a); err != nil {
+			return err
+		}
+	default:
+		if err := q.modifyRCOnDevice(to, a); err != nil {
+			return err
+		}
+	}
+	if to == abi.QPStateErr {
+		q.procMu.Lock()
+		d.errSet = true
+		q.procMu.Unlock()
+	}
+	if to == abi.QPStateReset {
+		q.procMu.Lock()
+		d.errSet = false
+		q.devErr.Store(false)
+		q.procMu.Unlock()
+	}
+	return nil
+}
+
+// modifyRCOnDevice moves q's device RC QP to `to` with the attributes that
+// transition takes.
+func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
 	d := q.dev
 	va := verbs.QPAttr{State: uint32(to)}
 	switch to {
@@ -101,17 +141,6 @@ func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
 	}
 	if err := d.u.dev.ModifyQP(d.qp, va); err != nil {
 		return fmt.Errorf("QP %#x on %s to %v: %w", q.qpn, d.u.Name, to, err)
-	}
-	if to == abi.QPStateErr {
-		q.procMu.Lock()
-		d.errSet = true
-		q.procMu.Unlock()
-	}
-	if to == abi.QPStateReset {
-		q.procMu.Lock()
-		d.errSet = false
-		q.devErr.Store(false)
-		q.procMu.Unlock()
 	}
 	return nil
 }
@@ -226,7 +255,7 @@ func (q *QP) postSendsToDevice() bool {
 			return worked
 		}
 		worked = true
-		d.sends = d.sends[:0]
+		d.sends, d.udSends = d.sends[:0], d.udSends[:0]
 		nsge := 0
 		bad := abi.StatusSuccess
 		for ; n > 0 && len(d.sends) < verbs.MaxBatch; n-- {
@@ -251,28 +280,49 @@ func (q *QP) postSendsToDevice() bool {
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
-			d.sends = append(d.sends, verbs.SendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
-				RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+			if d.ud {
+				uw, st := q.udSendWR(w, sg, fl)
+				if st != abi.StatusSuccess {
+					bad = st
+					break
+				}
+				d.udSends = append(d.udSends, uw)
+			} else {
+				d.sends = append(d.sends, verbs.SendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
+					RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+			}
 			q.sqCons++
 		}
-		if len(d.sends) > 0 {
+		if len(d.sends)+len(d.udSends) > 0 {
 			// The slots are the client's again before the device can
 			// complete the requests: a client that posts on seeing a
 			// completion (the push reader writes it meanwhile) must find
 			// its slot free.
 			q.publishSQCons()
 			q.publishSQDone()
-			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
+			var err error
+			if d.ud {
+				err = d.u.dev.PostSendUD(d.qp, d.udSends)
+			} else {
+				err = d.u.dev.PostSend(d.qp, d.sends)
+			}
+			if err != nil {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would.
 				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
-				for i := range d.sends {
-					w := &d.sends[i]
+				for i := 0; i < len(d.sends)+len(d.udSends); i++ {
+					var wrid uint64
+					var op uint32
+					if d.ud {
+						wrid, op = d.udSends[i].WRID, d.udSends[i].Opcode
+					} else {
+						wrid, op = d.sends[i].WRID, d.sends[i].Opcode
+					}
 					st := abi.StatusWRFlushErr
 					if i == 0 {
 						st = abi.StatusLocQPOpErr
 					}
-					c := abi.CQE{WRID: w.WRID, QPNum: q.qpn, Opcode: abi.Opcode(w.Opcode).CompletionOpcode(), Status: st}
+					c := abi.CQE{WRID: wrid, QPNum: q.qpn, Opcode: abi.Opcode(op).CompletionOpcode(), Status: st}
 					q.sendCQ.push(&c)
 				}
 				return true

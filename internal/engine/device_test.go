@@ -30,6 +30,12 @@ type fakeDevice struct {
 	dereg   int
 	qpsGone int
 	atPost  func() // called as a send batch is posted
+	// UD (device_ud_test.go)
+	udQPs    int
+	udModify [][3]uint32 // state, qkey, sq_psn
+	udSends  [][]verbs.UDSendWR
+	ahs      []verbs.AHAttr
+	ahsGone  []verbs.AH
 }
 
 type fakeReg struct {
@@ -100,6 +106,41 @@ func (f *fakeDevice) PostRecv(q verbs.QP, wrs []verbs.RecvWR) error {
 	return nil
 }
 func (f *fakeDevice) SetCompletionHandler(fn func(cq uint32, wcs []verbs.WC)) { f.handler = fn }
+func (f *fakeDevice) CreateUDQP(s, r verbs.CQ, c verbs.QPCap) (verbs.QP, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.qpn++
+	f.udQPs++
+	return verbs.QP{Handle: f.qpn, QPN: 0xabc000 + f.qpn, Cap: c}, nil
+}
+func (f *fakeDevice) ModifyUDQP(q verbs.QP, state, qkey, sqPSN uint32) error {
+	f.mu.Lock()
+	f.udModify = append(f.udModify, [3]uint32{state, qkey, sqPSN})
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeDevice) PostSendUD(q verbs.QP, wrs []verbs.UDSendWR) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := append([]verbs.UDSendWR(nil), wrs...)
+	for i := range b {
+		b[i].SGEs = append([]verbs.SGE(nil), b[i].SGEs...)
+	}
+	f.udSends = append(f.udSends, b)
+	return nil
+}
+func (f *fakeDevice) CreateAH(a verbs.AHAttr) (verbs.AH, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ahs = append(f.ahs, a)
+	return verbs.AH{Handle: 0x70 + uint32(len(f.ahs))}, nil
+}
+func (f *fakeDevice) DestroyAH(ah verbs.AH) error {
+	f.mu.Lock()
+	f.ahsGone = append(f.ahsGone, ah)
+	f.mu.Unlock()
+	return nil
+}
 
 // waitFor polls cond until it holds (a hang guard, not a timing check).
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -179,8 +220,8 @@ func TestAdapterOnDevice(t *testing.T) {
 		t.Fatalf("the region reports keys %#x/%#x, want the device's %#x/%#x", l, r, f.mrs[0].LKey, f.mrs[0].RKey)
 	}
 
-	if _, err := NewQP(QPConfig{PD: pd, Type: abi.QPTypeUD, SendCQ: cq, RecvCQ: cq, Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}); !errors.Is(err, ErrDeviceQP) {
-		t.Fatalf("a UD QP on a device-bound adapter: %v, want ErrDeviceQP", err)
+	if _, err := NewQP(QPConfig{PD: pd, Type: abi.QPTypeUC, SendCQ: cq, RecvCQ: cq, Caps: proto.QPCaps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}); !errors.Is(err, ErrDeviceQP) {
+		t.Fatalf("a UC QP on a device-bound adapter: %v, want ErrDeviceQP", err)
 	}
 	q, err := NewQP(QPConfig{PD: pd, Type: abi.QPTypeRC, SendCQ: cq, RecvCQ: cq, Events: &events{},
 		Caps: proto.QPCaps{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 2, MaxRecvSGE: 1}})

@@ -112,7 +112,7 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice)$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice)$' -test.v")
 		t.Logf("in guest A:\n%s", out)
 		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice"} {
 			if !strings.Contains(out, "--- PASS: "+name) {
@@ -130,7 +130,7 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if err := buildSanitizedHelper(bin); err != nil {
 			t.Fatal(err)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER="+"/mnt/host/"+filepath.Base(bin)+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice)$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER="+"/mnt/host/"+filepath.Base(bin)+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice)$' -test.v")
 		t.Logf("in guest A, the sanitized helper:\n%s", out)
 		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice"} {
 			if !strings.Contains(out, "--- PASS: "+name) {

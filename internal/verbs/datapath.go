@@ -145,12 +145,8 @@ func (d *Device) callEmpty(req []byte) error {
 // device has (its max_qp_wr, max_sge) are refused saying so; what else the
 // device cannot give is rdma-core's error (both ErrDevice).
 func (d *Device) CreateQP(send, recv CQ, c QPCap) (QP, error) {
-	a := d.Attr
-	switch {
-	case int64(c.MaxSendWR) > int64(a.MaxQPWR) || int64(c.MaxRecvWR) > int64(a.MaxQPWR):
-		return QP{}, &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d work requests a queue (max_qp_wr); asked %d send, %d receive", d.Name, a.MaxQPWR, c.MaxSendWR, c.MaxRecvWR)}
-	case int64(c.MaxSendSGE) > int64(a.MaxSGE) || int64(c.MaxRecvSGE) > int64(a.MaxSGE):
-		return QP{}, &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d SGEs a work request (max_sge); asked %d send, %d receive", d.Name, a.MaxSGE, c.MaxSendSGE, c.MaxRecvSGE)}
+	if err := d.checkCap(c); err != nil {
+		return QP{}, err
 	}
 	body, err := d.h.Call(AppendCreateQP(nil, send, recv, c))
 	if err != nil {
@@ -161,6 +157,18 @@ func (d *Device) CreateQP(send, recv CQ, c QPCap) (QP, error) {
 		return QP{}, d.failed(err)
 	}
 	return q, nil
+}
+
+// checkCap refuses more work requests or SGEs than the device has.
+func (d *Device) checkCap(c QPCap) error {
+	a := d.Attr
+	switch {
+	case int64(c.MaxSendWR) > int64(a.MaxQPWR) || int64(c.MaxRecvWR) > int64(a.MaxQPWR):
+		return &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d work requests a queue (max_qp_wr); asked %d send, %d receive", d.Name, a.MaxQPWR, c.MaxSendWR, c.MaxRecvWR)}
+	case int64(c.MaxSendSGE) > int64(a.MaxSGE) || int64(c.MaxRecvSGE) > int64(a.MaxSGE):
+		return &Error{Kind: ErrDevice, Errno: int32(unix.EINVAL), Msg: fmt.Sprintf("%s takes at most %d SGEs a work request (max_sge); asked %d send, %d receive", d.Name, a.MaxSGE, c.MaxSendSGE, c.MaxRecvSGE)}
+	}
+	return nil
 }
 
 // ModifyQP moves qp to a.State with the attributes that transition takes

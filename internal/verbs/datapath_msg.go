@@ -42,12 +42,15 @@ const (
 	sendWRSize   = 56
 	recvWRSize   = 16
 	sgeSize      = 16
-	wcSize       = 40
+	wcSize       = 48
 	pollHdrSize  = 8
 )
 
-// QP types (enum ibv_qp_type); the helper makes RC QPs only so far.
-const QPTypeRC = 2
+// QP types (enum ibv_qp_type) the helper makes.
+const (
+	QPTypeRC = 2
+	QPTypeUD = 4
+)
 
 // QP states (enum ibv_qp_state).
 const (
@@ -104,8 +107,13 @@ const (
 	WCRNRRetryExcErr = 13
 )
 
-// WCFlagWithImm marks a completion that carries immediate data.
-const WCFlagWithImm = 2
+// Completion flags (enum ibv_wc_flags).
+const (
+	// WCFlagGRH marks a UD receive whose buffer starts with the 40-byte GRH.
+	WCFlagGRH = 1
+	// WCFlagWithImm marks a completion that carries immediate data.
+	WCFlagWithImm = 2
+)
 
 const (
 	wcStatusMax  = 23   // IBV_WC_TM_RNDV_INCOMPLETE
@@ -145,7 +153,7 @@ type QPCap struct {
 	MaxInline              uint32
 }
 
-// QP is an RC queue pair of the device, in the helper. QPN is the
+// QP is a queue pair (RC or UD) of the device, in the helper. QPN is the
 // device's: what the peer's QP sends to.
 type QP struct {
 	Handle uint32
@@ -155,8 +163,14 @@ type QP struct {
 
 // AppendCreateQP appends an OpCreateQP request for an RC QP on the CQs.
 func AppendCreateQP(dst []byte, send, recv CQ, c QPCap) []byte {
+	return AppendCreateQPOf(dst, send, recv, c, QPTypeRC)
+}
+
+// AppendCreateQPOf appends an OpCreateQP request for a QP of type typ
+// (QPTypeRC, QPTypeUD) on the CQs.
+func AppendCreateQPOf(dst []byte, send, recv CQ, c QPCap, typ uint32) []byte {
 	dst = AppendHeader(dst, OpCreateQP, 0, 0, qpSize)
-	for _, v := range []uint32{send.Handle, recv.Handle, c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInline, QPTypeRC} {
+	for _, v := range []uint32{send.Handle, recv.Handle, c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInline, typ} {
 		dst = ne.AppendUint32(dst, v)
 	}
 	return dst
@@ -338,6 +352,11 @@ type WC struct {
 	QPN       uint32 // the local QP's number
 	SrcQP     uint32
 	Flags     uint32
+	// A UD receive's source: its LID (InfiniBand; 0 on RoCE), service
+	// level and path bits.
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
 }
 
 // AppendPollCQ appends an OpPollCQ request for at most most completions.
@@ -364,8 +383,13 @@ func ParseWCs(b []byte, wcs []WC) (int, error) {
 	for i := 0; i < int(n); i++ {
 		e := b[pollHdrSize+i*wcSize:]
 		u := func(off int) uint32 { return ne.Uint32(e[off:]) }
-		w := WC{WRID: ne.Uint64(e), Status: u(8), Opcode: u(12), VendorErr: u(16), ByteLen: u(20), Imm: u(24), QPN: u(28), SrcQP: u(32), Flags: u(36)}
+		w := WC{WRID: ne.Uint64(e), Status: u(8), Opcode: u(12), VendorErr: u(16), ByteLen: u(20), Imm: u(24), QPN: u(28), SrcQP: u(32), Flags: u(36),
+			SLID: uint16(u(40)), SL: uint8(u(40) >> 16), DLIDPathBits: uint8(u(40) >> 24)}
 		switch {
+		case u(44) != 0:
+			return 0, protoErrorf("completion %d: padding %#x", i, u(44))
+		case w.SL > 15:
+			return 0, protoErrorf("completion %d: service level %d", i, w.SL)
 		case w.Status > wcStatusMax:
 			return 0, protoErrorf("completion %d: status %d is not 0..%d", i, w.Status, wcStatusMax)
 		case w.Status == WCSuccess && w.Opcode > WCTSO && w.Opcode != WCRecv && w.Opcode != WCRecvRDMAWithImm:
@@ -385,7 +409,8 @@ func AppendWCs(dst []byte, wcs []WC) []byte {
 	dst = ne.AppendUint32(ne.AppendUint32(dst, uint32(len(wcs))), 0)
 	for _, w := range wcs {
 		dst = ne.AppendUint64(dst, w.WRID)
-		for _, v := range []uint32{w.Status, w.Opcode, w.VendorErr, w.ByteLen, w.Imm, w.QPN, w.SrcQP, w.Flags} {
+		for _, v := range []uint32{w.Status, w.Opcode, w.VendorErr, w.ByteLen, w.Imm, w.QPN, w.SrcQP, w.Flags,
+			uint32(w.SLID) | uint32(w.SL)<<16 | uint32(w.DLIDPathBits)<<24, 0} {
 			dst = ne.AppendUint32(dst, v)
 		}
 	}

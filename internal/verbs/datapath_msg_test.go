@@ -53,10 +53,12 @@ func TestParseWCs(t *testing.T) {
 		{WRID: 1, Status: WCSuccess, Opcode: WCRDMAWrite, QPN: 0x11},
 		{WRID: 2, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, ByteLen: 512, Imm: 0x04030201, QPN: 0x12, Flags: WCFlagWithImm},
 		{WRID: 3, Status: WCRemAccessErr, Opcode: 0xdead, QPN: 0x11}, // the opcode of a failed one is undefined
+		// A UD receive: the GRH in front, the source.
+		{WRID: 4, Status: WCSuccess, Opcode: WCRecv, ByteLen: GRHSize + 1024, QPN: 0x13, SrcQP: 0x44, Flags: WCFlagGRH, SLID: 0x1234, SL: 15, DLIDPathBits: 2},
 	}
 	var wcs [4]WC
 	n, err := ParseWCs(AppendWCs(nil, good), wcs[:])
-	if err != nil || n != 3 || wcs[0] != good[0] || wcs[1] != good[1] || wcs[2] != good[2] {
+	if err != nil || n != 4 || wcs[0] != good[0] || wcs[1] != good[1] || wcs[2] != good[2] || wcs[3] != good[3] {
 		t.Fatalf("ParseWCs = %d, %v: %+v", n, err, wcs)
 	}
 	if n, err := ParseWCs(AppendWCs(nil, nil), wcs[:]); err != nil || n != 0 {
@@ -78,6 +80,8 @@ func TestParseWCs(t *testing.T) {
 		{"opcode of a success", with(func(w *WC) { w.Opcode = 130 }), 4},
 		{"QPN", with(func(w *WC) { w.QPN = 1 << 24 }), 4},
 		{"source QP", with(func(w *WC) { w.SrcQP = 1 << 24 }), 4},
+		{"service level", with(func(w *WC) { w.SL = 16 }), 4},
+		{"padding after the source", func() []byte { b := with(func(*WC) {}); b[len(b)-1] = 1; return b }(), 4},
 		{"flags", with(func(w *WC) { w.Flags = 0x80 }), 4},
 	}
 	for _, tt := range bad {
@@ -329,6 +333,11 @@ func TestDataPathLyingHelper(t *testing.T) {
 		{"post recv with a body", []byte{1}, func(d *Device) error { return d.PostRecv(qp, []RecvWR{{}}) }},
 		{"small CQ", ne.AppendUint32(ne.AppendUint32(nil, 0), 8), func(d *Device) error { _, err := d.CreateCQ(64, false); return err }},
 		{"QPN 0", make([]byte, qpSize), func(d *Device) error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{}); return err }},
+		{"UD QPN 0", make([]byte, qpSize), func(d *Device) error { _, err := d.CreateUDQP(CQ{}, CQ{}, QPCap{}); return err }},
+		{"AH with padding", []byte{7, 0, 0, 0, 1, 0, 0, 0}, func(d *Device) error { _, err := d.CreateAH(AHAttr{IsGlobal: true}); return err }},
+		{"modify UD QP with a body", []byte{1}, func(d *Device) error { return d.ModifyUDQP(qp, QPStateInit, 1, 0) }},
+		{"destroy AH with a body", []byte{1}, func(d *Device) error { return d.DestroyAH(AH{}) }},
+		{"post UD send with a body", []byte{1}, func(d *Device) error { return d.PostSendUD(qp, []UDSendWR{{Opcode: WRSend}}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -368,6 +377,16 @@ func TestDeviceLimits(t *testing.T) {
 		{"recv WRs", "at most 1024 work requests", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxRecvWR: 4096}); return err }()},
 		{"SGEs", "at most 4 SGEs", func() error { _, err := d.CreateQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1, MaxRecvSGE: 5}); return err }()},
 		{"atomic", "siw0 has no atomics", d.PostSend(qp, []SendWR{{Opcode: WRSend}, {Opcode: WRAtomicFetchAdd}})},
+		{"UD SGEs", "at most 4 SGEs", func() error { _, err := d.CreateUDQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1, MaxSendSGE: 5}); return err }()},
+		{"UD on iWARP", "iWARP device: it has no UD QPs", func() error {
+			iw := &Device{Name: "siw0", Attr: attr, h: h}
+			iw.Attr.Transport = TransportIWARP
+			_, err := iw.CreateUDQP(CQ{}, CQ{}, QPCap{MaxSendWR: 1})
+			if e := (*Error)(nil); errors.As(err, &e) && e.Errno != int32(unix.EOPNOTSUPP) {
+				t.Errorf("UD on iWARP: errno %d, want EOPNOTSUPP as rdma-core gives it", e.Errno)
+			}
+			return err
+		}()},
 	}
 	for _, tt := range tests {
 		var e *Error

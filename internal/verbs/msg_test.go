@@ -129,6 +129,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(AppendHeader(nil, OpHello, 0, 0, 0))
 	f.Add(AppendWCs(nil, []WC{{WRID: 1, Opcode: WCRecv, ByteLen: 3000, QPN: 0x11}, {Status: WCRemAccessErr}}))
 	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 0), 64))
+	f.Add(AppendWCs(nil, []WC{{WRID: 2, Opcode: WCRecv, ByteLen: 40 + 1024, QPN: 0x11, SrcQP: 0x12, Flags: WCFlagGRH, SLID: 7, SL: 3}}))
+	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 5), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
@@ -150,6 +152,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := ParseCQ(b, 16); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseCQ: %v is not ErrProtocol", err)
+		}
+		if _, err := ParseAH(b); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseAH: %v is not ErrProtocol", err)
 		}
 		if _, err := ParseQP(b, QPCap{MaxSendWR: 1}); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseQP: %v is not ErrProtocol", err)

@@ -21,7 +21,7 @@ enum {
 	VH_SEND_WR = 56,
 	VH_RECV_WR = 16,
 	VH_SGE = 16,
-	VH_WC = 40,
+	VH_WC = 48,
 	VH_MODIFY_SIZE = 64,
 	VH_CREATE_QP_SIZE = 32,
 	VH_CQ_PUSH = 1,
@@ -48,7 +48,7 @@ static uint64_t get64(const unsigned char *p)
 }
 
 static struct ibv_cq *cq_at(uint32_t h) { return h < VH_MAX_CQS ? cqs[h] : NULL; }
-static struct ibv_qp *qp_at(uint32_t h) { return h < VH_MAX_QPS ? qps[h] : NULL; }
+struct ibv_qp *qp_at(uint32_t h) { return h < VH_MAX_QPS ? qps[h] : NULL; }
 
 /* Body: u32 cqe, u32 flags (VH_CQ_PUSH: push its completions as the
  * completion channel reports them). The first pushing CQ's request brings
@@ -124,7 +124,8 @@ int do_destroy_cq(uint32_t seq, const unsigned char *body, size_t len)
 }
 
 /* Body: u32 send CQ, u32 receive CQ, u32 max_send_wr, max_recv_wr,
- * max_send_sge, max_recv_sge, max_inline_data, u32 QP type (IBV_QPT_RC).
+ * max_send_sge, max_recv_sge, max_inline_data, u32 QP type (IBV_QPT_RC, or
+ * IBV_QPT_UD: ud.c moves it through its states and posts its sends).
  * Reply: u32 handle, u32 QPN, the five capabilities the QP got, u32 0. */
 int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
 {
@@ -147,12 +148,13 @@ int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
 	ia.cap.max_recv_sge = get32(body + 20);
 	ia.cap.max_inline_data = get32(body + 24);
 	type = get32(body + 28);
-	if (type != IBV_QPT_RC)
-		return fail(VH_CREATE_QP, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) so far", type, IBV_QPT_RC);
+	if (type != IBV_QPT_RC && type != IBV_QPT_UD)
+		return fail(VH_CREATE_QP, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) and UD (%d)", type,
+			    IBV_QPT_RC, IBV_QPT_UD);
 	if (ia.cap.max_send_sge > VH_MAX_WR_SGE || ia.cap.max_recv_sge > VH_MAX_WR_SGE)
 		return fail(VH_CREATE_QP, seq, EINVAL, "create_qp: %u/%u SGEs, the helper posts at most %d",
 			    ia.cap.max_send_sge, ia.cap.max_recv_sge, VH_MAX_WR_SGE);
-	ia.qp_type = IBV_QPT_RC;
+	ia.qp_type = (enum ibv_qp_type)type;
 	ia.sq_sig_all = 0;
 	for (h = 0; h < VH_MAX_QPS && qps[h]; h++)
 		;
@@ -401,7 +403,8 @@ int do_post_recv(uint32_t seq, const unsigned char *body, size_t len)
 
 /* Body: u32 CQ, u32 most. Reply: u32 count, u32 0, then count completions
  * of 40 bytes: u64 wr_id, u32 status, opcode, vendor_err, byte_len,
- * imm_data (as ibv_wc has it), qp_num, src_qp, wc_flags. */
+ * imm_data (as ibv_wc has it), qp_num, src_qp, wc_flags, u16 slid, u8 sl,
+ * u8 dlid_path_bits, u32 0 (48 bytes; a UD receive's source). */
 /* put_wcs appends u32 n, u32 0 and n completions of wc. */
 static void put_wcs(int n)
 {
@@ -417,6 +420,8 @@ static void put_wcs(int n)
 		put32(wc[i].qp_num);
 		put32(wc[i].src_qp);
 		put32(wc[i].wc_flags);
+		put32((uint32_t)wc[i].slid | (uint32_t)wc[i].sl << 16 | (uint32_t)wc[i].dlid_path_bits << 24);
+		put32(0);
 	}
 }
 

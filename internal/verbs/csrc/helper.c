@@ -24,7 +24,7 @@
 #include "helper.h"
 
 enum {
-	VH_VERSION = 3,
+	VH_VERSION = 4,
 	VH_HDR = 16,
 	VH_MAX = 16384,
 	VH_MAX_GIDS = 256,
@@ -468,6 +468,18 @@ int main(void)
 		case VH_POLL_CQ:
 			r = do_poll_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
+		case VH_MODIFY_UD_QP:
+			r = do_modify_ud_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_CREATE_AH:
+			r = do_create_ah(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_DESTROY_AH:
+			r = do_destroy_ah(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
+		case VH_POST_SEND_UD:
+			r = do_post_send_ud(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
@@ -477,6 +489,7 @@ int main(void)
 			return 1;
 	}
 	datapath_close(); /* QPs and CQs before the regions and the PD */
+	ud_close();
 	for (unsigned i = 0; i < VH_MAX_MRS; i++)
 		if (mrs[i].mr) {
 			ibv_dereg_mr(mrs[i].mr);

@@ -18,6 +18,10 @@ enum {
 	VH_POST_RECV = 13,
 	VH_POLL_CQ = 14,
 	VH_COMPLETIONS = 15, /* pushed, unasked, on the push socket */
+	VH_MODIFY_UD_QP = 16, /* ud.c */
+	VH_CREATE_AH = 17,
+	VH_DESTROY_AH = 18,
+	VH_POST_SEND_UD = 19,
 	VH_REPLY_BIT = 0x8000,
 };
 
@@ -48,6 +52,16 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len);
 int do_post_recv(uint32_t seq, const unsigned char *body, size_t len);
 int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len);
 void datapath_close(void);
+
+/* qp_at is the QP of handle h, NULL if none (datapath.c). */
+struct ibv_qp *qp_at(uint32_t h);
+
+/* UD QPs' transitions and sends, address handles (ud.c). */
+int do_modify_ud_qp(uint32_t seq, const unsigned char *body, size_t len);
+int do_create_ah(uint32_t seq, const unsigned char *body, size_t len);
+int do_destroy_ah(uint32_t seq, const unsigned char *body, size_t len);
+int do_post_send_ud(uint32_t seq, const unsigned char *body, size_t len);
+void ud_close(void); /* destroys the AHs, after the QPs */
 
 /* datapath_fd is the completion channel's descriptor, -1 until a CQ pushes
  * its completions; datapath_event handles its event: 0, or -1 if the push

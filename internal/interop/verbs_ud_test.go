@@ -1,0 +1,147 @@
+package interop
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/internal/verbs"
+	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
+)
+
+// TestVerbsUplinkUDPingpong: in guest A, an instance bound to a verbs
+// uplink on rxe0 runs rdma-core's ibv_ud_pingpong under vrdma's guest
+// library against the kernel's own ibv_ud_pingpong on rxe0, in both roles:
+// the vrdma side's UD QP is rxe0's (its QPN), its address handle is rxe0's
+// (ibv_create_ah with the GRH), its receives get the 40-byte GRH in front
+// of the payload from the device. rxe0's sent_pkts and rcvd_pkts rise by
+// at least the datagrams both sides send (the daemon has no software link
+// in the guest, so its software path cannot carry them).
+func TestVerbsUplinkUDPingpong(t *testing.T) {
+	Require(t)
+	t.Setenv(guest.CacheEnv, t.TempDir())
+	helper, err := verbsbuild.Build()
+	if err != nil {
+		t.Skipf("cannot build the verbs helper here: %v", err)
+	}
+	lib, err := guest.Build(t.TempDir())
+	if err != nil {
+		t.Skipf("cannot build the guest library here: %v", err)
+	}
+	root, err := netns.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "vrdma")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
+	}
+	g := Up(t, "A")
+	share := filepath.Join(g.build, "run", "A")
+	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
+		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(share, "vrdma-lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".so") {
+			if err := copyExecutable(filepath.Join(lib, e.Name()), filepath.Join(share, "vrdma-lib", e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
+	idx := GIDIndex(want, netip.AddrFrom16(GuestIP("A").As16()))
+	if idx < 0 {
+		t.Fatalf("rxe0 has no GID for %s: %v", GuestIP("A"), want)
+	}
+	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
+	const sock = "/tmp/vrdma.sock"
+	daemon := g.Spawn(t, "A", 900, "/mnt/host/vrdma daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-daemon.log 2>&1")
+	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
+		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
+		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
+	}
+	defer func() {
+		log, _ := g.Run(t, "A", 20, "tail -n 60 /tmp/vrdma-daemon.log")
+		t.Logf("the daemon's log:\n%s", log)
+		g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
+		g.Wait(t, "A", daemon, 30)
+	}()
+	g.Exec(t, "A", 120, "/mnt/host/vrdma link --socket "+sock+" add hca0 type verbs dev rxe0")
+	g.Exec(t, "A", 120, "/mnt/host/vrdma vm create vm1 --socket "+sock+" --uplink hca0")
+
+	counter := func(name string) int {
+		out := g.Exec(t, "A", 30, "cat /sys/class/infiniband/rxe0/ports/1/hw_counters/"+name)
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatalf("rxe0's %s: %q", name, out)
+		}
+		return n
+	}
+	const iters, size = 50, 512 // a datagram within rxe0's MTU of 1024
+	native := fmt.Sprintf("ibv_ud_pingpong -d rxe0 -g %d -s %d -n %d -p 18530", idx, size, iters)
+	ours := fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ibv_ud_pingpong -d vrdma0 -g %d -s %d -n %d -p 18530", sock, idx, size, iters)
+	for _, tc := range []struct {
+		name         string
+		server, clnt string
+	}{
+		{"vrdma_client", native, ours + " " + GuestIP("A").String()},
+		{"vrdma_server", ours, native + " " + GuestIP("A").String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, rcvd := counter("sent_pkts"), counter("rcvd_pkts")
+			srv := g.Spawn(t, "A", 240, tc.server)
+			// 18530 is 0x4862; wait until the server listens on it.
+			if out, rc := g.Run(t, "A", 120, "i=0; until grep -q ':4862 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done"); rc != 0 {
+				sout, _ := g.Wait(t, "A", srv, 30)
+				t.Fatalf("the server never listened (%d): %s\n%s", rc, out, sout)
+			}
+			cout, crc := g.Run(t, "A", 240, tc.clnt)
+			sout, src := g.Wait(t, "A", srv, 240)
+			t.Logf("server (exit %d):\n%s\nclient (exit %d):\n%s", src, sout, crc, cout)
+			ourOut := cout
+			if tc.name == "vrdma_server" {
+				ourOut = sout
+			}
+			// The vrdma side ran on vrdma's adapter: its port has a LID from
+			// the daemon (rxe's RoCE port reports none).
+			if strings.Contains(ourOut, "local address:  LID 0x0000") {
+				t.Errorf("the vrdma side reports rxe0's LID 0: it did not run on vrdma's adapter")
+			}
+			for _, o := range []struct {
+				out string
+				rc  int
+			}{{sout, src}, {cout, crc}} {
+				if o.rc != 0 || !strings.Contains(o.out, fmt.Sprintf("%d iters in", iters)) {
+					t.Errorf("a side did not finish its %d iterations (exit %d)", iters, o.rc)
+				}
+			}
+			// Each side sends iters datagrams of one packet each, and
+			// receives the other's.
+			if d := counter("sent_pkts") - sent; d < 2*iters {
+				t.Errorf("rxe0 sent %d packets, want at least %d: the datagrams did not go through the device", d, 2*iters)
+			}
+			if d := counter("rcvd_pkts") - rcvd; d < 2*iters {
+				t.Errorf("rxe0 received %d packets, want at least %d", d, 2*iters)
+			}
+		})
+	}
+}
