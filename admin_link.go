@@ -1,5 +1,6 @@
 package vrdma
 
+import "github.com/vrdma/vrdma/ibv"
 import "github.com/vrdma/vrdma/internal/proto"
 
 // The daemon's links: RoCEv2 on host interfaces, as `rdma link` manages
@@ -26,7 +27,7 @@ type VerbsLinkInfo struct {
 	FWVer     string
 	NodeGUID  uint64
 	LID       uint16
-	MaxMTU    MTU
+	MaxMTU    ibv.MTU
 	AtomicCap uint32 // 0: no atomics
 	GIDs      []VerbsGID
 }
@@ -46,7 +47,7 @@ type LinkInfo struct {
 	PhysState string // "LINK_UP", "DISABLED"
 	Problem   string // why it is down, if it is
 	GIDs      []GID
-	ActiveMTU MTU
+	ActiveMTU ibv.MTU
 	Port      uint16 // UDP port (4791)
 	Counters  LinkCounters
 	Verbs     *VerbsLinkInfo // a verbs link's device; nil for rxe links, or when it could not be opened
@@ -73,7 +74,7 @@ type LinkCounters struct {
 
 func linkInfo(p proto.LinkInfo) LinkInfo {
 	l := LinkInfo{LinkSpec: LinkSpec{Name: p.Name, Type: p.Type, Netdev: p.Netdev, DSCP: p.DSCP, Dev: p.Dev, DevPort: p.DevPort},
-		State: p.State, PhysState: p.PhysState, Problem: p.Problem, ActiveMTU: MTU(p.ActiveMTU), Port: p.Port}
+		State: p.State, PhysState: p.PhysState, Problem: p.Problem, ActiveMTU: ibv.MTU(p.ActiveMTU), Port: p.Port}
 	for _, g := range p.GIDs {
 		var x GID
 		copy(x[:], g)
@@ -86,7 +87,7 @@ func linkInfo(p proto.LinkInfo) LinkInfo {
 		TxGSO: c.TxGSO, RxGSO: c.RxGSO}
 	if v := p.Verbs; v != nil {
 		l.Verbs = &VerbsLinkInfo{Dev: v.Dev, Port: v.Port, Transport: v.Transport, LinkLayer: v.LinkLayer, PortState: v.PortState,
-			FWVer: v.FWVer, NodeGUID: v.NodeGUID, LID: v.LID, MaxMTU: MTU(v.MaxMTU), AtomicCap: v.AtomicCap}
+			FWVer: v.FWVer, NodeGUID: v.NodeGUID, LID: v.LID, MaxMTU: ibv.MTU(v.MaxMTU), AtomicCap: v.AtomicCap}
 		for _, g := range v.GIDs {
 			x := VerbsGID{Index: g.Index, Type: g.Type, Netdev: g.Netdev}
 			copy(x.GID[:], g.GID)

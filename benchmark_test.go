@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -29,12 +30,12 @@ func benchEnds(b *testing.B, async bool, size int) (qa, qb *vrdma.QP, ma, mb *vr
 		}
 		b.Cleanup(func() { dev.Close() })
 		pd, _ := dev.AllocPD()
-		mr, err := pd.AllocMR(2*size+64, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead)
+		mr, err := pd.AllocMR(2*size+64, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
 		if err != nil {
 			b.Fatal(err)
 		}
 		cq, _ := dev.CreateCQ(256)
-		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq,
 			Cap: vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
 		if err != nil {
 			b.Fatal(err)
@@ -62,8 +63,8 @@ func BenchmarkRDMAWrite(b *testing.B) {
 		for _, size := range []int{8, 64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("async=%v/size=%d", async, size), func(b *testing.B) {
 				qa, _, ma, mb, ca, _ := benchEnds(b, async, size)
-				wr := []vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-					SGL: []vrdma.SGE{ma.SGE(0, size)}, RemoteAddr: mb.Addr(), RKey: mb.RKey()}}
+				wr := []vrdma.SendWR{{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+					SGL: []ibv.SGE{ma.SGE(0, size)}, RemoteAddr: mb.Addr(), RKey: mb.RKey()}}
 				wc := make([]vrdma.WorkCompletion, 64)
 				ctx := context.Background()
 				b.SetBytes(int64(size))
@@ -101,15 +102,15 @@ func BenchmarkSendPingPong(b *testing.B) {
 	for _, async := range []bool{false, true} {
 		b.Run(fmt.Sprintf("async=%v", async), func(b *testing.B) {
 			qa, qb, ma, mb, ca, cb := benchEnds(b, async, 8)
-			rwa := []vrdma.RecvWR{{SGL: []vrdma.SGE{ma.SGE(64, 8)}}}
-			rwb := []vrdma.RecvWR{{SGL: []vrdma.SGE{mb.SGE(64, 8)}}}
+			rwa := []vrdma.RecvWR{{SGL: []ibv.SGE{ma.SGE(64, 8)}}}
+			rwb := []vrdma.RecvWR{{SGL: []ibv.SGE{mb.SGE(64, 8)}}}
 			for i := 0; i < 32; i++ {
 				if qa.PostRecv(rwa) != nil || qb.PostRecv(rwb) != nil {
 					b.Fatal("post_recv")
 				}
 			}
-			ab := []vrdma.SendWR{{Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{ma.SGE(0, 8)}}}
-			ba := []vrdma.SendWR{{Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{mb.SGE(0, 8)}}}
+			ab := []vrdma.SendWR{{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{ma.SGE(0, 8)}}}
+			ba := []vrdma.SendWR{{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{mb.SGE(0, 8)}}}
 			wc := make([]vrdma.WorkCompletion, 4)
 			ctx := context.Background()
 			// Each side sees its send completion and the peer's message on one CQ.
@@ -123,10 +124,10 @@ func BenchmarkSendPingPong(b *testing.B) {
 						cq = txcq
 					}
 					n, err := cq.PollWait(ctx, wc[:1], 100000)
-					if err != nil || wc[0].Status != vrdma.WCSuccess {
+					if err != nil || wc[0].Status != ibv.WCSuccess {
 						b.Fatal(err, wc[0].Status)
 					}
-					if wc[0].Opcode == vrdma.WCRecv {
+					if wc[0].Opcode == ibv.WCRecv {
 						if err := rx.PostRecv(rw); err != nil {
 							b.Fatal(err)
 						}

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/cm"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -258,14 +259,14 @@ type ConnRequest struct {
 	RemotePort  uint16     // the requester's port (informational, as rdma_cm's source port)
 	LocalAddr   netip.Addr // the address the request was sent to
 	LocalPort   uint16     // the listener's port
-	QPType      QPType     // the type of QP the requester connects (RC or UC)
+	QPType      ibv.QPType // the type of QP the requester connects (RC or UC)
 	PrivateData []byte     // what the requester sent with the request (at most 56 bytes; from another host zero-padded to 56, as rdma_cm hands it up)
 
 	d        *Device
 	id       uint32
 	ep       *cmEndpoint
 	peer     Endpoint
-	mtu      MTU
+	mtu      ibv.MTU
 	rdAtomic uint8
 	sgid     uint8
 	answered atomic.Bool
@@ -274,9 +275,9 @@ type ConnRequest struct {
 func newConnRequest(d *Device, ev proto.CMEvent) *ConnRequest {
 	return &ConnRequest{
 		RemoteAddr: addrOf(ev.RemoteAddr), RemotePort: ev.RemotePort, LocalAddr: addrOf(ev.LocalAddr), LocalPort: ev.LocalPort,
-		QPType: QPType(ev.QPType), PrivateData: ev.PrivateData,
+		QPType: ibv.QPType(ev.QPType), PrivateData: ev.PrivateData,
 		d: d, id: ev.ID, ep: &cmEndpoint{events: make(chan proto.CMEvent, 8)},
-		peer: Endpoint{GID: gidOf(ev.GID), QPN: ev.QPN, PSN: ev.PSN}, mtu: MTU(ev.MTU), rdAtomic: ev.RdAtomic, sgid: ev.SGIDIndex,
+		peer: Endpoint{GID: gidOf(ev.GID), QPN: ev.QPN, PSN: ev.PSN}, mtu: ibv.MTU(ev.MTU), rdAtomic: ev.RdAtomic, sgid: ev.SGIDIndex,
 	}
 }
 
@@ -293,7 +294,7 @@ func (r *ConnRequest) Accept(ctx context.Context, qp *QP, privateData []byte) (*
 // AcceptWith is Accept with connection options.
 func (r *ConnRequest) AcceptWith(ctx context.Context, qp *QP, privateData []byte, o *ConnectOptions) (*Conn, error) {
 	const op = "cm_accept"
-	if r.QPType == UD {
+	if r.QPType == ibv.UD {
 		return r.acceptUD(qp, privateData)
 	}
 	if err := checkPrivateData(op, cm.TypeREP, privateData); err != nil {
@@ -305,7 +306,7 @@ func (r *ConnRequest) AcceptWith(ctx context.Context, qp *QP, privateData []byte
 	if qp.typ != r.QPType {
 		return nil, errorf(op, ErrInvalidArgument, "the request is for a %v QP and this QP is %v", r.QPType, qp.typ)
 	}
-	if st := qp.State(); st != QPSReset {
+	if st := qp.State(); st != ibv.QPSReset {
 		return nil, errorf(op, ErrInvalidState, "the QP is in %v: the connection manager takes a QP from RESET to RTS; create a new QP or modify it to RESET", st)
 	}
 	if !r.answered.CompareAndSwap(false, true) {
@@ -449,7 +450,7 @@ func (c *Conn) Disconnect(ctx context.Context, privateData []byte) error {
 		return nil
 	default:
 	}
-	if c.qp.typ == UD {
+	if c.qp.typ == ibv.UD {
 		return nil // SIDR leaves no connection to end
 	}
 	if _, err := c.d.c.call(proto.OpCMDisconnect, proto.CMDisconnectReq{ID: c.id, PrivateData: privateData}, nil); err != nil {
@@ -491,7 +492,7 @@ func (d *Device) Dial(ctx context.Context, qp *QP, addr netip.Addr, port uint16,
 // PathMTU and MaxRdAtomic (the smaller of o's and the responder's).
 func (d *Device) DialWith(ctx context.Context, qp *QP, addr netip.Addr, port uint16, privateData []byte, o *ConnectOptions) (*Conn, error) {
 	const op = "cm_connect"
-	if qp != nil && qp.typ == UD {
+	if qp != nil && qp.typ == ibv.UD {
 		return d.dialUD(ctx, qp, addr, port, privateData)
 	}
 	if err := checkPrivateData(op, cm.TypeREQ, privateData); err != nil {
@@ -505,7 +506,7 @@ func (d *Device) DialWith(ctx context.Context, qp *QP, addr netip.Addr, port uin
 	case port == 0:
 		return nil, errorf(op, ErrInvalidArgument, "port 0: name the port the peer listens on")
 	}
-	if st := qp.State(); st != QPSReset {
+	if st := qp.State(); st != ibv.QPSReset {
 		return nil, errorf(op, ErrInvalidState, "the QP is in %v: the connection manager takes a QP from RESET to RTS; create a new QP or modify it to RESET", st)
 	}
 	opts := connectOptions(o)
@@ -528,7 +529,7 @@ func (d *Device) DialWith(ctx context.Context, qp *QP, addr netip.Addr, port uin
 	if ev.Type != proto.CMEventReply {
 		return nil, cmFailure(op, ev, c.remoteAddr, port)
 	}
-	opts.GIDIndex, opts.PathMTU, opts.MaxRdAtomic = ev.SGIDIndex, MTU(ev.MTU), min(opts.MaxRdAtomic, ev.RdAtomic)
+	opts.GIDIndex, opts.PathMTU, opts.MaxRdAtomic = ev.SGIDIndex, ibv.MTU(ev.MTU), min(opts.MaxRdAtomic, ev.RdAtomic)
 	if err := qp.cmConnect(Endpoint{GID: gidOf(ev.GID), QPN: ev.QPN, PSN: ev.PSN}, &opts); err != nil {
 		d.cmAbandon(id, RejectNoQP, "the requester could not connect its QP to the responder's")
 		failQP(qp)
@@ -631,7 +632,7 @@ func connectOptions(o *ConnectOptions) ConnectOptions {
 }
 
 // failQP moves a QP whose connection failed to ERR (best effort).
-func failQP(qp *QP) { _ = qp.Modify(&QPAttr{State: QPSErr}, AttrState) }
+func failQP(qp *QP) { _ = qp.Modify(&ibv.QPAttr{State: ibv.QPSErr}, ibv.AttrState) }
 
 func addrOf(b []byte) netip.Addr {
 	if len(b) != 16 {
@@ -691,7 +692,7 @@ func (r *ConnRequest) acceptUD(qp *QP, privateData []byte) (*Conn, error) {
 	switch {
 	case qp == nil || qp.d != r.d:
 		return nil, errorf(op, ErrInvalidArgument, "the QP must be one of the device the listener is on")
-	case qp.typ != UD:
+	case qp.typ != ibv.UD:
 		return nil, errorf(op, ErrInvalidArgument, "the request is for a UD QP and this QP is %v", qp.typ)
 	case len(privateData) > sidrRepPrivate:
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: ErrPrivateDataTooLarge,

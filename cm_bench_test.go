@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // BenchmarkCMConnect measures connection setup through the connection
@@ -22,7 +23,7 @@ func BenchmarkCMConnect(b *testing.B) {
 		benchConnect(b, e, gidAddr(b, e.b, 0))
 	})
 	b.Run("two-hosts", func(b *testing.B) { // CM MADs on QP1 over the link
-		h := newCMHosts(b, vrdma.MTU1024)
+		h := newCMHosts(b, ibv.MTU1024)
 		benchConnect(b, h.env(b), h.addrs[1])
 	})
 }
@@ -49,7 +50,7 @@ func benchConnect(b *testing.B, e *confEnv, addr netip.Addr) {
 		}
 	}()
 	reset := func(qp *vrdma.QP) {
-		if err := qp.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
+		if err := qp.Modify(&ibv.QPAttr{State: ibv.QPSReset}, ibv.AttrState); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,13 +11,14 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // checkConnected checks that x's QP is in RTS, connected to y's with the
 // attributes the connection manager filled in. As in IBTA's CM (and Linux's
 // rdma_cm), the Starting PSN a side sends in its REQ or REP is the first it
 // expects to receive: x's RQ PSN is x's own, and x sends from y's.
-func checkConnected(t *testing.T, x, y *side, dgid vrdma.GID, mtu vrdma.MTU) {
+func checkConnected(t *testing.T, x, y *side, dgid vrdma.GID, mtu ibv.MTU) {
 	t.Helper()
 	attr, _, err := x.qp.Query()
 	if err != nil {
@@ -27,7 +28,7 @@ func checkConnected(t *testing.T, x, y *side, dgid vrdma.GID, mtu vrdma.MTU) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.State != vrdma.QPSRTS || attr.DestQPN != y.qp.QPN() || attr.RQPSN != ex.PSN ||
+	if attr.State != ibv.QPSRTS || attr.DestQPN != y.qp.QPN() || attr.RQPSN != ex.PSN ||
 		attr.AV.DGID != dgid || attr.PathMTU != mtu {
 		t.Fatalf("QP 0x%x: state %v, dest QPN 0x%x, RQ PSN %#x, DGID %v, MTU %v; want RTS, 0x%x, %#x, %v, %v",
 			x.qp.QPN(), attr.State, attr.DestQPN, attr.RQPSN, attr.AV.DGID, attr.PathMTU, y.qp.QPN(), ex.PSN, dgid, mtu)
@@ -38,13 +39,13 @@ func checkConnected(t *testing.T, x, y *side, dgid vrdma.GID, mtu vrdma.MTU) {
 		t.Fatalf("QP 0x%x: SQ PSN %#x, want the peer's Starting PSN %#x (checked before traffic)", x.qp.QPN(), attr.SQPSN, ey.PSN)
 	}
 	if attr.MaxRdAtomic == 0 || attr.MaxDestRdAtomic == 0 {
-		if x.qp.Type() == vrdma.RC {
+		if x.qp.Type() == ibv.RC {
 			t.Fatalf("QP 0x%x: max_rd_atomic %d, max_dest_rd_atomic %d: RDMA READ would not work", x.qp.QPN(), attr.MaxRdAtomic, attr.MaxDestRdAtomic)
 		}
 	}
 }
 
-func portMTU(t *testing.T, dev *vrdma.Device) vrdma.MTU {
+func portMTU(t *testing.T, dev *vrdma.Device) ibv.MTU {
 	t.Helper()
 	p, err := dev.QueryPort(1)
 	if err != nil {
@@ -75,7 +76,7 @@ func TestCMSameHost(t *testing.T) {
 		rcWorkload(t, a, b, 3)
 	})
 	t.Run("UC", func(t *testing.T) {
-		a, b := newSide(t, e.a, qpSpec{typ: vrdma.UC}), newSide(t, e.b, qpSpec{typ: vrdma.UC})
+		a, b := newSide(t, e.a, qpSpec{typ: ibv.UC}), newSide(t, e.b, qpSpec{typ: ibv.UC})
 		cmConnect(t, a, b, gidAddr(t, e.b, 0))
 		ucTraffic(t, a, b)
 	})
@@ -84,13 +85,13 @@ func TestCMSameHost(t *testing.T) {
 // Two daemons whose hosts are joined by a link: the QPs connect over the
 // RoCEv2 path with the link's MTU and its IPv4 GIDs.
 func TestCMTwoHosts(t *testing.T) {
-	h := newCMHosts(t, vrdma.MTU1024)
+	h := newCMHosts(t, ibv.MTU1024)
 	e := h.env(t)
 	t.Run("RC", func(t *testing.T) {
 		a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})
 		ca, cb := cmConnect(t, a, b, h.addrs[1])
-		checkConnected(t, a, b, vrdma.GID(h.addrs[1].As16()), vrdma.MTU1024)
-		checkConnected(t, b, a, vrdma.GID(h.addrs[0].As16()), vrdma.MTU1024)
+		checkConnected(t, a, b, vrdma.GID(h.addrs[1].As16()), ibv.MTU1024)
+		checkConnected(t, b, a, vrdma.GID(h.addrs[0].As16()), ibv.MTU1024)
 		if p, reason := ca.Path(); p != "rdma" {
 			t.Fatalf("path %q (%s), want rdma", p, reason)
 		}
@@ -100,7 +101,7 @@ func TestCMTwoHosts(t *testing.T) {
 		rcWorkload(t, a, b, 3)
 	})
 	t.Run("UC", func(t *testing.T) {
-		a, b := newSide(t, e.a, qpSpec{typ: vrdma.UC}), newSide(t, e.b, qpSpec{typ: vrdma.UC})
+		a, b := newSide(t, e.a, qpSpec{typ: ibv.UC}), newSide(t, e.b, qpSpec{typ: ibv.UC})
 		cmConnect(t, a, b, h.addrs[1])
 		ucTraffic(t, a, b)
 	})
@@ -117,16 +118,16 @@ func ucTraffic(t *testing.T, a, b *side) {
 	for i := uint64(0); i < 5; i++ {
 		src := fill(a.mr.Bytes()[srcOff:srcOff+2000], byte(i))
 		postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, 2000)))
-		post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2000)}})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 2000))
+		post(t, a.qp, vrdma.SendWR{ID: i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 2000)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCSend, 2000))
 		checkWC(t, pollOne(t, b.rcq), recvWC(b, i, 2000, a))
 		expectBytes(t, "UC SEND", b.mr.Bytes()[recvOff:recvOff+2000], src)
 
 		src = fill(a.mr.Bytes()[srcOff:srcOff+2000], byte(i+100))
-		post(t, a.qp, vrdma.SendWR{ID: 10 + i, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2000)},
+		post(t, a.qp, vrdma.SendWR{ID: 10 + i, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 2000)},
 			RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 10+i, vrdma.WCRDMAWrite, 2000))
-		arrived(t, vrdma.UC, b.mr.Bytes()[rdmaOff:rdmaOff+2000], src)
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 10+i, ibv.WCRDMAWrite, 2000))
+		arrived(t, ibv.UC, b.mr.Bytes()[rdmaOff:rdmaOff+2000], src)
 		expectBytes(t, "UC WRITE", b.mr.Bytes()[rdmaOff:rdmaOff+2000], src)
 	}
 }
@@ -158,7 +159,7 @@ func TestCMListenPortInUse(t *testing.T) {
 func TestCMDialRefusesBadQPs(t *testing.T) {
 	e := sameHostEnv(t)
 	ctx := cmCtx(t)
-	ud := newSide(t, e.a, qpSpec{typ: vrdma.UD})
+	ud := newSide(t, e.a, qpSpec{typ: ibv.UD})
 	addr := gidAddr(t, e.b, 0)
 	_, err := e.a.Dial(ctx, ud.qp, addr, 1, make([]byte, 181))
 	expectErr(t, err, vrdma.ErrPrivateDataTooLarge, "at most 180")
@@ -180,7 +181,7 @@ func TestCMDialRefusesBadQPs(t *testing.T) {
 // Many requesters at once to one listener: every connection is made, with
 // its own pair of QPs, and carries traffic; then all end.
 func TestCMConcurrentDials(t *testing.T) {
-	h := newCMHosts(t, vrdma.MTU1024)
+	h := newCMHosts(t, ibv.MTU1024)
 	e := h.env(t)
 	const n = 12
 	as, bs := make([]*side, n), make([]*side, n)
@@ -255,7 +256,7 @@ func TestCMConcurrentDials(t *testing.T) {
 func TestCMUD(t *testing.T) {
 	cmEnvs(t, func(t *testing.T, e *confEnv, addrB netip.Addr) {
 		ctx := cmCtx(t)
-		a, b := newSide(t, e.a, qpSpec{typ: vrdma.UD}), newSide(t, e.b, qpSpec{typ: vrdma.UD})
+		a, b := newSide(t, e.a, qpSpec{typ: ibv.UD}), newSide(t, e.b, qpSpec{typ: ibv.UD})
 		oa, ob := vrdma.DefaultConnectOptions(), vrdma.DefaultConnectOptions()
 		ob.QKey = 0x2222
 		if err := a.qp.Connect(vrdma.Endpoint{}, &oa); err != nil {
@@ -275,14 +276,14 @@ func TestCMUD(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		if c.RemoteQPN() != b.qp.QPN() || c.RemoteQKey() != 0x2222 || !samePrivate(c.PrivateData(), "welcome") ||
-			r.req.QPType != vrdma.UD || !samePrivate(r.req.PrivateData, "hello") || c.RemoteAddr() != addrB {
+			r.req.QPType != ibv.UD || !samePrivate(r.req.PrivateData, "hello") || c.RemoteAddr() != addrB {
 			t.Fatalf("resolved QPN %#x Q_Key %#x at %v (%q); want %#x, 0x2222 at %v; the request: %v %q",
 				c.RemoteQPN(), c.RemoteQKey(), c.RemoteAddr(), c.PrivateData(), b.qp.QPN(), addrB, r.req.QPType, r.req.PrivateData)
 		}
 		a.ah = newAHIndex(t, a, vrdma.GID(addrB.As16()), uint8(gidIndexOf(t, e.a, vrdma.GID(c.LocalAddr().As16()))))
 		src := fill(a.mr.Bytes()[srcOff:srcOff+500], 7)
 		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, grhLen+500)))
-		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 500)},
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 500)},
 			AH: a.ah, RemoteQPN: c.RemoteQPN(), RemoteQKey: c.RemoteQKey()})
 		pollOne(t, a.scq)
 		pollOne(t, b.rcq)

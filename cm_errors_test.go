@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // expectErr checks that err matches kind and its message has each of msgs.
@@ -52,7 +53,7 @@ func cmEnvs(t *testing.T, f func(t *testing.T, e *confEnv, addrB netip.Addr)) {
 		f(t, e, gidAddr(t, e.b, 0))
 	})
 	t.Run("two hosts", func(t *testing.T) {
-		h := newCMHosts(t, vrdma.MTU1024)
+		h := newCMHosts(t, ibv.MTU1024)
 		f(t, h.env(t), h.addrs[1])
 	})
 }
@@ -84,7 +85,7 @@ func TestCMReject(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		expectState(t, a.qp, vrdma.QPSReset)
+		expectState(t, a.qp, ibv.QPSReset)
 		cmConnect(t, a, b, addrB)
 		rcWorkload(t, a, b, 1)
 	})
@@ -96,7 +97,7 @@ func TestCMNoListener(t *testing.T) {
 		a := newSide(t, e.a, qpSpec{})
 		_, err := e.a.Dial(cmCtx(t), a.qp, addrB, 4242, nil)
 		expectReject(t, err, vrdma.RejectNoListener, "no listener on port 4242", nil)
-		expectState(t, a.qp, vrdma.QPSReset)
+		expectState(t, a.qp, ibv.QPSReset)
 	})
 }
 
@@ -104,7 +105,7 @@ func TestCMNoListener(t *testing.T) {
 // answers (as with a Linux peer, the REQ goes to an address nobody has),
 // so the dial times out.
 func TestCMWrongAddress(t *testing.T) {
-	h := newCMHosts(t, vrdma.MTU1024)
+	h := newCMHosts(t, ibv.MTU1024)
 	e := h.env(t)
 	l := listen(t, e.b, 0)
 	a := newSide(t, e.a, qpSpec{})
@@ -173,9 +174,9 @@ func TestCMDisconnect(t *testing.T) {
 		if !samePrivate(cb.DisconnectData(), "bye") {
 			t.Fatalf("the peer got %q with the disconnection", cb.DisconnectData())
 		}
-		expectState(t, a.qp, vrdma.QPSErr)
-		expectState(t, b.qp, vrdma.QPSErr)
-		checkWC(t, pollOne(t, b.rcq), errWC(b, 77, vrdma.WCWRFlushErr))
+		expectState(t, a.qp, ibv.QPSErr)
+		expectState(t, b.qp, ibv.QPSErr)
+		checkWC(t, pollOne(t, b.rcq), errWC(b, 77, ibv.WCWRFlushErr))
 		if err := cb.Disconnect(cmCtx(t), nil); err != nil {
 			t.Fatalf("disconnecting a connection the peer ended: %v", err)
 		}
@@ -311,7 +312,7 @@ func TestCMPeerExitsWhenEstablished(t *testing.T) {
 		case <-time.After(confTimeout):
 			t.Fatal("the requester was not told that the listener's process exited")
 		}
-		expectState(t, a.qp, vrdma.QPSErr)
+		expectState(t, a.qp, ibv.QPSErr)
 	})
 }
 

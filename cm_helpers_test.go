@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fakelink"
 )
@@ -46,7 +47,7 @@ type cmHosts struct {
 	addrs   [2]netip.Addr
 }
 
-func newCMHosts(t testing.TB, mtu vrdma.MTU) *cmHosts {
+func newCMHosts(t testing.TB, mtu ibv.MTU) *cmHosts {
 	t.Helper()
 	h := &cmHosts{net: fakelink.New(1)}
 	for i := range h.daemons {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // After connections made, refused, timed out and ended between two
@@ -16,7 +16,7 @@ import (
 func TestCMNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	t.Run("connections", func(t *testing.T) {
-		h := newCMHosts(t, vrdma.MTU1024)
+		h := newCMHosts(t, ibv.MTU1024)
 		e := h.env(t)
 		for i := 0; i < 3; i++ {
 			a, b := newSide(t, e.a, qpSpec{}), newSide(t, e.b, qpSpec{})

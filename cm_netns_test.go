@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 func TestCMNetnsHosts(t *testing.T) {
@@ -54,7 +55,7 @@ func TestCMNetnsHosts(t *testing.T) {
 			}
 			<-cb.Done()
 			for _, q := range []*vrdma.QP{x.qp, y.qp} {
-				if err := q.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
+				if err := q.Modify(&ibv.QPAttr{State: ibv.QPSReset}, ibv.AttrState); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // ResolveRoute (rdma_resolve_addr and rdma_resolve_route): the source
@@ -28,13 +29,13 @@ func TestCMResolveRoute(t *testing.T) {
 		}
 	})
 	t.Run("two hosts", func(t *testing.T) {
-		h := newCMHosts(t, vrdma.MTU1024)
+		h := newCMHosts(t, ibv.MTU1024)
 		e := h.env(t)
 		r, err := e.a.ResolveRoute(h.addrs[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Local || r.SrcAddr != h.addrs[0] || r.MTU != vrdma.MTU1024 {
+		if r.Local || r.SrcAddr != h.addrs[0] || r.MTU != ibv.MTU1024 {
 			t.Fatalf("route to %v from host %v: %+v", h.addrs[1], h.addrs[0], r)
 		}
 		// What Dial then uses.

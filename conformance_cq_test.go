@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestConformanceCQOverrun fills a small CQ: the completions it held stay
@@ -26,22 +27,22 @@ func conformanceCQOverrun(t *testing.T, e *confEnv) {
 				t.Fatalf("CQ of %d entries granted for %d asked", n, size)
 			}
 			for i := 0; i < n+2; i++ {
-				post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-					SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
+				post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+					SGL: []ibv.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
 			}
-			ev := waitEvent(t, a.dev, vrdma.EventCQErr, func(ev vrdma.AsyncEvent) bool { return ev.CQ == a.scq })
+			ev := waitEvent(t, a.dev, ibv.EventCQErr, func(ev vrdma.AsyncEvent) bool { return ev.CQ == a.scq })
 			if ev.Reason == "" {
 				t.Error("CQ_ERR without a reason")
 			}
-			waitEvent(t, a.dev, vrdma.EventQPFatal, qpEvent(a.qp))
-			expectState(t, a.qp, vrdma.QPSErr)
+			waitEvent(t, a.dev, ibv.EventQPFatal, qpEvent(a.qp))
+			expectState(t, a.qp, ibv.QPSErr)
 			wc := make([]vrdma.WorkCompletion, n+8)
 			k, err := a.scq.Poll(wc)
 			if k != n || !errors.Is(err, vrdma.ErrCQOverrun) {
 				t.Fatalf("Poll after the overrun: %d completions, %v; want %d and ErrCQOverrun", k, err, n)
 			}
 			for i := 0; i < k; i++ {
-				checkWC(t, wc[i], sendWC(a, uint64(i), vrdma.WCRDMAWrite, 8))
+				checkWC(t, wc[i], sendWC(a, uint64(i), ibv.WCRDMAWrite, 8))
 			}
 			if k, err := a.scq.Poll(wc); k != 0 || !errors.Is(err, vrdma.ErrCQOverrun) {
 				t.Fatalf("second Poll: %d, %v; want 0 and ErrCQOverrun", k, err)
@@ -62,10 +63,10 @@ func conformanceCQOverrun(t *testing.T, e *confEnv) {
 func TestConformanceCQWait(t *testing.T) { inEveryMode(t, conformanceCQWait) }
 
 func conformanceCQWait(t *testing.T, e *confEnv) {
-	a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+	a, b := e.pair(t, pairSpec{typ: ibv.RC})
 	write := func(id uint64) {
-		post(t, a.qp, vrdma.SendWR{ID: id, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-			SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
+		post(t, a.qp, vrdma.SendWR{ID: id, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+			SGL: []ibv.SGE{a.mr.SGE(srcOff, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
 	}
 	waitAsync := func(ctx context.Context) <-chan error {
 		ch := make(chan error, 1)
@@ -122,7 +123,7 @@ func conformanceCQWait(t *testing.T, e *confEnv) {
 		if err := a.scq.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCRDMAWrite, 8))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCRDMAWrite, 8))
 		expectEmpty(t, a.scq)
 	})
 	t.Run("many", func(t *testing.T) {
@@ -134,7 +135,7 @@ func conformanceCQWait(t *testing.T, e *confEnv) {
 			if err := result(ch); err != nil {
 				t.Fatal(err)
 			}
-			checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCRDMAWrite, 8))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCRDMAWrite, 8))
 		}
 	})
 }
@@ -158,9 +159,9 @@ func conformanceSRQ(t *testing.T, e *confEnv) {
 		connect(t, a2, b2, o, o)
 		return srq, a1, a2, b1, b2
 	}
-	send := func(t *testing.T, x *side, id uint64, op vrdma.Opcode, n int) {
-		post(t, x.qp, vrdma.SendWR{ID: id, Opcode: op, Imm: uint32(id), Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(srcOff, n)}})
-		checkWC(t, pollOne(t, x.scq), sendWC(x, id, vrdma.WCSend, n))
+	send := func(t *testing.T, x *side, id uint64, op ibv.Opcode, n int) {
+		post(t, x.qp, vrdma.SendWR{ID: id, Opcode: op, Imm: uint32(id), Flags: ibv.SendSignaled, SGL: []ibv.SGE{x.mr.SGE(srcOff, n)}})
+		checkWC(t, pollOne(t, x.scq), sendWC(x, id, ibv.WCSend, n))
 	}
 	t.Run("two QPs", func(t *testing.T) {
 		srq, a1, a2, b1, b2 := setup(t, nil)
@@ -174,10 +175,10 @@ func conformanceSRQ(t *testing.T, e *confEnv) {
 		if err := srq.PostRecv(rwrs); err != nil {
 			t.Fatal(err)
 		}
-		send(t, a1, 11, vrdma.WRSend, 300)
-		send(t, a2, 21, vrdma.WRSendImm, 200)
-		send(t, a1, 12, vrdma.WRSendImm, 50)
-		send(t, a2, 22, vrdma.WRSend, 0)
+		send(t, a1, 11, ibv.WRSend, 300)
+		send(t, a2, 21, ibv.WRSendImm, 200)
+		send(t, a1, 12, ibv.WRSendImm, 50)
+		send(t, a2, 22, ibv.WRSend, 0)
 		r1, r2 := pollN(t, b1.rcq, 2), pollN(t, b2.rcq, 2)
 		checkWC(t, r1[0], recvWC(b1, 1, 300, a1))
 		checkWC(t, r2[0], withImm(recvWC(b2, 2, 200, a2), 21))
@@ -200,12 +201,12 @@ func conformanceSRQ(t *testing.T, e *confEnv) {
 		o.MinRNRTimer = 1
 		srq, a1, _, b1, _ := setup(t, &o)
 		before := rnrNaks(t, a1.dev)
-		post(t, a1.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a1.mr.SGE(srcOff, 10)}})
+		post(t, a1.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a1.mr.SGE(srcOff, 10)}})
 		waitFor(t, "an RNR NAK", func() bool { return rnrNaks(t, a1.dev) > before })
 		if err := srq.PostRecv([]vrdma.RecvWR{recvWR(5, b1.mr.SGE(recvOff, 64))}); err != nil {
 			t.Fatal(err)
 		}
-		checkWC(t, pollOne(t, a1.scq), sendWC(a1, 1, vrdma.WCSend, 10))
+		checkWC(t, pollOne(t, a1.scq), sendWC(a1, 1, ibv.WCSend, 10))
 		checkWC(t, pollOne(t, b1.rcq), recvWC(b1, 5, 10, a1))
 	})
 	t.Run("a QP in ERR leaves the SRQ to the others", func(t *testing.T) {
@@ -213,12 +214,12 @@ func conformanceSRQ(t *testing.T, e *confEnv) {
 		if err := srq.PostRecv([]vrdma.RecvWR{recvWR(1, b1.mr.SGE(recvOff, 64)), recvWR(2, b1.mr.SGE(recvOff+64, 64))}); err != nil {
 			t.Fatal(err)
 		}
-		if err := b1.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSErr}, vrdma.AttrState); err != nil {
+		if err := b1.qp.Modify(&ibv.QPAttr{State: ibv.QPSErr}, ibv.AttrState); err != nil {
 			t.Fatal(err)
 		}
 		// Flushing b1 flushes nothing of the SRQ's.
-		send(t, a2, 21, vrdma.WRSend, 10)
-		send(t, a2, 22, vrdma.WRSend, 20)
+		send(t, a2, 21, ibv.WRSend, 10)
+		send(t, a2, 22, ibv.WRSend, 20)
 		r := pollN(t, b2.rcq, 2)
 		checkWC(t, r[0], recvWC(b2, 1, 10, a2))
 		checkWC(t, r[1], recvWC(b2, 2, 20, a2))
@@ -233,13 +234,13 @@ func TestConformanceAsyncEvents(t *testing.T) { inEveryMode(t, conformanceAsyncE
 func conformanceAsyncEvents(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name   string
-		access vrdma.Access
+		access ibv.Access
 		mod    func(wr *vrdma.SendWR)
-		event  vrdma.EventType
+		event  ibv.EventType
 	}{
-		{"access error: wrong rkey", 0, func(wr *vrdma.SendWR) { wr.RKey ^= 0x80 }, vrdma.EventQPAccessErr},
-		{"access error: outside the region", 0, func(wr *vrdma.SendWR) { wr.RemoteAddr += mrSize }, vrdma.EventQPAccessErr},
-		{"request error: QP access flags", vrdma.AccessRemoteRead, func(wr *vrdma.SendWR) {}, vrdma.EventQPReqErr},
+		{"access error: wrong rkey", 0, func(wr *vrdma.SendWR) { wr.RKey ^= 0x80 }, ibv.EventQPAccessErr},
+		{"access error: outside the region", 0, func(wr *vrdma.SendWR) { wr.RemoteAddr += mrSize }, ibv.EventQPAccessErr},
+		{"request error: QP access flags", ibv.AccessRemoteRead, func(wr *vrdma.SendWR) {}, ibv.EventQPReqErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -247,19 +248,19 @@ func conformanceAsyncEvents(t *testing.T, e *confEnv) {
 			if c.access != 0 {
 				optsB.Access = c.access
 			}
-			a, b := e.pair(t, pairSpec{typ: vrdma.RC, optsB: &optsB})
-			wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)},
+			a, b := e.pair(t, pairSpec{typ: ibv.RC, optsB: &optsB})
+			wr := vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 8)},
 				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()}
 			c.mod(&wr)
 			post(t, a.qp, wr)
-			if wc := pollOne(t, a.scq); wc.Status == vrdma.WCSuccess {
+			if wc := pollOne(t, a.scq); wc.Status == ibv.WCSuccess {
 				t.Fatalf("request succeeded: %+v", wc)
 			}
 			ev := waitEvent(t, b.dev, c.event, qpEvent(b.qp))
 			if ev.CQ != nil || ev.SRQ != nil || ev.Reason == "" {
 				t.Fatalf("event %+v", ev)
 			}
-			if b.qp.State() != vrdma.QPSErr {
+			if b.qp.State() != ibv.QPSErr {
 				t.Fatalf("responder QP in %v after %v", b.qp.State(), ev.Type)
 			}
 		})
@@ -284,7 +285,7 @@ func conformanceAsyncEvents(t *testing.T, e *confEnv) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq, Cap: confCap})
+		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq, Cap: confCap})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,11 +302,11 @@ func conformanceAsyncEvents(t *testing.T, e *confEnv) {
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
-		waitEvent(t, a.dev, vrdma.EventQPFatal, qpEvent(a.qp))
-		if a.qp.State() != vrdma.QPSErr {
+		waitEvent(t, a.dev, ibv.EventQPFatal, qpEvent(a.qp))
+		if a.qp.State() != ibv.QPSErr {
 			t.Fatalf("QP in %v after its peer went away", a.qp.State())
 		}
-		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}})
-		checkWC(t, pollOne(t, a.scq), errWC(a, 1, vrdma.WCWRFlushErr))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, SGL: []ibv.SGE{a.mr.SGE(0, 8)}})
+		checkWC(t, pollOne(t, a.scq), errWC(a, 1, ibv.WCWRFlushErr))
 	})
 }

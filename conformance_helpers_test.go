@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/fakelink"
@@ -34,7 +35,7 @@ const (
 	recvOff = 16 << 10
 	rdmaOff = 24 << 10
 
-	allAccess = vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+	allAccess = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	confQKey  = 0x11111111 // DefaultConnectOptions' Q_Key
 	grhLen    = 40
 )
@@ -53,12 +54,12 @@ type confEnv struct {
 // test in each (inEveryMode), as subtests named after the mode.
 type confMode struct {
 	name    string
-	async   bool      // the host's spinning poller instead of workers that sleep on doorbells
-	trusted bool      // both instances in one trust group: one-sided requests take the library's direct path
-	wire    bool      // two daemons whose hosts an in-process link joins: every request runs the RoCEv2 transport
-	mtu     vrdma.MTU // the link's MTU, in the wire modes
-	gid     int       // the GID index the QPs use: 0 the link-local GID, 1 the first link's IPv4-mapped one
-	lids    bool      // the instances are configured for LID routing (InstanceSpec.LIDRouting)
+	async   bool    // the host's spinning poller instead of workers that sleep on doorbells
+	trusted bool    // both instances in one trust group: one-sided requests take the library's direct path
+	wire    bool    // two daemons whose hosts an in-process link joins: every request runs the RoCEv2 transport
+	mtu     ibv.MTU // the link's MTU, in the wire modes
+	gid     int     // the GID index the QPs use: 0 the link-local GID, 1 the first link's IPv4-mapped one
+	lids    bool    // the instances are configured for LID routing (InstanceSpec.LIDRouting)
 }
 
 // confModes are the suite's modes. "sync" is also what the other tests
@@ -67,8 +68,8 @@ var confModes = []confMode{
 	{name: "sync"},
 	{name: "async", async: true},
 	{name: "trusted", trusted: true},
-	{name: "wire", wire: true, mtu: vrdma.MTU4096},          // the IPv6 link-local GID, a jumbo link
-	{name: "wire4", wire: true, mtu: vrdma.MTU1024, gid: 1}, // the IPv4-mapped GID, Ethernet's 1500 bytes
+	{name: "wire", wire: true, mtu: ibv.MTU4096},          // the IPv6 link-local GID, a jumbo link
+	{name: "wire4", wire: true, mtu: ibv.MTU1024, gid: 1}, // the IPv4-mapped GID, Ethernet's 1500 bytes
 }
 
 // inEveryMode runs f as a subtest for each mode, on a fresh environment of
@@ -108,7 +109,7 @@ type wireHosts struct {
 	env     *confEnv // the instances on them, once opened
 }
 
-func newWireHosts(t testing.TB, n *fakelink.Network, mtu vrdma.MTU) *wireHosts {
+func newWireHosts(t testing.TB, n *fakelink.Network, mtu ibv.MTU) *wireHosts {
 	w := &wireHosts{net: n}
 	for i := range w.daemons {
 		d := daemontest.StartDaemon(t)
@@ -163,7 +164,7 @@ func newConfEnvMode(t testing.TB, socks [2]string, m confMode) *confEnv {
 	// QPNum and SrcQP never coincide by accident.
 	x := newSide(t, devs[1], qpSpec{})
 	for i := 0; i < 0x40; i++ {
-		qp, err := x.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: x.scq, RecvCQ: x.rcq, Cap: confCap})
+		qp, err := x.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: x.scq, RecvCQ: x.rcq, Cap: confCap})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,13 +190,13 @@ type side struct {
 
 // qpSpec describes a side to build; the zero value is an RC QP with confCap.
 type qpSpec struct {
-	typ    vrdma.QPType
+	typ    ibv.QPType
 	cap    vrdma.QPCap // zero: confCap
 	sigAll bool
 	pd     *vrdma.PD  // nil: a new PD
 	srq    *vrdma.SRQ // receive from this SRQ (pd must be its PD)
 	cqe    int        // 0: 256
-	access vrdma.Access
+	access ibv.Access
 	gid    int // the GID index to connect through
 }
 
@@ -209,7 +210,7 @@ func (e *confEnv) newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 func newSide(t testing.TB, dev *vrdma.Device, s qpSpec) *side {
 	t.Helper()
 	if s.typ == 0 {
-		s.typ = vrdma.RC
+		s.typ = ibv.RC
 	}
 	if s.cap == (vrdma.QPCap{}) {
 		s.cap = confCap
@@ -276,7 +277,7 @@ func connect(t *testing.T, x, y *side, ox, oy *vrdma.ConnectOptions) {
 	if err := y.qp.Connect(x.endpoint(t), oy); err != nil {
 		t.Fatal(err)
 	}
-	if x.qp.Type() == vrdma.UD {
+	if x.qp.Type() == ibv.UD {
 		x.ah, y.ah = newAH(t, x, y.gid), newAH(t, y, x.gid)
 	}
 }
@@ -293,7 +294,7 @@ func (x *side) connectOptions(o *vrdma.ConnectOptions) *vrdma.ConnectOptions {
 
 func newAH(t *testing.T, x *side, dgid vrdma.GID) *vrdma.AH {
 	t.Helper()
-	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: uint8(x.gidIndex), PortNum: 1})
+	ah, err := x.pd.CreateAH(ibv.AHAttr{DGID: dgid, SGIDIndex: uint8(x.gidIndex), PortNum: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,7 @@ func newAH(t *testing.T, x *side, dgid vrdma.GID) *vrdma.AH {
 
 // pairSpec describes a connected pair: a on instance conf-a, b on conf-b.
 type pairSpec struct {
-	typ    vrdma.QPType
+	typ    ibv.QPType
 	cap    vrdma.QPCap
 	sigAll bool
 	optsA  *vrdma.ConnectOptions
@@ -338,7 +339,7 @@ func postRecv(t *testing.T, qp *vrdma.QP, wrs ...vrdma.RecvWR) {
 	}
 }
 
-func recvWR(id uint64, sgl ...vrdma.SGE) vrdma.RecvWR { return vrdma.RecvWR{ID: id, SGL: sgl} }
+func recvWR(id uint64, sgl ...ibv.SGE) vrdma.RecvWR { return vrdma.RecvWR{ID: id, SGL: sgl} }
 
 // pollN waits for exactly n completions on cq and returns them in order.
 func pollN(t *testing.T, cq *vrdma.CQ, n int) []vrdma.WorkCompletion {
@@ -380,7 +381,7 @@ func expectEmpty(t *testing.T, cqs ...*vrdma.CQ) {
 // on error (wr_id, status, qp_num).
 func checkWC(t *testing.T, got, want vrdma.WorkCompletion) {
 	t.Helper()
-	if want.Status != vrdma.WCSuccess {
+	if want.Status != ibv.WCSuccess {
 		if got.ID != want.ID || got.Status != want.Status || got.QPNum != want.QPNum {
 			t.Fatalf("error completion\n got {ID:%d Status:%v QPNum:%#x} (%+v)\nwant {ID:%d Status:%v QPNum:%#x}",
 				got.ID, got.Status, got.QPNum, got, want.ID, want.Status, want.QPNum)
@@ -393,21 +394,21 @@ func checkWC(t *testing.T, got, want vrdma.WorkCompletion) {
 }
 
 // sendWC is the successful send completion of work request id on x.
-func sendWC(x *side, id uint64, op vrdma.WCOpcode, n int) vrdma.WorkCompletion {
-	return vrdma.WorkCompletion{ID: id, Status: vrdma.WCSuccess, Opcode: op, ByteLen: uint32(n), QPNum: x.qp.QPN()}
+func sendWC(x *side, id uint64, op ibv.WCOpcode, n int) vrdma.WorkCompletion {
+	return vrdma.WorkCompletion{ID: id, Status: ibv.WCSuccess, Opcode: op, ByteLen: uint32(n), QPNum: x.qp.QPN()}
 }
 
 // recvWC is the successful receive completion of id on y of n bytes from x.
 func recvWC(y *side, id uint64, n int, from *side) vrdma.WorkCompletion {
-	return vrdma.WorkCompletion{ID: id, Status: vrdma.WCSuccess, Opcode: vrdma.WCRecv, ByteLen: uint32(n), QPNum: y.qp.QPN(), SrcQP: from.qp.QPN()}
+	return vrdma.WorkCompletion{ID: id, Status: ibv.WCSuccess, Opcode: ibv.WCRecv, ByteLen: uint32(n), QPNum: y.qp.QPN(), SrcQP: from.qp.QPN()}
 }
 
 func withImm(wc vrdma.WorkCompletion, imm uint32) vrdma.WorkCompletion {
-	wc.Imm, wc.Flags = imm, wc.Flags|vrdma.WCWithImm
+	wc.Imm, wc.Flags = imm, wc.Flags|ibv.WCWithImm
 	return wc
 }
 
-func errWC(x *side, id uint64, st vrdma.Status) vrdma.WorkCompletion {
+func errWC(x *side, id uint64, st ibv.Status) vrdma.WorkCompletion {
 	return vrdma.WorkCompletion{ID: id, Status: st, QPNum: x.qp.QPN()}
 }
 
@@ -438,7 +439,7 @@ func expectZero(t *testing.T, what string, b []byte) {
 }
 
 // queryState returns the QP state the daemon holds.
-func queryState(t *testing.T, qp *vrdma.QP) vrdma.QPState {
+func queryState(t *testing.T, qp *vrdma.QP) ibv.QPState {
 	t.Helper()
 	a, _, err := qp.Query()
 	if err != nil {
@@ -447,7 +448,7 @@ func queryState(t *testing.T, qp *vrdma.QP) vrdma.QPState {
 	return a.State
 }
 
-func expectState(t *testing.T, qp *vrdma.QP, want vrdma.QPState) {
+func expectState(t *testing.T, qp *vrdma.QP, want ibv.QPState) {
 	t.Helper()
 	if got := queryState(t, qp); got != want {
 		t.Fatalf("QP 0x%x is in %v, want %v", qp.QPN(), got, want)
@@ -458,7 +459,7 @@ func expectState(t *testing.T, qp *vrdma.QP, want vrdma.QPState) {
 }
 
 // waitEvent reads dev's asynchronous events until one of type typ matches.
-func waitEvent(t *testing.T, dev *vrdma.Device, typ vrdma.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
+func waitEvent(t *testing.T, dev *vrdma.Device, typ ibv.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
 	t.Helper()
 	timer := time.NewTimer(confTimeout)
 	defer timer.Stop()
@@ -482,9 +483,9 @@ func qpEvent(qp *vrdma.QP) func(vrdma.AsyncEvent) bool {
 // arrived waits, for a UC RDMA WRITE, until got holds want: a UC request
 // completes once it is sent, so across hosts the bytes may land a moment
 // after the completion. RC and same-host UC complete after they landed.
-func arrived(t *testing.T, typ vrdma.QPType, got, want []byte) {
+func arrived(t *testing.T, typ ibv.QPType, got, want []byte) {
 	t.Helper()
-	if typ != vrdma.UC {
+	if typ != ibv.UC {
 		return
 	}
 	deadline := time.Now().Add(confTimeout)
@@ -531,10 +532,10 @@ func putWord(b []byte, v uint64) { binary.NativeEndian.PutUint64(b, v) }
 
 // wcOpcode is the send completion opcode of a work request opcode
 // (ibv_wc_opcode as ibverbs documents it).
-func wcOpcode(op vrdma.Opcode) vrdma.WCOpcode {
-	return map[vrdma.Opcode]vrdma.WCOpcode{
-		vrdma.WRSend: vrdma.WCSend, vrdma.WRSendImm: vrdma.WCSend,
-		vrdma.WRRDMAWrite: vrdma.WCRDMAWrite, vrdma.WRRDMAWriteImm: vrdma.WCRDMAWrite,
-		vrdma.WRRDMARead: vrdma.WCRDMARead, vrdma.WRAtomicCmpAndSwp: vrdma.WCCompSwap, vrdma.WRAtomicFetchAndAdd: vrdma.WCFetchAdd,
+func wcOpcode(op ibv.Opcode) ibv.WCOpcode {
+	return map[ibv.Opcode]ibv.WCOpcode{
+		ibv.WRSend: ibv.WCSend, ibv.WRSendImm: ibv.WCSend,
+		ibv.WRRDMAWrite: ibv.WCRDMAWrite, ibv.WRRDMAWriteImm: ibv.WCRDMAWrite,
+		ibv.WRRDMARead: ibv.WCRDMARead, ibv.WRAtomicCmpAndSwp: ibv.WCCompSwap, ibv.WRAtomicFetchAndAdd: ibv.WCFetchAdd,
 	}[op]
 }

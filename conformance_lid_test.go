@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestConformanceLID: a port has a LID, unique among the host's adapters,
@@ -65,7 +66,7 @@ func conformanceLID(t *testing.T, e *confEnv) {
 		lids[lid] = name
 	}
 
-	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC} {
+	for _, typ := range []ibv.QPType{ibv.RC, ibv.UC} {
 		t.Run(typ.String(), func(t *testing.T) {
 			a := e.newSide(t, e.a, qpSpec{typ: typ})
 			b := e.newSide(t, e.b, qpSpec{typ: typ})
@@ -88,11 +89,11 @@ func conformanceLID(t *testing.T, e *confEnv) {
 			const n = 300
 			src := fill(a.mr.Bytes()[srcOff:srcOff+n], 5)
 			postRecv(t, b.qp, recvWR(7, b.mr.SGE(recvOff, n)))
-			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}},
-				vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}},
+				vrdma.SendWR{ID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)},
 					RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, n))
-			checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCRDMAWrite, n))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCSend, n))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 2, ibv.WCRDMAWrite, n))
 			checkWC(t, pollOne(t, b.rcq), recvWC(b, 7, n, a))
 			expectBytes(t, "receive buffer", b.mr.Bytes()[recvOff:recvOff+n], src)
 			arrived(t, typ, b.mr.Bytes()[rdmaOff:rdmaOff+n], src)
@@ -101,14 +102,14 @@ func conformanceLID(t *testing.T, e *confEnv) {
 	}
 
 	t.Run("UD", func(t *testing.T) {
-		a := e.newSide(t, e.a, qpSpec{typ: vrdma.UD})
-		b := e.newSide(t, e.b, qpSpec{typ: vrdma.UD})
+		a := e.newSide(t, e.a, qpSpec{typ: ibv.UD})
+		b := e.newSide(t, e.b, qpSpec{typ: ibv.UD})
 		for _, x := range []*side{a, b} {
 			if err := x.qp.Connect(vrdma.Endpoint{}, x.connectOptions(nil)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ah, err := a.pd.CreateAH(vrdma.AHAttr{DLID: portLID(t, e.b), SGIDIndex: uint8(a.gidIndex), PortNum: 1})
+		ah, err := a.pd.CreateAH(ibv.AHAttr{DLID: portLID(t, e.b), SGIDIndex: uint8(a.gidIndex), PortNum: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,10 +118,10 @@ func conformanceLID(t *testing.T, e *confEnv) {
 		const n = 100
 		src := fill(a.mr.Bytes()[srcOff:srcOff+n], 9)
 		postRecv(t, b.qp, recvWR(3, b.mr.SGE(recvOff, grhLen+n)))
-		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 4, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}}, b))
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 4, vrdma.WCSend, n))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 4, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 4, ibv.WCSend, n))
 		want := recvWC(b, 3, grhLen+n, a)
-		want.Flags = vrdma.WCWithGRH
+		want.Flags = ibv.WCWithGRH
 		checkWC(t, pollOne(t, b.rcq), want)
 		mb := b.mr.Bytes()
 		checkGRH(t, mb[recvOff:recvOff+grhLen], a.gid, b.gid)
@@ -150,10 +151,10 @@ func conformanceLID(t *testing.T, e *confEnv) {
 				if !errors.Is(err, vrdma.ErrInvalidAttr) || !strings.Contains(err.Error(), c.want) {
 					t.Errorf("RC QP to LID %#x: %v; want ErrInvalidAttr saying %q", c.lid, err, c.want)
 				}
-				if st := queryState(t, a.qp); st != vrdma.QPSInit {
+				if st := queryState(t, a.qp); st != ibv.QPSInit {
 					t.Errorf("the refused QP is in %v, want INIT (RTR refused)", st)
 				}
-				ah, err := a.pd.CreateAH(vrdma.AHAttr{DLID: c.lid, SGIDIndex: uint8(a.gidIndex), PortNum: 1})
+				ah, err := a.pd.CreateAH(ibv.AHAttr{DLID: c.lid, SGIDIndex: uint8(a.gidIndex), PortNum: 1})
 				if err == nil {
 					_ = ah.Destroy()
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestConformanceOpcodes runs every data-moving opcode of RC and UC between
@@ -16,23 +17,23 @@ func conformanceOpcodes(t *testing.T, e *confEnv) {
 	const n = 1000
 	cases := []struct {
 		name    string
-		op      vrdma.Opcode
+		op      ibv.Opcode
 		imm     uint32
-		sendOp  vrdma.WCOpcode
-		recvOp  vrdma.WCOpcode // with consumes: the responder's completion
-		consume bool           // the responder consumes a receive request
-		read    bool           // data flows from the responder to the requester
+		sendOp  ibv.WCOpcode
+		recvOp  ibv.WCOpcode // with consumes: the responder's completion
+		consume bool         // the responder consumes a receive request
+		read    bool         // data flows from the responder to the requester
 		rcOnly  bool
 	}{
-		{name: "SEND", op: vrdma.WRSend, sendOp: vrdma.WCSend, recvOp: vrdma.WCRecv, consume: true},
-		{name: "SEND_WITH_IMM", op: vrdma.WRSendImm, imm: 0xdeadbeef, sendOp: vrdma.WCSend, recvOp: vrdma.WCRecv, consume: true},
-		{name: "RDMA_WRITE", op: vrdma.WRRDMAWrite, sendOp: vrdma.WCRDMAWrite},
-		{name: "RDMA_WRITE_WITH_IMM", op: vrdma.WRRDMAWriteImm, imm: 0x01020304, sendOp: vrdma.WCRDMAWrite, recvOp: vrdma.WCRecvRDMAImm, consume: true},
-		{name: "RDMA_READ", op: vrdma.WRRDMARead, sendOp: vrdma.WCRDMARead, read: true, rcOnly: true},
+		{name: "SEND", op: ibv.WRSend, sendOp: ibv.WCSend, recvOp: ibv.WCRecv, consume: true},
+		{name: "SEND_WITH_IMM", op: ibv.WRSendImm, imm: 0xdeadbeef, sendOp: ibv.WCSend, recvOp: ibv.WCRecv, consume: true},
+		{name: "RDMA_WRITE", op: ibv.WRRDMAWrite, sendOp: ibv.WCRDMAWrite},
+		{name: "RDMA_WRITE_WITH_IMM", op: ibv.WRRDMAWriteImm, imm: 0x01020304, sendOp: ibv.WCRDMAWrite, recvOp: ibv.WCRecvRDMAImm, consume: true},
+		{name: "RDMA_READ", op: ibv.WRRDMARead, sendOp: ibv.WCRDMARead, read: true, rcOnly: true},
 	}
-	for _, typ := range []vrdma.QPType{vrdma.RC, vrdma.UC} {
+	for _, typ := range []ibv.QPType{ibv.RC, ibv.UC} {
 		for _, c := range cases {
-			if c.rcOnly && typ != vrdma.RC {
+			if c.rcOnly && typ != ibv.RC {
 				continue
 			}
 			t.Run(typ.String()+"/"+c.name, func(t *testing.T) {
@@ -45,10 +46,10 @@ func conformanceOpcodes(t *testing.T, e *confEnv) {
 				if c.consume {
 					postRecv(t, b.qp, recvWR(100, b.mr.SGE(recvOff, 2*n)))
 				}
-				wr := vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, Imm: c.imm,
-					SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()}
+				wr := vrdma.SendWR{ID: 1, Opcode: c.op, Flags: ibv.SendSignaled, Imm: c.imm,
+					SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()}
 				if c.read {
-					wr.SGL = []vrdma.SGE{a.mr.SGE(dstOff, n)}
+					wr.SGL = []ibv.SGE{a.mr.SGE(dstOff, n)}
 				}
 				post(t, a.qp, wr)
 				checkWC(t, pollOne(t, a.scq), sendWC(a, 1, c.sendOp, n))
@@ -67,7 +68,7 @@ func conformanceOpcodes(t *testing.T, e *confEnv) {
 				case c.read:
 					expectBytes(t, "read destination", a.mr.Bytes()[dstOff:dstOff+n], src)
 					expectZero(t, "past the read destination", a.mr.Bytes()[dstOff+n:recvOff])
-				case c.op == vrdma.WRSend || c.op == vrdma.WRSendImm:
+				case c.op == ibv.WRSend || c.op == ibv.WRSendImm:
 					expectBytes(t, "receive buffer", mb[recvOff:recvOff+n], src)
 					expectZero(t, "past the message", mb[recvOff+n:])
 				default:
@@ -88,28 +89,28 @@ func TestConformanceAtomics(t *testing.T) { inEveryMode(t, conformanceAtomics) }
 func conformanceAtomics(t *testing.T, e *confEnv) {
 	cases := []struct {
 		name       string
-		op         vrdma.Opcode
+		op         ibv.Opcode
 		init       uint64
 		compareAdd uint64
 		swap       uint64
 		final      uint64
-		wcOp       vrdma.WCOpcode
+		wcOp       ibv.WCOpcode
 	}{
-		{"CMP_AND_SWP/equal", vrdma.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667788, 0xa5a5a5a5deadbeef, 0xa5a5a5a5deadbeef, vrdma.WCCompSwap},
-		{"CMP_AND_SWP/different", vrdma.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667789, 0xa5a5a5a5deadbeef, 0x1122334455667788, vrdma.WCCompSwap},
-		{"CMP_AND_SWP/zero", vrdma.WRAtomicCmpAndSwp, 0, 0, 1, 1, vrdma.WCCompSwap},
-		{"FETCH_AND_ADD", vrdma.WRAtomicFetchAndAdd, 0x00000000ffffffff, 1, 0, 0x0000000100000000, vrdma.WCFetchAdd},
-		{"FETCH_AND_ADD/wraps", vrdma.WRAtomicFetchAndAdd, 0xfffffffffffffffe, 3, 0, 1, vrdma.WCFetchAdd},
-		{"FETCH_AND_ADD/zero", vrdma.WRAtomicFetchAndAdd, 42, 0, 0, 42, vrdma.WCFetchAdd},
+		{"CMP_AND_SWP/equal", ibv.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667788, 0xa5a5a5a5deadbeef, 0xa5a5a5a5deadbeef, ibv.WCCompSwap},
+		{"CMP_AND_SWP/different", ibv.WRAtomicCmpAndSwp, 0x1122334455667788, 0x1122334455667789, 0xa5a5a5a5deadbeef, 0x1122334455667788, ibv.WCCompSwap},
+		{"CMP_AND_SWP/zero", ibv.WRAtomicCmpAndSwp, 0, 0, 1, 1, ibv.WCCompSwap},
+		{"FETCH_AND_ADD", ibv.WRAtomicFetchAndAdd, 0x00000000ffffffff, 1, 0, 0x0000000100000000, ibv.WCFetchAdd},
+		{"FETCH_AND_ADD/wraps", ibv.WRAtomicFetchAndAdd, 0xfffffffffffffffe, 3, 0, 1, ibv.WCFetchAdd},
+		{"FETCH_AND_ADD/zero", ibv.WRAtomicFetchAndAdd, 42, 0, 0, 42, ibv.WCFetchAdd},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+			a, b := e.pair(t, pairSpec{typ: ibv.RC})
 			const off = rdmaOff + 64
 			putWord(b.mr.Bytes()[off:], c.init)
 			local := a.mr.Bytes()[dstOff : dstOff+16]
 			fill(local, 0xee)
-			post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff, 8)},
+			post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: c.op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(dstOff, 8)},
 				RemoteAddr: b.mr.Addr() + off, RKey: b.mr.RKey(), CompareAdd: c.compareAdd, Swap: c.swap})
 			checkWC(t, pollOne(t, a.scq), sendWC(a, 9, c.wcOp, 8))
 			expectEmpty(t, a.scq, a.rcq, b.scq, b.rcq)
@@ -127,14 +128,14 @@ func conformanceAtomics(t *testing.T, e *confEnv) {
 		// The request's 8 bytes land at the remote address as one store,
 		// the completion is ATOMIC_WRITE of 8 bytes, nothing else changes
 		// and no local memory is touched.
-		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		a, b := e.pair(t, pairSpec{typ: ibv.RC})
 		const off = rdmaOff + 64
 		putWord(b.mr.Bytes()[off:], 0xffffffffffffffff)
 		before := append([]byte(nil), a.mr.Bytes()...)
 		for i, v := range []uint64{0x1122334455667788, 0, 0xa5a5a5a5deadbeef} {
-			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRAtomicWrite, Flags: vrdma.SendSignaled,
+			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: ibv.WRAtomicWrite, Flags: ibv.SendSignaled,
 				RemoteAddr: b.mr.Addr() + off, RKey: b.mr.RKey(), CompareAdd: v})
-			checkWC(t, pollOne(t, a.scq), sendWC(a, uint64(i), vrdma.WCAtomicWrite, 8))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, uint64(i), ibv.WCAtomicWrite, 8))
 			if got := word(b.mr.Bytes()[off:]); got != v {
 				t.Fatalf("remote word after ATOMIC_WRITE %d: %#x, want %#x", i, got, v)
 			}
@@ -145,14 +146,14 @@ func conformanceAtomics(t *testing.T, e *confEnv) {
 	})
 	t.Run("sequence", func(t *testing.T) {
 		// Successive atomics on one word see each other's results.
-		a, b := e.pair(t, pairSpec{typ: vrdma.RC})
+		a, b := e.pair(t, pairSpec{typ: ibv.RC})
 		const k = 16
 		for i := 0; i < k; i++ {
-			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: vrdma.WRAtomicFetchAndAdd, Flags: vrdma.SendSignaled,
-				SGL: []vrdma.SGE{a.mr.SGE(dstOff+8*i, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: uint64(i + 1)})
+			post(t, a.qp, vrdma.SendWR{ID: uint64(i), Opcode: ibv.WRAtomicFetchAndAdd, Flags: ibv.SendSignaled,
+				SGL: []ibv.SGE{a.mr.SGE(dstOff+8*i, 8)}, RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: uint64(i + 1)})
 		}
 		for i, wc := range pollN(t, a.scq, k) {
-			checkWC(t, wc, sendWC(a, uint64(i), vrdma.WCFetchAdd, 8))
+			checkWC(t, wc, sendWC(a, uint64(i), ibv.WCFetchAdd, 8))
 			if got, want := word(a.mr.Bytes()[dstOff+8*i:]), uint64(i*(i+1)/2); got != want {
 				t.Fatalf("FAA %d returned %d, want %d", i, got, want)
 			}
@@ -169,26 +170,26 @@ func TestConformanceOpcodeRefused(t *testing.T) { inEveryMode(t, conformanceOpco
 
 func conformanceOpcodeRefused(t *testing.T, e *confEnv) {
 	cases := []struct {
-		typ vrdma.QPType
-		op  vrdma.Opcode
+		typ ibv.QPType
+		op  ibv.Opcode
 	}{
-		{vrdma.UC, vrdma.WRRDMARead},
-		{vrdma.UC, vrdma.WRAtomicCmpAndSwp},
-		{vrdma.UC, vrdma.WRAtomicFetchAndAdd},
-		{vrdma.UD, vrdma.WRRDMAWrite},
-		{vrdma.UD, vrdma.WRRDMAWriteImm},
-		{vrdma.UD, vrdma.WRRDMARead},
-		{vrdma.UD, vrdma.WRAtomicCmpAndSwp},
-		{vrdma.UD, vrdma.WRAtomicFetchAndAdd},
+		{ibv.UC, ibv.WRRDMARead},
+		{ibv.UC, ibv.WRAtomicCmpAndSwp},
+		{ibv.UC, ibv.WRAtomicFetchAndAdd},
+		{ibv.UD, ibv.WRRDMAWrite},
+		{ibv.UD, ibv.WRRDMAWriteImm},
+		{ibv.UD, ibv.WRRDMARead},
+		{ibv.UD, ibv.WRAtomicCmpAndSwp},
+		{ibv.UD, ibv.WRAtomicFetchAndAdd},
 	}
 	for _, c := range cases {
 		t.Run(c.typ.String()+"/"+c.op.String(), func(t *testing.T) {
 			a, b := e.pair(t, pairSpec{typ: c.typ})
 			putWord(b.mr.Bytes()[rdmaOff:], 5)
-			ok := vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}}
-			bad := vrdma.SendWR{ID: 2, Opcode: c.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff, 8)},
+			ok := vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 8)}}
+			bad := vrdma.SendWR{ID: 2, Opcode: c.op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(dstOff, 8)},
 				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey(), CompareAdd: 5, Swap: 6}
-			if c.typ == vrdma.UD {
+			if c.typ == ibv.UD {
 				ok, bad = a.sendTo(ok, b), a.sendTo(bad, b)
 			}
 			err := a.qp.PostSend([]vrdma.SendWR{ok, bad, ok})
@@ -198,12 +199,12 @@ func conformanceOpcodeRefused(t *testing.T, e *confEnv) {
 			}
 			// The request before the refused one was posted and runs; the
 			// QP is unaffected.
-			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, 8))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCSend, 8))
 			expectEmpty(t, a.scq)
 			if got := word(b.mr.Bytes()[rdmaOff:]); got != 5 {
 				t.Fatalf("remote word changed to %d", got)
 			}
-			expectState(t, a.qp, vrdma.QPSRTS)
+			expectState(t, a.qp, ibv.QPSRTS)
 		})
 	}
 }
@@ -221,42 +222,42 @@ func conformanceUD(t *testing.T, e *confEnv) {
 	mtu := port.ActiveMTU.Bytes() // a datagram's largest payload
 	cases := []struct {
 		name   string
-		op     vrdma.Opcode
+		op     ibv.Opcode
 		imm    uint32
 		n      int
 		qkey   uint32                // the Q_Key in the work request
 		optsA  *vrdma.ConnectOptions // the sender's attributes
-		status vrdma.Status          // of the send
+		status ibv.Status            // of the send
 		drop   bool                  // no receive completion
 		inline bool
 	}{
-		{name: "SEND", op: vrdma.WRSend, n: 100, qkey: confQKey},
-		{name: "SEND/empty", op: vrdma.WRSend, n: 0, qkey: confQKey},
-		{name: "SEND/MTU", op: vrdma.WRSend, n: mtu, qkey: confQKey},
-		{name: "SEND_WITH_IMM", op: vrdma.WRSendImm, imm: 0xcafef00d, n: 333, qkey: confQKey},
-		{name: "SEND/inline", op: vrdma.WRSend, n: 50, qkey: confQKey, inline: true},
-		{name: "SEND_WITH_IMM/inline", op: vrdma.WRSendImm, imm: 7, n: 50, qkey: confQKey, inline: true},
-		{name: "wrong Q_Key", op: vrdma.WRSend, n: 100, qkey: 0x22222222, drop: true},
-		{name: "wrong Q_Key/imm", op: vrdma.WRSendImm, imm: 1, n: 100, qkey: confQKey + 1, drop: true},
-		{name: "QP Q_Key", op: vrdma.WRSend, n: 100, qkey: 0x80000000},
-		{name: "QP Q_Key/wrong", op: vrdma.WRSend, n: 100, qkey: 0x80000000, optsA: &vrdma.ConnectOptions{QKey: 0x12345678}, drop: true},
-		{name: "above MTU", op: vrdma.WRSend, n: mtu + 1, qkey: confQKey, status: vrdma.WCLocLenErr, drop: true},
+		{name: "SEND", op: ibv.WRSend, n: 100, qkey: confQKey},
+		{name: "SEND/empty", op: ibv.WRSend, n: 0, qkey: confQKey},
+		{name: "SEND/MTU", op: ibv.WRSend, n: mtu, qkey: confQKey},
+		{name: "SEND_WITH_IMM", op: ibv.WRSendImm, imm: 0xcafef00d, n: 333, qkey: confQKey},
+		{name: "SEND/inline", op: ibv.WRSend, n: 50, qkey: confQKey, inline: true},
+		{name: "SEND_WITH_IMM/inline", op: ibv.WRSendImm, imm: 7, n: 50, qkey: confQKey, inline: true},
+		{name: "wrong Q_Key", op: ibv.WRSend, n: 100, qkey: 0x22222222, drop: true},
+		{name: "wrong Q_Key/imm", op: ibv.WRSendImm, imm: 1, n: 100, qkey: confQKey + 1, drop: true},
+		{name: "QP Q_Key", op: ibv.WRSend, n: 100, qkey: 0x80000000},
+		{name: "QP Q_Key/wrong", op: ibv.WRSend, n: 100, qkey: 0x80000000, optsA: &vrdma.ConnectOptions{QKey: 0x12345678}, drop: true},
+		{name: "above MTU", op: ibv.WRSend, n: mtu + 1, qkey: confQKey, status: ibv.WCLocLenErr, drop: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := e.pair(t, pairSpec{typ: vrdma.UD, optsA: c.optsA})
+			a, b := e.pair(t, pairSpec{typ: ibv.UD, optsA: c.optsA})
 			src := fill(a.mr.Bytes()[srcOff:srcOff+c.n], 3)
 			postRecv(t, b.qp, recvWR(50, b.mr.SGE(recvOff, grhLen+4096)), recvWR(51, b.mr.SGE(recvOff+8192-grhLen, grhLen+8)))
-			wr := a.sendTo(vrdma.SendWR{ID: 1, Opcode: c.op, Flags: vrdma.SendSignaled, Imm: c.imm, SGL: []vrdma.SGE{a.mr.SGE(srcOff, c.n)}}, b)
+			wr := a.sendTo(vrdma.SendWR{ID: 1, Opcode: c.op, Flags: ibv.SendSignaled, Imm: c.imm, SGL: []ibv.SGE{a.mr.SGE(srcOff, c.n)}}, b)
 			if c.inline {
 				wr.SGL, wr.Inline = nil, append([]byte(nil), src...)
 			}
 			wr.RemoteQKey = c.qkey
 			post(t, a.qp, wr)
-			if c.status != vrdma.WCSuccess {
+			if c.status != ibv.WCSuccess {
 				checkWC(t, pollOne(t, a.scq), errWC(a, 1, c.status))
 			} else {
-				checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, c.n))
+				checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCSend, c.n))
 			}
 			// The sender's completion comes after the datagram was delivered
 			// or dropped: the receive CQ is final now.
@@ -264,20 +265,20 @@ func conformanceUD(t *testing.T, e *confEnv) {
 			if c.drop {
 				expectEmpty(t, b.rcq)
 				expectZero(t, "receive buffer of a dropped datagram", mb)
-				if c.status != vrdma.WCSuccess {
+				if c.status != ibv.WCSuccess {
 					return
 				}
 				// The receive request is still there for the next datagram.
-				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 8)}}, b))
-				checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCSend, 8))
+				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 8)}}, b))
+				checkWC(t, pollOne(t, a.scq), sendWC(a, 2, ibv.WCSend, 8))
 				w := recvWC(b, 50, grhLen+8, a)
-				w.Flags = vrdma.WCWithGRH
+				w.Flags = ibv.WCWithGRH
 				checkWC(t, pollOne(t, b.rcq), w)
 				return
 			}
 			want := recvWC(b, 50, grhLen+c.n, a)
-			want.Flags = vrdma.WCWithGRH
-			if c.op == vrdma.WRSendImm {
+			want.Flags = ibv.WCWithGRH
+			if c.op == ibv.WRSendImm {
 				want = withImm(want, c.imm)
 			}
 			checkWC(t, pollOne(t, b.rcq), want)
@@ -289,21 +290,21 @@ func conformanceUD(t *testing.T, e *confEnv) {
 	}
 	t.Run("source QPN", func(t *testing.T) {
 		// Two senders into one receiver: each receive names its sender.
-		a, b := e.pair(t, pairSpec{typ: vrdma.UD})
-		c := e.newSide(t, e.a, qpSpec{typ: vrdma.UD})
+		a, b := e.pair(t, pairSpec{typ: ibv.UD})
+		c := e.newSide(t, e.a, qpSpec{typ: ibv.UD})
 		if err := c.qp.Connect(vrdma.Endpoint{}, nil); err != nil {
 			t.Fatal(err)
 		}
 		c.ah = newAH(t, c, b.gid)
 		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, 100)), recvWR(2, b.mr.SGE(recvOff+100, 100)))
-		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 10, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 10)}}, b))
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 10, vrdma.WCSend, 10))
-		post(t, c.qp, c.sendTo(vrdma.SendWR{ID: 20, Opcode: vrdma.WRSendImm, Imm: 3, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{c.mr.SGE(srcOff, 20)}}, b))
-		checkWC(t, pollOne(t, c.scq), sendWC(c, 20, vrdma.WCSend, 20))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 10, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 10)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 10, ibv.WCSend, 10))
+		post(t, c.qp, c.sendTo(vrdma.SendWR{ID: 20, Opcode: ibv.WRSendImm, Imm: 3, Flags: ibv.SendSignaled, SGL: []ibv.SGE{c.mr.SGE(srcOff, 20)}}, b))
+		checkWC(t, pollOne(t, c.scq), sendWC(c, 20, ibv.WCSend, 20))
 		wcs := pollN(t, b.rcq, 2)
 		w1, w2 := recvWC(b, 1, grhLen+10, a), withImm(recvWC(b, 2, grhLen+20, c), 3)
-		w1.Flags |= vrdma.WCWithGRH
-		w2.Flags |= vrdma.WCWithGRH
+		w1.Flags |= ibv.WCWithGRH
+		w2.Flags |= ibv.WCWithGRH
 		checkWC(t, wcs[0], w1)
 		checkWC(t, wcs[1], w2)
 	})

@@ -3,6 +3,8 @@ package vrdma
 import (
 	"encoding/hex"
 	"fmt"
+
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // Endpoint is what two sides exchange to connect a queue pair: the LID,
@@ -55,8 +57,8 @@ func (q *QP) Endpoint(gidIndex int) (Endpoint, error) {
 // WCRemInvReqErr), its Timeout waits for ever and it never retries. Start
 // from DefaultConnectOptions and change what differs.
 type ConnectOptions struct {
-	Access      Access // what the remote side may do (RC/UC); 0 allows no RDMA WRITE, READ or atomic
-	PathMTU     MTU    // 0: the port's active MTU
+	Access      ibv.Access // what the remote side may do (RC/UC); 0 allows no RDMA WRITE, READ or atomic
+	PathMTU     ibv.MTU    // 0: the port's active MTU
 	GIDIndex    uint8
 	Timeout     uint8 // 4.096 µs × 2^Timeout; 0 = wait for ever
 	RetryCnt    uint8
@@ -71,7 +73,7 @@ type ConnectOptions struct {
 // atomics in flight, Q_Key 0x11111111.
 func DefaultConnectOptions() ConnectOptions {
 	return ConnectOptions{
-		Access: AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic, Timeout: 14, RetryCnt: 7,
+		Access: ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic, Timeout: 14, RetryCnt: 7,
 		RNRRetry: 7, MinRNRTimer: 12, MaxRdAtomic: 16, QKey: 0x11111111,
 	}
 }
@@ -101,35 +103,35 @@ func (q *QP) connect(remote Endpoint, rqPSN, sqPSN uint32, o *ConnectOptions) er
 		}
 		mtu = p.ActiveMTU
 	}
-	init := QPAttr{State: QPSInit, PKeyIndex: 0, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
-	mask := AttrState | AttrPKeyIndex | AttrPort
-	if q.typ == UD {
-		mask |= AttrQKey
+	init := ibv.QPAttr{State: ibv.QPSInit, PKeyIndex: 0, PortNum: 1, AccessFlags: o.Access, QKey: o.QKey}
+	mask := ibv.AttrState | ibv.AttrPKeyIndex | ibv.AttrPort
+	if q.typ == ibv.UD {
+		mask |= ibv.AttrQKey
 	} else {
-		mask |= AttrAccessFlags
+		mask |= ibv.AttrAccessFlags
 	}
 	if err := q.Modify(&init, mask); err != nil {
 		return err
 	}
-	rtr := QPAttr{State: QPSRTR}
-	mask = AttrState
-	if q.typ != UD {
+	rtr := ibv.QPAttr{State: ibv.QPSRTR}
+	mask = ibv.AttrState
+	if q.typ != ibv.UD {
 		rtr.PathMTU, rtr.DestQPN, rtr.RQPSN = mtu, remote.QPN, rqPSN
-		rtr.AV = AHAttr{DGID: remote.GID, DLID: remote.LID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
-		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
-		if q.typ == RC {
+		rtr.AV = ibv.AHAttr{DGID: remote.GID, DLID: remote.LID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1}
+		mask |= ibv.AttrAV | ibv.AttrPathMTU | ibv.AttrDestQPN | ibv.AttrRQPSN
+		if q.typ == ibv.RC {
 			rtr.MaxDestRdAtomic, rtr.MinRNRTimer = o.MaxRdAtomic, o.MinRNRTimer
-			mask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
+			mask |= ibv.AttrMaxDestRdAtomic | ibv.AttrMinRNRTimer
 		}
 	}
 	if err := q.Modify(&rtr, mask); err != nil {
 		return err
 	}
-	rts := QPAttr{State: QPSRTS, SQPSN: sqPSN}
-	mask = AttrState | AttrSQPSN
-	if q.typ == RC {
+	rts := ibv.QPAttr{State: ibv.QPSRTS, SQPSN: sqPSN}
+	mask = ibv.AttrState | ibv.AttrSQPSN
+	if q.typ == ibv.RC {
 		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = o.Timeout, o.RetryCnt, o.RNRRetry, o.MaxRdAtomic
-		mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+		mask |= ibv.AttrTimeout | ibv.AttrRetryCnt | ibv.AttrRNRRetry | ibv.AttrMaxQPRdAtomic
 	}
 	return q.Modify(&rts, mask)
 }

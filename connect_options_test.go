@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -17,31 +18,31 @@ func TestConnectOptionsZeroAllowsNoRemoteAccess(t *testing.T) {
 	sock := daemontest.Start(t)
 	e := newConfEnvOn(t, [2]string{sock, sock})
 	writeOnly := vrdma.DefaultConnectOptions()
-	writeOnly.Access = vrdma.AccessRemoteWrite
+	writeOnly.Access = ibv.AccessRemoteWrite
 	readOnly := vrdma.DefaultConnectOptions()
-	readOnly.Access = vrdma.AccessRemoteRead
+	readOnly.Access = ibv.AccessRemoteRead
 	cases := []struct {
 		name   string
 		opts   *vrdma.ConnectOptions // the responder's
-		status vrdma.Status
+		status ibv.Status
 	}{
-		{"nil", nil, vrdma.WCSuccess},
-		{"default", func() *vrdma.ConnectOptions { o := vrdma.DefaultConnectOptions(); return &o }(), vrdma.WCSuccess},
-		{"remote write", &writeOnly, vrdma.WCSuccess},
-		{"zero", &vrdma.ConnectOptions{}, vrdma.WCRemInvReqErr},
-		{"remote read only", &readOnly, vrdma.WCRemInvReqErr},
+		{"nil", nil, ibv.WCSuccess},
+		{"default", func() *vrdma.ConnectOptions { o := vrdma.DefaultConnectOptions(); return &o }(), ibv.WCSuccess},
+		{"remote write", &writeOnly, ibv.WCSuccess},
+		{"zero", &vrdma.ConnectOptions{}, ibv.WCRemInvReqErr},
+		{"remote read only", &readOnly, ibv.WCRemInvReqErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := e.newSide(t, e.a, qpSpec{}), e.newSide(t, e.b, qpSpec{})
 			connect(t, a, b, nil, c.opts)
-			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-				SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 			wc := pollOne(t, a.scq)
 			if wc.Status != c.status {
 				t.Fatalf("the WRITE completed with %v, want %v", wc.Status, c.status)
 			}
-			if c.status == vrdma.WCSuccess {
+			if c.status == ibv.WCSuccess {
 				return
 			}
 			if msg := wc.Err().Error(); !strings.Contains(msg, "zero ConnectOptions") || !strings.Contains(msg, "ConnectOptions.Access") {

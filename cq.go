@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -13,19 +14,19 @@ import (
 // WorkCompletion is a completed work request (struct ibv_wc).
 type WorkCompletion struct {
 	ID        uint64 // the work request's ID (wr_id)
-	Status    Status
-	Opcode    WCOpcode
+	Status    ibv.Status
+	Opcode    ibv.WCOpcode
 	ByteLen   uint32
 	Imm       uint32 // valid when Flags has WCWithImm
 	QPNum     uint32 // the local QP
 	SrcQP     uint32 // the sending QP (receives)
-	Flags     WCFlags
+	Flags     ibv.WCFlags
 	PKeyIndex uint16
 }
 
 // Err returns nil for a successful completion and a *WCError otherwise.
 func (wc *WorkCompletion) Err() error {
-	if wc.Status == WCSuccess {
+	if wc.Status == ibv.WCSuccess {
 		return nil
 	}
 	return &WCError{ID: wc.ID, Status: wc.Status, Opcode: wc.Opcode, QPNum: wc.QPNum}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -111,8 +112,8 @@ func deviceAttr(a *proto.DeviceAttr) DeviceAttr {
 type PortAttr struct {
 	State      string
 	PhysState  string
-	MaxMTU     MTU
-	ActiveMTU  MTU
+	MaxMTU     ibv.MTU
+	ActiveMTU  ibv.MTU
 	GIDTblLen  int
 	PKeyTblLen int
 	GIDs       []GID
@@ -160,7 +161,7 @@ func counters(c proto.Counters) Counters {
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).
 type AsyncEvent struct {
-	Type   EventType
+	Type   ibv.EventType
 	QP     *QP // for QP events
 	CQ     *CQ // for CQ events
 	SRQ    *SRQ
@@ -227,12 +228,12 @@ func (d *Device) watch() {
 	d.mu.Unlock()
 	d.cmLost()
 	if !closed {
-		d.push(AsyncEvent{Type: EventDeviceFatal, Reason: "the vrdma daemon went away"})
+		d.push(AsyncEvent{Type: ibv.EventDeviceFatal, Reason: "the vrdma daemon went away"})
 	}
 }
 
 func (d *Device) dispatch(ev proto.Event) {
-	e := AsyncEvent{Type: EventType(ev.Type), Reason: ev.Reason}
+	e := AsyncEvent{Type: ibv.EventType(ev.Type), Reason: ev.Reason}
 	d.mu.Lock()
 	switch e.Type {
 	case abi.EventQPFatal, abi.EventQPReqErr, abi.EventQPAccessErr, abi.EventCommEst, abi.EventSQDrained, abi.EventQPLastWQE:
@@ -243,7 +244,7 @@ func (d *Device) dispatch(ev proto.Event) {
 		e.SRQ = d.srqs[ev.Handle]
 	}
 	d.mu.Unlock()
-	if e.Type == EventDeviceFatal {
+	if e.Type == ibv.EventDeviceFatal {
 		d.markLost()
 	}
 	d.push(e)
@@ -291,7 +292,7 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 	if _, err := d.c.call(proto.OpQueryPort, proto.QueryPortReq{Port: port}, &p); err != nil {
 		return PortAttr{}, err
 	}
-	out := PortAttr{State: p.State, PhysState: p.PhysState, MaxMTU: MTU(p.MaxMTU), ActiveMTU: MTU(p.ActiveMTU),
+	out := PortAttr{State: p.State, PhysState: p.PhysState, MaxMTU: ibv.MTU(p.MaxMTU), ActiveMTU: ibv.MTU(p.ActiveMTU),
 		GIDTblLen: p.GIDTblLen, PKeyTblLen: p.PKeyTblLen, LID: p.LID, LinkLayer: p.LinkLayer, Rate: p.Rate, Counters: counters(p.Counters)}
 	for _, g := range p.GIDs {
 		var x GID

@@ -3,6 +3,7 @@ package vrdma
 import (
 	"time"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -34,8 +35,8 @@ type remoteMR struct {
 	region     *shm.Region
 	mem        []byte
 	addr       uint64
-	access     Access
-	peerAccess Access
+	access     ibv.Access
+	peerAccess ibv.Access
 }
 
 // span returns n bytes at the owner's address addr, or nil.
@@ -70,7 +71,7 @@ func (q *QP) remote(rkey uint32) *remoteMR {
 	// The region is bytes [Offset, Offset+Length) of the memfd: a guest
 	// library's registration of application memory starts inside a page.
 	mapRange := shm.MapRegionRange
-	if Access(r.Access)&(AccessRemoteWrite|AccessRemoteAtomic) == 0 {
+	if ibv.Access(r.Access)&(ibv.AccessRemoteWrite|ibv.AccessRemoteAtomic) == 0 {
 		mapRange = shm.MapRegionRangeReadOnly // the daemon passed a read-only descriptor
 	}
 	region, err := mapRange(fds[0], r.Offset, r.Length)
@@ -78,7 +79,7 @@ func (q *QP) remote(rkey uint32) *remoteMR {
 		q.mapRetry = time.Now().Add(mapRetryPause)
 		return nil
 	}
-	m := &remoteMR{region: region, mem: region.Bytes(), addr: r.Addr, access: Access(r.Access), peerAccess: Access(r.PeerAccess)}
+	m := &remoteMR{region: region, mem: region.Bytes(), addr: r.Addr, access: ibv.Access(r.Access), peerAccess: ibv.Access(r.PeerAccess)}
 	if q.rmrs == nil {
 		q.rmrs = make(map[uint32]*remoteMR)
 	}
@@ -97,7 +98,7 @@ func (q *QP) unmapRemotes() {
 // localSpans resolves wr's SGEs in this process's regions of q's PD; the
 // daemon's rules: every key known, every range inside its region, and
 // LOCAL_WRITE where the operation writes local memory.
-func (q *QP) localSpans(sgl []SGE, needWrite bool) ([][]byte, uint64, bool) {
+func (q *QP) localSpans(sgl []ibv.SGE, needWrite bool) ([][]byte, uint64, bool) {
 	out := q.spans[:0]
 	var total uint64
 	q.d.mu.Lock()
@@ -107,7 +108,7 @@ func (q *QP) localSpans(sgl []SGE, needWrite bool) ([][]byte, uint64, bool) {
 			continue
 		}
 		m := q.d.mrs[s.LKey]
-		if m == nil || m.pd != q.pd || (needWrite && m.access&AccessLocalWrite == 0) {
+		if m == nil || m.pd != q.pd || (needWrite && m.access&ibv.AccessLocalWrite == 0) {
 			return nil, 0, false
 		}
 		base := m.Addr()
@@ -125,26 +126,26 @@ func (q *QP) localSpans(sgl []SGE, needWrite bool) ([][]byte, uint64, bool) {
 // pass. It reports whether it did; if not, wr goes to the daemon. q.smu is
 // held and the send queue is empty.
 func (q *QP) tryDirect(wr *SendWR) bool {
-	var need Access
+	var need ibv.Access
 	atomic := false
 	switch wr.Opcode {
-	case WRRDMAWrite:
-		need = AccessRemoteWrite
-	case WRRDMARead:
-		need = AccessRemoteRead
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		need, atomic = AccessRemoteAtomic, true
+	case ibv.WRRDMAWrite:
+		need = ibv.AccessRemoteWrite
+	case ibv.WRRDMARead:
+		need = ibv.AccessRemoteRead
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
+		need, atomic = ibv.AccessRemoteAtomic, true
 	default:
 		return false
 	}
-	if wr.Inline != nil || wr.Flags&SendInline != 0 {
+	if wr.Inline != nil || wr.Flags&ibv.SendInline != 0 {
 		return false
 	}
-	signaled := q.sigAll || wr.Flags&SendSignaled != 0
+	signaled := q.sigAll || wr.Flags&ibv.SendSignaled != 0
 	if signaled && !q.sendCQ.canPushLocal() {
 		return false
 	}
-	local, total, ok := q.localSpans(wr.SGL, wr.Opcode != WRRDMAWrite)
+	local, total, ok := q.localSpans(wr.SGL, wr.Opcode != ibv.WRRDMAWrite)
 	if !ok || total > maxDirectBytes || (atomic && (len(wr.SGL) != 1 || total != 8)) {
 		return false
 	}
@@ -179,7 +180,7 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 	q.runDirect(wr, local, rem)
 	shm.Store32(q.mem, abi.QPDirectBusyOff, 0)
 	if signaled {
-		q.sendCQ.pushLocal(WorkCompletion{ID: wr.ID, Status: WCSuccess, Opcode: wr.Opcode.CompletionOpcode(), ByteLen: uint32(total), QPNum: q.qpn})
+		q.sendCQ.pushLocal(WorkCompletion{ID: wr.ID, Status: ibv.WCSuccess, Opcode: wr.Opcode.CompletionOpcode(), ByteLen: uint32(total), QPNum: q.qpn})
 	}
 	return true
 }
@@ -188,19 +189,19 @@ func (q *QP) tryDirect(wr *SendWR) bool {
 // peer's rem, every check passed.
 func (q *QP) runDirect(wr *SendWR, local [][]byte, rem []byte) {
 	switch {
-	case wr.Opcode == WRRDMAWrite:
+	case wr.Opcode == ibv.WRRDMAWrite:
 		n := 0
 		for _, s := range local {
 			n += copy(rem[n:], s)
 		}
-	case wr.Opcode == WRRDMARead:
+	case wr.Opcode == ibv.WRRDMARead:
 		n := 0
 		for _, s := range local {
 			n += copy(s, rem[n:])
 		}
 	default:
 		var orig uint64
-		if wr.Opcode == WRAtomicCmpAndSwp {
+		if wr.Opcode == ibv.WRAtomicCmpAndSwp {
 			orig = shm.CompareAndSwap64(rem, 0, wr.CompareAdd, wr.Swap)
 		} else {
 			orig = shm.FetchAdd64(rem, 0, wr.CompareAdd)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -48,13 +49,13 @@ func testPair(t *testing.T, connect bool) (a, b *testEnd) {
 		if e.pd, err = e.dev.AllocPD(); err != nil {
 			t.Fatal(err)
 		}
-		if e.mr, err = e.pd.AllocMR(1<<16, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic); err != nil {
+		if e.mr, err = e.pd.AllocMR(1<<16, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic); err != nil {
 			t.Fatal(err)
 		}
 		if e.cq, err = e.dev.CreateCQ(64); err != nil {
 			t.Fatal(err)
 		}
-		if e.qp, err = e.pd.CreateQP(QPInitAttr{Type: RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		if e.qp, err = e.pd.CreateQP(QPInitAttr{Type: ibv.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		return e
@@ -93,7 +94,7 @@ func TestDirectPathStopsAtDeregistration(t *testing.T) {
 	target := view.Bytes()[:8]
 
 	src := a.mr.Bytes()[:8]
-	wr := []SendWR{{Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}
+	wr := []SendWR{{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}
 	started := make(chan struct{})
 	stop := make(chan struct{})
 	result := make(chan string, 1)
@@ -116,7 +117,7 @@ func TestDirectPathStopsAtDeregistration(t *testing.T) {
 					break
 				}
 			}
-			if wc[0].Status != WCSuccess {
+			if wc[0].Status != ibv.WCSuccess {
 				result <- wc[0].Status.String()
 				return
 			}
@@ -160,8 +161,8 @@ func TestModifyKeepsAConcurrentError(t *testing.T) {
 	if err := b.qp.Connect(ea, &o); err != nil {
 		t.Fatal(err)
 	}
-	testHookModified = func(q *QP, st QPState) {
-		if q != a.qp || st != QPSRTS {
+	testHookModified = func(q *QP, st ibv.QPState) {
+		if q != a.qp || st != ibv.QPSRTS {
 			return
 		}
 		testHookModified = nil
@@ -174,7 +175,7 @@ func TestModifyKeepsAConcurrentError(t *testing.T) {
 		for {
 			select {
 			case ev := <-a.dev.Events():
-				if ev.Type == EventQPFatal && ev.QP == a.qp {
+				if ev.Type == ibv.EventQPFatal && ev.QP == a.qp {
 					return
 				}
 			case <-ctx.Done():
@@ -187,7 +188,7 @@ func TestModifyKeepsAConcurrentError(t *testing.T) {
 	if err := a.qp.Connect(eb, &o); err != nil {
 		t.Fatal(err)
 	}
-	if st := a.qp.State(); st != QPSErr {
+	if st := a.qp.State(); st != ibv.QPSErr {
 		t.Fatalf("State() is %v after a QP_FATAL that came during the Modify to RTS, want ERR", st)
 	}
 }
@@ -215,7 +216,7 @@ func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
 	addr := shm.Addr(mem) + n // the owner's address of the region, as a guest library registers it
 	var reg proto.RegMRResp
 	req := proto.RegMRReq{PD: b.pd.handle, Addr: addr, Length: length, Offset: n,
-		Access: uint32(AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic)}
+		Access: uint32(ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic)}
 	if _, err := b.pd.d.c.call(proto.OpRegMR, req, &reg, owner.FD()); err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +249,10 @@ func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
 	want := bytes.Clone(mem)
 
 	// WRITE at offset 200 of the region.
-	if err := a.qp.PostSend([]SendWR{{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: addr + 200, RKey: reg.RKey}}); err != nil {
+	if err := a.qp.PostSend([]SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: addr + 200, RKey: reg.RKey}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := completion(1); wc.Status != WCSuccess {
+	if wc := completion(1); wc.Status != ibv.WCSuccess {
 		t.Fatalf("write: %+v", wc)
 	}
 	copy(want[n+200:], src[:64])
@@ -259,10 +260,10 @@ func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
 		t.Fatalf("after a WRITE at offset 200: memfd bytes %d.. are %x, want %x", n+200, mem[n+200:n+264], want[n+200:n+264])
 	}
 	// READ at offset 500.
-	if err := a.qp.PostSend([]SendWR{{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(1000, 64)}, RemoteAddr: addr + 500, RKey: reg.RKey}}); err != nil {
+	if err := a.qp.PostSend([]SendWR{{ID: 2, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(1000, 64)}, RemoteAddr: addr + 500, RKey: reg.RKey}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := completion(2); wc.Status != WCSuccess {
+	if wc := completion(2); wc.Status != ibv.WCSuccess {
 		t.Fatalf("read: %+v", wc)
 	}
 	if !bytes.Equal(src[1000:1064], mem[n+500:n+564]) {
@@ -273,10 +274,10 @@ func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
 	word := page + 128
 	binary.LittleEndian.PutUint64(mem[word:], 40)
 	binary.LittleEndian.PutUint64(want[word:], 42)
-	if err := a.qp.PostSend([]SendWR{{ID: 3, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(2048, 8)}, RemoteAddr: addr + (word - n), RKey: reg.RKey, CompareAdd: 2}}); err != nil {
+	if err := a.qp.PostSend([]SendWR{{ID: 3, Opcode: ibv.WRAtomicFetchAndAdd, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(2048, 8)}, RemoteAddr: addr + (word - n), RKey: reg.RKey, CompareAdd: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := completion(3); wc.Status != WCSuccess {
+	if wc := completion(3); wc.Status != ibv.WCSuccess {
 		t.Fatalf("fetch-and-add: %+v", wc)
 	}
 	if got := binary.LittleEndian.Uint64(src[2048:]); got != 40 || !bytes.Equal(mem, want) {
@@ -287,10 +288,10 @@ func TestDirectPathRegionAtMemfdOffset(t *testing.T) {
 	}
 
 	// A WRITE one byte past the region's end.
-	if err := a.qp.PostSend([]SendWR{{ID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{a.mr.SGE(0, 16)}, RemoteAddr: addr + length - 15, RKey: reg.RKey}}); err != nil {
+	if err := a.qp.PostSend([]SendWR{{ID: 4, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 16)}, RemoteAddr: addr + length - 15, RKey: reg.RKey}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := completion(4); wc.Status != WCRemAccessErr {
+	if wc := completion(4); wc.Status != ibv.WCRemAccessErr {
 		t.Fatalf("a WRITE one byte past the region: %+v, want REM_ACCESS_ERR", wc)
 	}
 	if !bytes.Equal(mem, want) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestDirectPathEndsWithThePeerQP: once the responder QP is destroyed, has
@@ -20,28 +21,28 @@ func TestDirectPathEndsWithThePeerQP(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(t *testing.T, b *directEnd)
-		want   vrdma.Status
+		want   ibv.Status
 	}{
 		{"peer QP destroyed", func(t *testing.T, b *directEnd) {
 			if err := b.qp.Destroy(); err != nil {
 				t.Fatal(err)
 			}
-		}, vrdma.WCRetryExcErr},
+		}, ibv.WCRetryExcErr},
 		{"peer QP moved to ERR", func(t *testing.T, b *directEnd) {
-			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSErr}, vrdma.AttrState); err != nil {
+			if err := b.qp.Modify(&ibv.QPAttr{State: ibv.QPSErr}, ibv.AttrState); err != nil {
 				t.Fatal(err)
 			}
-		}, vrdma.WCRetryExcErr},
+		}, ibv.WCRetryExcErr},
 		{"peer QP moved to RESET", func(t *testing.T, b *directEnd) {
-			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSReset}, vrdma.AttrState); err != nil {
+			if err := b.qp.Modify(&ibv.QPAttr{State: ibv.QPSReset}, ibv.AttrState); err != nil {
 				t.Fatal(err)
 			}
-		}, vrdma.WCRetryExcErr},
+		}, ibv.WCRetryExcErr},
 		{"peer QP no longer grants remote write", func(t *testing.T, b *directEnd) {
-			if err := b.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSRTS, AccessFlags: vrdma.AccessRemoteRead}, vrdma.AttrState|vrdma.AttrAccessFlags); err != nil {
+			if err := b.qp.Modify(&ibv.QPAttr{State: ibv.QPSRTS, AccessFlags: ibv.AccessRemoteRead}, ibv.AttrState|ibv.AttrAccessFlags); err != nil {
 				t.Fatal(err)
 			}
-		}, vrdma.WCRemInvReqErr},
+		}, ibv.WCRemInvReqErr},
 	}
 	for _, tt := range tests {
 		for _, group := range []string{"", "g"} {
@@ -51,12 +52,12 @@ func TestDirectPathEndsWithThePeerQP(t *testing.T) {
 			}
 			t.Run(tt.name+"/"+path, func(t *testing.T) {
 				a, b := directPair(t, group, directAccess)
-				wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+				wr := vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 				before := a.daemonMessages(t)
 				if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil { // maps the region
 					t.Fatal(err)
 				}
-				if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+				if wc := a.completion(t); wc.Status != ibv.WCSuccess {
 					t.Fatalf("first write: %+v", wc)
 				}
 				if n := a.daemonMessages(t) - before; group != "" && n != 0 {
@@ -75,7 +76,7 @@ func TestDirectPathEndsWithThePeerQP(t *testing.T) {
 				if !bytes.Equal(target, b.mr.Bytes()) {
 					t.Fatal("the write reached the peer's region")
 				}
-				if st := a.qp.State(); st != vrdma.QPSErr {
+				if st := a.qp.State(); st != ibv.QPSErr {
 					t.Fatalf("initiator QP in %v after the error completion, want ERR", st)
 				}
 			})

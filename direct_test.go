@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -23,7 +24,7 @@ type directEnd struct {
 
 // directPair connects two RC QPs on instances a and b; group puts both
 // instances in one trust group ("" = they do not trust each other).
-func directPair(t testing.TB, group string, access vrdma.Access) (a, b *directEnd) {
+func directPair(t testing.TB, group string, access ibv.Access) (a, b *directEnd) {
 	t.Helper()
 	sock := daemontest.Start(t)
 	adm, err := vrdma.DialAdmin(vrdma.Options{Socket: sock})
@@ -45,7 +46,7 @@ func directPair(t testing.TB, group string, access vrdma.Access) (a, b *directEn
 			t.Fatal(err)
 		}
 		e.cq, _ = e.dev.CreateCQ(64)
-		if e.qp, err = e.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: e.cq, RecvCQ: e.cq,
+		if e.qp, err = e.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: e.cq, RecvCQ: e.cq,
 			Cap: vrdma.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 4, MaxRecvSGE: 4}}); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,7 @@ func (e *directEnd) daemonMessages(t *testing.T) uint64 {
 	return p.Counters.PathMemcpy
 }
 
-const directAccess = vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+const directAccess = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 
 // TestDirectPathOneSidedOperations: between trusting instances WRITE, READ
 // and both atomics run in the caller, with the daemon's results, and the
@@ -106,11 +107,11 @@ func TestDirectPathOneSidedOperations(t *testing.T) {
 				src[i] = byte(i * 13)
 			}
 			// WRITE from four SGEs.
-			sgl := []vrdma.SGE{a.mr.SGE(0, 1000), a.mr.SGE(1000, 24), a.mr.SGE(1024, 2048), a.mr.SGE(3072, 1024)}
-			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: sgl, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
+			sgl := []ibv.SGE{a.mr.SGE(0, 1000), a.mr.SGE(1000, 24), a.mr.SGE(1024, 2048), a.mr.SGE(3072, 1024)}
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: sgl, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
 				t.Fatal(err)
 			}
-			if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.Opcode != vrdma.WCRDMAWrite || wc.ID != 1 || wc.ByteLen != 4096 || wc.QPNum != a.qp.QPN() {
+			if wc := a.completion(t); wc.Status != ibv.WCSuccess || wc.Opcode != ibv.WCRDMAWrite || wc.ID != 1 || wc.ByteLen != 4096 || wc.QPNum != a.qp.QPN() {
 				t.Fatalf("write completion %+v", wc)
 			}
 			if !bytes.Equal(dst[8192:8192+4096], src[:4096]) {
@@ -120,11 +121,11 @@ func TestDirectPathOneSidedOperations(t *testing.T) {
 			for i := range dst[:512] {
 				dst[i] = byte(i * 7)
 			}
-			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled,
-				SGL: []vrdma.SGE{a.mr.SGE(20000, 100), a.mr.SGE(30000, 412)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+				SGL: []ibv.SGE{a.mr.SGE(20000, 100), a.mr.SGE(30000, 412)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
 				t.Fatal(err)
 			}
-			if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.Opcode != vrdma.WCRDMARead || wc.ByteLen != 512 {
+			if wc := a.completion(t); wc.Status != ibv.WCSuccess || wc.Opcode != ibv.WCRDMARead || wc.ByteLen != 512 {
 				t.Fatalf("read completion %+v", wc)
 			}
 			if !bytes.Equal(src[20000:20100], dst[:100]) || !bytes.Equal(src[30000:30412], dst[100:512]) {
@@ -133,20 +134,20 @@ func TestDirectPathOneSidedOperations(t *testing.T) {
 			// Compare-and-swap, then fetch-and-add, on one word.
 			binary.LittleEndian.PutUint64(dst[64:], 41)
 			atomics := []struct {
-				op         vrdma.Opcode
+				op         ibv.Opcode
 				cmp, swap  uint64
 				orig, then uint64
 			}{
-				{vrdma.WRAtomicCmpAndSwp, 40, 7, 41, 41}, // compare fails
-				{vrdma.WRAtomicCmpAndSwp, 41, 7, 41, 7},
-				{vrdma.WRAtomicFetchAndAdd, 5, 0, 7, 12},
+				{ibv.WRAtomicCmpAndSwp, 40, 7, 41, 41}, // compare fails
+				{ibv.WRAtomicCmpAndSwp, 41, 7, 41, 7},
+				{ibv.WRAtomicFetchAndAdd, 5, 0, 7, 12},
 			}
 			for i, at := range atomics {
-				if err := a.qp.PostSend([]vrdma.SendWR{{ID: uint64(10 + i), Opcode: at.op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(40000, 8)},
+				if err := a.qp.PostSend([]vrdma.SendWR{{ID: uint64(10 + i), Opcode: at.op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(40000, 8)},
 					RemoteAddr: b.mr.Addr() + 64, RKey: b.mr.RKey(), CompareAdd: at.cmp, Swap: at.swap}}); err != nil {
 					t.Fatal(err)
 				}
-				if wc := a.completion(t); wc.Status != vrdma.WCSuccess || wc.ByteLen != 8 {
+				if wc := a.completion(t); wc.Status != ibv.WCSuccess || wc.ByteLen != 8 {
 					t.Fatalf("atomic %d completion %+v", i, wc)
 				}
 				if got, now := binary.LittleEndian.Uint64(src[40000:]), binary.LittleEndian.Uint64(dst[64:]); got != at.orig || now != at.then {
@@ -154,7 +155,7 @@ func TestDirectPathOneSidedOperations(t *testing.T) {
 				}
 			}
 			// Unsignaled: no completion.
-			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 99, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
+			if err := a.qp.PostSend([]vrdma.SendWR{{ID: 99, Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(100 * time.Millisecond)
@@ -180,32 +181,32 @@ func TestDirectPathOneSidedOperations(t *testing.T) {
 func TestDirectPathErrorsAreTheDaemons(t *testing.T) {
 	tests := []struct {
 		name   string
-		access vrdma.Access
+		access ibv.Access
 		wr     func(a, b *directEnd) vrdma.SendWR
-		want   vrdma.Status
+		want   ibv.Status
 	}{
 		{"wrong rkey", directAccess, func(a, b *directEnd) vrdma.SendWR {
-			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x1}
-		}, vrdma.WCRemAccessErr},
+			return vrdma.SendWR{Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x1}
+		}, ibv.WCRemAccessErr},
 		{"past the region", directAccess, func(a, b *directEnd) vrdma.SendWR {
-			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr() + 1<<16 - 32, RKey: b.mr.RKey()}
-		}, vrdma.WCRemAccessErr},
-		{"region without remote read", vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite, func(a, b *directEnd) vrdma.SendWR {
-			return vrdma.SendWR{Opcode: vrdma.WRRDMARead, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
-		}, vrdma.WCRemAccessErr},
+			return vrdma.SendWR{Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr() + 1<<16 - 32, RKey: b.mr.RKey()}
+		}, ibv.WCRemAccessErr},
+		{"region without remote read", ibv.AccessLocalWrite | ibv.AccessRemoteWrite, func(a, b *directEnd) vrdma.SendWR {
+			return vrdma.SendWR{Opcode: ibv.WRRDMARead, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, ibv.WCRemAccessErr},
 		{"misaligned atomic", directAccess, func(a, b *directEnd) vrdma.SendWR {
-			return vrdma.SendWR{Opcode: vrdma.WRAtomicFetchAndAdd, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4, RKey: b.mr.RKey(), CompareAdd: 1}
-		}, vrdma.WCRemInvReqErr},
+			return vrdma.SendWR{Opcode: ibv.WRAtomicFetchAndAdd, SGL: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4, RKey: b.mr.RKey(), CompareAdd: 1}
+		}, ibv.WCRemInvReqErr},
 		{"bad lkey", directAccess, func(a, b *directEnd) vrdma.SendWR {
-			return vrdma.SendWR{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
-		}, vrdma.WCLocProtErr},
+			return vrdma.SendWR{Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+		}, ibv.WCLocProtErr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := directPair(t, "g", tt.access)
 			before := append([]byte(nil), b.mr.Bytes()...)
 			wr := tt.wr(a, b)
-			wr.ID, wr.Flags = 5, vrdma.SendSignaled
+			wr.ID, wr.Flags = 5, ibv.SendSignaled
 			if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +215,7 @@ func TestDirectPathErrorsAreTheDaemons(t *testing.T) {
 			if !errors.As(wc.Err(), &we) || we.Status != tt.want || wc.ID != 5 {
 				t.Fatalf("completion %+v, want %v", wc, tt.want)
 			}
-			if attr, _, err := a.qp.Query(); err != nil || attr.State != vrdma.QPSErr {
+			if attr, _, err := a.qp.Query(); err != nil || attr.State != ibv.QPSErr {
 				t.Fatalf("QP state %v (%v), want ERR", attr.State, err)
 			}
 			if !bytes.Equal(before, b.mr.Bytes()) {
@@ -230,13 +231,13 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 	a, b := directPair(t, "g", directAccess)
 	copy(a.mr.Bytes(), "written after the send")
 	if err := a.qp.PostSend([]vrdma.SendWR{
-		{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(100, 16)}},
-		{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
+		{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(100, 16)}},
+		{ID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// Also a request posted separately, later.
-	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 3, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 3, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 22)}, RemoteAddr: b.mr.Addr() + 8192, RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond) // the SEND is parked on RNR meanwhile
@@ -246,12 +247,12 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 	if bytes.Contains(b.mr.Bytes()[4096:4200], []byte("written")) || bytes.Contains(b.mr.Bytes()[8192:8300], []byte("written")) {
 		t.Fatal("a WRITE overtook the SEND queued before it")
 	}
-	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []ibv.SGE{b.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	var ids []uint64
 	for len(ids) < 3 {
-		if wc := a.completion(t); wc.Status == vrdma.WCSuccess {
+		if wc := a.completion(t); wc.Status == ibv.WCSuccess {
 			ids = append(ids, wc.ID)
 		} else {
 			t.Fatalf("completion %+v", wc)
@@ -271,12 +272,12 @@ func TestDirectPathKeepsOrder(t *testing.T) {
 // to ERR.
 func TestDirectPathDeregisteredRegion(t *testing.T) {
 	a, b := directPair(t, "g", directAccess)
-	wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	wr := vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 	before := a.daemonMessages(t)
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+	if wc := a.completion(t); wc.Status != ibv.WCSuccess {
 		t.Fatalf("first write: %+v", wc)
 	}
 	if n := a.daemonMessages(t) - before; n != 0 {
@@ -289,10 +290,10 @@ func TestDirectPathDeregisteredRegion(t *testing.T) {
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCRemAccessErr || wc.ID != 2 {
+	if wc := a.completion(t); wc.Status != ibv.WCRemAccessErr || wc.ID != 2 {
 		t.Fatalf("write after the peer's dereg_mr: %+v (%v), want REM_ACCESS_ERR", wc, wc.Status)
 	}
-	if st := a.qp.State(); st != vrdma.QPSErr {
+	if st := a.qp.State(); st != ibv.QPSErr {
 		t.Fatalf("requester QP in %v after REM_ACCESS_ERR, want ERR", st)
 	}
 }
@@ -302,10 +303,10 @@ func TestDirectPathDeregisteredRegion(t *testing.T) {
 // the order they completed, SEND first.
 func TestDirectPathCompletionOrder(t *testing.T) {
 	a, b := directPair(t, "g", directAccess)
-	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 7, SGL: []ibv.SGE{b.mr.SGE(0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 16)}}}); err != nil {
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 16)}}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -314,7 +315,7 @@ func TestDirectPathCompletionOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := a.daemonMessages(t)
-	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 16)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 16)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := a.daemonMessages(t) - before; n != 0 {
@@ -350,18 +351,18 @@ func TestDirectPathCompletionOrderRacing(t *testing.T) {
 	}
 	before := a.daemonMessages(t)
 	for i := uint64(0); i < 3000; i++ {
-		if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: i, SGL: []vrdma.SGE{b.mr.SGE(0, 64)}}}); err != nil {
+		if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: i, SGL: []ibv.SGE{b.mr.SGE(0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2 * i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}}}); err != nil {
+		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2 * i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 8)}}}); err != nil {
 			t.Fatal(err)
 		}
 		poll(b.cq, rwc, "the SEND's receive") // the daemon is finishing the SEND now
-		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2*i + 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
+		if err := a.qp.PostSend([]vrdma.SendWR{{ID: 2*i + 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}}); err != nil {
 			t.Fatal(err)
 		}
 		poll(a.cq, wc, "the SEND and the WRITE")
-		if wc[0].ID != 2*i || wc[1].ID != 2*i+1 || wc[0].Status != vrdma.WCSuccess || wc[1].Status != vrdma.WCSuccess {
+		if wc[0].ID != 2*i || wc[1].ID != 2*i+1 || wc[0].Status != ibv.WCSuccess || wc[1].Status != ibv.WCSuccess {
 			t.Fatalf("round %d: completions %d (%v) then %d (%v), want the SEND %d then the WRITE %d", i, wc[0].ID, wc[0].Status, wc[1].ID, wc[1].Status, 2*i, 2*i+1)
 		}
 	}
@@ -374,19 +375,19 @@ func TestDirectPathCompletionOrderRacing(t *testing.T) {
 // Query.
 func TestDirectPathAfterRequesterError(t *testing.T) {
 	a, b := directPair(t, "g", directAccess)
-	good := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	good := vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 	if err := a.qp.PostSend([]vrdma.SendWR{good}); err != nil { // maps the region
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+	if wc := a.completion(t); wc.Status != ibv.WCSuccess {
 		t.Fatalf("first write: %+v", wc)
 	}
 	bad := good
-	bad.ID, bad.SGL = 2, []vrdma.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}
+	bad.ID, bad.SGL = 2, []ibv.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey() + 1}}
 	if err := a.qp.PostSend([]vrdma.SendWR{bad}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCLocProtErr {
+	if wc := a.completion(t); wc.Status != ibv.WCLocProtErr {
 		t.Fatalf("bad lkey: %+v (%v), want LOC_PROT_ERR", wc, wc.Status)
 	}
 	copy(a.mr.Bytes(), "must not land")
@@ -395,13 +396,13 @@ func TestDirectPathAfterRequesterError(t *testing.T) {
 	if err := a.qp.PostSend([]vrdma.SendWR{good}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCWRFlushErr || wc.ID != 3 {
+	if wc := a.completion(t); wc.Status != ibv.WCWRFlushErr || wc.ID != 3 {
 		t.Fatalf("write after the QP went to ERR: %+v (%v), want WR_FLUSH_ERR", wc, wc.Status)
 	}
 	if !bytes.Equal(before, b.mr.Bytes()) {
 		t.Fatal("a write posted in ERR changed the target region")
 	}
-	if st := a.qp.State(); st != vrdma.QPSErr {
+	if st := a.qp.State(); st != ibv.QPSErr {
 		t.Fatalf("State() is %v after a requester error, want ERR", st)
 	}
 }
@@ -410,7 +411,7 @@ func TestDirectPathAfterRequesterError(t *testing.T) {
 // per operation, on the direct path. It allocates nothing.
 func BenchmarkDirectRDMAWrite(b *testing.B) {
 	x, y := directPair(b, "g", directAccess)
-	wr := []vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(0, 8)}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()}}
+	wr := []vrdma.SendWR{{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{x.mr.SGE(0, 8)}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()}}
 	wc := make([]vrdma.WorkCompletion, 1)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -419,7 +420,7 @@ func BenchmarkDirectRDMAWrite(b *testing.B) {
 		}
 		for {
 			n, err := x.cq.Poll(wc)
-			if err != nil || (n == 1 && wc[0].Status != vrdma.WCSuccess) {
+			if err != nil || (n == 1 && wc[0].Status != ibv.WCSuccess) {
 				b.Fatalf("%v %+v", err, wc[0])
 			}
 			if n == 1 {

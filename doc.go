@@ -28,6 +28,12 @@
 //   - [DefaultConnectOptions]: the options Connect takes (nil means the
 //     defaults; the zero ConnectOptions lets the peer do nothing).
 //
+// The verbs vocabulary — opcodes, completion statuses, access and send
+// flags, QP types and states, QP and address-handle attributes, the
+// scatter/gather element — is package [github.com/vrdma/vrdma/ibv], with
+// libibverbs' values under its names less the IBV_ prefix (ibv.RC,
+// ibv.WCSuccess, ibv.AttrState).
+//
 // Memory regions are allocated by the registration (AllocMR): their memory
 // is a sealed memfd shared with the daemon and locked in RAM, so the daemon
 // can reach it without ptrace rights or copies through the kernel.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -76,8 +77,8 @@ func fromProto(op string, pe *proto.Error) *Error {
 // WCError is a work completion that did not succeed.
 type WCError struct {
 	ID     uint64
-	Status Status
-	Opcode WCOpcode
+	Status ibv.Status
+	Opcode ibv.WCOpcode
 	QPNum  uint32
 }
 
@@ -85,26 +86,26 @@ func (e *WCError) Error() string {
 	return fmt.Sprintf("vrdma: work request %d (%v on QP 0x%x) completed with %v: %s", e.ID, e.Opcode, e.QPNum, e.Status, statusHelp(e.Status))
 }
 
-func statusHelp(s Status) string {
+func statusHelp(s ibv.Status) string {
 	switch s {
-	case WCLocLenErr:
+	case ibv.WCLocLenErr:
 		return "a length was wrong: a receive buffer too small, inline data too long, or a message above the MTU (UD)"
-	case WCLocQPOpErr:
+	case ibv.WCLocQPOpErr:
 		return "the work request was malformed or not allowed on this QP type"
-	case WCLocProtErr:
+	case ibv.WCLocProtErr:
 		return "a local key, range or access flag did not match a registered region of this QP's protection domain"
-	case WCWRFlushErr:
+	case ibv.WCWRFlushErr:
 		return "the QP was in the error state; the request was not executed"
-	case WCRemInvReqErr:
+	case ibv.WCRemInvReqErr:
 		return "the responder found the request invalid (receive buffer too small, operation not enabled by its QP access flags, misaligned atomic); " +
 			"a QP connected with the zero ConnectOptions allows no RDMA WRITE, READ or atomic: pass nil (DefaultConnectOptions) or set ConnectOptions.Access"
-	case WCRemAccessErr:
+	case ibv.WCRemAccessErr:
 		return "the rkey, the remote range or its access flags do not allow this operation"
-	case WCRemOpErr:
+	case ibv.WCRemOpErr:
 		return "the responder failed to execute the request (bad receive request)"
-	case WCRetryExcErr:
+	case ibv.WCRetryExcErr:
 		return "the peer did not answer within timeout × retry_cnt: is the remote QP connected and in RTR or RTS?"
-	case WCRNRRetryExcErr:
+	case ibv.WCRNRRetryExcErr:
 		return "the responder had no receive posted within rnr_retry tries: post receives first or raise rnr_retry (7 = infinite)"
 	}
 	return "see the ibverbs documentation of this status"

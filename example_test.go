@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // A server lends a region of its memory; a client connects to it with the
@@ -91,7 +92,7 @@ func openPeer(sock, instance string) (*peer, error) {
 	}
 	// The server's region may be written by the peer; the client's is
 	// only read by its own adapter (the source of its WRITE and SEND).
-	if p.mr, err = p.pd.AllocMR(64, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite); err != nil {
+	if p.mr, err = p.pd.AllocMR(64, ibv.AccessLocalWrite|ibv.AccessRemoteWrite); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func openPeer(sock, instance string) (*peer, error) {
 		p.close()
 		return nil, err
 	}
-	p.qp, err = p.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: p.cq, RecvCQ: p.cq,
+	p.qp, err = p.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: p.cq, RecvCQ: p.cq,
 		Cap: vrdma.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 32}})
 	if err != nil {
 		p.close()
@@ -120,7 +121,7 @@ func serve(ctx context.Context, p *peer, l *vrdma.Listener) error {
 	}
 	// A receive for the client's message, posted before the QP connects
 	// so that it is there when the message arrives.
-	if err := p.qp.PostRecv([]vrdma.RecvWR{{ID: 1, SGL: []vrdma.SGE{p.mr.SGE(32, 32)}}}); err != nil {
+	if err := p.qp.PostRecv([]vrdma.RecvWR{{ID: 1, SGL: []ibv.SGE{p.mr.SGE(32, 32)}}}); err != nil {
 		return err
 	}
 	lend := p.mr.Remote()
@@ -153,8 +154,8 @@ func connectAndWrite(ctx context.Context, p *peer, addr netip.Addr, port uint16)
 	fmt.Printf("client: connected; the server lends %d bytes\n", r.Len)
 
 	msg := copy(p.mr.Bytes(), "hello from the client")
-	err = p.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{p.mr.SGE(0, msg)}, RemoteAddr: r.Addr, RKey: r.RKey}})
+	err = p.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{p.mr.SGE(0, msg)}, RemoteAddr: r.Addr, RKey: r.RKey}})
 	if err != nil {
 		return err
 	}
@@ -166,8 +167,8 @@ func connectAndWrite(ctx context.Context, p *peer, addr netip.Addr, port uint16)
 	// A WRITE makes no completion at the server: a SEND tells it. RC
 	// delivers in order, so the server sees the WRITE's bytes first.
 	done := copy(p.mr.Bytes()[32:], "done")
-	err = p.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{p.mr.SGE(32, done)}}})
+	err = p.qp.PostSend([]vrdma.SendWR{{ID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{p.mr.SGE(32, done)}}})
 	if err != nil {
 		return err
 	}

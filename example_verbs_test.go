@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // Connecting two queue pairs by hand, as ibv_rc_pingpong does: each side
@@ -62,8 +63,8 @@ func ExampleQP_Connect() {
 	}
 
 	n := copy(a.mr.Bytes(), "written by a")
-	err = a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{a.mr.SGE(0, n)}, RemoteAddr: region.Addr, RKey: region.RKey}})
+	err = a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{a.mr.SGE(0, n)}, RemoteAddr: region.Addr, RKey: region.RKey}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -104,14 +105,14 @@ func ExampleCQ_Wait() {
 	}
 	const msgs = 3
 	for i := range msgs {
-		if err := p.qp.PostRecv([]vrdma.RecvWR{{ID: uint64(100 + i), SGL: []vrdma.SGE{p.mr.SGE(32+8*i, 8)}}}); err != nil {
+		if err := p.qp.PostRecv([]vrdma.RecvWR{{ID: uint64(100 + i), SGL: []ibv.SGE{p.mr.SGE(32+8*i, 8)}}}); err != nil {
 			fmt.Println(err)
 			return
 		}
 	}
 	for i := range msgs {
 		// Unsignaled: only the receives complete.
-		if err := p.qp.PostSend([]vrdma.SendWR{{ID: uint64(i), Opcode: vrdma.WRSend, Inline: []byte(fmt.Sprint("msg ", i))}}); err != nil {
+		if err := p.qp.PostSend([]vrdma.SendWR{{ID: uint64(i), Opcode: ibv.WRSend, Inline: []byte(fmt.Sprint("msg ", i))}}); err != nil {
 			fmt.Println(err)
 			return
 		}
@@ -146,8 +147,8 @@ func ExampleCQ_Wait() {
 // Pass nil for the defaults, or start from them and change what differs.
 func ExampleDefaultConnectOptions() {
 	o := vrdma.DefaultConnectOptions()
-	o.Access = vrdma.AccessRemoteWrite // the peer may write, not read
-	o.Timeout = 18                     // 4.096 µs × 2^18: about 1 s per try
+	o.Access = ibv.AccessRemoteWrite // the peer may write, not read
+	o.Timeout = 18                   // 4.096 µs × 2^18: about 1 s per try
 	fmt.Println(o.Access, o.Timeout, o.RetryCnt)
 	fmt.Println(vrdma.ConnectOptions{}.Access)
 	// Output:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemon"
 )
 
@@ -59,15 +60,15 @@ func TestLIDAcrossHosts(t *testing.T) {
 		const n = 4000 // more than one packet of the TCP channel's MTU
 		src := fill(a.mr.Bytes()[srcOff:srcOff+n], 11)
 		postRecv(t, b.qp, recvWR(1, b.mr.SGE(recvOff, n)))
-		post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCSend, n))
+		post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 2, ibv.WCSend, n))
 		checkWC(t, pollOne(t, b.rcq), recvWC(b, 1, n, a))
 		expectBytes(t, "receive buffer on host2", b.mr.Bytes()[recvOff:recvOff+n], src)
 
 		remote := fill(a.mr.Bytes()[rdmaOff:rdmaOff+n], 12)
-		post(t, b.qp, vrdma.SendWR{ID: 3, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{b.mr.SGE(dstOff, n)},
+		post(t, b.qp, vrdma.SendWR{ID: 3, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, SGL: []ibv.SGE{b.mr.SGE(dstOff, n)},
 			RemoteAddr: a.mr.Addr() + rdmaOff, RKey: a.mr.RKey()})
-		checkWC(t, pollOne(t, b.scq), sendWC(b, 3, vrdma.WCRDMARead, n))
+		checkWC(t, pollOne(t, b.scq), sendWC(b, 3, ibv.WCRDMARead, n))
 		expectBytes(t, "RDMA READ from host1", b.mr.Bytes()[dstOff:dstOff+n], remote)
 
 		attr, _, err := a.qp.Query()
@@ -83,13 +84,13 @@ func TestLIDAcrossHosts(t *testing.T) {
 	})
 
 	t.Run("UD", func(t *testing.T) {
-		a, b := newSide(t, devs[0], qpSpec{typ: vrdma.UD}), newSide(t, devs[1], qpSpec{typ: vrdma.UD})
+		a, b := newSide(t, devs[0], qpSpec{typ: ibv.UD}), newSide(t, devs[1], qpSpec{typ: ibv.UD})
 		for _, x := range []*side{a, b} {
 			if err := x.qp.Connect(vrdma.Endpoint{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ah, err := a.pd.CreateAH(vrdma.AHAttr{DLID: portLID(t, devs[1]), PortNum: 1})
+		ah, err := a.pd.CreateAH(ibv.AHAttr{DLID: portLID(t, devs[1]), PortNum: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,10 +99,10 @@ func TestLIDAcrossHosts(t *testing.T) {
 		const n = 200
 		src := fill(a.mr.Bytes()[srcOff:srcOff+n], 13)
 		postRecv(t, b.qp, recvWR(4, b.mr.SGE(recvOff, grhLen+n)))
-		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 5, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}}, b))
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, vrdma.WCSend, n))
+		post(t, a.qp, a.sendTo(vrdma.SendWR{ID: 5, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}}, b))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, ibv.WCSend, n))
 		want := recvWC(b, 4, grhLen+n, a)
-		want.Flags = vrdma.WCWithGRH
+		want.Flags = ibv.WCWithGRH
 		checkWC(t, pollOne(t, b.rcq), want)
 		expectBytes(t, "datagram on host2", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+n], src)
 	})
@@ -149,7 +150,7 @@ func awaitLIDs(t *testing.T, x, y *vrdma.Device) (lx, ly uint16) {
 			t.Fatal(err)
 		}
 		for {
-			ah, err := pd.CreateAH(vrdma.AHAttr{DLID: p.lid, PortNum: 1})
+			ah, err := pd.CreateAH(ibv.AHAttr{DLID: p.lid, PortNum: 1})
 			if err == nil {
 				_ = ah.Destroy()
 				break

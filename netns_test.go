@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/netns"
 )
 
@@ -79,7 +80,7 @@ func testNetnsHosts(t *testing.T, daemonArgs ...string) {
 		index int
 	}{{"IPv4", v4}, {"IPv6 link-local", v6}} {
 		t.Run(g.name+"/RC", func(t *testing.T) {
-			a, b := hostPair(t, e, vrdma.RC, g.index, 7)
+			a, b := hostPair(t, e, ibv.RC, g.index, 7)
 			memcpy, rdma := pathCounters(t, a.dev)
 			rcWorkload(t, a, b, 10)
 			memcpy2, rdma2 := pathCounters(t, a.dev)
@@ -88,31 +89,31 @@ func testNetnsHosts(t *testing.T, daemonArgs ...string) {
 			}
 		})
 		t.Run(g.name+"/UC", func(t *testing.T) {
-			a, b := hostPair(t, e, vrdma.UC, g.index, 7)
+			a, b := hostPair(t, e, ibv.UC, g.index, 7)
 			for i := uint64(0); i < 5; i++ {
 				src := fill(a.mr.Bytes()[srcOff:srcOff+2500], byte(i))
 				postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, 2500)))
-				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2500)}})
-				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 2500))
+				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 2500)}})
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCSend, 2500))
 				checkWC(t, pollOne(t, b.rcq), recvWC(b, i, 2500, a))
 				expectBytes(t, "UC SEND", b.mr.Bytes()[recvOff:recvOff+2500], src)
 				src = fill(a.mr.Bytes()[srcOff:srcOff+2500], byte(i+9))
-				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2500)},
+				post(t, a.qp, vrdma.SendWR{ID: i, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 2500)},
 					RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCRDMAWrite, 2500))
-				arrived(t, vrdma.UC, b.mr.Bytes()[rdmaOff:rdmaOff+2500], src)
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCRDMAWrite, 2500))
+				arrived(t, ibv.UC, b.mr.Bytes()[rdmaOff:rdmaOff+2500], src)
 				expectBytes(t, "UC WRITE", b.mr.Bytes()[rdmaOff:rdmaOff+2500], src)
 			}
 		})
 		t.Run(g.name+"/UD", func(t *testing.T) {
-			a, b := hostPair(t, e, vrdma.UD, g.index, 7)
+			a, b := hostPair(t, e, ibv.UD, g.index, 7)
 			for i := uint64(0); i < 5; i++ {
 				src := fill(a.mr.Bytes()[srcOff:srcOff+1000], byte(i))
 				postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, grhLen+1000)))
-				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: i, Opcode: vrdma.WRSendImm, Imm: 7, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 1000)}}, b))
-				checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 1000))
+				post(t, a.qp, a.sendTo(vrdma.SendWR{ID: i, Opcode: ibv.WRSendImm, Imm: 7, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 1000)}}, b))
+				checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCSend, 1000))
 				want := withImm(recvWC(b, i, grhLen+1000, a), 7)
-				want.Flags |= vrdma.WCWithGRH
+				want.Flags |= ibv.WCWithGRH
 				checkWC(t, pollOne(t, b.rcq), want)
 				checkGRH(t, b.mr.Bytes()[recvOff:recvOff+grhLen], a.gid, b.gid)
 				expectBytes(t, "UD SEND", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+1000], src)
@@ -125,7 +126,7 @@ func testNetnsHosts(t *testing.T, daemonArgs ...string) {
 			top.Hosts[1].SetLoss(t, loss)
 			defer top.Hosts[0].SetLoss(t, 0)
 			defer top.Hosts[1].SetLoss(t, 0)
-			a, b := hostPair(t, e, vrdma.RC, v4, 7)
+			a, b := hostPair(t, e, ibv.RC, v4, 7)
 			rcWorkload(t, a, b, 30)
 			if top.Hosts[0].Dropped(t)+top.Hosts[1].Dropped(t) == 0 {
 				t.Log("no packet was dropped this time")

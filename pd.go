@@ -3,6 +3,7 @@ package vrdma
 import (
 	"fmt"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -42,20 +43,20 @@ type MR struct {
 	buf    []byte
 	lkey   uint32
 	rkey   uint32
-	access Access
+	access ibv.Access
 }
 
 // AllocMR allocates and registers length bytes with the given access flags
 // (ibv_reg_mr on memory the registration provides). Lack of RLIMIT_MEMLOCK
 // is reported as a *MemlockError that says how to raise it.
-func (pd *PD) AllocMR(length int, access Access) (*MR, error) {
+func (pd *PD) AllocMR(length int, access ibv.Access) (*MR, error) {
 	if length <= 0 {
 		return nil, errorf("reg_mr", ErrInvalidArgument, "length %d: a region holds at least one byte", length)
 	}
 	if access&^abi.AccessAll != 0 {
 		return nil, errorf("reg_mr", ErrInvalidArgument, "unknown access flags %v", access)
 	}
-	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
+	if access&(ibv.AccessRemoteWrite|ibv.AccessRemoteAtomic) != 0 && access&ibv.AccessLocalWrite == 0 {
 		return nil, errorf("reg_mr", ErrInvalidArgument, "access %v: REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too", access)
 	}
 	region, err := shm.NewRegion("vrdma-mr", length)
@@ -98,11 +99,11 @@ func (m *MR) LKey() uint32 { return m.lkey }
 func (m *MR) RKey() uint32 { return m.rkey }
 
 // Access returns the region's access flags.
-func (m *MR) Access() Access { return m.access }
+func (m *MR) Access() ibv.Access { return m.access }
 
 // SGE returns the scatter/gather element for n bytes at offset off.
-func (m *MR) SGE(off, n int) SGE {
-	return SGE{Addr: m.Addr() + uint64(off), Length: uint32(n), LKey: m.lkey}
+func (m *MR) SGE(off, n int) ibv.SGE {
+	return ibv.SGE{Addr: m.Addr() + uint64(off), Length: uint32(n), LKey: m.lkey}
 }
 
 // RemoteMR is what a peer needs to reach a region: address, key, length.
@@ -133,7 +134,7 @@ func (m *MR) Dereg() error {
 
 // inlineSource returns the bytes an SGE names in one of this device's
 // regions, for inline sends that gather from registered memory.
-func (d *Device) inlineSource(s SGE) ([]byte, error) {
+func (d *Device) inlineSource(s ibv.SGE) ([]byte, error) {
 	d.mu.Lock()
 	m := d.mrs[s.LKey]
 	d.mu.Unlock()
@@ -148,11 +149,11 @@ func (d *Device) inlineSource(s SGE) ([]byte, error) {
 type AH struct {
 	pd     *PD
 	handle uint32
-	attr   AHAttr
+	attr   ibv.AHAttr
 }
 
 // CreateAH creates an address handle (ibv_create_ah).
-func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+func (pd *PD) CreateAH(attr ibv.AHAttr) (*AH, error) {
 	var r proto.HandleResp
 	if _, err := pd.d.c.call(proto.OpCreateAH, proto.CreateAHReq{PD: pd.handle, AV: attr}, &r); err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 }
 
 // Attr returns the address vector.
-func (ah *AH) Attr() AHAttr { return ah.attr }
+func (ah *AH) Attr() ibv.AHAttr { return ah.attr }
 
 // Destroy frees the address handle.
 func (ah *AH) Destroy() error {

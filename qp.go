@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -24,7 +25,7 @@ type QPCap struct {
 
 // QPInitAttr describes a queue pair to create (struct ibv_qp_init_attr).
 type QPInitAttr struct {
-	Type   QPType
+	Type   ibv.QPType
 	SendCQ *CQ
 	RecvCQ *CQ
 	SRQ    *SRQ // optional: receive from a shared receive queue
@@ -35,9 +36,9 @@ type QPInitAttr struct {
 // SendWR is a send work request (struct ibv_send_wr).
 type SendWR struct {
 	ID     uint64
-	Opcode Opcode
-	Flags  SendFlags
-	SGL    []SGE
+	Opcode ibv.Opcode
+	Flags  ibv.SendFlags
+	SGL    []ibv.SGE
 	// Inline, if set, is sent as inline data (the SendInline flag is
 	// implied); otherwise SendInline copies the SGL's bytes at post time.
 	Inline []byte
@@ -56,7 +57,7 @@ type SendWR struct {
 // RecvWR is a receive work request (struct ibv_recv_wr).
 type RecvWR struct {
 	ID  uint64
-	SGL []SGE
+	SGL []ibv.SGE
 }
 
 // PostError says which work request of a post was refused; the ones
@@ -75,7 +76,7 @@ type QP struct {
 	pd     *PD
 	handle uint32
 	qpn    uint32
-	typ    QPType
+	typ    ibv.QPType
 	caps   QPCap
 	srq    *SRQ
 	sendCQ *CQ
@@ -95,7 +96,7 @@ type QP struct {
 	// once the QP is destroyed, and final is then its last state.
 	smu      sync.Mutex
 	sqProd   uint32
-	final    QPState
+	final    ibv.QPState
 	rmrs     map[uint32]*remoteMR // peer regions mapped for the direct path
 	revoke   uint32               // the daemon's revoke generation the mappings are of
 	mapRetry time.Time            // no mapping requests before this
@@ -157,7 +158,7 @@ func (pd *PD) CreateQP(a QPInitAttr) (*QP, error) {
 func (q *QP) QPN() uint32 { return q.qpn }
 
 // Type returns the transport type.
-func (q *QP) Type() QPType { return q.typ }
+func (q *QP) Type() ibv.QPType { return q.typ }
 
 // Cap returns the capabilities granted, which may exceed those asked for.
 func (q *QP) Cap() QPCap { return q.caps }
@@ -166,9 +167,9 @@ func (q *QP) Cap() QPCap { return q.caps }
 // memory on every change, so it is current without a call: ERR as soon as
 // the daemon moved the QP there (an error completion's QP is in ERR before
 // the completion can be polled), and ERR once the device is lost.
-func (q *QP) State() QPState {
+func (q *QP) State() ibv.QPState {
 	if q.d.lost.Load() {
-		return QPSErr
+		return ibv.QPSErr
 	}
 	q.smu.Lock()
 	defer q.smu.Unlock()
@@ -176,11 +177,11 @@ func (q *QP) State() QPState {
 }
 
 // stateLocked is State with q.smu held and the device not lost.
-func (q *QP) stateLocked() QPState {
+func (q *QP) stateLocked() ibv.QPState {
 	if q.mem == nil {
 		return q.final
 	}
-	return QPState(shm.Load32(q.mem, abi.QPStateOff))
+	return ibv.QPState(shm.Load32(q.mem, abi.QPStateOff))
 }
 
 // Path returns how the QP reaches its destination ("memcpy") and why
@@ -197,19 +198,19 @@ func (q *QP) Path() (path, reason string) {
 // machine; errors match ErrInvalidState or ErrInvalidAttr. The new state
 // is the daemon's to publish (State): a move to ERR that happens while the
 // reply is on its way is not undone by it.
-func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+func (q *QP) Modify(attr *ibv.QPAttr, mask ibv.QPAttrMask) error {
 	var r proto.ModifyQPResp
 	if _, err := q.d.c.call(proto.OpModifyQP, proto.ModifyQPReq{Handle: q.handle, Mask: uint32(mask), Attr: *attr}, &r); err != nil {
 		return err
 	}
 	if testHookModified != nil {
-		testHookModified(q, QPState(r.State))
+		testHookModified(q, ibv.QPState(r.State))
 	}
 	q.direct.Store(r.Direct)
 	if r.Path != "" {
 		q.path.Store(&[2]string{r.Path, r.Reason})
 	}
-	if QPState(r.State) == QPSReset {
+	if ibv.QPState(r.State) == ibv.QPSReset {
 		q.smu.Lock()
 		if q.mem != nil {
 			q.sqProd = shm.Load32(q.mem, abi.RingConsOff)
@@ -229,13 +230,13 @@ func (q *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 
 // testHookModified, if set (by tests), runs when a Modify has the daemon's
 // reply, with the state the daemon set.
-var testHookModified func(q *QP, st QPState)
+var testHookModified func(q *QP, st ibv.QPState)
 
 // Query returns the QP's attributes as the daemon holds them (ibv_query_qp).
-func (q *QP) Query() (QPAttr, QPCap, error) {
+func (q *QP) Query() (ibv.QPAttr, QPCap, error) {
 	var r proto.QueryQPResp
 	if _, err := q.d.c.call(proto.OpQueryQP, proto.HandleReq{Handle: q.handle}, &r); err != nil {
-		return QPAttr{}, QPCap{}, err
+		return ibv.QPAttr{}, QPCap{}, err
 	}
 	return r.Attr, q.caps, nil
 }
@@ -267,7 +268,7 @@ func (q *QP) PostSend(wrs []SendWR) error {
 		return &PostError{Err: errorf("post_send", ErrClosed, "QP destroyed")}
 	}
 	switch q.stateLocked() {
-	case QPSReset, QPSInit, QPSRTR:
+	case ibv.QPSReset, ibv.QPSInit, ibv.QPSRTR:
 		q.smu.Unlock()
 		return errPostState
 	}
@@ -308,12 +309,12 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 		// its completion in the CQ (the done index, read before the state:
 		// a request that failed has moved the QP to ERR by then), so that
 		// its own completion comes after theirs and never overtakes one.
-		if q.direct.Load() && q.sqProd == shm.Load32(q.mem, abi.SQDoneOff) && q.stateLocked() == QPSRTS && q.tryDirect(wr) {
+		if q.direct.Load() && q.sqProd == shm.Load32(q.mem, abi.SQDoneOff) && q.stateLocked() == ibv.QPSRTS && q.tryDirect(wr) {
 			continue
 		}
 		w = abi.SendWQE{WRID: wr.ID, Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm, RemoteAddr: wr.RemoteAddr, RKey: wr.RKey,
 			CompareAdd: wr.CompareAdd, Swap: wr.Swap, RemoteQPN: wr.RemoteQPN, RemoteQKey: wr.RemoteQKey}
-		if q.typ == UD {
+		if q.typ == ibv.UD {
 			if wr.AH == nil {
 				return i, errNoAH
 			}
@@ -321,8 +322,8 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 		}
 		inline := wr.Inline
 		if inline != nil {
-			w.Flags |= SendInline
-		} else if w.Flags&SendInline != 0 {
+			w.Flags |= ibv.SendInline
+		} else if w.Flags&ibv.SendInline != 0 {
 			n := 0
 			for _, s := range wr.SGL {
 				src, err := q.d.inlineSource(s)
@@ -336,7 +337,7 @@ func (q *QP) postSend(wrs []SendWR) (int, error) {
 			}
 			inline = ib[:n]
 		}
-		if w.Flags&SendInline != 0 {
+		if w.Flags&ibv.SendInline != 0 {
 			if len(inline) > q.caps.MaxInlineData {
 				return i, errInline
 			}

@@ -3,6 +3,7 @@ package vrdma
 import (
 	"net/netip"
 
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -11,7 +12,7 @@ import (
 type Route struct {
 	SrcAddr  netip.Addr // the device's address (GID; IPv4 unmapped) a connection leaves from
 	GIDIndex int        // its index in the device's GID table
-	MTU      MTU        // the port's active MTU, the most a connection's path can have
+	MTU      ibv.MTU    // the port's active MTU, the most a connection's path can have
 	Local    bool       // the address is an adapter of this host: connections to it take the memcpy path
 }
 
@@ -32,5 +33,5 @@ func (d *Device) ResolveRoute(addr netip.Addr) (Route, error) {
 	if _, err := d.c.call(proto.OpCMResolve, proto.CMResolveReq{Addr: gid[:]}, &r); err != nil {
 		return Route{}, err
 	}
-	return Route{SrcAddr: addrOf(r.LocalAddr), GIDIndex: int(r.SGIDIndex), MTU: MTU(r.MTU), Local: r.Local}, nil
+	return Route{SrcAddr: addrOf(r.LocalAddr), GIDIndex: int(r.SGIDIndex), MTU: ibv.MTU(r.MTU), Local: r.Local}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -35,22 +36,22 @@ func TestSmokeRCWrite(t *testing.T) {
 	defer db.Close()
 	pa, _ := da.AllocPD()
 	pb, _ := db.AllocPD()
-	ma, err := pa.AllocMR(4096, vrdma.AccessLocalWrite)
+	ma, err := pa.AllocMR(4096, ibv.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mb, err := pb.AllocMR(4096, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite)
+	mb, err := pb.AllocMR(4096, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca, _ := da.CreateCQ(16)
 	cb, _ := db.CreateCQ(16)
 	caps := vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4}
-	qa, err := pa.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: ca, RecvCQ: ca, Cap: caps})
+	qa, err := pa.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: ca, RecvCQ: ca, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := pb.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cb, RecvCQ: cb, Cap: caps})
+	qb, err := pb.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cb, RecvCQ: cb, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,15 +64,15 @@ func TestSmokeRCWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(ma.Bytes(), "hello, rdma")
-	if err := qa.PostSend([]vrdma.SendWR{{ID: 7, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{ma.SGE(0, 11)}, RemoteAddr: mb.Addr() + 100, RKey: mb.RKey()}}); err != nil {
+	if err := qa.PostSend([]vrdma.SendWR{{ID: 7, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{ma.SGE(0, 11)}, RemoteAddr: mb.Addr() + 100, RKey: mb.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	wc := make([]vrdma.WorkCompletion, 4)
 	n, err := ca.PollWait(ctx, wc, 100)
-	if err != nil || n != 1 || wc[0].Status != vrdma.WCSuccess || wc[0].ID != 7 {
+	if err != nil || n != 1 || wc[0].Status != ibv.WCSuccess || wc[0].ID != 7 {
 		t.Fatalf("n=%d err=%v wc=%+v", n, err, wc[0])
 	}
 	if !bytes.Equal(mb.Bytes()[100:111], []byte("hello, rdma")) {

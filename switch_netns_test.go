@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/netns"
 )
 
@@ -128,7 +129,7 @@ func openOn(t *testing.T, s *switchHost, name string) *vrdma.Device {
 }
 
 // crossPair connects a QP on x to one on y, each with its own GID index.
-func crossPair(t *testing.T, x, y *vrdma.Device, typ vrdma.QPType, gx, gy vrdma.GID) (a, b *side) {
+func crossPair(t *testing.T, x, y *vrdma.Device, typ ibv.QPType, gx, gy vrdma.GID) (a, b *side) {
 	t.Helper()
 	a = newSide(t, x, qpSpec{typ: typ})
 	b = newSide(t, y, qpSpec{typ: typ})
@@ -138,7 +139,7 @@ func crossPair(t *testing.T, x, y *vrdma.Device, typ vrdma.QPType, gx, gy vrdma.
 	eb, _ := b.qp.Endpoint(iy)
 	o := vrdma.DefaultConnectOptions()
 	o.Timeout, o.MinRNRTimer, o.RetryCnt = 10, 1, 7
-	o.PathMTU = vrdma.MTU1024 // both ends must agree: the veth's, what a CM would pick
+	o.PathMTU = ibv.MTU1024 // both ends must agree: the veth's, what a CM would pick
 	o.GIDIndex = uint8(ix)
 	if err := a.qp.Connect(eb, &o); err != nil {
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func crossPair(t *testing.T, x, y *vrdma.Device, typ vrdma.QPType, gx, gy vrdma.
 	if err := b.qp.Connect(ea, &o); err != nil {
 		t.Fatal(err)
 	}
-	if typ == vrdma.UD {
+	if typ == ibv.UD {
 		a.ah = newAHIndex(t, a, b.gid, uint8(ix))
 		b.ah = newAHIndex(t, b, a.gid, uint8(iy))
 	}
@@ -170,15 +171,15 @@ func pathsOf(t *testing.T, dev *vrdma.Device) pathCount {
 func expectPath(t *testing.T, x, y *vrdma.Device, gx, gy vrdma.GID, path string) {
 	t.Helper()
 	before := pathsOf(t, x)
-	a, b := crossPair(t, x, y, vrdma.RC, gx, gy)
+	a, b := crossPair(t, x, y, ibv.RC, gx, gy)
 	rcWorkload(t, a, b, 5)
 	if path != "memcpy" {
-		u, v := crossPair(t, x, y, vrdma.UD, gx, gy)
+		u, v := crossPair(t, x, y, ibv.UD, gx, gy)
 		for i := uint64(0); i < 3; i++ {
 			src := fill(u.mr.Bytes()[srcOff:srcOff+900], byte(i))
 			postRecv(t, v.qp, recvWR(i, v.mr.SGE(recvOff, grhLen+900)))
-			post(t, u.qp, u.sendTo(vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{u.mr.SGE(srcOff, 900)}}, v))
-			checkWC(t, pollOne(t, u.scq), sendWC(u, i, vrdma.WCSend, 900))
+			post(t, u.qp, u.sendTo(vrdma.SendWR{ID: i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{u.mr.SGE(srcOff, 900)}}, v))
+			checkWC(t, pollOne(t, u.scq), sendWC(u, i, ibv.WCSend, 900))
 			pollOne(t, v.rcq)
 			expectBytes(t, "UD SEND over "+path, v.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+900], src)
 		}
@@ -280,14 +281,14 @@ func TestSwitchThreeHosts(t *testing.T) {
 	t.Run("c-a tcp", func(t *testing.T) { expectPath(t, c1, a1, gc, ga, "tcp") })
 
 	t.Run("c dies", func(t *testing.T) {
-		x, _ := crossPair(t, a1, c1, vrdma.RC, ga, gc)
+		x, _ := crossPair(t, a1, c1, ibv.RC, ga, gc)
 		statsB := daemonStats(t, b)
 		c.d.Kill(t)
-		ev := waitEventFor(t, a1, 30*time.Second, vrdma.EventQPFatal, qpEvent(x.qp))
+		ev := waitEventFor(t, a1, 30*time.Second, ibv.EventQPFatal, qpEvent(x.qp))
 		if !strings.Contains(ev.Reason, "host c left") {
 			t.Errorf("event reason %q; want it to name host c", ev.Reason)
 		}
-		expectState(t, x.qp, vrdma.QPSErr)
+		expectState(t, x.qp, ibv.QPSErr)
 		// The switch keeps working on two of its three etcd members.
 		eventually(t, 30*time.Second, "a sees only a and b", func() (bool, string) {
 			p := hostPaths(t, a)
@@ -297,7 +298,7 @@ func TestSwitchThreeHosts(t *testing.T) {
 		if got := daemonStats(t, b); got != statsB {
 			t.Errorf("b's objects changed from %+v to %+v while c died", statsB, got)
 		}
-		u, v := crossPair(t, a1, b1, vrdma.RC, ga, gb)
+		u, v := crossPair(t, a1, b1, ibv.RC, ga, gb)
 		rcWorkload(t, u, v, 3)
 	})
 
@@ -371,7 +372,7 @@ func daemonStats(t *testing.T, s *switchHost) vrdma.DaemonStats {
 }
 
 // waitEventFor waits for an async event of type typ that match accepts.
-func waitEventFor(t *testing.T, dev *vrdma.Device, limit time.Duration, typ vrdma.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
+func waitEventFor(t *testing.T, dev *vrdma.Device, limit time.Duration, typ ibv.EventType, match func(vrdma.AsyncEvent) bool) vrdma.AsyncEvent {
 	t.Helper()
 	deadline := time.After(limit)
 	for {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -26,7 +27,7 @@ func TestDefaultInstanceIsNoTrustDomain(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.cq, _ = e.dev.CreateCQ(64)
-		if e.qp, err = e.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: e.cq, RecvCQ: e.cq,
+		if e.qp, err = e.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: e.cq, RecvCQ: e.cq,
 			Cap: vrdma.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 			t.Fatal(err)
 		}
@@ -46,11 +47,11 @@ func TestDefaultInstanceIsNoTrustDomain(t *testing.T) {
 		t.Fatalf("two QPs of the default instance: path reason %q, want no trust", reason)
 	}
 	before := a.daemonMessages(t)
-	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := a.completion(t); wc.Status != vrdma.WCSuccess {
+	if wc := a.completion(t); wc.Status != ibv.WCSuccess {
 		t.Fatalf("write completion %+v", wc)
 	}
 	if n := a.daemonMessages(t) - before; n != 1 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/fakelink"
 )
 
@@ -17,9 +18,9 @@ import (
 // of 4096), 16 in flight.
 func BenchmarkWireRDMAWrite(b *testing.B) {
 	const size, depth = 8 << 10, 16
-	w := newWireHosts(b, fakelink.New(1), vrdma.MTU4096)
-	x, y := hostPair(b, w.open(b), vrdma.RC, 1, 7)
-	wr := []vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{x.mr.SGE(0, size)},
+	w := newWireHosts(b, fakelink.New(1), ibv.MTU4096)
+	x, y := hostPair(b, w.open(b), ibv.RC, 1, 7)
+	wr := []vrdma.SendWR{{Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{x.mr.SGE(0, size)},
 		RemoteAddr: y.mr.Addr() + rdmaOff, RKey: y.mr.RKey()}}
 	wc := make([]vrdma.WorkCompletion, depth)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -53,15 +54,15 @@ func BenchmarkWireRDMAWrite(b *testing.B) {
 // BenchmarkWireSendPingPong bounces an 8-byte SEND between the two hosts:
 // one op is one round trip.
 func BenchmarkWireSendPingPong(b *testing.B) {
-	w := newWireHosts(b, fakelink.New(1), vrdma.MTU1024)
-	x, y := hostPair(b, w.open(b), vrdma.RC, 1, 7)
+	w := newWireHosts(b, fakelink.New(1), ibv.MTU1024)
+	x, y := hostPair(b, w.open(b), ibv.RC, 1, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	send := func(s *side) []vrdma.SendWR {
-		return []vrdma.SendWR{{Opcode: vrdma.WRSend, SGL: []vrdma.SGE{s.mr.SGE(srcOff, 8)}}}
+		return []vrdma.SendWR{{Opcode: ibv.WRSend, SGL: []ibv.SGE{s.mr.SGE(srcOff, 8)}}}
 	}
 	recv := func(s *side) []vrdma.RecvWR {
-		return []vrdma.RecvWR{{SGL: []vrdma.SGE{s.mr.SGE(recvOff, 64)}}}
+		return []vrdma.RecvWR{{SGL: []ibv.SGE{s.mr.SGE(recvOff, 64)}}}
 	}
 	xs, ys, xr, yr := send(x), send(y), recv(x), recv(y)
 	wc := make([]vrdma.WorkCompletion, 4)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/fakelink"
 	"github.com/vrdma/vrdma/internal/wire"
 )
@@ -19,18 +20,18 @@ import (
 // wirePair is an RC (or UC, UD) pair across two hosts joined by n, using
 // the IPv4 GIDs (index 1), with a short ACK timeout so that losses are
 // repaired quickly.
-func wirePair(t *testing.T, w *wireHosts, typ vrdma.QPType) (a, b *side) {
+func wirePair(t *testing.T, w *wireHosts, typ ibv.QPType) (a, b *side) {
 	return wirePairRetry(t, w, typ, 7)
 }
 
 // wirePairRetry is wirePair with retry_cnt retry (7: for ever, as rxe reads it).
-func wirePairRetry(t *testing.T, w *wireHosts, typ vrdma.QPType, retry uint8) (a, b *side) {
+func wirePairRetry(t *testing.T, w *wireHosts, typ ibv.QPType, retry uint8) (a, b *side) {
 	t.Helper()
 	return hostPair(t, w.open(t), typ, 1, retry)
 }
 
 // hostPair connects a QP of e.a's device to one of e.b's through GID gid.
-func hostPair(t testing.TB, e *confEnv, typ vrdma.QPType, gid int, retry uint8) (a, b *side) {
+func hostPair(t testing.TB, e *confEnv, typ ibv.QPType, gid int, retry uint8) (a, b *side) {
 	t.Helper()
 	a = newSide(t, e.a, qpSpec{typ: typ})
 	b = newSide(t, e.b, qpSpec{typ: typ})
@@ -51,7 +52,7 @@ func hostPair(t testing.TB, e *confEnv, typ vrdma.QPType, gid int, retry uint8) 
 	if err := b.qp.Connect(ea, &o); err != nil {
 		t.Fatal(err)
 	}
-	if typ == vrdma.UD {
+	if typ == ibv.UD {
 		a.ah = newAHIndex(t, a, b.gid, uint8(gid))
 		b.ah = newAHIndex(t, b, a.gid, uint8(gid))
 	}
@@ -68,7 +69,7 @@ func (w *wireHosts) open(t testing.TB) *confEnv {
 
 func newAHIndex(t testing.TB, x *side, dgid vrdma.GID, sgid uint8) *vrdma.AH {
 	t.Helper()
-	ah, err := x.pd.CreateAH(vrdma.AHAttr{DGID: dgid, SGIDIndex: sgid, PortNum: 1})
+	ah, err := x.pd.CreateAH(ibv.AHAttr{DGID: dgid, SGIDIndex: sgid, PortNum: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,34 +90,34 @@ func rcWorkload(t *testing.T, a, b *side, rounds int) {
 		seed := byte(i)
 		src := fill(a.mr.Bytes()[srcOff:srcOff+n], seed)
 		postRecv(t, b.qp, recvWR(uint64(i), b.mr.SGE(recvOff, n)))
-		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSendImm, Imm: uint32(i), Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)}})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCSend, n))
+		post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRSendImm, Imm: uint32(i), Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)}})
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCSend, n))
 		checkWC(t, pollOne(t, b.rcq), withImm(recvWC(b, uint64(i), n, a), uint32(i)))
 		expectBytes(t, "SEND", b.mr.Bytes()[recvOff:recvOff+n], src)
 
 		src = fill(a.mr.Bytes()[srcOff:srcOff+n], seed+50)
-		post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+		post(t, a.qp, vrdma.SendWR{ID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)},
 			RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 2, vrdma.WCRDMAWrite, n))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 2, ibv.WCRDMAWrite, n))
 		expectBytes(t, "WRITE", b.mr.Bytes()[rdmaOff:rdmaOff+n], src)
 
 		remote := fill(b.mr.Bytes()[rdmaOff+4096:rdmaOff+4096+n], seed+100)
-		post(t, a.qp, vrdma.SendWR{ID: 3, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff, n)},
+		post(t, a.qp, vrdma.SendWR{ID: 3, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(dstOff, n)},
 			RemoteAddr: b.mr.Addr() + rdmaOff + 4096, RKey: b.mr.RKey()})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 3, vrdma.WCRDMARead, n))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 3, ibv.WCRDMARead, n))
 		expectBytes(t, "READ", a.mr.Bytes()[dstOff:dstOff+n], remote)
 
-		post(t, a.qp, vrdma.SendWR{ID: 4, Opcode: vrdma.WRAtomicFetchAndAdd, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff+n+5, 8)},
+		post(t, a.qp, vrdma.SendWR{ID: 4, Opcode: ibv.WRAtomicFetchAndAdd, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(dstOff+n+5, 8)},
 			RemoteAddr: b.mr.Addr() + rdmaOff + 8192 - 8, RKey: b.mr.RKey(), CompareAdd: 1})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 4, vrdma.WCFetchAdd, 8))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 4, ibv.WCFetchAdd, 8))
 		if got := word(a.mr.Bytes()[dstOff+n+5:]); got != uint64(i) {
 			t.Fatalf("round %d: FetchAdd returned %d: an atomic ran twice or not at all", i, got)
 		}
 
 		// CmpSwap moves a second word from i to i+1: it succeeds once per round.
-		post(t, a.qp, vrdma.SendWR{ID: 5, Opcode: vrdma.WRAtomicCmpAndSwp, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(dstOff+n+13, 8)},
+		post(t, a.qp, vrdma.SendWR{ID: 5, Opcode: ibv.WRAtomicCmpAndSwp, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(dstOff+n+13, 8)},
 			RemoteAddr: b.mr.Addr() + rdmaOff + 8192 - 16, RKey: b.mr.RKey(), CompareAdd: uint64(i), Swap: uint64(i + 1)})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, vrdma.WCCompSwap, 8))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 5, ibv.WCCompSwap, 8))
 		if got := word(a.mr.Bytes()[dstOff+n+13:]); got != uint64(i) {
 			t.Fatalf("round %d: CmpSwap found %d", i, got)
 		}
@@ -124,11 +125,11 @@ func rcWorkload(t *testing.T, a, b *side, rounds int) {
 		// WRITE with immediate: the bytes, then a receive with the immediate.
 		src = fill(a.mr.Bytes()[srcOff:srcOff+n], seed+150)
 		postRecv(t, b.qp, recvWR(uint64(1000+i), b.mr.SGE(recvOff, 0)))
-		post(t, a.qp, vrdma.SendWR{ID: 6, Opcode: vrdma.WRRDMAWriteImm, Imm: uint32(0x100 + i), Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+		post(t, a.qp, vrdma.SendWR{ID: 6, Opcode: ibv.WRRDMAWriteImm, Imm: uint32(0x100 + i), Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)},
 			RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-		checkWC(t, pollOne(t, a.scq), sendWC(a, 6, vrdma.WCRDMAWrite, n))
+		checkWC(t, pollOne(t, a.scq), sendWC(a, 6, ibv.WCRDMAWrite, n))
 		wi := withImm(recvWC(b, uint64(1000+i), n, a), uint32(0x100+i))
-		wi.Opcode = vrdma.WCRecvRDMAImm
+		wi.Opcode = ibv.WCRecvRDMAImm
 		checkWC(t, pollOne(t, b.rcq), wi)
 		expectBytes(t, "WRITE with immediate", b.mr.Bytes()[rdmaOff:rdmaOff+n], src)
 	}
@@ -154,12 +155,12 @@ func TestWireFaults(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWireHosts(t, fakelink.New(int64(i+1)), vrdma.MTU1024)
+			w := newWireHosts(t, fakelink.New(int64(i+1)), ibv.MTU1024)
 			w.net.SetFaults(c.faults)
-			a, b := wirePair(t, w, vrdma.RC)
+			a, b := wirePair(t, w, ibv.RC)
 			rcWorkload(t, a, b, 25)
-			expectState(t, a.qp, vrdma.QPSRTS)
-			expectState(t, b.qp, vrdma.QPSRTS)
+			expectState(t, a.qp, ibv.QPSRTS)
+			expectState(t, b.qp, ibv.QPSRTS)
 			icrc := w.daemons[0].Host().WireStats("").ICRC + w.daemons[1].Host().WireStats("").ICRC
 			if c.faults.Corrupt > 0 && w.net.Corrupted.Load() > 0 && icrc == 0 {
 				t.Fatalf("%d frames were corrupted and no ICRC error was counted", w.net.Corrupted.Load())
@@ -189,28 +190,28 @@ func TestWireFaults(t *testing.T) {
 
 // UC and UD over a clean wire: every message arrives.
 func TestWireUCUD(t *testing.T) {
-	w := newWireHosts(t, fakelink.New(1), vrdma.MTU1024)
+	w := newWireHosts(t, fakelink.New(1), ibv.MTU1024)
 	w.open(t) // the instances live as long as the test, not a subtest
 	t.Run("UC", func(t *testing.T) {
-		a, b := wirePair(t, w, vrdma.UC)
+		a, b := wirePair(t, w, ibv.UC)
 		for i := uint64(0); i < 10; i++ {
 			src := fill(a.mr.Bytes()[srcOff:srcOff+2500], byte(i))
 			postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, 2500)))
-			post(t, a.qp, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 2500)}})
-			checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 2500))
+			post(t, a.qp, vrdma.SendWR{ID: i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 2500)}})
+			checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCSend, 2500))
 			checkWC(t, pollOne(t, b.rcq), recvWC(b, i, 2500, a))
 			expectBytes(t, "UC SEND", b.mr.Bytes()[recvOff:recvOff+2500], src)
 		}
 	})
 	t.Run("UD", func(t *testing.T) {
-		a, b := wirePair(t, w, vrdma.UD)
+		a, b := wirePair(t, w, ibv.UD)
 		for i := uint64(0); i < 10; i++ {
 			src := fill(a.mr.Bytes()[srcOff:srcOff+1000], byte(i))
 			postRecv(t, b.qp, recvWR(i, b.mr.SGE(recvOff, grhLen+1000)))
-			post(t, a.qp, a.sendTo(vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 1000)}}, b))
-			checkWC(t, pollOne(t, a.scq), sendWC(a, i, vrdma.WCSend, 1000))
+			post(t, a.qp, a.sendTo(vrdma.SendWR{ID: i, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 1000)}}, b))
+			checkWC(t, pollOne(t, a.scq), sendWC(a, i, ibv.WCSend, 1000))
 			want := recvWC(b, i, grhLen+1000, a)
-			want.Flags = vrdma.WCWithGRH
+			want.Flags = ibv.WCWithGRH
 			checkWC(t, pollOne(t, b.rcq), want)
 			checkGRH(t, b.mr.Bytes()[recvOff:recvOff+grhLen], a.gid, b.gid)
 			expectBytes(t, "UD SEND", b.mr.Bytes()[recvOff+grhLen:recvOff+grhLen+1000], src)
@@ -221,23 +222,23 @@ func TestWireUCUD(t *testing.T) {
 // A peer whose host disappears: the requester gives up after retry_cnt
 // retries with RETRY_EXC_ERR, never hangs.
 func TestWirePeerGone(t *testing.T) {
-	w := newWireHosts(t, fakelink.New(1), vrdma.MTU1024)
-	a, b := wirePairRetry(t, w, vrdma.RC, 3)
+	w := newWireHosts(t, fakelink.New(1), ibv.MTU1024)
+	a, b := wirePairRetry(t, w, ibv.RC, 3)
 	rcWorkload(t, a, b, 1)
 	w.links[1].Close()
-	post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 100)},
+	post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 100)},
 		RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
 	// timeout 8 (~1 ms) and retry_cnt 3: four attempts, well inside pollOne's limit.
-	checkWC(t, pollOne(t, a.scq), errWC(a, 9, vrdma.WCRetryExcErr))
-	expectState(t, a.qp, vrdma.QPSErr)
+	checkWC(t, pollOne(t, a.scq), errWC(a, 9, ibv.WCRetryExcErr))
+	expectState(t, a.qp, ibv.QPSErr)
 }
 
 // Packets from a third party that are malformed or do not match: each is
 // dropped (or NAKed, as IBTA says) and counted, and the hosts go on working.
 func TestWireBadInput(t *testing.T) {
-	w := newWireHosts(t, fakelink.New(1), vrdma.MTU1024)
-	a, b := wirePair(t, w, vrdma.RC)
-	ua, ub := wirePair(t, w, vrdma.UD)
+	w := newWireHosts(t, fakelink.New(1), ibv.MTU1024)
+	a, b := wirePair(t, w, ibv.RC)
+	ua, ub := wirePair(t, w, ibv.UD)
 	evil := w.net.Link("evil", [6]byte{2, 0, 0, 0, 0, 9}, netip.MustParseAddr("10.0.0.9"))
 	hb := w.daemons[1].Host()
 	ea, _ := a.qp.Endpoint(1)
@@ -321,22 +322,22 @@ func TestWireBadInput(t *testing.T) {
 	t.Run("bad rkey is NAKed and fails the responder", func(t *testing.T) {
 		// In sequence (the PSN b expects next) but with a wrong rkey: IBTA's
 		// remote access error: NAK, and b's QP goes to ERR.
-		x, y := wirePair(t, w, vrdma.RC)
+		x, y := wirePair(t, w, ibv.RC)
 		ex, _ := x.qp.Endpoint(1)
 		p := writeOnly
 		p.PSN, p.DestQP, p.RETH.RKey = ex.PSN, y.qp.QPN(), y.mr.RKey()^0x100
 		send(fromA(p))
-		waitEvent(t, y.dev, vrdma.EventQPAccessErr, qpEvent(y.qp))
-		expectState(t, y.qp, vrdma.QPSErr)
+		waitEvent(t, y.dev, ibv.EventQPAccessErr, qpEvent(y.qp))
+		expectState(t, y.qp, ibv.QPSErr)
 	})
 	t.Run("length beyond the region is NAKed", func(t *testing.T) {
-		x, y := wirePair(t, w, vrdma.RC)
+		x, y := wirePair(t, w, ibv.RC)
 		ex, _ := x.qp.Endpoint(1)
 		p := writeOnly
 		p.PSN, p.DestQP = ex.PSN, y.qp.QPN()
 		p.RETH.VA = y.mr.Addr() + mrSize - 4
 		send(fromA(p))
-		waitEvent(t, y.dev, vrdma.EventQPAccessErr, qpEvent(y.qp))
+		waitEvent(t, y.dev, ibv.EventQPAccessErr, qpEvent(y.qp))
 	})
 }
 
@@ -353,13 +354,13 @@ func rxDrops(t *testing.T, dev *vrdma.Device) uint64 {
 func TestWireNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	t.Run("traffic", func(t *testing.T) {
-		w := newWireHosts(t, fakelink.New(7), vrdma.MTU1024)
+		w := newWireHosts(t, fakelink.New(7), ibv.MTU1024)
 		w.net.SetFaults(fakelink.Faults{Loss: 0.05})
-		a, b := wirePairRetry(t, w, vrdma.RC, 6)
+		a, b := wirePairRetry(t, w, ibv.RC, 6)
 		rcWorkload(t, a, b, 5)
 		w.links[1].Close()
-		post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, 100)}})
-		checkWC(t, pollOne(t, a.scq), errWC(a, 9, vrdma.WCRetryExcErr))
+		post(t, a.qp, vrdma.SendWR{ID: 9, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, 100)}})
+		checkWC(t, pollOne(t, a.scq), errWC(a, 9, ibv.WCRetryExcErr))
 	})
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {

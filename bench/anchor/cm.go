@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // The connection-setup benchmark (bench/cm.sh): vrdma's connection manager
@@ -62,7 +63,7 @@ func openCMSide() (*cmSide, error) {
 }
 
 func (s *cmSide) qp() (*vrdma.QP, error) {
-	return s.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: s.cq, RecvCQ: s.cq,
+	return s.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 }
 

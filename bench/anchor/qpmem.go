@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // qpmem creates N RC QPs (64 send and receive slots, 4 SGEs each: a
@@ -36,7 +37,7 @@ func qpmem(args []string) error {
 	}
 	qps := make([]*vrdma.QP, 0, n)
 	for i := 0; i < n; i++ {
-		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+		qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq,
 			Cap: vrdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 4, MaxRecvSGE: 4}})
 		if err != nil {
 			return fmt.Errorf("QP %d: %w", i, err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/fakelink"
 	"github.com/vrdma/vrdma/internal/perf"
@@ -234,10 +235,10 @@ func (dm *demo) setup(sockA, sockB string) error {
 		dm.insts = append(dm.insts, n)
 	}
 	var err error
-	if dm.a, err = dm.open("demo-a", vrdma.RC); err != nil {
+	if dm.a, err = dm.open("demo-a", ibv.RC); err != nil {
 		return err
 	}
-	if dm.b, err = dm.open("demo-b", vrdma.RC); err != nil {
+	if dm.b, err = dm.open("demo-b", ibv.RC); err != nil {
 		return err
 	}
 	if err := connect(dm.a, dm.b, nil); err != nil {
@@ -249,7 +250,7 @@ func (dm *demo) setup(sockA, sockB string) error {
 	return nil
 }
 
-func (dm *demo) open(instance string, typ vrdma.QPType) (*end, error) {
+func (dm *demo) open(instance string, typ ibv.QPType) (*end, error) {
 	dev, err := vrdma.Open("vrdma0", vrdma.Options{Socket: dm.socks[instance], Instance: instance, Client: "vrdma demo"})
 	if err != nil {
 		return nil, err
@@ -258,7 +259,7 @@ func (dm *demo) open(instance string, typ vrdma.QPType) (*end, error) {
 	if e.pd, err = dev.AllocPD(); err != nil {
 		return nil, err
 	}
-	if e.mr, err = e.pd.AllocMR(demoRegion, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
+	if e.mr, err = e.pd.AllocMR(demoRegion, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic); err != nil {
 		return nil, err
 	}
 	if e.cq, err = dev.CreateCQ(64); err != nil {
@@ -299,7 +300,7 @@ func (dm *demo) close() {
 }
 
 // await polls e's CQ for one completion and checks its opcode and status.
-func (e *end) await(ctx context.Context, op vrdma.WCOpcode) (vrdma.WorkCompletion, error) {
+func (e *end) await(ctx context.Context, op ibv.WCOpcode) (vrdma.WorkCompletion, error) {
 	n, err := e.cq.PollWait(ctx, e.wc[:1], 1000)
 	if err != nil {
 		return vrdma.WorkCompletion{}, err
@@ -328,28 +329,28 @@ func (dm *demo) path() string {
 	return p + ": " + r
 }
 
-func (dm *demo) sendCommon(ctx context.Context, op vrdma.Opcode, n int, imm uint32) (string, error) {
+func (dm *demo) sendCommon(ctx context.Context, op ibv.Opcode, n int, imm uint32) (string, error) {
 	a, b := dm.a, dm.b
 	src, dst := a.mr.Bytes()[:n], b.mr.Bytes()[:n]
 	fill(src, byte(op)+1)
 	clear(dst)
-	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 100, SGL: []vrdma.SGE{b.mr.SGE(0, n)}}}); err != nil {
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 100, SGL: []ibv.SGE{b.mr.SGE(0, n)}}}); err != nil {
 		return "", err
 	}
-	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: op, Flags: vrdma.SendSignaled, Imm: imm, SGL: []vrdma.SGE{a.mr.SGE(0, n)}}}); err != nil {
+	if err := a.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: op, Flags: ibv.SendSignaled, Imm: imm, SGL: []ibv.SGE{a.mr.SGE(0, n)}}}); err != nil {
 		return "", err
 	}
-	if _, err := a.await(ctx, vrdma.WCSend); err != nil {
+	if _, err := a.await(ctx, ibv.WCSend); err != nil {
 		return "", err
 	}
-	wc, err := b.await(ctx, vrdma.WCRecv)
+	wc, err := b.await(ctx, ibv.WCRecv)
 	if err != nil {
 		return "", err
 	}
 	if wc.ByteLen != uint32(n) || wc.ID != 100 || wc.SrcQP != a.qp.QPN() {
 		return "", fmt.Errorf("receive completion %+v", wc)
 	}
-	if op == vrdma.WRSendImm && (wc.Flags&vrdma.WCWithImm == 0 || wc.Imm != imm) {
+	if op == ibv.WRSendImm && (wc.Flags&ibv.WCWithImm == 0 || wc.Imm != imm) {
 		return "", fmt.Errorf("immediate: flags %v imm 0x%x, wanted 0x%x", wc.Flags, wc.Imm, imm)
 	}
 	if !bytes.Equal(src, dst) {
@@ -363,11 +364,11 @@ func (dm *demo) sendCommon(ctx context.Context, op vrdma.Opcode, n int, imm uint
 }
 
 func (dm *demo) send(ctx context.Context) (string, error) {
-	return dm.sendCommon(ctx, vrdma.WRSend, 4096, 0)
+	return dm.sendCommon(ctx, ibv.WRSend, 4096, 0)
 }
 
 func (dm *demo) sendImm(ctx context.Context) (string, error) {
-	return dm.sendCommon(ctx, vrdma.WRSendImm, 512, 0xC0FFEE)
+	return dm.sendCommon(ctx, ibv.WRSendImm, 512, 0xC0FFEE)
 }
 
 func (dm *demo) write(ctx context.Context) (string, error) {
@@ -376,12 +377,12 @@ func (dm *demo) write(ctx context.Context) (string, error) {
 	src := a.mr.Bytes()[:n]
 	fill(src, 3)
 	clear(b.mr.Bytes()[4096 : 4096+n])
-	wr := vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{a.mr.SGE(0, n/2), a.mr.SGE(n/2, n/2)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}
+	wr := vrdma.SendWR{ID: 2, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{a.mr.SGE(0, n/2), a.mr.SGE(n/2, n/2)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	if _, err := a.await(ctx, vrdma.WCRDMAWrite); err != nil {
+	if _, err := a.await(ctx, ibv.WCRDMAWrite); err != nil {
 		return "", err
 	}
 	if !bytes.Equal(src, b.mr.Bytes()[4096:4096+n]) {
@@ -397,15 +398,15 @@ func (dm *demo) writeImm(ctx context.Context) (string, error) {
 	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 101}}); err != nil {
 		return "", err
 	}
-	wr := vrdma.SendWR{ID: 3, Opcode: vrdma.WRRDMAWriteImm, Flags: vrdma.SendSignaled, Imm: 0xABCD,
-		SGL: []vrdma.SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	wr := vrdma.SendWR{ID: 3, Opcode: ibv.WRRDMAWriteImm, Flags: ibv.SendSignaled, Imm: 0xABCD,
+		SGL: []ibv.SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	if _, err := a.await(ctx, vrdma.WCRDMAWrite); err != nil {
+	if _, err := a.await(ctx, ibv.WCRDMAWrite); err != nil {
 		return "", err
 	}
-	wc, err := b.await(ctx, vrdma.WCRecvRDMAImm)
+	wc, err := b.await(ctx, ibv.WCRecvRDMAImm)
 	if err != nil {
 		return "", err
 	}
@@ -424,12 +425,12 @@ func (dm *demo) read(ctx context.Context) (string, error) {
 	fill(b.mr.Bytes()[:n], 42)
 	dst := a.mr.Bytes()[8192 : 8192+n]
 	clear(dst)
-	wr := vrdma.SendWR{ID: 4, Opcode: vrdma.WRRDMARead, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{a.mr.SGE(8192, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
+	wr := vrdma.SendWR{ID: 4, Opcode: ibv.WRRDMARead, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{a.mr.SGE(8192, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	wc, err := a.await(ctx, vrdma.WCRDMARead)
+	wc, err := a.await(ctx, ibv.WCRDMARead)
 	if err != nil {
 		return "", err
 	}
@@ -439,22 +440,22 @@ func (dm *demo) read(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d bytes read from the remote region, checked (%s)", n, dm.path()), nil
 }
 
-func (dm *demo) atomic(ctx context.Context, op vrdma.Opcode, compareAdd, swap, before, wantOrig, wantAfter uint64) (string, error) {
+func (dm *demo) atomic(ctx context.Context, op ibv.Opcode, compareAdd, swap, before, wantOrig, wantAfter uint64) (string, error) {
 	a, b := dm.a, dm.b
 	word := b.mr.Bytes()[1024:1032]
-	if op == vrdma.WRAtomicCmpAndSwp {
+	if op == ibv.WRAtomicCmpAndSwp {
 		binary.LittleEndian.PutUint64(word, before)
 	}
 	res := a.mr.Bytes()[2048:2056]
 	clear(res)
-	wr := vrdma.SendWR{ID: 5, Opcode: op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(2048, 8)},
+	wr := vrdma.SendWR{ID: 5, Opcode: op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(2048, 8)},
 		RemoteAddr: b.mr.Addr() + 1024, RKey: b.mr.RKey(), CompareAdd: compareAdd, Swap: swap}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	wcop := vrdma.WCCompSwap
-	if op == vrdma.WRAtomicFetchAndAdd {
-		wcop = vrdma.WCFetchAdd
+	wcop := ibv.WCCompSwap
+	if op == ibv.WRAtomicFetchAndAdd {
+		wcop = ibv.WCFetchAdd
 	}
 	if _, err := a.await(ctx, wcop); err != nil {
 		return "", err
@@ -467,16 +468,16 @@ func (dm *demo) atomic(ctx context.Context, op vrdma.Opcode, compareAdd, swap, b
 }
 
 func (dm *demo) cas(ctx context.Context) (string, error) {
-	return dm.atomic(ctx, vrdma.WRAtomicCmpAndSwp, 42, 99, 42, 42, 99)
+	return dm.atomic(ctx, ibv.WRAtomicCmpAndSwp, 42, 99, 42, 42, 99)
 }
 
 func (dm *demo) faa(ctx context.Context) (string, error) {
-	return dm.atomic(ctx, vrdma.WRAtomicFetchAndAdd, 5, 0, 0, 99, 104)
+	return dm.atomic(ctx, ibv.WRAtomicFetchAndAdd, 5, 0, 0, 99, 104)
 }
 
 // openPair opens a fresh QP of type typ on each instance and connects them;
 // closing the two devices releases everything.
-func (dm *demo) openPair(typ vrdma.QPType) (a, b *end, err error) {
+func (dm *demo) openPair(typ ibv.QPType) (a, b *end, err error) {
 	if a, err = dm.open("demo-a", typ); err != nil {
 		return nil, nil, err
 	}
@@ -493,14 +494,14 @@ func (dm *demo) openPair(typ vrdma.QPType) (a, b *end, err error) {
 }
 
 func (dm *demo) udSend(ctx context.Context) (string, error) {
-	a, b, err := dm.openPair(vrdma.UD)
+	a, b, err := dm.openPair(ibv.UD)
 	if err != nil {
 		return "", err
 	}
 	defer a.dev.Close()
 	defer b.dev.Close()
 	gid, _ := b.dev.GID(0)
-	ah, err := a.pd.CreateAH(vrdma.AHAttr{DGID: gid})
+	ah, err := a.pd.CreateAH(ibv.AHAttr{DGID: gid})
 	if err != nil {
 		return "", err
 	}
@@ -510,22 +511,22 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 9, SGL: []vrdma.SGE{b.mr.SGE(0, n+40)}}}); err != nil {
+	if err := b.qp.PostRecv([]vrdma.RecvWR{{ID: 9, SGL: []ibv.SGE{b.mr.SGE(0, n+40)}}}); err != nil {
 		return "", err
 	}
-	wr := vrdma.SendWR{ID: 6, Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, n)},
+	wr := vrdma.SendWR{ID: 6, Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, n)},
 		AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: vrdma.DefaultConnectOptions().QKey}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	if _, err := a.await(ctx, vrdma.WCSend); err != nil {
+	if _, err := a.await(ctx, ibv.WCSend); err != nil {
 		return "", err
 	}
-	wc, err := b.await(ctx, vrdma.WCRecv)
+	wc, err := b.await(ctx, ibv.WCRecv)
 	if err != nil {
 		return "", err
 	}
-	if wc.ByteLen != n+40 || wc.Flags&vrdma.WCWithGRH == 0 || wc.SrcQP != a.qp.QPN() {
+	if wc.ByteLen != n+40 || wc.Flags&ibv.WCWithGRH == 0 || wc.SrcQP != a.qp.QPN() {
 		return "", fmt.Errorf("UD receive completion %+v", wc)
 	}
 	if !bytes.Equal(a.mr.Bytes()[:n], b.mr.Bytes()[40:40+n]) {
@@ -548,7 +549,7 @@ func (dm *demo) udSend(ctx context.Context) (string, error) {
 }
 
 func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
-	a, b, err := dm.openPair(vrdma.RC)
+	a, b, err := dm.openPair(ibv.RC)
 	if err != nil {
 		return "", err
 	}
@@ -556,19 +557,19 @@ func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
 	defer b.dev.Close()
 	fill(b.mr.Bytes()[:4096], 5)
 	before := append([]byte(nil), b.mr.Bytes()[:4096]...)
-	wr := vrdma.SendWR{ID: 7, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(0, 4096)},
+	wr := vrdma.SendWR{ID: 7, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(0, 4096)},
 		RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5a}
 	if err := a.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		return "", err
 	}
-	_, err = a.await(ctx, vrdma.WCRDMAWrite)
+	_, err = a.await(ctx, ibv.WCRDMAWrite)
 	var wce *vrdma.WCError
-	if !errors.As(err, &wce) || wce.Status != vrdma.WCRemAccessErr {
+	if !errors.As(err, &wce) || wce.Status != ibv.WCRemAccessErr {
 		return "", fmt.Errorf("completion error %v, wanted REM_ACCESS_ERR", err)
 	}
 	select {
 	case ev := <-b.dev.Events():
-		if ev.Type != vrdma.EventQPAccessErr {
+		if ev.Type != ibv.EventQPAccessErr {
 			return "", fmt.Errorf("responder event %v, wanted QP_ACCESS_ERR", ev.Type)
 		}
 	case <-ctx.Done():
@@ -577,7 +578,7 @@ func (dm *demo) wrongRKey(ctx context.Context) (string, error) {
 	if !bytes.Equal(before, b.mr.Bytes()[:4096]) {
 		return "", errors.New("the target memory changed")
 	}
-	if _, _, err := a.qp.Query(); err != nil || a.qp.State() != vrdma.QPSErr {
+	if _, _, err := a.qp.Query(); err != nil || a.qp.State() != ibv.QPSErr {
 		return "", fmt.Errorf("requester QP state %v, wanted ERR", a.qp.State())
 	}
 	return fmt.Sprintf("completion %v, QP in %v, responder event QP_ACCESS_ERR, target memory untouched", wce.Status, a.qp.State()), nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 const (
@@ -162,13 +163,13 @@ func (u *udEnd) init(gidIdx int) error {
 	if u.pd, err = u.dev.AllocPD(); err != nil {
 		return err
 	}
-	if u.mr, err = u.pd.AllocMR((pingRecvs+pingSends)*pingSlot, vrdma.AccessLocalWrite); err != nil {
+	if u.mr, err = u.pd.AllocMR((pingRecvs+pingSends)*pingSlot, ibv.AccessLocalWrite); err != nil {
 		return err
 	}
 	if u.cq, err = u.dev.CreateCQ(pingRecvs + pingSends); err != nil {
 		return err
 	}
-	u.qp, err = u.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.UD, SendCQ: u.cq, RecvCQ: u.cq,
+	u.qp, err = u.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.UD, SendCQ: u.cq, RecvCQ: u.cq,
 		Cap: vrdma.QPCap{MaxSendWR: pingSends, MaxRecvWR: pingRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return err
@@ -201,7 +202,7 @@ func (u *udEnd) ah(gid vrdma.GID) (*vrdma.AH, error) {
 			return nil, err
 		}
 	}
-	ah, err := u.pd.CreateAH(vrdma.AHAttr{DGID: gid, SGIDIndex: u.sgid, HopLimit: 64, PortNum: 1})
+	ah, err := u.pd.CreateAH(ibv.AHAttr{DGID: gid, SGIDIndex: u.sgid, HopLimit: 64, PortNum: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func (u *udEnd) dropAHs() error {
 
 // repost gives receive slot id back to the QP.
 func (u *udEnd) repost(id uint64) error {
-	return u.qp.PostRecv([]vrdma.RecvWR{{ID: id, SGL: []vrdma.SGE{u.mr.SGE(int(id)*pingSlot, pingSlot)}}})
+	return u.qp.PostRecv([]vrdma.RecvWR{{ID: id, SGL: []ibv.SGE{u.mr.SGE(int(id)*pingSlot, pingSlot)}}})
 }
 
 var errSendsBusy = errors.New("every send buffer is in flight")
@@ -233,8 +234,8 @@ func (u *udEnd) sendTo(ah *vrdma.AH, qpn, qkey uint32, b []byte) error {
 	slot := pingRecvs + u.next
 	u.next = (u.next + 1) % pingSends
 	n := copy(u.mr.Bytes()[slot*pingSlot:(slot+1)*pingSlot], b)
-	u.send[0] = vrdma.SendWR{ID: uint64(slot), Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{u.mr.SGE(slot*pingSlot, n)}, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}
+	u.send[0] = vrdma.SendWR{ID: uint64(slot), Opcode: ibv.WRSend, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{u.mr.SGE(slot*pingSlot, n)}, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey}
 	if err := u.qp.PostSend(u.send); err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (u *udEnd) sendTo(ah *vrdma.AH, qpn, qkey uint32, b []byte) error {
 func (u *udEnd) datagram(wc *vrdma.WorkCompletion) ([]byte, vrdma.GID) {
 	var sgid vrdma.GID
 	b := u.mr.Bytes()[int(wc.ID)*pingSlot : int(wc.ID)*pingSlot+pingSlot]
-	if wc.Flags&vrdma.WCWithGRH == 0 || wc.ByteLen < grhLen || int(wc.ByteLen) > len(b) {
+	if wc.Flags&ibv.WCWithGRH == 0 || wc.ByteLen < grhLen || int(wc.ByteLen) > len(b) {
 		return nil, sgid
 	}
 	copy(sgid[:], b[8:24])
@@ -351,10 +352,10 @@ func (r *pingResponder) handle(wc *vrdma.WorkCompletion) error {
 		}
 		return nil
 	}
-	if wc.Status == vrdma.WCWRFlushErr {
+	if wc.Status == ibv.WCWRFlushErr {
 		return fmt.Errorf("the QP went to the error state: %w", wc.Err())
 	}
-	if wc.Status == vrdma.WCSuccess {
+	if wc.Status == ibv.WCSuccess {
 		data, sgid := u.datagram(wc)
 		if kind, seq, ts, ok := parsePing(data); ok && kind == pingRequest {
 			r.reply(wc.SrcQP, sgid, seq, ts)
@@ -506,10 +507,10 @@ func (u *udEnd) reap(ctx context.Context, seq uint64) (ts uint64, got bool, err 
 			}
 			continue
 		}
-		if w.Status == vrdma.WCWRFlushErr {
+		if w.Status == ibv.WCWRFlushErr {
 			return 0, false, fmt.Errorf("the QP went to the error state: %w", w.Err())
 		}
-		if w.Status == vrdma.WCSuccess { // else a datagram too big for the buffer: not a reply
+		if w.Status == ibv.WCSuccess { // else a datagram too big for the buffer: not a reply
 			data, _ := u.datagram(w)
 			if kind, s, t, ok := parsePing(data); ok && kind == pingReply && s == seq {
 				ts, got = t, true

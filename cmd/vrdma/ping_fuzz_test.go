@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/proctest"
 )
@@ -82,7 +83,7 @@ func newPingRig(tb testing.TB) *pingRig {
 	if p.pd, err = p.dev.AllocPD(); err != nil {
 		tb.Fatal(err)
 	}
-	if p.mr, err = p.pd.AllocMR((rigRecvs+1)*rigSlot, vrdma.AccessLocalWrite); err != nil {
+	if p.mr, err = p.pd.AllocMR((rigRecvs+1)*rigSlot, ibv.AccessLocalWrite); err != nil {
 		tb.Fatal(err)
 	}
 	if p.scq, err = p.dev.CreateCQ(16); err != nil {
@@ -91,7 +92,7 @@ func newPingRig(tb testing.TB) *pingRig {
 	if p.rcq, err = p.dev.CreateCQ(16); err != nil {
 		tb.Fatal(err)
 	}
-	if p.qp, err = p.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.UD, SendCQ: p.scq, RecvCQ: p.rcq,
+	if p.qp, err = p.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.UD, SendCQ: p.scq, RecvCQ: p.rcq,
 		Cap: vrdma.QPCap{MaxSendWR: 4, MaxRecvWR: rigRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		tb.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func newPingRig(tb testing.TB) *pingRig {
 	if err := p.qp.Connect(vrdma.Endpoint{}, &o); err != nil {
 		tb.Fatal(err)
 	}
-	if p.ah, err = p.pd.CreateAH(vrdma.AHAttr{DGID: p.r.u.gid, HopLimit: 64, PortNum: 1}); err != nil {
+	if p.ah, err = p.pd.CreateAH(ibv.AHAttr{DGID: p.r.u.gid, HopLimit: 64, PortNum: 1}); err != nil {
 		tb.Fatal(err)
 	}
 	for i := range rigRecvs {
@@ -119,7 +120,7 @@ func newPingRig(tb testing.TB) *pingRig {
 }
 
 func (p *pingRig) repost(slot uint64) error {
-	return p.qp.PostRecv([]vrdma.RecvWR{{ID: slot, SGL: []vrdma.SGE{p.mr.SGE(int(slot)*rigSlot, rigSlot)}}})
+	return p.qp.PostRecv([]vrdma.RecvWR{{ID: slot, SGL: []ibv.SGE{p.mr.SGE(int(slot)*rigSlot, rigSlot)}}})
 }
 
 // send sends b to the responder's QP and waits for the send to complete.
@@ -127,7 +128,7 @@ func (p *pingRig) send(t testing.TB, b []byte) {
 	t.Helper()
 	off := rigRecvs * rigSlot
 	n := copy(p.mr.Bytes()[off:], b)
-	err := p.qp.PostSend([]vrdma.SendWR{{Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{p.mr.SGE(off, n)},
+	err := p.qp.PostSend([]vrdma.SendWR{{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{p.mr.SGE(off, n)},
 		AH: p.ah, RemoteQPN: p.r.u.qp.QPN(), RemoteQKey: pingQKey}})
 	if err != nil {
 		t.Fatalf("sending %d bytes: %v", n, err)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // The work request IDs of ibv_rc_pingpong; pending is a set of them.
@@ -36,7 +37,7 @@ type ppConfig struct {
 	dev     string // "" = the first device
 	ibPort  int
 	size    int
-	mtu     vrdma.MTU
+	mtu     ibv.MTU
 	rxDepth int
 	iters   int
 	sl      int
@@ -100,7 +101,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 // parsePingpongArgs reads the command line as ibv_rc_pingpong's getopt_long
 // loop does, checking each value.
 func parsePingpongArgs(args []string) (*ppConfig, error) {
-	cfg := &ppConfig{port: 18515, ibPort: 1, size: 4096, mtu: vrdma.MTU1024, rxDepth: 500, iters: 1000, gidIdx: -1}
+	cfg := &ppConfig{port: 18515, ibPort: 1, size: 4096, mtu: ibv.MTU1024, rxDepth: 500, iters: 1000, gidIdx: -1}
 	cfg.vopts.Client = "vrdma pingpong"
 	vals, operands, err := getoptLong(args, ppOptions)
 	if err != nil {
@@ -189,9 +190,9 @@ func (v optValue) int(lo, hi int) (int, error) {
 }
 
 // mtu parses a path MTU in bytes, as pp_mtu_to_enum does.
-func (v optValue) mtu() (vrdma.MTU, error) {
+func (v optValue) mtu() (ibv.MTU, error) {
 	n, err := strconv.ParseInt(v.arg, 0, 64)
-	for m := vrdma.MTU256; err == nil && m <= vrdma.MTU4096; m++ {
+	for m := ibv.MTU256; err == nil && m <= ibv.MTU4096; m++ {
 		if int64(m.Bytes()) == n {
 			return m, nil
 		}
@@ -337,7 +338,7 @@ func (s *ppSide) init() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fmt.Errorf("couldn't allocate PD: %w", err)
 	}
-	if s.mr, err = s.pd.AllocMR(cfg.size, vrdma.AccessLocalWrite); err != nil {
+	if s.mr, err = s.pd.AllocMR(cfg.size, ibv.AccessLocalWrite); err != nil {
 		return fmt.Errorf("couldn't register MR: %w", err)
 	}
 	s.buf = s.mr.Bytes()
@@ -350,23 +351,23 @@ func (s *ppSide) init() error {
 	// ibv_rc_pingpong asks for one send WR, and never has more than one
 	// outstanding; the daemon lays out a one-entry send ring such that the
 	// receive ring after it is misaligned, so ask for two.
-	s.qp, err = s.pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: s.cq, RecvCQ: s.cq,
+	s.qp, err = s.pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: vrdma.QPCap{MaxSendWR: 2, MaxRecvWR: cfg.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return fmt.Errorf("couldn't create QP: %w", err)
 	}
-	flags := vrdma.SendSignaled
+	flags := ibv.SendSignaled
 	if c := s.qp.Cap().MaxInlineData; c >= cfg.size && cfg.size <= vrdma.MaxInlineGather {
-		flags |= vrdma.SendInline
+		flags |= ibv.SendInline
 	}
-	sge := []vrdma.SGE{s.mr.SGE(0, cfg.size)}
-	s.send = []vrdma.SendWR{{ID: ppSendWRID, Opcode: vrdma.WRSend, Flags: flags, SGL: sge}}
+	sge := []ibv.SGE{s.mr.SGE(0, cfg.size)}
+	s.send = []vrdma.SendWR{{ID: ppSendWRID, Opcode: ibv.WRSend, Flags: flags, SGL: sge}}
 	s.recvs = make([]vrdma.RecvWR, cfg.rxDepth)
 	for i := range s.recvs {
 		s.recvs[i] = vrdma.RecvWR{ID: ppRecvWRID, SGL: sge}
 	}
-	init := vrdma.QPAttr{State: vrdma.QPSInit, PKeyIndex: 0, PortNum: uint8(cfg.ibPort), AccessFlags: 0}
-	if err := s.qp.Modify(&init, vrdma.AttrState|vrdma.AttrPKeyIndex|vrdma.AttrPort|vrdma.AttrAccessFlags); err != nil {
+	init := ibv.QPAttr{State: ibv.QPSInit, PKeyIndex: 0, PortNum: uint8(cfg.ibPort), AccessFlags: 0}
+	if err := s.qp.Modify(&init, ibv.AttrState|ibv.AttrPKeyIndex|ibv.AttrPort|ibv.AttrAccessFlags); err != nil {
 		return fmt.Errorf("failed to modify QP to INIT: %w", err)
 	}
 	return nil
@@ -404,16 +405,16 @@ func (s *ppSide) connect(remote vrdma.Endpoint) error {
 	if cfg.gidIdx < 0 {
 		return errors.New("failed to modify QP to RTR: this side has no source GID: vrdma ports, like RoCE ports, route by GID only: run both sides with -g (e.g. -g 0)")
 	}
-	rtr := vrdma.QPAttr{State: vrdma.QPSRTR, PathMTU: cfg.mtu, DestQPN: remote.QPN, RQPSN: remote.PSN,
+	rtr := ibv.QPAttr{State: ibv.QPSRTR, PathMTU: cfg.mtu, DestQPN: remote.QPN, RQPSN: remote.PSN,
 		MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AV: vrdma.AHAttr{DGID: remote.GID, SGIDIndex: uint8(cfg.gidIdx), HopLimit: 1, SL: uint8(cfg.sl), PortNum: uint8(cfg.ibPort)}}
-	if err := s.qp.Modify(&rtr, vrdma.AttrState|vrdma.AttrAV|vrdma.AttrPathMTU|vrdma.AttrDestQPN|vrdma.AttrRQPSN|
-		vrdma.AttrMaxDestRdAtomic|vrdma.AttrMinRNRTimer); err != nil {
+		AV: ibv.AHAttr{DGID: remote.GID, SGIDIndex: uint8(cfg.gidIdx), HopLimit: 1, SL: uint8(cfg.sl), PortNum: uint8(cfg.ibPort)}}
+	if err := s.qp.Modify(&rtr, ibv.AttrState|ibv.AttrAV|ibv.AttrPathMTU|ibv.AttrDestQPN|ibv.AttrRQPSN|
+		ibv.AttrMaxDestRdAtomic|ibv.AttrMinRNRTimer); err != nil {
 		return fmt.Errorf("failed to modify QP to RTR: %w", err)
 	}
-	rts := vrdma.QPAttr{State: vrdma.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: s.psn, MaxRdAtomic: 1}
-	if err := s.qp.Modify(&rts, vrdma.AttrState|vrdma.AttrTimeout|vrdma.AttrRetryCnt|vrdma.AttrRNRRetry|
-		vrdma.AttrSQPSN|vrdma.AttrMaxQPRdAtomic); err != nil {
+	rts := ibv.QPAttr{State: ibv.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: s.psn, MaxRdAtomic: 1}
+	if err := s.qp.Modify(&rts, ibv.AttrState|ibv.AttrTimeout|ibv.AttrRetryCnt|ibv.AttrRNRRetry|
+		ibv.AttrSQPSN|ibv.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("failed to modify QP to RTS: %w", err)
 	}
 	return nil
@@ -579,7 +580,7 @@ func (s *ppSide) loop() error {
 // the receive queue above one entry, and send again once both the last send
 // and a receive have completed.
 func (s *ppSide) complete(wc *vrdma.WorkCompletion) error {
-	if wc.Status != vrdma.WCSuccess {
+	if wc.Status != ibv.WCSuccess {
 		return fmt.Errorf("failed status %v (%d) for wr_id %d: %w", wc.Status, wc.Status, wc.ID, wc.Err())
 	}
 	switch wc.ID {
@@ -615,7 +616,7 @@ func watchFatal(ctx context.Context, dev *vrdma.Device, cancel context.CancelCau
 			return
 		case ev := <-dev.Events():
 			switch ev.Type {
-			case vrdma.EventDeviceFatal, vrdma.EventQPFatal, vrdma.EventQPReqErr, vrdma.EventQPAccessErr, vrdma.EventCQErr:
+			case ibv.EventDeviceFatal, ibv.EventQPFatal, ibv.EventQPReqErr, ibv.EventQPAccessErr, ibv.EventCQErr:
 				cancel(fmt.Errorf("asynchronous event %v: %s", ev.Type, ev.Reason))
 				return
 			}

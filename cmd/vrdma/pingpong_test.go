@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -253,14 +254,14 @@ func TestPingpongOptionsAsGetoptLong(t *testing.T) {
 		{[]string{"-ecs64", "peer"}, func(c *ppConfig) bool { return c.events && c.check && c.size == 64 && c.host == "peer" }},
 		{[]string{"peer", "-n", "5", "-g", "1"}, func(c *ppConfig) bool { return c.host == "peer" && c.iters == 5 && c.gidIdx == 1 }},
 		{[]string{"-m", "2048", "-r", "8", "-l", "3", "-i", "1", "-p", "1"}, func(c *ppConfig) bool {
-			return c.mtu == vrdma.MTU2048 && c.rxDepth == 8 && c.sl == 3 && c.ibPort == 1 && c.port == 1
+			return c.mtu == ibv.MTU2048 && c.rxDepth == 8 && c.sl == 3 && c.ibPort == 1 && c.port == 1
 		}},
 		{[]string{"-d", "vrdma1", "--socket=/s", "--instance", "x", "-N"}, func(c *ppConfig) bool {
 			return c.dev == "vrdma1" && c.vopts.Socket == "/s" && c.vopts.Instance == "x"
 		}},
 		{[]string{"--", "-peer"}, func(c *ppConfig) bool { return c.host == "-peer" }},
 		{nil, func(c *ppConfig) bool {
-			return c.port == 18515 && c.ibPort == 1 && c.size == 4096 && c.mtu == vrdma.MTU1024 && c.rxDepth == 500 &&
+			return c.port == 18515 && c.ibPort == 1 && c.size == 4096 && c.mtu == ibv.MTU1024 && c.rxDepth == 500 &&
 				c.iters == 1000 && c.sl == 0 && c.gidIdx == -1 && !c.events && !c.check && c.dev == ""
 		}},
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // runDevices prints the adapters in ibv_devices' layout.
@@ -32,7 +33,7 @@ func guidText(g uint64) string {
 	return fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
 }
 
-func mtuText(m vrdma.MTU) string { return fmt.Sprintf("%d (%d)", m.Bytes(), m) }
+func mtuText(m ibv.MTU) string { return fmt.Sprintf("%d (%d)", m.Bytes(), m) }
 
 // runDevinfo prints adapter attributes in ibv_devinfo's layout.
 func runDevinfo(args []string, stdout, stderr io.Writer) error {

@@ -4,15 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/vrdma/vrdma/ibv"
 )
 
-// SGE is one scatter/gather element: Length bytes at virtual address Addr
-// of the memory region whose local key is LKey.
-type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   uint32
-}
+// SGE is one scatter/gather element (package ibv's).
+type SGE = ibv.SGE
 
 // The byte layout of an SGE in a work request (SGESize bytes).
 const (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/netns"
 	"github.com/vrdma/vrdma/internal/proctest"
 	"github.com/vrdma/vrdma/internal/proto"
@@ -156,7 +157,7 @@ func manyQueues() int {
 		if err == nil {
 			keep = append(keep, cq)
 			var qp *vrdma.QP
-			qp, err = pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{
+			qp, err = pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{
 				MaxSendWR: attr.MaxQPWR, MaxRecvWR: attr.MaxQPWR, MaxSendSGE: attr.MaxSGE, MaxRecvSGE: attr.MaxSGE, MaxInlineData: attr.MaxInline}})
 			keep = append(keep, qp)
 		}

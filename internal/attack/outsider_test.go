@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestOutsiderRoCE: mallory, a host with a RoCEv2 link on the segment of a
@@ -120,8 +121,8 @@ func TestOutsiderRoCE(t *testing.T) {
 			want := bytes.Repeat([]byte("mallory!"), 512)
 			copy(ml.mr.Bytes(), want)
 			rm := b.mr.Remote()
-			if err := ml.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-				SGL: []vrdma.SGE{ml.mr.SGE(0, len(want))}, RemoteAddr: rm.Addr, RKey: rm.RKey}}); err != nil {
+			if err := ml.qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+				SGL: []ibv.SGE{ml.mr.SGE(0, len(want))}, RemoteAddr: rm.Addr, RKey: rm.RKey}}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.lands {

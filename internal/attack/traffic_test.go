@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/netns"
 )
 
@@ -72,7 +73,7 @@ func openOn(t *testing.T, d *netns.Daemon, instance string, addr netip.Addr) *si
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr, err := pd.AllocMR(pairMR, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead)
+	mr, err := pd.AllocMR(pairMR, ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func openOn(t *testing.T, d *netns.Daemon, instance string, addr netip.Addr) *si
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq,
 		Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +125,8 @@ func (p *pair) write(ctx context.Context) (time.Duration, error) {
 	}
 	start := time.Now()
 	rm := p.mrb.Remote()
-	if err := p.qa.PostSend([]vrdma.SendWR{{ID: p.seq, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled,
-		SGL: []vrdma.SGE{p.mra.SGE(0, writeSize)}, RemoteAddr: rm.Addr, RKey: rm.RKey}}); err != nil {
+	if err := p.qa.PostSend([]vrdma.SendWR{{ID: p.seq, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled,
+		SGL: []ibv.SGE{p.mra.SGE(0, writeSize)}, RemoteAddr: rm.Addr, RKey: rm.RKey}}); err != nil {
 		return 0, err
 	}
 	var wc [1]vrdma.WorkCompletion

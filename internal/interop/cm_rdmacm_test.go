@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestCMWithRxe connects the Go API on vrdma (a daemon with a Soft-RoCE
@@ -158,7 +159,7 @@ func TestCMWithRxe(t *testing.T) {
 			out, rc := g.Wait(t, "A", id, 70)
 			t.Fatalf("no request from the guest: %v; udaddy (rc %d):\n%s", err, rc, out)
 		}
-		if req.QPType != vrdma.UD {
+		if req.QPType != ibv.UD {
 			t.Errorf("request for a %v QP, want UD", req.QPType)
 		}
 		if _, err := req.Accept(ctx, udQP(t, dev), nil); err != nil {
@@ -180,7 +181,7 @@ func TestCMWithRxe(t *testing.T) {
 // ends.
 func udQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
 	t.Helper()
-	qp := newQP(t, dev, vrdma.UD)
+	qp := newQP(t, dev, ibv.UD)
 	o := vrdma.DefaultConnectOptions()
 	o.QKey = 0x01234567
 	if err := qp.Connect(vrdma.Endpoint{}, &o); err != nil {
@@ -190,11 +191,11 @@ func udQP(t *testing.T, dev *vrdma.Device) *vrdma.QP {
 }
 
 // rcQP is an RC QP of dev's, with its CQs, until the test ends.
-func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP { return newQP(t, dev, vrdma.RC) }
+func rcQP(t *testing.T, dev *vrdma.Device) *vrdma.QP { return newQP(t, dev, ibv.RC) }
 
 // newQP is a QP of dev's of type typ in RESET, with its PD and CQ, until
 // the test ends.
-func newQP(t *testing.T, dev *vrdma.Device, typ vrdma.QPType) *vrdma.QP {
+func newQP(t *testing.T, dev *vrdma.Device, typ ibv.QPType) *vrdma.QP {
 	t.Helper()
 	pd, err := dev.AllocPD()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
 	"golang.org/x/sys/unix"
@@ -74,7 +75,7 @@ func holder() int {
 	if err != nil {
 		return fail(err)
 	}
-	mr, err := pd.AllocMR(1<<20, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite)
+	mr, err := pd.AllocMR(1<<20, ibv.AccessLocalWrite|ibv.AccessRemoteWrite)
 	if err != nil {
 		return fail(err)
 	}
@@ -82,7 +83,7 @@ func holder() int {
 	if err != nil {
 		return fail(err)
 	}
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return fail(err)
 	}
@@ -118,7 +119,7 @@ func memlock() int {
 		fmt.Println("alloc_pd:", err)
 		return 1
 	}
-	_, err = pd.AllocMR(1<<20, vrdma.AccessLocalWrite)
+	_, err = pd.AllocMR(1<<20, ibv.AccessLocalWrite)
 	var me *vrdma.MemlockError
 	switch {
 	case err == nil:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/daemontest"
 )
 
@@ -37,17 +38,17 @@ func TestClientKilledReleasesEverything(t *testing.T) {
 	}
 	defer dev.Close()
 	pd, _ := dev.AllocPD()
-	mr, err := pd.AllocMR(4096, vrdma.AccessLocalWrite)
+	mr, err := pd.AllocMR(4096, ibv.AccessLocalWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cq, _ := dev.CreateCQ(64)
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq, Cap: vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := qp.PostRecv([]vrdma.RecvWR{{ID: uint64(100 + i), SGL: []vrdma.SGE{mr.SGE(0, 64)}}}); err != nil {
+		if err := qp.PostRecv([]vrdma.RecvWR{{ID: uint64(100 + i), SGL: []ibv.SGE{mr.SGE(0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,10 +91,10 @@ func TestClientKilledReleasesEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	wc := make([]vrdma.WorkCompletion, 8)
-	if err := qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{mr.SGE(0, 64)}, RemoteAddr: raddr, RKey: rkey}}); err != nil {
+	if err := qp.PostSend([]vrdma.SendWR{{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{mr.SGE(0, 64)}, RemoteAddr: raddr, RKey: rkey}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := cq.PollWait(ctx, wc, 100); err != nil || n != 1 || wc[0].Status != vrdma.WCSuccess {
+	if n, err := cq.PollWait(ctx, wc, 100); err != nil || n != 1 || wc[0].Status != ibv.WCSuccess {
 		t.Fatalf("write into the child: n=%d err=%v wc=%+v", n, err, wc[0])
 	}
 	during, _ := adm.Stats()
@@ -108,14 +109,14 @@ func TestClientKilledReleasesEverything(t *testing.T) {
 
 	select {
 	case ev := <-dev.Events():
-		if ev.Type != vrdma.EventQPFatal || ev.QP != qp {
+		if ev.Type != ibv.EventQPFatal || ev.QP != qp {
 			t.Fatalf("event %v on QP %v, want QP_FATAL on ours", ev.Type, ev.QP)
 		}
 	case <-ctx.Done():
 		t.Fatal("no QP_FATAL event after the peer process died")
 	}
 	attr, _, err := qp.Query()
-	if err != nil || attr.State != vrdma.QPSErr {
+	if err != nil || attr.State != ibv.QPSErr {
 		t.Fatalf("our QP is in %v (err %v), want ERR", attr.State, err)
 	}
 	flushed := 0
@@ -125,7 +126,7 @@ func TestClientKilledReleasesEverything(t *testing.T) {
 			t.Fatalf("after %d flushed receives: %v", flushed, err)
 		}
 		for _, c := range wc[:n] {
-			if c.Status != vrdma.WCWRFlushErr || c.Opcode != vrdma.WCRecv {
+			if c.Status != ibv.WCWRFlushErr || c.Opcode != ibv.WCRecv {
 				t.Fatalf("completion %+v, want a flushed receive", c)
 			}
 			flushed++

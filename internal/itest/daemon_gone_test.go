@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // hangGuard turns a verb that never returns into a failure. No test
@@ -92,7 +93,7 @@ func newLostFixture(t *testing.T, sock string) *lostFixture {
 		t.Fatal(err)
 	}
 	f.pd = pd
-	if f.mr, err = pd.AllocMR(1<<16, vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite); err != nil {
+	if f.mr, err = pd.AllocMR(1<<16, ibv.AccessLocalWrite|ibv.AccessRemoteWrite); err != nil {
 		t.Fatal(err)
 	}
 	if f.full, err = f.dev.CreateCQ(16); err != nil {
@@ -108,10 +109,10 @@ func newLostFixture(t *testing.T, sock string) *lostFixture {
 		t.Fatal(err)
 	}
 	caps := vrdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
-	if f.qp, err = pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: f.full, RecvCQ: f.empty, Cap: caps}); err != nil {
+	if f.qp, err = pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: f.full, RecvCQ: f.empty, Cap: caps}); err != nil {
 		t.Fatal(err)
 	}
-	peer, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: f.empty, RecvCQ: f.empty, Cap: caps})
+	peer, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: f.empty, RecvCQ: f.empty, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func newLostFixture(t *testing.T, sock string) *lostFixture {
 	}
 	// Two WRITEs whose completions stay in the ring until the test polls.
 	for i := uint64(1); i <= 2; i++ {
-		wr := vrdma.SendWR{ID: i, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{f.mr.SGE(0, 64)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}
+		wr := vrdma.SendWR{ID: i, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{f.mr.SGE(0, 64)}, RemoteAddr: f.mr.Addr() + 4096, RKey: f.mr.RKey()}
 		if err := f.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,7 @@ func TestDaemonKilledFailsTheDataPath(t *testing.T) {
 	p.kill()
 	select {
 	case ev := <-f.dev.Events():
-		if ev.Type != vrdma.EventDeviceFatal {
+		if ev.Type != ibv.EventDeviceFatal {
 			t.Fatalf("event %v, want DEVICE_FATAL", ev.Type)
 		}
 	case <-time.After(hangGuard):
@@ -209,16 +210,16 @@ func TestDaemonKilledFailsTheDataPath(t *testing.T) {
 		call func() error
 	}{
 		{"PostSend", func() error {
-			return f.qp.PostSend([]vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr(), RKey: f.mr.RKey()}})
+			return f.qp.PostSend([]vrdma.SendWR{{Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{f.mr.SGE(0, 8)}, RemoteAddr: f.mr.Addr(), RKey: f.mr.RKey()}})
 		}},
-		{"PostRecv", func() error { return f.qp.PostRecv([]vrdma.RecvWR{{SGL: []vrdma.SGE{f.mr.SGE(0, 8)}}}) }},
-		{"SRQ.PostRecv", func() error { return f.srq.PostRecv([]vrdma.RecvWR{{SGL: []vrdma.SGE{f.mr.SGE(0, 8)}}}) }},
+		{"PostRecv", func() error { return f.qp.PostRecv([]vrdma.RecvWR{{SGL: []ibv.SGE{f.mr.SGE(0, 8)}}}) }},
+		{"SRQ.PostRecv", func() error { return f.srq.PostRecv([]vrdma.RecvWR{{SGL: []ibv.SGE{f.mr.SGE(0, 8)}}}) }},
 		{"Wait", func() error { return f.empty.Wait(ctx) }},
 		{"PollWait", func() error { _, err := f.empty.PollWait(ctx, wc, 10); return err }},
 		{"AllocPD", func() error { _, err := f.dev.AllocPD(); return err }},
 		{"CreateCQ", func() error { _, err := f.dev.CreateCQ(4); return err }},
 		{"Query", func() error { _, _, err := f.qp.Query(); return err }},
-		{"Modify", func() error { return f.qp.Modify(&vrdma.QPAttr{State: vrdma.QPSErr}, vrdma.AttrState) }},
+		{"Modify", func() error { return f.qp.Modify(&ibv.QPAttr{State: ibv.QPSErr}, ibv.AttrState) }},
 		{"QueryPort", func() error { _, err := f.dev.QueryPort(1); return err }},
 	}
 	for _, tt := range tests {
@@ -233,7 +234,7 @@ func TestDaemonKilledFailsTheDataPath(t *testing.T) {
 			}
 		})
 	}
-	if st := f.qp.State(); st != vrdma.QPSErr {
+	if st := f.qp.State(); st != ibv.QPSErr {
 		t.Fatalf("QP in %v after the device was lost, want ERR", st)
 	}
 	// Cleaning up after the loss succeeds, as ibv_destroy_* do after

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // TestFillRandomLeavesNoZeroWords: perftest's buffers hold random bytes,
@@ -37,7 +37,7 @@ func TestFillRandomLeavesNoZeroWords(t *testing.T) {
 func TestRandomRegionsAreFilled(t *testing.T) {
 	cfg := loopbackConfig(t)
 	cfg.Random = true
-	a, b, err := pair(&cfg, vrdma.RC, cfg.MsgSize)
+	a, b, err := pair(&cfg, ibv.RC, cfg.MsgSize)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/shm"
 )
 
@@ -24,7 +25,7 @@ type side struct {
 	ah  *vrdma.AH
 	wc  []vrdma.WorkCompletion
 	rwr []vrdma.RecvWR
-	sge []vrdma.SGE
+	sge []ibv.SGE
 }
 
 const (
@@ -35,7 +36,7 @@ const (
 
 // openSide opens device dev ("" for the instance's first) and makes one QP
 // of type typ with a region for messages of size bytes.
-func openSide(o vrdma.Options, dev string, typ vrdma.QPType, size int, random bool) (*side, error) {
+func openSide(o vrdma.Options, dev string, typ ibv.QPType, size int, random bool) (*side, error) {
 	if dev == "" {
 		devs, err := vrdma.Devices(o)
 		if err != nil {
@@ -55,7 +56,7 @@ func openSide(o vrdma.Options, dev string, typ vrdma.QPType, size int, random bo
 	if s.pd, err = d.AllocPD(); err != nil {
 		return fail(err)
 	}
-	if s.mr, err = s.pd.AllocMR(regionSize(size), vrdma.AccessLocalWrite|vrdma.AccessRemoteWrite|vrdma.AccessRemoteRead|vrdma.AccessRemoteAtomic); err != nil {
+	if s.mr, err = s.pd.AllocMR(regionSize(size), ibv.AccessLocalWrite|ibv.AccessRemoteWrite|ibv.AccessRemoteRead|ibv.AccessRemoteAtomic); err != nil {
 		return fail(err)
 	}
 	if random {
@@ -148,10 +149,10 @@ func (s *side) connect(p peer, gidIndex int) error {
 	if err := s.qp.Connect(p.ep, &o); err != nil {
 		return fmt.Errorf("connecting the QP to QPN 0x%06x at GID %s: %w", p.ep.QPN, p.ep.GID, err)
 	}
-	if s.qp.Type() != vrdma.UD {
+	if s.qp.Type() != ibv.UD {
 		return nil
 	}
-	ah, err := s.pd.CreateAH(vrdma.AHAttr{DGID: p.ep.GID, SGIDIndex: uint8(gidIndex)})
+	ah, err := s.pd.CreateAH(ibv.AHAttr{DGID: p.ep.GID, SGIDIndex: uint8(gidIndex)})
 	if err != nil {
 		return fmt.Errorf("address handle to GID %s: %w", p.ep.GID, err)
 	}
@@ -161,7 +162,7 @@ func (s *side) connect(p peer, gidIndex int) error {
 
 // pair opens both ends of a loopback test on cfg.A and cfg.B and connects
 // them with GID 0.
-func pair(cfg *Config, typ vrdma.QPType, size int) (a, b *side, err error) {
+func pair(cfg *Config, typ ibv.QPType, size int) (a, b *side, err error) {
 	if a, err = openSide(cfg.A, "vrdma0", typ, size, cfg.Random); err != nil {
 		return nil, nil, err
 	}
@@ -192,7 +193,7 @@ func firstErr(errs ...error) error {
 func (s *side) postRecvs(n, size int) error {
 	if cap(s.rwr) < n {
 		s.rwr = make([]vrdma.RecvWR, n)
-		s.sge = make([]vrdma.SGE, n)
+		s.sge = make([]ibv.SGE, n)
 	}
 	for i := 0; i < n; i++ {
 		s.sge[i] = s.mr.SGE(size, size+64)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // The one-sided tests (rc_rdma_write_bw, rc_rdma_read_bw,
@@ -12,23 +13,23 @@ import (
 // works on the passive end's region, whose CPU has nothing to do.
 
 // isAtomic reports whether op is one of the two atomics.
-func isAtomic(op vrdma.Opcode) bool {
-	return op == vrdma.WRAtomicCmpAndSwp || op == vrdma.WRAtomicFetchAndAdd
+func isAtomic(op ibv.Opcode) bool {
+	return op == ibv.WRAtomicCmpAndSwp || op == ibv.WRAtomicFetchAndAdd
 }
 
 // oneSidedBW streams RDMA WRITEs, READs or atomics into the other end's
 // region for the test's time, as many in flight as the QP allows.
-func oneSidedBW(op vrdma.Opcode) role {
+func oneSidedBW(op ibv.Opcode) role {
 	return func(ctx context.Context, e *end) (tally, error) {
 		size := e.size
 		local := e.mr.SGE(0, size)
-		if op == vrdma.WRRDMARead || isAtomic(op) {
+		if op == ibv.WRRDMARead || isAtomic(op) {
 			local = e.mr.SGE(size+64, size)
 		}
-		wr := []vrdma.SendWR{{Opcode: op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{local},
+		wr := []vrdma.SendWR{{Opcode: op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{local},
 			RemoteAddr: e.peer.addr, RKey: e.peer.rkey, CompareAdd: 1}}
 		inflight := depth
-		if isAtomic(op) || op == vrdma.WRRDMARead {
+		if isAtomic(op) || op == ibv.WRRDMARead {
 			inflight = 16 // max_rd_atomic
 		}
 		var done uint64
@@ -65,9 +66,9 @@ func oneSidedBW(op vrdma.Opcode) role {
 }
 
 // oneSidedLat times one READ (or atomic) at a time, round trip.
-func oneSidedLat(op vrdma.Opcode) role {
+func oneSidedLat(op ibv.Opcode) role {
 	return func(ctx context.Context, e *end) (tally, error) {
-		wr := []vrdma.SendWR{{Opcode: op, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{e.mr.SGE(e.size+64, e.size)},
+		wr := []vrdma.SendWR{{Opcode: op, Flags: ibv.SendSignaled, SGL: []ibv.SGE{e.mr.SGE(e.size+64, e.size)},
 			RemoteAddr: e.peer.addr, RKey: e.peer.rkey}}
 		n, took, err := timed(e.d, func(uint64) error {
 			if err := e.qp.PostSend(wr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // The ping-pong tests (rc_lat, uc_lat, ud_lat with SENDs,
@@ -108,18 +109,18 @@ type sendEnd struct {
 }
 
 func newSendEnd(e *end, stop *atomic.Bool) *sendEnd {
-	wr := []vrdma.SendWR{{Opcode: vrdma.WRSend, SGL: []vrdma.SGE{e.mr.SGE(0, e.size)}, AH: e.ah,
+	wr := []vrdma.SendWR{{Opcode: ibv.WRSend, SGL: []ibv.SGE{e.mr.SGE(0, e.size)}, AH: e.ah,
 		RemoteQPN: e.peer.ep.QPN, RemoteQKey: qkey}}
 	if e.size <= e.qp.Cap().MaxInlineData {
-		wr[0].Flags |= vrdma.SendInline
+		wr[0].Flags |= ibv.SendInline
 	}
 	return &sendEnd{e: e, wr: wr, stop: stop, pinned: e.pin >= 0}
 }
 
 func (p *sendEnd) post(i uint64) error {
-	p.wr[0].Flags &^= vrdma.SendSignaled
+	p.wr[0].Flags &^= ibv.SendSignaled
 	if i%signalEvery == 0 {
-		p.wr[0].Flags |= vrdma.SendSignaled
+		p.wr[0].Flags |= ibv.SendSignaled
 	}
 	return p.e.qp.PostSend(p.wr)
 }
@@ -157,7 +158,7 @@ type writeEnd struct {
 func newWriteEnd(e *end, stop *atomic.Bool) *writeEnd {
 	size := e.size
 	buf := e.mr.Bytes()
-	wr := []vrdma.SendWR{{Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{e.mr.SGE(0, size)},
+	wr := []vrdma.SendWR{{Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{e.mr.SGE(0, size)},
 		RemoteAddr: e.peer.addr + uint64(size+64), RKey: e.peer.rkey}}
 	return &writeEnd{e: e, wr: wr, stop: stop, pinned: e.pin >= 0, last: &buf[size-1], landing: &buf[size+64+size-1]}
 }
@@ -170,7 +171,7 @@ func (w *writeEnd) post(i uint64) error {
 	*w.last = seq(i)
 	w.wr[0].Flags = 0
 	if i%signalEvery == 0 {
-		w.wr[0].Flags = vrdma.SendSignaled
+		w.wr[0].Flags = ibv.SendSignaled
 	}
 	if err := w.e.qp.PostSend(w.wr); err != nil {
 		return err

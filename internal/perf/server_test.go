@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // setupLine is a setup for test with messages of size bytes for d, its
@@ -123,7 +123,7 @@ func TestServerFinishesWithinItsSlackOfTheClientsEnd(t *testing.T) {
 	// A client whose QP takes one of the server's messages and then posts
 	// no receive: the rest of the server's stream waits on RNR, which it
 	// retries for ever.
-	cli, err := openSide(r.client, "", vrdma.RC, 64, false)
+	cli, err := openSide(r.client, "", ibv.RC, 64, false)
 	if err != nil {
 		t.Fatal(err)
 	}

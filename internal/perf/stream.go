@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // The SEND bandwidth tests (rc_bw, uc_bw, ud_bw, rc_bi_bw): the active end
@@ -89,7 +90,7 @@ func windowTally(got *atomic.Uint64, size int, start time.Time) tally {
 // sendStream keeps depth SENDs in flight until stop closes, then waits for
 // the last of them to complete.
 func sendStream(ctx context.Context, e *end, stop <-chan struct{}) error {
-	wr := []vrdma.SendWR{{Opcode: vrdma.WRSend, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{e.mr.SGE(0, e.size)},
+	wr := []vrdma.SendWR{{Opcode: ibv.WRSend, Flags: ibv.SendSignaled, SGL: []ibv.SGE{e.mr.SGE(0, e.size)},
 		AH: e.ah, RemoteQPN: e.peer.ep.QPN, RemoteQKey: qkey}}
 	inflight := 0
 	for {

@@ -3,13 +3,13 @@ package perf
 import (
 	"context"
 
-	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 )
 
 // test is one of qperf's tests as a pair of roles, which run in one
 // process (loopback) or on two hosts (client and server).
 type test struct {
-	typ vrdma.QPType
+	typ ibv.QPType
 	// size turns the message size asked for into the one the ends use.
 	size func(asked int) int
 	// prepare readies each end once both are connected and before the
@@ -26,20 +26,20 @@ type test struct {
 
 // tests maps qperf's test names to their implementations.
 var tests = map[string]*test{
-	"rc_bw":              sendBWTest(vrdma.RC, false),
-	"rc_bi_bw":           sendBWTest(vrdma.RC, true),
-	"uc_bw":              sendBWTest(vrdma.UC, false),
-	"ud_bw":              sendBWTest(vrdma.UD, false),
-	"rc_lat":             sendLatTest(vrdma.RC),
-	"uc_lat":             sendLatTest(vrdma.UC),
-	"ud_lat":             sendLatTest(vrdma.UD),
-	"rc_rdma_write_bw":   oneSidedBWTest(vrdma.WRRDMAWrite),
-	"rc_rdma_read_bw":    oneSidedBWTest(vrdma.WRRDMARead),
-	"rc_compare_swap_mr": oneSidedBWTest(vrdma.WRAtomicCmpAndSwp),
-	"rc_fetch_add_mr":    oneSidedBWTest(vrdma.WRAtomicFetchAndAdd),
-	"rc_rdma_write_lat": {typ: vrdma.RC, size: atLeastOne, active: ping(newWriteEnd), passive: pong(newWriteEnd),
+	"rc_bw":              sendBWTest(ibv.RC, false),
+	"rc_bi_bw":           sendBWTest(ibv.RC, true),
+	"uc_bw":              sendBWTest(ibv.UC, false),
+	"ud_bw":              sendBWTest(ibv.UD, false),
+	"rc_lat":             sendLatTest(ibv.RC),
+	"uc_lat":             sendLatTest(ibv.UC),
+	"ud_lat":             sendLatTest(ibv.UD),
+	"rc_rdma_write_bw":   oneSidedBWTest(ibv.WRRDMAWrite),
+	"rc_rdma_read_bw":    oneSidedBWTest(ibv.WRRDMARead),
+	"rc_compare_swap_mr": oneSidedBWTest(ibv.WRAtomicCmpAndSwp),
+	"rc_fetch_add_mr":    oneSidedBWTest(ibv.WRAtomicFetchAndAdd),
+	"rc_rdma_write_lat": {typ: ibv.RC, size: atLeastOne, active: ping(newWriteEnd), passive: pong(newWriteEnd),
 		lockstep: lockstep(newWriteEnd), result: latResult(2)},
-	"rc_rdma_read_lat": {typ: vrdma.RC, size: atLeastOne, active: oneSidedLat(vrdma.WRRDMARead), passive: target,
+	"rc_rdma_read_lat": {typ: ibv.RC, size: atLeastOne, active: oneSidedLat(ibv.WRRDMARead), passive: target,
 		result: latResult(1)},
 }
 
@@ -50,30 +50,30 @@ func TestNames() []string {
 }
 
 // sendBWTest streams SENDs one way, or both ways for bi.
-func sendBWTest(typ vrdma.QPType, bi bool) *test {
+func sendBWTest(typ ibv.QPType, bi bool) *test {
 	return &test{typ: typ, size: mtuCapped(typ), prepare: prepareRecvs, active: streamActive(bi), passive: streamPassive(bi),
 		result: streamResult}
 }
 
 // sendLatTest plays SEND ping-pong.
-func sendLatTest(typ vrdma.QPType) *test {
+func sendLatTest(typ ibv.QPType) *test {
 	return &test{typ: typ, size: mtuCapped(typ), prepare: prepareRecvs, active: ping(newSendEnd), passive: pong(newSendEnd),
 		lockstep: lockstep(newSendEnd), result: latResult(2)}
 }
 
 // oneSidedBWTest streams RDMA WRITEs, READs or atomics (8 bytes each).
-func oneSidedBWTest(op vrdma.Opcode) *test {
+func oneSidedBWTest(op ibv.Opcode) *test {
 	size := atLeastOne
 	if isAtomic(op) {
 		size = func(int) int { return 8 }
 	}
-	return &test{typ: vrdma.RC, size: size, active: oneSidedBW(op), passive: target, result: opsResult(!isAtomic(op))}
+	return &test{typ: ibv.RC, size: size, active: oneSidedBW(op), passive: target, result: opsResult(!isAtomic(op))}
 }
 
 // mtuCapped lowers UD messages to the MTU.
-func mtuCapped(typ vrdma.QPType) func(int) int {
+func mtuCapped(typ ibv.QPType) func(int) int {
 	return func(asked int) int {
-		if typ == vrdma.UD {
+		if typ == ibv.UD {
 			return min(asked, 4096)
 		}
 		return atLeastOne(asked)

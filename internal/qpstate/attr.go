@@ -1,45 +1,12 @@
 package qpstate
 
-import "github.com/vrdma/vrdma/internal/abi"
+import "github.com/vrdma/vrdma/ibv"
 
-// AddressVector is where an RC/UC QP sends (ibv_ah_attr with its GRH).
-//
-// DLID is the destination port's LID, for an address vector without a GRH
-// (is_global 0): a vrdma extension. rdma_rxe refuses such address vectors
-// on its RoCE ports; vrdma takes them because its switch knows every port,
-// as an InfiniBand subnet manager does, and resolves the LID to the port's
-// GID (docs/design/lid-addressing.md). A non-zero DGID wins over DLID.
-type AddressVector struct {
-	DGID         [16]byte
-	DLID         uint16
-	SGIDIndex    uint8
-	HopLimit     uint8
-	TrafficClass uint8
-	FlowLabel    uint32
-	SL           uint8
-	PortNum      uint8
-}
+// AddressVector is where an RC/UC QP sends: package ibv's AHAttr.
+type AddressVector = ibv.AHAttr
 
-// Attr holds queue pair attributes (struct ibv_qp_attr, the parts that apply).
-type Attr struct {
-	State           abi.QPState
-	CurState        abi.QPState
-	AccessFlags     abi.Access
-	PKeyIndex       uint16
-	PortNum         uint8
-	QKey            uint32
-	AV              AddressVector
-	PathMTU         abi.MTU
-	Timeout         uint8
-	RetryCnt        uint8
-	RNRRetry        uint8
-	RQPSN           uint32
-	SQPSN           uint32
-	MaxRdAtomic     uint8
-	MaxDestRdAtomic uint8
-	MinRNRTimer     uint8
-	DestQPN         uint32
-}
+// Attr holds queue pair attributes: package ibv's QPAttr.
+type Attr = ibv.QPAttr
 
 // Limits are the device limits attribute values are checked against.
 type Limits struct {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/admit"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
@@ -31,7 +32,7 @@ import (
 const (
 	e2eTimeout = 20 * time.Second
 	mrSize     = 64 << 10
-	allAccess  = vrdma.AccessLocalWrite | vrdma.AccessRemoteWrite | vrdma.AccessRemoteRead | vrdma.AccessRemoteAtomic
+	allAccess  = ibv.AccessLocalWrite | ibv.AccessRemoteWrite | ibv.AccessRemoteRead | ibv.AccessRemoteAtomic
 	qkey       = 0x11111111
 	// GID index 1 is the IPv4 GID: the links have a MAC, so index 0 is
 	// its fe80:: GID.
@@ -122,7 +123,7 @@ type end struct {
 	pd *vrdma.PD
 }
 
-func newEnd(t testing.TB, h *host, typ vrdma.QPType) *end {
+func newEnd(t testing.TB, h *host, typ ibv.QPType) *end {
 	t.Helper()
 	pd, err := h.dev.AllocPD()
 	if err != nil {
@@ -171,7 +172,7 @@ func connect(t testing.TB, x, y *end) {
 
 func (x *end) post(t testing.TB, wr vrdma.SendWR) {
 	t.Helper()
-	wr.Flags |= vrdma.SendSignaled
+	wr.Flags |= ibv.SendSignaled
 	if err := x.qp.PostSend([]vrdma.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +180,14 @@ func (x *end) post(t testing.TB, wr vrdma.SendWR) {
 
 func (x *end) recv(t testing.TB, id uint64, off, n int) {
 	t.Helper()
-	if err := x.qp.PostRecv([]vrdma.RecvWR{{ID: id, SGL: []vrdma.SGE{x.mr.SGE(off, n)}}}); err != nil {
+	if err := x.qp.PostRecv([]vrdma.RecvWR{{ID: id, SGL: []ibv.SGE{x.mr.SGE(off, n)}}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // complete waits for the next completion and checks its ID, opcode and
 // length and that it succeeded.
-func (x *end) complete(t testing.TB, id uint64, op vrdma.WCOpcode, n int) {
+func (x *end) complete(t testing.TB, id uint64, op ibv.WCOpcode, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	defer cancel()
@@ -194,7 +195,7 @@ func (x *end) complete(t testing.TB, id uint64, op vrdma.WCOpcode, n int) {
 	if _, err := x.cq.PollWait(ctx, wc[:], 100); err != nil {
 		t.Fatalf("waiting for completion %d: %v", id, err)
 	}
-	if w := wc[0]; w.Status != vrdma.WCSuccess || w.ID != id || w.Opcode != op || int(w.ByteLen) != n {
+	if w := wc[0]; w.Status != ibv.WCSuccess || w.ID != id || w.Opcode != op || int(w.ByteLen) != n {
 		t.Fatalf("completion %+v (status %v), want ID %d, opcode %v, %d bytes, success", w, w.Status, id, op, n)
 	}
 }
@@ -244,7 +245,7 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 	hb := startHost(t, peers, 2, ca)
 
 	t.Run("RC", func(t *testing.T) {
-		a, b := newEnd(t, ha, vrdma.RC), newEnd(t, hb, vrdma.RC)
+		a, b := newEnd(t, ha, ibv.RC), newEnd(t, hb, ibv.RC)
 		connect(t, a, b)
 		am, bm := a.mr.Bytes(), b.mr.Bytes()
 		for round := range 20 {
@@ -252,30 +253,30 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 			// SEND
 			src := pattern(am[srcOff:srcOff+msgLen], seed)
 			b.recv(t, uint64(round), recvOff, msgLen)
-			a.post(t, vrdma.SendWR{ID: 1, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(srcOff, msgLen)}})
-			a.complete(t, 1, vrdma.WCSend, msgLen)
-			b.complete(t, uint64(round), vrdma.WCRecv, msgLen)
+			a.post(t, vrdma.SendWR{ID: 1, Opcode: ibv.WRSend, SGL: []ibv.SGE{a.mr.SGE(srcOff, msgLen)}})
+			a.complete(t, 1, ibv.WCSend, msgLen)
+			b.complete(t, uint64(round), ibv.WCRecv, msgLen)
 			expectBytes(t, "SEND", bm[recvOff:recvOff+msgLen], src)
 			// RDMA WRITE
 			src = pattern(am[srcOff:srcOff+msgLen], seed+50)
-			a.post(t, vrdma.SendWR{ID: 2, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{a.mr.SGE(srcOff, msgLen)},
+			a.post(t, vrdma.SendWR{ID: 2, Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{a.mr.SGE(srcOff, msgLen)},
 				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-			a.complete(t, 2, vrdma.WCRDMAWrite, msgLen)
+			a.complete(t, 2, ibv.WCRDMAWrite, msgLen)
 			expectBytes(t, "WRITE", bm[rdmaOff:rdmaOff+msgLen], src)
 			// RDMA READ
 			remote := pattern(bm[rdmaOff:rdmaOff+msgLen], seed+100)
-			a.post(t, vrdma.SendWR{ID: 3, Opcode: vrdma.WRRDMARead, SGL: []vrdma.SGE{a.mr.SGE(dstOff, msgLen)},
+			a.post(t, vrdma.SendWR{ID: 3, Opcode: ibv.WRRDMARead, SGL: []ibv.SGE{a.mr.SGE(dstOff, msgLen)},
 				RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-			a.complete(t, 3, vrdma.WCRDMARead, msgLen)
+			a.complete(t, 3, ibv.WCRDMARead, msgLen)
 			expectBytes(t, "READ", am[dstOff:dstOff+msgLen], remote)
 			// Fetch-and-add on a counter that counts the rounds.
 			counter := bm[mrSize-8:]
 			if round == 0 {
 				binary.NativeEndian.PutUint64(counter, 1000)
 			}
-			a.post(t, vrdma.SendWR{ID: 4, Opcode: vrdma.WRAtomicFetchAndAdd, SGL: []vrdma.SGE{a.mr.SGE(dstOff, 8)},
+			a.post(t, vrdma.SendWR{ID: 4, Opcode: ibv.WRAtomicFetchAndAdd, SGL: []ibv.SGE{a.mr.SGE(dstOff, 8)},
 				RemoteAddr: b.mr.Addr() + mrSize - 8, RKey: b.mr.RKey(), CompareAdd: 1})
-			a.complete(t, 4, vrdma.WCFetchAdd, 8)
+			a.complete(t, 4, ibv.WCFetchAdd, 8)
 			if got := binary.NativeEndian.Uint64(am[dstOff:]); got != uint64(1000+round) {
 				t.Fatalf("round %d: FetchAdd returned %d, want %d", round, got, 1000+round)
 			}
@@ -283,16 +284,16 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 			if round == 0 {
 				binary.NativeEndian.PutUint64(bm[mrSize-16:], 0)
 			}
-			a.post(t, vrdma.SendWR{ID: 5, Opcode: vrdma.WRAtomicCmpAndSwp, SGL: []vrdma.SGE{a.mr.SGE(dstOff+8, 8)},
+			a.post(t, vrdma.SendWR{ID: 5, Opcode: ibv.WRAtomicCmpAndSwp, SGL: []ibv.SGE{a.mr.SGE(dstOff+8, 8)},
 				RemoteAddr: b.mr.Addr() + mrSize - 16, RKey: b.mr.RKey(), CompareAdd: uint64(round), Swap: uint64(round + 1)})
-			a.complete(t, 5, vrdma.WCCompSwap, 8)
+			a.complete(t, 5, ibv.WCCompSwap, 8)
 			if got := binary.NativeEndian.Uint64(am[dstOff+8:]); got != uint64(round) {
 				t.Fatalf("round %d: CmpSwap found %d", round, got)
 			}
 			// ATOMIC WRITE: the round's word, stored whole.
 			v := 0x0102030405060708 * uint64(round+1)
-			a.post(t, vrdma.SendWR{ID: 6, Opcode: vrdma.WRAtomicWrite, RemoteAddr: b.mr.Addr() + mrSize - 24, RKey: b.mr.RKey(), CompareAdd: v})
-			a.complete(t, 6, vrdma.WCAtomicWrite, 8)
+			a.post(t, vrdma.SendWR{ID: 6, Opcode: ibv.WRAtomicWrite, RemoteAddr: b.mr.Addr() + mrSize - 24, RKey: b.mr.RKey(), CompareAdd: v})
+			a.complete(t, 6, ibv.WCAtomicWrite, 8)
 			if got := binary.NativeEndian.Uint64(bm[mrSize-24:]); got != v {
 				t.Fatalf("round %d: ATOMIC WRITE left %#x, want %#x", round, got, v)
 			}
@@ -306,9 +307,9 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 	})
 
 	t.Run("UD", func(t *testing.T) {
-		a, b := newEnd(t, ha, vrdma.UD), newEnd(t, hb, vrdma.UD)
+		a, b := newEnd(t, ha, ibv.UD), newEnd(t, hb, ibv.UD)
 		connect(t, a, b)
-		ah, err := a.pd.CreateAH(vrdma.AHAttr{DGID: hb.addr.As16(), SGIDIndex: gidIndex, PortNum: 1})
+		ah, err := a.pd.CreateAH(ibv.AHAttr{DGID: hb.addr.As16(), SGIDIndex: gidIndex, PortNum: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,10 +318,10 @@ func testDaemons(t *testing.T, ca *pkitest.CA) {
 		for i := range uint64(10) {
 			src := pattern(a.mr.Bytes()[srcOff:srcOff+n], byte(i))
 			b.recv(t, i, recvOff, grh+n)
-			a.post(t, vrdma.SendWR{ID: i, Opcode: vrdma.WRSend, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+			a.post(t, vrdma.SendWR{ID: i, Opcode: ibv.WRSend, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)},
 				AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: qkey})
-			a.complete(t, i, vrdma.WCSend, n)
-			b.complete(t, i, vrdma.WCRecv, grh+n)
+			a.complete(t, i, ibv.WCSend, n)
+			b.complete(t, i, ibv.WCRecv, grh+n)
 			expectBytes(t, "UD SEND", b.mr.Bytes()[recvOff+grh:recvOff+grh+n], src)
 		}
 	})
@@ -379,16 +380,16 @@ func BenchmarkRCWrite(b *testing.B) {
 			peers := &peerTable{m: make(map[netip.Addr]string)}
 			ha := startHost(b, peers, 1, nil)
 			hb := startHost(b, peers, 2, nil)
-			x, y := newEnd(b, ha, vrdma.RC), newEnd(b, hb, vrdma.RC)
+			x, y := newEnd(b, ha, ibv.RC), newEnd(b, hb, ibv.RC)
 			connect(b, x, y)
-			wr := vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, SGL: []vrdma.SGE{x.mr.SGE(srcOff, size)},
+			wr := vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, SGL: []ibv.SGE{x.mr.SGE(srcOff, size)},
 				RemoteAddr: y.mr.Addr() + rdmaOff, RKey: y.mr.RKey()}
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				x.post(b, wr)
-				x.complete(b, 1, vrdma.WCRDMAWrite, size)
+				x.complete(b, 1, ibv.WCRDMAWrite, size)
 			}
 		})
 	}

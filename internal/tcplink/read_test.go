@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/pki/pkitest"
 )
 
@@ -72,7 +73,7 @@ func testLargeReads(t *testing.T, ca *pkitest.CA, rtrOnly bool) {
 	for done < reads {
 		for posted < reads && posted-done < window {
 			s := posted % slots
-			a.post(t, vrdma.SendWR{ID: uint64(posted), Opcode: vrdma.WRRDMARead, SGL: []vrdma.SGE{a.mr.SGE(s*size, size)},
+			a.post(t, vrdma.SendWR{ID: uint64(posted), Opcode: ibv.WRRDMARead, SGL: []ibv.SGE{a.mr.SGE(s*size, size)},
 				RemoteAddr: b.mr.Addr() + uint64(s*size), RKey: b.mr.RKey()})
 			posted++
 		}
@@ -81,7 +82,7 @@ func testLargeReads(t *testing.T, ca *pkitest.CA, rtrOnly bool) {
 			t.Fatalf("%d of %d READs done: %v", done, reads, err)
 		}
 		for _, w := range wc[:n] {
-			if w.Status != vrdma.WCSuccess || w.ID != uint64(done) || w.Opcode != vrdma.WCRDMARead || w.ByteLen != size {
+			if w.Status != ibv.WCSuccess || w.ID != uint64(done) || w.Opcode != ibv.WCRDMARead || w.ByteLen != size {
 				t.Fatalf("completion %+v (status %v), want READ %d of %d bytes, success", w, w.Status, done, size)
 			}
 			done++
@@ -121,7 +122,7 @@ func newEndSized(t testing.TB, h *host, size, depth int) *end {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cq.Destroy() })
-	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: vrdma.RC, SendCQ: cq, RecvCQ: cq,
+	qp, err := pd.CreateQP(vrdma.QPInitAttr{Type: ibv.RC, SendCQ: cq, RecvCQ: cq,
 		Cap: vrdma.QPCap{MaxSendWR: depth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -134,14 +135,14 @@ func newEndSized(t testing.TB, h *host, size, depth int) *end {
 // Connect does but without the move to RTS.
 func toRTR(t testing.TB, q *vrdma.QP, remote vrdma.Endpoint, o *vrdma.ConnectOptions) {
 	t.Helper()
-	init := vrdma.QPAttr{State: vrdma.QPSInit, PortNum: 1, AccessFlags: o.Access}
-	if err := q.Modify(&init, vrdma.AttrState|vrdma.AttrPKeyIndex|vrdma.AttrPort|vrdma.AttrAccessFlags); err != nil {
+	init := ibv.QPAttr{State: ibv.QPSInit, PortNum: 1, AccessFlags: o.Access}
+	if err := q.Modify(&init, ibv.AttrState|ibv.AttrPKeyIndex|ibv.AttrPort|ibv.AttrAccessFlags); err != nil {
 		t.Fatal(err)
 	}
-	rtr := vrdma.QPAttr{State: vrdma.QPSRTR, PathMTU: vrdma.MTU4096, DestQPN: remote.QPN, RQPSN: remote.PSN,
-		AV:              vrdma.AHAttr{DGID: remote.GID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1},
+	rtr := ibv.QPAttr{State: ibv.QPSRTR, PathMTU: ibv.MTU4096, DestQPN: remote.QPN, RQPSN: remote.PSN,
+		AV:              ibv.AHAttr{DGID: remote.GID, SGIDIndex: o.GIDIndex, HopLimit: 64, PortNum: 1},
 		MaxDestRdAtomic: o.MaxRdAtomic, MinRNRTimer: o.MinRNRTimer}
-	mask := vrdma.AttrState | vrdma.AttrAV | vrdma.AttrPathMTU | vrdma.AttrDestQPN | vrdma.AttrRQPSN | vrdma.AttrMaxDestRdAtomic | vrdma.AttrMinRNRTimer
+	mask := ibv.AttrState | ibv.AttrAV | ibv.AttrPathMTU | ibv.AttrDestQPN | ibv.AttrRQPSN | ibv.AttrMaxDestRdAtomic | ibv.AttrMinRNRTimer
 	if err := q.Modify(&rtr, mask); err != nil {
 		t.Fatal(err)
 	}
