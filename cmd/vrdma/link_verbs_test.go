@@ -118,7 +118,7 @@ func TestPrintHostBound(t *testing.T) {
 	}
 }
 
-// TestPathRequestFlags: `vrdma path` takes what the QPs ask (--ud,
+// TestPathRequestFlags: `vrdma path` takes what the QPs ask (--ud, --srq,
 // --atomics, --inline, --sge, --mtu), refuses values no QP could ask
 // before calling the daemon, and the daemon refuses them too (a caller of
 // the API); on one host the path stays memcpy whatever is asked.
@@ -126,7 +126,7 @@ func TestPathRequestFlags(t *testing.T) {
 	sock := startSwitchDaemon(t)
 	mustRun(t, "vm", "create", "a", "--socket", sock)
 	mustRun(t, "vm", "create", "b", "--socket", sock)
-	out := mustRun(t, "path", "a", "b", "--ud", "--atomics", "--inline", "256", "--sge", "8", "--mtu", "4096", "--socket", sock)
+	out := mustRun(t, "path", "a", "b", "--ud", "--srq", "--atomics", "--inline", "256", "--sge", "8", "--mtu", "4096", "--socket", sock)
 	if out != "memcpy: same host h1\n" {
 		t.Errorf("path with a request on one host: %q", out)
 	}
