@@ -94,6 +94,9 @@ type UplinkInfo struct {
 	Subnets      []string       `json:"subnets,omitempty"`
 	Caps         *VerbsCapsInfo `json:"caps,omitempty"`
 	CarriesQPs   bool           `json:"carries_qps,omitempty"`
+	// Carries names what the daemon carries of QPs on the device ("RC
+	// QPs", "atomics", ...).
+	Carries []string `json:"carries,omitempty"`
 }
 
 // VerbsCapsInfo is what a verbs uplink's device can do for QPs.
@@ -115,6 +118,9 @@ type HostInfo struct {
 	Self        bool         `json:"self,omitempty"` // the daemon's own host
 	// Path is how this daemon's adapters reach the host's, and why.
 	Path string `json:"path,omitempty"`
+	// Bound is, for each verbs uplink of this daemon's host, how instances
+	// bound to it reach the host's instances (none for this host itself).
+	Bound []BoundPath `json:"bound,omitempty"`
 }
 
 // PathInfo is the path between two adapters, and why.
@@ -123,9 +129,23 @@ type PathInfo struct {
 	Reason string `json:"reason"`
 	HostA  string `json:"host_a"`
 	HostB  string `json:"host_b"`
+	// UplinkA and UplinkB are the verbs uplinks the adapters' instances
+	// are bound to ("" if not bound): a bound adapter's QPs are the
+	// device's.
+	UplinkA string `json:"uplink_a,omitempty"`
+	UplinkB string `json:"uplink_b,omitempty"`
 	// Devices is the pair of verbs uplinks the hosts' devices could use,
 	// when one matches; Blocked says why the path does not take them.
 	Devices *PathDevices `json:"devices,omitempty"`
+}
+
+// BoundPath is how instances bound to Uplink, a verbs uplink of the
+// daemon's host, reach another host's instances: those bound to a verbs
+// uplink there, and those not bound ("KIND: reason", or "none: why").
+type BoundPath struct {
+	Uplink    string `json:"uplink"`
+	ToBound   string `json:"to_bound"`
+	ToUnbound string `json:"to_unbound"`
 }
 
 // PathDevices is a pair of matching verbs uplinks (A on HostA, B on
@@ -146,6 +166,7 @@ type PathDevices struct {
 // reason says so.
 type PathRequest struct {
 	UD        bool `json:"ud,omitempty"`
+	SRQ       bool `json:"srq,omitempty"`
 	Atomics   bool `json:"atomics,omitempty"`
 	MaxInline int  `json:"max_inline,omitempty"`
 	MaxSGE    int  `json:"max_sge,omitempty"`
@@ -175,10 +196,13 @@ func (a *Admin) Hosts() ([]HostInfo, error) {
 	for _, h := range r.Hosts {
 		hi := HostInfo{Name: h.Name, Identity: h.Identity, Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
 			SM: h.SM, Self: h.Self, Path: h.Path}
+		for _, b := range h.Bound {
+			hi.Bound = append(hi.Bound, BoundPath(b))
+		}
 		for _, u := range h.Uplinks {
 			hi.Uplinks = append(hi.Uplinks, UplinkInfo{Name: u.Name, Kind: u.Kind, State: u.State, MTU: u.MTU, GIDs: u.GIDs,
 				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes, Transport: u.Transport, LID: u.LID, SMLID: u.SMLID,
-				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs})
+				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs, Carries: u.Carries})
 		}
 		out = append(out, hi)
 	}
@@ -227,5 +251,5 @@ func (a *Admin) path(req proto.PathReq) (PathInfo, error) {
 	if _, err := a.c.call(proto.OpPath, req, &r); err != nil {
 		return PathInfo{}, err
 	}
-	return PathInfo{Kind: r.Kind, Reason: r.Reason, HostA: r.HostA, HostB: r.HostB, Devices: (*PathDevices)(r.Devices)}, nil
+	return PathInfo{Kind: r.Kind, Reason: r.Reason, HostA: r.HostA, HostB: r.HostB, UplinkA: r.UplinkA, UplinkB: r.UplinkB, Devices: (*PathDevices)(r.Devices)}, nil
 }

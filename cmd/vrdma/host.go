@@ -100,6 +100,10 @@ func printHost(w io.Writer, h vrdma.HostInfo) {
 		}
 	}
 	fmt.Fprintf(w, "    path %s\n", orDash(h.Path))
+	for _, b := range h.Bound {
+		fmt.Fprintf(w, "    bound to %s: to bound instances %s\n", b.Uplink, b.ToBound)
+		fmt.Fprintf(w, "    bound to %s: to unbound instances %s\n", b.Uplink, b.ToUnbound)
+	}
 }
 
 // printVerbsUplink prints what path selection reads of a verbs uplink:
@@ -123,7 +127,10 @@ func printVerbsUplink(w io.Writer, u vrdma.UplinkInfo) {
 	}
 	qps := "no (its daemon cannot carry QPs on a device yet: paths to the host take software RoCEv2 or the TCP channel)"
 	if u.CarriesQPs {
-		qps = "yes"
+		qps = "yes, for instances bound to it"
+		if len(u.Carries) > 0 {
+			qps += ": " + strings.Join(u.Carries, ", ")
+		}
 	}
 	fmt.Fprintf(w, "        carries_qps %s\n", qps)
 }

@@ -77,11 +77,11 @@ func TestPrintHostVerbsKinds(t *testing.T) {
 		want string
 	}{
 		{"InfiniBand", vrdma.UplinkInfo{Name: "ib0", Kind: "verbs", State: "up", MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", Transport: "InfiniBand",
-			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", Caps: &vrdma.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 32768, MaxInline: 512}, CarriesQPs: true},
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", Caps: &vrdma.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 32768, MaxInline: 512}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}},
 			"    uplink ib0 kind verbs state up mtu 4096 dev mlx5_0 link_layer InfiniBand\n" +
 				"        transport InfiniBand lid 3 sm_lid 1 subnet_prefix fe80:0000:0000:0000\n" +
 				"        atomic hca max_sge 30 max_qp_wr 32768 max_inline 512\n" +
-				"        carries_qps yes\n"},
+				"        carries_qps yes, for instances bound to it: RC QPs, atomics\n"},
 		{"siw", vrdma.UplinkInfo{Name: "iw0", Kind: "verbs", State: "up", MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", Transport: "iWARP",
 			Subnets: []string{"10.47.91.0/24"}, Caps: &vrdma.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1024}},
 			"    uplink iw0 kind verbs state up mtu 1024 dev siw0 link_layer Ethernet\n" +
@@ -100,7 +100,25 @@ func TestPrintHostVerbsKinds(t *testing.T) {
 	}
 }
 
-// TestPathRequestFlags: `vrdma path` takes what the QPs ask (--ud,
+// TestPrintHostBound: `vrdma host show` prints, under a host's path (that
+// of unbound instances), how instances bound to each verbs uplink of this
+// host reach the host's bound and unbound instances.
+func TestPrintHostBound(t *testing.T) {
+	var b bytes.Buffer
+	printHost(&b, vrdma.HostInfo{Name: "b", Path: "tcp: neither host a nor host b has an RDMA uplink on port group default",
+		Bound: []vrdma.BoundPath{{Uplink: "hca0", ToBound: "verbs: an instance on host a is bound to verbs uplink hca0", ToUnbound: "none: the TCP channel cannot reach a device's QPs"}}})
+	for _, want := range []string{
+		"    path tcp: neither host a nor host b has an RDMA uplink on port group default\n" +
+			"    bound to hca0: to bound instances verbs: an instance on host a is bound to verbs uplink hca0\n" +
+			"    bound to hca0: to unbound instances none: the TCP channel cannot reach a device's QPs\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printHost:\n%s\nlacks\n%s", b.String(), want)
+		}
+	}
+}
+
+// TestPathRequestFlags: `vrdma path` takes what the QPs ask (--ud, --srq,
 // --atomics, --inline, --sge, --mtu), refuses values no QP could ask
 // before calling the daemon, and the daemon refuses them too (a caller of
 // the API); on one host the path stays memcpy whatever is asked.
@@ -108,7 +126,7 @@ func TestPathRequestFlags(t *testing.T) {
 	sock := startSwitchDaemon(t)
 	mustRun(t, "vm", "create", "a", "--socket", sock)
 	mustRun(t, "vm", "create", "b", "--socket", sock)
-	out := mustRun(t, "path", "a", "b", "--ud", "--atomics", "--inline", "256", "--sge", "8", "--mtu", "4096", "--socket", sock)
+	out := mustRun(t, "path", "a", "b", "--ud", "--srq", "--atomics", "--inline", "256", "--sge", "8", "--mtu", "4096", "--socket", sock)
 	if out != "memcpy: same host h1\n" {
 		t.Errorf("path with a request on one host: %q", out)
 	}

@@ -18,7 +18,7 @@
 //	vrdma switch show [--json]       # the switch, its etcd, the subnet manager
 //	vrdma portgroup add NAME [--vlan N] [--pcp N] [--dscp N] [--mtu N] [--pkey 0xNNNN] | portgroup show [NAME] | portgroup delete NAME
 //	vrdma host show [NAME]           # the switch's live hosts, their uplinks and the path to each
-//	vrdma path INSTANCE[/vrdmaN] INSTANCE[/vrdmaN] [--json]   # memcpy, rdma or tcp, and why
+//	vrdma path INSTANCE[/vrdmaN] INSTANCE[/vrdmaN] [--json]   # memcpy, verbs, rdma or tcp, and why
 package main
 
 import (
@@ -58,7 +58,7 @@ func init() {
 		{"portgroup", "add, show and delete the switch's port groups (VLAN, priority, MTU, P_Key)", runPortGroup},
 		{"host", "show the switch's live hosts, their uplinks and the path to each", runHost},
 		{"mcast", "show the switch's multicast groups: per group, the tenants and hosts with QPs attached", runMcast},
-		{"path", "show the path between two adapters (memcpy, rdma or tcp) and why", runPath},
+		{"path", "show the path between two adapters (memcpy, verbs, rdma or tcp) and why", runPath},
 		{"version", "print the version, the Go release it was built with and the protocol version (also --version)", runVersion},
 		{"help", "print a command's help: vrdma help COMMAND [SUBCOMMAND]", runHelpCommand},
 	}

@@ -10,11 +10,13 @@ import (
 	"github.com/vrdma/vrdma/internal/daemon"
 )
 
-const pathUsage = "path ADAPTER_A ADAPTER_B [--ud] [--atomics] [--inline BYTES] [--sge N] [--mtu BYTES] [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
+const pathUsage = "path ADAPTER_A ADAPTER_B [--ud] [--srq] [--atomics] [--inline BYTES] [--sge N] [--mtu BYTES] [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
 
 // runPath prints the path the switch chooses between two adapters and why:
 // "memcpy: same host a", "tcp: host c has no RDMA uplink on port group
-// default". The flags say what the QPs ask of it (UD, atomics, inline
+// default", "verbs: vm1/vrdma0 is bound to verbs uplink hca0 ..." (an
+// adapter whose instance is bound to a verbs uplink has its QPs on the
+// device). The flags say what the QPs ask of it (UD, atomics, inline
 // data, SGEs, path MTU): a verbs uplink whose device lacks one is not
 // taken, and the reason says which and the error rdma-core would give.
 func runPath(args []string, stdout, stderr io.Writer) error {
@@ -22,6 +24,7 @@ func runPath(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
 	var req vrdma.PathRequest
 	fs.BoolVar(&req.UD, "ud", false, "the QPs are UD (iWARP devices have none)")
+	fs.BoolVar(&req.SRQ, "srq", false, "the QPs take their receives from an SRQ")
 	fs.BoolVar(&req.Atomics, "atomics", false, "the QPs use atomic operations (iWARP devices have none)")
 	fs.IntVar(&req.MaxInline, "inline", 0, "`BYTES` of inline data per send WR")
 	fs.IntVar(&req.MaxSGE, "sge", 0, "scatter/gather entries per WR (`N`)")

@@ -22,7 +22,7 @@ const (
 func pathRequest(ctx context.Context, sw *switchagent.Agent, in *proto.PathRequest, portGroup string) (pathsel.Request, error) {
 	var r pathsel.Request
 	if in != nil {
-		r = pathsel.Request{UD: in.UD, Atomics: in.Atomics, MaxInline: in.MaxInline, MaxSGE: in.MaxSGE, MTU: in.MTU}
+		r = pathsel.Request{UD: in.UD, SRQ: in.SRQ, Atomics: in.Atomics, MaxInline: in.MaxInline, MaxSGE: in.MaxSGE, MTU: in.MTU}
 	}
 	switch {
 	case r.MaxInline < 0 || r.MaxInline > maxPathInline:

@@ -174,7 +174,7 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 			}
 			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs,
 				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes, Transport: u.Transport, LID: u.LID, SMLID: u.SMLID,
-				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*proto.VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs})
+				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*proto.VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs, Carries: u.Carries})
 		}
 		// Another host's path is the route table's, which new connections
 		// take; it follows the switch's watch, which a direct read of the
@@ -189,6 +189,9 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 			hi.Path = "not routed yet: this daemon's watch has not taken the host's record"
 		default:
 			hi.Path = rc.String()
+		}
+		if h.Name != self.Name {
+			hi.Bound = boundPaths(sw, self, h)
 		}
 		resp.Hosts = append(resp.Hosts, hi)
 	}
@@ -258,7 +261,8 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb, Devices: pathDevices(c, ea.Adapter > eb.Adapter)}, nil, nil
+	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb, UplinkA: ea.Bound, UplinkB: eb.Bound,
+		Devices: pathDevices(c, ea.Adapter > eb.Adapter)}, nil, nil
 }
 
 // adapterEnd reads what path selection needs of one adapter from the
@@ -300,5 +304,6 @@ func adapterEnd(ctx context.Context, sw *switchagent.Agent, name string, see fun
 	e := sw.HostEnd(h)
 	e.Adapter = fmt.Sprintf("%s/vrdma%d", inst, idx)
 	e.PortGroup = ad.PortGroup
+	e.Bound = ad.Uplink
 	return e, h.Name, nil
 }

@@ -77,7 +77,7 @@ func canLockMemory() error {
 
 // switchInstance is inst as the switch agent publishes it.
 func switchInstance(inst *Instance) switchagent.Instance {
-	return switchagent.Instance{Name: inst.Name, PortGroup: inst.PortGroup, Native: inst.Native, Async: inst.Async, Adapters: inst.Adapters}
+	return switchagent.Instance{Name: inst.Name, PortGroup: inst.PortGroup, Native: inst.Native, Async: inst.Async, Uplink: inst.Uplink, Adapters: inst.Adapters}
 }
 
 // publishInstance puts inst's record on the switch (the default instance,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/verbs"
@@ -220,16 +221,10 @@ func (v *verbsLink) uplink(spec proto.LinkSpec) *switchagent.VerbsUplink {
 	u.SubnetPrefix = verbs.SubnetPrefix(p)
 	u.Subnets = netdevSubnets(p)
 	u.Caps = &fabric.VerbsCaps{Atomic: atomicName(attr.AtomicCap), MaxSGE: int(attr.MaxSGE), MaxQPWR: int(attr.MaxQPWR)}
-	u.CarriesQPs = verbsCarriesQPs
+	u.Carries = pathsel.Carried()
+	u.CarriesQPs = slices.Contains(u.Carries, pathsel.FeatureRC)
 	return u
 }
-
-// verbsCarriesQPs says whether this daemon carries instances' QPs on a
-// verbs uplink's device, which its host record tells the switch: not yet
-// (the data path is being built), so path selection names the devices a
-// pair could use but takes the software path (docs/design/verbs-uplink.md,
-// "Path selection"). The change that carries QPs sets it.
-const verbsCarriesQPs = false
 
 // atomicName names ibv_device_attr.atomic_cap as the host record does.
 func atomicName(c uint32) string {

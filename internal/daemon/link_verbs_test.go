@@ -220,8 +220,9 @@ func TestVerbsLinkHelperFaults(t *testing.T) {
 }
 
 // TestVerbsLinkOnTheSwitch: the switch's record of the host carries the
-// verbs uplink with its device, link layer and GIDs with their types
-// (`vrdma host show`).
+// verbs uplink with its device, link layer and GIDs with their types, and
+// that the daemon carries QPs on it: RC QPs and atomics (the gate's table,
+// pathsel.DeviceFeatures) (`vrdma host show`).
 func TestVerbsLinkOnTheSwitch(t *testing.T) {
 	cfg := linkConfig(t)
 	cfg.VerbsHelper = fakeVerbsHelper(t, "rxe")
@@ -242,7 +243,7 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 	}
 	want := proto.UplinkInfo{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
 		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"},
-		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}}
+		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}
 	if got == nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("host list: this host's uplink hca0 is %+v, want %+v (hosts %+v)", got, want, r.Hosts)
 	}
@@ -251,7 +252,8 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 // TestVerbsLinkKinds: the host record of a verbs uplink says what kind of
 // device it is, as path selection needs it: an InfiniBand port its LID,
 // subnet manager's LID and subnet prefix; siw transport iWARP and no
-// atomics; each its limits; none that the daemon carries QPs on it yet.
+// atomics; each its limits; that the daemon carries RC QPs and atomics on
+// it (for instances bound to it; a device that lacks atomics refuses them).
 // A device whose transport no verbs uplink can use (usNIC) is refused at
 // link add.
 func TestVerbsLinkKinds(t *testing.T) {
@@ -262,9 +264,9 @@ func TestVerbsLinkKinds(t *testing.T) {
 		err  string
 	}{
 		{mode: "ib", want: proto.UplinkInfo{MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", GIDTypes: []string{"IB"}, Transport: "InfiniBand",
-			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}}},
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}},
 		{mode: "siw", want: proto.UplinkInfo{MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", GIDTypes: []string{"IB"}, Transport: "iWARP",
-			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}}},
+			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}},
 		{mode: "usnic", code: proto.CodeInvalid, err: "usnic_0 has transport usNIC: a verbs uplink needs an InfiniBand, RoCE or iWARP device"},
 	}
 	for _, tt := range tests {

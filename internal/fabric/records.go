@@ -110,6 +110,10 @@ type Uplink struct {
 	// (the data path). Path selection takes the device only when both
 	// hosts' daemons do.
 	CarriesQPs bool `json:"carriesQPs,omitempty"`
+	// Carries names what the daemon carries of instances' QPs on the
+	// device ("RC QPs", "atomics", ...: pathsel.DeviceFeatures); a record
+	// that says CarriesQPs without it carries RC QPs.
+	Carries []string `json:"carries,omitempty"`
 }
 
 // Atomic capabilities of a device (ibv_device_attr.atomic_cap).
@@ -184,6 +188,9 @@ type Adapter struct {
 	NativeEndpoint bool `json:"nativeEndpoint,omitempty"`
 	// Async: the engine polls this adapter's rings on dedicated threads.
 	Async bool `json:"async,omitempty"`
+	// Uplink is the verbs uplink of its host the adapter is bound to
+	// (`vrdma vm create --uplink`), "" if none: its QPs are that device's.
+	Uplink string `json:"uplink,omitempty"`
 }
 
 // Instance is a named tenant on a host that owns adapters.

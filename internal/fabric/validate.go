@@ -256,6 +256,12 @@ func ValidateInstance(in Instance) error {
 		if a.PortGroup == "" {
 			return invalid(k, in.Name, f+".PortGroup", fmt.Sprintf("vrdma%d is attached to no port group", a.Index), "set PortGroup to one of the switch's port groups (`vrdma switch` lists them)")
 		}
+		if a.Uplink != "" {
+			if err := ValidateName("uplink", a.Uplink); err != nil {
+				ve := err.(*ValidationError)
+				return invalid(k, in.Name, f+".Uplink", ve.Problem, ve.Fix)
+			}
+		}
 	}
 	return nil
 }

@@ -157,6 +157,8 @@ func TestValidateInstance(t *testing.T) {
 		{"dup mac", testInstance("vm1", 2), func(in *Instance) { in.Adapters[1].MAC = in.Adapters[0].MAC }, "Adapters[1].MAC", "also vrdma0's"},
 		{"dup gid", testInstance("vm1", 2), func(in *Instance) { in.Adapters[1].GIDs = in.Adapters[0].GIDs }, "Adapters[1].GIDs[0]", "also vrdma0's"},
 		{"no port group", testInstance("vm1", 1), func(in *Instance) { in.Adapters[0].PortGroup = "" }, "Adapters[0].PortGroup", "no port group"},
+		{"bound to a verbs uplink", testInstance("vm1", 1), func(in *Instance) { in.Adapters[0].Uplink = "hca0" }, "", ""},
+		{"bound to no uplink name", testInstance("vm1", 1), func(in *Instance) { in.Adapters[0].Uplink = "hca/0" }, "Adapters[0].Uplink", ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			in := tc.in

@@ -29,6 +29,14 @@ func validateVerbsDevice(host, field string, u Uplink) error {
 			return invalid(k, host, fmt.Sprintf("%s.Subnets[%d]", field, j), fmt.Sprintf("%q is not an IP prefix", s), `give it in CIDR form with the host bits zero, "10.47.91.0/24"`)
 		}
 	}
+	if len(u.Carries) > maxVerbsCarries {
+		return invalid(k, host, field+".Carries", fmt.Sprintf("verbs uplink %q names %d features it carries", u.Name, len(u.Carries)), fmt.Sprintf("list at most %d", maxVerbsCarries))
+	}
+	for j, f := range u.Carries {
+		if !validFeature(f) {
+			return invalid(k, host, fmt.Sprintf("%s.Carries[%d]", field, j), fmt.Sprintf("%q is no feature name", f), `name features as path selection does, "RC QPs", "atomics" (at most 32 printable characters)`)
+		}
+	}
 	if c := u.Caps; c != nil {
 		switch c.Atomic {
 		case AtomicNone, AtomicHCA, AtomicGlobal:
@@ -46,6 +54,22 @@ func validateVerbsDevice(host, field string, u Uplink) error {
 		}
 	}
 	return nil
+}
+
+// maxVerbsCarries bounds the features a verbs uplink says it carries.
+const maxVerbsCarries = 32
+
+// validFeature: a feature name is short printable ASCII.
+func validFeature(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // validSubnetPrefix: "xxxx:xxxx:xxxx:xxxx" in hex, as sysfs's

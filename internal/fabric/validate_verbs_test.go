@@ -32,6 +32,10 @@ func TestValidateVerbsDevice(t *testing.T) {
 		{"atomic", func(u *Uplink) { u.Caps = &VerbsCaps{Atomic: "sometimes"} }, "Uplinks[0].Caps.Atomic", `"sometimes"`},
 		{"negative SGEs", func(u *Uplink) { u.Caps = &VerbsCaps{Atomic: AtomicNone, MaxSGE: -1} }, "Uplinks[0].Caps.MaxSGE", "MaxSGE -1"},
 		{"huge inline", func(u *Uplink) { u.Caps = &VerbsCaps{Atomic: AtomicNone, MaxInline: 1 << 30} }, "Uplinks[0].Caps.MaxInline", "MaxInline"},
+		{"carries", func(u *Uplink) { u.Carries = []string{"RC QPs", "atomics"} }, "", ""},
+		{"carries a control character", func(u *Uplink) { u.Carries = []string{"RC QPs\x1b[2J"} }, "Uplinks[0].Carries[0]", "no feature name"},
+		{"carries an empty name", func(u *Uplink) { u.Carries = []string{""} }, "Uplinks[0].Carries[0]", "no feature name"},
+		{"carries too many", func(u *Uplink) { u.Carries = make([]string, maxVerbsCarries+1) }, "Uplinks[0].Carries", "features it carries"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			u := ok

@@ -11,10 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vrdma/vrdma/internal/guest"
-	"github.com/vrdma/vrdma/internal/netns"
 	"github.com/vrdma/vrdma/internal/verbs"
-	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 // TestVerbsUplinkDiscovery runs the daemon (the static binary) inside guest
@@ -24,50 +21,19 @@ import (
 // what `ibv_devinfo -v -d rxe0` reports there: link layer Ethernet, an
 // active port and the same GIDs with the same types.
 func TestVerbsUplinkDiscovery(t *testing.T) {
-	Require(t)
-	t.Setenv(guest.CacheEnv, t.TempDir())
-	helper, err := verbsbuild.Build()
-	if err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
-	}
-	root, err := netns.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "vrdma")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
-	}
-
+	k := buildVerbsKit(t, false)
+	root := k.root
 	g := Up(t, "A")
-	share := filepath.Join(g.build, "run", "A")
-	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
-		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	k.install(t, g, "A")
+	share := g.share("A")
 	devinfo := g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0")
 	want := GIDs(devinfo)
 	if len(want) == 0 || !strings.Contains(devinfo, "link_layer:\t\tEthernet") {
 		t.Fatalf("ibv_devinfo -v -d rxe0 in the guest shows no GIDs or no Ethernet link layer:\n%s", devinfo)
 	}
 
-	// The busybox guest has no machine id; the daemon's host identity
-	// needs one.
-	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
-	const sock = "/tmp/vrdma.sock"
-	daemon := g.Spawn(t, "A", 600, "/mnt/host/vrdma daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-daemon.log 2>&1")
-	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
-		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
-		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
-	}
-	defer func() {
-		g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
-		g.Wait(t, "A", daemon, 30)
-	}()
+	defer startGuestDaemon(t, g, "A", 600, "")()
+	const sock = guestSock
 	cli := "/mnt/host/vrdma link --socket " + sock + " "
 	added := g.Exec(t, "A", 120, cli+"add hca0 type verbs dev rxe0")
 	shown := g.Exec(t, "A", 120, cli+"show hca0")

@@ -8,9 +8,10 @@ import (
 
 // Request is what an instance asks of a path: the QP type and the limits
 // its QPs are created and connected with. The zero Request asks nothing
-// beyond an RC QP with one SGE and no inline data.
+// beyond an RC QP with one SGE, no SRQ and no inline data.
 type Request struct {
 	UD        bool // UD QPs (datagrams)
+	SRQ       bool // QPs on a shared receive queue
 	Atomics   bool // atomic operations (compare-and-swap, fetch-and-add)
 	MaxInline int  // bytes of inline data per send WR (max_inline_data)
 	MaxSGE    int  // scatter/gather entries per WR (max_send_sge, max_recv_sge)

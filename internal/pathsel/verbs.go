@@ -38,9 +38,10 @@ type Port struct {
 	MaxSGE    int  // 0: not known
 	MaxInline int  // 0: not known (rdma-core reports it only per QP)
 
-	// CarriesQPs: the host's daemon can carry an instance's QPs on this
-	// device (the data path); until it can, the port is a candidate only.
-	CarriesQPs bool
+	// Carries names what the host's daemon carries of an instance's QPs on
+	// this device (DeviceFeatures' names; FeatureRC first): none, and the
+	// port is a candidate only.
+	Carries []string
 }
 
 // DevicePair is the devices a pair of hosts could use, and how: Mode is
@@ -52,8 +53,13 @@ type DevicePair struct {
 	Blocked error
 }
 
-// ErrNoDataPath: a daemon cannot carry QPs on its verbs uplink yet.
+// ErrNoDataPath: a daemon cannot carry QPs (or what they ask) on its
+// verbs uplink yet.
 var ErrNoDataPath = errors.New("cannot carry QPs on a device yet")
+
+// ErrNotBound: the devices match, but neither adapter's instance is bound
+// to a verbs uplink, so their QPs are the engine's, not the devices'.
+var ErrNotBound = errors.New("instances not bound to a verbs uplink")
 
 // matchDevices finds the first pair of a's and b's ports (in their order)
 // whose devices can reach each other, or says why none can ("" when a

@@ -28,7 +28,21 @@ func siw(name string) Port {
 	return Port{Name: name, Device: "siw0", Kind: IWARP, MTU: 1024, MaxSGE: 6}
 }
 
-func carrying(p Port) Port { p.CarriesQPs = true; return p }
+// carrying: the port's daemon carries RC QPs and atomics on the device
+// (what the data path carries today), not UD, SRQs or inline data.
+func carrying(p Port) Port { p.Carries = []string{FeatureRC, "atomics"}; return p }
+
+// carryingAll: the port's daemon carries every row of DeviceFeatures.
+func carryingAll(p Port) Port {
+	p.Carries = nil
+	for _, f := range DeviceFeatures {
+		p.Carries = append(p.Carries, f.Name)
+	}
+	return p
+}
+
+// bind binds e's instance to the verbs uplink called uplink.
+func bind(e End, uplink string) End { e.Bound = uplink; return e }
 
 func vend(adapter, host string, rdma []string, ports ...Port) End {
 	e := end(adapter, host, "pg", rdma...)
@@ -57,27 +71,30 @@ func TestSelectVerbs(t *testing.T) {
 	}{
 		{name: "same host keeps memcpy", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "a", nil, carrying(roce("hca0", "rxe0", true))),
 			kind: Memcpy, reason: "same host a"},
-		{name: "RoCE v2 both, daemons carry QPs", a: vend("i1/vrdma0", "a", rxe, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", true))),
-			kind: Verbs, reason: "verbs uplinks hca0 (rxe0 on host a) and hca1 (mlx5_0 on host b) on port group pg: RoCE v2"},
+		{name: "RoCE v2 both, daemons carry QPs, both bound", a: bind(vend("i1/vrdma0", "a", rxe, carrying(roce("hca0", "rxe0", true))), "hca0"), b: bind(vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", true))), "hca1"),
+			kind: Verbs, reason: "i1/vrdma0 is bound to verbs uplink hca0 (rxe0 on host a) and i2/vrdma0 is bound to verbs uplink hca1 (mlx5_0 on host b) on port group pg: their QPs are the devices', RoCE v2"},
+		{name: "RoCE v2 both, daemons carry QPs, neither bound: software", a: vend("i1/vrdma0", "a", rxe, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", []string{"rxe1"}, carrying(roce("hca1", "mlx5_0", true))),
+			kind: RDMA, reason: "verbs uplinks hca0 (rxe0 on host a) and hca1 (mlx5_0 on host b) on port group pg match (RoCE v2), but the adapters' instances are not bound to them (an instance made with `vrdma vm create --uplink hca0` has its QPs on the device); hosts a (rxe0) and b (rxe1) both have an RDMA uplink on port group pg",
+			blocked: ErrNotBound},
 		{name: "RoCE v2 both, daemons cannot carry QPs yet: software RoCEv2", a: vend("i1/vrdma0", "a", rxe, roce("hca0", "rxe0", true)), b: vend("i2/vrdma0", "b", []string{"rxe1"}, roce("hca1", "mlx5_0", true)),
 			kind: RDMA, reason: "verbs uplinks hca0 (rxe0 on host a) and hca1 (mlx5_0 on host b) on port group pg match (RoCE v2), but the daemons of hosts a and b cannot carry QPs on a device yet; hosts a (rxe0) and b (rxe1) both have an RDMA uplink on port group pg",
 			blocked: ErrNoDataPath},
 		{name: "one daemon cannot carry QPs: TCP", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", nil, roce("hca1", "rxe0", true)),
 			kind: TCP, has: []string{"but host b's daemon cannot carry QPs on a device yet; neither host a nor host b has an RDMA uplink on port group pg"}, blocked: ErrNoDataPath},
-		{name: "RoCE v1 on one segment", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "mlx5_0", false, "10.1.2.3"))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", false, "10.1.2.4"))),
-			kind: Verbs, reason: "verbs uplinks hca0 (mlx5_0 on host a) and hca1 (mlx5_0 on host b) on port group pg: RoCE v1"},
+		{name: "RoCE v1 on one segment", a: bind(vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "mlx5_0", false, "10.1.2.3"))), "hca0"), b: bind(vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", false, "10.1.2.4"))), "hca1"),
+			kind: Verbs, has: []string{"on port group pg: their QPs are the devices', RoCE v1"}},
 		{name: "RoCE v1 across subnets", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "mlx5_0", false, "10.1.2.3"))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", false, "10.1.9.4"))),
 			kind: TCP, has: []string{"not the devices: hca0 (mlx5_0) on host a and hca1 (mlx5_0) on host b have RoCE v1 GIDs on different IP subnets", "RoCE v1 does not cross routers"}},
 		{name: "RoCE v2 on one, v1 only on the other", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "mlx5_0", false, "10.1.2.4"))),
 			kind: TCP, has: []string{"share no GID type (RoCE v2 on both, or RoCE v1 on one L2 segment)"}},
-		{name: "mlx5 with both types meets rxe: v2", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "mlx5_0", true, "10.1.2.3"))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "rxe0", true))),
-			kind: Verbs, has: []string{": RoCE v2"}},
+		{name: "mlx5 with both types meets rxe: v2", a: bind(vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "mlx5_0", true, "10.1.2.3"))), "hca0"), b: bind(vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "rxe0", true))), "hca1"),
+			kind: Verbs, has: []string{"devices', RoCE v2"}},
 		{name: "software link only on one side", a: vend("i1/vrdma0", "a", rxe, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", []string{"rxe1"}),
 			kind: RDMA, reason: "hosts a (rxe0) and b (rxe1) both have an RDMA uplink on port group pg; not the devices: host b has no verbs uplink"},
 		{name: "nothing on one side", a: vend("i1/vrdma0", "a", nil), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "rxe0", true))),
 			kind: TCP, reason: "neither host a nor host b has an RDMA uplink on port group pg; not the devices: host a has no verbs uplink"},
-		{name: "IB on one subnet", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))),
-			kind: Verbs, reason: "verbs uplinks ib0 (mlx5_0 on host a) and ib1 (mlx5_0 on host b) on port group pg: InfiniBand (LID 3 and 7, subnet fe80:0000:0000:0000)"},
+		{name: "IB on one subnet", a: bind(vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), "ib0"), b: bind(vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))), "ib1"),
+			kind: Verbs, has: []string{"their QPs are the devices', InfiniBand (LID 3 and 7, subnet fe80:0000:0000:0000)"}},
 		{name: "IB without a LID", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 0, 0, subnet))),
 			kind: TCP, has: []string{"ib1 (mlx5_0) on host b has no LID: InfiniBand routes by LID", "opensm"}},
 		{name: "IB on two subnets", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, "fe80:0000:0000:0001"))),
@@ -87,9 +104,9 @@ func TestSelectVerbs(t *testing.T) {
 		{name: "RoCE meets IB", a: vend("i1/vrdma0", "a", nil, carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 3, 1, subnet))),
 			kind: TCP, has: []string{"hca0 (rxe0) on host a is RoCE and ib1 (mlx5_0) on host b is InfiniBand: a device reaches only devices of its own kind"}},
 		{name: "second uplink matches", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet)), carrying(roce("hca0", "rxe0", true))), b: vend("i2/vrdma0", "b", nil, carrying(roce("hca1", "rxe0", true))),
-			kind: Verbs, has: []string{"verbs uplinks hca0 (rxe0 on host a) and hca1"}},
-		{name: "iWARP RC", a: vend("i1/vrdma0", "a", nil, carrying(siw("iw0"))), b: vend("i2/vrdma0", "b", nil, carrying(siw("iw1"))),
-			kind: Verbs, reason: "verbs uplinks iw0 (siw0 on host a) and iw1 (siw0 on host b) on port group pg: iWARP"},
+			kind: TCP, has: []string{"verbs uplinks hca0 (rxe0 on host a) and hca1"}, blocked: ErrNotBound},
+		{name: "iWARP RC", a: bind(vend("i1/vrdma0", "a", nil, carrying(siw("iw0"))), "iw0"), b: bind(vend("i2/vrdma0", "b", nil, carrying(siw("iw1"))), "iw1"),
+			kind: Verbs, reason: "i1/vrdma0 is bound to verbs uplink iw0 (siw0 on host a) and i2/vrdma0 is bound to verbs uplink iw1 (siw0 on host b) on port group pg: their QPs are the devices', iWARP"},
 		{name: "iWARP asked for UD", a: vend("i1/vrdma0", "a", rxe, carrying(siw("iw0"))), b: vend("i2/vrdma0", "b", []string{"rxe1"}, carrying(siw("iw1"))), req: Request{UD: true},
 			kind: RDMA, has: []string{"but iw0 (siw0, iWARP) on host a has no UD QPs: ibv_create_qp would fail with EOPNOTSUPP", "; hosts a (rxe0) and b (rxe1) both have an RDMA uplink"}, blocked: syscall.EOPNOTSUPP},
 		{name: "iWARP asked for atomics", a: vend("i1/vrdma0", "a", nil, carrying(siw("iw0"))), b: vend("i2/vrdma0", "b", nil, carrying(siw("iw1"))), req: Request{Atomics: true},
@@ -102,8 +119,12 @@ func TestSelectVerbs(t *testing.T) {
 			kind: TCP, has: []string{"takes max_inline_data 512, the instance asks for 1024"}, blocked: ErrDeviceLacks},
 		{name: "a lack shows before the daemons' gate", a: vend("i1/vrdma0", "a", nil, siw("iw0")), b: vend("i2/vrdma0", "b", nil, siw("iw1")), req: Request{UD: true},
 			kind: TCP, has: []string{"match (iWARP), but iw0 (siw0, iWARP) on host a has no UD QPs: ibv_create_qp would fail with EOPNOTSUPP"}, blocked: syscall.EOPNOTSUPP},
-		{name: "within every limit", a: vend("i1/vrdma0", "a", nil, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))),
-			req: Request{UD: true, Atomics: true, MaxInline: 512, MaxSGE: 30, MTU: 4096}, kind: Verbs, has: []string{"InfiniBand"}},
+		{name: "within every limit, every feature carried", a: bind(vend("i1/vrdma0", "a", nil, carryingAll(ib("ib0", 3, 1, subnet))), "ib0"), b: bind(vend("i2/vrdma0", "b", nil, carryingAll(ib("ib1", 7, 1, subnet))), "ib1"),
+			req: Request{UD: true, SRQ: true, Atomics: true, MaxInline: 512, MaxSGE: 30, MTU: 4096}, kind: Verbs, has: []string{"InfiniBand"}},
+		{name: "UD not carried yet, unbound: software says so", a: vend("i1/vrdma0", "a", rxe, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", []string{"rxe1"}, carrying(ib("ib1", 7, 1, subnet))), req: Request{UD: true},
+			kind: RDMA, has: []string{"match (InfiniBand (LID 3 and 7, subnet fe80:0000:0000:0000)), but the daemons of hosts a and b do not carry UD QPs on a device yet; hosts a (rxe0)"}, blocked: ErrNoDataPath},
+		{name: "SRQs carried on one side only", a: vend("i1/vrdma0", "a", nil, carryingAll(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))), req: Request{SRQ: true},
+			kind: TCP, has: []string{"but host b's daemon does not carry SRQs on a device yet"}, blocked: ErrNoDataPath},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

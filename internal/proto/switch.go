@@ -92,6 +92,9 @@ type UplinkInfo struct {
 	Subnets      []string       `json:"subnets,omitempty"`
 	Caps         *VerbsCapsInfo `json:"caps,omitempty"`
 	CarriesQPs   bool           `json:"carries_qps,omitempty"`
+	// Carries names what the daemon carries of QPs on the device ("RC
+	// QPs", "atomics", ...).
+	Carries []string `json:"carries,omitempty"`
 }
 
 // VerbsCapsInfo is what a verbs uplink's device can do for QPs.
@@ -113,6 +116,9 @@ type HostInfo struct {
 	Self        bool         `json:"self,omitempty"`
 	// Path is how this daemon's adapters reach the host's, and why.
 	Path string `json:"path,omitempty"`
+	// Bound is, for each verbs uplink of this daemon's host, how instances
+	// bound to it reach the host's instances (none for this host itself).
+	Bound []BoundPath `json:"bound,omitempty"`
 }
 
 type HostListResp struct {
@@ -131,6 +137,7 @@ type PathReq struct {
 // MTU 0 is the adapters' port group's path MTU.
 type PathRequest struct {
 	UD        bool `json:"ud,omitempty"`
+	SRQ       bool `json:"srq,omitempty"`
 	Atomics   bool `json:"atomics,omitempty"`
 	MaxInline int  `json:"max_inline,omitempty"`
 	MaxSGE    int  `json:"max_sge,omitempty"`
@@ -143,9 +150,23 @@ type PathResp struct {
 	Reason string `json:"reason"`
 	HostA  string `json:"host_a"`
 	HostB  string `json:"host_b"`
+	// UplinkA and UplinkB are the verbs uplinks the adapters' instances
+	// are bound to ("" if not bound): a bound adapter's QPs are the
+	// device's.
+	UplinkA string `json:"uplink_a,omitempty"`
+	UplinkB string `json:"uplink_b,omitempty"`
 	// Devices is the pair of verbs uplinks the hosts' devices could use,
 	// when one matches; Blocked says why the path does not take them.
 	Devices *PathDevices `json:"devices,omitempty"`
+}
+
+// BoundPath is how instances bound to Uplink, a verbs uplink of the
+// daemon's host, reach another host's instances: those bound to a verbs
+// uplink there, and those not bound ("KIND: reason", or "none: why").
+type BoundPath struct {
+	Uplink    string `json:"uplink"`
+	ToBound   string `json:"to_bound"`
+	ToUnbound string `json:"to_unbound"`
 }
 
 // PathDevices is a pair of matching verbs uplinks (A on HostA, B on

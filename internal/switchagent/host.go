@@ -66,8 +66,10 @@ type VerbsUplink struct {
 	Subnets []netip.Prefix
 	// Caps is what the device can do for QPs; nil if not known.
 	Caps *fabric.VerbsCaps
-	// CarriesQPs: the daemon carries instances' QPs on the device.
+	// CarriesQPs: the daemon carries instances' QPs on the device, and
+	// Carries what of them (pathsel.Carried()).
 	CarriesQPs bool
+	Carries    []string
 }
 
 // Local is the daemon an agent runs in.

@@ -16,6 +16,7 @@ type Instance struct {
 	PortGroup string // the switch's port group of its adapters ("" = DefaultPortGroup)
 	Native    bool   // native endpoints (.vmx nativeEndpointSupport)
 	Async     bool
+	Uplink    string // the verbs uplink its adapters are bound to, "" if none
 	Adapters  []*engine.Adapter
 }
 
@@ -29,7 +30,7 @@ func (a *Agent) instanceRecord(inst Instance) fabric.Instance {
 	rec := fabric.Instance{Name: inst.Name, Host: a.hostName}
 	for _, ad := range inst.Adapters {
 		ra := fabric.Adapter{Index: ad.Index, MAC: net.HardwareAddr(ad.MAC[:]).String(), PortGroup: pg,
-			NativeEndpoint: inst.Native, Async: inst.Async}
+			NativeEndpoint: inst.Native, Async: inst.Async, Uplink: inst.Uplink}
 		ll := netip.AddrFrom16(engine.LinkLocalGID(ad.MAC))
 		ra.GIDs = []string{ll.String()}
 		rec.Adapters = append(rec.Adapters, ra)

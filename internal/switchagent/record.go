@@ -60,7 +60,7 @@ func (a *Agent) Record() fabric.Host {
 func verbsRecord(name string, v *VerbsUplink) fabric.Uplink {
 	u := fabric.Uplink{Name: name, Kind: fabric.UplinkVerbs, State: fabric.UplinkDown, Device: v.Device,
 		LinkLayer: v.LinkLayer, Transport: v.Transport, LID: v.LID, MTU: v.MTU,
-		SMLID: v.SMLID, SubnetPrefix: v.SubnetPrefix, CarriesQPs: v.CarriesQPs}
+		SMLID: v.SMLID, SubnetPrefix: v.SubnetPrefix, CarriesQPs: v.CarriesQPs, Carries: append([]string(nil), v.Carries...)}
 	if v.Caps != nil {
 		c := *v.Caps
 		u.Caps = &c

@@ -40,6 +40,12 @@ type peerRoute struct {
 	unproven bool
 	choice   pathsel.Choice // between the hosts, with the reason
 	viaRDMA  bool           // the address is on one of its RDMA uplinks
+	// onDevice: the address is a RoCE v2 GID of one of its verbs uplinks
+	// whose daemon carries QPs there: the QPs of instances bound to it are
+	// the device's, which RoCE on the wire reaches and the TCP channel
+	// does not, so packets to it take an RDMA uplink of this host whatever
+	// the hosts' choice.
+	onDevice bool
 	// fallback is why packets to the address take the TCP channel although
 	// the hosts' choice is rdma ("" when they do not); told is set once
 	// the fallback has been logged for this table.
@@ -156,6 +162,7 @@ func (a *Agent) rebuildLocked() {
 				}
 			}
 		}
+		onDevice := deviceGIDs(h)
 		told := new(atomic.Bool)
 		for g := range hostGIDs(h) {
 			if prev := rt.byGID[g]; prev != nil || contested[g] {
@@ -168,8 +175,11 @@ func (a *Agent) rebuildLocked() {
 				continue
 			}
 			pr := &peerRoute{host: name, endpoint: h.TCPEndpoint, choice: choice, viaRDMA: viaRDMA[g], told: told,
-				unproven: a.cfg.Member != nil && unprovable(g)}
-			if choice.Kind == pathsel.RDMA {
+				unproven: a.cfg.Member != nil && unprovable(g), onDevice: onDevice[g]}
+			switch {
+			case pr.onDevice:
+				pr.fallback = "tcp, which cannot reach it: the destination GID is a device's (a verbs uplink of host " + name + ": the QPs of instances bound to it are the device's), which only RoCE on the wire reaches, and the source GID is on no RDMA uplink of this host"
+			case choice.Kind == pathsel.RDMA:
 				pr.fallback = "tcp: the source or destination GID is not on an RDMA uplink of its host, though " + choice.Reason
 			}
 			rt.byGID[g] = pr
@@ -177,6 +187,25 @@ func (a *Agent) rebuildLocked() {
 	}
 	rt.groupHosts = groupHosts(rt.byGID)
 	a.routes.Store(rt)
+}
+
+// deviceGIDs are the RoCE v2 GIDs of a host's verbs uplinks that are up
+// and whose daemon carries QPs on them: bound instances' QPs are there.
+func deviceGIDs(h fabric.Host) map[[16]byte]bool {
+	out := map[[16]byte]bool{}
+	for _, u := range h.Uplinks {
+		if u.Kind != fabric.UplinkVerbs || u.State == fabric.UplinkDown || !u.CarriesQPs {
+			continue
+		}
+		for i, s := range u.GIDs {
+			if i < len(u.GIDTypes) && u.GIDTypes[i] == "RoCE v2" {
+				if g, err := netip.ParseAddr(s); err == nil {
+					out[g.As16()] = true
+				}
+			}
+		}
+	}
+	return out
 }
 
 // groupHosts picks one routable address of each host with a TCP channel
@@ -228,17 +257,20 @@ func (a *Agent) RouteChoice(host string) (pathsel.Choice, bool) {
 }
 
 // route is the engine's router: DESIGN.md's path table between this host
-// and the host that has dgid. A pathsel.Verbs choice needs this host's
-// record to say it carries QPs on its verbs uplink, which none does until
-// the engine has a route onto the device (docs/design/verbs-uplink.md). Destinations the switch does not know (a
-// native RoCEv2 peer) keep the default, an RDMA link.
+// and the host that has dgid, for the engine's own QPs (those of instances
+// not bound to a verbs uplink: a bound instance's QPs are its device's and
+// never ask). A RoCE v2 GID of another host's verbs uplink that carries
+// QPs takes an RDMA uplink of this host (software RoCEv2 is what reaches a
+// device's QPs; docs/design/verbs-uplink.md, "Path selection").
+// Destinations the switch does not know (a native RoCEv2 peer) keep the
+// default, an RDMA link.
 func (a *Agent) route(sgid, dgid [16]byte) (engine.Route, bool) {
 	rt := a.routes.Load()
 	pr := rt.byGID[dgid]
 	if pr == nil {
 		return engine.Route{}, false
 	}
-	if pr.choice.Kind == pathsel.RDMA && pr.viaRDMA {
+	if pr.choice.Kind == pathsel.RDMA && pr.viaRDMA || pr.onDevice {
 		if l := rt.rdma[sgid]; l != nil {
 			return engine.Route{Link: l, Path: engine.PathRDMA}, true
 		}

@@ -25,7 +25,13 @@ func verbsPorts(h fabric.Host) []pathsel.Port {
 // verbsPort is what path selection needs of one verbs uplink.
 func verbsPort(u fabric.Uplink) pathsel.Port {
 	p := pathsel.Port{Name: u.Name, Device: u.Device, Kind: deviceKind(u), LID: u.LID, SMLID: u.SMLID,
-		SubnetPrefix: u.SubnetPrefix, MTU: u.MTU, CarriesQPs: u.CarriesQPs}
+		SubnetPrefix: u.SubnetPrefix, MTU: u.MTU}
+	switch {
+	case len(u.Carries) > 0:
+		p.Carries = append([]string(nil), u.Carries...)
+	case u.CarriesQPs:
+		p.Carries = []string{pathsel.FeatureRC} // a record without the list
+	}
 	if c := u.Caps; c != nil {
 		p.Atomics = c.Atomic == fabric.AtomicHCA || c.Atomic == fabric.AtomicGlobal
 		p.MaxSGE, p.MaxInline = c.MaxSGE, c.MaxInline

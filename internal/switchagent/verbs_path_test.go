@@ -28,7 +28,7 @@ func TestVerbsPorts(t *testing.T) {
 	h := fabric.Host{Name: "a", Uplinks: []fabric.Uplink{mlx, ib, siw, down, rxe}}
 	want := []pathsel.Port{
 		{Name: "hca0", Device: "mlx5_0", Kind: pathsel.RoCE, V2: true, V1: []netip.Addr{netip.MustParseAddr("10.1.2.3")},
-			Subnets: []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}, MTU: 1024, Atomics: true, MaxSGE: 30, MaxInline: 220, CarriesQPs: true},
+			Subnets: []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}, MTU: 1024, Atomics: true, MaxSGE: 30, MaxInline: 220, Carries: []string{pathsel.FeatureRC}},
 		{Name: "ib0", Device: "mlx5_1", Kind: pathsel.IB, LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", MTU: 4096},
 		{Name: "iw0", Device: "siw0", Kind: pathsel.IWARP, MTU: 1024, MaxSGE: 6},
 	}
