@@ -22,7 +22,7 @@ type Feature struct {
 var DeviceFeatures = []Feature{
 	{Name: FeatureRC, Asks: func(Request) bool { return true }, Carried: true},
 	{Name: "atomics", Asks: func(r Request) bool { return r.Atomics }, Carried: true},
-	{Name: "UD QPs", Asks: func(r Request) bool { return r.UD }, Why: "a bound adapter makes RC QPs only (engine.ErrDeviceQP)"},
+	{Name: "UD QPs", Asks: func(r Request) bool { return r.UD }, Carried: true},
 	{Name: "SRQs", Asks: func(r Request) bool { return r.SRQ }, Why: "a bound adapter refuses QPs on an SRQ (engine.ErrDeviceQP)"},
 	{Name: "inline data", Asks: func(r Request) bool { return r.MaxInline > 0 }, Why: "an inline send on a bound adapter completes with LOC_QP_OP_ERR"},
 }

@@ -29,7 +29,7 @@ func siw(name string) Port {
 }
 
 // carrying: the port's daemon carries RC QPs and atomics on the device
-// (what the data path carries today), not UD, SRQs or inline data.
+// (what the data path carries today), not SRQs or inline data.
 func carrying(p Port) Port { p.Carries = []string{FeatureRC, "atomics"}; return p }
 
 // carryingAll: the port's daemon carries every row of DeviceFeatures.
@@ -121,8 +121,8 @@ func TestSelectVerbs(t *testing.T) {
 			kind: TCP, has: []string{"match (iWARP), but iw0 (siw0, iWARP) on host a has no UD QPs: ibv_create_qp would fail with EOPNOTSUPP"}, blocked: syscall.EOPNOTSUPP},
 		{name: "within every limit, every feature carried", a: bind(vend("i1/vrdma0", "a", nil, carryingAll(ib("ib0", 3, 1, subnet))), "ib0"), b: bind(vend("i2/vrdma0", "b", nil, carryingAll(ib("ib1", 7, 1, subnet))), "ib1"),
 			req: Request{UD: true, SRQ: true, Atomics: true, MaxInline: 512, MaxSGE: 30, MTU: 4096}, kind: Verbs, has: []string{"InfiniBand"}},
-		{name: "UD not carried yet, unbound: software says so", a: vend("i1/vrdma0", "a", rxe, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", []string{"rxe1"}, carrying(ib("ib1", 7, 1, subnet))), req: Request{UD: true},
-			kind: RDMA, has: []string{"match (InfiniBand (LID 3 and 7, subnet fe80:0000:0000:0000)), but the daemons of hosts a and b do not carry UD QPs on a device yet; hosts a (rxe0)"}, blocked: ErrNoDataPath},
+		{name: "SRQs not carried yet, unbound: software says so", a: vend("i1/vrdma0", "a", rxe, carrying(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", []string{"rxe1"}, carrying(ib("ib1", 7, 1, subnet))), req: Request{SRQ: true},
+			kind: RDMA, has: []string{"match (InfiniBand (LID 3 and 7, subnet fe80:0000:0000:0000)), but the daemons of hosts a and b do not carry SRQs on a device yet; hosts a (rxe0)"}, blocked: ErrNoDataPath},
 		{name: "SRQs carried on one side only", a: vend("i1/vrdma0", "a", nil, carryingAll(ib("ib0", 3, 1, subnet))), b: vend("i2/vrdma0", "b", nil, carrying(ib("ib1", 7, 1, subnet))), req: Request{SRQ: true},
 			kind: TCP, has: []string{"but host b's daemon does not carry SRQs on a device yet"}, blocked: ErrNoDataPath},
 	}
