@@ -111,9 +111,9 @@ if cv:
     print(f"| copies per message on the verbs uplink = 0 (copy_bytes) | {max(cv):g} | {'met' if max(cv) == 0 else '**missed**'} |")
 PY
 	echo
-	echo "Notes: \"above idle\" takes the round's idle rate off each run (a run under it counts as 0); the idle"
-	echo "floor is the engine's async poller waking every 10 ms (engine/poller.go maxSleep) even with no async adapter,"
-	echo "cheap on a host (about 0.01 CPU s per s here) but costly in a TCG guest. The helper's CPU is the relay's other half (it posts the batches and pushes the completions), so the"
+	echo "Notes: \"above idle\" takes the round's idle rate off each run (a run under it counts as 0). The idle"
+	echo "floor is the daemon's periodic wake-ups (timers of about 10 ms: some 300 context switches a second on this"
+	echo "host, about 0.01 CPU s per second here), which cost far more in a TCG guest. The helper's CPU is the relay's other half (it posts the batches and pushes the completions), so the"
 	echo "target is read with it. The daemon's CPU is measured at clock-tick resolution (10 ms), which the"
 	echo "verbs rows come close to. Raw log: bench/results/raw-verbs (not committed)."
 	echo "<!-- end of Verbs uplink -->"
