@@ -130,7 +130,7 @@ func deviceWrites(t *testing.T) *Adapter {
 	}
 	shm.Store32(q.mem, abi.RingProdOff, 3)
 	q.kickWorker()
-	waitFor(t, "the WRITEs on the device", func() bool {
+	waitFor(t, "three WRITEs posted to the device and counted (path_verbs 3)", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		n := 0
