@@ -29,11 +29,15 @@ const BenchEnv = "VRDMA_BENCH"
 // guest library, wrote Iters messages of Size bytes to the kernel's
 // ib_write_bw on rxe0 in guest B. bench/verbs.sh reads these (JSON lines).
 type VerbsBenchRow struct {
-	Round int    `json:"round"`
-	Path  string `json:"path"` // "verbs": a type verbs link on rxe0; "rxe": vrdma's software RoCEv2 on eth0
-	Size  int    `json:"size"`
-	Iters int    `json:"iters"`
-	Bytes uint64 `json:"bytes"` // Size × Iters, what ib_write_bw reported moving
+	Round int `json:"round"`
+	// Switch: the daemon ran its embedded switch (etcd: the default) or
+	// not (--no-switch; VRDMA_BENCH_SWITCH=off). Neither run needs it (one
+	// daemon, a native peer); its timers set the daemon's idle floor.
+	Switch bool   `json:"switch"`
+	Path   string `json:"path"` // "verbs": a type verbs link on rxe0; "rxe": vrdma's software RoCEv2 on eth0
+	Size   int    `json:"size"`
+	Iters  int    `json:"iters"`
+	Bytes  uint64 `json:"bytes"` // Size × Iters, what ib_write_bw reported moving
 	// CPU seconds over the run (utime+stime from /proc): the daemon's, and
 	// the verbs helper's (the daemon's child; 0 on the software path).
 	DaemonCPU float64 `json:"daemon_cpu_s"`
@@ -72,6 +76,14 @@ func TestVerbsUplinkBench(t *testing.T) {
 	iters := envInt(t, "VRDMA_BENCH_ITERS", 50)
 	rounds := envInt(t, "VRDMA_BENCH_ROUNDS", 1)
 	const size = 1 << 20
+	withSwitch, daemonArgs := true, ""
+	switch v := os.Getenv("VRDMA_BENCH_SWITCH"); v {
+	case "", "on":
+	case "off":
+		withSwitch, daemonArgs = false, " --no-switch"
+	default:
+		t.Fatalf("VRDMA_BENCH_SWITCH=%q: want on (the default) or off (the daemon runs with --no-switch)", v)
+	}
 	t.Setenv(guest.CacheEnv, t.TempDir())
 	helper, err := verbsbuild.Build()
 	if err != nil {
@@ -122,7 +134,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
 	const sock = "/tmp/vrdma.sock"
 	vr := "/mnt/host/vrdma "
-	daemon := g.Spawn(t, "A", 3600, vr+"daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" >/tmp/vrdma-daemon.log 2>&1")
+	daemon := g.Spawn(t, "A", 3600, vr+"daemon"+daemonArgs+" --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" >/tmp/vrdma-daemon.log 2>&1")
 	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
 		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
 		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
@@ -211,7 +223,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 			t.Fatalf("%s: ib_write_bw reported %+v, want %d iterations of %d bytes", path, rows[0], iters, size)
 		}
 		load, _ := os.ReadFile("/proc/loadavg")
-		return VerbsBenchRow{Round: round, Path: path, Size: size, Iters: iters, Bytes: uint64(size) * uint64(iters),
+		return VerbsBenchRow{Round: round, Switch: withSwitch, Path: path, Size: size, Iters: iters, Bytes: uint64(size) * uint64(iters),
 			DaemonCPU: dAfter - dBefore, HelperCPU: hAfter - hBefore, IdleRate: idle, Wall: wall, AvgMBps: rows[0].AvgMBps,
 			CopyBytes: c1["copy_bytes"] - c0["copy_bytes"], CopyMsgs: c1["copy_msgs"] - c0["copy_msgs"],
 			PathVerbs: c1["path_verbs"] - c0["path_verbs"], VerbsBytes: c1["verbs_bytes"] - c0["verbs_bytes"],
