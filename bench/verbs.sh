@@ -49,7 +49,8 @@ trap 'rm -f "$table"' EXIT
 	echo "perftest's \`ib_write_bw -s 1048576 -n $ITERS\` (1 MiB RDMA WRITEs) under vrdma's guest library in interop guest A,"
 	echo "against the kernel's \`ib_write_bw -d rxe0\` server in guest B (QEMU TCG guests, Debian's kernel with rdma_rxe, one"
 	echo "daemon in guest A for both paths). **verbs**: instance bound to \`vrdma link add hca0 type verbs dev rxe0\`."
-	echo "**rxe**: rxe0 deleted in guest A (the kernel's rxe owns UDP 4791 on eth0), then \`vrdma link add sw0 type rxe"
+	echo "**rxe**: rxe0 deleted and rdma_rxe unloaded in guest A (the kernel's rxe holds UDP 4791 on eth0 until
+the module goes), then \`vrdma link add sw0 type rxe"
 	echo "netdev eth0\` and an instance with native endpoints: vrdma's software RoCEv2 to the same kernel peer."
 	echo "Each configuration boots its guests and runs its rounds: the daemon with \`--no-switch\` (no embedded switch:"
 	echo "neither run needs one), and the default daemon, whose embedded switch (etcd) wakes it every few ms."
@@ -121,8 +122,9 @@ if cv:
 PY
 	echo
 	echo "Notes: \"above idle\" takes the round's idle rate off each run (a run under it counts as 0). The idle"
-	echo "floor is the daemon's periodic wake-ups (timers of about 10 ms: some 300 context switches a second on this"
-	echo "host, about 0.01 CPU s per second here), which cost far more in a TCG guest. The helper's CPU is the relay's other half (it posts the batches and pushes the completions), so the"
+	echo "floor is the embedded switch's (etcd's) timers: the default daemon wakes some 300 times a second on this host"
+	echo "(about 0.01 CPU s per second here), one with --no-switch not at all; in a TCG guest those wake-ups cost far"
+	echo "more. The helper's CPU is the relay's other half (it posts the batches and pushes the completions), so the"
 	echo "target is read with it. The daemon's CPU is measured at clock-tick resolution (10 ms), which the"
 	echo "verbs rows come close to. Raw log: bench/results/raw-verbs (not committed)."
 	echo "<!-- end of Verbs uplink -->"
