@@ -150,13 +150,22 @@ type Counters struct {
 	SeqNAKs       uint64
 	ImpliedNAKs   uint64
 	ResentPackets uint64
+	// Payload bytes the daemon copied itself (memcpy path, software
+	// RoCEv2 and TCP packets built and received) and the messages sent that
+	// way; send requests posted to a verbs uplink's device and their bytes,
+	// which the device moves with no copy by the daemon.
+	CopyBytes  uint64
+	CopyMsgs   uint64
+	PathVerbs  uint64
+	VerbsBytes uint64
 }
 
 func counters(c proto.Counters) Counters {
 	return Counters{TxBytes: c.TxBytes, TxPackets: c.TxPackets, RxBytes: c.RxBytes, RxPackets: c.RxPackets,
 		TxErrors: c.TxErrors, RxErrors: c.RxErrors, RxDrops: c.RxDrops, RNRNaks: c.RNRNaks,
 		PathMemcpy: c.PathMemcpy, PathRDMA: c.PathRDMA, PathTCP: c.PathTCP,
-		AckTimeouts: c.AckTimeouts, SeqNAKs: c.SeqNAKs, ImpliedNAKs: c.ImpliedNAKs, ResentPackets: c.ResentPackets}
+		AckTimeouts: c.AckTimeouts, SeqNAKs: c.SeqNAKs, ImpliedNAKs: c.ImpliedNAKs, ResentPackets: c.ResentPackets,
+		CopyBytes: c.CopyBytes, CopyMsgs: c.CopyMsgs, PathVerbs: c.PathVerbs, VerbsBytes: c.VerbsBytes}
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).

@@ -37,7 +37,7 @@ func TestToolsFollowRdmaCoreLayouts(t *testing.T) {
 			[]string{`max_qp:\t+\d+`, `max_cqe:\t+\d+`, `max_mr_size:\t+0x[0-9a-f]+`, `max_ring_bytes:\t+(\d+|unlimited)\n`, `atomic_cap:\t+ATOMIC_GLOB`,
 				`GID\[  0\]:\t+fe80:0000:0000:0000:[0-9a-f]{4}:[0-9a-f]{2}ff:fe[0-9a-f]{2}:[0-9a-f]{4}, RoCE v2`}},
 		{"stat", []string{"stat", "--socket", sock, "vrdma0"},
-			[]string{`(?m)^CA 'vrdma0'$`, `Number of ports: 1`, `State: Active`, `(?m)Base lid: 1$`, `Link layer: Ethernet`, `port_xmit_data: \d+`, `port_rcv_packets: \d+`}},
+			[]string{`(?m)^CA 'vrdma0'$`, `Number of ports: 1`, `State: Active`, `(?m)Base lid: 1$`, `Link layer: Ethernet`, `port_xmit_data: \d+`, `port_rcv_packets: \d+`, `(?m)^\s+copy_bytes: \d+$`, `(?m)^\s+copy_msgs: \d+$`, `(?m)^\s+path_verbs: \d+$`, `(?m)^\s+verbs_bytes: \d+$`}},
 		{"vm show", []string{"vm", "show", "--socket", sock},
 			[]string{`(?m)^INSTANCE\s+HOST\s+OWNER\s+ADAPTERS`, `(?m)^default\s+test\s+\S+\s+1\s`, `(?m)^two\s+test\s+\S+\s+2\s+false\s+false\s+false\s+default\s+\d+\s+-\s+vrdma0,vrdma1$`}},
 	}

@@ -200,6 +200,10 @@ func runStat(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\t\t\tpacket_seq_err: %d\n", c.SeqNAKs)
 		fmt.Fprintf(stdout, "\t\t\timplied_nak_seq_err: %d\n", c.ImpliedNAKs)
 		fmt.Fprintf(stdout, "\t\t\tresent_packets: %d\n", c.ResentPackets)
+		fmt.Fprintf(stdout, "\t\t\tpath_verbs: %d\n", c.PathVerbs)
+		fmt.Fprintf(stdout, "\t\t\tverbs_bytes: %d\n", c.VerbsBytes)
+		fmt.Fprintf(stdout, "\t\t\tcopy_bytes: %d\n", c.CopyBytes)
+		fmt.Fprintf(stdout, "\t\t\tcopy_msgs: %d\n", c.CopyMsgs)
 	}
 	if !found {
 		return fmt.Errorf("no device %q: `vrdma devices` lists them", fs.Arg(0))

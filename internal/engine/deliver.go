@@ -129,6 +129,7 @@ func (r *receiver) toQP(q *QP, p *wire.Packet) {
 	}
 	q.adapter.Counters.RxPackets.Add(1)
 	q.adapter.Counters.RxBytes.Add(uint64(len(p.Payload)))
+	q.adapter.Counters.CopyBytes.Add(uint64(len(p.Payload))) // the transport puts it into memory
 	before := rm.tp.Deadline()
 	room := rm.tp.Room()
 	rm.cur = &r.tx

@@ -327,6 +327,13 @@ func (q *QP) postSendsToDevice() bool {
 				}
 				return true
 			}
+			// The device moves these bytes: counted as moved, not copied.
+			var moved uint64
+			for _, g := range d.sges[:nsge] {
+				moved += uint64(g.Length)
+			}
+			q.adapter.Counters.PathVerbs.Add(uint64(len(d.sends)))
+			q.adapter.Counters.VerbsBytes.Add(moved)
 		}
 		if bad != abi.StatusSuccess {
 			q.sqCons++

@@ -426,6 +426,7 @@ func (rm *remote) Output(p *wire.Packet, src [][]byte, off, n int) {
 	}
 	frame = wire.AppendHeaders(frame, p, n)
 	frame = transport.Gather(frame, src, off, n)
+	q.adapter.Counters.CopyBytes.Add(uint64(n))
 	// The ICRC covers the IP packet, after the tag; the buffer has room
 	// for the trailer, so it is extended in place.
 	pkt := wire.AppendTrailer(frame[tag:])
@@ -441,7 +442,7 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 	if rm.udOn {
 		rm.udSt = st
 		if st == abi.StatusSuccess {
-			rm.countPath()
+			rm.countPath(w.Length)
 		}
 		return
 	}
@@ -452,7 +453,7 @@ func (rm *remote) Complete(w *transport.WQE, st abi.Status) {
 		q.adapter.Counters.TxErrors.Add(1)
 	}
 	if st == abi.StatusSuccess {
-		rm.countPath()
+		rm.countPath(w.Length)
 	}
 	if rm.wired {
 		// The slot is free once its request completed, and before its
@@ -592,12 +593,18 @@ func (rm *remote) Atomic(t []byte, cas bool, compareAdd, swap uint64) (uint64, b
 	return shm.FetchAdd64(t, 0, compareAdd), true
 }
 
-// countPath counts a message sent by the connection's path.
-func (rm *remote) countPath() {
+// countPath counts a message of n bytes sent by the connection's path;
+// one with a payload is a copy (its packets were built from memory, or a
+// READ's responses put into it; the bytes are counted per packet).
+func (rm *remote) countPath(n uint32) {
+	c := &rm.q.adapter.Counters
 	if rm.path.tcp {
-		rm.q.adapter.Counters.PathTCP.Add(1)
+		c.PathTCP.Add(1)
 	} else {
-		rm.q.adapter.Counters.PathRDMA.Add(1)
+		c.PathRDMA.Add(1)
+	}
+	if n > 0 {
+		c.CopyMsgs.Add(1)
 	}
 }
 

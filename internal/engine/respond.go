@@ -62,6 +62,11 @@ func (q *QP) execute(w *abi.SendWQE) outcome {
 	}
 	if out.status == abi.StatusSuccess && out.stall == noStall {
 		a.Counters.PathMemcpy.Add(1)
+		if out.bytes > 0 {
+			// One copy between the two regions, counted once, by the requester.
+			a.Counters.CopyMsgs.Add(1)
+			a.Counters.CopyBytes.Add(uint64(out.bytes))
+		}
 		a.Counters.TxPackets.Add(1)
 		peer.adapter.Counters.RxPackets.Add(1)
 		if w.Opcode == abi.OpRDMARead || w.Opcode.IsAtomic() {

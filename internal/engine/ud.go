@@ -101,6 +101,10 @@ func (q *QP) deliverUD(p *QP, w *abi.SendWQE, dgid [16]byte, local [][]byte, tot
 	abi.PutGRH(s.grh[:], int(total), sgid, dgid, 64)
 	s.src[0] = s.grh[:]
 	scatter(dst, s.src[:1+len(local)])
+	if total > 0 {
+		q.adapter.Counters.CopyMsgs.Add(1) // each delivery is a copy
+		q.adapter.Counters.CopyBytes.Add(total)
+	}
 	fl, imm := abi.WCWithGRH, uint32(0)
 	if w.Opcode == abi.OpSendImm {
 		fl, imm = fl|abi.WCWithImm, w.Imm

@@ -105,6 +105,13 @@ type Counters struct {
 	SeqNAKs       uint64 `json:"packet_seq_err"`
 	ImpliedNAKs   uint64 `json:"implied_nak_seq_err"`
 	ResentPackets uint64 `json:"resent_packets"`
+	// Payload bytes the daemon copied itself and the messages sent that
+	// way; send requests posted to a verbs uplink's device and their bytes
+	// (moved by the device, not copied).
+	CopyBytes  uint64 `json:"copy_bytes"`
+	CopyMsgs   uint64 `json:"copy_msgs"`
+	PathVerbs  uint64 `json:"path_verbs"`
+	VerbsBytes uint64 `json:"verbs_bytes"`
 }
 
 type QueryPortReq struct {
