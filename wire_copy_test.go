@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/ibv"
 	"github.com/vrdma/vrdma/internal/fakelink"
 )
 
@@ -12,8 +13,8 @@ import (
 // copied and its bytes gathered into packets (copy_bytes), the responder's
 // the bytes it put into memory; neither posted anything to a device.
 func TestWireCopyCounters(t *testing.T) {
-	w := newWireHosts(t, fakelink.New(1), vrdma.MTU1024)
-	a, b := wirePair(t, w, vrdma.RC)
+	w := newWireHosts(t, fakelink.New(1), ibv.MTU1024)
+	a, b := wirePair(t, w, ibv.RC)
 	const n = 3000 // three packets at an MTU of 1024
 	counters := func(x *side) vrdma.Counters {
 		t.Helper()
@@ -25,9 +26,9 @@ func TestWireCopyCounters(t *testing.T) {
 	}
 	ba, bb := counters(a), counters(b)
 	fill(a.mr.Bytes()[srcOff:srcOff+n], 7)
-	post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: vrdma.WRRDMAWrite, Flags: vrdma.SendSignaled, SGL: []vrdma.SGE{a.mr.SGE(srcOff, n)},
+	post(t, a.qp, vrdma.SendWR{ID: 1, Opcode: ibv.WRRDMAWrite, Flags: ibv.SendSignaled, SGL: []ibv.SGE{a.mr.SGE(srcOff, n)},
 		RemoteAddr: b.mr.Addr() + rdmaOff, RKey: b.mr.RKey()})
-	checkWC(t, pollOne(t, a.scq), sendWC(a, 1, vrdma.WCRDMAWrite, n))
+	checkWC(t, pollOne(t, a.scq), sendWC(a, 1, ibv.WCRDMAWrite, n))
 	ca, cb := counters(a), counters(b)
 	tests := []struct {
 		who                        string
