@@ -32,7 +32,10 @@ func acceptServer(t *testing.T) string {
 // TestToolRspreloadNc runs OpenBSD netcat (netcat-openbsd) as a client
 // under librspreload against a server under it too: nc connects
 // nonblocking and waits in poll (librspreload's rpoll), sends its line over
-// a stream rsocket and prints the answer.
+// a stream rsocket and prints the answer. nc -N shuts its writing side
+// after its line, and the server answers and closes, often before it has
+// seen nc's shutdown: the two shutdowns cross, which once lost the answer
+// now and then (csrc/tests/rsocket_shutdown_test.c makes them cross).
 func TestToolRspreloadNc(t *testing.T) {
 	requireTool(t, "nc", "netcat-openbsd")
 	server := acceptServer(t)
@@ -46,25 +49,15 @@ func TestToolRspreloadNc(t *testing.T) {
 	if err := os.WriteFile(line, []byte("hello over rsockets\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// An open defect (2026-11-28, not yet understood): in about 1 run in 4
-	// on a loaded machine nc exits without printing the answer the server
-	// sent (the server got nc's line). The pair is run again, at most 3
-	// times, each miss logged; every other failure fails at once.
-	for attempt := 1; ; attempt++ {
-		port := strconv.Itoa(freePort(t))
-		srv := h.startCMServer(t, server, port, "line", reply)
-		out := h.runCMClient(t, srv, refusedNoListener, "sh", "-c", "nc -N 127.0.0.1 "+port+" <"+line)
-		sout := srv.wait(t)
-		if !strings.Contains(sout, "got: hello over rsockets") {
-			t.Fatalf("the server did not get nc's line; it printed:\n%s\nnc:\n%s", sout, out)
-		}
-		if strings.Contains(out, "the answer over rsockets") {
-			return
-		}
-		if attempt == 3 {
-			t.Fatalf("nc under librspreload did not print the server's answer, %d times; it printed:\n%s", attempt, out)
-		}
-		t.Logf("KNOWN DEFECT: nc under librspreload did not print the server's answer (attempt %d); it printed:\n%s", attempt, out)
+	port := strconv.Itoa(freePort(t))
+	srv := h.startCMServer(t, server, port, "line", reply)
+	out := h.runCMClient(t, srv, refusedNoListener, "sh", "-c", "nc -N 127.0.0.1 "+port+" <"+line)
+	sout := srv.wait(t)
+	if !strings.Contains(sout, "got: hello over rsockets") {
+		t.Errorf("the server did not get nc's line; it printed:\n%s", sout)
+	}
+	if !strings.Contains(out, "the answer over rsockets") {
+		t.Errorf("nc under librspreload did not print the server's answer; it printed:\n%s", out)
 	}
 }
 

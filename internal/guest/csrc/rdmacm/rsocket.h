@@ -159,6 +159,13 @@ struct rsocket {
 	struct rdma_cm_id *id;
 	enum rs_state state;
 	int readable, writable;
+	/* RS_DISCONNECTED because the peer shut its writing side after we had
+	 * shut ours: no data flows any more, but the peer's QP still takes
+	 * what we posted before, which rs_shutdown waits for (moving the QP
+	 * to the error state at once would drop it). Cleared when the peer's
+	 * QP goes (its DISCONNECT message, the CM's DISCONNECTED, a failed
+	 * send). */
+	int draining;
 	int err;      /* SO_ERROR */
 	int fs_flags; /* F_GETFL: O_NONBLOCK */
 	int fd_flags; /* F_GETFD */

@@ -545,6 +545,7 @@ void rs_cm_events(struct rsocket *rs)
 	int status;
 	while (rs_next_event(rs, 1, &t, &status, NULL, NULL, NULL, NULL) == 0) {
 		if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+			rs->draining = 0; /* the peer's QP is gone: nothing more goes out */
 			if (rs->state == RS_CONNECTED) {
 				rs->state = RS_DISCONNECTED;
 				rs->readable = rs->writable = 0;

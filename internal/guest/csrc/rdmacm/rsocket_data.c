@@ -216,13 +216,18 @@ static int rs_poll_cq(struct rsocket *rs)
 				if (rs_msg_data(msg) == RS_CTRL_DISCONNECT) {
 					rs->state = RS_DISCONNECTED;
 					rs->readable = rs->writable = 0;
+					rs->draining = 0; /* the peer reads no more */
 					return 0;
 				} else if (rs_msg_data(msg) == RS_CTRL_SHUTDOWN) {
 					if (rs->writable) {
 						rs->readable = 0;
 					} else {
+						/* Both sides shut: the end, as rdma-core's,
+						 * but what we sent last may still be on its
+						 * way to a peer that reads it (rs->draining). */
 						rs->state = RS_DISCONNECTED;
 						rs->readable = 0;
+						rs->draining = 1;
 						return 0;
 					}
 				}
@@ -273,6 +278,8 @@ static int rs_poll_cq(struct rsocket *rs)
 				rs->sbuf_bytes_avail += rs_msg_data(msg);
 				break;
 			}
+			if (wc.status != IBV_WC_SUCCESS)
+				rs->draining = 0; /* the rest fails too */
 			if (wc.status != IBV_WC_SUCCESS && rs->state == RS_CONNECTED) {
 				/* A peer that no longer answers (a keepalive probe's
 				 * retries exceeded): ETIMEDOUT, as TCP's keepalive. */
@@ -353,10 +360,17 @@ static int rs_conn_can_send_ctrl(struct rsocket *rs)
 	return rs_ctrl_avail(rs) || rs->state != RS_CONNECTED;
 }
 
+/* Whether the QP still carries what was posted: connected, or ended by
+ * both sides' shutdowns with the peer's QP still there (rs->draining). */
+static int rs_qp_live(struct rsocket *rs)
+{
+	return rs->state == RS_CONNECTED || (rs->state == RS_DISCONNECTED && rs->draining);
+}
+
 static int rs_conn_all_sends_done(struct rsocket *rs)
 {
 	return ((int)rs->ctrl_max_seqno - (int)rs->ctrl_seqno) + rs->sqe_avail == (int)rs->sq_size ||
-	       rs->state != RS_CONNECTED;
+	       !rs_qp_live(rs);
 }
 
 int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs))
@@ -365,7 +379,7 @@ int rs_wait(struct rsocket *rs, int nonblock, int (*test)(struct rsocket *rs))
 		rs_progress(rs);
 		if (test(rs))
 			return 0;
-		if (rs->state != RS_CONNECTED) {
+		if (!rs_qp_live(rs)) {
 			errno = rs->err ? rs->err : ECONNRESET;
 			return -1;
 		}
@@ -597,7 +611,9 @@ int rs_shutdown(struct rsocket *rs, int how)
 		rs->ctrl_seqno++;
 		(void)rs_post_msg(rs, rs_msg_set(RS_OP_CTRL, ctrl));
 	}
-	if (rs->state == RS_CONNECTED)
+	/* What was sent goes out before the QP fails (rdma_disconnect), also
+	 * when the peer's shutdown crossed ours meanwhile (rs->draining). */
+	if (rs_qp_live(rs))
 		(void)rs_wait(rs, 0, rs_conn_all_sends_done);
 	if (rs->state == RS_DISCONNECTED)
 		rdma_disconnect(rs->id);
