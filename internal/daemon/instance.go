@@ -6,7 +6,6 @@ import (
 	"net"
 	"regexp"
 
-	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/proto"
 )
@@ -128,7 +127,7 @@ func deviceAttr(a *engine.Adapter, lim limitSet) *proto.DeviceAttr {
 func portAttr(a *engine.Adapter) *proto.PortAttr {
 	info := adapterInfo(a)
 	return &proto.PortAttr{
-		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(abi.MTU4096), ActiveMTU: uint8(a.PortMTU()),
+		State: "ACTIVE", PhysState: "LINK_UP", MaxMTU: uint8(a.PortMaxMTU()), ActiveMTU: uint8(a.PortMTU()),
 		GIDTblLen: engine.GIDTable, PKeyTblLen: engine.PKeyTable, GIDs: info.GIDs, LID: a.LID(),
 		LinkLayer: "Ethernet", Rate: "memcpy", Counters: a.Counters.Snapshot(),
 	}

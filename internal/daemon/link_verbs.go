@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pathsel"
@@ -77,6 +78,7 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 	e.verbs.mu.Lock()
 	e.verbs.dev, e.verbs.port, e.verbs.err = dev, port, nil
 	e.verbs.eng = engine.NewDeviceUplink(e.spec.Name, dev, gidTable(port))
+	e.verbs.eng.SetMTU(abi.MTU(port.ActiveMTU), abi.MTU(port.MaxMTU))
 	e.verbs.mu.Unlock()
 	e.problem = ""
 	return nil
@@ -140,6 +142,7 @@ func (v *verbsLink) refresh() {
 		v.port = p
 		if v.eng != nil {
 			v.eng.SetGIDs(gidTable(p))
+			v.eng.SetMTU(abi.MTU(p.ActiveMTU), abi.MTU(p.MaxMTU))
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/verbs"
 	"golang.org/x/sys/unix"
@@ -243,7 +244,7 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 	}
 	want := proto.UplinkInfo{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
 		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"},
-		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}
+		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}, CarriesQPs: true, Carries: pathsel.Carried()}
 	if got == nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("host list: this host's uplink hca0 is %+v, want %+v (hosts %+v)", got, want, r.Hosts)
 	}
@@ -264,9 +265,9 @@ func TestVerbsLinkKinds(t *testing.T) {
 		err  string
 	}{
 		{mode: "ib", want: proto.UplinkInfo{MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", GIDTypes: []string{"IB"}, Transport: "InfiniBand",
-			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}},
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}, CarriesQPs: true, Carries: pathsel.Carried()}},
 		{mode: "siw", want: proto.UplinkInfo{MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", GIDTypes: []string{"IB"}, Transport: "iWARP",
-			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}}},
+			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}, CarriesQPs: true, Carries: pathsel.Carried()}},
 		{mode: "usnic", code: proto.CodeInvalid, err: "usnic_0 has transport usNIC: a verbs uplink needs an InfiniBand, RoCE or iWARP device"},
 	}
 	for _, tt := range tests {

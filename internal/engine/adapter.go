@@ -108,9 +108,13 @@ func (a *Adapter) SetLID(lid uint16) { a.lid.Store(uint32(lid)) }
 
 // PortMTU returns the adapter's active MTU: the smallest of its links'
 // (an interface MTU of 1500 gives 1024, as rxe computes it), or ActiveMTU
-// on a host without links.
+// on a host without links; a bound adapter's is its device port's.
 func (a *Adapter) PortMTU() abi.MTU {
 	m := a.ActiveMTU
+	if u := a.uplink; u != nil {
+		active, _ := u.MTU()
+		return min(m, active)
+	}
 	if a.host != nil {
 		for _, l := range a.host.Links() {
 			if lm := l.ActiveMTU(); lm.Valid() && lm < m {
@@ -119,6 +123,16 @@ func (a *Adapter) PortMTU() abi.MTU {
 		}
 	}
 	return m
+}
+
+// PortMaxMTU returns the largest MTU the adapter's port supports: 4096,
+// or a bound adapter's device port's.
+func (a *Adapter) PortMaxMTU() abi.MTU {
+	if u := a.uplink; u != nil {
+		_, max := u.MTU()
+		return max
+	}
+	return abi.MTU4096
 }
 
 // OwnsGID reports whether gid is in the adapter's GID table.

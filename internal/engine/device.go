@@ -51,6 +51,9 @@ type DeviceUplink struct {
 
 	mu   sync.Mutex
 	gids [][16]byte
+	// The port's active and largest MTU (ibv_query_port): what a bound
+	// adapter's port reports, and the largest path MTU its QPs may take.
+	activeMTU, maxMTU abi.MTU
 	cqs  map[*CQ]*devCQ    // the device CQ of each engine CQ a device QP uses
 	byCQ map[uint32]*devCQ // ... by the device's handle
 	qps  map[uint32]*QP    // device QPs by QPN
@@ -76,6 +79,30 @@ func (u *DeviceUplink) SetGIDs(gids [][16]byte) {
 	u.mu.Lock()
 	u.gids = gids
 	u.mu.Unlock()
+}
+
+// SetMTU records the port's active and largest MTU (enum ibv_mtu values;
+// an invalid one is taken as 4096, the engine's own).
+func (u *DeviceUplink) SetMTU(active, max abi.MTU) {
+	if !active.Valid() {
+		active = abi.MTU4096
+	}
+	if !max.Valid() || max < active {
+		max = active
+	}
+	u.mu.Lock()
+	u.activeMTU, u.maxMTU = active, max
+	u.mu.Unlock()
+}
+
+// MTU returns the port's active and largest MTU (4096 both until SetMTU).
+func (u *DeviceUplink) MTU() (active, max abi.MTU) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.activeMTU.Valid() {
+		return abi.MTU4096, abi.MTU4096
+	}
+	return u.activeMTU, u.maxMTU
 }
 
 // GIDs returns the port's GID table.

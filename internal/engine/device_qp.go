@@ -126,6 +126,12 @@ func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
 		if !mtu.Valid() {
 			mtu = q.adapter.PortMTU()
 		}
+		if active := q.adapter.PortMTU(); mtu > active {
+			// The device would take it (rxe checks the port's largest
+			// MTU only) and then send packets its netdev cannot carry.
+			return fmt.Errorf("%w: path MTU %v is over %s's active MTU %v: give %v or less (ibv_query_port's active_mtu)",
+				qpstate.ErrInvalidAttr, mtu, d.u.Name, active, active)
+		}
 		va.PathMTU, va.DestQPN, va.RQPSN = uint32(mtu), a.DestQPN, a.RQPSN
 		va.DGID, va.SGIDIndex, va.HopLimit, va.TrafficClass, va.FlowLabel, va.SL = a.AV.DGID, a.AV.SGIDIndex, a.AV.HopLimit, a.AV.TrafficClass, a.AV.FlowLabel, a.AV.SL
 		va.IsGlobal = true // RoCE: a GRH always
