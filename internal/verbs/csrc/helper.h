@@ -18,6 +18,7 @@ enum {
 	VH_POST_RECV = 13,
 	VH_POLL_CQ = 14,
 	VH_COMPLETIONS = 15, /* pushed, unasked, on the push socket */
+	VH_ASYNC_EVENT = 48, /* pushed: a device's asynchronous event (async.c) */
 	VH_REPLY_BIT = 0x8000,
 };
 
@@ -54,5 +55,13 @@ void datapath_close(void);
  * socket failed (the daemon is gone, or gave up on the helper). */
 int datapath_fd(void);
 int datapath_event(void);
+/* datapath_push_fd is the push socket, -1 until a CQ brought it. */
+int datapath_push_fd(void);
+
+/* async_fd is the open device's async event descriptor (non-blocking), -1
+ * before a device is open; async_event takes, acks and pushes one event: 0,
+ * or -1 if the push socket failed. A fatal event ends the helper (async.c). */
+int async_fd(void);
+int async_event(void);
 
 #endif
