@@ -17,20 +17,24 @@ import (
 // devQP is a QP's counterpart on the device and the batch buffers the
 // runner translates into (allocated once).
 type devQP struct {
-	u      *DeviceUplink
-	qp     verbs.QP
-	send   *devCQ
-	recv   *devCQ
-	sends  []verbs.SendWR
-	recvs  []verbs.RecvWR
-	sges   []verbs.SGE
-	errSet bool // the device QP was moved to ERR; under procMu
+	u       *DeviceUplink
+	qp      verbs.QP
+	send    *devCQ
+	recv    *devCQ
+	sends   []verbs.SendWR
+	recvs   []verbs.RecvWR
+	sges    []verbs.SGE
+	errSet  bool // the device QP was moved to ERR; under procMu
+	tracked      // what was posted and has not completed (device_fault.go)
 }
 
 // createOnDevice makes q's device QP on the adapter's uplink; q.qpn
 // becomes the device's QPN.
 func (q *QP) createOnDevice(cfg *QPConfig) error {
-	u := q.adapter.uplink
+	u, err := q.adapter.current()
+	if err != nil {
+		return err
+	}
 	if q.apiType != abi.QPTypeRC || cfg.SRQ != nil {
 		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
 	}
@@ -54,7 +58,12 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	q.dev = &devQP{u: u, qp: vq, send: s, recv: r,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
 		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE)}
+	q.dev.sent, q.dev.recvd = newWRFIFO(max(vq.Cap.MaxSendWR, uint32(c.MaxSendWR))), newWRFIFO(max(vq.Cap.MaxRecvWR, uint32(c.MaxRecvWR)))
 	q.qpn = vq.QPN
+	a := q.adapter
+	a.devMu.Lock()
+	a.devQPs++
+	a.devMu.Unlock()
 	return nil
 }
 
@@ -72,6 +81,10 @@ func (q *QP) destroyOnDevice() {
 	_ = d.u.dev.DestroyQP(d.qp)
 	d.u.unuseCQ(d.send.ecq)
 	d.u.unuseCQ(d.recv.ecq)
+	a := q.adapter
+	a.devMu.Lock()
+	a.devQPs--
+	a.devMu.Unlock()
 }
 
 // modifyOnDevice moves q's device QP to `to` with the attributes a holds.
@@ -201,7 +214,26 @@ func (q *QP) postRecvBatch() bool {
 	if len(d.recvs) == 0 {
 		return true
 	}
+	// Outstanding before they are posted: the device may complete them
+	// before PostRecv returns.
+	d.mu.Lock()
+	full := false
+	for i := range d.recvs {
+		if !d.recvd.push(devWR{wrid: d.recvs[i].WRID, op: abi.WCRecv}) {
+			d.recvd.dropLast(i)
+			full = true
+			break
+		}
+	}
+	d.mu.Unlock()
+	if full {
+		q.Fail(abi.EventQPFatal, "more receive requests outstanding on the device than its receive queue holds")
+		return false
+	}
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
+		d.mu.Lock()
+		d.recvd.dropLast(len(d.recvs))
+		d.mu.Unlock()
 		q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
 		return false
 	}
@@ -262,7 +294,16 @@ func (q *QP) postSendsToDevice() bool {
 			// its slot free.
 			q.publishSQCons()
 			q.publishSQDone()
-			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
+			err := q.trackSends()
+			if err == nil {
+				err = d.u.dev.PostSend(d.qp, d.sends)
+				if err != nil {
+					d.mu.Lock()
+					d.sent.dropLast(len(d.sends))
+					d.mu.Unlock()
+				}
+			}
+			if err != nil {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would.
 				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
@@ -309,4 +350,20 @@ func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
 		out = append(out, verbs.SGE{MR: m.dev.mr.Handle, Length: g.Length, Offset: m.dev.skew + g.Addr - m.addr})
 	}
 	return out, true
+}
+
+// trackSends records the batch about to be posted as outstanding, before
+// it is (the device may complete it before PostSend returns).
+func (q *QP) trackSends() error {
+	d := q.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.sends {
+		w := &d.sends[i]
+		if !d.sent.push(devWR{wrid: w.WRID, op: abi.Opcode(w.Opcode).CompletionOpcode(), signaled: w.Flags&uint32(abi.SendSignaled) != 0}) {
+			d.sent.dropLast(i)
+			return fmt.Errorf("more send requests outstanding than its send queue holds (%d)", len(d.sent.e)/2)
+		}
+	}
+	return nil
 }

@@ -30,6 +30,8 @@ type fakeDevice struct {
 	dereg   int
 	qpsGone int
 	atPost  func() // called as a send batch is posted
+	event   func(verbs.AsyncEvent)
+	gone    func(error)
 }
 
 type fakeReg struct {
@@ -100,6 +102,8 @@ func (f *fakeDevice) PostRecv(q verbs.QP, wrs []verbs.RecvWR) error {
 	return nil
 }
 func (f *fakeDevice) SetCompletionHandler(fn func(cq uint32, wcs []verbs.WC)) { f.handler = fn }
+func (f *fakeDevice) SetEventHandler(fn func(verbs.AsyncEvent))               { f.event = fn }
+func (f *fakeDevice) SetGoneHandler(fn func(error))                           { f.gone = fn }
 
 // waitFor polls cond until it holds (a hang guard, not a timing check).
 func waitFor(t *testing.T, what string, cond func() bool) {
