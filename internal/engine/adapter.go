@@ -87,10 +87,7 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 // host: the adapters are native endpoints on the host's addresses, told
 // apart by QPN. Without links it is the adapter's own link-local GID.
 func (a *Adapter) GIDs() [][16]byte {
-	a.devMu.RLock()
-	u := a.uplink
-	a.devMu.RUnlock()
-	if u != nil {
+	if u := a.Uplink(); u != nil {
 		return u.GIDs() // the device's: what its QPs send from
 	}
 	if h := a.host; h != nil {

@@ -104,7 +104,11 @@ func (a *Adapter) Bind(u *DeviceUplink) error {
 }
 
 // Uplink returns the device uplink a is bound to, nil if none.
-func (a *Adapter) Uplink() *DeviceUplink { return a.uplink }
+func (a *Adapter) Uplink() *DeviceUplink {
+	a.devMu.RLock()
+	defer a.devMu.RUnlock()
+	return a.uplink
+}
 
 // useCQ returns the device CQ standing for c, made on first use.
 func (u *DeviceUplink) useCQ(c *CQ) (*devCQ, error) {

@@ -211,3 +211,11 @@ func (d *Device) handleEvent(e AsyncEvent) {
 		fn(e)
 	}
 }
+
+// PID returns the helper's process id, 0 if it has none (tests kill it).
+func (d *Device) PID() int {
+	if d.h.cmd == nil || d.h.cmd.Process == nil {
+		return 0
+	}
+	return d.h.cmd.Process.Pid
+}
