@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helper.h"
@@ -85,4 +86,35 @@ int async_event(void)
 		_exit(3); /* the kernel closes the device; nothing on it can be freed */
 	}
 	return 0;
+}
+
+/* A driver without disassociate_ucontext (rdma_rxe, siw) sends no
+ * DEVICE_FATAL when its device is unregistered: the kernel removes the
+ * device's uverbs node and then waits for every process that has it open
+ * to close it. async_watch, called on each turn of the main loop (which
+ * wakes at least every VH_WATCH_MS), looks, at most once a second, whether
+ * the node is still there; when it is gone it does what DEVICE_FATAL does,
+ * so the removal can finish. */
+void async_watch(void)
+{
+	static struct timespec last;
+	struct timespec now;
+	int pfd;
+
+	if (!ctx || clock_gettime(CLOCK_MONOTONIC, &now) || now.tv_sec == last.tv_sec)
+		return;
+	last = now;
+	if (access(ctx->device->dev_path, F_OK) == 0 || errno != ENOENT)
+		return;
+	pfd = datapath_push_fd();
+	if (pfd >= 0) {
+		begin(VH_ASYNC_EVENT, 0, 0);
+		put32(IBV_EVENT_DEVICE_FATAL);
+		put32(0);
+		put32(0);
+		(void)finish_to(pfd);
+	}
+	fprintf(stderr, "%s: its uverbs device %s is gone: the device is being removed (rdma link delete, the module unloaded)\n",
+		ibv_get_device_name(ctx->device), ctx->device->dev_path);
+	_exit(3);
 }

@@ -399,7 +399,9 @@ int main(void)
 		/* Requests, the completion channel's events for CQs whose
 		 * completions are pushed (datapath.c), and the device's
 		 * asynchronous events (async.c); poll skips a descriptor of -1. */
-		if (poll(pf, 3, -1) < 0) {
+		r = poll(pf, 3, ctx ? VH_WATCH_MS : -1);
+		async_watch();
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;

@@ -63,5 +63,10 @@ int datapath_push_fd(void);
  * or -1 if the push socket failed. A fatal event ends the helper (async.c). */
 int async_fd(void);
 int async_event(void);
+/* async_watch ends the helper as DEVICE_FATAL does when the device's uverbs
+ * node is gone (a driver that sends no DEVICE_FATAL); the main loop wakes
+ * every VH_WATCH_MS while a device is open to call it. */
+void async_watch(void);
+enum { VH_WATCH_MS = 1000 };
 
 #endif
