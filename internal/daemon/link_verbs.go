@@ -77,6 +77,7 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 		return verbsLinkError(e.spec, err)
 	}
 	u := engine.NewDeviceUplink(e.spec.Name, dev, gidTable(port))
+	u.Dev = e.spec.Dev
 	e.verbs.mu.Lock()
 	e.verbs.dev, e.verbs.port, e.verbs.err, e.verbs.fault = dev, port, nil, nil
 	e.verbs.eng = u

@@ -78,7 +78,7 @@ func TestVerbsHelperKilledWithBoundInstance(t *testing.T) {
 		t.Fatalf("link show after the helper died: %+v", ls)
 	}
 	r = createQP()
-	if r.h.Code == proto.CodeOK || !strings.Contains(r.msg(), "verbs link hca0 is down") || !strings.Contains(r.msg(), "vrdma link add hca0 type verbs") {
+	if r.h.Code == proto.CodeOK || !strings.Contains(r.msg(), "verbs link hca0 is down") || !strings.Contains(r.msg(), "vrdma link add hca0 type verbs dev rxe0") {
 		t.Fatalf("a new QP on the instance: %v %s, want refused naming hca0 and the fix", r.h.Code, r.msg())
 	}
 	checkAlive(t, cfg.SocketPath)

@@ -42,6 +42,7 @@ var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 // belongs to.
 type DeviceUplink struct {
 	Name string // the verbs link's name, for messages
+	Dev  string // its device's name, for messages (set before use; "" if unknown)
 	dev  Device
 
 	mu     sync.Mutex

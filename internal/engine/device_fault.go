@@ -25,13 +25,18 @@ var ErrUplinkDown = errors.New("verbs link is down")
 // UplinkDownError says which link is down and why.
 type UplinkDownError struct {
 	Link   string
+	Dev    string // "" if unknown
 	Reason error
 }
 
 func (e *UplinkDownError) Error() string {
+	dev := e.Dev
+	if dev == "" {
+		dev = "IBDEV"
+	}
 	return fmt.Sprintf("verbs link %s is down (%v): its device is gone, and with it the QPs and regions on it; "+
-		"re-add the link (`vrdma link del %s`, then `vrdma link add %s type verbs dev IBDEV`) and open the device again (restart the application)",
-		e.Link, e.Reason, e.Link, e.Link)
+		"re-add the link (`vrdma link del %s`, then `vrdma link add %s type verbs dev %s`) and open the device again (restart the application)",
+		e.Link, e.Reason, e.Link, e.Link, dev)
 }
 
 // Is makes errors.Is(err, ErrUplinkDown) hold.
@@ -47,7 +52,7 @@ func (u *DeviceUplink) Down() error {
 	if u.down == nil {
 		return nil
 	}
-	return &UplinkDownError{Link: u.Name, Reason: u.down}
+	return &UplinkDownError{Link: u.Name, Dev: u.Dev, Reason: u.down}
 }
 
 // SetDownHandler sets what is called, once, when the uplink goes down
