@@ -140,9 +140,14 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 // the device held with WR_FLUSH_ERR. Under procMu: the runner is not
 // posting meanwhile, and what it flushes from the rings comes after.
 func (q *QP) flushOnDevice() {
-	d := q.dev
 	q.procMu.Lock()
 	defer q.procMu.Unlock()
+	q.flushOnDeviceLocked()
+}
+
+// flushOnDeviceLocked is flushOnDevice with procMu held.
+func (q *QP) flushOnDeviceLocked() {
+	d := q.dev
 	q.devErr.Store(true) // nothing more goes to the device
 	q.enterError()
 	d.mu.Lock()
@@ -328,4 +333,18 @@ func (t *tracked) retire(w *verbs.WC) {
 	} else if t.recvd.n > 0 {
 		t.recvd.pop()
 	}
+}
+
+// deviceGone reports whether err, a failed request of q's runner to the
+// device, says the helper is gone (exited, killed, or given up on); then
+// q goes to ERR with nothing more for the device, and the uplink goes down
+// (DeviceFatal, on its own goroutine: it waits for the runner's procMu,
+// which the caller holds). The caller flushes what it was posting.
+func (q *QP) deviceGone(err error) bool {
+	if !errors.Is(err, verbs.ErrHelperGone) && !errors.Is(err, verbs.ErrProtocol) && !errors.Is(err, verbs.ErrTimeout) {
+		return false
+	}
+	q.flushOnDeviceLocked() // what the device held completes before the batch
+	go q.dev.u.DeviceFatal(err)
+	return true
 }

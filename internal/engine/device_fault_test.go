@@ -152,6 +152,12 @@ func TestDeviceFaults(t *testing.T) {
 			x.f.handler(1, []verbs.WC{{WRID: 12, Opcode: verbs.WCRDMAWrite, QPN: x.q.QPN()}})
 			x.f.gone(&verbs.Error{Kind: verbs.ErrHelperGone, Msg: "killed"})
 		}, qpEv: []abi.EventType{abi.EventDeviceFatal}, cqEv: []abi.EventType{abi.EventDeviceFatal}, state: abi.QPStateErr, flushed: []uint64{50, 51}, down: true},
+		{name: "helper gone found by a post", fault: func(x *faultFixture) {
+			x.f.mu.Lock()
+			x.f.postErr = &verbs.Error{Kind: verbs.ErrHelperGone, Msg: "sending a request: broken pipe"}
+			x.f.mu.Unlock()
+			x.postSend(t, 13)
+		}, qpEv: []abi.EventType{abi.EventDeviceFatal}, cqEv: []abi.EventType{abi.EventDeviceFatal}, state: abi.QPStateErr, flushed: []uint64{10, 11, 12, 50, 51, 13}, down: true},
 		{name: "QP fatal", fault: func(x *faultFixture) {
 			x.f.event(verbs.AsyncEvent{Type: verbs.EventQPFatal, Element: x.q.dev.qp.Handle, QPN: x.q.QPN()})
 		}, qpEv: []abi.EventType{abi.EventQPFatal}, state: abi.QPStateErr},
@@ -234,13 +240,7 @@ func TestDeviceFaults(t *testing.T) {
 				t.Fatalf("%d completions after a late one, want %d", n, had)
 			}
 			// Posting more after the fault completes at once, flushed.
-			sq := x.q.SQ()
-			w := abi.SendWQE{WRID: 99, Opcode: abi.OpSend, Flags: abi.SendSignaled}
-			if err := abi.PutSendWQE(x.q.mem[sq.Entry(3):sq.Entry(3)+sq.Stride], &w, []abi.SGE{{Addr: 0x10000, Length: 8, LKey: x.lkey}}, nil); err != nil {
-				t.Fatal(err)
-			}
-			shm.Store32(x.q.mem, abi.RingProdOff, 4)
-			x.q.kickWorker()
+			x.postSend(t, 99)
 			waitFor(t, "the late send flushed", func() bool {
 				c := x.completions()
 				return len(c) > 0 && c[len(c)-1].WRID == 99 && c[len(c)-1].Status == abi.StatusWRFlushErr
@@ -278,4 +278,17 @@ func TestDeviceFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// postSend posts a signaled SEND with wr_id id and rings.
+func (x *faultFixture) postSend(t *testing.T, id uint64) {
+	t.Helper()
+	sq := x.q.SQ()
+	prod := shm.Load32(x.q.mem, abi.RingProdOff)
+	w := abi.SendWQE{WRID: id, Opcode: abi.OpSend, Flags: abi.SendSignaled}
+	if err := abi.PutSendWQE(x.q.mem[sq.Entry(prod):sq.Entry(prod)+sq.Stride], &w, []abi.SGE{{Addr: 0x10000, Length: 8, LKey: x.lkey}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	shm.Store32(x.q.mem, abi.RingProdOff, prod+1)
+	x.q.kickWorker()
 }

@@ -234,7 +234,14 @@ func (q *QP) postRecvBatch() bool {
 		d.mu.Lock()
 		d.recvd.dropLast(len(d.recvs))
 		d.mu.Unlock()
-		q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
+		if !q.deviceGone(err) {
+			q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
+		}
+		// The client took them for posted: they complete, flushed.
+		for i := range d.recvs {
+			c := abi.CQE{WRID: d.recvs[i].WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+			q.recvCQ.push(&c)
+		}
 		return false
 	}
 	return true
@@ -305,12 +312,16 @@ func (q *QP) postSendsToDevice() bool {
 			}
 			if err != nil {
 				// Nothing of the batch was posted: its requests complete
-				// here, the first with the error, as a device's would.
-				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				// here, the first with the error, as a device's would;
+				// all flushed if the device is gone.
+				gone := q.deviceGone(err)
+				if !gone {
+					q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				}
 				for i := range d.sends {
 					w := &d.sends[i]
 					st := abi.StatusWRFlushErr
-					if i == 0 {
+					if i == 0 && !gone {
 						st = abi.StatusLocQPOpErr
 					}
 					c := abi.CQE{WRID: w.WRID, QPNum: q.qpn, Opcode: abi.Opcode(w.Opcode).CompletionOpcode(), Status: st}

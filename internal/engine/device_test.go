@@ -32,6 +32,7 @@ type fakeDevice struct {
 	atPost  func() // called as a send batch is posted
 	event   func(verbs.AsyncEvent)
 	gone    func(error)
+	postErr error // what PostSend and PostRecv return, when set
 }
 
 type fakeReg struct {
@@ -84,6 +85,9 @@ func (f *fakeDevice) PostSend(q verbs.QP, wrs []verbs.SendWR) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.postErr != nil {
+		return f.postErr
+	}
 	b := append([]verbs.SendWR(nil), wrs...)
 	for i := range b {
 		b[i].SGEs = append([]verbs.SGE(nil), b[i].SGEs...)
