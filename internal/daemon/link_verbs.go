@@ -149,14 +149,14 @@ func (v *verbsLink) refresh() {
 	}
 }
 
-// close fails the instances bound to the link (their QPs get
+// close fails the instances bound to the link for reason (their QPs get
 // DEVICE_FATAL and flush) and stops the helper.
-func (v *verbsLink) close() {
+func (v *verbsLink) close(reason error) {
 	v.mu.Lock()
 	u := v.eng
 	v.mu.Unlock()
 	if u != nil {
-		u.DeviceFatal(errLinkDeleted) // not under v.mu: the link is told
+		u.DeviceFatal(reason) // not under v.mu: the link is told
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

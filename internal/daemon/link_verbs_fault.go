@@ -20,6 +20,9 @@ import (
 // verbs link is deleted.
 var errLinkDeleted = errors.New("the link was deleted (vrdma link del)")
 
+// errDaemonStopping is theirs when the daemon stops.
+var errDaemonStopping = errors.New("the vrdma daemon is stopping")
+
 // goneUplinks are the device uplinks of verbs links that went away, by
 // link name, until the link is added again: the new device succeeds them.
 type goneUplinks struct {
