@@ -101,8 +101,8 @@ void async_watch(void)
 	struct timespec now;
 	int pfd;
 
-	if (!ctx || clock_gettime(CLOCK_MONOTONIC, &now) || now.tv_sec == last.tv_sec)
-		return;
+	if (!ctx || !ctx->device->dev_path[0] || clock_gettime(CLOCK_MONOTONIC, &now) || now.tv_sec == last.tv_sec)
+		return; /* no node to watch (a provider that names none), or looked this second */
 	last = now;
 	if (access(ctx->device->dev_path, F_OK) == 0 || errno != ENOENT)
 		return;
