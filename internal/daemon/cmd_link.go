@@ -192,7 +192,7 @@ func (d *Daemon) deleteLink(name string) error {
 			d.log.Warn("removing link", "link", name, "err", err)
 		}
 	}
-	e.verbs.close()
+	e.verbs.close(errLinkDeleted)
 	delete(t.m, name)
 	if err := d.saveLinksLocked(); err != nil {
 		d.log.Warn("could not save links", "err", err)
@@ -327,7 +327,7 @@ func (d *Daemon) closeLinks() {
 				e.l.Close()
 			}
 		}
-		e.verbs.close()
+		e.verbs.close(errDaemonStopping)
 	}
 	t.m = nil
 }

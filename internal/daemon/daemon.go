@@ -105,6 +105,7 @@ type Daemon struct {
 	lidChanged chan struct{}
 
 	links linkTable          // cmd_link.go
+	gone  goneUplinks        // link_verbs_fault.go
 	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
 	cm    *connmgr.Manager   // connection manager (cm.go)
 }

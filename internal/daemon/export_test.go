@@ -71,3 +71,21 @@ func (d *Daemon) InstanceUplinks(name string) (links []string, gids [][][16]byte
 	}
 	return links, gids
 }
+
+// VerbsHelperPID returns the process id of the helper of verbs link name,
+// 0 if it has none.
+func (d *Daemon) VerbsHelperPID(name string) int {
+	t := &d.links
+	t.mu.Lock()
+	e, ok := t.m[name]
+	t.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	e.verbs.mu.Lock()
+	defer e.verbs.mu.Unlock()
+	if e.verbs.dev == nil {
+		return 0
+	}
+	return e.verbs.dev.PID()
+}

@@ -32,6 +32,9 @@ type verbsLink struct {
 	port verbs.PortAttr
 	err  error                // the last query's failure; the link is down while set
 	eng  *engine.DeviceUplink // what instances bound to the link use (link_verbs_bind.go)
+	// fault is why the device went away (link_verbs_fault.go); the link
+	// is down for good while set: re-adding it opens the device again.
+	fault error
 }
 
 func validateVerbsLink(spec proto.LinkSpec) error {
@@ -75,11 +78,14 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 		dev.Close()
 		return verbsLinkError(e.spec, err)
 	}
+	u := engine.NewDeviceUplink(e.spec.Name, dev, gidTable(port))
+	u.Dev = e.spec.Dev
+	u.SetMTU(abi.MTU(port.ActiveMTU), abi.MTU(port.MaxMTU))
 	e.verbs.mu.Lock()
-	e.verbs.dev, e.verbs.port, e.verbs.err = dev, port, nil
-	e.verbs.eng = engine.NewDeviceUplink(e.spec.Name, dev, gidTable(port))
-	e.verbs.eng.SetMTU(abi.MTU(port.ActiveMTU), abi.MTU(port.MaxMTU))
+	e.verbs.dev, e.verbs.port, e.verbs.err, e.verbs.fault = dev, port, nil, nil
+	e.verbs.eng = u
 	e.verbs.mu.Unlock()
+	d.watchVerbsLink(e.spec, &e.verbs, u)
 	e.problem = ""
 	return nil
 }
@@ -147,8 +153,15 @@ func (v *verbsLink) refresh() {
 	}
 }
 
-// close stops the helper.
-func (v *verbsLink) close() {
+// close fails the instances bound to the link for reason (their QPs get
+// DEVICE_FATAL and flush) and stops the helper.
+func (v *verbsLink) close(reason error) {
+	v.mu.Lock()
+	u := v.eng
+	v.mu.Unlock()
+	if u != nil {
+		u.DeviceFatal(reason) // not under v.mu: the link is told
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.dev != nil {
@@ -164,6 +177,9 @@ func (v *verbsLink) snapshot() (attr verbs.DeviceAttr, name string, port verbs.P
 	defer v.mu.Unlock()
 	if v.dev == nil {
 		return attr, "", port, nil, false
+	}
+	if v.fault != nil {
+		return v.dev.Attr, v.dev.Name, v.port, v.fault, true
 	}
 	return v.dev.Attr, v.dev.Name, v.port, v.err, true
 }

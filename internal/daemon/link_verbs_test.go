@@ -67,7 +67,8 @@ var fakeDevices = map[string]struct {
 // TestFakeVerbsHelperProcess is a verbs helper speaking the protocol on
 // descriptor 3, for the tests below; on its own it does nothing. Modes:
 // rxe (a device rxe0 as rdma_rxe reports it), garbage (garbage after the
-// hello), die-later (answers the open and one query, then exits).
+// hello), die-later (answers the open and one query, then exits),
+// datapath (rxe0 that also makes CQs and QPs and takes their requests).
 func TestFakeVerbsHelperProcess(t *testing.T) {
 	mode := os.Getenv("VRDMA_FAKE_VERBS_HELPER")
 	if mode == "" {
@@ -81,7 +82,7 @@ func TestFakeVerbsHelperProcess(t *testing.T) {
 	}
 	send(binaryHello())
 	buf := make([]byte, verbs.MaxMessage)
-	queries := 0
+	queries, cqs, qps := 0, 0, 0
 	for {
 		n, err := unix.Read(fd, buf)
 		if err != nil || n == 0 {
@@ -115,8 +116,35 @@ func TestFakeVerbsHelperProcess(t *testing.T) {
 				os.Exit(3)
 			}
 			reply(0, verbs.AppendPortAttr(nil, dev.port))
-		case verbs.OpCreateCQ, verbs.OpCreateQP, verbs.OpCreateAH, verbs.OpModifyUDQP, verbs.OpDestroyAH, verbs.OpDestroyQP, verbs.OpDestroyCQ:
-			reply(0, fakeDataPathReply(h.Op(), buf[verbs.HeaderSize:n]))
+		case verbs.OpCreateCQ:
+			if mode != "datapath" {
+				reply(int32(unix.EOPNOTSUPP), nil)
+				continue
+			}
+			cqs++
+			reply(0, binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, uint32(cqs)), binary.NativeEndian.Uint32(buf[verbs.HeaderSize:])))
+		case verbs.OpCreateQP:
+			if mode != "datapath" {
+				reply(int32(unix.EOPNOTSUPP), nil)
+				continue
+			}
+			qps++
+			body := binary.NativeEndian.AppendUint32(nil, uint32(qps))
+			body = binary.NativeEndian.AppendUint32(body, 0x1100+uint32(qps))   // the QPN
+			body = append(body, buf[verbs.HeaderSize+8:verbs.HeaderSize+28]...) // the capabilities asked
+			reply(0, binary.NativeEndian.AppendUint32(body, 0))
+		case verbs.OpCreateAH:
+			if mode != "datapath" {
+				reply(int32(unix.EOPNOTSUPP), nil)
+				continue
+			}
+			reply(0, binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, 7), 0))
+		case verbs.OpModifyQP, verbs.OpModifyUDQP, verbs.OpDestroyAH, verbs.OpDestroyQP, verbs.OpDestroyCQ, verbs.OpPostRecv, verbs.OpPostSend:
+			if mode != "datapath" {
+				reply(int32(unix.EOPNOTSUPP), nil)
+				continue
+			}
+			reply(0, nil)
 		default:
 			reply(int32(unix.EOPNOTSUPP), nil)
 		}

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,26 +11,7 @@ import (
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/qpstate"
-	"github.com/vrdma/vrdma/internal/verbs"
 )
-
-// fakeDataPathReply is the fake helper's answer to the data-path ops a
-// bound instance's UD QP and address handles make: a CQ of the entries
-// asked, a QP with the capabilities asked (QPN 0x1234), AH 7, and empty
-// replies.
-func fakeDataPathReply(op verbs.Op, body []byte) []byte {
-	ne := binary.NativeEndian
-	switch op {
-	case verbs.OpCreateCQ:
-		return ne.AppendUint32(ne.AppendUint32(nil, 1), ne.Uint32(body))
-	case verbs.OpCreateQP:
-		b := ne.AppendUint32(ne.AppendUint32(nil, 1), 0x1234)
-		return ne.AppendUint32(append(b, body[8:28]...), 0)
-	case verbs.OpCreateAH:
-		return ne.AppendUint32(ne.AppendUint32(nil, 7), 0)
-	}
-	return nil
-}
 
 // TestControlledQKeyOnVerbsUplink: on an instance bound to a verbs uplink
 // (whose device takes any Q_Key from the daemon), a user who is neither
@@ -44,7 +24,7 @@ func TestControlledQKeyOnVerbsUplink(t *testing.T) {
 		t.Skip("needs root: the client must be a user other than root and the daemon's (CI runs it as root)")
 	}
 	cfg := linkConfig(t)
-	cfg.VerbsHelper = fakeVerbsHelper(t, "rxe")
+	cfg.VerbsHelper = fakeVerbsHelper(t, "datapath")
 	cfg.SocketMode = 0o666
 	d := startDaemon(t, cfg)
 	for _, dir := range []string{filepath.Dir(d.SocketPath()), filepath.Dir(filepath.Dir(d.SocketPath()))} {

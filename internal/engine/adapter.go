@@ -66,6 +66,7 @@ type Adapter struct {
 	uplink *DeviceUplink
 	devMu  sync.RWMutex
 	devMRs map[uint32]*MR
+	devQPs int // QPs on the device, under devMu (device_fault.go)
 }
 
 // NewAdapter creates an adapter. gids[0] is the link-local GID.
@@ -87,7 +88,7 @@ func NewAdapter(instance, name string, index int, mac [6]byte, async bool) *Adap
 // host: the adapters are native endpoints on the host's addresses, told
 // apart by QPN. Without links it is the adapter's own link-local GID.
 func (a *Adapter) GIDs() [][16]byte {
-	if u := a.uplink; u != nil {
+	if u := a.Uplink(); u != nil {
 		return u.GIDs() // the device's: what its QPs send from
 	}
 	if h := a.host; h != nil {

@@ -35,6 +35,8 @@ type Device interface {
 	CreateAH(verbs.AHAttr) (verbs.AH, error)
 	DestroyAH(verbs.AH) error
 	SetCompletionHandler(func(cq uint32, wcs []verbs.WC))
+	SetEventHandler(func(verbs.AsyncEvent))
+	SetGoneHandler(func(error))
 }
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
@@ -47,16 +49,20 @@ var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 // belongs to.
 type DeviceUplink struct {
 	Name string // the verbs link's name, for messages
+	Dev  string // its device's name, for messages (set before use; "" if unknown)
 	dev  Device
 
-	mu   sync.Mutex
-	gids [][16]byte
+	mu     sync.Mutex
+	gids   [][16]byte
+	cqs    map[*CQ]*devCQ    // the device CQ of each engine CQ a device QP uses
+	byCQ   map[uint32]*devCQ // ... by the device's handle
+	qps    map[uint32]*QP    // device QPs by QPN
+	down   error             // why the device went away (device_fault.go); nil while up
+	onDown func(error)       // told once when it does
+	next   *DeviceUplink     // the link's new device, once it was added again
 	// The port's active and largest MTU (ibv_query_port): what a bound
 	// adapter's port reports, and the largest path MTU its QPs may take.
 	activeMTU, maxMTU abi.MTU
-	cqs  map[*CQ]*devCQ    // the device CQ of each engine CQ a device QP uses
-	byCQ map[uint32]*devCQ // ... by the device's handle
-	qps  map[uint32]*QP    // device QPs by QPN
 }
 
 // devCQ is an engine CQ's counterpart on the device.
@@ -71,6 +77,16 @@ type devCQ struct {
 func NewDeviceUplink(name string, dev Device, gids [][16]byte) *DeviceUplink {
 	u := &DeviceUplink{Name: name, dev: dev, gids: gids, cqs: map[*CQ]*devCQ{}, byCQ: map[uint32]*devCQ{}, qps: map[uint32]*QP{}}
 	dev.SetCompletionHandler(u.complete)
+	dev.SetEventHandler(func(e verbs.AsyncEvent) {
+		if e.Type == verbs.EventDeviceFatal {
+			// Not on the push reader: failing the QPs waits for their
+			// runners, which may wait for the helper's reply.
+			go u.event(e)
+			return
+		}
+		u.event(e)
+	})
+	dev.SetGoneHandler(func(err error) { u.DeviceFatal(err) })
 	return u
 }
 
@@ -123,7 +139,11 @@ func (a *Adapter) Bind(u *DeviceUplink) error {
 }
 
 // Uplink returns the device uplink a is bound to, nil if none.
-func (a *Adapter) Uplink() *DeviceUplink { return a.uplink }
+func (a *Adapter) Uplink() *DeviceUplink {
+	a.devMu.RLock()
+	defer a.devMu.RUnlock()
+	return a.uplink
+}
 
 // useCQ returns the device CQ standing for c, made on first use.
 func (u *DeviceUplink) useCQ(c *CQ) (*devCQ, error) {
@@ -184,7 +204,23 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 		u.mu.Lock()
 		q := u.qps[w.QPN]
 		u.mu.Unlock()
-		ok := ecq.push(&c)
+		var ok bool
+		if q != nil {
+			// The request leaves the outstanding ones as its completion
+			// goes in, under one lock: a device that goes away flushes
+			// each request once, completed or flushed.
+			t := &q.dev.tracked
+			t.mu.Lock()
+			if t.gone {
+				t.mu.Unlock()
+				continue
+			}
+			t.retire(w)
+			ok = ecq.push(&c)
+			t.mu.Unlock()
+		} else {
+			ok = ecq.push(&c)
+		}
 		if q == nil {
 			continue
 		}
@@ -202,6 +238,7 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 
 // devMR is a region's registration with the device.
 type devMR struct {
+	u    *DeviceUplink // the device it is registered with
 	mr   verbs.MR
 	skew uint64 // the region's first byte's offset in the device's registration
 }
@@ -213,7 +250,10 @@ type devMR struct {
 // byte), so a native peer's RDMA WRITE or READ names what the application
 // sent it.
 func (a *Adapter) registerOnDevice(m *MR) error {
-	u := a.uplink
+	u, err := a.current()
+	if err != nil {
+		return err
+	}
 	base := m.region.Offset() &^ 4095
 	skew := m.region.Offset() - base
 	if m.addr < skew {
@@ -224,7 +264,7 @@ func (a *Adapter) registerOnDevice(m *MR) error {
 	if err != nil {
 		return fmt.Errorf("registering %d bytes with %s: %w", m.length, u.Name, err)
 	}
-	m.dev = &devMR{mr: vm, skew: skew}
+	m.dev = &devMR{u: u, mr: vm, skew: skew}
 	a.devMu.Lock()
 	if a.devMRs == nil {
 		a.devMRs = map[uint32]*MR{}
@@ -245,7 +285,7 @@ func (a *Adapter) deregisterOnDevice(m *MR) {
 		delete(a.devMRs, d.mr.LKey)
 	}
 	a.devMu.Unlock()
-	_ = a.uplink.dev.DeregMR(d.mr)
+	_ = d.u.dev.DeregMR(d.mr)
 }
 
 // deviceMR returns the region the device knows by lkey.

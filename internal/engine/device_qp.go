@@ -17,14 +17,15 @@ import (
 // devQP is a QP's counterpart on the device and the batch buffers the
 // runner translates into (allocated once).
 type devQP struct {
-	u      *DeviceUplink
-	qp     verbs.QP
-	send   *devCQ
-	recv   *devCQ
-	sends  []verbs.SendWR
-	recvs  []verbs.RecvWR
-	sges   []verbs.SGE
-	errSet bool // the device QP was moved to ERR; under procMu
+	u       *DeviceUplink
+	qp      verbs.QP
+	send    *devCQ
+	recv    *devCQ
+	sends   []verbs.SendWR
+	recvs   []verbs.RecvWR
+	sges    []verbs.SGE
+	errSet  bool // the device QP was moved to ERR; under procMu
+	tracked      // what was posted and has not completed (device_fault.go)
 	// A UD QP's (device_ud.go): its sends name address handles.
 	ud      bool
 	udSends []verbs.UDSendWR
@@ -33,7 +34,10 @@ type devQP struct {
 // createOnDevice makes q's device QP on the adapter's uplink; q.qpn
 // becomes the device's QPN.
 func (q *QP) createOnDevice(cfg *QPConfig) error {
-	u := q.adapter.uplink
+	u, err := q.adapter.current()
+	if err != nil {
+		return err
+	}
 	ud := q.apiType == abi.QPTypeUD
 	if (q.apiType != abi.QPTypeRC && !ud) || cfg.SRQ != nil {
 		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC and UD QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
@@ -66,7 +70,12 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	if ud {
 		q.dev.udSends = make([]verbs.UDSendWR, 0, verbs.MaxBatch)
 	}
+	q.dev.sent, q.dev.recvd = newWRFIFO(max(vq.Cap.MaxSendWR, uint32(c.MaxSendWR))), newWRFIFO(max(vq.Cap.MaxRecvWR, uint32(c.MaxRecvWR)))
 	q.qpn = vq.QPN
+	a := q.adapter
+	a.devMu.Lock()
+	a.devQPs++
+	a.devMu.Unlock()
 	return nil
 }
 
@@ -84,6 +93,10 @@ func (q *QP) destroyOnDevice() {
 	_ = d.u.dev.DestroyQP(d.qp)
 	d.u.unuseCQ(d.send.ecq)
 	d.u.unuseCQ(d.recv.ecq)
+	a := q.adapter
+	a.devMu.Lock()
+	a.devQPs--
+	a.devMu.Unlock()
 }
 
 // modifyOnDevice moves q's device QP to `to` with the attributes a holds.
@@ -236,8 +249,34 @@ func (q *QP) postRecvBatch() bool {
 	if len(d.recvs) == 0 {
 		return true
 	}
+	// Outstanding before they are posted: the device may complete them
+	// before PostRecv returns.
+	d.mu.Lock()
+	full := false
+	for i := range d.recvs {
+		if !d.recvd.push(devWR{wrid: d.recvs[i].WRID, op: abi.WCRecv}) {
+			d.recvd.dropLast(i)
+			full = true
+			break
+		}
+	}
+	d.mu.Unlock()
+	if full {
+		q.Fail(abi.EventQPFatal, "more receive requests outstanding on the device than its receive queue holds")
+		return false
+	}
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
-		q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
+		d.mu.Lock()
+		d.recvd.dropLast(len(d.recvs))
+		d.mu.Unlock()
+		if !q.deviceGone(err) {
+			q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
+		}
+		// The client took them for posted: they complete, flushed.
+		for i := range d.recvs {
+			c := abi.CQE{WRID: d.recvs[i].WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+			q.recvCQ.push(&c)
+		}
 		return false
 	}
 	return true
@@ -306,16 +345,27 @@ func (q *QP) postSendsToDevice() bool {
 			// its slot free.
 			q.publishSQCons()
 			q.publishSQDone()
-			var err error
-			if d.ud {
-				err = d.u.dev.PostSendUD(d.qp, d.udSends)
-			} else {
-				err = d.u.dev.PostSend(d.qp, d.sends)
+			err := q.trackSends()
+			if err == nil {
+				if d.ud {
+					err = d.u.dev.PostSendUD(d.qp, d.udSends)
+				} else {
+					err = d.u.dev.PostSend(d.qp, d.sends)
+				}
+				if err != nil {
+					d.mu.Lock()
+					d.sent.dropLast(len(d.sends) + len(d.udSends))
+					d.mu.Unlock()
+				}
 			}
 			if err != nil {
 				// Nothing of the batch was posted: its requests complete
-				// here, the first with the error, as a device's would.
-				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				// here, the first with the error, as a device's would;
+				// all flushed if the device is gone.
+				gone := q.deviceGone(err)
+				if !gone {
+					q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
+				}
 				for i := 0; i < len(d.sends)+len(d.udSends); i++ {
 					var wrid uint64
 					var op uint32
@@ -325,7 +375,7 @@ func (q *QP) postSendsToDevice() bool {
 						wrid, op = d.sends[i].WRID, d.sends[i].Opcode
 					}
 					st := abi.StatusWRFlushErr
-					if i == 0 {
+					if i == 0 && !gone {
 						st = abi.StatusLocQPOpErr
 					}
 					c := abi.CQE{WRID: wrid, QPNum: q.qpn, Opcode: abi.Opcode(op).CompletionOpcode(), Status: st}
@@ -372,4 +422,27 @@ func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
 		out = append(out, verbs.SGE{MR: m.dev.mr.Handle, Length: g.Length, Offset: m.dev.skew + g.Addr - m.addr})
 	}
 	return out, true
+}
+
+// trackSends records the batch about to be posted as outstanding, before
+// it is (the device may complete it before PostSend returns).
+func (q *QP) trackSends() error {
+	d := q.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range len(d.sends) + len(d.udSends) {
+		var w devWR
+		if d.ud {
+			u := &d.udSends[i]
+			w = devWR{wrid: u.WRID, op: abi.Opcode(u.Opcode).CompletionOpcode(), signaled: u.Flags&uint32(abi.SendSignaled) != 0}
+		} else {
+			u := &d.sends[i]
+			w = devWR{wrid: u.WRID, op: abi.Opcode(u.Opcode).CompletionOpcode(), signaled: u.Flags&uint32(abi.SendSignaled) != 0}
+		}
+		if !d.sent.push(w) {
+			d.sent.dropLast(i)
+			return fmt.Errorf("more send requests outstanding than its send queue holds (%d)", len(d.sent.e)/2)
+		}
+	}
+	return nil
 }

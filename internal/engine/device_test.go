@@ -36,6 +36,9 @@ type fakeDevice struct {
 	udSends  [][]verbs.UDSendWR
 	ahs      []verbs.AHAttr
 	ahsGone  []verbs.AH
+	event    func(verbs.AsyncEvent)
+	gone     func(error)
+	postErr  error // what PostSend and PostRecv return, when set
 }
 
 type fakeReg struct {
@@ -88,6 +91,9 @@ func (f *fakeDevice) PostSend(q verbs.QP, wrs []verbs.SendWR) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.postErr != nil {
+		return f.postErr
+	}
 	b := append([]verbs.SendWR(nil), wrs...)
 	for i := range b {
 		b[i].SGEs = append([]verbs.SGE(nil), b[i].SGEs...)
@@ -141,6 +147,8 @@ func (f *fakeDevice) DestroyAH(ah verbs.AH) error {
 	f.mu.Unlock()
 	return nil
 }
+func (f *fakeDevice) SetEventHandler(fn func(verbs.AsyncEvent)) { f.event = fn }
+func (f *fakeDevice) SetGoneHandler(fn func(error))             { f.gone = fn }
 
 // waitFor polls cond until it holds (a hang guard, not a timing check).
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -64,7 +64,7 @@ func RegisterMR(pd *PD, region *shm.Region, addr, length uint64, access abi.Acce
 	if err != nil {
 		return nil, err
 	}
-	if pd.adapter.uplink != nil {
+	if pd.adapter.Uplink() != nil {
 		if err := pd.adapter.registerOnDevice(mr); err != nil {
 			region.Close()
 			return nil, err
@@ -114,7 +114,7 @@ func (m *MR) Reregister(pd *PD, region *shm.Region, addr, length uint64, access 
 	}
 	if m.dev != nil {
 		region.Close()
-		return nil, fmt.Errorf("re-registering a region of an adapter on verbs uplink %s: %w", pd.adapter.uplink.Name, ErrDeviceQP)
+		return nil, fmt.Errorf("re-registering a region of an adapter on verbs uplink %s: %w", pd.adapter.Uplink().Name, ErrDeviceQP)
 	}
 	n, err := newMR(pd, region, addr, length, access)
 	if err != nil {

@@ -186,7 +186,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		cfg.SRQ.Use()
 	}
 	q.s.init(q.sq.Stride)
-	if a.uplink != nil {
+	if a.Uplink() != nil {
 		if err := q.createOnDevice(&cfg); err != nil {
 			region.Close()
 			return nil, err

@@ -94,6 +94,16 @@ func (d *Device) readPushes(c *net.UnixConn) {
 			d.failed(protoErrorf("a pushed message over %d bytes", MaxMessage))
 			return
 		}
+		if h, herr := ParseHeader(buf[:n]); herr == nil && h.Op() == OpAsyncEvent {
+			e, err := ParseAsyncEvent(buf[:n])
+			if err != nil {
+				c.Close()
+				d.failed(err)
+				return
+			}
+			d.handleEvent(e)
+			continue
+		}
 		cq, k, err := parsePush(buf[:n], d.dp.pushWCs[:])
 		if err != nil {
 			c.Close() // unblocks a helper writing to it before the lock is taken

@@ -131,6 +131,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 0), 64))
 	f.Add(AppendWCs(nil, []WC{{WRID: 2, Opcode: WCRecv, ByteLen: 40 + 1024, QPN: 0x11, SrcQP: 0x12, Flags: WCFlagGRH, SLID: 7, SL: 3}}))
 	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 5), 0))
+	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventQPFatal, Element: 3, QPN: 0x11}))
+	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventDeviceFatal}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
@@ -158,6 +160,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := ParseQP(b, QPCap{MaxSendWR: 1}); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseQP: %v is not ErrProtocol", err)
+		}
+		if e, err := ParseAsyncEvent(b); err == nil {
+			if got := AppendAsyncEvent(nil, e); string(got) != string(b) {
+				t.Fatalf("async event does not round-trip")
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseAsyncEvent: %v is not ErrProtocol", err)
 		}
 		var wcs [4]WC
 		if _, _, err := parsePush(b, wcs[:]); err != nil && !errors.Is(err, ErrProtocol) {

@@ -160,6 +160,7 @@ int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
 		;
 	if (h == VH_MAX_QPS)
 		return fail(VH_CREATE_QP, seq, ENOSPC, "create_qp: %d QPs already", VH_MAX_QPS);
+	ia.qp_context = (void *)(uintptr_t)h; /* its async events name it (async.c) */
 	qp = ibv_create_qp(pd, &ia);
 	if (!qp)
 		return fail(VH_CREATE_QP, seq, errno, "ibv_create_qp: %s", strerror(errno));
@@ -448,6 +449,8 @@ int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len)
 }
 
 int datapath_fd(void) { return chan ? chan->fd : -1; }
+
+int datapath_push_fd(void) { return push_fd; }
 
 /* datapath_event takes one event off the completion channel, arms its CQ
  * again and pushes everything the CQ holds (arming before polling: a

@@ -393,16 +393,22 @@ int main(void)
 		uint16_t op;
 		int fd, r;
 		ssize_t n;
-		struct pollfd pf[2] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN } };
+		struct pollfd pf[3] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN },
+					{ .fd = async_fd(), .events = POLLIN } };
 
-		/* Requests, and the completion channel's events for CQs whose
-		 * completions are pushed (datapath.c). */
-		if (poll(pf, pf[1].fd >= 0 ? 2 : 1, -1) < 0) {
+		/* Requests, the completion channel's events for CQs whose
+		 * completions are pushed (datapath.c), and the device's
+		 * asynchronous events (async.c); poll skips a descriptor of -1. */
+		r = poll(pf, 3, ctx ? VH_WATCH_MS : -1);
+		async_watch();
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
 		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN) && datapath_event())
+			return 1;
+		if (pf[2].fd >= 0 && (pf[2].revents & POLLIN) && async_event())
 			return 1;
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;

@@ -22,6 +22,7 @@ enum {
 	VH_CREATE_AH = 17,
 	VH_DESTROY_AH = 18,
 	VH_POST_SEND_UD = 19,
+	VH_ASYNC_EVENT = 48, /* pushed: a device's asynchronous event (async.c) */
 	VH_REPLY_BIT = 0x8000,
 };
 
@@ -68,5 +69,18 @@ void ud_close(void); /* destroys the AHs, after the QPs */
  * socket failed (the daemon is gone, or gave up on the helper). */
 int datapath_fd(void);
 int datapath_event(void);
+/* datapath_push_fd is the push socket, -1 until a CQ brought it. */
+int datapath_push_fd(void);
+
+/* async_fd is the open device's async event descriptor (non-blocking), -1
+ * before a device is open; async_event takes, acks and pushes one event: 0,
+ * or -1 if the push socket failed. A fatal event ends the helper (async.c). */
+int async_fd(void);
+int async_event(void);
+/* async_watch ends the helper as DEVICE_FATAL does when the device's uverbs
+ * node is gone (a driver that sends no DEVICE_FATAL); the main loop wakes
+ * every VH_WATCH_MS while a device is open to call it. */
+void async_watch(void);
+enum { VH_WATCH_MS = 1000 };
 
 #endif
