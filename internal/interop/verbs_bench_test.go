@@ -5,19 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma/internal/guest"
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
-	"github.com/vrdma/vrdma/internal/netns"
 	"github.com/vrdma/vrdma/internal/verbs"
-	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 // BenchEnv turns the guest benchmarks on: they boot guests and move
@@ -84,47 +79,9 @@ func TestVerbsUplinkBench(t *testing.T) {
 	default:
 		t.Fatalf("VRDMA_BENCH_SWITCH=%q: want on (the default) or off (the daemon runs with --no-switch)", v)
 	}
-	t.Setenv(guest.CacheEnv, t.TempDir())
-	helper, err := verbsbuild.Build()
-	if err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
-	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
-	root, err := netns.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "vrdma")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
-	}
+	k := buildVerbsKit(t, true)
 	g := Up(t, "A", "B")
-	share := filepath.Join(g.build, "run", "A")
-	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
-		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(share, "vrdma-lib"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".so") {
-			if err := copyExecutable(filepath.Join(lib, e.Name()), filepath.Join(share, "vrdma-lib", e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	k.install(t, g, "A")
 	v4 := func(name string) netip.Addr { return netip.AddrFrom16(GuestIP(name).As16()) }
 	idxB := GIDIndex(GIDs(g.Exec(t, "B", 60, "ibv_devinfo -v -d rxe0")), v4("B"))
 	if idxB < 0 {
@@ -132,7 +89,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 	}
 
 	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
-	const sock = "/tmp/vrdma.sock"
+	const sock = guestSock
 	vr := "/mnt/host/vrdma "
 	daemon := g.Spawn(t, "A", 3600, vr+"daemon"+daemonArgs+" --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" >/tmp/vrdma-daemon.log 2>&1")
 	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
@@ -164,6 +121,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 		}
 		var v [3]float64
 		for i := range f {
+			var err error
 			if v[i], err = strconv.ParseFloat(f[i], 64); err != nil || v[2] == 0 && i == 2 {
 				t.Fatalf("the daemon's CPU times: %q", out)
 			}
@@ -232,6 +190,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 
 	var out *os.File
 	if p := os.Getenv("VRDMA_BENCH_OUT"); p != "" {
+		var err error
 		if out, err = os.Create(p); err != nil {
 			t.Fatal(err)
 		}

@@ -3,17 +3,11 @@ package interop
 import (
 	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/vrdma/vrdma/internal/guest"
-	"github.com/vrdma/vrdma/internal/netns"
 	"github.com/vrdma/vrdma/internal/verbs"
-	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 // TestVerbsUplinkUnplug: in guest A, an instance bound to a verbs uplink on
@@ -29,66 +23,17 @@ import (
 // on the instance is refused naming the link.
 func TestVerbsUplinkUnplug(t *testing.T) {
 	Require(t)
-	t.Setenv(guest.CacheEnv, t.TempDir())
-	helper, err := verbsbuild.Build()
-	if err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
-	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
-	root, err := netns.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "vrdma")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
-	}
+	k := buildVerbsKit(t, true)
 	g := Up(t, "A")
-	share := filepath.Join(g.build, "run", "A")
-	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
-		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(share, "vrdma-lib"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".so") {
-			if err := copyExecutable(filepath.Join(lib, e.Name()), filepath.Join(share, "vrdma-lib", e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	k.install(t, g, "A")
 	gids := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
 	idx := GIDIndex(gids, netip.AddrFrom16(GuestIP("A").As16()))
 	if idx < 0 {
 		t.Fatalf("rxe0 has no GID for %s: %v", GuestIP("A"), gids)
 	}
-	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
-	const sock = "/tmp/vrdma.sock"
+	defer startGuestDaemon(t, g, "A", 900, "")()
+	const sock = guestSock
 	vr := "/mnt/host/vrdma"
-	daemon := g.Spawn(t, "A", 900, vr+" daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-daemon.log 2>&1")
-	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
-		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
-		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
-	}
-	defer func() {
-		log, _ := g.Run(t, "A", 20, "tail -n 60 /tmp/vrdma-daemon.log")
-		t.Logf("the daemon's log:\n%s", log)
-		g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
-		g.Wait(t, "A", daemon, 30)
-	}()
 	g.Exec(t, "A", 120, vr+" link --socket "+sock+" add hca0 type verbs dev rxe0")
 	g.Exec(t, "A", 120, vr+" vm create vm1 --socket "+sock+" --uplink hca0")
 
