@@ -8,5 +8,16 @@ import (
 )
 
 // TestMain gives the programs the tests run a private XDG_RUNTIME_DIR, so
-// that the guest library's sysfs trees go there and are removed at the end.
-func TestMain(m *testing.M) { os.Exit(proctest.RunInPrivateRuntimeDir(m)) }
+// that the guest library's sysfs trees go there and are removed at the
+// end, and the verbs kits a directory they are built into once.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vrdma-interop-kits-")
+	if err == nil {
+		kits.dir = dir
+	}
+	code := proctest.RunInPrivateRuntimeDir(m)
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	os.Exit(code)
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/guest"
@@ -28,33 +29,86 @@ type verbsKit struct {
 	lib    string // the guest library's directory, "" if not built
 }
 
-// buildVerbsKit builds the kit (withLib: the guest library too), skipping
-// the test where the helper or library cannot be built.
+// kits are the kits this test binary built: each is built once (the
+// helper, the guest library and the static binary take tens of seconds,
+// and every verbs guest test needs them). TestMain gives them a directory
+// and removes it when the tests end.
+var kits struct {
+	mu   sync.Mutex
+	dir  string
+	done map[bool]kitResult // by withLib
+}
+
+type kitResult struct {
+	k          verbsKit
+	skip, fail string
+}
+
+// buildVerbsKit builds the kit (withLib: the guest library too), or
+// returns the one built before, skipping the test where the helper or
+// library cannot be built.
 func buildVerbsKit(t *testing.T, withLib bool) verbsKit {
 	t.Helper()
 	Require(t)
-	t.Setenv(guest.CacheEnv, t.TempDir())
+	kits.mu.Lock()
+	defer kits.mu.Unlock()
+	r, ok := kits.done[withLib]
+	if !ok {
+		r = makeVerbsKit(t, withLib)
+		if kits.done == nil {
+			kits.done = map[bool]kitResult{}
+		}
+		kits.done[withLib] = r
+	}
+	switch {
+	case r.skip != "":
+		t.Skip(r.skip)
+	case r.fail != "":
+		t.Fatal(r.fail)
+	}
+	return r.k
+}
+
+// makeVerbsKit builds a kit in the kits' directory (a test's own when
+// TestMain gave none).
+func makeVerbsKit(t *testing.T, withLib bool) kitResult {
+	dir := kits.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir, err := os.MkdirTemp(dir, "kit-")
+	if err != nil {
+		return kitResult{fail: err.Error()}
+	}
+	cache := filepath.Join(dir, "cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		return kitResult{fail: err.Error()}
+	}
+	t.Setenv(guest.CacheEnv, cache)
 	var k verbsKit
-	var err error
 	if k.helper, err = verbsbuild.Build(); err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
+		return kitResult{skip: fmt.Sprintf("cannot build the verbs helper here: %v", err)}
 	}
 	if withLib {
-		if k.lib, err = guest.Build(t.TempDir()); err != nil {
-			t.Skipf("cannot build the guest library here: %v", err)
+		k.lib = filepath.Join(dir, "lib")
+		if err := os.Mkdir(k.lib, 0o700); err != nil {
+			return kitResult{fail: err.Error()}
+		}
+		if k.lib, err = guest.Build(k.lib); err != nil {
+			return kitResult{skip: fmt.Sprintf("cannot build the guest library here: %v", err)}
 		}
 	}
 	if k.root, err = netns.ModuleRoot(); err != nil {
-		t.Fatal(err)
+		return kitResult{fail: err.Error()}
 	}
-	k.bin = filepath.Join(t.TempDir(), "vrdma")
+	k.bin = filepath.Join(dir, "vrdma")
 	build := exec.Command("go", "build", "-o", k.bin, "./cmd/vrdma")
 	build.Dir = k.root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
+		return kitResult{fail: fmt.Sprintf("go build ./cmd/vrdma: %v\n%s", err, out)}
 	}
-	return k
+	return kitResult{k: k}
 }
 
 // share is guest name's directory on this side: /mnt/host inside it.
