@@ -13,6 +13,7 @@ type Device struct {
 	h    *Helper
 	req  []byte
 	dp   dataPath // the data path's request buffer (datapath.go)
+	cm   deviceCM // the connection manager's event socket (cm.go)
 }
 
 // OpenDevice asks the helper to open port of device name. The helper is

@@ -57,7 +57,7 @@ static size_t outlen;
 
 void put32(uint32_t v) { memcpy(out + outlen, &v, 4); outlen += 4; }
 void put64(uint64_t v) { memcpy(out + outlen, &v, 8); outlen += 8; }
-static void putbytes(const void *p, size_t n) { memcpy(out + outlen, p, n); outlen += n; }
+void putbytes(const void *p, size_t n) { memcpy(out + outlen, p, n); outlen += n; }
 
 void begin(uint16_t op, uint32_t seq, int32_t status)
 {
@@ -393,16 +393,19 @@ int main(void)
 		uint16_t op;
 		int fd, r;
 		ssize_t n;
-		struct pollfd pf[2] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN } };
+		struct pollfd pf[3] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN },
+					{ .fd = cm_fd(), .events = POLLIN } };
 
 		/* Requests, and the completion channel's events for CQs whose
 		 * completions are pushed (datapath.c). */
-		if (poll(pf, pf[1].fd >= 0 ? 2 : 1, -1) < 0) {
+		if (poll(pf, 3, -1) < 0) { /* a negative fd is skipped */
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
 		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN) && datapath_event())
+			return 1;
+		if (pf[2].fd >= 0 && (pf[2].revents & POLLIN) && cm_event())
 			return 1;
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
@@ -468,6 +471,17 @@ int main(void)
 		case VH_POLL_CQ:
 			r = do_poll_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
+		case VH_CM_OPEN:
+		case VH_CM_LISTEN:
+		case VH_CM_CONNECT:
+		case VH_CM_ACCEPT:
+		case VH_CM_REJECT:
+		case VH_CM_ESTABLISH:
+		case VH_CM_DISCONNECT:
+		case VH_CM_DESTROY:
+		case VH_CM_QP_ATTR:
+			r = do_cm(op, seq, in + VH_HDR, (size_t)n - VH_HDR, &fd);
+			break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
@@ -476,6 +490,7 @@ int main(void)
 		if (r)
 			return 1;
 	}
+	cm_close(); /* the ids before their QPs */
 	datapath_close(); /* QPs and CQs before the regions and the PD */
 	for (unsigned i = 0; i < VH_MAX_MRS; i++)
 		if (mrs[i].mr) {

@@ -18,6 +18,17 @@ enum {
 	VH_POST_RECV = 13,
 	VH_POLL_CQ = 14,
 	VH_COMPLETIONS = 15, /* pushed, unasked, on the push socket */
+	/* The connection manager (cm.c): ops 32 to 47. */
+	VH_CM_OPEN = 32,
+	VH_CM_LISTEN = 33,
+	VH_CM_CONNECT = 34,
+	VH_CM_ACCEPT = 35,
+	VH_CM_REJECT = 36,
+	VH_CM_ESTABLISH = 37,
+	VH_CM_DISCONNECT = 38,
+	VH_CM_DESTROY = 39,
+	VH_CM_QP_ATTR = 40,
+	VH_CM_EVENT = 41, /* pushed, unasked, on the CM's event socket */
 	VH_REPLY_BIT = 0x8000,
 };
 
@@ -30,6 +41,7 @@ extern uint8_t port_num;
 void begin(uint16_t op, uint32_t seq, int32_t status);
 void put32(uint32_t v);
 void put64(uint64_t v);
+void putbytes(const void *p, size_t n);
 int finish(void);
 int finish_to(int sock); /* finish, on another socket (the push socket) */
 int fail(uint16_t op, uint32_t seq, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -54,5 +66,13 @@ void datapath_close(void);
  * socket failed (the daemon is gone, or gave up on the helper). */
 int datapath_fd(void);
 int datapath_event(void);
+
+/* The connection manager's ops (cm.c): VH_CM_OPEN brings the event
+ * socket in *fd. cm_fd is the CM's event channel, -1 until it is open;
+ * cm_event handles its event: 0, or -1 if the event socket failed. */
+int do_cm(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, int *fd);
+int cm_fd(void);
+int cm_event(void);
+void cm_close(void);
 
 #endif
