@@ -138,7 +138,9 @@ func (d *Device) CMReject(id uint32, pdata []byte) error {
 func (d *Device) CMEstablish(id uint32) error { return d.callEmpty(AppendCMID(nil, OpCMEstablish, id)) }
 
 // CMDisconnect sends the DREQ (or answers the peer's).
-func (d *Device) CMDisconnect(id uint32) error { return d.callEmpty(AppendCMID(nil, OpCMDisconnect, id)) }
+func (d *Device) CMDisconnect(id uint32) error {
+	return d.callEmpty(AppendCMID(nil, OpCMDisconnect, id))
+}
 
 // CMDestroy destroys id (a listener's pending requests are rejected).
 func (d *Device) CMDestroy(id uint32) error { return d.callEmpty(AppendCMID(nil, OpCMDestroy, id)) }
