@@ -30,6 +30,10 @@ type verbsLink struct {
 	port verbs.PortAttr
 	err  error                // the last query's failure; the link is down while set
 	eng  *engine.DeviceUplink // what instances bound to the link use (link_verbs_bind.go)
+
+	cmMu  sync.Mutex    // guards cm and cmDev (cm_device_route.go)
+	cm    *deviceCM     // the device's CM, opened on first use
+	cmDev *verbs.Device // the device cm is on
 }
 
 func validateVerbsLink(spec proto.LinkSpec) error {
