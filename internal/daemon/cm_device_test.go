@@ -68,10 +68,13 @@ func (f *fakeCMDevice) CMAccept(id, qpn uint32, rr, idp, rnr uint8, pd []byte) e
 	f.rec("accept %d qpn %#x %q", id, qpn, pd)
 	return nil
 }
-func (f *fakeCMDevice) CMReject(id uint32, pd []byte) error { f.rec("reject %d %q", id, pd); return nil }
-func (f *fakeCMDevice) CMEstablish(id uint32) error         { f.rec("establish %d", id); return nil }
-func (f *fakeCMDevice) CMDisconnect(id uint32) error        { f.rec("disconnect %d", id); return nil }
-func (f *fakeCMDevice) CMDestroy(id uint32) error           { f.rec("destroy %d", id); return nil }
+func (f *fakeCMDevice) CMReject(id uint32, pd []byte) error {
+	f.rec("reject %d %q", id, pd)
+	return nil
+}
+func (f *fakeCMDevice) CMEstablish(id uint32) error  { f.rec("establish %d", id); return nil }
+func (f *fakeCMDevice) CMDisconnect(id uint32) error { f.rec("disconnect %d", id); return nil }
+func (f *fakeCMDevice) CMDestroy(id uint32) error    { f.rec("destroy %d", id); return nil }
 func (f *fakeCMDevice) CMQPAttr(id, state uint32) (verbs.QPAttr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,7 +110,11 @@ func (c *fakeCMClient) Charge(r connmgr.Resource) error {
 	return nil
 }
 func (c *fakeCMClient) Uncharge(r connmgr.Resource) { c.mu.Lock(); c.charged[r]--; c.mu.Unlock() }
-func (c *fakeCMClient) held(r connmgr.Resource) int  { c.mu.Lock(); defer c.mu.Unlock(); return c.charged[r] }
+func (c *fakeCMClient) held(r connmgr.Resource) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.charged[r]
+}
 
 func (c *fakeCMClient) next(t *testing.T) proto.CMEvent {
 	t.Helper()
