@@ -13,6 +13,16 @@ func cmdCMListen(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		port, err := m.Listen(s.cm(), req, s.privileged())
+		if err != nil {
+			return nil, nil, err
+		}
+		return proto.CMListenResp{Port: port}, nil, nil
+	}
 	port, err := s.d.cm.Listen(s.cm(), req)
 	if err != nil {
 		return nil, nil, err
@@ -25,6 +35,12 @@ func cmdCMCancelListen(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return done, nil, m.CancelListen(s.cm(), req.ID)
+	}
 	return done, nil, s.d.cm.CancelListen(s.cm(), req.ID)
 }
 
@@ -32,6 +48,20 @@ func cmdCMConnect(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.CMConnectReq](body)
 	if err != nil {
 		return nil, nil, err
+	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		qpn, err := s.qpn(req.QP)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := m.Connect(s.cm(), req, qpn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return resp, nil, nil
 	}
 	resp, err := s.d.cm.Connect(s.cm(), req)
 	if err != nil {
@@ -45,6 +75,12 @@ func cmdCMAccept(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return done, nil, m.Accept(s.cm(), req, func() (uint32, error) { return s.qpn(req.QP) })
+	}
 	return done, nil, s.d.cm.Accept(s.cm(), req)
 }
 
@@ -52,6 +88,12 @@ func cmdCMReject(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.CMRejectReq](body)
 	if err != nil {
 		return nil, nil, err
+	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return done, nil, m.Reject(s.cm(), req)
 	}
 	return done, nil, s.d.cm.Reject(s.cm(), req)
 }
@@ -61,6 +103,12 @@ func cmdCMDisconnect(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return done, nil, m.Disconnect(s.cm(), req)
+	}
 	return done, nil, s.d.cm.Disconnect(s.cm(), req)
 }
 
@@ -68,6 +116,16 @@ func cmdCMResolve(s *session, body []byte, _ []int) (any, []int, error) {
 	req, err := decode[proto.CMResolveReq](body)
 	if err != nil {
 		return nil, nil, err
+	}
+	if m, err := s.deviceCM(); err != nil || m != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := m.Resolve(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		return resp, nil, nil
 	}
 	resp, err := s.d.cm.Resolve(s.cm(), req)
 	if err != nil {

@@ -35,6 +35,10 @@ type verbsLink struct {
 	// fault is why the device went away (link_verbs_fault.go); the link
 	// is down for good while set: re-adding it opens the device again.
 	fault error
+
+	cmMu  sync.Mutex    // guards cm and cmDev (cm_device_route.go)
+	cm    *deviceCM     // the device's CM, opened on first use
+	cmDev *verbs.Device // the device cm is on
 }
 
 func validateVerbsLink(spec proto.LinkSpec) error {

@@ -155,6 +155,7 @@ func (s *session) serve() {
 		close(s.done)
 		s.endJoined()
 		s.d.cm.CloseSession(s.cm())
+		s.closeDeviceCM() // cm_device_route.go
 		s.cleanup()
 		s.conn.Close()
 	}()

@@ -126,6 +126,12 @@ type CMEvent struct {
 	Text   string `json:"text,omitempty"`
 
 	PrivateData []byte `json:"private_data,omitempty"`
+
+	// Request and Reply through a device's own CM (a verbs uplink): the
+	// PSN this side's QP expects first (its rq_psn), the kernel's, in
+	// place of the one the library chose; PSN above is the one it sends
+	// from.
+	LocalPSN *uint32 `json:"local_psn,omitempty"`
 }
 
 // CMResolveReq asks how the session's adapter reaches Addr (a GID; IPv4

@@ -14,6 +14,7 @@ type Device struct {
 	req  []byte
 	dp   dataPath // the data path's request buffer (datapath.go)
 	f    faults   // the event and gone handlers (async.go)
+	cm   deviceCM // the connection manager's event socket (cm.go)
 }
 
 // OpenDevice asks the helper to open port of device name. The helper is

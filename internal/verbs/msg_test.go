@@ -133,7 +133,28 @@ func FuzzParse(f *testing.F) {
 	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 5), 0))
 	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventQPFatal, Element: 3, QPN: 0x11}))
 	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventDeviceFatal}))
+	f.Add(AppendCMEvent(nil, CMEvent{ID: 2, Listener: 1, Event: CMConnectRequest, QPN: 0x11, PrivateData: []byte("pd")}))
+	f.Add(AppendCMQPAttrReply(nil, 0x1f, QPAttr{State: QPStateRTR, PathMTU: 3, IsGlobal: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if e, err := ParseCMEvent(b); err == nil {
+			if got := AppendCMEvent(nil, e); string(got) != string(b) {
+				t.Fatalf("CM event does not round-trip")
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseCMEvent: %v is not ErrProtocol", err)
+		}
+		for s := uint32(QPStateInit); s <= QPStateRTS; s++ {
+			if a, m, err := ParseCMQPAttr(b, s); err == nil {
+				if got := AppendCMQPAttrReply(nil, m, a); string(got) != string(b) {
+					t.Fatalf("CM QP attributes do not round-trip")
+				}
+			} else if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("ParseCMQPAttr: %v is not ErrProtocol", err)
+			}
+		}
+		if _, _, err := ParseCMID(b, len(b) == 8); err != nil && !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseCMID: %v is not ErrProtocol", err)
+		}
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
 		}

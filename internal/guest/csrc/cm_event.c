@@ -59,6 +59,10 @@ int vrdma_cm_event_parse(const char *body, size_t len, struct vrdma_cm_ev *ev)
 	if (get_gid(&d, "gid", ev->gid) < 0 || get_gid(&d, "local_addr", ev->local_addr) < 0 ||
 	    get_gid(&d, "remote_addr", ev->remote_addr) < 0)
 		goto out;
+	int lp = vj_get(&d, 0, "local_psn");
+	uint64_t local_psn = 0;
+	if (lp >= 0 && (vj_u64(&d, lp, &local_psn) < 0 || local_psn > 0xffffff))
+		goto out;
 	int t = vj_get(&d, 0, "text");
 	if (t >= 0 && vj_str(&d, t, ev->text, sizeof ev->text) < 0)
 		goto out;
@@ -80,6 +84,8 @@ int vrdma_cm_event_parse(const char *body, size_t len, struct vrdma_cm_ev *ev)
 	ev->local_port = (uint16_t)v[10];
 	ev->remote_port = (uint16_t)v[11];
 	ev->reason = (uint16_t)v[12];
+	ev->local_psn = (uint32_t)local_psn;
+	ev->has_local_psn = lp >= 0;
 	r = 0;
 out:
 	vj_free(&d);

@@ -49,6 +49,11 @@ struct vrdma_cm_ev {
 	uint8_t local_addr[16], remote_addr[16];
 	uint16_t local_port, remote_port;
 	uint16_t reason;
+	/* A connection through a device's own CM (a verbs uplink): the PSN
+	 * this side's QP expects first, the kernel's, in place of the
+	 * library's own (has_local_psn set). */
+	uint32_t local_psn;
+	uint8_t has_local_psn;
 	char text[VRDMA_CM_TEXT_MAX + 1];
 	/* Aligned as rdma-core's: programs read numbers off its front
 	 * (rdma_xclient: the SRQ number, a __be32). */

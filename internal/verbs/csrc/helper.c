@@ -57,7 +57,7 @@ static size_t outlen;
 
 void put32(uint32_t v) { memcpy(out + outlen, &v, 4); outlen += 4; }
 void put64(uint64_t v) { memcpy(out + outlen, &v, 8); outlen += 8; }
-static void putbytes(const void *p, size_t n) { memcpy(out + outlen, p, n); outlen += n; }
+void putbytes(const void *p, size_t n) { memcpy(out + outlen, p, n); outlen += n; }
 
 void begin(uint16_t op, uint32_t seq, int32_t status)
 {
@@ -393,13 +393,14 @@ int main(void)
 		uint16_t op;
 		int fd, r;
 		ssize_t n;
-		struct pollfd pf[3] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN },
-					{ .fd = async_fd(), .events = POLLIN } };
+		struct pollfd pf[4] = { { .fd = VH_SOCK, .events = POLLIN }, { .fd = datapath_fd(), .events = POLLIN },
+					{ .fd = async_fd(), .events = POLLIN }, { .fd = cm_fd(), .events = POLLIN } };
 
 		/* Requests, the completion channel's events for CQs whose
-		 * completions are pushed (datapath.c), and the device's
-		 * asynchronous events (async.c); poll skips a descriptor of -1. */
-		r = poll(pf, 3, ctx ? VH_WATCH_MS : -1);
+		 * completions are pushed (datapath.c), the device's
+		 * asynchronous events (async.c) and the CM's events (cm.c);
+		 * poll skips a descriptor of -1. */
+		r = poll(pf, 4, ctx ? VH_WATCH_MS : -1);
 		async_watch();
 		if (r < 0) {
 			if (errno == EINTR)
@@ -409,6 +410,8 @@ int main(void)
 		if (pf[1].fd >= 0 && (pf[1].revents & POLLIN) && datapath_event())
 			return 1;
 		if (pf[2].fd >= 0 && (pf[2].revents & POLLIN) && async_event())
+			return 1;
+		if (pf[3].fd >= 0 && (pf[3].revents & POLLIN) && cm_event())
 			return 1;
 		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
@@ -486,6 +489,17 @@ int main(void)
 		case VH_POST_SEND_UD:
 			r = do_post_send_ud(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
+		case VH_CM_OPEN:
+		case VH_CM_LISTEN:
+		case VH_CM_CONNECT:
+		case VH_CM_ACCEPT:
+		case VH_CM_REJECT:
+		case VH_CM_ESTABLISH:
+		case VH_CM_DISCONNECT:
+		case VH_CM_DESTROY:
+		case VH_CM_QP_ATTR:
+			r = do_cm(op, seq, in + VH_HDR, (size_t)n - VH_HDR, &fd);
+			break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}
@@ -494,6 +508,7 @@ int main(void)
 		if (r)
 			return 1;
 	}
+	cm_close(); /* the ids before their QPs */
 	datapath_close(); /* QPs and CQs before the regions and the PD */
 	ud_close();
 	for (unsigned i = 0; i < VH_MAX_MRS; i++)

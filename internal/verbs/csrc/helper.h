@@ -22,6 +22,17 @@ enum {
 	VH_CREATE_AH = 17,
 	VH_DESTROY_AH = 18,
 	VH_POST_SEND_UD = 19,
+	/* The connection manager (cm.c): ops 32 to 47. */
+	VH_CM_OPEN = 32,
+	VH_CM_LISTEN = 33,
+	VH_CM_CONNECT = 34,
+	VH_CM_ACCEPT = 35,
+	VH_CM_REJECT = 36,
+	VH_CM_ESTABLISH = 37,
+	VH_CM_DISCONNECT = 38,
+	VH_CM_DESTROY = 39,
+	VH_CM_QP_ATTR = 40,
+	VH_CM_EVENT = 41, /* pushed, unasked, on the CM's event socket */
 	VH_ASYNC_EVENT = 48, /* pushed: a device's asynchronous event (async.c) */
 	VH_REPLY_BIT = 0x8000,
 };
@@ -35,6 +46,7 @@ extern uint8_t port_num;
 void begin(uint16_t op, uint32_t seq, int32_t status);
 void put32(uint32_t v);
 void put64(uint64_t v);
+void putbytes(const void *p, size_t n);
 int finish(void);
 int finish_to(int sock); /* finish, on another socket (the push socket) */
 int fail(uint16_t op, uint32_t seq, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -82,5 +94,13 @@ int async_event(void);
  * every VH_WATCH_MS while a device is open to call it. */
 void async_watch(void);
 enum { VH_WATCH_MS = 1000 };
+
+/* The connection manager's ops (cm.c): VH_CM_OPEN brings the event
+ * socket in *fd. cm_fd is the CM's event channel, -1 until it is open;
+ * cm_event handles its event: 0, or -1 if the event socket failed. */
+int do_cm(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, int *fd);
+int cm_fd(void);
+int cm_event(void);
+void cm_close(void);
 
 #endif

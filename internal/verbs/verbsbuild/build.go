@@ -23,7 +23,7 @@ func Build() (string, error) {
 		return "", &verbs.Error{Kind: verbs.ErrBuild, Msg: err.Error()}
 	}
 	p, err := guest.BuildProgram(dir, guest.Program{Name: verbs.HelperName, Src: verbs.Sources(),
-		Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs"}})
+		Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs", "-ldl"}})
 	var me *guest.MissingToolsError
 	var ce *guest.CompileError
 	switch {

@@ -218,6 +218,8 @@ static void on_request(struct cma_device *d, const struct vrdma_cm_ev *ev)
 	child->cmid = ev->id;
 	child->state = CMA_REQ_RCVD;
 	child->peer = *ev;
+	if (ev->has_local_psn)
+		child->psn = ev->local_psn; /* the device's CM chose it */
 	child->qp_init = NULL;
 	child->id.pd = l->id.pd ? l->id.pd : cma_dev_pd_peek(d);
 	cma_gid_sa(ev->local_addr, ev->local_port, &child->id.route.addr.src_storage);
@@ -391,6 +393,8 @@ static void on_reply(struct cma_id *id, struct cma_event *e)
 {
 	set_conn_param(e);
 	id->peer = e->raw;
+	if (e->raw.has_local_psn)
+		id->psn = e->raw.local_psn; /* the device's CM chose it */
 	id->rd_atomic = e->raw.rd_atomic < id->rd_atomic ? e->raw.rd_atomic : id->rd_atomic;
 	if (id->id.qp == NULL) {
 		set_state(id, CMA_REPLY_RCVD);

@@ -24,6 +24,8 @@ static const char *const valid[] = {
 	"{\"type\":3,\"id\":1}",
 	"{\"type\":4,\"id\":5,\"reason\":28,\"text\":\"the application said no\",\"private_data\":null}",
 	"{\"type\":8,\"id\":4294967295,\"unknown_field\":[1,2,{\"x\":3}]}",
+	"{\"type\":2,\"id\":1,\"qpn\":9,\"psn\":7,\"local_psn\":0}",
+	"{\"type\":2,\"id\":1,\"qpn\":9,\"psn\":7,\"local_psn\":16777215}",
 };
 
 struct bad {
@@ -43,6 +45,8 @@ static const struct bad invalid[] = {
 	{ "{\"type\":1,\"id\":5,\"listener\":1}", "a request with an id of the library's range" },
 	{ "{\"type\":2,\"id\":1,\"qpn\":16777216}", "QPN beyond 24 bits" },
 	{ "{\"type\":2,\"id\":1,\"psn\":16777216}", "PSN beyond 24 bits" },
+	{ "{\"type\":2,\"id\":1,\"local_psn\":16777216}", "local PSN beyond 24 bits" },
+	{ "{\"type\":2,\"id\":1,\"local_psn\":\"1\"}", "local PSN a string" },
 	{ "{\"type\":2,\"id\":1,\"mtu\":6}", "MTU beyond 4096" },
 	{ "{\"type\":2,\"id\":1,\"rd_atomic\":256}", "rd_atomic beyond 8 bits" },
 	{ "{\"type\":2,\"id\":1,\"qp_type\":256}", "qp_type beyond 8 bits" },
@@ -107,6 +111,13 @@ static void test_valid(void)
 	CHECK(vrdma_cm_event_parse(valid[3], strlen(valid[3]), &ev) == 0 && ev.reason == 28 &&
 		      strcmp(ev.text, "the application said no") == 0 && ev.private_len == 0,
 	      "the rejection's fields did not decode");
+	/* A device CM's PSN: present (0 too) or absent, told apart. */
+	CHECK(vrdma_cm_event_parse(valid[5], strlen(valid[5]), &ev) == 0 && ev.has_local_psn && ev.local_psn == 0,
+	      "local_psn 0 did not decode as present");
+	CHECK(vrdma_cm_event_parse(valid[6], strlen(valid[6]), &ev) == 0 && ev.has_local_psn && ev.local_psn == 0xffffff,
+	      "local_psn 16777215 did not decode");
+	CHECK(vrdma_cm_event_parse(valid[1], strlen(valid[1]), &ev) == 0 && !ev.has_local_psn,
+	      "an event without local_psn decoded one");
 }
 
 static void test_invalid(void)
@@ -164,7 +175,7 @@ static void test_mutations(void)
 		}
 		if (vrdma_cm_event_parse(buf, n, &ev) == 0) {
 			accepted++;
-			CHECK(ev.type >= 1 && ev.type <= 8 && ev.qpn <= 0xffffff && ev.psn <= 0xffffff && ev.mtu <= 5 &&
+			CHECK(ev.type >= 1 && ev.type <= 8 && ev.qpn <= 0xffffff && ev.psn <= 0xffffff && ev.local_psn <= 0xffffff && ev.mtu <= 5 &&
 				      ev.private_len <= VRDMA_CM_PRIVATE_MAX && strlen(ev.text) <= VRDMA_CM_TEXT_MAX,
 			      "a mutation decoded out of range: %.*s", (int)n, buf);
 		}
