@@ -100,8 +100,22 @@ func (q *QP) destroyOnDevice() {
 }
 
 // modifyOnDevice moves q's device QP to `to` with the attributes a holds.
+//
+// The move to ERR is made under procMu, and errSet set with it: the runner
+// is not posting meanwhile, and from then on it flushes what the client
+// posts instead of handing it to the device (processDevice), although the
+// QP's own state turns ERR only after this returns. A device flushes what
+// it holds as its QP enters ERR, but a receive posted to it afterwards may
+// never complete: rxe's receive queue is memory the helper writes, and its
+// kernel looks at it again only on a packet or a transition, so rping's
+// last receive, posted as rdma_disconnect moved the QP to ERR, waited for
+// its flush for ever.
 func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
 	d := q.dev
+	if to == abi.QPStateErr {
+		q.procMu.Lock()
+		defer q.procMu.Unlock()
+	}
 	switch {
 	case d.ud:
 		if err := q.modifyUDOnDevice(to, a); err != nil {
@@ -113,9 +127,7 @@ func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
 		}
 	}
 	if to == abi.QPStateErr {
-		q.procMu.Lock()
 		d.errSet = true
-		q.procMu.Unlock()
 	}
 	if to == abi.QPStateReset {
 		q.procMu.Lock()
@@ -183,6 +195,9 @@ func (q *QP) devHasWork(mem []byte) bool {
 // posted goes to the device, each queue's pending requests as one batch
 // (one message to the helper, one doorbell of the device) per MaxBatch.
 func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
+	if q.dev.errSet {
+		st = abi.QPStateErr // moved to ERR on the device; Modify is about to say so
+	}
 	switch st {
 	case abi.QPStateErr:
 		if !q.dev.errSet && !q.devErr.Load() {

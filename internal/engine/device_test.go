@@ -39,6 +39,10 @@ type fakeDevice struct {
 	event    func(verbs.AsyncEvent)
 	gone     func(error)
 	postErr  error // what PostSend and PostRecv return, when set
+	// As rxe: a receive posted to a QP in ERR is kept and never completes.
+	atModify  func(verbs.QPAttr) // called after a QP is moved
+	errQPs    map[uint32]bool    // handles of the QPs in ERR
+	lateRecvs []verbs.RecvWR     // receives posted to a QP in ERR
 }
 
 type fakeReg struct {
@@ -78,7 +82,15 @@ func (f *fakeDevice) CreateQP(s, r verbs.CQ, c verbs.QPCap) (verbs.QP, error) {
 func (f *fakeDevice) ModifyQP(q verbs.QP, a verbs.QPAttr) error {
 	f.mu.Lock()
 	f.modify = append(f.modify, a)
+	if f.errQPs == nil {
+		f.errQPs = map[uint32]bool{}
+	}
+	f.errQPs[q.Handle] = a.State == uint32(abi.QPStateErr)
+	fn := f.atModify
 	f.mu.Unlock()
+	if fn != nil {
+		fn(a)
+	}
 	return nil
 }
 func (f *fakeDevice) DestroyQP(verbs.QP) error { f.mu.Lock(); f.qpsGone++; f.mu.Unlock(); return nil }
@@ -104,6 +116,10 @@ func (f *fakeDevice) PostSend(q verbs.QP, wrs []verbs.SendWR) error {
 func (f *fakeDevice) PostRecv(q verbs.QP, wrs []verbs.RecvWR) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.errQPs[q.Handle] {
+		f.lateRecvs = append(f.lateRecvs, wrs...)
+		return nil
+	}
 	b := append([]verbs.RecvWR(nil), wrs...)
 	for i := range b {
 		b[i].SGEs = append([]verbs.SGE(nil), b[i].SGEs...)
