@@ -145,23 +145,15 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 	}
 	for i := range wcs {
 		w := &wcs[i]
-		c := abi.CQE{WRID: w.WRID, QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP,
-			Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 		u.mu.Lock()
 		q := u.qps[w.QPN]
 		u.mu.Unlock()
-		ok := ecq.push(&c)
-		if q == nil {
-			continue
+		if q == nil || q.dev == nil {
+			continue // destroyed meanwhile, or not the device's
 		}
-		switch {
-		case !ok:
+		known, ok := q.devCompleted(w, ecq)
+		if known && !ok {
 			q.Fail(abi.EventQPFatal, "its completion queue overflowed")
-		case c.Status != abi.StatusSuccess && c.Status != abi.StatusWRFlushErr:
-			// The device's QP is in ERR; so is the instance's, and the rest
-			// of what it posts is flushed.
-			q.devErr.Store(true)
-			q.enterError()
 		}
 	}
 }

@@ -25,6 +25,7 @@ type devQP struct {
 	recvs  []verbs.RecvWR
 	sges   []verbs.SGE
 	errSet bool // the device QP was moved to ERR; under procMu
+	slots  devSlots
 }
 
 // createOnDevice makes q's device QP on the adapter's uplink; q.qpn
@@ -53,7 +54,7 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	}
 	q.dev = &devQP{u: u, qp: vq, send: s, recv: r,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
-		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE)}
+		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
 	q.qpn = vq.QPN
 	return nil
 }
@@ -122,9 +123,12 @@ func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
 func (q *QP) devHasWork(mem []byte) bool {
 	switch q.State() {
 	case abi.QPStateInit, abi.QPStateRTR:
-		return q.rq.pending(mem)
+		return q.rq.pending(mem) && !q.dev.slots.rwait.Load()
 	case abi.QPStateRTS:
-		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+		// A runner waiting for room has work once a completion makes
+		// some (it kicks the worker).
+		return (q.rq.pending(mem) && !q.dev.slots.rwait.Load()) ||
+			(shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() && !q.dev.slots.swait.Load())
 	case abi.QPStateErr:
 		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
 	}
@@ -162,7 +166,8 @@ func (q *QP) postRecvsToDevice() bool {
 	for {
 		d.recvs = d.recvs[:0]
 		nsge := 0
-		for len(d.recvs) < verbs.MaxBatch {
+		room := min(q.recvRoom(), verbs.MaxBatch)
+		for len(d.recvs) < room {
 			r := q.rq.pop(&s.rwqe)
 			if r == popEmpty {
 				break
@@ -185,7 +190,7 @@ func (q *QP) postRecvsToDevice() bool {
 				return true
 			}
 			nsge += len(sg)
-			d.recvs = append(d.recvs, verbs.RecvWR{WRID: s.rwqe.WRID, SGEs: sg})
+			d.recvs = append(d.recvs, verbs.RecvWR{WRID: q.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
 		}
 		if len(d.recvs) == 0 {
 			return worked
@@ -201,6 +206,7 @@ func (q *QP) postRecvBatch() bool {
 	if len(d.recvs) == 0 {
 		return true
 	}
+	q.handRecvs(len(d.recvs))
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
 		q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
 		return false
@@ -209,9 +215,10 @@ func (q *QP) postRecvBatch() bool {
 }
 
 // postSendsToDevice forwards the posted send requests. A request the
-// engine cannot put on the device (memory not registered with it, inline
-// data, an opcode the device path lacks) completes with an error after
-// those before it are posted, and the QP goes to ERR as on a device.
+// engine cannot put on the device (memory not registered with it, an
+// opcode the device path lacks) completes with an error after those
+// before it are posted, and the QP goes to ERR as on a device. The
+// requests' slots are freed as the device completes them (device_slots.go).
 func (q *QP) postSendsToDevice() bool {
 	d, s := q.dev, &q.s
 	worked := false
@@ -225,11 +232,18 @@ func (q *QP) postSendsToDevice() bool {
 		if n == 0 {
 			return worked
 		}
+		room := q.sendRoom()
+		if room == 0 {
+			// The client posted past the free index (it ignored the
+			// consumer word): what it posted waits for completions.
+			return worked
+		}
 		worked = true
 		d.sends = d.sends[:0]
 		nsge := 0
+		start := q.sqCons
 		bad := abi.StatusSuccess
-		for ; n > 0 && len(d.sends) < verbs.MaxBatch; n-- {
+		for ; n > 0 && len(d.sends) < min(verbs.MaxBatch, room); n-- {
 			off := q.sq.Entry(q.sqCons)
 			copy(s.entry, q.mem[off:off+q.sq.Stride])
 			w := &s.wqe
@@ -251,30 +265,32 @@ func (q *QP) postSendsToDevice() bool {
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
-			d.sends = append(d.sends, verbs.SendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
+			d.sends = append(d.sends, verbs.SendWR{WRID: q.noteSend(q.sqCons, w.WRID, w.Opcode), Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
 				RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
 			q.sqCons++
 		}
 		if len(d.sends) > 0 {
-			// The slots are the client's again before the device can
-			// complete the requests: a client that posts on seeing a
-			// completion (the push reader writes it meanwhile) must find
-			// its slot free.
-			q.publishSQCons()
-			q.publishSQDone()
+			// The device may complete the batch before PostSend returns:
+			// the push reader must know the requests first.
+			q.handSends(q.sqCons)
+			q.sqConsPub.Store(q.sqCons)
 			if err := d.u.dev.PostSend(d.qp, d.sends); err != nil {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would.
+				q.unhandSends(start)
 				q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
 				for i := range d.sends {
-					w := &d.sends[i]
 					st := abi.StatusWRFlushErr
 					if i == 0 {
 						st = abi.StatusLocQPOpErr
 					}
-					c := abi.CQE{WRID: w.WRID, QPNum: q.qpn, Opcode: abi.Opcode(w.Opcode).CompletionOpcode(), Status: st}
+					m := uint32(len(d.slots.swrid) - 1)
+					j := (start + uint32(i)) & m
+					c := abi.CQE{WRID: d.slots.swrid[j], QPNum: q.qpn, Opcode: d.slots.sop[j].CompletionOpcode(), Status: st}
 					q.sendCQ.push(&c)
 				}
+				q.publishSQCons()
+				q.publishSQDone()
 				return true
 			}
 		}
