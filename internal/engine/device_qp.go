@@ -24,6 +24,7 @@ type devQP struct {
 	sends  []verbs.SendWR
 	recvs  []verbs.RecvWR
 	sges   []verbs.SGE
+	inl    []byte // the batch's inline data, which the message carries
 	errSet bool // the device QP was moved to ERR; under procMu
 	slots  devSlots
 }
@@ -45,8 +46,14 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		return err
 	}
 	c := q.caps
+	inline := cfg.Caps.MaxInlineData // what the client asked; the ring may hold more
+	if inline > verbs.MaxWRInline {
+		u.unuseCQ(cfg.SendCQ)
+		u.unuseCQ(cfg.RecvCQ)
+		return fmt.Errorf("adapter %s is on verbs uplink %s, which sends at most %d inline bytes per request, not %d: ask for less inline data: %w", q.adapter.Name, u.Name, verbs.MaxWRInline, inline, ErrDeviceQP)
+	}
 	vq, err := u.dev.CreateQP(s.cq, r.cq, verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
-		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE))})
+		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE)), MaxInline: uint32(inline)})
 	if err != nil {
 		u.unuseCQ(cfg.SendCQ)
 		u.unuseCQ(cfg.RecvCQ)
@@ -54,8 +61,11 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	}
 	q.dev = &devQP{u: u, qp: vq, send: s, recv: r,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
-		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
+		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), inl: make([]byte, 0, verbs.MaxPostBody), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
 	q.qpn = vq.QPN
+	// Inline data goes to the device as it is (the helper posts it with
+	// IBV_SEND_INLINE): the client may post what the device takes.
+	q.caps.MaxInlineData = min(q.caps.MaxInlineData, int(vq.Cap.MaxInline), verbs.MaxWRInline)
 	return nil
 }
 
@@ -239,8 +249,8 @@ func (q *QP) postSendsToDevice() bool {
 			return worked
 		}
 		worked = true
-		d.sends = d.sends[:0]
-		nsge := 0
+		d.sends, d.inl = d.sends[:0], d.inl[:0]
+		nsge, body := 0, 8
 		start := q.sqCons
 		bad := abi.StatusSuccess
 		for ; n > 0 && len(d.sends) < min(verbs.MaxBatch, room); n-- {
@@ -249,24 +259,43 @@ func (q *QP) postSendsToDevice() bool {
 			w := &s.wqe
 			if perr := abi.ParseSendWQE(s.entry, w, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData); perr != nil {
 				bad = abi.StatusLocQPOpErr
+				if perr == abi.ErrInlineLen {
+					bad = abi.StatusLocLenErr
+				}
 				break
 			}
-			if w.Flags&abi.SendInline != 0 || w.Opcode > abi.OpAtomicFetchAndAdd {
+			inline := w.Flags&abi.SendInline != 0
+			if w.Opcode > abi.OpAtomicFetchAndAdd || (inline && w.Opcode != abi.OpSend && w.Opcode != abi.OpSendImm &&
+				w.Opcode != abi.OpRDMAWrite && w.Opcode != abi.OpRDMAWriteImm) {
 				bad = abi.StatusLocQPOpErr
 				break
 			}
-			sg, ok := q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)])
-			if !ok {
-				bad = abi.StatusLocProtErr
-				break
+			need := verbs.SendWRBytes(w.NumSGE, len(w.Inline))
+			if body+need > verbs.MaxPostBody {
+				break // the message is full: the next batch takes it
+			}
+			var sg []verbs.SGE
+			fl := uint32(w.Flags & (abi.SendFence | abi.SendSignaled | abi.SendSolicited))
+			var data []byte
+			if inline {
+				at := len(d.inl)
+				d.inl = append(d.inl, w.Inline...)
+				data = d.inl[at:]
+				fl |= verbs.SendInline
+			} else {
+				var ok bool
+				if sg, ok = q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)]); !ok {
+					bad = abi.StatusLocProtErr
+					break
+				}
 			}
 			nsge += len(sg)
-			fl := uint32(w.Flags & (abi.SendFence | abi.SendSignaled | abi.SendSolicited))
+			body += need
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
 			d.sends = append(d.sends, verbs.SendWR{WRID: q.noteSend(q.sqCons, w.WRID, w.Opcode), Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
-				RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+				RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap, Inline: data})
 			q.sqCons++
 		}
 		if len(d.sends) > 0 {

@@ -10,7 +10,7 @@ import (
 // and a body whose layout depends on the op (csrc/helper.c).
 const (
 	// Version is the protocol version the helper's hello carries.
-	Version = 3
+	Version = 4
 	// HeaderSize is the size of a message's header.
 	HeaderSize = 16
 	// MaxMessage is the largest message either side sends.

@@ -17,6 +17,7 @@ enum {
 	VH_MAX_QPS = 1024,
 	VH_MAX_BATCH = 64, /* work requests per post */
 	VH_MAX_WR_SGE = 16,
+	VH_MAX_INLINE = 1024, /* inline bytes of one work request (MaxWRInline) */
 	VH_MAX_POLL = 256, /* completions per poll */
 	VH_SEND_WR = 56,
 	VH_RECV_WR = 16,
@@ -286,8 +287,11 @@ static struct ibv_sge sgl[VH_MAX_BATCH][VH_MAX_WR_SGE];
 
 /* Body: u32 QP, u32 count, then count work requests of 56 bytes: u64
  * wr_id, u32 opcode, u32 send_flags, u32 imm_data (as ibv_send_wr has it),
- * u32 SGE count, u64 remote_addr, u32 rkey, u32 0, u64 compare_add, u64
- * swap; each followed by its SGEs. All are posted with one ibv_post_send. */
+ * u32 SGE count, u64 remote_addr, u32 rkey, u32 inline length, u64
+ * compare_add, u64 swap; each followed by its SGEs, or with IBV_SEND_INLINE
+ * (a SEND or WRITE, no SGEs) by its inline bytes padded to 8, which the
+ * device copies during the post from this message. All are posted with one
+ * ibv_post_send. */
 int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 {
 	const uint32_t opcodes = 1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_SEND |
@@ -311,7 +315,7 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 	for (i = 0; i < n; i++) {
 		struct ibv_send_wr *w = &swr[i];
 		const unsigned char *p = body + at;
-		uint32_t op, nsge;
+		uint32_t op, nsge, ilen;
 
 		if (len - at < VH_SEND_WR)
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u is cut short", i);
@@ -321,10 +325,21 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 		w->send_flags = get32(p + 12);
 		w->imm_data = get32(p + 16);
 		nsge = get32(p + 20);
+		ilen = get32(p + 36);
 		if (op >= 32 || !(opcodes >> op & 1) || (w->send_flags & ~flags) || nsge > VH_MAX_WR_SGE ||
 		    (size_t)nsge * VH_SGE > len - at - VH_SEND_WR)
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: opcode %u, flags %#x, %u SGEs",
 				    i, op, w->send_flags, nsge);
+		if (w->send_flags & IBV_SEND_INLINE) {
+			size_t padded = ((size_t)ilen + 7) & ~(size_t)7;
+			if (nsge || ilen > VH_MAX_INLINE || padded > len - at - VH_SEND_WR ||
+			    op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+				return fail(VH_POST_SEND, seq, EINVAL,
+					    "post_send: inline work request %u: opcode %u, %u SGEs, %u bytes", i, op, nsge, ilen);
+		} else if (ilen) {
+			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: inline length %u without IBV_SEND_INLINE",
+				    i, ilen);
+		}
 		w->opcode = (enum ibv_wr_opcode)op;
 		if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			w->wr.atomic.remote_addr = get64(p + 24);
@@ -334,6 +349,16 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 		} else {
 			w->wr.rdma.remote_addr = get64(p + 24);
 			w->wr.rdma.rkey = get32(p + 32);
+		}
+		if (w->send_flags & IBV_SEND_INLINE) {
+			/* The provider copies the bytes during ibv_post_send: the
+			 * message's buffer holds them until then; no lkey. */
+			sgl[i][0] = (struct ibv_sge){.addr = (uintptr_t)(p + VH_SEND_WR), .length = ilen, .lkey = 0};
+			w->sg_list = ilen ? sgl[i] : NULL;
+			w->num_sge = ilen ? 1 : 0;
+			w->next = i + 1 < n ? &swr[i + 1] : NULL;
+			at += VH_SEND_WR + (((size_t)ilen + 7) & ~(size_t)7);
+			continue;
 		}
 		if (sges(p + VH_SEND_WR, nsge, sgl[i]))
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: an SGE outside its region", i);

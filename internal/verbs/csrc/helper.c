@@ -24,7 +24,7 @@
 #include "helper.h"
 
 enum {
-	VH_VERSION = 3,
+	VH_VERSION = 4,
 	VH_HDR = 16,
 	VH_MAX = 16384,
 	VH_MAX_GIDS = 256,
