@@ -32,7 +32,7 @@ type Device interface {
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
 // engine cannot yet put on the device (UD, UC, XRC QPs, QPs on an SRQ,
-// memory windows).
+// memory windows, more inline bytes than the helper carries per request).
 var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 
 // DeviceUplink is one device port the adapters bound to it share: its
