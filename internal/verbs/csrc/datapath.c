@@ -125,23 +125,30 @@ int do_destroy_cq(uint32_t seq, const unsigned char *body, size_t len)
 }
 
 /* Body: u32 send CQ, u32 receive CQ, u32 max_send_wr, max_recv_wr,
- * max_send_sge, max_recv_sge, max_inline_data, u32 QP type (IBV_QPT_RC).
+ * max_send_sge, max_recv_sge, max_inline_data, u32 QP type (IBV_QPT_RC);
+ * with op VH_CREATE_QP_SRQ then u32 SRQ, u32 0 (the QP receives from it).
  * Reply: u32 handle, u32 QPN, the five capabilities the QP got, u32 0. */
-int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
+int do_create_qp(uint16_t op, uint32_t seq, const unsigned char *body, size_t len)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *qp;
 	uint32_t h, type;
+	size_t want = op == VH_CREATE_QP_SRQ ? VH_CREATE_QP_SIZE + 8 : VH_CREATE_QP_SIZE;
 
 	if (!pd)
-		return fail(VH_CREATE_QP, seq, ENODEV, "no device is open");
-	if (len != VH_CREATE_QP_SIZE)
-		return fail(VH_CREATE_QP, seq, EINVAL, "create_qp: %zu-byte body, want %d", len, VH_CREATE_QP_SIZE);
+		return fail(op, seq, ENODEV, "no device is open");
+	if (len != want)
+		return fail(op, seq, EINVAL, "create_qp: %zu-byte body, want %zu", len, want);
 	memset(&ia, 0, sizeof(ia));
+	if (op == VH_CREATE_QP_SRQ) {
+		ia.srq = srq_at(get32(body + VH_CREATE_QP_SIZE));
+		if (!ia.srq || get32(body + VH_CREATE_QP_SIZE + 4))
+			return fail(op, seq, ENOENT, "create_qp: no SRQ %u", get32(body + VH_CREATE_QP_SIZE));
+	}
 	ia.send_cq = cq_at(get32(body));
 	ia.recv_cq = cq_at(get32(body + 4));
 	if (!ia.send_cq || !ia.recv_cq)
-		return fail(VH_CREATE_QP, seq, ENOENT, "create_qp: no CQ %u or %u", get32(body), get32(body + 4));
+		return fail(op, seq, ENOENT, "create_qp: no CQ %u or %u", get32(body), get32(body + 4));
 	ia.cap.max_send_wr = get32(body + 8);
 	ia.cap.max_recv_wr = get32(body + 12);
 	ia.cap.max_send_sge = get32(body + 16);
@@ -149,21 +156,21 @@ int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
 	ia.cap.max_inline_data = get32(body + 24);
 	type = get32(body + 28);
 	if (type != IBV_QPT_RC)
-		return fail(VH_CREATE_QP, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) so far", type, IBV_QPT_RC);
+		return fail(op, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) so far", type, IBV_QPT_RC);
 	if (ia.cap.max_send_sge > VH_MAX_WR_SGE || ia.cap.max_recv_sge > VH_MAX_WR_SGE)
-		return fail(VH_CREATE_QP, seq, EINVAL, "create_qp: %u/%u SGEs, the helper posts at most %d",
+		return fail(op, seq, EINVAL, "create_qp: %u/%u SGEs, the helper posts at most %d",
 			    ia.cap.max_send_sge, ia.cap.max_recv_sge, VH_MAX_WR_SGE);
 	ia.qp_type = IBV_QPT_RC;
 	ia.sq_sig_all = 0;
 	for (h = 0; h < VH_MAX_QPS && qps[h]; h++)
 		;
 	if (h == VH_MAX_QPS)
-		return fail(VH_CREATE_QP, seq, ENOSPC, "create_qp: %d QPs already", VH_MAX_QPS);
+		return fail(op, seq, ENOSPC, "create_qp: %d QPs already", VH_MAX_QPS);
 	qp = ibv_create_qp(pd, &ia);
 	if (!qp)
-		return fail(VH_CREATE_QP, seq, errno, "ibv_create_qp: %s", strerror(errno));
+		return fail(op, seq, errno, "ibv_create_qp: %s", strerror(errno));
 	qps[h] = qp;
-	begin(VH_CREATE_QP | VH_REPLY_BIT, seq, 0);
+	begin((uint16_t)(op | VH_REPLY_BIT), seq, 0);
 	put32(h);
 	put32(qp->qp_num);
 	put32(ia.cap.max_send_wr);
@@ -377,50 +384,55 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 	return finish();
 }
 
-/* Body: u32 QP, u32 count, then count work requests of 16 bytes: u64
- * wr_id, u32 SGE count, u32 0; each followed by its SGEs. */
-int do_post_recv(uint32_t seq, const unsigned char *body, size_t len)
+/* Body: u32 QP (or SRQ, with op VH_POST_SRQ_RECV), u32 count, then count
+ * work requests of 16 bytes: u64 wr_id, u32 SGE count, u32 0; each
+ * followed by its SGEs. */
+int do_post_recv(uint16_t op, uint32_t seq, const unsigned char *body, size_t len)
 {
 	struct ibv_recv_wr *bad = NULL;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp = NULL;
+	struct ibv_srq *srq = NULL;
 	uint32_t n, i;
 	size_t at = 8;
 	int err;
 
 	if (len < 8)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %zu-byte body", len);
-	qp = qp_at(get32(body));
+		return fail(op, seq, EINVAL, "post_recv: %zu-byte body", len);
+	if (op == VH_POST_SRQ_RECV)
+		srq = srq_at(get32(body));
+	else
+		qp = qp_at(get32(body));
 	n = get32(body + 4);
-	if (!qp)
-		return fail(VH_POST_RECV, seq, ENOENT, "post_recv: no QP %u", get32(body));
+	if (!qp && !srq)
+		return fail(op, seq, ENOENT, "post_recv: no %s %u", op == VH_POST_SRQ_RECV ? "SRQ" : "QP", get32(body));
 	if (n == 0 || n > VH_MAX_BATCH)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %u work requests, 1..%d per batch", n, VH_MAX_BATCH);
+		return fail(op, seq, EINVAL, "post_recv: %u work requests, 1..%d per batch", n, VH_MAX_BATCH);
 	for (i = 0; i < n; i++) {
 		struct ibv_recv_wr *w = &rwr[i];
 		const unsigned char *p = body + at;
 		uint32_t nsge;
 
 		if (len - at < VH_RECV_WR)
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u is cut short", i);
+			return fail(op, seq, EINVAL, "post_recv: work request %u is cut short", i);
 		memset(w, 0, sizeof(*w));
 		w->wr_id = get64(p);
 		nsge = get32(p + 8);
 		if (nsge > VH_MAX_WR_SGE || (size_t)nsge * VH_SGE > len - at - VH_RECV_WR)
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u: %u SGEs", i, nsge);
+			return fail(op, seq, EINVAL, "post_recv: work request %u: %u SGEs", i, nsge);
 		if (sges(p + VH_RECV_WR, nsge, sgl[i]))
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u: an SGE outside its region", i);
+			return fail(op, seq, EINVAL, "post_recv: work request %u: an SGE outside its region", i);
 		w->sg_list = nsge ? sgl[i] : NULL;
 		w->num_sge = (int)nsge;
 		w->next = i + 1 < n ? &rwr[i + 1] : NULL;
 		at += VH_RECV_WR + (size_t)nsge * VH_SGE;
 	}
 	if (at != len)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %zu bytes after the work requests", len - at);
-	err = ibv_post_recv(qp, rwr, &bad);
+		return fail(op, seq, EINVAL, "post_recv: %zu bytes after the work requests", len - at);
+	err = srq ? ibv_post_srq_recv(srq, rwr, &bad) : ibv_post_recv(qp, rwr, &bad);
 	if (err)
-		return fail(VH_POST_RECV, seq, err, "ibv_post_recv: work request %ld of %u: %s",
+		return fail(op, seq, err, "ibv_post_recv: work request %ld of %u: %s",
 			    bad ? (long)(bad - rwr) : -1L, n, strerror(err));
-	begin(VH_POST_RECV | VH_REPLY_BIT, seq, 0);
+	begin((uint16_t)(op | VH_REPLY_BIT), seq, 0);
 	return finish();
 }
 
