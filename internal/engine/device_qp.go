@@ -25,7 +25,7 @@ type devQP struct {
 	recvs  []verbs.RecvWR
 	sges   []verbs.SGE
 	inl    []byte // the batch's inline data, which the message carries
-	errSet bool // the device QP was moved to ERR; under procMu
+	errSet bool   // the device QP was moved to ERR; under procMu
 	slots  devSlots
 }
 
