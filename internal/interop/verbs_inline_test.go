@@ -17,12 +17,16 @@ import (
 )
 
 // TestVerbsUplinkInlineDepth: in guest A, an instance bound to a verbs
-// uplink on rxe0 runs perftest's ib_send_bw and ib_write_bw at a small
-// message size, posted inline (-I: perftest's default on mlx5, up to 236
-// bytes for SEND and 220 for WRITE; on rxe its default is 0, so it is
-// asked for), keeping its whole send queue (tx depth 128) outstanding for
-// a thousand iterations, against the kernel's own tool on rxe0, both
-// roles. Before inline sends went to the device they completed
+// uplink on rxe0 runs testdata/inline_depth under vrdma's guest library:
+// with its QP's depth of requests posted and none completed one more is
+// refused with ENOMEM; the depth kept outstanding for 300 rounds never
+// fails; a 48-byte IBV_SEND_INLINE SEND from a buffer in no region arrives
+// byte for byte. And perftest's ib_send_bw and ib_write_bw at 64 bytes,
+// keeping its send queue (tx depth 128) outstanding for a thousand
+// iterations, against the kernel's own tool on rxe0, both roles. (perftest
+// posts inline only on devices it knows — "Device not recognized to
+// implement inline feature. Disabling it" for rxe and vrdma alike — so its
+// runs here are not inline; inline_depth is.) Before inline sends went to the device they completed
 // with LOC_QP_OP_ERR; before the send slots were freed at completion the
 // client's posts past the device's depth failed the QP with ENOMEM.
 func TestVerbsUplinkInlineDepth(t *testing.T) {
@@ -35,6 +39,11 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 	lib, err := guest.Build(t.TempDir())
 	if err != nil {
 		t.Skipf("cannot build the guest library here: %v", err)
+	}
+	prog, err := guest.BuildProgram(t.TempDir(), guest.Program{Name: "inline_depth", Src: os.DirFS("testdata/inline_depth"),
+		Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs"}})
+	if err != nil {
+		t.Fatalf("building testdata/inline_depth: %v", err)
 	}
 	root, err := netns.ModuleRoot()
 	if err != nil {
@@ -49,7 +58,7 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 	}
 	g := Up(t, "A")
 	share := filepath.Join(g.build, "run", "A")
-	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName} {
+	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName, prog: "inline_depth"} {
 		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +115,20 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 		}
 	}
 
+	t.Run("inline_depth", func(t *testing.T) {
+		before := sent()
+		out, rc := g.Run(t, "A", 300, fmt.Sprintf("%s/mnt/host/inline_depth vrdma0 %d 2>&1", env, idx))
+		t.Logf("inline_depth (exit %d):\n%s", rc, out)
+		for _, l := range []string{"depth ok", "rounds ok", "inline ok"} {
+			if rc != 0 || !strings.Contains(out, l) {
+				t.Errorf("inline_depth did not print %q (exit %d)", l, rc)
+			}
+		}
+		if d := sent() - before; d < 300 {
+			t.Errorf("rxe0 sent %d packets, want at least 300: the requests did not go through the device", d)
+		}
+	})
+
 	for i, tc := range []struct {
 		tool   string
 		vrdmaS bool
@@ -120,11 +143,13 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 			role = "vrdma_server"
 		}
 		t.Run(tc.tool+"_"+role, func(t *testing.T) {
-			// 64 bytes, inline; tx depth 128 (perftest's default)
-			// outstanding, 1000 iterations.
+			// 64 bytes; tx depth 128 (perftest's default) outstanding,
+			// 1000 iterations.
 			const n, sz = 1000, 64
 			port := 18530 + i
-			args := fmt.Sprintf("-x %d -s %d -I %d -n %d -p %d", idx, sz, sz, n, port)
+			// -F: a loaded emulated guest's cycle counter fails perftest's
+			// CPU-frequency check ("Can't produce a report").
+			args := fmt.Sprintf("-F -x %d -s %d -n %d -p %d", idx, sz, n, port)
 			native, vr := tc.tool+" -d rxe0 "+args, env+tc.tool+" -d vrdma0 "+args
 			server, clnt := native, vr+" "+GuestIP("A").String()
 			if tc.vrdmaS {
@@ -136,11 +161,6 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 			cout, crc := g.Run(t, "A", 300, clnt)
 			sout, src := g.Wait(t, "A", srv, 300)
 			t.Logf("server (exit %d): %s\n%s\nclient (exit %d): %s\n%s", src, server, sout, crc, clnt, cout)
-			// The client sends; perftest prints the inline size it posts
-			// with, which covers the message.
-			if m := inlineSize(cout); m < sz {
-				t.Errorf("the client posted with inline size %d (from its report), want at least %d: the inline path was not taken", m, sz)
-			}
 			for _, o := range []struct {
 				out string
 				rc  int
@@ -154,17 +174,4 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 			}
 		})
 	}
-}
-
-// inlineSize reads perftest's "Max inline data : N[B]" line; -1 if none.
-func inlineSize(out string) int {
-	for _, l := range strings.Split(out, "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.Contains(k, "Max inline data") {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(strings.Fields(v + " x")[0]), "[B]"))
-			if err == nil {
-				return n
-			}
-		}
-	}
-	return -1
 }
