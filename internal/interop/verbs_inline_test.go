@@ -18,8 +18,9 @@ import (
 
 // TestVerbsUplinkInlineDepth: in guest A, an instance bound to a verbs
 // uplink on rxe0 runs testdata/inline_depth under vrdma's guest library:
-// with its QP's depth of requests posted and none completed one more is
-// refused with ENOMEM; the depth kept outstanding for 300 rounds never
+// with its QP's depth of unsignaled requests done by the device (no
+// signaled completion after them frees their slots) one more is refused
+// with ENOMEM; the depth kept outstanding for 300 rounds never
 // fails; a 48-byte IBV_SEND_INLINE SEND from a buffer in no region arrives
 // byte for byte. And perftest's ib_send_bw and ib_write_bw at 64 bytes,
 // keeping its send queue (tx depth 128) outstanding for a thousand

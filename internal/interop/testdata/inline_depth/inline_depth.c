@@ -1,9 +1,10 @@
 /* inline_depth: a bound instance's send queue and inline sends, through
  * the guest library, on device argv[1] with GID index argv[2]. Pairs of RC
  * QPs are connected to each other through the device (it loops back).
- *   depth: with the QP's depth of unsignaled RDMA WRITEs posted (their
- *     slots are free only at a later signaled completion), one more is
- *     refused with ENOMEM, as ibverbs refuses it;
+ *   depth: with the QP's depth of unsignaled RDMA WRITEs posted and done
+ *     by the device (their bytes arrived; their slots are free only at a
+ *     later signaled completion), one more is refused with ENOMEM, as
+ *     ibverbs refuses it;
  *   rounds: the depth of signaled WRITEs kept outstanding for 300 rounds
  *     (poll one, post one): no post fails, every completion succeeds;
  *   inline: a 48-byte IBV_SEND_INLINE SEND from a buffer in no region
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <infiniband/verbs.h>
 
@@ -75,12 +77,15 @@ static void connect_qp(struct ibv_qp *q, uint32_t dest)
 		die("to RTS", err);
 }
 
+/* write8 writes the 8 bytes at slot (id % 64) * 8 of src to the same place
+ * in dst. */
 static int write8(struct ibv_qp *q, struct ibv_mr *src, struct ibv_mr *dst, uint64_t id, int signaled)
 {
-	struct ibv_sge s = {.addr = (uintptr_t)src->addr, .length = 8, .lkey = src->lkey};
+	uint64_t off = (id % 64) * 8;
+	struct ibv_sge s = {.addr = (uintptr_t)src->addr + off, .length = 8, .lkey = src->lkey};
 	struct ibv_send_wr w = {.wr_id = id, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
 				.send_flags = signaled ? IBV_SEND_SIGNALED : 0}, *bad;
-	w.wr.rdma.remote_addr = (uintptr_t)dst->addr;
+	w.wr.rdma.remote_addr = (uintptr_t)dst->addr + off;
 	w.wr.rdma.rkey = dst->rkey;
 	return ibv_post_send(q, &w, &bad);
 }
@@ -123,7 +128,8 @@ int main(int argc, char **argv)
 	char *abuf = aligned_alloc(4096, 4096), *bbuf = aligned_alloc(4096, 4096);
 	if (!abuf || !bbuf)
 		die("aligned_alloc", ENOMEM);
-	memset(abuf, 0x11, 4096);
+	for (int i = 0; i < 4096; i++)
+		abuf[i] = (char)(i / 8 + 1);
 	memset(bbuf, 0, 4096);
 	struct ibv_mr *ma = ibv_reg_mr(pd, abuf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	struct ibv_mr *mb = ibv_reg_mr(pd, bbuf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -142,6 +148,15 @@ int main(int argc, char **argv)
 	for (uint32_t i = 0; i < depth; i++)
 		if ((err = write8(a1, ma, mb, i, 0)))
 			die("an unsignaled WRITE within the depth", err);
+	/* The device has done them all (their bytes are in b), and nothing
+	 * signaled came after them: their slots are still taken. */
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (memcmp(bbuf, abuf, (size_t)depth * 8)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 60)
+			die("the unsignaled WRITEs' bytes never arrived", ETIMEDOUT);
+	}
 	err = write8(a1, ma, mb, depth, 0);
 	if (err != ENOMEM) {
 		fprintf(stderr, "inline_depth: with the depth %u posted and none completed, one more: %s, want ENOMEM\n", depth,
