@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	}
 	err = write8(a1, ma, mb, depth, 0);
 	if (err != ENOMEM) {
-		fprintf(stderr, "inline_depth: with the depth %u posted and none completed, one more: %s, want ENOMEM\n", depth,
+		fprintf(stderr, "inline_depth: with the depth %u done by the device and no signaled completion after them, one more: %s, want ENOMEM\n", depth,
 			err ? strerror(err) : "posted");
 		return 1;
 	}
