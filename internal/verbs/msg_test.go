@@ -133,6 +133,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(ne.AppendUint32(ne.AppendUint32(nil, 5), 0))
 	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventQPFatal, Element: 3, QPN: 0x11}))
 	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventDeviceFatal}))
+	f.Add(AppendSRQ(nil, SRQ{Handle: 1, Attr: SRQAttr{MaxWR: 64, MaxSGE: 1, Limit: 8}}))
+	f.Add(AppendSRQAttr(nil, SRQAttr{MaxWR: 64, MaxSGE: 2, Limit: 10}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseHeader(b); err != nil && !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseHeader: %v is not ErrProtocol", err)
@@ -167,6 +169,20 @@ func FuzzParse(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseAsyncEvent: %v is not ErrProtocol", err)
+		}
+		if q, err := ParseSRQ(b, SRQAttr{MaxWR: 4, MaxSGE: 1}); err == nil {
+			if q.Attr.MaxWR < 4 || q.Attr.Limit > q.Attr.MaxWR || string(AppendSRQ(nil, q)) != string(b) {
+				t.Fatalf("ParseSRQ took %+v", q)
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseSRQ: %v is not ErrProtocol", err)
+		}
+		if a, err := ParseSRQAttr(b); err == nil {
+			if a.Limit > a.MaxWR || string(AppendSRQAttr(nil, a)) != string(b) {
+				t.Fatalf("ParseSRQAttr took %+v", a)
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseSRQAttr: %v is not ErrProtocol", err)
 		}
 		var wcs [4]WC
 		if _, _, err := parsePush(b, wcs[:]); err != nil && !errors.Is(err, ErrProtocol) {
