@@ -41,7 +41,7 @@ type Device interface {
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
 // engine cannot yet put on the device (UC and XRC QPs, QPs on an SRQ,
-// memory windows).
+// memory windows, more inline bytes than the helper carries per request).
 var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 
 // DeviceUplink is one device port the adapters bound to it share: its
@@ -199,39 +199,15 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 	}
 	for i := range wcs {
 		w := &wcs[i]
-		c := abi.CQE{WRID: w.WRID, QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP, SL: w.SL,
-			Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 		u.mu.Lock()
 		q := u.qps[w.QPN]
 		u.mu.Unlock()
-		var ok bool
-		if q != nil {
-			// The request leaves the outstanding ones as its completion
-			// goes in, under one lock: a device that goes away flushes
-			// each request once, completed or flushed.
-			t := &q.dev.tracked
-			t.mu.Lock()
-			if t.gone {
-				t.mu.Unlock()
-				continue
-			}
-			t.retire(w)
-			ok = ecq.push(&c)
-			t.mu.Unlock()
-		} else {
-			ok = ecq.push(&c)
+		if q == nil || q.dev == nil {
+			continue // destroyed meanwhile, or not the device's
 		}
-		if q == nil {
-			continue
-		}
-		switch {
-		case !ok:
+		known, ok := q.devCompleted(w, ecq)
+		if known && !ok {
 			q.Fail(abi.EventQPFatal, "its completion queue overflowed")
-		case c.Status != abi.StatusSuccess && c.Status != abi.StatusWRFlushErr:
-			// The device's QP is in ERR; so is the instance's, and the rest
-			// of what it posts is flushed.
-			q.devErr.Store(true)
-			q.enterError()
 		}
 	}
 }

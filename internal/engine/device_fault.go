@@ -12,7 +12,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/verbs"
@@ -145,24 +144,12 @@ func (q *QP) flushOnDevice() {
 	q.flushOnDeviceLocked()
 }
 
-// flushOnDeviceLocked is flushOnDevice with procMu held.
+// flushOnDeviceLocked is flushOnDevice with procMu held. What the device
+// held is the QP's slot record (device_slots.go), flushed once.
 func (q *QP) flushOnDeviceLocked() {
-	d := q.dev
 	q.devErr.Store(true) // nothing more goes to the device
 	q.enterError()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gone = true
-	for d.sent.n > 0 {
-		w := d.sent.pop()
-		c := abi.CQE{WRID: w.wrid, QPNum: q.qpn, Opcode: w.op, Status: abi.StatusWRFlushErr}
-		q.sendCQ.push(&c)
-	}
-	for d.recvd.n > 0 {
-		w := d.recvd.pop()
-		c := abi.CQE{WRID: w.wrid, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
-		q.recvCQ.push(&c)
-	}
+	q.flushDevice()
 }
 
 // event maps one asynchronous event of the device to the instances':
@@ -245,94 +232,6 @@ func (u *DeviceUplink) sinks() map[EventSink]bool {
 		}
 	}
 	return s
-}
-
-// devWR is a work request posted to the device and not yet seen complete.
-type devWR struct {
-	wrid     uint64
-	op       abi.WCOpcode
-	signaled bool
-}
-
-// wrFIFO holds a queue's outstanding requests in posting order (a ring
-// allocated once: the data path allocates nothing).
-type wrFIFO struct {
-	e       []devWR
-	head, n int
-}
-
-func newWRFIFO(depth uint32) wrFIFO {
-	return wrFIFO{e: make([]devWR, max(2*int(depth), 64))}
-}
-
-// push appends w; false when the ring is full (the device's queue is, too).
-func (f *wrFIFO) push(w devWR) bool {
-	if f.n == len(f.e) {
-		return false
-	}
-	f.e[(f.head+f.n)%len(f.e)] = w
-	f.n++
-	return true
-}
-
-func (f *wrFIFO) pop() devWR {
-	w := f.e[f.head]
-	f.head = (f.head + 1) % len(f.e)
-	f.n--
-	return w
-}
-
-// dropLast forgets the k requests pushed last (a batch the device refused).
-func (f *wrFIFO) dropLast(k int) { f.n -= min(k, f.n) }
-
-// headIs reports whether the oldest request is wrid.
-func (f *wrFIFO) headIs(wrid uint64) bool { return f.n > 0 && f.e[f.head].wrid == wrid }
-
-// completeSend retires the send requests a completion accounts for: in
-// error, the oldest (each failed or flushed request completes); in success,
-// up to the oldest signaled one (the unsignaled before it are done too).
-func (f *wrFIFO) completeSend(ok bool) {
-	if !ok {
-		if f.n > 0 {
-			f.pop()
-		}
-		return
-	}
-	for f.n > 0 {
-		if f.pop().signaled {
-			return
-		}
-	}
-}
-
-// tracked is the outstanding-request bookkeeping of a device QP.
-type tracked struct {
-	mu    sync.Mutex
-	sent  wrFIFO
-	recvd wrFIFO
-	gone  bool // the device went away: its completions are flushed, any late one dropped
-}
-
-// retire drops the request a device completion accounts for. A failed
-// completion's opcode is undefined, so its queue is the one whose oldest
-// request it names.
-func (t *tracked) retire(w *verbs.WC) {
-	ok := w.Status == verbs.WCSuccess
-	var recv bool
-	switch {
-	case ok:
-		recv = w.Opcode&verbs.WCRecv != 0
-	case t.sent.headIs(w.WRID):
-	case t.recvd.headIs(w.WRID):
-		recv = true
-	default:
-		recv = w.Opcode&verbs.WCRecv != 0
-	}
-	if !recv {
-		t.sent.completeSend(ok)
-	} else if t.recvd.n > 0 {
-		t.recvd.pop()
-	}
 }
 
 // deviceGone reports whether err, a failed request of q's runner to the

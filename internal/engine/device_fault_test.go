@@ -145,11 +145,11 @@ func TestDeviceFaults(t *testing.T) {
 		{name: "helper gone", fault: func(x *faultFixture) { x.f.gone(&verbs.Error{Kind: verbs.ErrHelperGone, Msg: "killed"}) },
 			qpEv: []abi.EventType{abi.EventDeviceFatal}, cqEv: []abi.EventType{abi.EventDeviceFatal}, state: abi.QPStateErr, flushed: []uint64{10, 11, 12, 50, 51}, down: true},
 		{name: "device fatal after the first receive completed", fault: func(x *faultFixture) {
-			x.f.handler(1, []verbs.WC{{WRID: 50, Opcode: verbs.WCRecv, QPN: x.q.QPN(), ByteLen: 8}})
+			x.f.handler(1, []verbs.WC{{WRID: x.recvID(0), Opcode: verbs.WCRecv, QPN: x.q.QPN(), ByteLen: 8}})
 			x.f.event(verbs.AsyncEvent{Type: verbs.EventDeviceFatal})
 		}, qpEv: []abi.EventType{abi.EventDeviceFatal}, cqEv: []abi.EventType{abi.EventDeviceFatal}, state: abi.QPStateErr, flushed: []uint64{10, 11, 12, 51}, down: true},
 		{name: "helper gone after the signaled send completed", fault: func(x *faultFixture) {
-			x.f.handler(1, []verbs.WC{{WRID: 12, Opcode: verbs.WCRDMAWrite, QPN: x.q.QPN()}})
+			x.f.handler(1, []verbs.WC{{WRID: x.sendID(2), Opcode: verbs.WCRDMAWrite, QPN: x.q.QPN()}})
 			x.f.gone(&verbs.Error{Kind: verbs.ErrHelperGone, Msg: "killed"})
 		}, qpEv: []abi.EventType{abi.EventDeviceFatal}, cqEv: []abi.EventType{abi.EventDeviceFatal}, state: abi.QPStateErr, flushed: []uint64{50, 51}, down: true},
 		{name: "helper gone found by a post", fault: func(x *faultFixture) {
@@ -235,7 +235,7 @@ func TestDeviceFaults(t *testing.T) {
 			// Late completions of the device that went away are dropped:
 			// each request completes once.
 			had := len(x.completions())
-			x.f.handler(1, []verbs.WC{{WRID: 51, Opcode: verbs.WCRecv, QPN: x.q.QPN()}})
+			x.f.handler(1, []verbs.WC{{WRID: x.recvID(1), Opcode: verbs.WCRecv, QPN: x.q.QPN()}})
 			if n := len(x.completions()); n != had {
 				t.Fatalf("%d completions after a late one, want %d", n, had)
 			}
@@ -278,6 +278,20 @@ func TestDeviceFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sendID is the ID the device was given for the fixture's i'th send (the
+// engine's, device_slots.go), recvID for its i'th receive.
+func (x *faultFixture) sendID(i int) uint64 {
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	return x.f.sends[0][i].WRID
+}
+
+func (x *faultFixture) recvID(i int) uint64 {
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	return x.f.recvs[0][i].WRID
 }
 
 // postSend posts a signaled SEND with wr_id id and rings.

@@ -17,15 +17,19 @@ import (
 // devQP is a QP's counterpart on the device and the batch buffers the
 // runner translates into (allocated once).
 type devQP struct {
-	u       *DeviceUplink
-	qp      verbs.QP
-	send    *devCQ
-	recv    *devCQ
-	sends   []verbs.SendWR
-	recvs   []verbs.RecvWR
-	sges    []verbs.SGE
-	errSet  bool // the device QP was moved to ERR; under procMu
-	tracked      // what was posted and has not completed (device_fault.go)
+	u      *DeviceUplink
+	qp     verbs.QP
+	send   *devCQ
+	recv   *devCQ
+	sends  []verbs.SendWR
+	recvs  []verbs.RecvWR
+	sges   []verbs.SGE
+	inl    []byte // the batch's inline data, which the message carries
+	errSet bool   // the device QP was moved to ERR; under procMu
+	// What the device holds, by ring index (device_slots.go): the one
+	// record the completions free and a device that goes away flushes
+	// (device_fault.go).
+	slots devSlots
 	// A UD QP's (device_ud.go): its sends name address handles.
 	ud      bool
 	udSends []verbs.UDSendWR
@@ -52,8 +56,17 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		return err
 	}
 	c := q.caps
+	inline := cfg.Caps.MaxInlineData // what the client asked; the ring may hold more
+	if inline > verbs.MaxWRInline || (ud && inline > 0) {
+		u.unuseCQ(cfg.SendCQ)
+		u.unuseCQ(cfg.RecvCQ)
+		if ud {
+			return fmt.Errorf("adapter %s is on verbs uplink %s, which sends no inline data on UD QPs yet, not %d bytes: ask for max_inline_data 0: %w", q.adapter.Name, u.Name, inline, ErrDeviceQP)
+		}
+		return fmt.Errorf("adapter %s is on verbs uplink %s, which sends at most %d inline bytes per request, not %d: ask for less inline data: %w", q.adapter.Name, u.Name, verbs.MaxWRInline, inline, ErrDeviceQP)
+	}
 	vc := verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
-		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE))}
+		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE)), MaxInline: uint32(inline)}
 	create, kind := u.dev.CreateQP, "an RC QP"
 	if ud {
 		create, kind = u.dev.CreateUDQP, "a UD QP"
@@ -66,12 +79,14 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	}
 	q.dev = &devQP{u: u, qp: vq, send: s, recv: r, ud: ud,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
-		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE)}
+		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), inl: make([]byte, 0, verbs.MaxPostBody), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
 	if ud {
 		q.dev.udSends = make([]verbs.UDSendWR, 0, verbs.MaxBatch)
 	}
-	q.dev.sent, q.dev.recvd = newWRFIFO(max(vq.Cap.MaxSendWR, uint32(c.MaxSendWR))), newWRFIFO(max(vq.Cap.MaxRecvWR, uint32(c.MaxRecvWR)))
 	q.qpn = vq.QPN
+	// Inline data goes to the device as it is (the helper posts it with
+	// IBV_SEND_INLINE): the client may post what the device takes.
+	q.caps.MaxInlineData = min(q.caps.MaxInlineData, int(vq.Cap.MaxInline), verbs.MaxWRInline)
 	a := q.adapter
 	a.devMu.Lock()
 	a.devQPs++
@@ -182,9 +197,12 @@ func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
 func (q *QP) devHasWork(mem []byte) bool {
 	switch q.State() {
 	case abi.QPStateInit, abi.QPStateRTR:
-		return q.rq.pending(mem)
+		return q.rq.pending(mem) && !q.dev.slots.rwait.Load()
 	case abi.QPStateRTS:
-		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+		// A runner waiting for room has work once a completion makes
+		// some (it kicks the worker).
+		return (q.rq.pending(mem) && !q.dev.slots.rwait.Load()) ||
+			(shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() && !q.dev.slots.swait.Load())
 	case abi.QPStateErr:
 		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
 	}
@@ -225,7 +243,8 @@ func (q *QP) postRecvsToDevice() bool {
 	for {
 		d.recvs = d.recvs[:0]
 		nsge := 0
-		for len(d.recvs) < verbs.MaxBatch {
+		room := min(q.recvRoom(), verbs.MaxBatch)
+		for len(d.recvs) < room {
 			r := q.rq.pop(&s.rwqe)
 			if r == popEmpty {
 				break
@@ -248,7 +267,7 @@ func (q *QP) postRecvsToDevice() bool {
 				return true
 			}
 			nsge += len(sg)
-			d.recvs = append(d.recvs, verbs.RecvWR{WRID: s.rwqe.WRID, SGEs: sg})
+			d.recvs = append(d.recvs, verbs.RecvWR{WRID: q.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
 		}
 		if len(d.recvs) == 0 {
 			return worked
@@ -264,32 +283,15 @@ func (q *QP) postRecvBatch() bool {
 	if len(d.recvs) == 0 {
 		return true
 	}
-	// Outstanding before they are posted: the device may complete them
-	// before PostRecv returns.
-	d.mu.Lock()
-	full := false
-	for i := range d.recvs {
-		if !d.recvd.push(devWR{wrid: d.recvs[i].WRID, op: abi.WCRecv}) {
-			d.recvd.dropLast(i)
-			full = true
-			break
-		}
-	}
-	d.mu.Unlock()
-	if full {
-		q.Fail(abi.EventQPFatal, "more receive requests outstanding on the device than its receive queue holds")
-		return false
-	}
+	q.handRecvs(len(d.recvs))
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
-		d.mu.Lock()
-		d.recvd.dropLast(len(d.recvs))
-		d.mu.Unlock()
+		q.unhandRecvs(len(d.recvs))
 		if !q.deviceGone(err) {
 			q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
 		}
 		// The client took them for posted: they complete, flushed.
 		for i := range d.recvs {
-			c := abi.CQE{WRID: d.recvs[i].WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+			c := abi.CQE{WRID: d.slots.rwrid[(d.slots.rposted+uint32(i))&uint32(len(d.slots.rwrid)-1)], QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
 			q.recvCQ.push(&c)
 		}
 		return false
@@ -298,9 +300,10 @@ func (q *QP) postRecvBatch() bool {
 }
 
 // postSendsToDevice forwards the posted send requests. A request the
-// engine cannot put on the device (memory not registered with it, inline
-// data, an opcode the device path lacks) completes with an error after
-// those before it are posted, and the QP goes to ERR as on a device.
+// engine cannot put on the device (memory not registered with it, an
+// opcode the device path lacks) completes with an error after those
+// before it are posted, and the QP goes to ERR as on a device. The
+// requests' slots are freed as the device completes them (device_slots.go).
 func (q *QP) postSendsToDevice() bool {
 	d, s := q.dev, &q.s
 	worked := false
@@ -314,88 +317,105 @@ func (q *QP) postSendsToDevice() bool {
 		if n == 0 {
 			return worked
 		}
+		room := q.sendRoom()
+		if room == 0 {
+			// The client posted past the free index (it ignored the
+			// consumer word): what it posted waits for completions.
+			return worked
+		}
 		worked = true
-		d.sends, d.udSends = d.sends[:0], d.udSends[:0]
-		nsge := 0
+		d.sends, d.udSends, d.inl = d.sends[:0], d.udSends[:0], d.inl[:0]
+		nsge, body, nb := 0, 8, 0
+		start := q.sqCons
 		bad := abi.StatusSuccess
-		for ; n > 0 && len(d.sends) < verbs.MaxBatch; n-- {
+		for ; n > 0 && nb < min(verbs.MaxBatch, room); n-- {
 			off := q.sq.Entry(q.sqCons)
 			copy(s.entry, q.mem[off:off+q.sq.Stride])
 			w := &s.wqe
 			if perr := abi.ParseSendWQE(s.entry, w, q.typ, q.caps.MaxSendSGE, q.caps.MaxInlineData); perr != nil {
 				bad = abi.StatusLocQPOpErr
+				if perr == abi.ErrInlineLen {
+					bad = abi.StatusLocLenErr
+				}
 				break
 			}
-			if w.Flags&abi.SendInline != 0 || w.Opcode > abi.OpAtomicFetchAndAdd {
+			inline := w.Flags&abi.SendInline != 0
+			if w.Opcode > abi.OpAtomicFetchAndAdd || (inline && d.ud) || (inline && w.Opcode != abi.OpSend && w.Opcode != abi.OpSendImm &&
+				w.Opcode != abi.OpRDMAWrite && w.Opcode != abi.OpRDMAWriteImm) {
 				bad = abi.StatusLocQPOpErr
 				break
 			}
-			sg, ok := q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)])
-			if !ok {
-				bad = abi.StatusLocProtErr
-				break
+			need := verbs.SendWRBytes(w.NumSGE, len(w.Inline))
+			if body+need > verbs.MaxPostBody {
+				break // the message is full: the next batch takes it
+			}
+			var sg []verbs.SGE
+			fl := uint32(w.Flags & (abi.SendFence | abi.SendSignaled | abi.SendSolicited))
+			var data []byte
+			if inline {
+				at := len(d.inl)
+				d.inl = append(d.inl, w.Inline...)
+				data = d.inl[at:]
+				fl |= verbs.SendInline
+			} else {
+				var ok bool
+				if sg, ok = q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)]); !ok {
+					bad = abi.StatusLocProtErr
+					break
+				}
 			}
 			nsge += len(sg)
-			fl := uint32(w.Flags & (abi.SendFence | abi.SendSignaled | abi.SendSolicited))
+			body += need
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
+			wrid := q.noteSend(q.sqCons, w.WRID, w.Opcode)
 			if d.ud {
 				uw, st := q.udSendWR(w, sg, fl)
 				if st != abi.StatusSuccess {
 					bad = st
 					break
 				}
+				uw.WRID = wrid
 				d.udSends = append(d.udSends, uw)
 			} else {
-				d.sends = append(d.sends, verbs.SendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
-					RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap})
+				d.sends = append(d.sends, verbs.SendWR{WRID: wrid, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
+					RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap, Inline: data})
 			}
+			nb++
 			q.sqCons++
 		}
-		if len(d.sends)+len(d.udSends) > 0 {
-			// The slots are the client's again before the device can
-			// complete the requests: a client that posts on seeing a
-			// completion (the push reader writes it meanwhile) must find
-			// its slot free.
-			q.publishSQCons()
-			q.publishSQDone()
-			err := q.trackSends()
-			if err == nil {
-				if d.ud {
-					err = d.u.dev.PostSendUD(d.qp, d.udSends)
-				} else {
-					err = d.u.dev.PostSend(d.qp, d.sends)
-				}
-				if err != nil {
-					d.mu.Lock()
-					d.sent.dropLast(len(d.sends) + len(d.udSends))
-					d.mu.Unlock()
-				}
+		if nb > 0 {
+			// The device may complete the batch before the post returns:
+			// the push reader must know the requests first.
+			q.handSends(q.sqCons)
+			q.sqConsPub.Store(q.sqCons)
+			if d.ud {
+				err = d.u.dev.PostSendUD(d.qp, d.udSends)
+			} else {
+				err = d.u.dev.PostSend(d.qp, d.sends)
 			}
 			if err != nil {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would;
-				// all flushed if the device is gone.
+				// all flushed if the device is gone (after what it held).
+				q.unhandSends(start)
 				gone := q.deviceGone(err)
 				if !gone {
 					q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
 				}
-				for i := 0; i < len(d.sends)+len(d.udSends); i++ {
-					var wrid uint64
-					var op uint32
-					if d.ud {
-						wrid, op = d.udSends[i].WRID, d.udSends[i].Opcode
-					} else {
-						wrid, op = d.sends[i].WRID, d.sends[i].Opcode
-					}
+				for i := range nb {
 					st := abi.StatusWRFlushErr
 					if i == 0 && !gone {
 						st = abi.StatusLocQPOpErr
 					}
-					c := abi.CQE{WRID: wrid, QPNum: q.qpn, Opcode: abi.Opcode(op).CompletionOpcode(), Status: st}
+					m := uint32(len(d.slots.swrid) - 1)
+					j := (start + uint32(i)) & m
+					c := abi.CQE{WRID: d.slots.swrid[j], QPNum: q.qpn, Opcode: d.slots.sop[j].CompletionOpcode(), Status: st}
 					q.sendCQ.push(&c)
 				}
+				q.publishSQCons()
+				q.publishSQDone()
 				return true
 			}
 			// The device moves these bytes: counted as moved, not copied.
@@ -403,7 +423,7 @@ func (q *QP) postSendsToDevice() bool {
 			for _, g := range d.sges[:nsge] {
 				moved += uint64(g.Length)
 			}
-			q.adapter.Counters.PathVerbs.Add(uint64(len(d.sends)))
+			q.adapter.Counters.PathVerbs.Add(uint64(nb))
 			q.adapter.Counters.VerbsBytes.Add(moved)
 		}
 		if bad != abi.StatusSuccess {
@@ -437,27 +457,4 @@ func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
 		out = append(out, verbs.SGE{MR: m.dev.mr.Handle, Length: g.Length, Offset: m.dev.skew + g.Addr - m.addr})
 	}
 	return out, true
-}
-
-// trackSends records the batch about to be posted as outstanding, before
-// it is (the device may complete it before PostSend returns).
-func (q *QP) trackSends() error {
-	d := q.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := range len(d.sends) + len(d.udSends) {
-		var w devWR
-		if d.ud {
-			u := &d.udSends[i]
-			w = devWR{wrid: u.WRID, op: abi.Opcode(u.Opcode).CompletionOpcode(), signaled: u.Flags&uint32(abi.SendSignaled) != 0}
-		} else {
-			u := &d.sends[i]
-			w = devWR{wrid: u.WRID, op: abi.Opcode(u.Opcode).CompletionOpcode(), signaled: u.Flags&uint32(abi.SendSignaled) != 0}
-		}
-		if !d.sent.push(w) {
-			d.sent.dropLast(i)
-			return fmt.Errorf("more send requests outstanding than its send queue holds (%d)", len(d.sent.e)/2)
-		}
-	}
-	return nil
 }

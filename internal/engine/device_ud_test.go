@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
@@ -14,7 +16,10 @@ import (
 // QPN), moved through its states with its Q_Key; an instance's address
 // handle is made on the device with the GRH attributes; the runner posts
 // UD sends naming the device's AH, the remote QPN and Q_Key in one batch;
-// a receive's completion carries the source QP, SL and the GRH flag; and a
+// a receive's completion carries the source QP, SL and the GRH flag; a
+// datagram's completion frees its send slot, and the one the device still
+// holds is flushed once when the device goes away (device_slots.go: one
+// record for RC and UD); a UD QP asking for inline data is refused; and a
 // send naming an address handle of another PD completes with
 // LOC_QP_OP_ERR without reaching the device.
 func TestAdapterUDOnDevice(t *testing.T) {
@@ -68,6 +73,13 @@ func TestAdapterUDOnDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Inline data on a UD QP is not carried yet: refused at create,
+	// naming the link, with nothing left on the device.
+	_, err = NewQP(QPConfig{PD: pd, Type: abi.QPTypeUD, SendCQ: cq, RecvCQ: cq, Events: &events{},
+		Caps: proto.QPCaps{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+	if !errors.Is(err, ErrDeviceQP) || !strings.Contains(err.Error(), "hca0") || !strings.Contains(err.Error(), "max_inline_data 0") || f.qpn != 1 {
+		t.Fatalf("a UD QP asking for inline data: %v (device QPs made %d), want ErrDeviceQP naming hca0", err, f.qpn)
+	}
 	defer q.Destroy()
 	if f.udQPs != 1 || q.QPN() != 0xabc001 {
 		t.Fatalf("%d device UD QPs, QPN %#x; want 1, the device's 0xabc001", f.udQPs, q.QPN())
@@ -118,7 +130,9 @@ func TestAdapterUDOnDevice(t *testing.T) {
 	f.mu.Lock()
 	s := f.udSends
 	f.mu.Unlock()
-	wantWR := verbs.UDSendWR{WRID: 8, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 0x01020304, AH: 0x71, RemoteQPN: 0x1234, RemoteQKey: 0x11111111}
+	// The device knows the second by the engine's ID of send index 1
+	// (device_slots.go), and the client's 8 comes back with its completion.
+	wantWR := verbs.UDSendWR{WRID: devSendTag | 1, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 0x01020304, AH: 0x71, RemoteQPN: 0x1234, RemoteQKey: 0x11111111}
 	if len(s) != 1 || len(s[0]) != 2 || s[0][1].SGEs[0] != (verbs.SGE{MR: 0, Length: 512, Offset: 4096}) {
 		t.Fatalf("the device got UD batches %+v, want one of two", s)
 	}
@@ -132,11 +146,21 @@ func TestAdapterUDOnDevice(t *testing.T) {
 	}
 
 	// A datagram's completion: source QP, SL and the GRH in front.
-	f.handler(1, []verbs.WC{{WRID: 100, Opcode: verbs.WCRecv, ByteLen: 40 + 512, QPN: q.QPN(), SrcQP: 0x1234, Flags: verbs.WCFlagGRH, SL: 3}})
+	f.handler(1, []verbs.WC{{WRID: f.recvs[0][0].WRID, Opcode: verbs.WCRecv, ByteLen: 40 + 512, QPN: q.QPN(), SrcQP: 0x1234, Flags: verbs.WCFlagGRH, SL: 3}})
 	var c abi.CQE
 	abi.ParseCQE(cq.mem[cq.ring.Entry(0):], &c)
 	if c.WRID != 100 || c.SrcQP != 0x1234 || c.Flags&abi.WCWithGRH == 0 || c.SL != 3 || c.ByteLen != 40+512 || c.Status != abi.StatusSuccess {
 		t.Fatalf("completion %+v", c)
+	}
+	// The first datagram's completion frees its send slot, as an RC
+	// send's does; the second stays the device's.
+	f.handler(1, []verbs.WC{{WRID: s[0][0].WRID, Opcode: verbs.WCSend, QPN: q.QPN()}})
+	abi.ParseCQE(cq.mem[cq.ring.Entry(1):], &c)
+	if c.WRID != 7 || c.Opcode != abi.WCSend || c.Status != abi.StatusSuccess {
+		t.Fatalf("the first datagram's completion %+v, want wr_id 7", c)
+	}
+	if n := shm.Load32(q.mem, abi.RingConsOff); n != 1 {
+		t.Fatalf("after the first datagram's completion the consumer index is %d, want 1", n)
 	}
 
 	// Another PD's address handle is not the QP's to name.
@@ -146,8 +170,8 @@ func TestAdapterUDOnDevice(t *testing.T) {
 	}
 	shm.Store32(q.mem, abi.RingProdOff, 3)
 	q.kickWorker()
-	waitFor(t, "error completion", func() bool { return shm.Load32(cq.mem, cq.ring.Offset+abi.RingProdOff) == 2 })
-	abi.ParseCQE(cq.mem[cq.ring.Entry(1):], &c)
+	waitFor(t, "error completion", func() bool { return shm.Load32(cq.mem, cq.ring.Offset+abi.RingProdOff) == 3 })
+	abi.ParseCQE(cq.mem[cq.ring.Entry(2):], &c)
 	if c.WRID != 9 || c.Status != abi.StatusLocQPOpErr || q.State() != abi.QPStateErr {
 		t.Fatalf("a send naming another PD's AH: %+v, QP %v; want LOC_QP_OP_ERR and ERR", c, q.State())
 	}
@@ -155,6 +179,19 @@ func TestAdapterUDOnDevice(t *testing.T) {
 		t.Fatalf("the device was handed %d UD batches, want 1", len(f.udSends))
 	}
 	f.mu.Unlock()
+
+	// The device goes away: the datagram it still holds (wr_id 8) is
+	// flushed from the same record, once.
+	f.event(verbs.AsyncEvent{Type: verbs.EventDeviceFatal})
+	waitFor(t, "the held datagram flushed", func() bool { return shm.Load32(cq.mem, cq.ring.Offset+abi.RingProdOff) >= 4 })
+	abi.ParseCQE(cq.mem[cq.ring.Entry(3):], &c)
+	if c.WRID != 8 || c.Opcode != abi.WCSend || c.Status != abi.StatusWRFlushErr {
+		t.Fatalf("after the device went away: %+v, want wr_id 8 flushed", c)
+	}
+	f.handler(1, []verbs.WC{{WRID: s[0][1].WRID, Opcode: verbs.WCSend, QPN: q.QPN()}})
+	if n := shm.Load32(cq.mem, cq.ring.Offset+abi.RingProdOff); n != 4 {
+		t.Fatalf("%d completions after a late one of the device that went away, want 4", n)
+	}
 
 	pd.DestroyDeviceAH(5)
 	pd.DestroyDeviceAH(5)

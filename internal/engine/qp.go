@@ -388,6 +388,9 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.procMu.Lock()
 		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
+		if q.dev != nil {
+			q.resetSlots(q.sqCons)
+		}
 		q.publishSQCons()
 		q.publishSQDone()
 		q.stallUntil.Store(0)
@@ -493,8 +496,12 @@ func (q *QP) sqFreed() uint32 {
 // the slots it may reuse. It comes before the completion is pushed, so a
 // client that posts again on seeing a completion finds its slot free.
 func (q *QP) publishSQCons() {
-	shm.Store32(q.mem, abi.RingConsOff, q.sqFreed())
 	q.sqConsPub.Store(q.sqCons)
+	if q.dev != nil {
+		q.devEngineDone() // the device's QP frees slots as it completes (device_slots.go)
+		return
+	}
+	shm.Store32(q.mem, abi.RingConsOff, q.sqFreed())
 }
 
 // publishSQDone tells the client that every request before the consumer
@@ -502,6 +509,10 @@ func (q *QP) publishSQCons() {
 // the push: the direct path runs a request only when nothing is left
 // before it, and its completion must follow theirs (abi.SQDoneOff).
 func (q *QP) publishSQDone() {
+	if q.dev != nil {
+		q.devSQDone()
+		return
+	}
 	shm.Store32(q.mem, abi.SQDoneOff, q.sqFreed())
 }
 

@@ -78,9 +78,9 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice)$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+verbs.HelperName+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice|TestInlineOnDevice|TestSRQOnDevice)$' -test.v")
 		t.Logf("in guest A:\n%s", out)
-		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice"} {
+		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice", "TestUDOnDevice", "TestInlineOnDevice", "TestSRQOnDevice"} {
 			if !strings.Contains(out, "--- PASS: "+name) {
 				t.Errorf("%s did not pass in guest A:\n%s", name, out)
 			}
@@ -96,9 +96,9 @@ func TestVerbsUplinkDiscovery(t *testing.T) {
 		if err := buildSanitizedHelper(bin); err != nil {
 			t.Fatal(err)
 		}
-		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER="+"/mnt/host/"+filepath.Base(bin)+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice)$' -test.v")
+		out := g.Exec(t, "A", 300, "VRDMA_VERBS_TEST_HELPER="+"/mnt/host/"+filepath.Base(bin)+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs.test -test.run '^(TestRegMROnDevice|TestDataPathOnDevice|TestPushedCompletionsOnDevice|TestUDOnDevice|TestInlineOnDevice|TestSRQOnDevice)$' -test.v")
 		t.Logf("in guest A, the sanitized helper:\n%s", out)
-		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice"} {
+		for _, name := range []string{"TestRegMROnDevice", "TestDataPathOnDevice", "TestPushedCompletionsOnDevice", "TestUDOnDevice", "TestInlineOnDevice", "TestSRQOnDevice"} {
 			if !strings.Contains(out, "--- PASS: "+name) {
 				t.Errorf("%s did not pass with the sanitized helper in guest A:\n%s", name, out)
 			}

@@ -17,6 +17,8 @@ import (
 func TestSelectBound(t *testing.T) {
 	rxe := []string{"rxe0"}
 	v2 := func(n string) Port { return carrying(roce(n, "rxe0", true)) }
+	// now: a port whose daemon carries what this build carries.
+	now := func(n string) Port { p := roce(n, "rxe0", true); p.Carries = Carried(); return p }
 	cases := []struct {
 		name   string
 		a, b   End
@@ -34,8 +36,10 @@ func TestSelectBound(t *testing.T) {
 			has: []string{"their QPs have no path but the devices', and the daemons of hosts a and b do not carry SRQs on a device yet"}, errIs: []error{ErrNoDataPath}},
 		{name: "both bound, SRQ not carried yet", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{SRQ: true},
 			has: []string{"do not carry SRQs on a device yet"}, errIs: []error{ErrNoDataPath}},
-		{name: "both bound, inline not carried yet", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{MaxInline: 64},
-			has: []string{"do not carry inline data on a device yet"}, errIs: []error{ErrNoDataPath}},
+		{name: "both bound, inline carried", a: bind(vend("vm1/vrdma0", "a", nil, now("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, now("hca1")), "hca1"), req: Request{MaxInline: 64},
+			kind: Verbs, device: true},
+		{name: "both bound, inline on UD not carried yet", a: bind(vend("vm1/vrdma0", "a", nil, now("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, now("hca1")), "hca1"), req: Request{UD: true, MaxInline: 64},
+			has: []string{"do not carry inline data on UD QPs on a device yet"}, errIs: []error{ErrNoDataPath}},
 		{name: "both bound, one daemon carries nothing", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, roce("hca1", "rxe0", true)), "hca1"),
 			has: []string{"host b's daemon cannot carry QPs on a device yet"}, errIs: []error{ErrNoDataPath}},
 		{name: "both bound, a device lacks atomics", a: bind(vend("vm1/vrdma0", "a", nil, carrying(siw("iw0"))), "iw0"), b: bind(vend("vm2/vrdma0", "b", nil, carrying(siw("iw1"))), "iw1"), req: Request{Atomics: true},
@@ -97,11 +101,11 @@ func TestSelectBound(t *testing.T) {
 }
 
 // TestDeviceFeatures: the gate's table. This build's data path carries RC
-// QPs and atomics on a device and not UD QPs, SRQs or inline data yet
-// (each row that is not carried says why); a host record lists the
+// QPs, atomics, UD QPs and inline data on a device and not SRQs or inline
+// data on UD QPs yet (each row that is not carried says why); a host record lists the
 // carried ones, RC first.
 func TestDeviceFeatures(t *testing.T) {
-	want := map[string]bool{FeatureRC: true, "atomics": true, "UD QPs": true, "SRQs": false, "inline data": false}
+	want := map[string]bool{FeatureRC: true, "atomics": true, "UD QPs": true, "SRQs": false, "inline data": true, "inline data on UD QPs": false}
 	if len(DeviceFeatures) != len(want) {
 		t.Fatalf("DeviceFeatures has %d rows, want %d", len(DeviceFeatures), len(want))
 	}

@@ -24,7 +24,9 @@ var DeviceFeatures = []Feature{
 	{Name: "atomics", Asks: func(r Request) bool { return r.Atomics }, Carried: true},
 	{Name: "UD QPs", Asks: func(r Request) bool { return r.UD }, Carried: true},
 	{Name: "SRQs", Asks: func(r Request) bool { return r.SRQ }, Why: "a bound adapter refuses QPs on an SRQ (engine.ErrDeviceQP)"},
-	{Name: "inline data", Asks: func(r Request) bool { return r.MaxInline > 0 }, Why: "an inline send on a bound adapter completes with LOC_QP_OP_ERR"},
+	{Name: "inline data", Asks: func(r Request) bool { return r.MaxInline > 0 }, Carried: true},
+	{Name: "inline data on UD QPs", Asks: func(r Request) bool { return r.UD && r.MaxInline > 0 },
+		Why: "a bound adapter refuses a UD QP that asks for inline data (engine.ErrDeviceQP): the helper's UD post carries no inline bytes"},
 }
 
 // FeatureRC is the first row: RC QPs on the device at all. A host record

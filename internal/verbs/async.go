@@ -50,7 +50,7 @@ const (
 	eventElementCQ    = 2
 	eventElementPort  = 3
 	eventElementNone  = 4
-	eventElementOther = 5 // SRQ, WQ: the helper makes none yet
+	eventElementOther = 5 // SRQ, WQ: the helper names neither (element 0)
 )
 
 // AsyncEvent is one asynchronous event of the device.

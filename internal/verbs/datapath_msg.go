@@ -35,6 +35,12 @@ const (
 	MaxWRSGE = 16
 	// MaxPoll is the most completions one poll returns.
 	MaxPoll = 256
+	// MaxWRInline is the most inline bytes one work request carries (the
+	// device's max_inline_data bounds it further).
+	MaxWRInline = 1024
+	// MaxPostBody is the most bytes a post's body has: its work requests
+	// (SendWRBytes each) after 8 bytes.
+	MaxPostBody = MaxMessage - HeaderSize
 
 	createCQSize = 8
 	qpSize       = 32
@@ -258,6 +264,15 @@ type SendWR struct {
 	RKey       uint32
 	CompareAdd uint64 // atomics
 	Swap       uint64
+	// Inline is the data of a request with SendInline (no SGEs): the
+	// message carries it and the device copies it at post.
+	Inline []byte
+}
+
+// SendWRBytes is how many bytes of a post's body a send work request with
+// nsge SGEs or ninline inline bytes takes.
+func SendWRBytes(nsge, ninline int) int {
+	return sendWRSize + nsge*sgeSize + (ninline+7)&^7
 }
 
 // RecvWR is a work request for a QP's receive queue.
@@ -272,10 +287,16 @@ type RecvWR struct {
 func AppendPostSend(dst []byte, qp QP, wrs []SendWR) ([]byte, error) {
 	n := 8
 	for i := range wrs {
-		if len(wrs[i].SGEs) > MaxWRSGE {
-			return dst, fmt.Errorf("verbs: work request %d has %d SGEs, the helper posts at most %d", i, len(wrs[i].SGEs), MaxWRSGE)
+		w := &wrs[i]
+		switch {
+		case len(w.SGEs) > MaxWRSGE:
+			return dst, fmt.Errorf("verbs: work request %d has %d SGEs, the helper posts at most %d", i, len(w.SGEs), MaxWRSGE)
+		case w.Flags&SendInline == 0 && len(w.Inline) != 0:
+			return dst, fmt.Errorf("verbs: work request %d has inline data without SendInline", i)
+		case w.Flags&SendInline != 0 && (len(w.SGEs) != 0 || len(w.Inline) > MaxWRInline):
+			return dst, fmt.Errorf("verbs: inline work request %d has %d SGEs and %d bytes: want none and at most %d", i, len(w.SGEs), len(w.Inline), MaxWRInline)
 		}
-		n += sendWRSize + len(wrs[i].SGEs)*sgeSize
+		n += SendWRBytes(len(w.SGEs), len(w.Inline))
 	}
 	if err := checkBatch(len(wrs), n); err != nil {
 		return dst, err
@@ -291,10 +312,12 @@ func AppendPostSend(dst []byte, qp QP, wrs []SendWR) ([]byte, error) {
 		dst = ne.AppendUint32(dst, uint32(len(w.SGEs)))
 		dst = ne.AppendUint64(dst, w.RemoteAddr)
 		dst = ne.AppendUint32(dst, w.RKey)
-		dst = ne.AppendUint32(dst, 0)
+		dst = ne.AppendUint32(dst, uint32(len(w.Inline)))
 		dst = ne.AppendUint64(dst, w.CompareAdd)
 		dst = ne.AppendUint64(dst, w.Swap)
 		dst = appendSGEs(dst, w.SGEs)
+		dst = append(dst, w.Inline...)
+		dst = append(dst, make([]byte, -len(w.Inline)&7)...)
 	}
 	return dst, nil
 }

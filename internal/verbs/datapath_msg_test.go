@@ -105,6 +105,10 @@ func TestPostLimits(t *testing.T) {
 		{"none", nil, false},
 		{"too many", make([]SendWR, MaxBatch+1), false},
 		{"too many SGEs", []SendWR{{SGEs: make([]SGE, MaxWRSGE+1)}}, false},
+		{"inline", []SendWR{{Opcode: WRSend, Flags: SendInline, Inline: []byte("hello")}}, true},
+		{"inline with an SGE", []SendWR{{Opcode: WRSend, Flags: SendInline, Inline: []byte("hello"), SGEs: many[:1]}}, false},
+		{"inline data without SendInline", []SendWR{{Opcode: WRSend, Inline: []byte("hello")}}, false},
+		{"inline over MaxWRInline", []SendWR{{Opcode: WRSend, Flags: SendInline, Inline: make([]byte, MaxWRInline+1)}}, false},
 		{"over the message size", func() []SendWR {
 			w := make([]SendWR, MaxBatch)
 			for i := range w {
@@ -127,6 +131,33 @@ func TestPostLimits(t *testing.T) {
 		if _, err := AppendPostRecv(nil, qp, make([]RecvWR, len(tt.wrs))); (err == nil) != (len(tt.wrs) > 0 && len(tt.wrs) <= MaxBatch) {
 			t.Errorf("%s: AppendPostRecv of %d = %v", tt.name, len(tt.wrs), err)
 		}
+	}
+}
+
+// TestAppendPostSendInline: an inline work request carries its length in
+// the word after the rkey and its bytes after the 56-byte request, padded
+// to 8, with no SGEs; SendWRBytes says how much of the body it takes.
+func TestAppendPostSendInline(t *testing.T) {
+	wrs := []SendWR{
+		{WRID: 1, Opcode: WRSend, Flags: SendInline | SendSignaled, Inline: []byte("0123456789")},
+		{WRID: 2, Opcode: WRRDMAWrite, SGEs: []SGE{{MR: 3, Length: 8, Offset: 16}}, RemoteAddr: 0x1000, RKey: 7},
+	}
+	req, err := AppendPostSend(nil, QP{Handle: 4}, wrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := req[HeaderSize:]
+	if want := 8 + SendWRBytes(0, 10) + SendWRBytes(1, 0); len(b) != want || SendWRBytes(0, 10) != 56+16 {
+		t.Fatalf("a body of %d bytes, want %d", len(b), want)
+	}
+	w := b[8:]
+	if ne.Uint64(w) != 1 || ne.Uint32(w[12:]) != SendInline|SendSignaled || ne.Uint32(w[20:]) != 0 || ne.Uint32(w[36:]) != 10 ||
+		string(w[56:66]) != "0123456789" || string(w[66:72]) != "\x00\x00\x00\x00\x00\x00" {
+		t.Fatalf("the inline request is % x", w[:72])
+	}
+	w = w[72:]
+	if ne.Uint64(w) != 2 || ne.Uint32(w[20:]) != 1 || ne.Uint32(w[36:]) != 0 || ne.Uint32(w[56:]) != 3 {
+		t.Fatalf("the request after it is % x", w)
 	}
 }
 

@@ -135,6 +135,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(AppendAsyncEvent(nil, AsyncEvent{Type: EventDeviceFatal}))
 	f.Add(AppendCMEvent(nil, CMEvent{ID: 2, Listener: 1, Event: CMConnectRequest, QPN: 0x11, PrivateData: []byte("pd")}))
 	f.Add(AppendCMQPAttrReply(nil, 0x1f, QPAttr{State: QPStateRTR, PathMTU: 3, IsGlobal: true}))
+	f.Add(AppendSRQ(nil, SRQ{Handle: 1, Attr: SRQAttr{MaxWR: 64, MaxSGE: 1, Limit: 8}}))
+	f.Add(AppendSRQAttr(nil, SRQAttr{MaxWR: 64, MaxSGE: 2, Limit: 10}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if e, err := ParseCMEvent(b); err == nil {
 			if got := AppendCMEvent(nil, e); string(got) != string(b) {
@@ -188,6 +190,20 @@ func FuzzParse(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrProtocol) {
 			t.Fatalf("ParseAsyncEvent: %v is not ErrProtocol", err)
+		}
+		if q, err := ParseSRQ(b, SRQAttr{MaxWR: 4, MaxSGE: 1}); err == nil {
+			if q.Attr.MaxWR < 4 || q.Attr.Limit > q.Attr.MaxWR || string(AppendSRQ(nil, q)) != string(b) {
+				t.Fatalf("ParseSRQ took %+v", q)
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseSRQ: %v is not ErrProtocol", err)
+		}
+		if a, err := ParseSRQAttr(b); err == nil {
+			if a.Limit > a.MaxWR || string(AppendSRQAttr(nil, a)) != string(b) {
+				t.Fatalf("ParseSRQAttr took %+v", a)
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseSRQAttr: %v is not ErrProtocol", err)
 		}
 		var wcs [4]WC
 		if _, _, err := parsePush(b, wcs[:]); err != nil && !errors.Is(err, ErrProtocol) {

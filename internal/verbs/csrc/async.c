@@ -66,7 +66,7 @@ int async_event(void)
 		elem = (uint32_t)ev.element.port_num;
 		break;
 	default:
-		break; /* the device, or an SRQ or WQ the helper does not make */
+		break; /* the device, or an SRQ (element 0: the engine puts none on the device yet) or a WQ */
 	}
 	ibv_ack_async_event(&ev);
 	if (type > IBV_EVENT_WQ_FATAL)

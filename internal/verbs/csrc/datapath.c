@@ -17,6 +17,7 @@ enum {
 	VH_MAX_QPS = 1024,
 	VH_MAX_BATCH = 64, /* work requests per post */
 	VH_MAX_WR_SGE = 16,
+	VH_MAX_INLINE = 1024, /* inline bytes of one work request (MaxWRInline) */
 	VH_MAX_POLL = 256, /* completions per poll */
 	VH_SEND_WR = 56,
 	VH_RECV_WR = 16,
@@ -125,23 +126,30 @@ int do_destroy_cq(uint32_t seq, const unsigned char *body, size_t len)
 
 /* Body: u32 send CQ, u32 receive CQ, u32 max_send_wr, max_recv_wr,
  * max_send_sge, max_recv_sge, max_inline_data, u32 QP type (IBV_QPT_RC, or
- * IBV_QPT_UD: ud.c moves it through its states and posts its sends).
+ * IBV_QPT_UD: ud.c moves it through its states and posts its sends); with
+ * op VH_CREATE_QP_SRQ then u32 SRQ, u32 0 (the QP receives from it).
  * Reply: u32 handle, u32 QPN, the five capabilities the QP got, u32 0. */
-int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
+int do_create_qp(uint16_t op, uint32_t seq, const unsigned char *body, size_t len)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *qp;
 	uint32_t h, type;
+	size_t want = op == VH_CREATE_QP_SRQ ? VH_CREATE_QP_SIZE + 8 : VH_CREATE_QP_SIZE;
 
 	if (!pd)
-		return fail(VH_CREATE_QP, seq, ENODEV, "no device is open");
-	if (len != VH_CREATE_QP_SIZE)
-		return fail(VH_CREATE_QP, seq, EINVAL, "create_qp: %zu-byte body, want %d", len, VH_CREATE_QP_SIZE);
+		return fail(op, seq, ENODEV, "no device is open");
+	if (len != want)
+		return fail(op, seq, EINVAL, "create_qp: %zu-byte body, want %zu", len, want);
 	memset(&ia, 0, sizeof(ia));
+	if (op == VH_CREATE_QP_SRQ) {
+		ia.srq = srq_at(get32(body + VH_CREATE_QP_SIZE));
+		if (!ia.srq || get32(body + VH_CREATE_QP_SIZE + 4))
+			return fail(op, seq, ENOENT, "create_qp: no SRQ %u", get32(body + VH_CREATE_QP_SIZE));
+	}
 	ia.send_cq = cq_at(get32(body));
 	ia.recv_cq = cq_at(get32(body + 4));
 	if (!ia.send_cq || !ia.recv_cq)
-		return fail(VH_CREATE_QP, seq, ENOENT, "create_qp: no CQ %u or %u", get32(body), get32(body + 4));
+		return fail(op, seq, ENOENT, "create_qp: no CQ %u or %u", get32(body), get32(body + 4));
 	ia.cap.max_send_wr = get32(body + 8);
 	ia.cap.max_recv_wr = get32(body + 12);
 	ia.cap.max_send_sge = get32(body + 16);
@@ -149,23 +157,23 @@ int do_create_qp(uint32_t seq, const unsigned char *body, size_t len)
 	ia.cap.max_inline_data = get32(body + 24);
 	type = get32(body + 28);
 	if (type != IBV_QPT_RC && type != IBV_QPT_UD)
-		return fail(VH_CREATE_QP, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) and UD (%d)", type,
-			    IBV_QPT_RC, IBV_QPT_UD);
+		return fail(op, seq, EOPNOTSUPP, "create_qp: QP type %u: only RC (%d) and UD (%d)", type, IBV_QPT_RC,
+			    IBV_QPT_UD);
 	if (ia.cap.max_send_sge > VH_MAX_WR_SGE || ia.cap.max_recv_sge > VH_MAX_WR_SGE)
-		return fail(VH_CREATE_QP, seq, EINVAL, "create_qp: %u/%u SGEs, the helper posts at most %d",
+		return fail(op, seq, EINVAL, "create_qp: %u/%u SGEs, the helper posts at most %d",
 			    ia.cap.max_send_sge, ia.cap.max_recv_sge, VH_MAX_WR_SGE);
 	ia.qp_type = (enum ibv_qp_type)type;
 	ia.sq_sig_all = 0;
 	for (h = 0; h < VH_MAX_QPS && qps[h]; h++)
 		;
 	if (h == VH_MAX_QPS)
-		return fail(VH_CREATE_QP, seq, ENOSPC, "create_qp: %d QPs already", VH_MAX_QPS);
+		return fail(op, seq, ENOSPC, "create_qp: %d QPs already", VH_MAX_QPS);
 	ia.qp_context = (void *)(uintptr_t)h; /* its async events name it (async.c) */
 	qp = ibv_create_qp(pd, &ia);
 	if (!qp)
-		return fail(VH_CREATE_QP, seq, errno, "ibv_create_qp: %s", strerror(errno));
+		return fail(op, seq, errno, "ibv_create_qp: %s", strerror(errno));
 	qps[h] = qp;
-	begin(VH_CREATE_QP | VH_REPLY_BIT, seq, 0);
+	begin((uint16_t)(op | VH_REPLY_BIT), seq, 0);
 	put32(h);
 	put32(qp->qp_num);
 	put32(ia.cap.max_send_wr);
@@ -289,8 +297,11 @@ static struct ibv_sge sgl[VH_MAX_BATCH][VH_MAX_WR_SGE];
 
 /* Body: u32 QP, u32 count, then count work requests of 56 bytes: u64
  * wr_id, u32 opcode, u32 send_flags, u32 imm_data (as ibv_send_wr has it),
- * u32 SGE count, u64 remote_addr, u32 rkey, u32 0, u64 compare_add, u64
- * swap; each followed by its SGEs. All are posted with one ibv_post_send. */
+ * u32 SGE count, u64 remote_addr, u32 rkey, u32 inline length, u64
+ * compare_add, u64 swap; each followed by its SGEs, or with IBV_SEND_INLINE
+ * (a SEND or WRITE, no SGEs) by its inline bytes padded to 8, which the
+ * device copies during the post from this message. All are posted with one
+ * ibv_post_send. */
 int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 {
 	const uint32_t opcodes = 1u << IBV_WR_RDMA_WRITE | 1u << IBV_WR_RDMA_WRITE_WITH_IMM | 1u << IBV_WR_SEND |
@@ -314,7 +325,7 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 	for (i = 0; i < n; i++) {
 		struct ibv_send_wr *w = &swr[i];
 		const unsigned char *p = body + at;
-		uint32_t op, nsge;
+		uint32_t op, nsge, ilen;
 
 		if (len - at < VH_SEND_WR)
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u is cut short", i);
@@ -324,10 +335,21 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 		w->send_flags = get32(p + 12);
 		w->imm_data = get32(p + 16);
 		nsge = get32(p + 20);
+		ilen = get32(p + 36);
 		if (op >= 32 || !(opcodes >> op & 1) || (w->send_flags & ~flags) || nsge > VH_MAX_WR_SGE ||
 		    (size_t)nsge * VH_SGE > len - at - VH_SEND_WR)
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: opcode %u, flags %#x, %u SGEs",
 				    i, op, w->send_flags, nsge);
+		if (w->send_flags & IBV_SEND_INLINE) {
+			size_t padded = ((size_t)ilen + 7) & ~(size_t)7;
+			if (nsge || ilen > VH_MAX_INLINE || padded > len - at - VH_SEND_WR ||
+			    op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+				return fail(VH_POST_SEND, seq, EINVAL,
+					    "post_send: inline work request %u: opcode %u, %u SGEs, %u bytes", i, op, nsge, ilen);
+		} else if (ilen) {
+			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: inline length %u without IBV_SEND_INLINE",
+				    i, ilen);
+		}
 		w->opcode = (enum ibv_wr_opcode)op;
 		if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			w->wr.atomic.remote_addr = get64(p + 24);
@@ -337,6 +359,16 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 		} else {
 			w->wr.rdma.remote_addr = get64(p + 24);
 			w->wr.rdma.rkey = get32(p + 32);
+		}
+		if (w->send_flags & IBV_SEND_INLINE) {
+			/* The provider copies the bytes during ibv_post_send: the
+			 * message's buffer holds them until then; no lkey. */
+			sgl[i][0] = (struct ibv_sge){.addr = (uintptr_t)(p + VH_SEND_WR), .length = ilen, .lkey = 0};
+			w->sg_list = ilen ? sgl[i] : NULL;
+			w->num_sge = ilen ? 1 : 0;
+			w->next = i + 1 < n ? &swr[i + 1] : NULL;
+			at += VH_SEND_WR + (((size_t)ilen + 7) & ~(size_t)7);
+			continue;
 		}
 		if (sges(p + VH_SEND_WR, nsge, sgl[i]))
 			return fail(VH_POST_SEND, seq, EINVAL, "post_send: work request %u: an SGE outside its region", i);
@@ -355,50 +387,55 @@ int do_post_send(uint32_t seq, const unsigned char *body, size_t len)
 	return finish();
 }
 
-/* Body: u32 QP, u32 count, then count work requests of 16 bytes: u64
- * wr_id, u32 SGE count, u32 0; each followed by its SGEs. */
-int do_post_recv(uint32_t seq, const unsigned char *body, size_t len)
+/* Body: u32 QP (or SRQ, with op VH_POST_SRQ_RECV), u32 count, then count
+ * work requests of 16 bytes: u64 wr_id, u32 SGE count, u32 0; each
+ * followed by its SGEs. */
+int do_post_recv(uint16_t op, uint32_t seq, const unsigned char *body, size_t len)
 {
 	struct ibv_recv_wr *bad = NULL;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp = NULL;
+	struct ibv_srq *srq = NULL;
 	uint32_t n, i;
 	size_t at = 8;
 	int err;
 
 	if (len < 8)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %zu-byte body", len);
-	qp = qp_at(get32(body));
+		return fail(op, seq, EINVAL, "post_recv: %zu-byte body", len);
+	if (op == VH_POST_SRQ_RECV)
+		srq = srq_at(get32(body));
+	else
+		qp = qp_at(get32(body));
 	n = get32(body + 4);
-	if (!qp)
-		return fail(VH_POST_RECV, seq, ENOENT, "post_recv: no QP %u", get32(body));
+	if (!qp && !srq)
+		return fail(op, seq, ENOENT, "post_recv: no %s %u", op == VH_POST_SRQ_RECV ? "SRQ" : "QP", get32(body));
 	if (n == 0 || n > VH_MAX_BATCH)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %u work requests, 1..%d per batch", n, VH_MAX_BATCH);
+		return fail(op, seq, EINVAL, "post_recv: %u work requests, 1..%d per batch", n, VH_MAX_BATCH);
 	for (i = 0; i < n; i++) {
 		struct ibv_recv_wr *w = &rwr[i];
 		const unsigned char *p = body + at;
 		uint32_t nsge;
 
 		if (len - at < VH_RECV_WR)
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u is cut short", i);
+			return fail(op, seq, EINVAL, "post_recv: work request %u is cut short", i);
 		memset(w, 0, sizeof(*w));
 		w->wr_id = get64(p);
 		nsge = get32(p + 8);
 		if (nsge > VH_MAX_WR_SGE || (size_t)nsge * VH_SGE > len - at - VH_RECV_WR)
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u: %u SGEs", i, nsge);
+			return fail(op, seq, EINVAL, "post_recv: work request %u: %u SGEs", i, nsge);
 		if (sges(p + VH_RECV_WR, nsge, sgl[i]))
-			return fail(VH_POST_RECV, seq, EINVAL, "post_recv: work request %u: an SGE outside its region", i);
+			return fail(op, seq, EINVAL, "post_recv: work request %u: an SGE outside its region", i);
 		w->sg_list = nsge ? sgl[i] : NULL;
 		w->num_sge = (int)nsge;
 		w->next = i + 1 < n ? &rwr[i + 1] : NULL;
 		at += VH_RECV_WR + (size_t)nsge * VH_SGE;
 	}
 	if (at != len)
-		return fail(VH_POST_RECV, seq, EINVAL, "post_recv: %zu bytes after the work requests", len - at);
-	err = ibv_post_recv(qp, rwr, &bad);
+		return fail(op, seq, EINVAL, "post_recv: %zu bytes after the work requests", len - at);
+	err = srq ? ibv_post_srq_recv(srq, rwr, &bad) : ibv_post_recv(qp, rwr, &bad);
 	if (err)
-		return fail(VH_POST_RECV, seq, err, "ibv_post_recv: work request %ld of %u: %s",
+		return fail(op, seq, err, "ibv_post_recv: work request %ld of %u: %s",
 			    bad ? (long)(bad - rwr) : -1L, n, strerror(err));
-	begin(VH_POST_RECV | VH_REPLY_BIT, seq, 0);
+	begin((uint16_t)(op | VH_REPLY_BIT), seq, 0);
 	return finish();
 }
 

@@ -460,7 +460,7 @@ int main(void)
 			r = do_destroy_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
 		case VH_CREATE_QP:
-			r = do_create_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			r = do_create_qp(op, seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
 		case VH_MODIFY_QP:
 			r = do_modify_qp(seq, in + VH_HDR, (size_t)n - VH_HDR);
@@ -472,8 +472,14 @@ int main(void)
 			r = do_post_send(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
 		case VH_POST_RECV:
-			r = do_post_recv(seq, in + VH_HDR, (size_t)n - VH_HDR);
+			r = do_post_recv(op, seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
+		case VH_CREATE_SRQ: r = do_create_srq(seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_MODIFY_SRQ: r = do_modify_srq(seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_QUERY_SRQ: r = do_query_srq(seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_DESTROY_SRQ: r = do_destroy_srq(seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_POST_SRQ_RECV: r = do_post_recv(op, seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_CREATE_QP_SRQ: r = do_create_qp(op, seq, in + VH_HDR, (size_t)n - VH_HDR); break;
 		case VH_POLL_CQ:
 			r = do_poll_cq(seq, in + VH_HDR, (size_t)n - VH_HDR);
 			break;
@@ -511,6 +517,7 @@ int main(void)
 	cm_close(); /* the ids before their QPs */
 	datapath_close(); /* QPs and CQs before the regions and the PD */
 	ud_close();
+	srq_close();
 	for (unsigned i = 0; i < VH_MAX_MRS; i++)
 		if (mrs[i].mr) {
 			ibv_dereg_mr(mrs[i].mr);

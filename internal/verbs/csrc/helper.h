@@ -34,6 +34,13 @@ enum {
 	VH_CM_QP_ATTR = 40,
 	VH_CM_EVENT = 41, /* pushed, unasked, on the CM's event socket */
 	VH_ASYNC_EVENT = 48, /* pushed: a device's asynchronous event (async.c) */
+	VH_CREATE_SRQ = 24,
+	VH_MODIFY_SRQ = 25,
+	VH_QUERY_SRQ = 26,
+	VH_DESTROY_SRQ = 27,
+	VH_POST_SRQ_RECV = 28,
+	VH_CREATE_QP_SRQ = 29,
+	VH_MAX_SRQ_SGE = 16,
 	VH_REPLY_BIT = 0x8000,
 };
 
@@ -58,11 +65,11 @@ int mr_sge(uint32_t handle, uint64_t offset, uint32_t length, struct ibv_sge *sg
 /* The data-path ops (datapath.c): body is the request's body. */
 int do_create_cq(uint32_t seq, const unsigned char *body, size_t len, int *fd);
 int do_destroy_cq(uint32_t seq, const unsigned char *body, size_t len);
-int do_create_qp(uint32_t seq, const unsigned char *body, size_t len);
 int do_modify_qp(uint32_t seq, const unsigned char *body, size_t len);
 int do_destroy_qp(uint32_t seq, const unsigned char *body, size_t len);
 int do_post_send(uint32_t seq, const unsigned char *body, size_t len);
-int do_post_recv(uint32_t seq, const unsigned char *body, size_t len);
+int do_post_recv(uint16_t op, uint32_t seq, const unsigned char *body, size_t len); /* a QP's or an SRQ's */
+int do_create_qp(uint16_t op, uint32_t seq, const unsigned char *body, size_t len);
 int do_poll_cq(uint32_t seq, const unsigned char *body, size_t len);
 void datapath_close(void);
 
@@ -75,6 +82,14 @@ int do_create_ah(uint32_t seq, const unsigned char *body, size_t len);
 int do_destroy_ah(uint32_t seq, const unsigned char *body, size_t len);
 int do_post_send_ud(uint32_t seq, const unsigned char *body, size_t len);
 void ud_close(void); /* destroys the AHs, after the QPs */
+/* Shared receive queues (srq.c); srq_close after datapath_close (the QPs
+ * on them first). */
+struct ibv_srq *srq_at(uint32_t h);
+int do_create_srq(uint32_t seq, const unsigned char *body, size_t len);
+int do_modify_srq(uint32_t seq, const unsigned char *body, size_t len);
+int do_query_srq(uint32_t seq, const unsigned char *body, size_t len);
+int do_destroy_srq(uint32_t seq, const unsigned char *body, size_t len);
+void srq_close(void);
 
 /* datapath_fd is the completion channel's descriptor, -1 until a CQ pushes
  * its completions; datapath_event handles its event: 0, or -1 if the push
