@@ -1,7 +1,6 @@
 package daemon
 
-// rdma_cm for instances bound to a verbs uplink (docs/design/verbs-uplink.md
-// "rdma_cm on the device"): the host kernel owns the device's QP1 and, for
+// rdma_cm for instances bound to a verbs uplink (docs/design/verbs-uplink-cm.md): the host kernel owns the device's QP1 and, for
 // rxe, UDP 4791 on its netdev, so the daemon's own CM cannot carry their
 // REQ, REP and RTU. Their commands go to the device's own CM instead,
 // through the link's helper (verbs: OpCMListen ...), and its events come

@@ -262,7 +262,7 @@ func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
 	h := s.handleID()
 	if u := s.adapter.Uplink(); u != nil {
 		// A bound instance's UD QPs send through the device's own address
-		// handle (docs/design/verbs-uplink.md "UD and address handles").
+		// handle (docs/design/verbs-uplink-binding.md "UD and address handles").
 		if err := pd.CreateDeviceAH(h, req.AV); err != nil {
 			s.give(AHs, 1)
 			return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)

@@ -1,7 +1,6 @@
 package daemon
 
-// A verbs link whose device goes away (docs/design/verbs-uplink.md,
-// "Faults"): the device's fatal event, its helper dying or killed, or the
+// A verbs link whose device goes away (docs/design/verbs-uplink-faults.md): the device's fatal event, its helper dying or killed, or the
 // link deleted. The engine fails the bound instances' QPs (DEVICE_FATAL,
 // flushes); the link shows DOWN with the reason until it is added again,
 // and the instances bound to it by name move to the new device once they

@@ -1,7 +1,7 @@
 package engine
 
 // Adapters bound to a device of the host's rdma-core (a verbs uplink,
-// docs/design/verbs-uplink.md "The engine on the device"): the adapter's
+// docs/design/verbs-uplink-binding.md): the adapter's
 // regions are registered with the device, its RC and UD QPs are the
 // device's, and
 // the send-queue runner forwards the rings' work requests to it; its UD QPs

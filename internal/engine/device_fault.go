@@ -1,6 +1,6 @@
 package engine
 
-// Faults of a device uplink (docs/design/verbs-uplink.md, "Faults"): the
+// Faults of a device uplink (docs/design/verbs-uplink-faults.md): the
 // device's asynchronous events become the instances' events, and a device
 // that goes away (IBV_EVENT_DEVICE_FATAL: `rdma link delete`, the module
 // unloaded; the helper dead or killed; the verbs link deleted) fails every

@@ -61,7 +61,7 @@ const (
 	// UplinkVerbs is a port of a device of the host's own rdma-core (an
 	// HCA, rdma_rxe, siw): path selection picks it only when both hosts'
 	// daemons say they carry QPs on it (CarriesQPs;
-	// docs/design/verbs-uplink.md).
+	// docs/design/verbs-uplink-paths.md).
 	UplinkVerbs = "verbs"
 )
 

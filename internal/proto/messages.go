@@ -396,7 +396,7 @@ type InstanceSpec struct {
 	TrustGroup string `json:"trust_group,omitempty"`
 	// Uplink names a verbs link (`vrdma link add NAME type verbs`) the
 	// adapters are bound to: their RC QPs and regions are the device's
-	// (docs/design/verbs-uplink.md "The engine on the device").
+	// (docs/design/verbs-uplink-binding.md).
 	Uplink string `json:"uplink,omitempty"`
 	// PortGroup is the switch's port group the adapters attach to ("" =
 	// the default one).

@@ -261,7 +261,7 @@ func (a *Agent) RouteChoice(host string) (pathsel.Choice, bool) {
 // not bound to a verbs uplink: a bound instance's QPs are its device's and
 // never ask). A RoCE v2 GID of another host's verbs uplink that carries
 // QPs takes an RDMA uplink of this host (software RoCEv2 is what reaches a
-// device's QPs; docs/design/verbs-uplink.md, "Path selection").
+// device's QPs; docs/design/verbs-uplink-paths.md).
 // Destinations the switch does not know (a native RoCEv2 peer) keep the
 // default, an RDMA link.
 func (a *Agent) route(sgid, dgid [16]byte) (engine.Route, bool) {

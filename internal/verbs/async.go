@@ -5,7 +5,7 @@ package verbs
 // and pushes it on the push socket as an OpAsyncEvent message, which the
 // push reader parses as untrusted and hands to the event handler. A helper
 // that exits (its device is gone, it crashed, it was killed) is reported
-// once to the gone handler (docs/design/verbs-uplink.md, "Faults").
+// once to the gone handler (docs/design/verbs-uplink-faults.md).
 
 import (
 	"fmt"

@@ -308,7 +308,7 @@ func TestDataPathOnDevice(t *testing.T) {
 		t.Logf("rdma statistic show link %s/1:\n%s", dev, out)
 	}
 
-	// The relay's costs here, for docs/design/verbs-uplink.md (logged,
+	// The relay's costs here, for docs/design/verbs-uplink-datapath.md (logged,
 	// not asserted): an empty poll, and a signaled 8-byte WRITE posted and
 	// polled to its completion.
 	var wc [MaxPoll]WC

@@ -78,7 +78,7 @@ func (d *Device) QueryPort() (PortAttr, error) {
 // with the device, over the helper's own MAP_SHARED mapping of it: the
 // device reads and writes the very pages the application and the daemon
 // map, and knows them by the addresses from iova on (the application's).
-// This is the data path's first piece (docs/design/verbs-uplink.md).
+// The data path's registrations: docs/design/verbs-uplink-datapath.md.
 func (d *Device) RegMR(fd int, offset, length uint64, access uint32, iova uint64) (MR, error) {
 	body, err := d.h.CallFD(AppendRegMR(nil, 0, offset, length, access, iova), fd)
 	if err != nil {

@@ -1,4 +1,4 @@
-/* The device's asynchronous events (docs/design/verbs-uplink.md, "Faults"):
+/* The device's asynchronous events (docs/design/verbs-uplink-faults.md):
  * the main loop polls the device's async descriptor with the request socket
  * and the completion channel; each event is taken, acked at once (a QP or
  * CQ with an unacked event cannot be destroyed) and pushed to the daemon on
