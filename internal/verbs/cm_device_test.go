@@ -3,7 +3,6 @@ package verbs
 import (
 	"bytes"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -56,19 +55,7 @@ func (c cmEvents) wait(t *testing.T, id uint32, want CMEventType, other *[]CMEve
 // data arrives as REJECTED (consumer reason 28) with it, and one to a port
 // nobody listens on is rejected too.
 func TestCMOnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, dev := openTestDevice(t)
 	if _, _, err := d.CMListen(CMAddr{}, 1); !errors.Is(err, ErrDevice) {
 		t.Errorf("CMListen before CMOpen: %v, want ErrDevice (ENOTCONN)", err)
 	}

@@ -147,27 +147,8 @@ func connect(t *testing.T, d *Device, a, b QP, gid GIDEntry, apsn, bpsn uint32) 
 // IBV_WC_WR_FLUSH_ERR; the helper refuses SGEs outside their region, unknown opcodes
 // and handles it does not have.
 func TestDataPathOnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	port, err := d.QueryPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, ok := roceGID(port)
-	if !ok {
-		t.Fatalf("%s has no RoCE v2 GID: %+v", dev, port.GIDs)
-	}
+	d, dev := openTestDevice(t)
+	gid := testGID(t, d)
 
 	const size = 256 << 10
 	ra, rb := newRegion(t, d, size), newRegion(t, d, size)
@@ -424,27 +405,8 @@ type pushed struct {
 // arrive at the handler with the right CQ, status, opcode and byte_len, and
 // nothing is left to poll. It logs the push's cost against the poll's.
 func TestPushedCompletionsOnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	port, err := d.QueryPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, ok := roceGID(port)
-	if !ok {
-		t.Fatalf("%s has no RoCE v2 GID", dev)
-	}
+	d, _ := openTestDevice(t)
+	gid := testGID(t, d)
 	got := make(chan pushed, 2*MaxPoll)
 	d.SetCompletionHandler(func(cq uint32, wcs []WC) {
 		for _, w := range wcs {
@@ -537,4 +499,40 @@ func TestPushedCompletionsOnDevice(t *testing.T) {
 			t.Errorf("DestroyCQ: %v", err)
 		}
 	}
+}
+
+// openTestDevice opens the device the interop guest names (testHelperEnv,
+// testDevEnv) through a helper of its own, skipping the test where none is
+// named, and returns it with its name; it is closed when the test ends.
+func openTestDevice(t *testing.T) (*Device, string) {
+	t.Helper()
+	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
+	if helper == "" || dev == "" {
+		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
+	}
+	h, err := StartHelper(helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDevice(h, dev, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, dev
+}
+
+// testGID returns the RoCE v2 GID of d's port, failing the test where the
+// port has none.
+func testGID(t *testing.T, d *Device) GIDEntry {
+	t.Helper()
+	port, err := d.QueryPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, ok := roceGID(port)
+	if !ok {
+		t.Fatalf("%s has no RoCE v2 GID: %+v", os.Getenv(testDevEnv), port.GIDs)
+	}
+	return gid
 }

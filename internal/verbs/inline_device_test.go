@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"bytes"
-	"os"
 	"testing"
 )
 
@@ -13,27 +12,8 @@ import (
 // otherwise), land byte for byte in the peer's region; a batch of eight
 // inline SENDs in one post completes, each in its own receive.
 func TestInlineOnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	port, err := d.QueryPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, ok := roceGID(port)
-	if !ok {
-		t.Fatalf("%s has no RoCE v2 GID: %+v", dev, port.GIDs)
-	}
+	d, _ := openTestDevice(t)
+	gid := testGID(t, d)
 	rb := newRegion(t, d, 64<<10)
 	cqa, err := d.CreateCQ(64, false)
 	if err != nil {

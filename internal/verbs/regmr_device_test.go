@@ -3,7 +3,6 @@ package verbs
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -25,19 +24,7 @@ const (
 // the keys and length the helper reported. Bad offsets and access flags
 // are refused with rdma-core's errno, and deregistering twice is an error.
 func TestRegMROnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, _ := openTestDevice(t)
 
 	const size = 3 * 4096
 	fd, err := unix.MemfdCreate("vrdma-test-mr", unix.MFD_CLOEXEC)

@@ -3,7 +3,6 @@ package verbs
 import (
 	"bytes"
 	"errors"
-	"os"
 	"testing"
 	"time"
 )
@@ -18,27 +17,8 @@ import (
 // device (no completion); the helper refuses an unknown AH and a UD
 // transition on an RC QP, and destroys the AH.
 func TestUDOnDevice(t *testing.T) {
-	helper, dev := os.Getenv(testHelperEnv), os.Getenv(testDevEnv)
-	if helper == "" || dev == "" {
-		t.Skipf("needs an RDMA device: set %s and %s (the interop test runs it in a guest with rdma_rxe)", testHelperEnv, testDevEnv)
-	}
-	h, err := StartHelper(helper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := OpenDevice(h, dev, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	port, err := d.QueryPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, ok := roceGID(port)
-	if !ok {
-		t.Fatalf("%s has no RoCE v2 GID: %+v", dev, port.GIDs)
-	}
+	d, dev := openTestDevice(t)
+	gid := testGID(t, d)
 	ra, rb := newRegion(t, d, 64<<10), newRegion(t, d, 64<<10)
 	cqa, err := d.CreateCQ(64, false)
 	if err != nil {
