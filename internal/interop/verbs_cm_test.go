@@ -9,10 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vrdma/vrdma/internal/guest"
-	"github.com/vrdma/vrdma/internal/netns"
 	"github.com/vrdma/vrdma/internal/verbs"
-	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 // TestVerbsUplinkCM: rdma_cm through the device's own CM in guest A (the
@@ -27,23 +24,13 @@ import (
 // the CM's messages and the pings went through the device.
 func TestVerbsUplinkCM(t *testing.T) {
 	Require(t)
-	t.Setenv(guest.CacheEnv, t.TempDir())
-	helper, err := verbsbuild.Build()
-	if err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
-	}
-	root, err := netns.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := buildVerbsKit(t, true)
 	g := Up(t, "A")
-	share := filepath.Join(g.build, "run", "A")
-	if err := copyExecutable(helper, filepath.Join(share, verbs.HelperName)); err != nil {
-		t.Fatal(err)
-	}
+	k.install(t, g, "A")
+	share := g.share("A")
 	testBin := filepath.Join(share, "verbs-cm.test")
 	build := exec.Command("go", "test", "-c", "-o", testBin, "./internal/verbs")
-	build.Dir = root
+	build.Dir = k.root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go test -c ./internal/verbs: %v\n%s", err, out)
@@ -52,35 +39,6 @@ func TestVerbsUplinkCM(t *testing.T) {
 	if err := buildSanitizedHelper(asan); err != nil {
 		t.Fatal(err)
 	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Fatalf("cannot build the guest library here: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "vrdma")
-	build = exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
-	}
-	if err := copyExecutable(bin, filepath.Join(share, "vrdma")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(share, "vrdma-lib"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".so") {
-			if err := copyExecutable(filepath.Join(lib, e.Name()), filepath.Join(share, "vrdma-lib", e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-
 	for _, h := range []string{verbs.HelperName, filepath.Base(asan)} {
 		t.Run("device_cm/"+h, func(t *testing.T) {
 			out, rc := g.Run(t, "A", 300, "VRDMA_VERBS_TEST_HELPER=/mnt/host/"+h+" VRDMA_VERBS_TEST_DEV=rxe0 /mnt/host/verbs-cm.test -test.run '^TestCMOnDevice$' -test.v")
@@ -95,19 +53,8 @@ func TestVerbsUplinkCM(t *testing.T) {
 		if out, rc := g.Run(t, "A", 30, "command -v rping"); rc != 0 {
 			t.Skipf("the interop guest lacks rping: %s", out)
 		}
-		g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
-		const sock = "/tmp/vrdma-cm.sock"
-		daemon := g.Spawn(t, "A", 900, "/mnt/host/vrdma daemon --socket "+sock+" --state-dir /tmp/vrdma-cm-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-cm-daemon.log 2>&1")
-		if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
-			log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-cm-daemon.log")
-			t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
-		}
-		defer func() {
-			log, _ := g.Run(t, "A", 20, "tail -n 80 /tmp/vrdma-cm-daemon.log")
-			t.Logf("the daemon's log:\n%s", log)
-			g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
-			g.Wait(t, "A", daemon, 30)
-		}()
+		defer startGuestDaemon(t, g, "A", 900, "")()
+		const sock = guestSock
 		g.Exec(t, "A", 120, "/mnt/host/vrdma link --socket "+sock+" add hca0 type verbs dev rxe0")
 		g.Exec(t, "A", 120, "/mnt/host/vrdma vm create vm1 --socket "+sock+" --uplink hca0")
 		sent := func() int {

@@ -53,8 +53,8 @@ func TestVerbsUplinkPingpong(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := sent()
 			srv := g.Spawn(t, "A", 240, tc.server)
-			// 18516 is 0x4854; wait until the server listens on it.
-			if out, rc := g.Run(t, "A", 120, "i=0; until grep -q ':4854 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done"); rc != 0 {
+			// Wait until the server listens on its port (-p 18516).
+			if out, rc := g.awaitListen(t, "A", 18516); rc != 0 {
 				sout, _ := g.Wait(t, "A", srv, 30)
 				t.Fatalf("the server never listened (%d): %s\n%s", rc, out, sout)
 			}
@@ -115,7 +115,7 @@ func TestVerbsUplinkPingpong(t *testing.T) {
 			}
 			before := sent()
 			srv := g.Spawn(t, "A", 240, server)
-			if out, rc := g.Run(t, "A", 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
+			if out, rc := g.awaitListen(t, "A", port); rc != 0 {
 				sout, _ := g.Wait(t, "A", srv, 30)
 				t.Fatalf("%s never listened (%d): %s\n%s", tc.tool, rc, out, sout)
 			}

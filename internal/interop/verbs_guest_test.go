@@ -165,3 +165,11 @@ func startGuestDaemon(t *testing.T, g *Guests, name string, secs int, args strin
 		g.Wait(t, name, daemon, 30)
 	}
 }
+
+// awaitListen waits, at most two minutes, until a process in guest name
+// listens on TCP port (a tool's out-of-band exchange), returning what the
+// wait printed and its exit status (non-zero: it never did).
+func (g *Guests) awaitListen(t *testing.T, name string, port int) (string, int) {
+	t.Helper()
+	return g.Run(t, name, 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port))
+}

@@ -4,16 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/guest"
-	"github.com/vrdma/vrdma/internal/netns"
-	"github.com/vrdma/vrdma/internal/verbs"
-	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
 )
 
 // TestVerbsUplinkInlineDepth: in guest A, an instance bound to a verbs
@@ -32,70 +28,24 @@ import (
 // client's posts past the device's depth failed the QP with ENOMEM.
 func TestVerbsUplinkInlineDepth(t *testing.T) {
 	Require(t)
-	t.Setenv(guest.CacheEnv, t.TempDir())
-	helper, err := verbsbuild.Build()
-	if err != nil {
-		t.Skipf("cannot build the verbs helper here: %v", err)
-	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
+	k := buildVerbsKit(t, true)
 	prog, err := guest.BuildProgram(t.TempDir(), guest.Program{Name: "inline_depth", Src: os.DirFS("testdata/inline_depth"),
 		Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs"}})
 	if err != nil {
 		t.Fatalf("building testdata/inline_depth: %v", err)
 	}
-	root, err := netns.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "vrdma")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/vrdma")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/vrdma: %v\n%s", err, out)
-	}
 	g := Up(t, "A")
-	share := filepath.Join(g.build, "run", "A")
-	for from, to := range map[string]string{bin: "vrdma", helper: verbs.HelperName, prog: "inline_depth"} {
-		if err := copyExecutable(from, filepath.Join(share, to)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(share, "vrdma-lib"), 0o755); err != nil {
+	k.install(t, g, "A")
+	if err := copyExecutable(prog, filepath.Join(g.share("A"), "inline_depth")); err != nil {
 		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if strings.Contains(e.Name(), ".so") {
-			if err := copyExecutable(filepath.Join(lib, e.Name()), filepath.Join(share, "vrdma-lib", e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	want := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
 	idx := GIDIndex(want, netip.AddrFrom16(GuestIP("A").As16()))
 	if idx < 0 {
 		t.Fatalf("rxe0 has no GID for %s: %v", GuestIP("A"), want)
 	}
-	g.Exec(t, "A", 30, "[ -s /etc/machine-id ] || echo 5e1f0a1b2c3d4e5f60718293a4b5c6d7 >/etc/machine-id")
-	const sock = "/tmp/vrdma.sock"
-	daemon := g.Spawn(t, "A", 1500, "/mnt/host/vrdma daemon --socket "+sock+" --state-dir /tmp/vrdma-state --verbs-helper /mnt/host/"+verbs.HelperName+" -v >/tmp/vrdma-daemon.log 2>&1")
-	if out, rc := g.Run(t, "A", 120, "i=0; while [ ! -S "+sock+" ]; do pidof vrdma >/dev/null || exit 2; i=$((i+1)); [ $i -gt 500 ] && exit 1; sleep 0.2; done"); rc != 0 {
-		log, _ := g.Run(t, "A", 20, "cat /tmp/vrdma-daemon.log")
-		t.Fatalf("the daemon in guest A did not make its socket (%d): %s\n%s", rc, out, log)
-	}
-	defer func() {
-		log, _ := g.Run(t, "A", 20, "tail -n 60 /tmp/vrdma-daemon.log")
-		t.Logf("the daemon's log:\n%s", log)
-		g.Run(t, "A", 20, "kill $(pidof vrdma) 2>/dev/null")
-		g.Wait(t, "A", daemon, 30)
-	}()
+	defer startGuestDaemon(t, g, "A", 1500, "")()
+	const sock = guestSock
 	g.Exec(t, "A", 120, "/mnt/host/vrdma link --socket "+sock+" add hca0 type verbs dev rxe0")
 	g.Exec(t, "A", 120, "/mnt/host/vrdma vm create vm1 --socket "+sock+" --uplink hca0")
 	sent := func() int {
@@ -110,7 +60,7 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 	// listening waits until a server listens on port (its TCP exchange).
 	listening := func(t *testing.T, port int, srv string) {
 		t.Helper()
-		if out, rc := g.Run(t, "A", 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
+		if out, rc := g.awaitListen(t, "A", port); rc != 0 {
 			sout, _ := g.Wait(t, "A", srv, 30)
 			t.Fatalf("the server on port %d never listened (%d): %s\n%s", port, rc, out, sout)
 		}

@@ -142,7 +142,7 @@ func TestVerbsUplinkTwoGuests(t *testing.T) {
 			server := env(srv) + tc.tool + " " + args(srv)
 			client := env(cl) + tc.tool + " " + args(cl) + " " + GuestIP(srv).String()
 			sid := g.Spawn(t, srv, 300, server)
-			if out, rc := g.Run(t, srv, 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
+			if out, rc := g.awaitListen(t, srv, port); rc != 0 {
 				sout, _ := g.Wait(t, srv, sid, 30)
 				t.Fatalf("%s in guest %s never listened (%d): %s\n%s", tc.tool, srv, rc, out, sout)
 			}

@@ -52,8 +52,8 @@ func TestVerbsUplinkUDPingpong(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sent, rcvd := counter("sent_pkts"), counter("rcvd_pkts")
 			srv := g.Spawn(t, "A", 240, tc.server)
-			// 18530 is 0x4862; wait until the server listens on it.
-			if out, rc := g.Run(t, "A", 120, "i=0; until grep -q ':4862 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done"); rc != 0 {
+			// Wait until the server listens on its port (-p 18530).
+			if out, rc := g.awaitListen(t, "A", 18530); rc != 0 {
 				sout, _ := g.Wait(t, "A", srv, 30)
 				t.Fatalf("the server never listened (%d): %s\n%s", rc, out, sout)
 			}

@@ -50,7 +50,7 @@ func TestVerbsUplinkUnplug(t *testing.T) {
 	const iters, size, port = 100000000, 4096, 18540
 	env := fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ", sock)
 	srv := g.Spawn(t, "A", 600, fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g %d -s %d -n %d -p %d", idx, size, iters, port))
-	if out, rc := g.Run(t, "A", 120, fmt.Sprintf("i=0; until grep -q ':%04X 00000000:0000 0A' /proc/net/tcp; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
+	if out, rc := g.awaitListen(t, "A", port); rc != 0 {
 		sout, _ := g.Wait(t, "A", srv, 30)
 		t.Fatalf("the kernel's ibv_rc_pingpong never listened (%d): %s\n%s", rc, out, sout)
 	}
