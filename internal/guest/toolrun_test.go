@@ -233,6 +233,19 @@ func (p *toolProc) wait(t *testing.T) string {
 	return out
 }
 
+// endOutput returns what the program printed once it has ended: on its
+// own within a few seconds (a server whose client failed tells its side),
+// or killed.
+func (p *toolProc) endOutput() string {
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.kill()
+		<-p.done
+	}
+	return p.out.String()
+}
+
 // run runs program with args on instance to its end and returns its output;
 // the test fails unless it exits with status 0.
 func (h *toolHost) run(t *testing.T, instance, program string, args ...string) string {
