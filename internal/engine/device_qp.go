@@ -218,10 +218,16 @@ func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
 	}
 	switch st {
 	case abi.QPStateErr:
-		if !q.dev.errSet && !q.devErr.Load() {
+		if !q.dev.errSet {
 			// A QP the engine failed (an overflowed CQ): its device QP
-			// stops too, and flushes what it holds.
-			_ = q.dev.u.dev.ModifyQP(q.dev.qp, verbs.QPAttr{State: uint32(abi.QPStateErr)})
+			// stops too, and flushes what it holds. A QP the device
+			// failed (an error completion or event) is moved too: it
+			// may have been handed receives after it entered ERR and
+			// before the engine knew, which rxe would keep for ever; the
+			// transition makes it flush them. A device gone is not asked.
+			if q.dev.u.Down() == nil {
+				_ = q.dev.u.dev.ModifyQP(q.dev.qp, verbs.QPAttr{State: uint32(abi.QPStateErr)})
+			}
 			q.dev.errSet = true
 		}
 		return 0, q.flush() // what was never posted to the device
