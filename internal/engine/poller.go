@@ -18,7 +18,8 @@ import (
 // sleeping after a quiet spell bounds what an idle adapter costs.
 const idleBeforeSleep = 50 * time.Millisecond
 
-// maxSleep bounds one sleep of an idle poller.
+// maxSleep bounds one sleep of an idle poller while a QP's timer is due
+// later than that: the sleep is cut to the timer, never lengthened.
 const maxSleep = 10 * time.Millisecond
 
 // poller runs the send queues of all QPs of the host's async-mode adapters
@@ -37,6 +38,11 @@ type poller struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+
+	// timedSleeps and untimedSleeps count the poller's sleeps bounded by a
+	// QP's timer and those that wait for a doorbell alone (no QP has one):
+	// an idle poller does not tick (docs/design/idle-daemon.md).
+	timedSleeps, untimedSleeps atomic.Uint64
 }
 
 func newPoller() *poller {
@@ -80,6 +86,7 @@ func (p *poller) remove(q *QP) {
 func (p *poller) stop() {
 	p.once.Do(func() {
 		p.cancel()
+		p.bell.Signal() // a poller asleep without a timer wakes only to its bell
 		<-p.done
 		p.bell.Close()
 	})
@@ -155,14 +162,24 @@ func (p *poller) sleep() {
 			break
 		}
 	}
+	wait, timed := sleepFor(qps, nanotime())
 	p.sweep.Unlock()
 	if !busy {
-		// Stalled QPs' timers must run while the poller sleeps, so the sleep
-		// is bounded. Asleep, the poller is a goroutine like the workers:
-		// locked to its thread, its wake-up would take two threads (the
-		// network poller's, then a hand-off to the locked one).
+		// Stalled QPs' timers must run while the poller sleeps, so then the
+		// sleep ends with the first of them; with none it lasts until a
+		// doorbell rings — a client's post, a kick, a timer that a packet
+		// brought forward (deliver.go), Stop — as a worker's does. Asleep,
+		// the poller is a goroutine like the workers: locked to its thread,
+		// its wake-up would take two threads (the network poller's, then a
+		// hand-off to the locked one).
 		runtime.UnlockOSThread()
-		_ = p.bell.WaitTimeout(maxSleep)
+		if timed {
+			p.timedSleeps.Add(1)
+			_ = p.bell.WaitTimeout(wait)
+		} else {
+			p.untimedSleeps.Add(1)
+			_ = p.bell.Wait(context.Background())
+		}
 		runtime.LockOSThread()
 	}
 	p.sweep.Lock()
@@ -170,6 +187,25 @@ func (p *poller) sleep() {
 		q.setNotify(0)
 	}
 	p.sweep.Unlock()
+}
+
+// sleepFor is how long an idle poller may sleep at now: until the first
+// timer of qps (a stalled request's retry, the transport's), at most
+// maxSleep; timed is false when none has a timer, and the poller sleeps
+// until a doorbell rings.
+func sleepFor(qps []*QP, now int64) (wait time.Duration, timed bool) {
+	first := int64(0)
+	for _, q := range qps {
+		for _, d := range [2]int64{q.stallUntil.Load(), q.wireDeadline.Load()} {
+			if d != 0 && (first == 0 || d < first) {
+				first = d
+			}
+		}
+	}
+	if first == 0 {
+		return 0, false
+	}
+	return min(max(time.Duration(first-now), time.Microsecond), maxSleep), true
 }
 
 func (q *QP) setNotify(v uint32) {

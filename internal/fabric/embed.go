@@ -57,15 +57,32 @@ type EmbedOptions struct {
 	// UnsafeNoFsync skips fsync: for throwaway test clusters only.
 	UnsafeNoFsync bool
 	// Heartbeat and ElectionTimeout are raft's timers. Default: etcd's
-	// 100 ms / 1 s for a multi-member cluster; 20 ms / 200 ms for a single
-	// node, which has no peers to wait for — a single node elects itself
-	// within one election timeout of starting, so this makes it ready about
-	// 0.5 s sooner.
+	// 100 ms / 1 s for a multi-member cluster; SingleHeartbeat /
+	// SingleElection for a single node.
 	Heartbeat, ElectionTimeout time.Duration
 	// StartTimeout bounds the wait for the member to be ready (default
 	// 60 s; a multi-member cluster becomes ready once it has quorum).
 	StartTimeout time.Duration
 }
+
+// The raft timers of a single-node member (docs/design/idle-daemon.md).
+// Raft ticks every heartbeat whether or not there is anything to do — in
+// an idle daemon, two goroutine wake-ups per tick — and a single node has
+// no peers to send heartbeats to. A longer heartbeat costs two things: a
+// single node elects itself within one to five ticks of starting (etcd
+// fast-forwards its election clock), so it is ready later; and etcd raises
+// every lease TTL to at least 1.5 election timeouts (7 ticks, rounded up
+// to whole seconds). 100 ms / 500 ms (five ticks, the fewest etcd allows)
+// keeps that minimum at 1 s, below MinTTL, so no lease the switch asks for
+// grows and a host gone is noticed as soon as before.
+const (
+	SingleHeartbeat = 100 * time.Millisecond
+	SingleElection  = 5 * SingleHeartbeat
+)
+
+// BackendBatchInterval is how often the embedded member's backend commits
+// (etcd's default: 100 ms).
+const BackendBatchInterval = time.Second
 
 // TLSFiles are the PEM files of a member's TLS: its certificate and key,
 // and the CA whose certificates the other side must show.
@@ -115,7 +132,7 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	if opts.InitialCluster == "" {
 		opts.InitialCluster = opts.Name + "=" + opts.PeerURL
 		if opts.Heartbeat == 0 && opts.ElectionTimeout == 0 {
-			opts.Heartbeat, opts.ElectionTimeout = 20*time.Millisecond, 200*time.Millisecond
+			opts.Heartbeat, opts.ElectionTimeout = SingleHeartbeat, SingleElection
 		}
 	}
 	if opts.ClusterToken == "" {
@@ -175,6 +192,12 @@ func StartEmbedded(dir string, opts EmbedOptions) (*Embedded, error) {
 	if opts.ElectionTimeout > 0 {
 		cfg.ElectionMs = uint(opts.ElectionTimeout / time.Millisecond)
 	}
+	// The backend commits its batch of writes every BackendBatchInterval
+	// (etcd's default 100 ms), waking every time even with nothing to
+	// commit. The WAL, written before each write is acknowledged, is what
+	// makes a write durable: a later backend commit costs nothing but how
+	// much of the WAL a restart replays.
+	cfg.BackendBatchInterval = BackendBatchInterval
 	// Keep history bounded: compact hourly, keep the backend small.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"

@@ -63,6 +63,9 @@ type Agent struct {
 	uncovered admit.LogLimit
 	heal      chan string   // selfHeal's requests to the healer, at most one waiting
 	mcWake    chan struct{} // McastChanged's word to the group records' writer (mcast.go)
+	// How often the group records' writer and keepCandidacy woke: an idle
+	// agent sleeps (docs/design/idle-daemon.md).
+	mcSyncs, candLooks atomic.Uint64
 }
 
 // New checks cfg and makes the agent of the daemon local describes,

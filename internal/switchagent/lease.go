@@ -81,6 +81,7 @@ func (a *Agent) renew() error {
 	old := a.cand
 	a.sess, a.cand = sess, nil
 	a.regMu.Unlock()
+	a.McastChanged() // the old lease took the group records: write them again
 	if old != nil {
 		_ = old.Close()
 	}
@@ -105,19 +106,22 @@ func (a *Agent) keepCandidacy() {
 		a.regMu.Lock()
 		cand, sess := a.cand, a.sess
 		a.regMu.Unlock()
+		// A candidacy ends by itself or by renew's Close (which replaces
+		// it): either closes Done, so only the want of one needs a timer.
 		var done <-chan struct{}
+		var look <-chan time.Time
 		if cand != nil {
 			done = cand.Done()
+		} else {
+			look = time.After(time.Second) // no candidacy: look again
 		}
 		select {
 		case <-a.ctx.Done():
 			return
 		case <-done:
-		case <-time.After(time.Second): // no candidacy: look again
-			if cand != nil {
-				continue
-			}
+		case <-look:
 		}
+		a.candLooks.Add(1)
 		select {
 		case <-sess.Done():
 			continue // keepLease renews the lease, and stands again

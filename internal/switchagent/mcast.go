@@ -38,15 +38,14 @@ func (a *Agent) McastChanged() {
 }
 
 // followMcast keeps the host's group records what the engine's groups
-// are: on each change the engine reports, every second (a write that
-// failed is tried again) and under each new lease.
+// are: on each change the engine reports, under each new lease (renew
+// wakes it), and a second after a write that failed, until all are
+// written. With nothing to write it sleeps (docs/design/idle-daemon.md).
 func (a *Agent) followMcast(mh McastHost) {
 	defer a.wg.Done()
 	defer mh.SetMcastNotify(nil)
 	written := map[mcastKey]int{}
 	var lease fabric.LeaseID
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	for {
 		a.regMu.Lock()
 		cur := a.sess.Lease()
@@ -54,19 +53,25 @@ func (a *Agent) followMcast(mh McastHost) {
 		if cur != lease { // a new lease: the old one took the records
 			written, lease = map[mcastKey]int{}, cur
 		}
-		a.syncMcast(mh, written, lease)
+		var retry <-chan time.Time
+		if !a.syncMcast(mh, written, lease) {
+			retry = time.After(time.Second)
+		}
+		a.mcSyncs.Add(1)
 		select {
 		case <-a.ctx.Done():
 			return
 		case <-a.mcWake:
-		case <-t.C:
+		case <-retry:
 		}
 	}
 }
 
 // syncMcast writes the records that differ from written and deletes those
-// of groups that went, updating written with what succeeded.
-func (a *Agent) syncMcast(mh McastHost, written map[mcastKey]int, lease fabric.LeaseID) {
+// of groups that went, updating written with what succeeded. It reports
+// whether written is now what the engine has.
+func (a *Agent) syncMcast(mh McastHost, written map[mcastKey]int, lease fabric.LeaseID) bool {
+	ok := true
 	want := map[mcastKey]int{}
 	for _, g := range mh.McastGroups() {
 		want[mcastKey{g.Scope, engine.GroupAddr(g.MGID).String()}] = g.QPs
@@ -82,6 +87,7 @@ func (a *Agent) syncMcast(mh McastHost, written map[mcastKey]int, lease fabric.L
 			if a.ctx.Err() == nil {
 				a.log.Warn("could not record a multicast group on the switch", "group", k.group, "tenant", k.tenant, "err", err)
 			}
+			ok = false
 			continue
 		}
 		written[k] = n
@@ -94,8 +100,10 @@ func (a *Agent) syncMcast(mh McastHost, written map[mcastKey]int, lease fabric.L
 			if a.ctx.Err() == nil {
 				a.log.Warn("could not remove a multicast group from the switch", "group", k.group, "tenant", k.tenant, "err", err)
 			}
+			ok = false
 			continue
 		}
 		delete(written, k)
 	}
+	return ok
 }
