@@ -69,8 +69,8 @@ func (a *Admin) path(req proto.PathReq) (switchview.Path, error) {
 	return r, nil
 }
 
-// nonNil is s, or an empty slice for none: the lists were made with
-// make(..., 0, n), and `--json` prints [] for an empty one, not null.
+// nonNil is s, or an empty slice for none, so that an empty list prints
+// as [] in `--json`, not null.
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
