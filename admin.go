@@ -84,7 +84,7 @@ func (s InstanceSpec) proto() proto.InstanceSpec {
 	p := proto.InstanceSpec{Name: s.Name, Adapters: s.Adapters, Async: s.Async, TrustGroup: s.TrustGroup,
 		PortGroup: s.PortGroup, NativeEndpoints: s.NativeEndpoints, Pin: s.Pin, LIDRouting: s.LIDRouting, Temporary: s.Temporary, Uplink: s.Uplink}
 	if s.Owner != nil {
-		p.Owner = &proto.Owner{UID: s.Owner.UID, GID: s.Owner.GID}
+		p.Owner = (*proto.Owner)(s.Owner)
 	}
 	return p
 }
@@ -109,7 +109,7 @@ func instanceInfo(p proto.InstanceInfo) InstanceInfo {
 	i := InstanceInfo{Name: p.Name, Host: p.Host, TrustGroup: p.TrustGroup, PortGroup: p.PortGroup,
 		Native: p.Native, Async: p.Async, Pin: p.Pin, Temporary: p.Temporary, Remote: p.Remote, Sessions: p.Sessions}
 	if p.Owner != nil {
-		i.Owner = &Owner{UID: p.Owner.UID, GID: p.Owner.GID}
+		i.Owner = (*Owner)(p.Owner)
 	}
 	for _, a := range p.Adapters {
 		i.Adapters = append(i.Adapters, deviceInfo(a, p.Name, p.Host))
@@ -170,5 +170,5 @@ func (a *Admin) Stats() (DaemonStats, error) {
 	if _, err := a.c.call(proto.OpStats, nil, &s); err != nil {
 		return DaemonStats{}, err
 	}
-	return DaemonStats{Sessions: s.Sessions, PDs: s.PDs, MRs: s.MRs, CQs: s.CQs, QPs: s.QPs, SRQs: s.SRQs, AHs: s.AHs, Workers: s.Workers}, nil
+	return DaemonStats(s), nil // the wire's record less its JSON tags
 }

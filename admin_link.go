@@ -56,35 +56,33 @@ type LinkInfo struct {
 // LinkCounters are a link's traffic counters and what the engine dropped
 // of what it delivered.
 type LinkCounters struct {
-	RxPackets   uint64
-	RxBytes     uint64
-	TxPackets   uint64
-	TxBytes     uint64
-	RxNotOurs   uint64 // to the port, for another address of the host
-	RxDropped   uint64
-	RxErrors    uint64
-	TxErrors    uint64
+	RxPackets uint64
+	RxBytes   uint64
+	TxPackets uint64
+	TxBytes   uint64
+	RxNotOurs uint64 // to the port, for another address of the host
+	RxDropped uint64
+	RxErrors  uint64
+	TxErrors  uint64
+	TxGSO     uint64 // GSO buffers sent (the bulk path; their packets are in TxPackets)
+	RxGSO     uint64 // GSO buffers received whole and cut into their packets
+	// What the engine dropped of what the link delivered.
 	RxMalformed uint64 // not a RoCEv2 packet the engine can decode
 	RxICRC      uint64 // the invariant CRC did not match
 	RxUnknownQP uint64 // no such QP, or one of another type, state or connection
 	RxBadPKey   uint64
-	TxGSO       uint64 // GSO buffers sent (the bulk path; their packets are in TxPackets)
-	RxGSO       uint64 // GSO buffers received whole and cut into their packets
 }
 
 func linkInfo(p proto.LinkInfo) LinkInfo {
-	l := LinkInfo{LinkSpec: LinkSpec{Name: p.Name, Type: p.Type, Netdev: p.Netdev, DSCP: p.DSCP, Dev: p.Dev, DevPort: p.DevPort},
-		State: p.State, PhysState: p.PhysState, Problem: p.Problem, ActiveMTU: ibv.MTU(p.ActiveMTU), Port: p.Port}
+	// LinkSpec and LinkCounters are the wire's less its JSON tags: a field
+	// added to one and not the other fails to compile here.
+	l := LinkInfo{LinkSpec: LinkSpec(p.LinkSpec), State: p.State, PhysState: p.PhysState, Problem: p.Problem,
+		ActiveMTU: ibv.MTU(p.ActiveMTU), Port: p.Port, Counters: LinkCounters(p.Counters)}
 	for _, g := range p.GIDs {
 		var x GID
 		copy(x[:], g)
 		l.GIDs = append(l.GIDs, x)
 	}
-	c := p.Counters
-	l.Counters = LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
-		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors,
-		RxMalformed: c.RxMalformed, RxICRC: c.RxICRC, RxUnknownQP: c.RxUnknownQP, RxBadPKey: c.RxBadPKey,
-		TxGSO: c.TxGSO, RxGSO: c.RxGSO}
 	if v := p.Verbs; v != nil {
 		l.Verbs = &VerbsLinkInfo{Dev: v.Dev, Port: v.Port, Transport: v.Transport, LinkLayer: v.LinkLayer, PortState: v.PortState,
 			FWVer: v.FWVer, NodeGUID: v.NodeGUID, LID: v.LID, MaxMTU: ibv.MTU(v.MaxMTU), AtomicCap: v.AtomicCap}
@@ -115,7 +113,7 @@ func (a *Admin) Links(name string) ([]LinkInfo, error) {
 // admin group).
 func (a *Admin) AddLink(s LinkSpec) (LinkInfo, error) {
 	var info proto.LinkInfo
-	if _, err := a.c.call(proto.OpLinkAdd, proto.LinkSpec{Name: s.Name, Type: s.Type, Netdev: s.Netdev, DSCP: s.DSCP, Dev: s.Dev, DevPort: s.DevPort}, &info); err != nil {
+	if _, err := a.c.call(proto.OpLinkAdd, proto.LinkSpec(s), &info); err != nil {
 		return LinkInfo{}, err
 	}
 	return linkInfo(info), nil

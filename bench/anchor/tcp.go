@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // topo runs a command that changes the switch's topology (a `vrdma link
@@ -56,7 +57,7 @@ func topo(args []string) error {
 		return err
 	}
 	path := func() (string, error) {
-		var resp proto.HostListResp
+		var resp switchview.HostList
 		if err := call(proto.OpHostList, nil, &resp); err != nil {
 			return "", err
 		}

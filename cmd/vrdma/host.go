@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 const hostUsage = "host show [NAME] [--json] | " + hostCertUsage
@@ -32,14 +33,12 @@ func runHost(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 1 {
 		return usagef("host show [NAME]: one name at most, got %q", pos)
 	}
-	var resp struct {
-		Hosts []vrdma.HostInfo `json:"hosts"`
-	}
+	var resp switchview.HostList
 	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp.Hosts, err = adm.Hosts(); return err }); err != nil {
 		return err
 	}
 	if len(pos) == 1 {
-		var one []vrdma.HostInfo
+		var one []switchview.Host
 		for _, h := range resp.Hosts {
 			if h.Name == pos[0] {
 				one = append(one, h)
@@ -67,7 +66,7 @@ func runHost(args []string, stdout, stderr io.Writer) error {
 // printHost prints one host as a block, in `vrdma link show`'s keyword
 // style: the name (* when it holds the subnet manager), then indented its
 // record and the path this host's adapters take to it.
-func printHost(w io.Writer, h vrdma.HostInfo) {
+func printHost(w io.Writer, h switchview.Host) {
 	head := "host " + h.Name
 	if h.SM {
 		head += " *"
@@ -109,7 +108,7 @@ func printHost(w io.Writer, h vrdma.HostInfo) {
 // printVerbsUplink prints what path selection reads of a verbs uplink:
 // its transport, InfiniBand LIDs and subnet, IP subnets, the device's
 // limits, and whether the daemon carries QPs on it.
-func printVerbsUplink(w io.Writer, u vrdma.UplinkInfo) {
+func printVerbsUplink(w io.Writer, u switchview.Uplink) {
 	fmt.Fprintf(w, "        transport %s", orDash(u.Transport))
 	if u.LinkLayer == "InfiniBand" {
 		fmt.Fprintf(w, " lid %d sm_lid %d subnet_prefix %s", u.LID, u.SMLID, orDash(u.SubnetPrefix))

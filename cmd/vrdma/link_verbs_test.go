@@ -11,6 +11,7 @@ import (
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/guest"
 	"github.com/vrdma/vrdma/internal/verbs/verbsbuild"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // TestLinkAddVerbsWithoutDevice runs the real helper, built from the
@@ -51,7 +52,7 @@ func TestPrintVerbsLink(t *testing.T) {
 // TestPrintHostVerbsUplink: `vrdma host show` prints a verbs uplink with
 // its device, link layer and each GID's type, as the switch recorded them.
 func TestPrintHostVerbsUplink(t *testing.T) {
-	h := vrdma.HostInfo{Name: "a", Uplinks: []vrdma.UplinkInfo{{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024,
+	h := switchview.Host{Name: "a", Uplinks: []switchview.Uplink{{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024,
 		GIDs: []string{"fe80::1", "::ffff:10.47.91.1"}, Device: "rxe0", LinkLayer: "Ethernet", GIDTypes: []string{"RoCE v2", "RoCE v2"}}}}
 	var b bytes.Buffer
 	printHost(&b, h)
@@ -73,17 +74,17 @@ func TestPrintHostVerbsUplink(t *testing.T) {
 func TestPrintHostVerbsKinds(t *testing.T) {
 	tests := []struct {
 		name string
-		u    vrdma.UplinkInfo
+		u    switchview.Uplink
 		want string
 	}{
-		{"InfiniBand", vrdma.UplinkInfo{Name: "ib0", Kind: "verbs", State: "up", MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", Transport: "InfiniBand",
-			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", Caps: &vrdma.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 32768, MaxInline: 512}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}},
+		{"InfiniBand", switchview.Uplink{Name: "ib0", Kind: "verbs", State: "up", MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", Transport: "InfiniBand",
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:0000", Caps: &switchview.VerbsCaps{Atomic: "hca", MaxSGE: 30, MaxQPWR: 32768, MaxInline: 512}, CarriesQPs: true, Carries: []string{"RC QPs", "atomics"}},
 			"    uplink ib0 kind verbs state up mtu 4096 dev mlx5_0 link_layer InfiniBand\n" +
 				"        transport InfiniBand lid 3 sm_lid 1 subnet_prefix fe80:0000:0000:0000\n" +
 				"        atomic hca max_sge 30 max_qp_wr 32768 max_inline 512\n" +
 				"        carries_qps yes, for instances bound to it: RC QPs, atomics\n"},
-		{"siw", vrdma.UplinkInfo{Name: "iw0", Kind: "verbs", State: "up", MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", Transport: "iWARP",
-			Subnets: []string{"10.47.91.0/24"}, Caps: &vrdma.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1024}},
+		{"siw", switchview.Uplink{Name: "iw0", Kind: "verbs", State: "up", MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", Transport: "iWARP",
+			Subnets: []string{"10.47.91.0/24"}, Caps: &switchview.VerbsCaps{Atomic: "none", MaxSGE: 6, MaxQPWR: 1024}},
 			"    uplink iw0 kind verbs state up mtu 1024 dev siw0 link_layer Ethernet\n" +
 				"        transport iWARP subnets 10.47.91.0/24\n" +
 				"        atomic none max_sge 6 max_qp_wr 1024 max_inline unknown\n" +
@@ -92,7 +93,7 @@ func TestPrintHostVerbsKinds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printHost(&b, vrdma.HostInfo{Name: "a", Uplinks: []vrdma.UplinkInfo{tt.u}, Path: "memcpy: same host a"})
+			printHost(&b, switchview.Host{Name: "a", Uplinks: []switchview.Uplink{tt.u}, Path: "memcpy: same host a"})
 			if !strings.Contains(b.String(), tt.want) {
 				t.Errorf("printHost:\n%s\nlacks\n%s", b.String(), tt.want)
 			}
@@ -105,8 +106,8 @@ func TestPrintHostVerbsKinds(t *testing.T) {
 // host reach the host's bound and unbound instances.
 func TestPrintHostBound(t *testing.T) {
 	var b bytes.Buffer
-	printHost(&b, vrdma.HostInfo{Name: "b", Path: "tcp: neither host a nor host b has an RDMA uplink on port group default",
-		Bound: []vrdma.BoundPath{{Uplink: "hca0", ToBound: "verbs: an instance on host a is bound to verbs uplink hca0", ToUnbound: "none: the TCP channel cannot reach a device's QPs"}}})
+	printHost(&b, switchview.Host{Name: "b", Path: "tcp: neither host a nor host b has an RDMA uplink on port group default",
+		Bound: []switchview.BoundPath{{Uplink: "hca0", ToBound: "verbs: an instance on host a is bound to verbs uplink hca0", ToUnbound: "none: the TCP channel cannot reach a device's QPs"}}})
 	for _, want := range []string{
 		"    path tcp: neither host a nor host b has an RDMA uplink on port group default\n" +
 			"    bound to hca0: to bound instances verbs: an instance on host a is bound to verbs uplink hca0\n" +
@@ -149,12 +150,12 @@ func TestPathRequestFlags(t *testing.T) {
 	}
 	defer adm.Close()
 	for _, tt := range []struct {
-		req  vrdma.PathRequest
+		req  switchview.PathRequest
 		want string
 	}{
-		{vrdma.PathRequest{MTU: 1500}, "mtu 1500 is not an RDMA path MTU"},
-		{vrdma.PathRequest{MaxSGE: 1 << 20}, "sge 1048576: give the SGEs per WR"},
-		{vrdma.PathRequest{MaxInline: -1}, "inline -1"},
+		{switchview.PathRequest{MTU: 1500}, "mtu 1500 is not an RDMA path MTU"},
+		{switchview.PathRequest{MaxSGE: 1 << 20}, "sge 1048576: give the SGEs per WR"},
+		{switchview.PathRequest{MaxInline: -1}, "inline -1"},
 	} {
 		if _, err := adm.PathFor("a", "b", tt.req); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("PathFor %+v: %v; want %q", tt.req, err, tt.want)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 const mcastUsage = "mcast show [GROUP] [--json]"
@@ -39,14 +40,12 @@ func runMcast(args []string, stdout, stderr io.Writer) error {
 			return usagef("mcast show %q: not a multicast address; give one like 239.1.2.3 or ff0e::1", pos[0])
 		}
 	}
-	var resp struct {
-		Groups []vrdma.McastGroup `json:"groups"`
-	}
+	var resp switchview.McastList
 	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp.Groups, err = adm.McastGroups(); return err }); err != nil {
 		return err
 	}
 	if want.IsValid() {
-		var one []vrdma.McastGroup
+		var one []switchview.McastGroup
 		for _, g := range resp.Groups {
 			if a, err := netip.ParseAddr(g.Group); err == nil && a == want.Unmap() {
 				one = append(one, g)
@@ -55,7 +54,7 @@ func runMcast(args []string, stdout, stderr io.Writer) error {
 		resp.Groups = one
 	}
 	if resp.Groups == nil {
-		resp.Groups = []vrdma.McastGroup{}
+		resp.Groups = []switchview.McastGroup{}
 	}
 	if *asJSON {
 		return printJSON(stdout, resp)

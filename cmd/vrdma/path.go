@@ -8,6 +8,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 const pathUsage = "path ADAPTER_A ADAPTER_B [--ud] [--srq] [--atomics] [--inline BYTES] [--sge N] [--mtu BYTES] [--json]   (adapters as INSTANCE/vrdmaN, or INSTANCE for its vrdma0)"
@@ -22,7 +23,7 @@ const pathUsage = "path ADAPTER_A ADAPTER_B [--ud] [--srq] [--atomics] [--inline
 func runPath(args []string, stdout, stderr io.Writer) error {
 	fs, socket := newFlagSet("path", pathUsage)
 	asJSON := fs.Bool("json", false, "print the daemon's reply as JSON")
-	var req vrdma.PathRequest
+	var req switchview.PathRequest
 	fs.BoolVar(&req.UD, "ud", false, "the QPs are UD (iWARP devices have none)")
 	fs.BoolVar(&req.SRQ, "srq", false, "the QPs take their receives from an SRQ")
 	fs.BoolVar(&req.Atomics, "atomics", false, "the QPs use atomic operations (iWARP devices have none)")
@@ -49,7 +50,7 @@ func runPath(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var resp vrdma.PathInfo
+	var resp switchview.Path
 	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { resp, err = adm.PathFor(pos[0], pos[1], req); return err }); err != nil {
 		return err
 	}

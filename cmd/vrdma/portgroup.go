@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 const (
@@ -49,7 +50,7 @@ func portGroupAdd(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("%s: name one port group, got %q", portGroupAddUsage, pos)
 	}
-	spec := vrdma.PortGroup{Name: pos[0], VLAN: uint16(vlan.n), PCP: uint8(pcp.n), DSCP: uint8(dscp.n), MTU: int(mtu), PKey: uint16(pkey)}
+	spec := switchview.PortGroup{Name: pos[0], VLAN: uint16(vlan.n), PCP: uint8(pcp.n), DSCP: uint8(dscp.n), MTU: int(mtu), PKey: uint16(pkey)}
 	if err := withAdmin(*socket, func(adm *vrdma.Admin) error { return adm.AddPortGroup(spec) }); err != nil {
 		return err
 	}
@@ -88,14 +89,12 @@ func portGroupDelete(args []string) error {
 
 // showPortGroups prints the port groups, or only the one named.
 func showPortGroups(socket, name string, asJSON bool, w io.Writer) error {
-	var resp struct {
-		PortGroups []vrdma.PortGroup `json:"portgroups"`
-	}
+	var resp switchview.PortGroupList
 	if err := withAdmin(socket, func(adm *vrdma.Admin) (err error) { resp.PortGroups, err = adm.PortGroups(); return err }); err != nil {
 		return err
 	}
 	if name != "" {
-		var one []vrdma.PortGroup
+		var one []switchview.PortGroup
 		for _, p := range resp.PortGroups {
 			if p.Name == name {
 				one = append(one, p)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 const switchUsage = "switch show [--json] | switch ca init [--dir DIR]"
@@ -33,7 +34,7 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("switch show takes no arguments, got %q", pos)
 	}
-	var info vrdma.SwitchInfo
+	var info switchview.Switch
 	if err := withAdmin(*socket, func(adm *vrdma.Admin) (err error) { info, err = adm.Switch(); return err }); err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func runSwitch(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
+func printSwitch(w io.Writer, s switchview.Switch) {
 	t := newTable(w)
 	etcd := strings.Join(s.Endpoints, ", ")
 	if s.Embedded {
@@ -70,7 +71,7 @@ func printSwitch(w io.Writer, s vrdma.SwitchInfo) {
 	fmt.Fprintf(t, "security:\t%s\n", orDash(s.Security))
 	for _, l := range []struct {
 		name string
-		st   vrdma.ListenerStats
+		st   switchview.ListenerStats
 	}{{"tcp channel", s.Channel}} {
 		if l.st.Listen == "" {
 			fmt.Fprintf(t, "%s:\tnot listening\n", l.name)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/daemontest"
+	"github.com/vrdma/vrdma/switchview"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +48,7 @@ func waitSM(t *testing.T, sock, host string) {
 	deadline := time.Now().Add(time.Minute) // a bound on a broken election, not a speed requirement
 	for {
 		code, out, errs := vrdmaCmd(t, "switch", "show", "--json", "--socket", sock)
-		var info vrdma.SwitchInfo
+		var info switchview.Switch
 		if code == 0 && json.Unmarshal([]byte(out), &info) == nil && info.SMHost == host && info.Role == "leader" {
 			return
 		}
@@ -97,9 +97,7 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 		`(?m)^    uplink tcp kind tcp state up$`, `(?m)^    path memcpy: same host h1$`, `(?m)^\* holds the subnet manager$`)
 	matchAll(t, "host show h1", mustRun(t, "host", "show", "h1", "--socket", sock), `(?m)^host h1 \* \(this host\)$`)
 
-	var hosts struct {
-		Hosts []vrdma.HostInfo `json:"hosts"`
-	}
+	var hosts switchview.HostList
 	if err := json.Unmarshal([]byte(mustRun(t, "host", "--json", "--socket", sock)), &hosts); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +109,7 @@ func TestSwitchShowAndHostShow(t *testing.T) {
 	}
 }
 
-func hostSummary(h vrdma.HostInfo) string {
+func hostSummary(h switchview.Host) string {
 	s := h.Name
 	if h.Self {
 		s += " self"
@@ -136,9 +134,7 @@ func TestPortGroupAddShowDelete(t *testing.T) {
 	if strings.Contains(out, "default") || !strings.Contains(out, "storage") {
 		t.Errorf("portgroup show storage shows others or not it:\n%s", out)
 	}
-	var list struct {
-		PortGroups []vrdma.PortGroup `json:"portgroups"`
-	}
+	var list switchview.PortGroupList
 	if err := json.Unmarshal([]byte(mustRun(t, "portgroup", "show", "--json", "--socket", sock)), &list); err != nil || len(list.PortGroups) != 3 {
 		t.Errorf("portgroup show --json: %v, %+v", err, list)
 	}
@@ -249,11 +245,11 @@ func TestPathBetweenInstances(t *testing.T) {
 			t.Errorf("path %q: %q, want memcpy: same host h1", args, out)
 		}
 	}
-	var resp vrdma.PathInfo
+	var resp switchview.Path
 	if err := json.Unmarshal([]byte(mustRun(t, "path", "a", "b", "--json", "--socket", sock)), &resp); err != nil {
 		t.Fatal(err)
 	}
-	if resp != (vrdma.PathInfo{Kind: "memcpy", Reason: "same host h1", HostA: "h1", HostB: "h1"}) {
+	if resp != (switchview.Path{Kind: "memcpy", Reason: "same host h1", HostA: "h1", HostB: "h1"}) {
 		t.Errorf("path --json: %+v", resp)
 	}
 	tests := []struct {

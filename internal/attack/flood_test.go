@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // floodHellos is how many hellos the flood sends: the review's 15,000 took
@@ -60,7 +60,7 @@ func TestHelloFlood(t *testing.T) {
 			// in the accept queue while the flooder is done), so wait for the
 			// count itself rather than for two polls that agree, which a
 			// loaded machine can give with a hello still in hand.
-			turned := func(c vrdma.ListenerStats) uint64 {
+			turned := func(c switchview.ListenerStats) uint64 {
 				return (c.Refused - before.Refused) + (c.Unauthorized - before.Unauthorized) + (c.Cut - before.Cut)
 			}
 			after := f.guard(t, f.a).Channel

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // TestMulticastTenantsBetweenHosts: tenant B joins, on host b, the group
@@ -56,7 +56,7 @@ func multicastTenantsBetweenHosts(t *testing.T, links bool) {
 	rcv.waitFor(t, "rdma_cm: joined multicast group")
 
 	// The switch knows both tenants' groups on b; root on a sees them.
-	tenants := func(gs []vrdma.McastGroup) []string {
+	tenants := func(gs []switchview.McastGroup) []string {
 		var out []string
 		for _, g := range gs {
 			if g.Group == group && g.Host == "b" {
@@ -131,7 +131,7 @@ func startTenantProgramOn(t *testing.T, ctx context.Context, h *netns.Host, uid 
 }
 
 // tenantMcastShow runs `vrdma mcast show --json` as uid against d.
-func tenantMcastShow(t *testing.T, ctx context.Context, d *netns.Daemon, uid int) []vrdma.McastGroup {
+func tenantMcastShow(t *testing.T, ctx context.Context, d *netns.Daemon, uid int) []switchview.McastGroup {
 	t.Helper()
 	cmd := d.Command(ctx, "mcast", "show", "--json")
 	id := strconv.Itoa(uid)
@@ -142,7 +142,7 @@ func tenantMcastShow(t *testing.T, ctx context.Context, d *netns.Daemon, uid int
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 	var resp struct {
-		Groups []vrdma.McastGroup `json:"groups"`
+		Groups []switchview.McastGroup `json:"groups"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil {
 		t.Fatalf("%s printed what is not its JSON (%v):\n%s", strings.Join(cmd.Args, " "), err, out)

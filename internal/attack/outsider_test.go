@@ -9,6 +9,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/ibv"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // TestOutsiderRoCE: mallory, a host with a RoCEv2 link on the segment of a
@@ -29,7 +30,7 @@ func TestOutsiderRoCE(t *testing.T) {
 	}
 	// outsiders is what b's `vrdma switch show` counts as dropped from
 	// outside the switch.
-	outsiders := func(t *testing.T) vrdma.OutsiderStats {
+	outsiders := func(t *testing.T) switchview.OutsiderStats {
 		t.Helper()
 		info, err := adm.Switch()
 		if err != nil {

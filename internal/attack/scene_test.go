@@ -13,6 +13,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/netns"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // scene is the stage: hosts a and b on one switch (a runs the etcd
@@ -90,7 +91,7 @@ func (f *scene) admin(t *testing.T, d *netns.Daemon) *vrdma.Admin {
 }
 
 // guard returns what d's listeners between daemons accepted and refused.
-func (f *scene) guard(t *testing.T, d *netns.Daemon) vrdma.SwitchInfo {
+func (f *scene) guard(t *testing.T, d *netns.Daemon) switchview.Switch {
 	t.Helper()
 	info, err := f.admin(t, d).Switch()
 	if err != nil {

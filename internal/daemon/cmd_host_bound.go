@@ -5,8 +5,8 @@ import (
 
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/pathsel"
-	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // boundPaths says, for each verbs uplink of this host that is up, how
@@ -14,15 +14,15 @@ import (
 // instances: those bound to a verbs uplink of h (the first whose path
 // works, else the first's refusal) and those not bound. `vrdma host show`
 // prints them under the host's path, which is that of unbound instances.
-func boundPaths(sw *switchagent.Agent, self, h fabric.Host) []proto.BoundPath {
+func boundPaths(sw *switchagent.Agent, self, h fabric.Host) []switchview.BoundPath {
 	mine, theirs := sw.HostEnd(self), sw.HostEnd(h)
 	mine.Adapter = "an instance on host " + self.Name
 	theirs.Adapter = "an instance on host " + h.Name
-	var out []proto.BoundPath
+	var out []switchview.BoundPath
 	for _, p := range mine.Verbs {
 		a := mine
 		a.Bound = p.Name
-		bp := proto.BoundPath{Uplink: p.Name, ToUnbound: pathText(pathsel.Select(a, theirs))}
+		bp := switchview.BoundPath{Uplink: p.Name, ToUnbound: pathText(pathsel.Select(a, theirs))}
 		bp.ToBound = "none: host " + h.Name + " has no verbs uplink that is up"
 		for i, q := range theirs.Verbs {
 			b := theirs

@@ -3,7 +3,7 @@ package daemon
 import (
 	"sort"
 
-	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // cmdMcastList is `vrdma mcast show`: the switch's record of the
@@ -23,12 +23,12 @@ func cmdMcastList(s *session, _ []byte, _ []int) (any, []int, error) {
 	}
 	all := s.d.isAdmin(s.cred)
 	own := mcastTenant(s.cred.uid)
-	resp := proto.McastListResp{Groups: []proto.McastGroupInfo{}}
+	resp := switchview.McastList{Groups: []switchview.McastGroup{}}
 	for _, g := range groups {
 		if !all && g.Tenant != own {
 			continue
 		}
-		resp.Groups = append(resp.Groups, proto.McastGroupInfo{Group: g.Group, Tenant: g.Tenant, Host: g.Host, QPs: g.QPs})
+		resp.Groups = append(resp.Groups, switchview.McastGroup{Group: g.Group, Tenant: g.Tenant, Host: g.Host, QPs: g.QPs})
 	}
 	sort.SliceStable(resp.Groups, func(i, j int) bool {
 		a, b := resp.Groups[i], resp.Groups[j]

@@ -7,6 +7,7 @@ import (
 	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // Bounds of a path request: more than any device takes.
@@ -19,7 +20,7 @@ const (
 // special) and gives it the adapters' port group's path MTU when it names
 // none: that is the MTU the instance's QPs are given, so a verbs uplink
 // whose device takes less is not chosen.
-func pathRequest(ctx context.Context, sw *switchagent.Agent, in *proto.PathRequest, portGroup string) (pathsel.Request, error) {
+func pathRequest(ctx context.Context, sw *switchagent.Agent, in *switchview.PathRequest, portGroup string) (pathsel.Request, error) {
 	var r pathsel.Request
 	if in != nil {
 		r = pathsel.Request{UD: in.UD, SRQ: in.SRQ, Atomics: in.Atomics, MaxInline: in.MaxInline, MaxSGE: in.MaxSGE, MTU: in.MTU}
@@ -44,7 +45,7 @@ func pathRequest(ctx context.Context, sw *switchagent.Agent, in *proto.PathReque
 // pathDevices is the choice's pair of verbs uplinks as `vrdma path`
 // reports it, A on the first adapter's host (swapped: path selection
 // ordered the ends the other way).
-func pathDevices(c pathsel.Choice, swapped bool) *proto.PathDevices {
+func pathDevices(c pathsel.Choice, swapped bool) *switchview.PathDevices {
 	p := c.Devices
 	if p == nil {
 		return nil
@@ -53,7 +54,7 @@ func pathDevices(c pathsel.Choice, swapped bool) *proto.PathDevices {
 	if swapped {
 		a, b = b, a
 	}
-	out := &proto.PathDevices{A: a.Name, B: b.Name, DeviceA: a.Device, DeviceB: b.Device, Mode: p.Mode}
+	out := &switchview.PathDevices{A: a.Name, B: b.Name, DeviceA: a.Device, DeviceB: b.Device, Mode: p.Mode}
 	if p.Blocked != nil {
 		out.Blocked = p.Blocked.Error()
 	}

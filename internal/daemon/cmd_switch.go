@@ -12,6 +12,7 @@ import (
 	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/switchagent"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // The switch's commands: `vrdma switch show`, `vrdma portgroup
@@ -52,13 +53,13 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 	defer cancel()
 	fab := sw.Fabric()
 	st := sw.Status()
-	info := proto.SwitchInfo{Name: st.Name, Embedded: st.Embedded, Host: s.d.cfg.HostName, Endpoints: st.Endpoints,
+	info := switchview.Switch{Name: st.Name, Embedded: st.Embedded, Host: s.d.cfg.HostName, Endpoints: st.Endpoints,
 		Fallbacks: st.Fallbacks, HostsGone: st.HostsGone, Role: st.Role, SMReport: st.SMReport, LeaseLost: st.LeaseLost}
 	if l, err := fab.Leader(ctx); err == nil {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
 	info.Security, info.Channel = s.d.guardReport(st)
-	info.Outsiders = proto.OutsiderStats{Requests: s.d.CMStats().Outsiders, Packets: s.d.host.WireStats("").Outsiders}
+	info.Outsiders = switchview.OutsiderStats{Requests: s.d.CMStats().Outsiders, Packets: s.d.host.WireStats("").Outsiders}
 	if cands, keys, err := fab.SMState(ctx); err == nil {
 		for _, c := range cands {
 			info.SMCandidates = append(info.SMCandidates, fmt.Sprintf("%s(%d)", c.Host, c.Priority))
@@ -84,7 +85,7 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 }
 
 func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
-	req, err := decode[proto.PortGroupSpec](body)
+	req, err := decode[switchview.PortGroup](body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,7 +102,7 @@ func cmdPortGroupAdd(s *session, body []byte, _ []int) (any, []int, error) {
 }
 
 func cmdPortGroupDelete(s *session, body []byte, _ []int) (any, []int, error) {
-	req, err := decode[proto.PortGroupSpec](body)
+	req, err := decode[switchview.PortGroup](body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,9 +140,9 @@ func cmdPortGroupList(s *session, _ []byte, _ []int) (any, []int, error) {
 			count[a.PortGroup]++
 		}
 	}
-	var resp proto.PortGroupListResp
+	var resp switchview.PortGroupList
 	for _, p := range pgs {
-		resp.PortGroups = append(resp.PortGroups, proto.PortGroupSpec{Name: p.Name, VLAN: p.VLAN, PCP: p.PCP, DSCP: p.DSCP,
+		resp.PortGroups = append(resp.PortGroups, switchview.PortGroup{Name: p.Name, VLAN: p.VLAN, PCP: p.PCP, DSCP: p.DSCP,
 			MTU: p.PathMTU(), PKey: p.PartitionKey(), Adapters: count[p.Name]})
 	}
 	return resp, nil, nil
@@ -163,18 +164,18 @@ func cmdHostList(s *session, _ []byte, _ []int) (any, []int, error) {
 		sm = l.Host
 	}
 	self := sw.Record()
-	var resp proto.HostListResp
+	var resp switchview.HostList
 	for _, h := range hosts {
-		hi := proto.HostInfo{Name: h.Name, Identity: h.Identity.String(), Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
+		hi := switchview.Host{Name: h.Name, Identity: h.Identity.String(), Addrs: h.Addrs, TCPEndpoint: h.TCPEndpoint,
 			SM: h.Name == sm, Self: h.Name == self.Name}
 		for _, u := range h.Uplinks {
 			st := u.State
 			if st == "" {
 				st = fabric.UplinkUp
 			}
-			hi.Uplinks = append(hi.Uplinks, proto.UplinkInfo{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs,
+			hi.Uplinks = append(hi.Uplinks, switchview.Uplink{Name: u.Name, Kind: u.Kind, State: st, MTU: u.MTU, GIDs: u.GIDs,
 				Device: u.Device, LinkLayer: u.LinkLayer, GIDTypes: u.GIDTypes, Transport: u.Transport, LID: u.LID, SMLID: u.SMLID,
-				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*proto.VerbsCapsInfo)(u.Caps), CarriesQPs: u.CarriesQPs, Carries: u.Carries})
+				SubnetPrefix: u.SubnetPrefix, Subnets: u.Subnets, Caps: (*switchview.VerbsCaps)(u.Caps), CarriesQPs: u.CarriesQPs, Carries: u.Carries})
 		}
 		// Another host's path is the route table's, which new connections
 		// take; it follows the switch's watch, which a direct read of the
@@ -261,7 +262,7 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}
-	return proto.PathResp{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb, UplinkA: ea.Bound, UplinkB: eb.Bound,
+	return switchview.Path{Kind: string(c.Kind), Reason: c.Reason, HostA: ha, HostB: hb, UplinkA: ea.Bound, UplinkB: eb.Bound,
 		Devices: pathDevices(c, ea.Adapter > eb.Adapter)}, nil, nil
 }
 

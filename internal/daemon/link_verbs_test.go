@@ -15,6 +15,7 @@ import (
 	"github.com/vrdma/vrdma/internal/pathsel"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/verbs"
+	"github.com/vrdma/vrdma/switchview"
 	"golang.org/x/sys/unix"
 )
 
@@ -260,9 +261,9 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 	startDaemon(t, cfg)
 	c := admin(t, cfg.SocketPath)
 	c.ok(proto.OpLinkAdd, proto.LinkSpec{Name: "hca0", Type: "verbs", Dev: "rxe0"}, nil)
-	var r proto.HostListResp
+	var r switchview.HostList
 	c.ok(proto.OpHostList, nil, &r)
-	var got *proto.UplinkInfo
+	var got *switchview.Uplink
 	for _, h := range r.Hosts {
 		for i, u := range h.Uplinks {
 			if h.Self && u.Name == "hca0" {
@@ -270,9 +271,9 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 			}
 		}
 	}
-	want := proto.UplinkInfo{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
+	want := switchview.Uplink{Name: "hca0", Kind: "verbs", State: "up", MTU: 1024, Device: "rxe0", LinkLayer: "Ethernet",
 		GIDs: []string{"fe80::5054:ff:fe47:9101", "::ffff:10.47.91.1"}, GIDTypes: []string{"RoCE v2", "RoCE v2"},
-		Transport: "InfiniBand", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}, CarriesQPs: true, Carries: pathsel.Carried()}
+		Transport: "InfiniBand", Caps: &switchview.VerbsCaps{Atomic: "hca", MaxSGE: 32, MaxQPWR: 1 << 14}, CarriesQPs: true, Carries: pathsel.Carried()}
 	if got == nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("host list: this host's uplink hca0 is %+v, want %+v (hosts %+v)", got, want, r.Hosts)
 	}
@@ -288,14 +289,14 @@ func TestVerbsLinkOnTheSwitch(t *testing.T) {
 func TestVerbsLinkKinds(t *testing.T) {
 	tests := []struct {
 		mode string
-		want proto.UplinkInfo // Name, Kind, State and GIDs are checked apart
-		code proto.Code       // of link add, 0: it succeeds
+		want switchview.Uplink // Name, Kind, State and GIDs are checked apart
+		code proto.Code        // of link add, 0: it succeeds
 		err  string
 	}{
-		{mode: "ib", want: proto.UplinkInfo{MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", GIDTypes: []string{"IB"}, Transport: "InfiniBand",
-			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &proto.VerbsCapsInfo{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}, CarriesQPs: true, Carries: pathsel.Carried()}},
-		{mode: "siw", want: proto.UplinkInfo{MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", GIDTypes: []string{"IB"}, Transport: "iWARP",
-			Caps: &proto.VerbsCapsInfo{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}, CarriesQPs: true, Carries: pathsel.Carried()}},
+		{mode: "ib", want: switchview.Uplink{MTU: 4096, Device: "mlx5_0", LinkLayer: "InfiniBand", GIDTypes: []string{"IB"}, Transport: "InfiniBand",
+			LID: 3, SMLID: 1, SubnetPrefix: "fe80:0000:0000:002a", Caps: &switchview.VerbsCaps{Atomic: "hca", MaxSGE: 30, MaxQPWR: 1 << 15}, CarriesQPs: true, Carries: pathsel.Carried()}},
+		{mode: "siw", want: switchview.Uplink{MTU: 1024, Device: "siw0", LinkLayer: "Ethernet", GIDTypes: []string{"IB"}, Transport: "iWARP",
+			Caps: &switchview.VerbsCaps{Atomic: "none", MaxSGE: 6, MaxQPWR: 1 << 10}, CarriesQPs: true, Carries: pathsel.Carried()}},
 		{mode: "usnic", code: proto.CodeInvalid, err: "usnic_0 has transport usNIC: a verbs uplink needs an InfiniBand, RoCE or iWARP device"},
 	}
 	for _, tt := range tests {
@@ -315,9 +316,9 @@ func TestVerbsLinkKinds(t *testing.T) {
 				return
 			}
 			c.ok(proto.OpLinkAdd, spec, nil)
-			var r proto.HostListResp
+			var r switchview.HostList
 			c.ok(proto.OpHostList, nil, &r)
-			var got *proto.UplinkInfo
+			var got *switchview.Uplink
 			for _, h := range r.Hosts {
 				for i, u := range h.Uplinks {
 					if h.Self && u.Name == "hca0" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // TestLargeListIsWhole: 40 instances of 10 adapters make a `vm show`
@@ -68,7 +69,7 @@ func TestLongNameRefused(t *testing.T) {
 	}{
 		{proto.OpCreateInstance, proto.InstanceSpec{Name: "ok", Adapters: 1, TrustGroup: long}},
 		{proto.OpCreateInstance, proto.InstanceSpec{Name: "ok", Adapters: 1, PortGroup: long}},
-		{proto.OpPortGroupDelete, proto.PortGroupSpec{Name: long}},
+		{proto.OpPortGroupDelete, switchview.PortGroup{Name: long}},
 		{proto.OpLinkDelete, proto.LinkSpec{Name: long}},
 		{proto.OpListLinks, proto.LinkSpec{Name: long}},
 	} {

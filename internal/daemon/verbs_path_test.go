@@ -12,6 +12,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/daemon"
 	"github.com/vrdma/vrdma/internal/proto"
+	"github.com/vrdma/vrdma/switchview"
 )
 
 // TestVerbsPathAcrossHosts: two hosts of a switch (two daemons in this
@@ -54,9 +55,9 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 			"but the adapters' instances are not bound to them (an instance made with `vrdma vm create --uplink hca0` has its QPs on the device); "
 		reason = devices + "neither host host1 nor host host2 has an RDMA uplink on port group default"
 	)
-	path := func(c *rawClient, req proto.PathReq) (proto.PathResp, string) {
+	path := func(c *rawClient, req proto.PathReq) (switchview.Path, string) {
 		t.Helper()
-		var resp proto.PathResp
+		var resp switchview.Path
 		r := c.call(proto.OpPath, mustJSON(req))
 		if r.h.Code != proto.CodeOK {
 			return resp, fmt.Sprintf("%v: %s", r.h.Code, r.msg())
@@ -72,7 +73,7 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 		last := fail
 		if fail == "" {
 			last = fmt.Sprintf("%+v (devices %+v)", resp, resp.Devices)
-			want := proto.PathDevices{A: "hca0", B: "hca0", DeviceA: "rxe0", DeviceB: "rxe0", Mode: "RoCE v2",
+			want := switchview.PathDevices{A: "hca0", B: "hca0", DeviceA: "rxe0", DeviceB: "rxe0", Mode: "RoCE v2",
 				Blocked: "the adapters' instances are not bound to them (an instance made with `vrdma vm create --uplink hca0` has its QPs on the device)"}
 			if resp.Kind == "tcp" && resp.Reason == reason && resp.HostA == "host2" && resp.Devices != nil && *resp.Devices == want {
 				break
@@ -96,8 +97,8 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 		want string
 	}{
 		{proto.PathReq{A: "vb1", B: "vm2"}, "vb1/vrdma0 is bound to verbs uplink hca0 (rxe0 on host host1): its QPs are the device's; vm2/vrdma0 is not bound and host host2 has no RDMA uplink on port group default, and the TCP channel cannot reach a device's QPs"},
-		{proto.PathReq{A: "vb1", B: "vb2", Request: &proto.PathRequest{SRQ: true}}, "their QPs have no path but the devices', and the daemons of hosts host1 and host2 do not carry SRQs on a device yet"},
-		{proto.PathReq{A: "vb1", B: "vb2", Request: &proto.PathRequest{MTU: 4096}}, "hca0 (rxe0, RoCE) on host host1 takes path MTU 1024, the instance asks for 4096: ibv_modify_qp would fail with EINVAL"},
+		{proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{SRQ: true}}, "their QPs have no path but the devices', and the daemons of hosts host1 and host2 do not carry SRQs on a device yet"},
+		{proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{MTU: 4096}}, "hca0 (rxe0, RoCE) on host host1 takes path MTU 1024, the instance asks for 4096: ibv_modify_qp would fail with EINVAL"},
 		{proto.PathReq{A: "vb1", B: "vm1"}, "same host host1, but vb1/vrdma0 is bound to verbs uplink hca0: its QPs are the device's, and vm1/vrdma0 is not bound"},
 	} {
 		r := clients[0].call(proto.OpPath, mustJSON(tc.req))
@@ -107,21 +108,21 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 	}
 	// What the QPs ask and the device lacks is said first for unbound
 	// instances too: a path MTU over rxe0's active 1024 bytes.
-	clients[1].ok(proto.OpPath, proto.PathReq{A: "vm1", B: "vm2", Request: &proto.PathRequest{MTU: 4096}}, &resp)
+	clients[1].ok(proto.OpPath, proto.PathReq{A: "vm1", B: "vm2", Request: &switchview.PathRequest{MTU: 4096}}, &resp)
 	lack := "match (RoCE v2), but hca0 (rxe0, RoCE) on host host1 takes path MTU 1024, the instance asks for 4096: ibv_modify_qp would fail with EINVAL"
 	if resp.Kind != "tcp" || !strings.Contains(resp.Reason, lack) || resp.Devices == nil || !strings.Contains(resp.Devices.Blocked, "path MTU 1024") {
 		t.Errorf("path vm1 vm2 --mtu 4096: %+v (devices %+v); want tcp, %q", resp, resp.Devices, lack)
 	}
 	for i, c := range clients {
 		self, other := fmt.Sprint("host", i+1), fmt.Sprint("host", 2-i)
-		wantBound := proto.BoundPath{Uplink: "hca0",
+		wantBound := switchview.BoundPath{Uplink: "hca0",
 			ToBound:   "verbs: an instance on host host1 is bound to verbs uplink hca0 (rxe0 on host host1) and an instance on host host2 is bound to verbs uplink hca0 (rxe0 on host host2) on port group default: their QPs are the devices', RoCE v2",
 			ToUnbound: "none: an instance on host " + self + " is bound to verbs uplink hca0 (rxe0 on host " + self + "): its QPs are the device's; an instance on host " + other + " is not bound and host " + other + " has no RDMA uplink on port group default, and the TCP channel cannot reach a device's QPs: only RoCE v2 on the wire does (a native RoCE peer, or vrdma's software RoCEv2 on an rxe link); bound to hca0 (vrdma vm create --uplink hca0), an instance on host " + other + " would take the devices"}
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			var r proto.HostListResp
+			var r switchview.HostList
 			c.ok(proto.OpHostList, nil, &r)
-			var got proto.HostInfo
+			var got switchview.Host
 			for _, h := range r.Hosts {
 				if h.Name == other {
 					got = h

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/daemon"
+	"github.com/vrdma/vrdma/switchview"
 	"golang.org/x/sys/unix"
 )
 
@@ -111,7 +112,7 @@ func attackerChild() int {
 	_, err = adm.AddLink(vrdma.LinkSpec{Name: "evil0", Type: "rxe", Netdev: "lo"})
 	c.expect("link add", err, vrdma.ErrPermission)
 	c.expect("link delete", adm.DeleteLink("rxe0"), vrdma.ErrPermission)
-	c.expect("portgroup add", adm.AddPortGroup(vrdma.PortGroup{Name: "evil", VLAN: 7}), vrdma.ErrPermission)
+	c.expect("portgroup add", adm.AddPortGroup(switchview.PortGroup{Name: "evil", VLAN: 7}), vrdma.ErrPermission)
 	c.expect("portgroup delete", adm.DeletePortGroup("default"), vrdma.ErrPermission)
 	_, err = adm.Links("")
 	c.expect("link show (read-only: open to every user)", err, nil)

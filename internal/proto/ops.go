@@ -57,7 +57,7 @@ const (
 	OpOpenXRCD  // an XRC domain, shared by the file descriptor that comes with the request (OpenXRCDReq)
 	OpCloseXRCD // a handle of an XRC domain
 	OpOpenQP    // a handle of another process's XRC_RECV QP of the same XRC domain (OpenQPReq)
-	OpMcastList // the switch's record of the multicast groups the caller may see (McastListResp)
+	OpMcastList // the switch's record of the multicast groups the caller may see (switchview.McastList)
 	OpModifySRQ // an SRQ's limit armed or its ring resized (ModifySRQReq)
 	OpQuerySRQ  // an SRQ's size and armed limit (HandleReq; the reply is a ModifySRQResp)
 	opMax
