@@ -40,7 +40,7 @@ type Device interface {
 }
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
-// engine cannot yet put on the device (UC and XRC QPs, QPs on an SRQ,
+// engine cannot yet put on the device (UC and XRC QPs, QPs on an XRC SRQ,
 // memory windows, more inline bytes than the helper carries per request).
 var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 
