@@ -3,9 +3,13 @@ package interop
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vrdma/vrdma/internal/guest"
 )
 
 // checkSRQPingpong runs Debian's ibv_srq_pingpong under vrdma on guest A's
@@ -17,7 +21,10 @@ import (
 // MTU 1024 (the device carried them). The SRQ's receives reach the device
 // SRQ through its doorbell before the peer sends, and come back in any
 // order across the 16 QPs (docs/design/verbs-uplink-binding.md, "SRQs on
-// the device").
+// the device"). Then testdata/srq_limit under vrdma on the same instance:
+// the SRQ's limit armed and read back on the device, its limit event
+// reaching the program as the SRQ's, the SRQ's receives outliving a QP on
+// it that went to ERR, and the destroys.
 func checkSRQPingpong(t *testing.T, g *Guests) {
 	idx := GIDIndex(GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0")), netip.AddrFrom16(GuestIP("A").As16()))
 	if idx < 0 {
@@ -74,4 +81,27 @@ func checkSRQPingpong(t *testing.T, g *Guests) {
 			}
 		})
 	}
+
+	t.Run("srq_limit", func(t *testing.T) {
+		prog, err := guest.BuildProgram(t.TempDir(), guest.Program{Name: "srq_limit", Src: os.DirFS("testdata/srq_limit"),
+			Header: "infiniband/verbs.h", Package: "libibverbs-dev", Libs: []string{"-libverbs"}})
+		if err != nil {
+			t.Fatalf("building testdata/srq_limit: %v", err)
+		}
+		if err := copyExecutable(prog, filepath.Join(g.share("A"), "srq_limit")); err != nil {
+			t.Fatal(err)
+		}
+		env := fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ", guestSock)
+		before := sent()
+		out, rc := g.Run(t, "A", 300, fmt.Sprintf("%s/mnt/host/srq_limit vrdma0 %d 2>&1", env, idx))
+		t.Logf("srq_limit (exit %d):\n%s", rc, out)
+		for _, l := range []string{"limit ok", "err-keeps ok", "destroy ok"} {
+			if rc != 0 || !strings.Contains(out, l) {
+				t.Errorf("srq_limit did not print %q (exit %d)", l, rc)
+			}
+		}
+		if d := sent() - before; d < 6 {
+			t.Errorf("rxe0 sent %d packets, want at least the 6 SENDs: they did not go through the device", d)
+		}
+	})
 }
