@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
@@ -48,7 +49,7 @@ type devSRQ struct {
 	srq  verbs.SRQ
 	id   uint32 // in u.srqs, and in the work request IDs
 	bell *shm.Doorbell
-	stop context.CancelFunc
+	stop atomic.Bool // closeDevice: the runner returns at its next wake-up
 	done chan struct{}
 
 	// The runner's (one goroutine): the batch it translates into.
@@ -199,9 +200,7 @@ func (r *RQ) PutOnDevice() error {
 	r.dev = d
 	shm.Store32(r.mem, r.ring.Offset+abi.RingNotifyOff, 1)
 	r.mu.Unlock()
-	ctx, stop := context.WithCancel(context.Background())
-	d.stop = stop
-	go r.runDevice(ctx)
+	go r.runDevice()
 	return nil
 }
 
@@ -218,13 +217,14 @@ func (r *RQ) ShareDoorbell() (int, error) {
 func (r *RQ) OnDevice() bool { return r.dev != nil }
 
 // runDevice is a bound SRQ's runner: it sleeps on the doorbell and hands
-// what the client posted to the device.
-func (r *RQ) runDevice(ctx context.Context) {
+// what the client posted to the device. Its wait allocates nothing (no
+// context to cancel): closeDevice sets stop and rings.
+func (r *RQ) runDevice() {
 	d := r.dev
 	defer close(d.done)
 	for {
 		r.postToDevice()
-		if d.bell.Wait(ctx) != nil {
+		if d.bell.Wait(context.Background()) != nil || d.stop.Load() {
 			return
 		}
 	}
@@ -317,7 +317,7 @@ func (r *RQ) closeDevice() {
 	if d == nil {
 		return
 	}
-	d.stop()
+	d.stop.Store(true)
 	d.bell.Signal()
 	<-d.done
 	d.bell.Close()

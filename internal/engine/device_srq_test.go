@@ -2,7 +2,9 @@ package engine
 
 import (
 	"errors"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/abi"
@@ -25,6 +27,11 @@ type srqFakeDevice struct {
 	srqsGone  int
 	limit     uint32
 	refuseSRQ error
+	// count only (the allocation test): the receives posted and the last
+	// one's ID, nothing kept.
+	countOnly bool
+	nPosted   atomic.Int64
+	lastWRID  atomic.Uint64
 }
 
 func (f *srqFakeDevice) CreateSRQ(a verbs.SRQAttr) (verbs.SRQ, error) {
@@ -58,6 +65,11 @@ func (f *srqFakeDevice) PostSRQRecv(s verbs.SRQ, wrs []verbs.RecvWR) error {
 	defer f.smu.Unlock()
 	if f.refuseSRQ != nil {
 		return f.refuseSRQ
+	}
+	if f.countOnly {
+		f.lastWRID.Store(wrs[len(wrs)-1].WRID)
+		f.nPosted.Add(int64(len(wrs)))
+		return nil
 	}
 	b := append([]verbs.RecvWR(nil), wrs...)
 	for i := range b {
@@ -348,4 +360,36 @@ func TestSRQOnDeviceFaults(t *testing.T) {
 			t.Fatalf("PutOnDevice: %v, want ErrDeviceQP", err)
 		}
 	})
+}
+
+// TestSRQOnDeviceAllocs: a receive posted to a bound SRQ, handed to the
+// device on the doorbell and completed allocates nothing in the engine
+// (the runner's batch, the table and the completion's path are made
+// once).
+func TestSRQOnDeviceAllocs(t *testing.T) {
+	s := newSRQScene(t, 8)
+	s.f.countOnly = true
+	r := s.srq.Ring()
+	mem := s.srq.mem
+	sgl := []abi.SGE{{Addr: 0x10000, Length: 16, LKey: s.lkey}}
+	one := []byte{1}
+	wc := []verbs.WC{{QPN: s.qps[0].QPN(), Opcode: uint32(abi.WCRecv), ByteLen: 16}}
+	cqh := s.qps[0].dev.recv.cq.Handle
+	round := func() {
+		e := r.Entry(s.prod)
+		_ = abi.PutRecvWQE(mem[e:e+r.Stride], uint64(s.prod), sgl)
+		s.prod++
+		shm.Store32(mem, r.Offset+abi.RingProdOff, s.prod)
+		_, _ = unix.Write(s.bell, one)
+		for s.f.nPosted.Load() != int64(s.prod) {
+			runtime.Gosched()
+		}
+		wc[0].WRID = s.f.lastWRID.Load()
+		s.f.handler(cqh, wc)
+		shm.Store32(s.cq.mem, s.cq.ring.Offset+abi.RingConsOff, shm.Load32(s.cq.mem, s.cq.ring.Offset+abi.RingProdOff))
+	}
+	round()
+	if n := testing.AllocsPerRun(200, round); n != 0 {
+		t.Fatalf("%v allocations per receive posted, handed and completed, want 0", n)
+	}
 }
