@@ -23,6 +23,7 @@ type srqFakeDevice struct {
 	srqs      []verbs.SRQAttr
 	srqPosts  [][]verbs.RecvWR
 	srqMods   [][2]uint32 // mask, limit
+	resizes   []uint32    // max_wr of each resize
 	onSRQ     int
 	srqsGone  int
 	limit     uint32
@@ -44,6 +45,9 @@ func (f *srqFakeDevice) ModifySRQ(s verbs.SRQ, mask uint32, a verbs.SRQAttr) err
 	f.smu.Lock()
 	defer f.smu.Unlock()
 	f.srqMods = append(f.srqMods, [2]uint32{mask, a.Limit})
+	if mask&verbs.SRQMaxWR != 0 {
+		f.resizes = append(f.resizes, a.MaxWR)
+	}
 	if mask&verbs.SRQLimit != 0 {
 		f.limit = a.Limit
 	}
@@ -391,5 +395,37 @@ func TestSRQOnDeviceAllocs(t *testing.T) {
 	round()
 	if n := testing.AllocsPerRun(200, round); n != 0 {
 		t.Fatalf("%v allocations per receive posted, handed and completed, want 0", n)
+	}
+}
+
+// TestSRQOnDeviceResize: ibv_modify_srq's resize of a bound SRQ resizes the
+// device's SRQ first, then the ring, whose notify word stays set, and the
+// device may then hold as many receives as the new size.
+func TestSRQOnDeviceResize(t *testing.T) {
+	s := newSRQScene(t, 4)
+	s.post(t, 1, 2, 3, 4)
+	waitFor(t, "four receives on the device SRQ", func() bool { return len(s.f.posted()) == 4 })
+	s.post(t, 5, 6) // wait in the ring: the device holds the depth
+	_, fd, err := s.srq.Resize(16, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	s.f.smu.Lock()
+	resizes := append([]uint32(nil), s.f.resizes...)
+	s.f.smu.Unlock()
+	if len(resizes) != 1 || resizes[0] != 16 {
+		t.Fatalf("device resizes %v, want one to 16", resizes)
+	}
+	r := s.srq.Ring()
+	if r.Entries != 16 || shm.Load32(s.srq.mem, r.Offset+abi.RingNotifyOff) != 1 {
+		t.Fatalf("the new ring has %d entries, notify word %d; want 16 and set", r.Entries, shm.Load32(s.srq.mem, r.Offset+abi.RingNotifyOff))
+	}
+	s.post(t, 7, 8, 9, 10)
+	waitFor(t, "ten receives on the device SRQ", func() bool { return len(s.f.posted()) == 10 })
+	for i, w := range s.f.posted() {
+		if w.WRID&devTagMask != devSRQTag {
+			t.Fatalf("device receive %d has ID %#x, not the SRQ's", i, w.WRID)
+		}
 	}
 }

@@ -149,6 +149,7 @@ func (r *RQ) Resize(maxWR, limit int) (old uint64, fd int, err error) {
 			return fail(fmt.Errorf("resizing the SRQ on %s to %d entries: %w", d.u.Name, ring.Entries, err))
 		}
 		d.slots.grow(ring.Entries)
+		d.bell.Signal() // a runner out of slots has more now
 		limit = 0
 	}
 	mem := region.Bytes()
