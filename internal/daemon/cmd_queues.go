@@ -86,8 +86,27 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	h := s.handleID()
 	srq.Handle, srq.Events = h, s
+	if xh == nil && s.adapter.Uplink() != nil {
+		// A bound adapter's SRQ is the device's; the client rings its
+		// doorbell after posting (the ring's notify word says so).
+		if err := srq.PutOnDevice(); err != nil {
+			srq.Close()
+			s.giveQueue(SRQs, ring)
+			return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
+		}
+	}
 	s.srqs[h] = srq
 	fds, err := shareFDs(srq.RegionFD, nil)
+	if err == nil && srq.OnDevice() {
+		var bell int
+		if bell, err = srq.ShareDoorbell(); err == nil {
+			fds = append(fds, bell)
+		} else {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
 	if err != nil {
 		srq.Close()
 		delete(s.srqs, h)

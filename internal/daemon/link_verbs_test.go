@@ -140,7 +140,14 @@ func TestFakeVerbsHelperProcess(t *testing.T) {
 				continue
 			}
 			reply(0, binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, 7), 0))
-		case verbs.OpModifyQP, verbs.OpModifyUDQP, verbs.OpDestroyAH, verbs.OpDestroyQP, verbs.OpDestroyCQ, verbs.OpPostRecv, verbs.OpPostSend:
+		case verbs.OpCreateSRQ, verbs.OpCreateQPSRQ, verbs.OpQuerySRQ:
+			if mode != "datapath" {
+				reply(int32(unix.EOPNOTSUPP), nil)
+				continue
+			}
+			reply(0, fakeSRQReply(h.Op(), buf[verbs.HeaderSize:n])) // verbs_srq_test.go
+		case verbs.OpModifySRQ, verbs.OpDestroySRQ, verbs.OpPostSRQRecv,
+			verbs.OpModifyQP, verbs.OpModifyUDQP, verbs.OpDestroyAH, verbs.OpDestroyQP, verbs.OpDestroyCQ, verbs.OpPostRecv, verbs.OpPostSend:
 			if mode != "datapath" {
 				reply(int32(unix.EOPNOTSUPP), nil)
 				continue

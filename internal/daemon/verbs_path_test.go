@@ -91,13 +91,17 @@ func TestVerbsPathAcrossHosts(t *testing.T) {
 		resp.Devices == nil || resp.Devices.Blocked != "" || resp.Devices.Mode != "RoCE v2" {
 		t.Errorf("path vb2 vb1: %+v (devices %+v) %s\nwant verbs: %s", resp, resp.Devices, fail, want)
 	}
+	// QPs on an SRQ take the devices too (the daemons carry SRQs on them).
+	if resp, fail := path(clients[0], proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{SRQ: true}}); fail != "" || resp.Kind != "verbs" {
+		t.Errorf("path vb1 vb2 --srq: %+v %s; want verbs", resp, fail)
+	}
 	// No path where the QPs could not meet, each with why.
 	for _, tc := range []struct {
 		req  proto.PathReq
 		want string
 	}{
 		{proto.PathReq{A: "vb1", B: "vm2"}, "vb1/vrdma0 is bound to verbs uplink hca0 (rxe0 on host host1): its QPs are the device's; vm2/vrdma0 is not bound and host host2 has no RDMA uplink on port group default, and the TCP channel cannot reach a device's QPs"},
-		{proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{SRQ: true}}, "their QPs have no path but the devices', and the daemons of hosts host1 and host2 do not carry SRQs on a device yet"},
+		{proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{UD: true, MaxInline: 64}}, "their QPs have no path but the devices', and the daemons of hosts host1 and host2 do not carry inline data on UD QPs on a device yet"},
 		{proto.PathReq{A: "vb1", B: "vb2", Request: &switchview.PathRequest{MTU: 4096}}, "hca0 (rxe0, RoCE) on host host1 takes path MTU 1024, the instance asks for 4096: ibv_modify_qp would fail with EINVAL"},
 		{proto.PathReq{A: "vb1", B: "vm1"}, "same host host1, but vb1/vrdma0 is bound to verbs uplink hca0: its QPs are the device's, and vm1/vrdma0 is not bound"},
 	} {

@@ -40,7 +40,7 @@ type Device interface {
 }
 
 // ErrDeviceQP is what an adapter bound to a device refuses: an object the
-// engine cannot yet put on the device (UC and XRC QPs, QPs on an SRQ,
+// engine cannot yet put on the device (UC and XRC QPs, QPs on an XRC SRQ,
 // memory windows, more inline bytes than the helper carries per request).
 var ErrDeviceQP = errors.New("not on a verbs uplink yet")
 
@@ -54,12 +54,14 @@ type DeviceUplink struct {
 
 	mu     sync.Mutex
 	gids   [][16]byte
-	cqs    map[*CQ]*devCQ    // the device CQ of each engine CQ a device QP uses
-	byCQ   map[uint32]*devCQ // ... by the device's handle
-	qps    map[uint32]*QP    // device QPs by QPN
-	down   error             // why the device went away (device_fault.go); nil while up
-	onDown func(error)       // told once when it does
-	next   *DeviceUplink     // the link's new device, once it was added again
+	cqs    map[*CQ]*devCQ     // the device CQ of each engine CQ a device QP uses
+	byCQ   map[uint32]*devCQ  // ... by the device's handle
+	qps    map[uint32]*QP     // device QPs by QPN
+	srqs   map[uint32]*devSRQ // device SRQs by their number in work request IDs (device_srq.go)
+	srqID  uint32             // the last number given
+	down   error              // why the device went away (device_fault.go); nil while up
+	onDown func(error)        // told once when it does
+	next   *DeviceUplink      // the link's new device, once it was added again
 	// The port's active and largest MTU (ibv_query_port): what a bound
 	// adapter's port reports, and the largest path MTU its QPs may take.
 	activeMTU, maxMTU abi.MTU
@@ -199,6 +201,11 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 	}
 	for i := range wcs {
 		w := &wcs[i]
+		if w.WRID&devTagMask == devSRQTag {
+			known, ok := u.srqCompleted(w, ecq)
+			u.srqQPCompleted(w, known && !ok)
+			continue
+		}
 		u.mu.Lock()
 		q := u.qps[w.QPN]
 		u.mu.Unlock()

@@ -126,6 +126,7 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 		}
 		q.flushOnDevice()
 	}
+	u.flushSRQs()
 	why := fmt.Sprintf("verbs link %s: %v", u.Name, reason)
 	for s := range sinks {
 		s.Event(abi.EventDeviceFatal, 0, 0, why)
@@ -157,6 +158,7 @@ func (q *QP) flushOnDeviceLocked() {
 //	QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR  the QP's, which goes to ERR (the device flushes it)
 //	COMM_EST, SQ_DRAINED, QP_LAST_WQE    the QP's
 //	CQ_ERR                               the CQ's
+//	SRQ_LIMIT_REACHED, SRQ_ERR           the SRQ's (device_srq.go)
 //	PORT_ACTIVE, PORT_ERR, GID_CHANGE    every client's with QPs or CQs on the device
 //	DEVICE_FATAL                         DeviceFatal
 //
@@ -189,6 +191,19 @@ func (u *DeviceUplink) event(e verbs.AsyncEvent) {
 		u.mu.Unlock()
 		if d != nil && d.ecq.Events != nil {
 			d.ecq.Events.Event(abi.EventCQErr, d.ecq.Handle, 0, why)
+		}
+	case e.Type == verbs.EventSRQLimit || e.Type == verbs.EventSRQErr:
+		// The helper names the SRQ by its handle (its srq_context).
+		d := u.srqByHandle(e.Element)
+		if d == nil {
+			return // destroyed meanwhile
+		}
+		t := abi.EventSRQLimit
+		if e.Type == verbs.EventSRQErr {
+			t = abi.EventSRQErr
+		}
+		if r := d.rq; r.Events != nil {
+			r.Events.Event(t, r.Handle, 0, why)
 		}
 	case e.Type == verbs.EventPortActive || e.Type == verbs.EventPortErr || e.Type == verbs.EventGIDChange:
 		for s := range u.sinks() {

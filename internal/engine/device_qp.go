@@ -43,8 +43,14 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		return err
 	}
 	ud := q.apiType == abi.QPTypeUD
-	if (q.apiType != abi.QPTypeRC && !ud) || cfg.SRQ != nil {
-		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC and UD QPs with their own receive queue only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
+	if q.apiType != abi.QPTypeRC && !ud {
+		return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC and UD QPs only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
+	}
+	var onSRQ *devSRQ
+	if cfg.SRQ != nil {
+		if onSRQ = cfg.SRQ.dev; onSRQ == nil || ud || onSRQ.u != u {
+			return fmt.Errorf("adapter %s is on verbs uplink %s, which carries RC QPs on an SRQ of the device only: %w", q.adapter.Name, u.Name, ErrDeviceQP)
+		}
 	}
 	s, err := u.useCQ(cfg.SendCQ)
 	if err != nil {
@@ -68,8 +74,15 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	vc := verbs.QPCap{MaxSendWR: uint32(c.MaxSendWR), MaxRecvWR: uint32(c.MaxRecvWR),
 		MaxSendSGE: uint32(min(c.MaxSendSGE, verbs.MaxWRSGE)), MaxRecvSGE: uint32(min(c.MaxRecvSGE, verbs.MaxWRSGE)), MaxInline: uint32(inline)}
 	create, kind := u.dev.CreateQP, "an RC QP"
-	if ud {
+	switch {
+	case ud:
 		create, kind = u.dev.CreateUDQP, "a UD QP"
+	case onSRQ != nil:
+		vc.MaxRecvWR, vc.MaxRecvSGE = 0, 0
+		create = func(s, r verbs.CQ, c verbs.QPCap) (verbs.QP, error) {
+			return onSRQ.dev.CreateQPOnSRQ(s, r, onSRQ.srq, c)
+		}
+		kind = "an RC QP on an SRQ"
 	}
 	vq, err := create(s.cq, r.cq, vc)
 	if err != nil {
@@ -195,16 +208,19 @@ func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
 // forward: receives from INIT on (a device takes them before the QP is
 // connected), sends in RTS.
 func (q *QP) devHasWork(mem []byte) bool {
+	// A QP on an SRQ has no receive ring of its own: the SRQ's runner
+	// forwards what is posted to it (device_srq.go).
+	recvs := !q.srq && q.rq.pending(mem)
 	switch q.State() {
 	case abi.QPStateInit, abi.QPStateRTR:
-		return q.rq.pending(mem) && !q.dev.slots.rwait.Load()
+		return recvs && !q.dev.slots.rwait.Load()
 	case abi.QPStateRTS:
 		// A runner waiting for room has work once a completion makes
 		// some (it kicks the worker).
-		return (q.rq.pending(mem) && !q.dev.slots.rwait.Load()) ||
+		return (recvs && !q.dev.slots.rwait.Load()) ||
 			(shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() && !q.dev.slots.swait.Load())
 	case abi.QPStateErr:
-		return q.rq.pending(mem) || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
+		return recvs || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
 	}
 	return false
 }
@@ -235,7 +251,10 @@ func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
-	worked := q.postRecvsToDevice()
+	worked := false
+	if !q.srq {
+		worked = q.postRecvsToDevice() // an SRQ's runner posts its own (device_srq.go)
+	}
 	if st == abi.QPStateRTS {
 		worked = q.postSendsToDevice() || worked
 	}
@@ -449,6 +468,12 @@ func (q *QP) postSendsToDevice() bool {
 // into the helper's (region handle and offset), appending to out; false
 // when one names no region of q's PD or leaves it.
 func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
+	return q.adapter.translateOnDevice(q.pd, in, out)
+}
+
+// translateOnDevice is translate for the requests of pd's queues (a QP's
+// or an SRQ's).
+func (a *Adapter) translateOnDevice(pd *PD, in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
 	if len(in) > verbs.MaxWRSGE || len(out)+len(in) > cap(out) {
 		return out, false
 	}
@@ -456,8 +481,8 @@ func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
 		if g.Length == 0 {
 			continue
 		}
-		m := q.adapter.deviceMR(g.LKey)
-		if m == nil || m.pd != q.pd || m.dev == nil || g.Addr < m.addr || g.Addr-m.addr > m.length || uint64(g.Length) > m.length-(g.Addr-m.addr) {
+		m := a.deviceMR(g.LKey)
+		if m == nil || m.pd != pd || m.dev == nil || g.Addr < m.addr || g.Addr-m.addr > m.length || uint64(g.Length) > m.length-(g.Addr-m.addr) {
 			return out, false
 		}
 		out = append(out, verbs.SGE{MR: m.dev.mr.Handle, Length: g.Length, Offset: m.dev.skew + g.Addr - m.addr})

@@ -188,12 +188,18 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q.s.init(q.sq.Stride)
 	if a.Uplink() != nil {
 		if err := q.createOnDevice(&cfg); err != nil {
+			if q.srq && role == xrcNone {
+				cfg.SRQ.Unuse()
+			}
 			region.Close()
 			return nil, err
 		}
-		// The client rings after posting receives: the device needs them
-		// before the peer's messages arrive.
-		shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+		if !q.srq {
+			// The client rings after posting receives: the device needs
+			// them before the peer's messages arrive (an SRQ's ring has
+			// its own notify word: device_srq.go).
+			shm.Store32(q.mem, q.rqRing.Offset+abi.RingNotifyOff, 1)
+		}
 	}
 	if a.poller != nil {
 		q.doorbell = a.poller.bell

@@ -26,6 +26,10 @@ type RQ struct {
 	region  *shm.Region // owned only by SRQs
 	limit   int         // SRQs: the armed limit event, 0 for none (srq_modify.go)
 
+	// A bound adapter's SRQ: the device's (device_srq.go); set before the
+	// SRQ is shared, nil otherwise.
+	dev *devSRQ
+
 	// XRC SRQs (xrc.go): the domain, the completion queue and the number.
 	xrcd *XRCD
 	cq   *CQ
@@ -135,6 +139,7 @@ func (r *RQ) close() {
 
 // Close frees an SRQ.
 func (r *RQ) Close() {
+	r.closeDevice()
 	r.closeXRC()
 	r.close()
 	if r.region != nil {

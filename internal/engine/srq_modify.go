@@ -6,6 +6,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/shm"
+	"github.com/vrdma/vrdma/internal/verbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +36,17 @@ func (e *SRQBelowPendingError) Error() string {
 
 // Limit returns the armed SRQ limit, 0 when none is (ibv_query_srq), and
 // MaxWR the number of entries of its ring.
-func (r *RQ) Limit() int { r.mu.Lock(); defer r.mu.Unlock(); return r.limit }
+func (r *RQ) Limit() int {
+	if d := r.dev; d != nil {
+		// The device arms and disarms it (its limit event).
+		if a, err := d.dev.QuerySRQ(d.srq); err == nil {
+			return int(a.Limit)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.limit
+}
 func (r *RQ) MaxWR() int { r.mu.Lock(); defer r.mu.Unlock(); return r.ring.Entries }
 
 // MaxSGE returns the scatter entries of each of an RQ's requests.
@@ -52,6 +63,14 @@ func (r *RQ) SetLimit(limit int) error {
 	}
 	if limit < 0 || limit > r.ring.Entries {
 		return &SRQLimitError{Limit: limit, MaxWR: r.ring.Entries}
+	}
+	if d := r.dev; d != nil {
+		// The device's SRQ raises the event (through the helper's async
+		// events, device_fault.go); the engine's stays disarmed.
+		if err := d.dev.ModifySRQ(d.srq, verbs.SRQLimit, verbs.SRQAttr{Limit: uint32(limit)}); err != nil {
+			return fmt.Errorf("arming the limit of the SRQ on %s: %w", d.u.Name, err)
+		}
+		return nil
 	}
 	r.limit = limit
 	return nil
@@ -120,6 +139,19 @@ func (r *RQ) Resize(maxWR, limit int) (old uint64, fd int, err error) {
 	if n > maxWR {
 		return fail(&SRQBelowPendingError{MaxWR: maxWR, Pending: n})
 	}
+	if d := r.dev; d != nil {
+		// The device's SRQ first: a size it refuses leaves both as they were.
+		mask, a := uint32(verbs.SRQMaxWR), verbs.SRQAttr{MaxWR: uint32(ring.Entries)}
+		if limit > 0 {
+			mask, a.Limit = mask|verbs.SRQLimit, uint32(limit)
+		}
+		if err := d.dev.ModifySRQ(d.srq, mask, a); err != nil {
+			return fail(fmt.Errorf("resizing the SRQ on %s to %d entries: %w", d.u.Name, ring.Entries, err))
+		}
+		d.slots.grow(ring.Entries)
+		d.bell.Signal() // a runner out of slots has more now
+		limit = 0
+	}
 	mem := region.Bytes()
 	for i := r.cons; i != prod; i++ {
 		from := r.mem[r.ring.Entry(i):]
@@ -128,6 +160,9 @@ func (r *RQ) Resize(maxWR, limit int) (old uint64, fd int, err error) {
 	}
 	shm.Store32(mem, ring.Offset+abi.RingConsOff, r.cons)
 	shm.Store32(mem, ring.Offset+abi.RingProdOff, prod)
+	if r.dev != nil {
+		shm.Store32(mem, ring.Offset+abi.RingNotifyOff, 1) // as the old ring: the client rings after posting
+	}
 	old = uint64(r.ring.Size() + r.ring.Stride)
 	r.region.Close()
 	r.region, r.mem, r.ring = region, mem, ring

@@ -138,4 +138,5 @@ func TestVerbsUplinkPingpong(t *testing.T) {
 			}
 		})
 	}
+	t.Run("srq_pingpong", func(t *testing.T) { checkSRQPingpong(t, g) }) // verbs_srq_test.go
 }

@@ -32,9 +32,13 @@ func TestSelectBound(t *testing.T) {
 			kind: Verbs, device: true, has: []string{"vm1/vrdma0 is bound to verbs uplink hca0 (rxe0 on host a) and vm2/vrdma0 is bound to verbs uplink hca1 (rxe0 on host b) on port group pg: their QPs are the devices', RoCE v2"}},
 		{name: "both bound, atomics carried", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{Atomics: true},
 			kind: Verbs, device: true},
-		{name: "both bound, SRQs not carried yet", a: bind(vend("vm1/vrdma0", "a", rxe, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", rxe, v2("hca1")), "hca1"), req: Request{SRQ: true},
+		{name: "both bound, SRQs carried", a: bind(vend("vm1/vrdma0", "a", nil, now("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, now("hca1")), "hca1"), req: Request{SRQ: true},
+			kind: Verbs, device: true},
+		{name: "both bound, SRQs carried on one side only", a: bind(vend("vm1/vrdma0", "a", nil, now("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{SRQ: true},
+			has: []string{"host b's daemon does not carry SRQs on a device yet"}, errIs: []error{ErrNoDataPath}},
+		{name: "both bound, daemons that do not carry SRQs (older builds)", a: bind(vend("vm1/vrdma0", "a", rxe, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", rxe, v2("hca1")), "hca1"), req: Request{SRQ: true},
 			has: []string{"their QPs have no path but the devices', and the daemons of hosts a and b do not carry SRQs on a device yet"}, errIs: []error{ErrNoDataPath}},
-		{name: "both bound, SRQ not carried yet", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{SRQ: true},
+		{name: "both bound, daemons without SRQs, no other path", a: bind(vend("vm1/vrdma0", "a", nil, v2("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, v2("hca1")), "hca1"), req: Request{SRQ: true},
 			has: []string{"do not carry SRQs on a device yet"}, errIs: []error{ErrNoDataPath}},
 		{name: "both bound, inline carried", a: bind(vend("vm1/vrdma0", "a", nil, now("hca0")), "hca0"), b: bind(vend("vm2/vrdma0", "b", nil, now("hca1")), "hca1"), req: Request{MaxInline: 64},
 			kind: Verbs, device: true},
@@ -101,11 +105,11 @@ func TestSelectBound(t *testing.T) {
 }
 
 // TestDeviceFeatures: the gate's table. This build's data path carries RC
-// QPs, atomics, UD QPs and inline data on a device and not SRQs or inline
+// QPs, atomics, UD QPs, SRQs and inline data on a device and not inline
 // data on UD QPs yet (each row that is not carried says why); a host record lists the
 // carried ones, RC first.
 func TestDeviceFeatures(t *testing.T) {
-	want := map[string]bool{FeatureRC: true, "atomics": true, "UD QPs": true, "SRQs": false, "inline data": true, "inline data on UD QPs": false}
+	want := map[string]bool{FeatureRC: true, "atomics": true, "UD QPs": true, "SRQs": true, "inline data": true, "inline data on UD QPs": false}
 	if len(DeviceFeatures) != len(want) {
 		t.Fatalf("DeviceFeatures has %d rows, want %d", len(DeviceFeatures), len(want))
 	}

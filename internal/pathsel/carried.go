@@ -23,7 +23,7 @@ var DeviceFeatures = []Feature{
 	{Name: FeatureRC, Asks: func(Request) bool { return true }, Carried: true},
 	{Name: "atomics", Asks: func(r Request) bool { return r.Atomics }, Carried: true},
 	{Name: "UD QPs", Asks: func(r Request) bool { return r.UD }, Carried: true},
-	{Name: "SRQs", Asks: func(r Request) bool { return r.SRQ }, Why: "a bound adapter refuses QPs on an SRQ (engine.ErrDeviceQP)"},
+	{Name: "SRQs", Asks: func(r Request) bool { return r.SRQ }, Carried: true},
 	{Name: "inline data", Asks: func(r Request) bool { return r.MaxInline > 0 }, Carried: true},
 	{Name: "inline data on UD QPs", Asks: func(r Request) bool { return r.UD && r.MaxInline > 0 },
 		Why: "a bound adapter refuses a UD QP that asks for inline data (engine.ErrDeviceQP): the helper's UD post carries no inline bytes"},

@@ -328,7 +328,9 @@ type CreateSRQReq struct {
 	CQ   uint32 `json:"cq,omitempty"`
 }
 
-// CreateSRQResp comes with one descriptor: the ring memfd.
+// CreateSRQResp comes with one descriptor, the ring memfd, and a second,
+// the SRQ's doorbell, for an SRQ on a device (a bound adapter's): the client
+// rings it after posting when the ring's notify word is set.
 type CreateSRQResp struct {
 	Handle uint32   `json:"handle"`
 	MaxWR  int      `json:"max_wr"`

@@ -50,7 +50,7 @@ const (
 	eventElementCQ    = 2
 	eventElementPort  = 3
 	eventElementNone  = 4
-	eventElementOther = 5 // SRQ, WQ: the helper names neither (element 0)
+	eventElementOther = 5 // SRQ (its handle) or WQ (0)
 )
 
 // AsyncEvent is one asynchronous event of the device.

@@ -54,7 +54,7 @@ int vrdma_bell_nosignal;
 #define RWF_NOSIGNAL 0x00000100
 #endif
 
-/* ring_bell writes a byte into a doorbell pipe (a full pipe already
+/* ring_fd writes a byte into a doorbell pipe (a full pipe already
  * rings). Once the daemon no longer reads it (the device was closed, or
  * the daemon is gone) the write fails with EPIPE: a closed pipe is a lost
  * daemon, the context notes it (lost.c), and the request just posted is
@@ -73,9 +73,8 @@ int vrdma_bell_nosignal;
  * it (the kernel lacks the flag: EOPNOTSUPP, EINVAL, ENOSYS; or a seccomp
  * filter refuses the call, often with EPERM) and the masked write rings
  * instead. A bell not rung is a daemon asleep on a request posted. */
-static void ring_bell(struct vrdma_qp *q)
+static void ring_fd(struct ibv_context *c, int fd)
 {
-	int fd = q->bell;
 	char b = 1;
 	if (__atomic_load_n(&vrdma_bell_nosignal, __ATOMIC_RELAXED) >= 0) {
 		struct iovec v = {.iov_base = &b, .iov_len = 1};
@@ -86,7 +85,7 @@ static void ring_bell(struct vrdma_qp *q)
 		if (r >= 0 || errno == EAGAIN || errno == EPIPE) {
 			__atomic_store_n(&vrdma_bell_nosignal, 1, __ATOMIC_RELAXED);
 			if (r < 0 && errno == EPIPE)
-				vrdma_note_lost(to_vctx(q->qpx.qp_base.context));
+				vrdma_note_lost(to_vctx(c));
 			return;
 		}
 		int unknown = 0; /* a kernel that took the flag before keeps it */
@@ -102,7 +101,7 @@ static void ring_bell(struct vrdma_qp *q)
 		w = write(fd, &b, 1);
 	while (w < 0 && errno == EINTR);
 	if (w < 0 && errno == EPIPE) {
-		vrdma_note_lost(to_vctx(q->qpx.qp_base.context));
+		vrdma_note_lost(to_vctx(c));
 		struct timespec none = {0, 0};
 		while (own && sigtimedwait(&pipe_set, NULL, &none) < 0 && errno == EINTR)
 			;
@@ -110,6 +109,9 @@ static void ring_bell(struct vrdma_qp *q)
 	if (own)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
+
+/* ring_bell rings a QP's doorbell. */
+static void ring_bell(struct vrdma_qp *q) { ring_fd(q->qpx.qp_base.context, q->bell); }
 
 static uint8_t *sq_slot(struct vrdma_qp *q)
 {
@@ -422,7 +424,16 @@ int vrdma_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_
 		*bad = wr;
 		return EIO; /* the daemon is gone (lost.c) */
 	}
+	uint32_t before = s->prod;
 	int rc = post_recv_ring(srq->context, s->mem, &s->ring, &s->prod, (uint32_t)s->max_sge, wr, bad);
+	/* An SRQ on a device: its runner hands the requests to the device
+	 * before a message needs them, so it must hear of them now (the
+	 * software path takes them as messages arrive, and has no bell). */
+	if (s->bell >= 0 && s->prod != before) {
+		vrdma_fence(); /* the producer index before the notify word */
+		if (vrdma_load32(s->mem, s->ring.off + VRDMA_RING_NOTIFY_OFF))
+			ring_fd(srq->context, s->bell);
+	}
 	pthread_spin_unlock(&s->lock);
 	return rc;
 }

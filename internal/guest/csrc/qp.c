@@ -416,7 +416,7 @@ struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *
 		return NULL;
 	}
 	struct vj_doc doc = {0};
-	int fds[1] = {-1}, nfds = 1;
+	int fds[2] = {-1, -1}, nfds = 2;
 	int rc = vrdma_cmd(ctx, VRDMA_CMD_CREATE_SRQ, &doc, NULL, 0, fds, &nfds,
 			   "{\"pd\":%u,\"max_wr\":%u,\"max_sge\":%u,\"xrcd\":%u,\"cq\":%u}", pd->handle,
 			   attr->attr.max_wr, attr->attr.max_sge, xrcd_handle, cq_handle);
@@ -429,7 +429,8 @@ struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *
 	int64_t size = 0, max_wr = 0, max_sge = 0;
 	if (xrcd_handle && (vj_get_u64(&doc, 0, "srqn", &srqn) || srqn == 0 || srqn > 0xffffff))
 		rc = EPROTO;
-	if (nfds != 1 || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
+	/* The ring, and for an SRQ on a device its doorbell (none for XRC). */
+	if (nfds < 1 || nfds > 2 || (xrcd_handle && nfds != 1) || vj_get_u64(&doc, 0, "handle", &h) || vj_get_i64(&doc, 0, "size", &size) || size <= 0 ||
 	    vj_get_i64(&doc, 0, "max_wr", &max_wr) || vj_get_i64(&doc, 0, "max_sge", &max_sge) ||
 	    max_sge < 0 || max_sge > VRDMA_MAX_SGE || max_wr < 0 ||
 	    vrdma_ring_from(&doc, vj_get(&doc, 0, "ring"), (size_t)size, &s->ring))
@@ -442,6 +443,7 @@ struct ibv_srq *vrdma_create_srq(struct ibv_pd *ibpd, struct ibv_srq_init_attr *
 		errno = rc;
 		return NULL;
 	}
+	s->bell = nfds == 2 ? fds[1] : -1;
 	s->handle = (uint32_t)h;
 	s->srqn = (uint32_t)srqn;
 	s->max_wr = (uint32_t)max_wr;
@@ -575,6 +577,8 @@ VRDMA_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 		return rc;
 	vrdma_untrack(ctx, s, VRDMA_OBJ_SRQ);
 	munmap(s->mem, s->size);
+	if (s->bell >= 0)
+		close(s->bell);
 	pthread_spin_destroy(&s->lock);
 	vrdma_own_free(s);
 	vrdma_live(ctx, -1);

@@ -153,6 +153,10 @@ struct vrdma_srq {
 	int max_sge;
 	uint32_t max_wr;
 	pthread_spinlock_t lock;
+	/* Write end of the SRQ's doorbell, -1 for none: the daemon gives one
+	 * to an SRQ on a device (a bound adapter's) and sets the ring's notify
+	 * word; a post then rings it (post.c). */
+	int bell;
 	uint32_t flush; /* after the loss: the next request to flush (lost.c) */
 	uint32_t srqn;  /* an XRC SRQ's number; 0 for a basic SRQ (xrc.c) */
 	struct ibv_cq *xcq; /* an XRC SRQ's CQ, where its requests flush (lost.c) */

@@ -56,6 +56,10 @@ int async_event(void)
 	case IBV_EVENT_CQ_ERR:
 		elem = (uint32_t)(uintptr_t)ev.element.cq->cq_context;
 		break;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		elem = (uint32_t)(uintptr_t)ev.element.srq->srq_context; /* its handle (srq.c) */
+		break;
 	case IBV_EVENT_PORT_ACTIVE:
 	case IBV_EVENT_PORT_ERR:
 	case IBV_EVENT_LID_CHANGE:
@@ -66,7 +70,7 @@ int async_event(void)
 		elem = (uint32_t)ev.element.port_num;
 		break;
 	default:
-		break; /* the device, or an SRQ (element 0: the engine puts none on the device yet) or a WQ */
+		break; /* the device, or a WQ (element 0) */
 	}
 	ibv_ack_async_event(&ev);
 	if (type > IBV_EVENT_WQ_FATAL)

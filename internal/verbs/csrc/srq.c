@@ -43,6 +43,7 @@ int do_create_srq(uint32_t seq, const unsigned char *body, size_t len)
 		;
 	if (h == VH_MAX_SRQS)
 		return fail(VH_CREATE_SRQ, seq, ENOSPC, "create_srq: %d SRQs already", VH_MAX_SRQS);
+	ia.srq_context = (void *)(uintptr_t)h; /* its async events name it (async.c) */
 	s = ibv_create_srq(pd, &ia);
 	if (!s)
 		return fail(VH_CREATE_SRQ, seq, errno, "ibv_create_srq: %s", strerror(errno));
