@@ -122,8 +122,8 @@ if cv:
 PY
 	echo
 	echo "Notes: \"above idle\" takes the round's idle rate off each run (a run under it counts as 0). The idle"
-	echo "floor is the embedded switch's (etcd's) timers: the default daemon wakes some 300 times a second on this host"
-	echo "(about 0.01 CPU s per second here), one with --no-switch not at all; in a TCG guest those wake-ups cost far"
+	echo "floor is the embedded switch's (etcd's) timers: the default daemon wakes some 120 times a second on this host (300 before the idle work, docs/design/idle-daemon.md)"
+	echo "(about 0.003 CPU s per second here), one with --no-switch not at all; in a TCG guest those wake-ups cost far"
 	echo "more. The helper's CPU is the relay's other half (it posts the batches and pushes the completions), so the"
 	echo "target is read with it. The daemon's CPU is measured at clock-tick resolution (10 ms), which the"
 	echo "verbs rows come close to. Raw log: bench/results/raw-verbs (not committed)."
