@@ -129,3 +129,16 @@ func (s *session) qpUD(h uint32) bool {
 	q, err := lookup(s.qps, h, "queue pair")
 	return err == nil && q.Type() == abi.QPTypeUD
 }
+
+// boundMcastRefused refuses multicast on an instance bound to a verbs
+// uplink: its UD QPs are the device's, and attaching them to a group
+// (ibv_attach_mcast, which rdma_join_multicast does) on the device and
+// joining through the device's CM is not built; the daemon's own groups
+// would never see the device's traffic. nil for an instance not bound.
+func boundMcastRefused(s *session) error {
+	if s.adapter == nil || s.adapter.Uplink() == nil {
+		return nil
+	}
+	name := s.adapter.Uplink().Name
+	return proto.Errorf(proto.CodeState, "multicast is not supported on verbs link %s yet: this instance's UD QPs are device %s's, and attaching them to a group through the device (ibv_attach_mcast, rdma_join_multicast) is not built; use an instance without --uplink for multicast", name, name)
+}
