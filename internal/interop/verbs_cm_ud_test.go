@@ -50,15 +50,15 @@ func checkUDCM(t *testing.T, g *Guests) {
 		env := fmt.Sprintf("LD_LIBRARY_PATH=/mnt/host/vrdma-lib VRDMA_SOCKET=%s VRDMA_INSTANCE=vm1 ", sock)
 		const msgs = 10
 		ip := GuestIP("A").String()
-		for i, vrdmaServer := range []bool{false, true} {
+		for _, vrdmaServer := range []bool{false, true} {
 			name := "vrdma_client"
 			if vrdmaServer {
 				name = "vrdma_server"
 			}
 			t.Run(name, func(t *testing.T) {
-				port := 7191 + i
-				server := fmt.Sprintf("udaddy -b %s -p %d -C %d", ip, port, msgs)
-				client := fmt.Sprintf("udaddy -s %s -p %d -C %d", ip, port, msgs)
+				const port = 7174 // udaddy's own (its -p is the port space)
+				server := fmt.Sprintf("udaddy -b %s -C %d", ip, msgs)
+				client := fmt.Sprintf("udaddy -s %s -C %d", ip, msgs)
 				if vrdmaServer {
 					server = env + server
 				} else {
