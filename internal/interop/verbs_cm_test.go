@@ -49,8 +49,6 @@ func TestVerbsUplinkCM(t *testing.T) {
 		})
 	}
 
-	checkUDCM(t, g) // verbs_cm_ud_test.go: UD (SIDR) through the device's CM
-
 	t.Run("rping", func(t *testing.T) {
 		if out, rc := g.Run(t, "A", 30, "command -v rping"); rc != 0 {
 			t.Skipf("the interop guest lacks rping: %s", out)
@@ -111,4 +109,5 @@ func TestVerbsUplinkCM(t *testing.T) {
 			})
 		}
 	})
+	checkUDCM(t, g) // verbs_cm_ud_test.go: UD (SIDR) through the device's CM
 }
