@@ -18,8 +18,9 @@ import (
 // on an instance bound to rxe0 against the kernel's own udaddy on rxe0,
 // both roles: the SIDR exchange through the kernel's CM, then udaddy's
 // datagrams each way (the client's AH from the SIDR reply's ah_attr, the
-// server's from the completion), "test complete" on both sides and rxe0's
-// packet counter rising.
+// server's from the completion; each names its QP to the other in the
+// immediate data), "test complete" on both sides and rxe0's packet counter
+// rising. A native pair runs first: what the vrdma roles must match.
 func checkUDCM(t *testing.T, g *Guests) {
 	for _, h := range []string{verbs.HelperName, verbs.HelperName + "-cm-asan"} {
 		t.Run("device_cm_ud/"+h, func(t *testing.T) {
@@ -67,13 +68,13 @@ func checkUDCM(t *testing.T, g *Guests) {
 					client = env + client
 				}
 				before := sent()
-				srv := g.Spawn(t, "A", 150, server)
+				srv := g.Spawn(t, "A", 240, server)
 				if out, rc := g.Run(t, "A", 120, fmt.Sprintf("i=0; until rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ':%d'; do i=$((i+1)); [ $i -gt 600 ] && exit 1; sleep 0.1; done", port)); rc != 0 {
 					sout, _ := g.Wait(t, "A", srv, 30)
 					t.Fatalf("the udaddy server never listened (%d): %s\n%s", rc, out, sout)
 				}
-				cout, crc := g.Run(t, "A", 120, client)
-				sout, src := g.Wait(t, "A", srv, 150)
+				cout, crc := g.Run(t, "A", 240, client)
+				sout, src := g.Wait(t, "A", srv, 240)
 				t.Logf("server (exit %d): %s\n%s\nclient (exit %d): %s\n%s", src, server, sout, crc, client, cout)
 				if src != 0 || crc != 0 || !strings.Contains(sout, "test complete") || !strings.Contains(cout, "test complete") {
 					t.Errorf("udaddy failed: server exit %d, client exit %d (want 0 and \"test complete\" on both)", src, crc)
