@@ -57,7 +57,11 @@ func cmdCMConnect(s *session, body []byte, _ []int) (any, []int, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		resp, err := m.Connect(s.cm(), req, qpn)
+		connect := m.Connect
+		if s.qpUD(req.QP) {
+			connect = m.ConnectUD // SIDR (cm_device_ud.go)
+		}
+		resp, err := connect(s.cm(), req, qpn)
 		if err != nil {
 			return nil, nil, err
 		}

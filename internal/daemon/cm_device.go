@@ -35,6 +35,7 @@ type cmDevice interface {
 	CMDisconnect(id uint32) error
 	CMDestroy(id uint32) error
 	CMQPAttr(id, state uint32) (verbs.QPAttr, error)
+	cmUDDevice // cm_device_ud.go
 }
 
 // cmClient is a session as the device CM sees it (cmSession).
@@ -64,6 +65,7 @@ type devConn struct {
 	replied  bool   // a dialled connection's reply came
 	est      bool   // established
 	closing  bool   // this side disconnected: the peer's answer is DisconnectDone
+	ud       bool   // a UD id's: SIDR (cm_device_ud.go)
 }
 
 type cmKey struct {
@@ -206,7 +208,11 @@ func (m *deviceCM) Listen(c cmClient, req proto.CMListenReq, privileged bool) (u
 	if err := c.Charge(connmgr.Listeners); err != nil {
 		return 0, err
 	}
-	hid, port, err := m.dev.CMListen(verbs.CMAddr{Port: req.Port}, uint32(backlog))
+	listen := m.dev.CMListen
+	if req.UD {
+		listen = m.dev.CMUDListen // SIDR requests (cm_device_ud.go)
+	}
+	hid, port, err := listen(verbs.CMAddr{Port: req.Port}, uint32(backlog))
 	if err != nil {
 		c.Uncharge(connmgr.Listeners)
 		return 0, m.fail(err, fmt.Sprintf("listening on port %d", req.Port))
@@ -216,7 +222,7 @@ func (m *deviceCM) Listen(c cmClient, req proto.CMListenReq, privileged bool) (u
 		c.Uncharge(connmgr.Listeners)
 		return 0, proto.Errorf(proto.CodePermission, "the kernel gave port %d, below 1024: pick a port of 1024 or above", port)
 	}
-	m.add(&devConn{c: c, id: req.ID, hid: hid, kind: devListener})
+	m.add(&devConn{c: c, id: req.ID, hid: hid, kind: devListener, ud: req.UD})
 	return port, nil
 }
 
@@ -269,6 +275,11 @@ func (m *deviceCM) Resolve(req proto.CMResolveReq) (proto.CMResolveResp, error) 
 // Connect dials req.Addr:req.Port through the device's CM for c's device
 // QP qpn (in RESET or INIT).
 func (m *deviceCM) Connect(c cmClient, req proto.CMConnectReq, qpn uint32) (proto.CMConnectResp, error) {
+	return m.connect(c, req, qpn, false)
+}
+
+// connect dials for an RC QP, or for a UD one (ud: a SIDR_REQ).
+func (m *deviceCM) connect(c cmClient, req proto.CMConnectReq, qpn uint32, ud bool) (proto.CMConnectResp, error) {
 	var none proto.CMConnectResp
 	switch {
 	case req.ID >= proto.CMDaemonIDBase:
@@ -277,7 +288,7 @@ func (m *deviceCM) Connect(c cmClient, req proto.CMConnectReq, qpn uint32) (prot
 		return none, proto.Errorf(proto.CodeInvalid, "address of %d bytes: name the peer's address (16 bytes, IPv4 as ::ffff:a.b.c.d)", len(req.Addr))
 	case req.Port == 0:
 		return none, proto.Errorf(proto.CodeInvalid, "port 0: name the port the peer listens on")
-	case len(req.PrivateData) > 56:
+	case len(req.PrivateData) > 56 && !ud:
 		return none, proto.Errorf(proto.CodeInvalid, "private data of %d bytes: rdma_cm's request carries at most 56", len(req.PrivateData))
 	}
 	idx, gid, ok := m.source([16]byte(req.Addr))
@@ -297,13 +308,17 @@ func (m *deviceCM) Connect(c cmClient, req proto.CMConnectReq, qpn uint32) (prot
 	if err := c.Charge(connmgr.Connections); err != nil {
 		return none, err
 	}
-	hid, err := m.dev.CMConnect(verbs.CMConnectParam{TimeoutMs: timeout, QPN: qpn, Dst: verbs.CMAddr{Addr: [16]byte(req.Addr), Port: req.Port},
+	dial := m.dev.CMConnect
+	if ud {
+		dial = m.dev.CMUDConnect
+	}
+	hid, err := dial(verbs.CMConnectParam{TimeoutMs: timeout, QPN: qpn, Dst: verbs.CMAddr{Addr: [16]byte(req.Addr), Port: req.Port},
 		ResponderResources: rd, InitiatorDepth: rd, RetryCount: 7, RNRRetryCount: 7, PrivateData: req.PrivateData})
 	if err != nil {
 		c.Uncharge(connmgr.Connections)
 		return none, m.fail(err, "connecting")
 	}
-	m.add(&devConn{c: c, id: req.ID, hid: hid, kind: devDialled, rd: rd})
+	m.add(&devConn{c: c, id: req.ID, hid: hid, kind: devDialled, rd: rd, ud: ud})
 	return proto.CMConnectResp{LocalAddr: gid[:], SGIDIndex: idx}, nil
 }
 
@@ -320,6 +335,8 @@ func (m *deviceCM) Accept(c cmClient, req proto.CMAcceptReq, qpn func() (uint32,
 		return err
 	}
 	switch {
+	case dc.ud:
+		return m.acceptUD(dc, req, qpn)
 	case dc.kind == devRequested && !dc.est:
 		n, err := qpn()
 		if err != nil {
@@ -353,6 +370,9 @@ func (m *deviceCM) Reject(c cmClient, req proto.CMRejectReq) error {
 	}
 	if dc.kind == devListener || dc.est {
 		return proto.Errorf(proto.CodeState, "connection %d is established or a listener: end it with disconnect", req.ID)
+	}
+	if dc.ud && len(req.PrivateData) > sidrRepPrivate {
+		return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
 	}
 	if err := m.dev.CMReject(dc.hid, req.PrivateData); err != nil {
 		return m.fail(err, "rejecting")
@@ -417,12 +437,19 @@ func (m *deviceCM) onEvent(e verbs.CMEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e.Event == verbs.CMConnectRequest {
+		if e.UD != nil {
+			m.onUDRequest(e) // cm_device_ud.go
+			return
+		}
 		m.onRequest(e)
 		return
 	}
 	dc := m.byHID[e.ID]
 	if dc == nil {
 		return // destroyed meanwhile
+	}
+	if dc.ud && m.onUDEvent(dc, e) {
+		return
 	}
 	switch e.Event {
 	case verbs.CMConnectResponse:

@@ -26,6 +26,9 @@ func cmdAttachMcast(s *session, body []byte, _ []int) (any, []int, error) {
 	if err := mcastCheck(q, req.GID); err != nil {
 		return nil, nil, err
 	}
+	if err := boundMcastRefused(s); err != nil { // cm_device_ud.go
+		return nil, nil, err
+	}
 	if err := s.take(Mcast, 1); err != nil {
 		return nil, nil, err
 	}

@@ -404,7 +404,7 @@ func (q *QP) postSendsToDevice() bool {
 				uw.WRID = wrid
 				d.udSends = append(d.udSends, uw)
 			} else {
-				d.sends = append(d.sends, verbs.SendWR{WRID: wrid, Opcode: uint32(w.Opcode), Flags: fl, Imm: w.Imm, SGEs: sg,
+				d.sends = append(d.sends, verbs.SendWR{WRID: wrid, Opcode: uint32(w.Opcode), Flags: fl, Imm: immToDevice(w), SGEs: sg,
 					RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap, Inline: data})
 			}
 			nb++

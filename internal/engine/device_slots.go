@@ -221,7 +221,7 @@ func (q *QP) storeFree(off int, v uint32) {
 // completion named a request the device holds and whether cq took it.
 func (q *QP) devCompleted(w *verbs.WC, cq *CQ) (known, pushed bool) {
 	d := &q.dev.slots
-	c := abi.CQE{QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP, SL: w.SL,
+	c := abi.CQE{QPNum: w.QPN, ByteLen: w.ByteLen, Imm: immFromDevice(w), SrcQP: w.SrcQP, SL: w.SL,
 		Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 	i := uint32(w.WRID)
 	wake := false

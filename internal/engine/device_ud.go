@@ -89,6 +89,6 @@ func (q *QP) udSendWR(w *abi.SendWQE, sg []verbs.SGE, flags uint32) (verbs.UDSen
 	if !ok {
 		return verbs.UDSendWR{}, abi.StatusLocQPOpErr
 	}
-	return verbs.UDSendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: flags &^ uint32(abi.SendFence), Imm: w.Imm, SGEs: sg,
+	return verbs.UDSendWR{WRID: w.WRID, Opcode: uint32(w.Opcode), Flags: flags &^ uint32(abi.SendFence), Imm: immToDevice(w), SGEs: sg,
 		AH: ah.Handle, RemoteQPN: w.RemoteQPN & 0xffffff, RemoteQKey: w.RemoteQKey}, abi.StatusSuccess
 }

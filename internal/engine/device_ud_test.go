@@ -132,7 +132,7 @@ func TestAdapterUDOnDevice(t *testing.T) {
 	f.mu.Unlock()
 	// The device knows the second by the engine's ID of send index 1
 	// (device_slots.go), and the client's 8 comes back with its completion.
-	wantWR := verbs.UDSendWR{WRID: devSendTag | 1, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: 0x01020304, AH: 0x71, RemoteQPN: 0x1234, RemoteQKey: 0x11111111}
+	wantWR := verbs.UDSendWR{WRID: devSendTag | 1, Opcode: verbs.WRSendWithImm, Flags: verbs.SendSignaled, Imm: netOrder(0x01020304), AH: 0x71, RemoteQPN: 0x1234, RemoteQKey: 0x11111111}
 	if len(s) != 1 || len(s[0]) != 2 || s[0][1].SGEs[0] != (verbs.SGE{MR: 0, Length: 512, Offset: 4096}) {
 		t.Fatalf("the device got UD batches %+v, want one of two", s)
 	}

@@ -22,6 +22,7 @@ import (
 // against the kernel's own rping on rxe0, both roles, its data verified
 // (-V) and its pings printed on both sides, rxe0's packet counter rising:
 // the CM's messages and the pings went through the device.
+// Then UD: SIDR through the device's CM and udaddy (checkUDCM).
 func TestVerbsUplinkCM(t *testing.T) {
 	Require(t)
 	k := buildVerbsKit(t, true)
@@ -109,4 +110,5 @@ func TestVerbsUplinkCM(t *testing.T) {
 			})
 		}
 	})
+	checkUDCM(t, g) // verbs_cm_ud_test.go: UD (SIDR) through the device's CM
 }

@@ -19,6 +19,10 @@ type CMListenReq struct {
 	ID      uint32 `json:"id"`
 	Port    uint16 `json:"port"`
 	Backlog int    `json:"backlog,omitempty"` // requests waiting for an answer; 0: the default
+	// UD: the listener's id is of rdma_cm's UDP port space (SIDR). The
+	// daemon's own CM serves both on one listener; a device's CM (a
+	// verbs uplink) has an id per port space, as the kernel's rdma_cm.
+	UD bool `json:"ud,omitempty"`
 }
 
 // CMListenResp says which port the listener got.

@@ -64,7 +64,7 @@ func (d *Device) readCMEvents(c *net.UnixConn, handler func(CMEvent)) {
 			d.failed(protoErrorf("a pushed message over %d bytes", MaxMessage))
 			return
 		}
-		ev, err := ParseCMEvent(buf[:n])
+		ev, err := parseCMPush(buf[:n]) // cm_ud_msg.go
 		if err != nil {
 			c.Close()
 			d.failed(err)

@@ -95,6 +95,8 @@ type CMEvent struct {
 	InitiatorDepth     uint8
 	Local, Peer        CMAddr
 	PrivateData        []byte
+	// UD is set on the events of a UD id (cm_ud_msg.go): SIDR's.
+	UD *CMUD
 }
 
 // CMConnectParam is what OpCMConnect dials: the helper resolves the

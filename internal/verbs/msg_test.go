@@ -137,7 +137,16 @@ func FuzzParse(f *testing.F) {
 	f.Add(AppendCMQPAttrReply(nil, 0x1f, QPAttr{State: QPStateRTR, PathMTU: 3, IsGlobal: true}))
 	f.Add(AppendSRQ(nil, SRQ{Handle: 1, Attr: SRQAttr{MaxWR: 64, MaxSGE: 1, Limit: 8}}))
 	f.Add(AppendSRQAttr(nil, SRQAttr{MaxWR: 64, MaxSGE: 2, Limit: 10}))
+	f.Add(AppendCMUDEvent(nil, CMEvent{ID: 3, Listener: CMNone, Event: CMEstablished, UD: &CMUD{QPN: 0x12, QKey: RDMAUDPQKey,
+		AH: AHAttr{DGID: [16]byte{10: 0xff, 11: 0xff, 12: 10}, SGIDIndex: 1, HopLimit: 64, IsGlobal: true}, Port: 1}, PrivateData: []byte("rep")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if e, err := ParseCMUDEvent(b); err == nil {
+			if got := AppendCMUDEvent(nil, e); string(got) != string(b) {
+				t.Fatalf("UD CM event does not round-trip")
+			}
+		} else if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("ParseCMUDEvent: %v is not ErrProtocol", err)
+		}
 		if e, err := ParseCMEvent(b); err == nil {
 			if got := AppendCMEvent(nil, e); string(got) != string(b) {
 				t.Fatalf("CM event does not round-trip")

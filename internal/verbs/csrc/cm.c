@@ -20,16 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "helper.h"
-
-#if __has_include(<rdma/rdma_cma.h>) && !defined(VH_NO_CMA)
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <rdma/rdma_cma.h>
-#define VH_HAVE_CMA 1
-#else
-#define VH_HAVE_CMA 0
-#endif
+#include "cm.h"
 
 enum {
 	VH_CM_IDS = 1024,
@@ -171,8 +162,8 @@ static struct sockaddr *sockaddr_of(const unsigned char *addr, uint16_t port, st
 	return (struct sockaddr *)ss;
 }
 
-/* put_sockaddr appends u16 port, u16 0 and the 16-byte address of sa. */
-static void put_sockaddr(const struct sockaddr *sa)
+/* cm_put_sockaddr appends u16 port, u16 0 and the 16-byte address of sa. */
+void cm_put_sockaddr(const struct sockaddr *sa)
 {
 	unsigned char a[16] = { 0 };
 	uint16_t port = 0;
@@ -225,8 +216,8 @@ static int push_event(uint32_t h, uint32_t listener, int event, int status, cons
 	put32((uint32_t)status);
 	put32(c ? c->qp_num : 0);
 	putbytes((unsigned char[4]){ c ? c->responder_resources : 0, c ? c->initiator_depth : 0, 0, 0 }, 4);
-	put_sockaddr(id ? (const struct sockaddr *)&id->route.addr.src_addr : (const struct sockaddr *)&none);
-	put_sockaddr(id ? (const struct sockaddr *)&id->route.addr.dst_addr : (const struct sockaddr *)&none);
+	cm_put_sockaddr(id ? (const struct sockaddr *)&id->route.addr.src_addr : (const struct sockaddr *)&none);
+	cm_put_sockaddr(id ? (const struct sockaddr *)&id->route.addr.dst_addr : (const struct sockaddr *)&none);
 	put32(n);
 	put32(0);
 	if (n)
@@ -271,7 +262,7 @@ static int cm_open(uint32_t seq, int *fd)
 
 /* Body: u32 backlog, u32 port, 16-byte address (all zero: any). Reply:
  * u32 id, u32 the port bound. */
-static int cm_listen(uint32_t seq, const unsigned char *body, size_t len)
+int cm_listen_ps(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, enum rdma_port_space ps)
 {
 	static const unsigned char any[16];
 	struct sockaddr_storage ss;
@@ -280,12 +271,12 @@ static int cm_listen(uint32_t seq, const unsigned char *body, size_t len)
 	uint32_t port;
 
 	if (len != VH_CM_LISTEN_SIZE)
-		return fail(VH_CM_LISTEN, seq, EINVAL, "cm_listen: %zu-byte body, want %d", len, VH_CM_LISTEN_SIZE);
+		return fail(op, seq, EINVAL, "cm_listen: %zu-byte body, want %d", len, VH_CM_LISTEN_SIZE);
 	port = get32(body + 4);
 	if (get32(body) > 4096 || port > 0xffff)
-		return fail(VH_CM_LISTEN, seq, EINVAL, "cm_listen: backlog %u, port %u", get32(body), port);
+		return fail(op, seq, EINVAL, "cm_listen: backlog %u, port %u", get32(body), port);
 	if ((h = new_handle()) < 0)
-		return fail(VH_CM_LISTEN, seq, ENOSPC, "cm_listen: %d ids already", VH_CM_IDS);
+		return fail(op, seq, ENOSPC, "cm_listen: %d ids already", VH_CM_IDS);
 	if (memcmp(body + 8, any, 16)) {
 		sa = sockaddr_of(body + 8, (uint16_t)port, &ss);
 	} else {
@@ -295,24 +286,24 @@ static int cm_listen(uint32_t seq, const unsigned char *body, size_t len)
 		s->sin_port = htons((uint16_t)port);
 		sa = (struct sockaddr *)s;
 	}
-	if (cma.create_id(chan, &ids[h].id, (void *)(uintptr_t)h, RDMA_PS_TCP))
-		return fail(VH_CM_LISTEN, seq, errno, "rdma_create_id: %s", strerror(errno));
+	if (cma.create_id(chan, &ids[h].id, (void *)(uintptr_t)h, ps))
+		return fail(op, seq, errno, "rdma_create_id: %s", strerror(errno));
 	if (cma.bind_addr(ids[h].id, sa)) {
 		err = errno;
 		drop((uint32_t)h);
-		return fail(VH_CM_LISTEN, seq, err, "rdma_bind_addr: %s", strerror(err));
+		return fail(op, seq, err, "rdma_bind_addr: %s", strerror(err));
 	}
 	if (ids[h].id->verbs && !ours(ids[h].id)) {
 		drop((uint32_t)h);
-		return fail(VH_CM_LISTEN, seq, EXDEV, "that address belongs to device %s, not to %s",
+		return fail(op, seq, EXDEV, "that address belongs to device %s, not to %s",
 			    ibv_get_device_name(ids[h].id->verbs->device), ibv_get_device_name(ctx->device));
 	}
 	if (cma.listen(ids[h].id, (int)get32(body))) {
 		err = errno;
 		drop((uint32_t)h);
-		return fail(VH_CM_LISTEN, seq, err, "rdma_listen: %s", strerror(err));
+		return fail(op, seq, err, "rdma_listen: %s", strerror(err));
 	}
-	begin(VH_CM_LISTEN | VH_REPLY_BIT, seq, 0);
+	begin(op | VH_REPLY_BIT, seq, 0);
 	put32((uint32_t)h);
 	put32(ntohs(((struct sockaddr_in *)&ids[h].id->route.addr.src_addr)->sin_port));
 	return finish();
@@ -323,7 +314,7 @@ static int cm_listen(uint32_t seq, const unsigned char *body, size_t len)
  * u32 private data length, u32 0, the data. Reply: u32 id. The helper
  * resolves the address and the route, then connects; the events say
  * how it went (an error, or RDMA_CM_EVENT_CONNECT_RESPONSE). */
-static int cm_connect(uint32_t seq, const unsigned char *body, size_t len)
+int cm_connect_ps(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, enum rdma_port_space ps)
 {
 	struct sockaddr_storage ss;
 	struct cm_id *c;
@@ -331,20 +322,20 @@ static int cm_connect(uint32_t seq, const unsigned char *body, size_t len)
 	int h, err;
 
 	if (len < VH_CM_CONNECT_SIZE)
-		return fail(VH_CM_CONNECT, seq, EINVAL, "cm_connect: %zu-byte body, want %d and the data", len, VH_CM_CONNECT_SIZE);
+		return fail(op, seq, EINVAL, "cm_connect: %zu-byte body, want %d and the data", len, VH_CM_CONNECT_SIZE);
 	timeout = get32(body);
 	qpn = get32(body + 4);
 	port = get32(body + 8);
 	n = get32(body + 32);
 	if (timeout == 0 || timeout > 600000 || qpn > 0xffffff || port == 0 || port > 0xffff || n > VH_CM_PDATA ||
 	    len != VH_CM_CONNECT_SIZE + n)
-		return fail(VH_CM_CONNECT, seq, EINVAL, "cm_connect: timeout %u ms, QPN %#x, port %u, %u bytes of private data in %zu", timeout,
+		return fail(op, seq, EINVAL, "cm_connect: timeout %u ms, QPN %#x, port %u, %u bytes of private data in %zu", timeout,
 			    qpn, port, n, len);
 	if ((h = new_handle()) < 0)
-		return fail(VH_CM_CONNECT, seq, ENOSPC, "cm_connect: %d ids already", VH_CM_IDS);
+		return fail(op, seq, ENOSPC, "cm_connect: %d ids already", VH_CM_IDS);
 	c = &ids[h];
-	if (cma.create_id(chan, &c->id, (void *)(uintptr_t)h, RDMA_PS_TCP))
-		return fail(VH_CM_CONNECT, seq, errno, "rdma_create_id: %s", strerror(errno));
+	if (cma.create_id(chan, &c->id, (void *)(uintptr_t)h, ps))
+		return fail(op, seq, errno, "rdma_create_id: %s", strerror(errno));
 	c->dialling = 1;
 	c->timeout = (int)timeout;
 	c->param.qp_num = qpn;
@@ -359,9 +350,9 @@ static int cm_connect(uint32_t seq, const unsigned char *body, size_t len)
 	if (cma.resolve_addr(c->id, NULL, sockaddr_of(body + 16, (uint16_t)port, &ss), c->timeout)) {
 		err = errno;
 		drop((uint32_t)h);
-		return fail(VH_CM_CONNECT, seq, err, "rdma_resolve_addr: %s", strerror(err));
+		return fail(op, seq, err, "rdma_resolve_addr: %s", strerror(err));
 	}
-	begin(VH_CM_CONNECT | VH_REPLY_BIT, seq, 0);
+	begin(op | VH_REPLY_BIT, seq, 0);
 	put32((uint32_t)h);
 	return finish();
 }
@@ -502,9 +493,9 @@ int do_cm(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, int 
 		return fail(op, seq, ENOTCONN, "the CM is not open (VH_CM_OPEN first)");
 	switch (op) {
 	case VH_CM_LISTEN:
-		return cm_listen(seq, body, len);
+		return cm_listen_ps(op, seq, body, len, RDMA_PS_TCP);
 	case VH_CM_CONNECT:
-		return cm_connect(seq, body, len);
+		return cm_connect_ps(op, seq, body, len, RDMA_PS_TCP);
 	case VH_CM_ACCEPT:
 		return cm_accept(seq, body, len);
 	case VH_CM_REJECT:
@@ -517,6 +508,16 @@ int do_cm(uint16_t op, uint32_t seq, const unsigned char *body, size_t len, int 
 }
 
 int cm_fd(void) { return chan ? chan->fd : -1; }
+
+struct rdma_cm_id *cm_id_at(uint32_t h)
+{
+	struct cm_id *c = id_at(h);
+	return c ? c->id : NULL;
+}
+
+int cm_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p) { return cma.accept(id, p); }
+
+int cm_push_sock(void) { return push; }
 
 /* dial moves a dialled id on when its address or route is resolved: 0, or
  * the errno of the step that failed. */
@@ -576,7 +577,10 @@ int cm_event(void)
 		status = -err;
 		ids[h].dialling = 0;
 	}
-	r = push_event(h, listener, type, status, ev, id);
+	if (id->ps == RDMA_PS_UDP) /* SIDR: the event carries param.ud */
+		r = cm_ud_push(h, listener, type, status, ev, id);
+	else
+		r = push_event(h, listener, type, status, ev, id);
 	cma.ack_event(ev);
 	return r;
 }

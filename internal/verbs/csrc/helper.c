@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "helper.h"
+#include "cm.h"
 
 enum {
 	VH_VERSION = 4,
@@ -506,6 +507,9 @@ int main(void)
 		case VH_CM_QP_ATTR:
 			r = do_cm(op, seq, in + VH_HDR, (size_t)n - VH_HDR, &fd);
 			break;
+		case VH_CM_UD_LISTEN: r = do_cm_ud(op, seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_CM_UD_CONNECT: r = do_cm_ud(op, seq, in + VH_HDR, (size_t)n - VH_HDR); break;
+		case VH_CM_UD_ACCEPT: r = do_cm_ud(op, seq, in + VH_HDR, (size_t)n - VH_HDR); break;
 		default:
 			r = fail(op, seq, EOPNOTSUPP, "unknown op %u", op);
 		}

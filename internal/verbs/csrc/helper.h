@@ -33,6 +33,10 @@ enum {
 	VH_CM_DESTROY = 39,
 	VH_CM_QP_ATTR = 40,
 	VH_CM_EVENT = 41, /* pushed, unasked, on the CM's event socket */
+	VH_CM_UD_LISTEN = 42, /* cm_ud.c: UD ids (SIDR) */
+	VH_CM_UD_CONNECT = 43,
+	VH_CM_UD_ACCEPT = 44,
+	VH_CM_UD_EVENT = 45, /* pushed, on the CM's event socket */
 	VH_ASYNC_EVENT = 48, /* pushed: a device's asynchronous event (async.c) */
 	VH_CREATE_SRQ = 24,
 	VH_MODIFY_SRQ = 25,

@@ -312,8 +312,10 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	pthread_mutex_unlock(&cma_mu);
 	int r;
 	for (int try = 0;; try++) {
-		r = cma_cmd(d, VRDMA_CMD_CM_LISTEN, reply, sizeof reply, "{\"id\":%u,\"port\":%u,\"backlog\":%d}", cmid,
-			    cma_sa_port(&id->route.addr.src_addr), backlog);
+		/* "ud": the port space is UDP's (SIDR): a device's CM listens
+		 * for it apart (verbs uplinks); the daemon's serves both. */
+		r = cma_cmd(d, VRDMA_CMD_CM_LISTEN, reply, sizeof reply, "{\"id\":%u,\"port\":%u,\"backlog\":%d%s}", cmid,
+			    cma_sa_port(&id->route.addr.src_addr), backlog, id->qp_type == IBV_QPT_UD ? ",\"ud\":true" : "");
 		if (r != EBUSY || !c->auto_port || try == 8)
 			break;
 		cma_sa_set_port(&id->route.addr.src_addr, random_port()); /* the port bind picked is taken */
