@@ -100,7 +100,8 @@ func (a *Adapter) current() (*DeviceUplink, error) {
 // CQs on it gets IBV_EVENT_DEVICE_FATAL, every QP goes to ERR and what it
 // had posted to the device and not seen complete completes with
 // IBV_WC_WR_FLUSH_ERR (requests still in the rings are flushed by the QP's
-// runner, after them). Later calls do nothing.
+// runner, after them). The down handler runs before any of that, so that
+// whoever is told finds the uplink down. Later calls do nothing.
 func (u *DeviceUplink) DeviceFatal(reason error) {
 	u.mu.Lock()
 	if u.down != nil {
@@ -120,6 +121,12 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 	}
 	fn := u.onDown
 	u.mu.Unlock()
+	// The link's owner first (the daemon marks the link down with the
+	// reason and the fix): a client told below may look at the link at
+	// once, and must find it down.
+	if fn != nil {
+		fn(reason)
+	}
 	for _, q := range qps {
 		if q.Events != nil {
 			sinks[q.Events] = true
@@ -130,9 +137,6 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 	why := fmt.Sprintf("verbs link %s: %v", u.Name, reason)
 	for s := range sinks {
 		s.Event(abi.EventDeviceFatal, 0, 0, why)
-	}
-	if fn != nil {
-		fn(reason)
 	}
 }
 
