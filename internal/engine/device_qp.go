@@ -268,7 +268,7 @@ func (q *QP) postRecvsToDevice() bool {
 	for {
 		d.recvs = d.recvs[:0]
 		nsge := 0
-		room := min(q.recvRoom(), verbs.MaxBatch)
+		room := min(d.slots.recvRoom(), verbs.MaxBatch)
 		for len(d.recvs) < room {
 			r := q.rq.pop(&s.rwqe)
 			if r == popEmpty {
@@ -292,7 +292,7 @@ func (q *QP) postRecvsToDevice() bool {
 				return true
 			}
 			nsge += len(sg)
-			d.recvs = append(d.recvs, verbs.RecvWR{WRID: q.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
+			d.recvs = append(d.recvs, verbs.RecvWR{WRID: d.slots.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
 		}
 		if len(d.recvs) == 0 {
 			return worked
@@ -308,9 +308,9 @@ func (q *QP) postRecvBatch() bool {
 	if len(d.recvs) == 0 {
 		return true
 	}
-	q.handRecvs(len(d.recvs))
+	d.slots.handRecvs(len(d.recvs))
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
-		q.unhandRecvs(len(d.recvs))
+		d.slots.unhandRecvs(len(d.recvs))
 		if !q.deviceGone(err) {
 			q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
 		}
@@ -342,7 +342,7 @@ func (q *QP) postSendsToDevice() bool {
 		if n == 0 {
 			return worked
 		}
-		room := q.sendRoom()
+		room := d.slots.sendRoom(q.sqCons)
 		if room == 0 {
 			// The client posted past the free index (it ignored the
 			// consumer word): what it posted waits for completions.
@@ -394,7 +394,7 @@ func (q *QP) postSendsToDevice() bool {
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
-			wrid := q.noteSend(q.sqCons, w.WRID, w.Opcode)
+			wrid := d.slots.noteSend(q.sqCons, w.WRID, w.Opcode)
 			if d.ud {
 				uw, st := q.udSendWR(w, sg, fl)
 				if st != abi.StatusSuccess {
@@ -413,7 +413,7 @@ func (q *QP) postSendsToDevice() bool {
 		if nb > 0 {
 			// The device may complete the batch before the post returns:
 			// the push reader must know the requests first.
-			q.handSends(q.sqCons)
+			d.slots.handSends(q.sqCons)
 			q.sqConsPub.Store(q.sqCons)
 			if d.ud {
 				err = d.u.dev.PostSendUD(d.qp, d.udSends)
@@ -424,7 +424,7 @@ func (q *QP) postSendsToDevice() bool {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would;
 				// all flushed if the device is gone (after what it held).
-				q.unhandSends(start)
+				d.slots.unhandSends(start)
 				gone := q.deviceGone(err)
 				if !gone {
 					q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())

@@ -60,13 +60,12 @@ func newDevSlots(sq, rq int) devSlots {
 	return devSlots{swrid: make([]uint64, sq), sop: make([]abi.Opcode, sq), rwrid: make([]uint64, max(rq, 1))}
 }
 
-// sendRoom is how many more sends the runner may hand the device: the
-// table holds one per slot of the ring.
-func (q *QP) sendRoom() int {
-	d := &q.dev.slots
+// sendRoom is how many more sends the runner may hand the device, the
+// ring consumed up to cons: the table holds one per slot of the ring.
+func (d *devSlots) sendRoom(cons uint32) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	room := len(d.swrid) - int(q.sqCons-d.freed)
+	room := len(d.swrid) - int(cons-d.freed)
 	if room <= 0 {
 		d.swait.Store(true)
 		return 0
@@ -75,8 +74,7 @@ func (q *QP) sendRoom() int {
 }
 
 // recvRoom is how many more receives the runner may hand the device.
-func (q *QP) recvRoom() int {
-	d := &q.dev.slots
+func (d *devSlots) recvRoom() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	room := len(d.rwrid) - int(d.rposted-d.rfreed)
@@ -90,8 +88,7 @@ func (q *QP) recvRoom() int {
 // noteSend records the client's ID and opcode of send index i, and returns
 // the ID the device is given. The runner's; the table entry is read only
 // after handSends publishes it.
-func (q *QP) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
-	d := &q.dev.slots
+func (d *devSlots) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
 	m := uint32(len(d.swrid) - 1)
 	d.swrid[i&m], d.sop[i&m] = wrid, op
 	return devSendTag | uint64(i)
@@ -99,16 +96,14 @@ func (q *QP) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
 
 // noteRecv records the client's ID of the next receive (n after those
 // posted) and returns the ID the device is given.
-func (q *QP) noteRecv(n int, wrid uint64) uint64 {
-	d := &q.dev.slots
+func (d *devSlots) noteRecv(n int, wrid uint64) uint64 {
 	i := d.rposted + uint32(n)
 	d.rwrid[i&uint32(len(d.rwrid)-1)] = wrid
 	return devRecvTag | uint64(i)
 }
 
 // handSends says the sends before end go to the device.
-func (q *QP) handSends(end uint32) {
-	d := &q.dev.slots
+func (d *devSlots) handSends(end uint32) {
 	d.mu.Lock()
 	d.devEnd, d.posted = end, end
 	d.mu.Unlock()
@@ -116,16 +111,14 @@ func (q *QP) handSends(end uint32) {
 
 // unhandSends says the sends from start on did not reach the device after
 // all: the engine completes them.
-func (q *QP) unhandSends(start uint32) {
-	d := &q.dev.slots
+func (d *devSlots) unhandSends(start uint32) {
 	d.mu.Lock()
 	d.devEnd = start
 	d.mu.Unlock()
 }
 
 // handRecvs says n more receives go to the device.
-func (q *QP) handRecvs(n int) {
-	d := &q.dev.slots
+func (d *devSlots) handRecvs(n int) {
 	d.mu.Lock()
 	d.rposted += uint32(n)
 	d.mu.Unlock()
@@ -133,8 +126,7 @@ func (q *QP) handRecvs(n int) {
 
 // unhandRecvs says the last n receives handed did not reach the device
 // (the post failed whole): the engine completes them.
-func (q *QP) unhandRecvs(n int) {
-	d := &q.dev.slots
+func (d *devSlots) unhandRecvs(n int) {
 	d.mu.Lock()
 	d.rposted -= uint32(n)
 	d.mu.Unlock()
@@ -194,10 +186,9 @@ func (q *QP) devSQDone() {
 	d.mu.Unlock()
 }
 
-// resetSlots forgets what the device held (a QP moved to RESET: the
-// device discards it without completions); the send ring starts at cons.
-func (q *QP) resetSlots(cons uint32) {
-	d := &q.dev.slots
+// reset forgets what the device held (a QP moved to RESET: the device
+// discards it without completions); the send ring starts at cons.
+func (d *devSlots) reset(cons uint32) {
 	d.mu.Lock()
 	d.freed, d.devEnd, d.posted = cons, cons, cons
 	d.rfreed = d.rposted

@@ -395,7 +395,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
 		if q.dev != nil {
-			q.resetSlots(q.sqCons)
+			q.dev.slots.reset(q.sqCons)
 		}
 		q.publishSQCons()
 		q.publishSQDone()
