@@ -150,7 +150,7 @@ func (q *QP) flushOnDevice() {
 func (q *QP) flushOnDeviceLocked() {
 	q.devErr.Store(true) // nothing more goes to the device
 	q.enterError()
-	q.flushDevice()
+	q.dev.flushHeld()
 }
 
 // event maps one asynchronous event of the device to the instances':

@@ -17,6 +17,7 @@ import (
 // devQP is a QP's counterpart on the device and the batch buffers the
 // runner translates into (allocated once).
 type devQP struct {
+	q      *QP // the QP it stands for: its rings, CQs and state
 	u      *DeviceUplink
 	qp     verbs.QP
 	send   *devCQ
@@ -90,7 +91,7 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		u.unuseCQ(cfg.RecvCQ)
 		return fmt.Errorf("%s on %s: %w", kind, u.Name, err)
 	}
-	q.dev = &devQP{u: u, qp: vq, send: s, recv: r, ud: ud,
+	q.dev = &devQP{q: q, u: u, qp: vq, send: s, recv: r, ud: ud,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
 		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), inl: make([]byte, 0, verbs.MaxPostBody), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
 	if ud {

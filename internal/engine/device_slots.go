@@ -49,7 +49,7 @@ type devSlots struct {
 	rwrid           []uint64
 	rfreed, rposted uint32
 	// The device went away: what it held was flushed, and a completion
-	// arriving later is dropped (flushDevice).
+	// arriving later is dropped (devQP.flushHeld).
 	gone bool
 	// The runner stopped for want of room (a client that posted past the
 	// free index); a completion that makes room wakes it.
@@ -132,58 +132,58 @@ func (d *devSlots) unhandRecvs(n int) {
 	d.mu.Unlock()
 }
 
-// flushDevice completes every request the device holds with
+// flushHeld completes every request the device holds with
 // IBV_WC_WR_FLUSH_ERR (unsignaled sends too: the device will say nothing
 // more of them), frees their slots, and drops any completion the device
 // gives later. The sends are [freed, devEnd), the receives [rfreed,
 // rposted).
-func (q *QP) flushDevice() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gone = true
-	start, end := d.freed, d.devEnd
-	d.freed = end
-	if d.freed == d.devEnd {
-		d.freed, d.devEnd = d.posted, d.posted
+func (d *devQP) flushHeld() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+	start, end := s.freed, s.devEnd
+	s.freed = end
+	if s.freed == s.devEnd {
+		s.freed, s.devEnd = s.posted, s.posted
 	}
-	q.storeFree(abi.RingConsOff, d.freed)
-	m := uint32(len(d.swrid) - 1)
+	q.storeFree(abi.RingConsOff, s.freed)
+	m := uint32(len(s.swrid) - 1)
 	for i := start; i != end; i++ {
-		c := abi.CQE{WRID: d.swrid[i&m], QPNum: q.qpn, Opcode: d.sop[i&m].CompletionOpcode(), Status: abi.StatusWRFlushErr}
+		c := abi.CQE{WRID: s.swrid[i&m], QPNum: q.qpn, Opcode: s.sop[i&m].CompletionOpcode(), Status: abi.StatusWRFlushErr}
 		q.sendCQ.push(&c)
 	}
-	q.storeFree(abi.SQDoneOff, d.freed)
-	rm := uint32(len(d.rwrid) - 1)
-	for i := d.rfreed; i != d.rposted; i++ {
-		c := abi.CQE{WRID: d.rwrid[i&rm], QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+	q.storeFree(abi.SQDoneOff, s.freed)
+	rm := uint32(len(s.rwrid) - 1)
+	for i := s.rfreed; i != s.rposted; i++ {
+		c := abi.CQE{WRID: s.rwrid[i&rm], QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
 		q.recvCQ.push(&c)
 	}
-	d.rfreed = d.rposted
-	d.swait.Store(false)
-	d.rwait.Store(false)
+	s.rfreed = s.rposted
+	s.swait.Store(false)
+	s.rwait.Store(false)
 }
 
-// devEngineDone is publishSQCons for a bound QP: the requests before
+// engineDone is publishSQCons for a bound QP: the requests before
 // q.sqCons the engine consumed; those it completed itself are free once
 // the device holds nothing before them.
-func (q *QP) devEngineDone() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	d.posted = q.sqCons
-	if d.freed == d.devEnd {
-		d.freed, d.devEnd = d.posted, d.posted
+func (d *devQP) engineDone() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	s.posted = q.sqCons
+	if s.freed == s.devEnd {
+		s.freed, s.devEnd = s.posted, s.posted
 	}
-	q.storeFree(abi.RingConsOff, d.freed)
-	d.mu.Unlock()
+	q.storeFree(abi.RingConsOff, s.freed)
+	s.mu.Unlock()
 }
 
-// devSQDone is publishSQDone for a bound QP.
-func (q *QP) devSQDone() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	q.storeFree(abi.SQDoneOff, d.freed)
-	d.mu.Unlock()
+// sqDone is publishSQDone for a bound QP.
+func (d *devQP) sqDone() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	q.storeFree(abi.SQDoneOff, s.freed)
+	s.mu.Unlock()
 }
 
 // reset forgets what the device held (a QP moved to RESET: the device
@@ -205,58 +205,58 @@ func (q *QP) storeFree(off int, v uint32) {
 	q.memMu.Unlock()
 }
 
-// devCompleted takes a completion the device gave for one of q's
+// completed takes a completion the device gave for one of q's
 // requests, on the push reader: it frees the request's slot (and, for a
 // send, those of the unsignaled requests before it), then puts the
 // completion, with the client's ID, into cq. It reports whether the
 // completion named a request the device holds and whether cq took it.
-func (q *QP) devCompleted(w *verbs.WC, cq *CQ) (known, pushed bool) {
-	d := &q.dev.slots
+func (d *devQP) completed(w *verbs.WC, cq *CQ) (known, pushed bool) {
+	q, s := d.q, &d.slots
 	c := abi.CQE{QPNum: w.QPN, ByteLen: w.ByteLen, Imm: w.Imm, SrcQP: w.SrcQP, SL: w.SL,
 		Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 	i := uint32(w.WRID)
 	wake := false
-	d.mu.Lock()
-	if d.gone {
-		d.mu.Unlock()
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
 		return false, false // flushed already
 	}
 	switch w.WRID & devTagMask {
 	case devSendTag:
-		if i-d.freed >= d.devEnd-d.freed {
-			d.mu.Unlock()
+		if i-s.freed >= s.devEnd-s.freed {
+			s.mu.Unlock()
 			return false, false
 		}
-		m := uint32(len(d.swrid) - 1)
-		c.WRID = d.swrid[i&m]
+		m := uint32(len(s.swrid) - 1)
+		c.WRID = s.swrid[i&m]
 		if c.Status != abi.StatusSuccess {
-			c.Opcode = d.sop[i&m].CompletionOpcode() // the device's is undefined
+			c.Opcode = s.sop[i&m].CompletionOpcode() // the device's is undefined
 		}
-		d.freed = i + 1
-		if d.freed == d.devEnd {
-			d.freed, d.devEnd = d.posted, d.posted
+		s.freed = i + 1
+		if s.freed == s.devEnd {
+			s.freed, s.devEnd = s.posted, s.posted
 		}
-		q.storeFree(abi.RingConsOff, d.freed)
+		q.storeFree(abi.RingConsOff, s.freed)
 		pushed = cq.push(&c)
-		q.storeFree(abi.SQDoneOff, d.freed)
-		wake = d.swait.Swap(false)
+		q.storeFree(abi.SQDoneOff, s.freed)
+		wake = s.swait.Swap(false)
 	case devRecvTag:
-		if i-d.rfreed >= d.rposted-d.rfreed {
-			d.mu.Unlock()
+		if i-s.rfreed >= s.rposted-s.rfreed {
+			s.mu.Unlock()
 			return false, false
 		}
-		c.WRID = d.rwrid[i&uint32(len(d.rwrid)-1)]
+		c.WRID = s.rwrid[i&uint32(len(s.rwrid)-1)]
 		if c.Status != abi.StatusSuccess {
 			c.Opcode = abi.WCRecv
 		}
-		d.rfreed = i + 1
+		s.rfreed = i + 1
 		pushed = cq.push(&c)
-		wake = d.rwait.Swap(false)
+		wake = s.rwait.Swap(false)
 	default:
-		d.mu.Unlock()
+		s.mu.Unlock()
 		return false, false
 	}
-	d.mu.Unlock()
+	s.mu.Unlock()
 	if wake {
 		q.kickWorker()
 	}

@@ -504,7 +504,7 @@ func (q *QP) sqFreed() uint32 {
 func (q *QP) publishSQCons() {
 	q.sqConsPub.Store(q.sqCons)
 	if q.dev != nil {
-		q.devEngineDone() // the device's QP frees slots as it completes (device_slots.go)
+		q.dev.engineDone() // the device's QP frees slots as it completes (device_slots.go)
 		return
 	}
 	shm.Store32(q.mem, abi.RingConsOff, q.sqFreed())
@@ -516,7 +516,7 @@ func (q *QP) publishSQCons() {
 // before it, and its completion must follow theirs (abi.SQDoneOff).
 func (q *QP) publishSQDone() {
 	if q.dev != nil {
-		q.devSQDone()
+		q.dev.sqDone()
 		return
 	}
 	shm.Store32(q.mem, abi.SQDoneOff, q.sqFreed())
