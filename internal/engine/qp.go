@@ -187,7 +187,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q.s.init(q.sq.Stride)
 	if a.Uplink() != nil {
-		if err := q.createOnDevice(&cfg); err != nil {
+		if err := createDevQP(q, &cfg); err != nil {
 			if q.srq && role == xrcNone {
 				cfg.SRQ.Unuse()
 			}
@@ -205,7 +205,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		q.doorbell = a.poller.bell
 	} else {
 		if q.doorbell, err = shm.NewDoorbell(); err != nil {
-			q.destroyOnDevice()
+			q.dev.destroy()
 			region.Close()
 			return nil, err
 		}
@@ -215,7 +215,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q.attr.PathMTU = a.ActiveMTU
 	q.attr.PortNum = 1
 	if err := a.addQP(q); err != nil {
-		q.destroyOnDevice()
+		q.dev.destroy()
 		q.release()
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	next := q.attr
 	qpstate.Apply(&next, attr, mask)
 	if q.dev != nil {
-		if err := q.modifyOnDevice(to, &next); err != nil {
+		if err := q.dev.modify(to, &next); err != nil {
 			return cur, err
 		}
 	}
@@ -537,7 +537,7 @@ func (q *QP) Destroy() {
 	<-q.done
 	q.detachAllMcast()
 	q.adapter.removeQP(q)
-	q.destroyOnDevice()
+	q.dev.destroy()
 	if receiving(q.State()) {
 		q.revokePeers() // no lookup finds q any more
 	}

@@ -67,7 +67,7 @@ func (q *QP) hasWork() bool {
 		return false // a target has no send queue: what a client writes there is ignored
 	}
 	if q.dev != nil {
-		return q.devHasWork(mem)
+		return q.dev.hasWork(mem)
 	}
 	switch q.State() {
 	case abi.QPStateRTS:
@@ -85,7 +85,7 @@ func (q *QP) process() (time.Duration, bool) {
 		return q.processTarget(st)
 	}
 	if q.dev != nil {
-		return q.processDevice(st)
+		return q.dev.process(st)
 	}
 	switch st {
 	case abi.QPStateErr:
