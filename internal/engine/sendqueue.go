@@ -92,7 +92,7 @@ func (q *QP) process() (time.Duration, bool) {
 		return 0, q.flush()
 	case abi.QPStateRTS:
 		if q.rm != nil && q.rm.wired {
-			d, worked := q.processWire()
+			d, worked := q.rm.process()
 			if d == 0 {
 				return 0, worked
 			}
