@@ -100,7 +100,7 @@ func (q *QP) process() (time.Duration, bool) {
 		}
 	case abi.QPStateRTR:
 		if q.rm != nil && q.rm.wired {
-			return q.tickWire() // a responder's READ responses waiting for the link
+			return q.rm.tick() // a responder's READ responses waiting for the link
 		}
 		return 0, false
 	default:
@@ -261,7 +261,7 @@ func (q *QP) processTarget(st abi.QPState) (time.Duration, bool) {
 		return 0, q.flush()
 	case abi.QPStateRTR, abi.QPStateRTS:
 		if q.rm != nil && q.rm.wired {
-			return q.tickWire()
+			return q.rm.tick()
 		}
 	}
 	return 0, false
