@@ -212,7 +212,7 @@ func (u *DeviceUplink) complete(cq uint32, wcs []verbs.WC) {
 		if q == nil || q.dev == nil {
 			continue // destroyed meanwhile, or not the device's
 		}
-		known, ok := q.devCompleted(w, ecq)
+		known, ok := q.dev.completed(w, ecq)
 		if known && !ok {
 			q.Fail(abi.EventQPFatal, "its completion queue overflowed")
 		}

@@ -131,7 +131,7 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 		if q.Events != nil {
 			sinks[q.Events] = true
 		}
-		q.flushOnDevice()
+		q.dev.flush()
 	}
 	u.flushSRQs()
 	why := fmt.Sprintf("verbs link %s: %v", u.Name, reason)
@@ -140,21 +140,23 @@ func (u *DeviceUplink) DeviceFatal(reason error) {
 	}
 }
 
-// flushOnDevice moves q to ERR as its device went away, completing what
+// flush moves d's QP to ERR as its device went away, completing what
 // the device held with WR_FLUSH_ERR. Under procMu: the runner is not
 // posting meanwhile, and what it flushes from the rings comes after.
-func (q *QP) flushOnDevice() {
+func (d *devQP) flush() {
+	q := d.q
 	q.procMu.Lock()
 	defer q.procMu.Unlock()
-	q.flushOnDeviceLocked()
+	d.flushLocked()
 }
 
-// flushOnDeviceLocked is flushOnDevice with procMu held. What the device
+// flushLocked is flush with procMu held. What the device
 // held is the QP's slot record (device_slots.go), flushed once.
-func (q *QP) flushOnDeviceLocked() {
+func (d *devQP) flushLocked() {
+	q := d.q
 	q.devErr.Store(true) // nothing more goes to the device
 	q.enterError()
-	q.flushDevice()
+	d.flushHeld()
 }
 
 // event maps one asynchronous event of the device to the instances':
@@ -253,16 +255,16 @@ func (u *DeviceUplink) sinks() map[EventSink]bool {
 	return s
 }
 
-// deviceGone reports whether err, a failed request of q's runner to the
-// device, says the helper is gone (exited, killed, or given up on); then
-// q goes to ERR with nothing more for the device, and the uplink goes down
+// deviceGone reports whether err, a failed request of the QP's runner to
+// the device, says the helper is gone (exited, killed, or given up on);
+// then the QP goes to ERR with nothing more for the device, and the uplink goes down
 // (DeviceFatal, on its own goroutine: it waits for the runner's procMu,
 // which the caller holds). The caller flushes what it was posting.
-func (q *QP) deviceGone(err error) bool {
+func (d *devQP) deviceGone(err error) bool {
 	if !errors.Is(err, verbs.ErrHelperGone) && !errors.Is(err, verbs.ErrProtocol) && !errors.Is(err, verbs.ErrTimeout) {
 		return false
 	}
-	q.flushOnDeviceLocked() // what the device held completes before the batch
-	go q.dev.u.DeviceFatal(err)
+	d.flushLocked() // what the device held completes before the batch
+	go d.u.DeviceFatal(err)
 	return true
 }

@@ -17,6 +17,7 @@ import (
 // devQP is a QP's counterpart on the device and the batch buffers the
 // runner translates into (allocated once).
 type devQP struct {
+	q      *QP // the QP it stands for: its rings, CQs and state
 	u      *DeviceUplink
 	qp     verbs.QP
 	send   *devCQ
@@ -35,9 +36,9 @@ type devQP struct {
 	udSends []verbs.UDSendWR
 }
 
-// createOnDevice makes q's device QP on the adapter's uplink; q.qpn
-// becomes the device's QPN.
-func (q *QP) createOnDevice(cfg *QPConfig) error {
+// createDevQP makes q's device QP on the adapter's uplink; q.qpn becomes
+// the device's QPN.
+func createDevQP(q *QP, cfg *QPConfig) error {
 	u, err := q.adapter.current()
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 		u.unuseCQ(cfg.RecvCQ)
 		return fmt.Errorf("%s on %s: %w", kind, u.Name, err)
 	}
-	q.dev = &devQP{u: u, qp: vq, send: s, recv: r, ud: ud,
+	q.dev = &devQP{q: q, u: u, qp: vq, send: s, recv: r, ud: ud,
 		sends: make([]verbs.SendWR, 0, verbs.MaxBatch), recvs: make([]verbs.RecvWR, 0, verbs.MaxBatch),
 		sges: make([]verbs.SGE, verbs.MaxBatch*verbs.MaxWRSGE), inl: make([]byte, 0, verbs.MaxPostBody), slots: newDevSlots(q.sq.Entries, abi.RoundPow2(c.MaxRecvWR))}
 	if ud {
@@ -107,12 +108,13 @@ func (q *QP) createOnDevice(cfg *QPConfig) error {
 	return nil
 }
 
-// destroyOnDevice frees q's device QP and its uses of the device CQs.
-func (q *QP) destroyOnDevice() {
-	d := q.dev
+// destroy frees the device QP and its uses of the device CQs (nothing
+// for a nil d: a QP not on a device).
+func (d *devQP) destroy() {
 	if d == nil {
 		return
 	}
+	q := d.q
 	d.u.mu.Lock()
 	if d.u.qps[q.qpn] == q {
 		delete(d.u.qps, q.qpn)
@@ -127,30 +129,30 @@ func (q *QP) destroyOnDevice() {
 	a.devMu.Unlock()
 }
 
-// modifyOnDevice moves q's device QP to `to` with the attributes a holds.
+// modify moves the device QP to `to` with the attributes a holds.
 //
 // The move to ERR is made under procMu, and errSet set with it: the runner
 // is not posting meanwhile, and from then on it flushes what the client
-// posts instead of handing it to the device (processDevice), although the
+// posts instead of handing it to the device (process), although the
 // QP's own state turns ERR only after this returns. A device flushes what
 // it holds as its QP enters ERR, but a receive posted to it afterwards may
 // never complete: rxe's receive queue is memory the helper writes, and its
 // kernel looks at it again only on a packet or a transition, so rping's
 // last receive, posted as rdma_disconnect moved the QP to ERR, waited for
 // its flush for ever.
-func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
-	d := q.dev
+func (d *devQP) modify(to abi.QPState, a *qpstate.Attr) error {
+	q := d.q
 	if to == abi.QPStateErr {
 		q.procMu.Lock()
 		defer q.procMu.Unlock()
 	}
 	switch {
 	case d.ud:
-		if err := q.modifyUDOnDevice(to, a); err != nil {
+		if err := d.modifyUD(to, a); err != nil {
 			return err
 		}
 	default:
-		if err := q.modifyRCOnDevice(to, a); err != nil {
+		if err := d.modifyRC(to, a); err != nil {
 			return err
 		}
 	}
@@ -166,10 +168,10 @@ func (q *QP) modifyOnDevice(to abi.QPState, a *qpstate.Attr) error {
 	return nil
 }
 
-// modifyRCOnDevice moves q's device RC QP to `to` with the attributes that
+// modifyRC moves the device RC QP to `to` with the attributes that
 // transition takes.
-func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
-	d := q.dev
+func (d *devQP) modifyRC(to abi.QPState, a *qpstate.Attr) error {
+	q := d.q
 	va := verbs.QPAttr{State: uint32(to)}
 	switch to {
 	case abi.QPStateInit:
@@ -204,47 +206,50 @@ func (q *QP) modifyRCOnDevice(to abi.QPState, a *qpstate.Attr) error {
 	return nil
 }
 
-// devHasWork reports, without locks, whether the runner has requests to
+// hasWork reports, without locks, whether the runner has requests to
 // forward: receives from INIT on (a device takes them before the QP is
 // connected), sends in RTS.
-func (q *QP) devHasWork(mem []byte) bool {
+func (d *devQP) hasWork(mem []byte) bool {
+	q := d.q
 	// A QP on an SRQ has no receive ring of its own: the SRQ's runner
 	// forwards what is posted to it (device_srq.go).
 	recvs := !q.srq && q.rq.pending(mem)
 	switch q.State() {
 	case abi.QPStateInit, abi.QPStateRTR:
-		return recvs && !q.dev.slots.rwait.Load()
+		return recvs && !d.slots.rwait.Load()
 	case abi.QPStateRTS:
 		// A runner waiting for room has work once a completion makes
 		// some (it kicks the worker).
-		return (recvs && !q.dev.slots.rwait.Load()) ||
-			(shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() && !q.dev.slots.swait.Load())
+		return (recvs && !d.slots.rwait.Load()) ||
+			(shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load() && !d.slots.swait.Load())
 	case abi.QPStateErr:
 		return recvs || shm.Load32(mem, abi.RingProdOff) != q.sqConsPub.Load()
 	}
 	return false
 }
 
-// processDevice runs a device QP once under procMu: what the client
+// process runs a device QP once under procMu (the device branch of
+// the QP's one send-queue runner, QP.process): what the client
 // posted goes to the device, each queue's pending requests as one batch
 // (one message to the helper, one doorbell of the device) per MaxBatch.
-func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
-	if q.dev.errSet {
+func (d *devQP) process(st abi.QPState) (time.Duration, bool) {
+	q := d.q
+	if d.errSet {
 		st = abi.QPStateErr // moved to ERR on the device; Modify is about to say so
 	}
 	switch st {
 	case abi.QPStateErr:
-		if !q.dev.errSet {
+		if !d.errSet {
 			// A QP the engine failed (an overflowed CQ): its device QP
 			// stops too, and flushes what it holds. A QP the device
 			// failed (an error completion or event) is moved too: it
 			// may have been handed receives after it entered ERR and
 			// before the engine knew, which rxe would keep for ever; the
 			// transition makes it flush them. A device gone is not asked.
-			if q.dev.u.Down() == nil {
-				_ = q.dev.u.dev.ModifyQP(q.dev.qp, verbs.QPAttr{State: uint32(abi.QPStateErr)})
+			if d.u.Down() == nil {
+				_ = d.u.dev.ModifyQP(d.qp, verbs.QPAttr{State: uint32(abi.QPStateErr)})
 			}
-			q.dev.errSet = true
+			d.errSet = true
 		}
 		return 0, q.flush() // what was never posted to the device
 	case abi.QPStateInit, abi.QPStateRTR, abi.QPStateRTS:
@@ -253,22 +258,23 @@ func (q *QP) processDevice(st abi.QPState) (time.Duration, bool) {
 	}
 	worked := false
 	if !q.srq {
-		worked = q.postRecvsToDevice() // an SRQ's runner posts its own (device_srq.go)
+		worked = d.postRecvs() // an SRQ's runner posts its own (device_srq.go)
 	}
 	if st == abi.QPStateRTS {
-		worked = q.postSendsToDevice() || worked
+		worked = d.postSends() || worked
 	}
 	return 0, worked
 }
 
-// postRecvsToDevice forwards the posted receive requests.
-func (q *QP) postRecvsToDevice() bool {
-	d, s := q.dev, &q.s
+// postRecvs forwards the posted receive requests.
+func (d *devQP) postRecvs() bool {
+	q := d.q
+	s := &q.s
 	worked := false
 	for {
 		d.recvs = d.recvs[:0]
 		nsge := 0
-		room := min(q.recvRoom(), verbs.MaxBatch)
+		room := min(d.slots.recvRoom(), verbs.MaxBatch)
 		for len(d.recvs) < room {
 			r := q.rq.pop(&s.rwqe)
 			if r == popEmpty {
@@ -282,36 +288,36 @@ func (q *QP) postRecvsToDevice() bool {
 			var sg []verbs.SGE
 			ok := r == popOK
 			if ok {
-				sg, ok = q.translate(s.rwqe.SGL[:s.rwqe.NumSGE], d.sges[nsge:nsge:len(d.sges)])
+				sg, ok = d.translate(s.rwqe.SGL[:s.rwqe.NumSGE], d.sges[nsge:nsge:len(d.sges)])
 			}
 			if !ok {
-				q.postRecvBatch()
+				d.postRecvBatch()
 				c := abi.CQE{WRID: s.rwqe.WRID, QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusLocProtErr}
 				q.recvCQ.push(&c)
 				q.Fail(abi.EventQPFatal, "a receive request names memory not registered with the device")
 				return true
 			}
 			nsge += len(sg)
-			d.recvs = append(d.recvs, verbs.RecvWR{WRID: q.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
+			d.recvs = append(d.recvs, verbs.RecvWR{WRID: d.slots.noteRecv(len(d.recvs), s.rwqe.WRID), SGEs: sg})
 		}
 		if len(d.recvs) == 0 {
 			return worked
 		}
-		if !q.postRecvBatch() {
+		if !d.postRecvBatch() {
 			return true
 		}
 	}
 }
 
-func (q *QP) postRecvBatch() bool {
-	d := q.dev
+func (d *devQP) postRecvBatch() bool {
+	q := d.q
 	if len(d.recvs) == 0 {
 		return true
 	}
-	q.handRecvs(len(d.recvs))
+	d.slots.handRecvs(len(d.recvs))
 	if err := d.u.dev.PostRecv(d.qp, d.recvs); err != nil {
-		q.unhandRecvs(len(d.recvs))
-		if !q.deviceGone(err) {
+		d.slots.unhandRecvs(len(d.recvs))
+		if !d.deviceGone(err) {
 			q.Fail(abi.EventQPFatal, "the device refused its receive requests: "+err.Error())
 		}
 		// The client took them for posted: they complete, flushed.
@@ -324,13 +330,14 @@ func (q *QP) postRecvBatch() bool {
 	return true
 }
 
-// postSendsToDevice forwards the posted send requests. A request the
+// postSends forwards the posted send requests. A request the
 // engine cannot put on the device (memory not registered with it, an
 // opcode the device path lacks) completes with an error after those
 // before it are posted, and the QP goes to ERR as on a device. The
 // requests' slots are freed as the device completes them (device_slots.go).
-func (q *QP) postSendsToDevice() bool {
-	d, s := q.dev, &q.s
+func (d *devQP) postSends() bool {
+	q := d.q
+	s := &q.s
 	worked := false
 	for {
 		prod := shm.Load32(q.mem, abi.RingProdOff)
@@ -342,7 +349,7 @@ func (q *QP) postSendsToDevice() bool {
 		if n == 0 {
 			return worked
 		}
-		room := q.sendRoom()
+		room := d.slots.sendRoom(q.sqCons)
 		if room == 0 {
 			// The client posted past the free index (it ignored the
 			// consumer word): what it posted waits for completions.
@@ -384,7 +391,7 @@ func (q *QP) postSendsToDevice() bool {
 				fl |= verbs.SendInline
 			} else {
 				var ok bool
-				if sg, ok = q.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)]); !ok {
+				if sg, ok = d.translate(w.SGL[:w.NumSGE], d.sges[nsge:nsge:len(d.sges)]); !ok {
 					bad = abi.StatusLocProtErr
 					break
 				}
@@ -394,9 +401,9 @@ func (q *QP) postSendsToDevice() bool {
 			if q.sigAll {
 				fl |= uint32(abi.SendSignaled)
 			}
-			wrid := q.noteSend(q.sqCons, w.WRID, w.Opcode)
+			wrid := d.slots.noteSend(q.sqCons, w.WRID, w.Opcode)
 			if d.ud {
-				uw, st := q.udSendWR(w, sg, fl)
+				uw, st := d.udSendWR(w, sg, fl)
 				if st != abi.StatusSuccess {
 					bad = st
 					break
@@ -413,7 +420,7 @@ func (q *QP) postSendsToDevice() bool {
 		if nb > 0 {
 			// The device may complete the batch before the post returns:
 			// the push reader must know the requests first.
-			q.handSends(q.sqCons)
+			d.slots.handSends(q.sqCons)
 			q.sqConsPub.Store(q.sqCons)
 			if d.ud {
 				err = d.u.dev.PostSendUD(d.qp, d.udSends)
@@ -424,8 +431,8 @@ func (q *QP) postSendsToDevice() bool {
 				// Nothing of the batch was posted: its requests complete
 				// here, the first with the error, as a device's would;
 				// all flushed if the device is gone (after what it held).
-				q.unhandSends(start)
-				gone := q.deviceGone(err)
+				d.slots.unhandSends(start)
+				gone := d.deviceGone(err)
 				if !gone {
 					q.Fail(abi.EventQPFatal, "the device refused its send requests: "+err.Error())
 				}
@@ -466,8 +473,9 @@ func (q *QP) postSendsToDevice() bool {
 
 // translate turns the client's SGEs (its addresses, the device's lkeys)
 // into the helper's (region handle and offset), appending to out; false
-// when one names no region of q's PD or leaves it.
-func (q *QP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
+// when one names no region of the QP's PD or leaves it.
+func (d *devQP) translate(in []abi.SGE, out []verbs.SGE) ([]verbs.SGE, bool) {
+	q := d.q
 	return q.adapter.translateOnDevice(q.pd, in, out)
 }
 

@@ -49,7 +49,7 @@ type devSlots struct {
 	rwrid           []uint64
 	rfreed, rposted uint32
 	// The device went away: what it held was flushed, and a completion
-	// arriving later is dropped (flushDevice).
+	// arriving later is dropped (devQP.flushHeld).
 	gone bool
 	// The runner stopped for want of room (a client that posted past the
 	// free index); a completion that makes room wakes it.
@@ -60,13 +60,12 @@ func newDevSlots(sq, rq int) devSlots {
 	return devSlots{swrid: make([]uint64, sq), sop: make([]abi.Opcode, sq), rwrid: make([]uint64, max(rq, 1))}
 }
 
-// sendRoom is how many more sends the runner may hand the device: the
-// table holds one per slot of the ring.
-func (q *QP) sendRoom() int {
-	d := &q.dev.slots
+// sendRoom is how many more sends the runner may hand the device, the
+// ring consumed up to cons: the table holds one per slot of the ring.
+func (d *devSlots) sendRoom(cons uint32) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	room := len(d.swrid) - int(q.sqCons-d.freed)
+	room := len(d.swrid) - int(cons-d.freed)
 	if room <= 0 {
 		d.swait.Store(true)
 		return 0
@@ -75,8 +74,7 @@ func (q *QP) sendRoom() int {
 }
 
 // recvRoom is how many more receives the runner may hand the device.
-func (q *QP) recvRoom() int {
-	d := &q.dev.slots
+func (d *devSlots) recvRoom() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	room := len(d.rwrid) - int(d.rposted-d.rfreed)
@@ -90,8 +88,7 @@ func (q *QP) recvRoom() int {
 // noteSend records the client's ID and opcode of send index i, and returns
 // the ID the device is given. The runner's; the table entry is read only
 // after handSends publishes it.
-func (q *QP) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
-	d := &q.dev.slots
+func (d *devSlots) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
 	m := uint32(len(d.swrid) - 1)
 	d.swrid[i&m], d.sop[i&m] = wrid, op
 	return devSendTag | uint64(i)
@@ -99,16 +96,14 @@ func (q *QP) noteSend(i uint32, wrid uint64, op abi.Opcode) uint64 {
 
 // noteRecv records the client's ID of the next receive (n after those
 // posted) and returns the ID the device is given.
-func (q *QP) noteRecv(n int, wrid uint64) uint64 {
-	d := &q.dev.slots
+func (d *devSlots) noteRecv(n int, wrid uint64) uint64 {
 	i := d.rposted + uint32(n)
 	d.rwrid[i&uint32(len(d.rwrid)-1)] = wrid
 	return devRecvTag | uint64(i)
 }
 
 // handSends says the sends before end go to the device.
-func (q *QP) handSends(end uint32) {
-	d := &q.dev.slots
+func (d *devSlots) handSends(end uint32) {
 	d.mu.Lock()
 	d.devEnd, d.posted = end, end
 	d.mu.Unlock()
@@ -116,16 +111,14 @@ func (q *QP) handSends(end uint32) {
 
 // unhandSends says the sends from start on did not reach the device after
 // all: the engine completes them.
-func (q *QP) unhandSends(start uint32) {
-	d := &q.dev.slots
+func (d *devSlots) unhandSends(start uint32) {
 	d.mu.Lock()
 	d.devEnd = start
 	d.mu.Unlock()
 }
 
 // handRecvs says n more receives go to the device.
-func (q *QP) handRecvs(n int) {
-	d := &q.dev.slots
+func (d *devSlots) handRecvs(n int) {
 	d.mu.Lock()
 	d.rposted += uint32(n)
 	d.mu.Unlock()
@@ -133,71 +126,69 @@ func (q *QP) handRecvs(n int) {
 
 // unhandRecvs says the last n receives handed did not reach the device
 // (the post failed whole): the engine completes them.
-func (q *QP) unhandRecvs(n int) {
-	d := &q.dev.slots
+func (d *devSlots) unhandRecvs(n int) {
 	d.mu.Lock()
 	d.rposted -= uint32(n)
 	d.mu.Unlock()
 }
 
-// flushDevice completes every request the device holds with
+// flushHeld completes every request the device holds with
 // IBV_WC_WR_FLUSH_ERR (unsignaled sends too: the device will say nothing
 // more of them), frees their slots, and drops any completion the device
 // gives later. The sends are [freed, devEnd), the receives [rfreed,
 // rposted).
-func (q *QP) flushDevice() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gone = true
-	start, end := d.freed, d.devEnd
-	d.freed = end
-	if d.freed == d.devEnd {
-		d.freed, d.devEnd = d.posted, d.posted
+func (d *devQP) flushHeld() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+	start, end := s.freed, s.devEnd
+	s.freed = end
+	if s.freed == s.devEnd {
+		s.freed, s.devEnd = s.posted, s.posted
 	}
-	q.storeFree(abi.RingConsOff, d.freed)
-	m := uint32(len(d.swrid) - 1)
+	q.storeFree(abi.RingConsOff, s.freed)
+	m := uint32(len(s.swrid) - 1)
 	for i := start; i != end; i++ {
-		c := abi.CQE{WRID: d.swrid[i&m], QPNum: q.qpn, Opcode: d.sop[i&m].CompletionOpcode(), Status: abi.StatusWRFlushErr}
+		c := abi.CQE{WRID: s.swrid[i&m], QPNum: q.qpn, Opcode: s.sop[i&m].CompletionOpcode(), Status: abi.StatusWRFlushErr}
 		q.sendCQ.push(&c)
 	}
-	q.storeFree(abi.SQDoneOff, d.freed)
-	rm := uint32(len(d.rwrid) - 1)
-	for i := d.rfreed; i != d.rposted; i++ {
-		c := abi.CQE{WRID: d.rwrid[i&rm], QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
+	q.storeFree(abi.SQDoneOff, s.freed)
+	rm := uint32(len(s.rwrid) - 1)
+	for i := s.rfreed; i != s.rposted; i++ {
+		c := abi.CQE{WRID: s.rwrid[i&rm], QPNum: q.qpn, Opcode: abi.WCRecv, Status: abi.StatusWRFlushErr}
 		q.recvCQ.push(&c)
 	}
-	d.rfreed = d.rposted
-	d.swait.Store(false)
-	d.rwait.Store(false)
+	s.rfreed = s.rposted
+	s.swait.Store(false)
+	s.rwait.Store(false)
 }
 
-// devEngineDone is publishSQCons for a bound QP: the requests before
+// engineDone is publishSQCons for a bound QP: the requests before
 // q.sqCons the engine consumed; those it completed itself are free once
 // the device holds nothing before them.
-func (q *QP) devEngineDone() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	d.posted = q.sqCons
-	if d.freed == d.devEnd {
-		d.freed, d.devEnd = d.posted, d.posted
+func (d *devQP) engineDone() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	s.posted = q.sqCons
+	if s.freed == s.devEnd {
+		s.freed, s.devEnd = s.posted, s.posted
 	}
-	q.storeFree(abi.RingConsOff, d.freed)
-	d.mu.Unlock()
+	q.storeFree(abi.RingConsOff, s.freed)
+	s.mu.Unlock()
 }
 
-// devSQDone is publishSQDone for a bound QP.
-func (q *QP) devSQDone() {
-	d := &q.dev.slots
-	d.mu.Lock()
-	q.storeFree(abi.SQDoneOff, d.freed)
-	d.mu.Unlock()
+// sqDone is publishSQDone for a bound QP.
+func (d *devQP) sqDone() {
+	q, s := d.q, &d.slots
+	s.mu.Lock()
+	q.storeFree(abi.SQDoneOff, s.freed)
+	s.mu.Unlock()
 }
 
-// resetSlots forgets what the device held (a QP moved to RESET: the
-// device discards it without completions); the send ring starts at cons.
-func (q *QP) resetSlots(cons uint32) {
-	d := &q.dev.slots
+// reset forgets what the device held (a QP moved to RESET: the device
+// discards it without completions); the send ring starts at cons.
+func (d *devSlots) reset(cons uint32) {
 	d.mu.Lock()
 	d.freed, d.devEnd, d.posted = cons, cons, cons
 	d.rfreed = d.rposted
@@ -214,58 +205,58 @@ func (q *QP) storeFree(off int, v uint32) {
 	q.memMu.Unlock()
 }
 
-// devCompleted takes a completion the device gave for one of q's
+// completed takes a completion the device gave for one of q's
 // requests, on the push reader: it frees the request's slot (and, for a
 // send, those of the unsignaled requests before it), then puts the
 // completion, with the client's ID, into cq. It reports whether the
 // completion named a request the device holds and whether cq took it.
-func (q *QP) devCompleted(w *verbs.WC, cq *CQ) (known, pushed bool) {
-	d := &q.dev.slots
+func (d *devQP) completed(w *verbs.WC, cq *CQ) (known, pushed bool) {
+	q, s := d.q, &d.slots
 	c := abi.CQE{QPNum: w.QPN, ByteLen: w.ByteLen, Imm: immFromDevice(w), SrcQP: w.SrcQP, SL: w.SL,
 		Opcode: abi.WCOpcode(w.Opcode), Status: abi.Status(w.Status), Flags: abi.WCFlags(w.Flags) & (abi.WCWithImm | abi.WCWithInv | abi.WCWithGRH)}
 	i := uint32(w.WRID)
 	wake := false
-	d.mu.Lock()
-	if d.gone {
-		d.mu.Unlock()
+	s.mu.Lock()
+	if s.gone {
+		s.mu.Unlock()
 		return false, false // flushed already
 	}
 	switch w.WRID & devTagMask {
 	case devSendTag:
-		if i-d.freed >= d.devEnd-d.freed {
-			d.mu.Unlock()
+		if i-s.freed >= s.devEnd-s.freed {
+			s.mu.Unlock()
 			return false, false
 		}
-		m := uint32(len(d.swrid) - 1)
-		c.WRID = d.swrid[i&m]
+		m := uint32(len(s.swrid) - 1)
+		c.WRID = s.swrid[i&m]
 		if c.Status != abi.StatusSuccess {
-			c.Opcode = d.sop[i&m].CompletionOpcode() // the device's is undefined
+			c.Opcode = s.sop[i&m].CompletionOpcode() // the device's is undefined
 		}
-		d.freed = i + 1
-		if d.freed == d.devEnd {
-			d.freed, d.devEnd = d.posted, d.posted
+		s.freed = i + 1
+		if s.freed == s.devEnd {
+			s.freed, s.devEnd = s.posted, s.posted
 		}
-		q.storeFree(abi.RingConsOff, d.freed)
+		q.storeFree(abi.RingConsOff, s.freed)
 		pushed = cq.push(&c)
-		q.storeFree(abi.SQDoneOff, d.freed)
-		wake = d.swait.Swap(false)
+		q.storeFree(abi.SQDoneOff, s.freed)
+		wake = s.swait.Swap(false)
 	case devRecvTag:
-		if i-d.rfreed >= d.rposted-d.rfreed {
-			d.mu.Unlock()
+		if i-s.rfreed >= s.rposted-s.rfreed {
+			s.mu.Unlock()
 			return false, false
 		}
-		c.WRID = d.rwrid[i&uint32(len(d.rwrid)-1)]
+		c.WRID = s.rwrid[i&uint32(len(s.rwrid)-1)]
 		if c.Status != abi.StatusSuccess {
 			c.Opcode = abi.WCRecv
 		}
-		d.rfreed = i + 1
+		s.rfreed = i + 1
 		pushed = cq.push(&c)
-		wake = d.rwait.Swap(false)
+		wake = s.rwait.Swap(false)
 	default:
-		d.mu.Unlock()
+		s.mu.Unlock()
 		return false, false
 	}
-	d.mu.Unlock()
+	s.mu.Unlock()
 	if wake {
 		q.kickWorker()
 	}

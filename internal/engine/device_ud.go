@@ -68,10 +68,10 @@ func (p *PD) deviceAH(handle uint32) (verbs.AH, bool) {
 	return ah, ok
 }
 
-// modifyUDOnDevice moves q's device UD QP to `to`: INIT with the Q_Key,
+// modifyUD moves the device UD QP to `to`: INIT with the Q_Key,
 // RTS with the send PSN.
-func (q *QP) modifyUDOnDevice(to abi.QPState, a *qpstate.Attr) error {
-	d := q.dev
+func (d *devQP) modifyUD(to abi.QPState, a *qpstate.Attr) error {
+	q := d.q
 	if err := d.u.dev.ModifyUDQP(d.qp, uint32(to), a.QKey, a.SQPSN); err != nil {
 		return fmt.Errorf("UD QP %#x on %s to %v: %w", q.qpn, d.u.Name, to, err)
 	}
@@ -81,11 +81,11 @@ func (q *QP) modifyUDOnDevice(to abi.QPState, a *qpstate.Attr) error {
 // udSendWR translates a UD send request for the device: false with the
 // status it completes with when it cannot go (an address handle that is
 // not the QP's PD's on the device, an opcode other than SEND).
-func (q *QP) udSendWR(w *abi.SendWQE, sg []verbs.SGE, flags uint32) (verbs.UDSendWR, abi.Status) {
+func (d *devQP) udSendWR(w *abi.SendWQE, sg []verbs.SGE, flags uint32) (verbs.UDSendWR, abi.Status) {
 	if w.Opcode != abi.OpSend && w.Opcode != abi.OpSendImm {
 		return verbs.UDSendWR{}, abi.StatusLocQPOpErr
 	}
-	ah, ok := q.pd.deviceAH(w.AH)
+	ah, ok := d.q.pd.deviceAH(w.AH)
 	if !ok {
 		return verbs.UDSendWR{}, abi.StatusLocQPOpErr
 	}

@@ -96,7 +96,7 @@ func (q *QP) sendMcastTenant(w *abi.SendWQE, dgid [16]byte, local [][]byte, tota
 		return
 	}
 	if src, ok := tenantSource(tp.gids, gidAddr(dgid).Is4()); ok {
-		q.sendUDVia(w, tp.link, PathTCP, src, dgid, local, total, qkey)
+		rm.sendUDVia(w, tp.link, PathTCP, src, dgid, local, total, qkey)
 	}
 }
 

@@ -187,7 +187,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	}
 	q.s.init(q.sq.Stride)
 	if a.Uplink() != nil {
-		if err := q.createOnDevice(&cfg); err != nil {
+		if err := createDevQP(q, &cfg); err != nil {
 			if q.srq && role == xrcNone {
 				cfg.SRQ.Unuse()
 			}
@@ -205,7 +205,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 		q.doorbell = a.poller.bell
 	} else {
 		if q.doorbell, err = shm.NewDoorbell(); err != nil {
-			q.destroyOnDevice()
+			q.dev.destroy()
 			region.Close()
 			return nil, err
 		}
@@ -215,7 +215,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	q.attr.PathMTU = a.ActiveMTU
 	q.attr.PortNum = 1
 	if err := a.addQP(q); err != nil {
-		q.destroyOnDevice()
+		q.dev.destroy()
 		q.release()
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 	next := q.attr
 	qpstate.Apply(&next, attr, mask)
 	if q.dev != nil {
-		if err := q.modifyOnDevice(to, &next); err != nil {
+		if err := q.dev.modify(to, &next); err != nil {
 			return cur, err
 		}
 	}
@@ -395,7 +395,7 @@ func (q *QP) Modify(attr *qpstate.Attr, mask qpstate.Mask) (abi.QPState, error) 
 		q.dropWire()
 		q.sqCons = shm.Load32(q.mem, abi.RingProdOff)
 		if q.dev != nil {
-			q.resetSlots(q.sqCons)
+			q.dev.slots.reset(q.sqCons)
 		}
 		q.publishSQCons()
 		q.publishSQDone()
@@ -504,7 +504,7 @@ func (q *QP) sqFreed() uint32 {
 func (q *QP) publishSQCons() {
 	q.sqConsPub.Store(q.sqCons)
 	if q.dev != nil {
-		q.devEngineDone() // the device's QP frees slots as it completes (device_slots.go)
+		q.dev.engineDone() // the device's QP frees slots as it completes (device_slots.go)
 		return
 	}
 	shm.Store32(q.mem, abi.RingConsOff, q.sqFreed())
@@ -516,7 +516,7 @@ func (q *QP) publishSQCons() {
 // before it, and its completion must follow theirs (abi.SQDoneOff).
 func (q *QP) publishSQDone() {
 	if q.dev != nil {
-		q.devSQDone()
+		q.dev.sqDone()
 		return
 	}
 	shm.Store32(q.mem, abi.SQDoneOff, q.sqFreed())
@@ -537,7 +537,7 @@ func (q *QP) Destroy() {
 	<-q.done
 	q.detachAllMcast()
 	q.adapter.removeQP(q)
-	q.destroyOnDevice()
+	q.dev.destroy()
 	if receiving(q.State()) {
 		q.revokePeers() // no lookup finds q any more
 	}

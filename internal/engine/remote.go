@@ -217,11 +217,11 @@ func resolveHeld(a *Adapter, pd *PD, sgl []abi.SGE, need abi.Access, out [][]byt
 	return out, total, abi.StatusSuccess
 }
 
-// processWire runs an RC or UC send queue over the link: the transport's
-// timers, then every posted request the transport has room for. procMu is
-// held.
-func (q *QP) processWire() (int64, bool) {
-	rm := q.rm
+// process runs an RC or UC send queue over the link: the transport's
+// timers, then every posted request the transport has room for (the wire
+// branch of the QP's one send-queue runner, QP.process). procMu is held.
+func (rm *remote) process() (int64, bool) {
+	q := rm.q
 	now := nanotime()
 	rm.cur = &rm.tx
 	defer func() { rm.cur = nil }()
@@ -275,7 +275,7 @@ func (q *QP) processWire() (int64, bool) {
 		w := &rm.wqe
 		*w = transport.WQE{}
 		if st == abi.StatusSuccess {
-			st = q.buildWQE(rm, slot, &s.wqe, w)
+			st = rm.buildWQE(slot, &s.wqe, w)
 		}
 		if st != abi.StatusSuccess {
 			// A local error completes in order: after what is outstanding.
@@ -312,7 +312,8 @@ func (q *QP) processWire() (int64, bool) {
 
 // buildWQE resolves a parsed work request's local memory into slot and
 // fills the transport's request.
-func (q *QP) buildWQE(rm *remote, slot int, sw *abi.SendWQE, w *transport.WQE) abi.Status {
+func (rm *remote) buildWQE(slot int, sw *abi.SendWQE, w *transport.WQE) abi.Status {
+	q := rm.q
 	a := q.adapter
 	spans := rm.spans[slot][:0]
 	var total uint64
@@ -375,12 +376,12 @@ func (q *QP) sendUDWire(w *abi.SendWQE, dgid [16]byte, sgidIndex uint8, local []
 	}
 	sgid := gids[sgidIndex]
 	l, kind := h.route(sgid, dgid)
-	return q.sendUDVia(w, l, kind, gidAddr(sgid), dgid, local, total, qkey)
+	return rm.sendUDVia(w, l, kind, gidAddr(sgid), dgid, local, total, qkey)
 }
 
 // sendUDVia sends a datagram to dgid on link l (of path kind) from src.
-func (q *QP) sendUDVia(w *abi.SendWQE, l Link, kind string, src netip.Addr, dgid [16]byte, local [][]byte, total uint64, qkey uint32) outcome {
-	rm := q.rm
+func (rm *remote) sendUDVia(w *abi.SendWQE, l Link, kind string, src netip.Addr, dgid [16]byte, local [][]byte, total uint64, qkey uint32) outcome {
+	q := rm.q
 	h := q.adapter.host
 	dst := gidAddr(dgid)
 	if l == nil || src.Is4() != dst.Is4() {

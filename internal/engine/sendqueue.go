@@ -67,7 +67,7 @@ func (q *QP) hasWork() bool {
 		return false // a target has no send queue: what a client writes there is ignored
 	}
 	if q.dev != nil {
-		return q.devHasWork(mem)
+		return q.dev.hasWork(mem)
 	}
 	switch q.State() {
 	case abi.QPStateRTS:
@@ -85,14 +85,14 @@ func (q *QP) process() (time.Duration, bool) {
 		return q.processTarget(st)
 	}
 	if q.dev != nil {
-		return q.processDevice(st)
+		return q.dev.process(st)
 	}
 	switch st {
 	case abi.QPStateErr:
 		return 0, q.flush()
 	case abi.QPStateRTS:
 		if q.rm != nil && q.rm.wired {
-			d, worked := q.processWire()
+			d, worked := q.rm.process()
 			if d == 0 {
 				return 0, worked
 			}
@@ -100,7 +100,7 @@ func (q *QP) process() (time.Duration, bool) {
 		}
 	case abi.QPStateRTR:
 		if q.rm != nil && q.rm.wired {
-			return q.tickWire() // a responder's READ responses waiting for the link
+			return q.rm.tick() // a responder's READ responses waiting for the link
 		}
 		return 0, false
 	default:
@@ -261,7 +261,7 @@ func (q *QP) processTarget(st abi.QPState) (time.Duration, bool) {
 		return 0, q.flush()
 	case abi.QPStateRTR, abi.QPStateRTS:
 		if q.rm != nil && q.rm.wired {
-			return q.tickWire()
+			return q.rm.tick()
 		}
 	}
 	return 0, false

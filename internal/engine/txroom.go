@@ -51,11 +51,11 @@ func (rm *remote) TxRoom() int {
 	return max(n, 0)
 }
 
-// tickWire runs the transport's timers of a QP in RTR, which sends nothing
-// of its own but may owe READ responses the link had no room for: they go
-// out from Tick. procMu is held.
-func (q *QP) tickWire() (time.Duration, bool) {
-	rm := q.rm
+// tick runs the transport's timers of a QP in RTR, which sends nothing of
+// its own but may owe READ responses the link had no room for: they go out
+// from Tick. procMu is held.
+func (rm *remote) tick() (time.Duration, bool) {
+	q := rm.q
 	now := nanotime()
 	worked := false
 	if d := rm.tp.Deadline(); d != 0 && now >= d {
