@@ -33,7 +33,7 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	owner, err := s.d.ownerFor(s.cred, req)
+	owner, err := s.d.access.ownerFor(s.cred, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,9 +85,9 @@ func cmdListInstances(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	list := s.d.listInstances(s.cred)
 	if req.All {
-		if !s.d.isAdmin(s.cred) {
+		if !s.d.access.isAdmin(s.cred) {
 			return nil, nil, proto.Errorf(proto.CodePermission, "other hosts' instances are listed for root, the daemon's user and %s (their records carry no owner); %s sees this host's own: leave --all out",
-				s.d.adminGroupName(), s.cred)
+				s.d.access.adminGroupName(), s.cred)
 		}
 		remote, err := s.d.remoteInstances()
 		if err != nil {

@@ -258,7 +258,7 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 		}
 	}
 	if qpstate.Mask(req.Mask)&qpstate.MaskQKey != 0 && req.Attr.QKey&engine.ControlledQKey != 0 &&
-		s.adapter.Uplink() != nil && !s.d.privileged(s.cred) {
+		s.adapter.Uplink() != nil && !s.d.access.privileged(s.cred) {
 		// The device would take it from the daemon (IBTA 3.5.3: a
 		// controlled Q_Key is for privileged consumers, as the kernel's
 		// modify_qp says EPERM to others).

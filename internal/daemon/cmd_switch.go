@@ -245,7 +245,7 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.B, err = s.ownAdapterName(req.B); err != nil {
 		return nil, nil, err
 	}
-	see := func(inst string) bool { return s.d.maySeeName(s.cred, inst) }
+	see := func(inst string) bool { return s.d.access.maySeeName(s.cred, inst) }
 	ea, ha, err := adapterEnd(ctx, sw, req.A, see)
 	if err != nil {
 		return nil, nil, err

@@ -82,18 +82,13 @@ type Daemon struct {
 
 	xrcds xrcdTable // XRC domains opened with files (cmd_xrc.go)
 
-	selfUID    uint32   // the daemon's own uid: privileged like root
-	ident      identity // where its adapters' addresses start (identity.go)
-	adminGroup struct {
-		name string
-		gid  uint32
-		set  bool
-	}
-	quota *ledger    // what every uid and instance holds (quota.go)
-	pins  *pinLedger // what every client process has the daemon lock (pinned.go)
-	fds   *fdGuard   // the daemon's descriptors (fds.go)
-	warns warnLimiter
-	spare int // a descriptor given up to shed a connection when none is left (accept.go)
+	access accessPolicy // who may do what (access.go)
+	ident  identity     // where its adapters' addresses start (identity.go)
+	quota  *ledger      // what every uid and instance holds (quota.go)
+	pins   *pinLedger   // what every client process has the daemon lock (pinned.go)
+	fds    *fdGuard     // the daemon's descriptors (fds.go)
+	warns  warnLimiter
+	spare  int // a descriptor given up to shed a connection when none is left (accept.go)
 
 	mu        sync.Mutex
 	instances map[string]*Instance
@@ -127,7 +122,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
 		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{}),
+		spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{}),
 		ident: defaultIdentity}
 	if cfg.DistinctIdentity {
 		var err error

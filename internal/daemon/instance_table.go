@@ -48,7 +48,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 		// by the daemon's helper, with the daemon's rights, which need not
 		// be the owner's (/dev/infiniband/uverbs* decides for the owner's
 		// own programs): binding is the administrators' to grant.
-		if spec.Uplink != "" && !d.isAdmin(by.cred) {
+		if spec.Uplink != "" && !d.access.isAdmin(by.cred) {
 			return nil, proto.Errorf(proto.CodePermission, "instance %s on verbs link %s: binding an instance to the host's RDMA device is for root, the daemon's user or its admin group; ask one of them to create it (vrdma vm create NAME --uplink LINK --owner USER[:GROUP])",
 				quoteName(by.shown(spec.Name)), quoteName(spec.Uplink))
 		}
@@ -149,14 +149,14 @@ func (d *Daemon) deleteInstance(name string, by *session) (string, error) {
 	inst, ok := d.instances[name]
 	// Another's instance that by may not see is one that does not exist:
 	// the refusal says the same, so that it tells nothing of who has what.
-	if !ok || by != nil && !d.maySee(by.cred, inst) {
+	if !ok || by != nil && !d.access.maySee(by.cred, inst) {
 		return "", proto.Errorf(proto.CodeNotFound, "no instance %s: `vrdma vm show` lists them", quoteName(asked))
 	}
 	if inst.shared {
 		return "", proto.Errorf(proto.CodeInvalid, "the default instance cannot be deleted")
 	}
 	if by != nil {
-		if err := d.mayDelete(by.cred, inst); err != nil {
+		if err := d.access.mayDelete(by.cred, inst); err != nil {
 			return "", err
 		}
 	}
@@ -217,10 +217,10 @@ func (d *Daemon) attach(s *session, name, device string) (*Instance, error) {
 	inst := d.instances[canon]
 	// Another's instance that s may not see is one that does not exist:
 	// the refusal says the same, so that it tells nothing of who has what.
-	if inst == nil || !d.maySee(s.cred, inst) {
+	if inst == nil || !d.access.maySee(s.cred, inst) {
 		return nil, proto.Errorf(proto.CodeNotFound, "no instance %s on this host: create it with `vrdma vm create NAME`, or unset VRDMA_INSTANCE to use the default", quoteName(name))
 	}
-	if err := d.mayAttach(s.cred, inst); err != nil {
+	if err := d.access.mayAttach(s.cred, inst); err != nil {
 		return nil, err
 	}
 	var adapter *engine.Adapter
@@ -259,7 +259,7 @@ func (d *Daemon) listInstances(viewer creds) []proto.InstanceInfo {
 	defer d.mu.Unlock()
 	var out []proto.InstanceInfo
 	for _, inst := range d.instances {
-		if !d.maySee(viewer, inst) {
+		if !d.access.maySee(viewer, inst) {
 			continue
 		}
 		info := instanceInfo(inst, d.cfg.HostName, viewer)
