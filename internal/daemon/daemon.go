@@ -100,7 +100,6 @@ type Daemon struct {
 	lidChanged chan struct{}
 
 	links linkTable          // cmd_link.go
-	gone  goneUplinks        // link_verbs_fault.go
 	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
 	cm    *connmgr.Manager   // connection manager (cm.go)
 }
@@ -135,13 +134,14 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.host = engine.NewHost()
 	d.host.StartQPNsAt(d.ident.qpn)
+	d.links.cfg, d.links.log, d.links.host = &d.cfg, d.log, d.host
 	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
 	if err := d.loadInstances(false); err != nil {
 		return nil, err
 	}
-	links, err := d.readLinks()
+	links, err := d.links.readSaved()
 	if err != nil {
 		return nil, err
 	}
@@ -176,25 +176,25 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	d.ln = ln
-	d.restoreLinks(links)
+	d.links.restore(links)
 	_ = d.loadInstances(true) // the instances bound to verbs links: warns, never fails
 	if err := d.applyListenPolicy(); err != nil {
 		ln.Close()
-		d.closeLinks()
+		d.links.closeAll()
 		d.host.Close()
 		return nil, err
 	}
 	if d.cfg.Switch.Enable {
 		if d.sw, err = newAgent(d); err != nil {
 			ln.Close()
-			d.closeLinks()
+			d.links.closeAll()
 			d.host.Close()
 			return nil, err
 		}
 	}
 	if d.cm, err = newCM(d); err != nil {
 		ln.Close()
-		d.closeLinks()
+		d.links.closeAll()
 		d.host.Close()
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func New(cfg Config) (*Daemon, error) {
 		if err := d.joinSwitch(); err != nil {
 			d.cm.Close()
 			ln.Close()
-			d.closeLinks()
+			d.links.closeAll()
 			d.host.Close()
 			return nil, err
 		}
@@ -257,7 +257,7 @@ func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 	if d.sw != nil {
 		d.sw.Close()
 	}
-	d.closeLinks()
+	d.links.closeAll()
 	d.host.Close()
 	return true, err
 }

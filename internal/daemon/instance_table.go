@@ -80,7 +80,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 	}
 	var uplink *engine.DeviceUplink
 	if spec.Uplink != "" {
-		u, err := d.deviceUplink(spec.Uplink)
+		u, err := d.links.deviceUplink(spec.Uplink)
 		if err != nil {
 			if ownerAcct != nil {
 				d.quota.release(nil, Instances, 1, ownerAcct)
@@ -323,7 +323,7 @@ func (d *Daemon) saveInstancesLocked() error {
 		}
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	return d.writeState(instancesFile, specs)
+	return writeState(d.cfg.StateDir, instancesFile, specs)
 }
 
 // loadInstances creates the saved instances. One saved without an owner
