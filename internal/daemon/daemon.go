@@ -87,8 +87,8 @@ type Daemon struct {
 	quota  *ledger      // what every uid and instance holds (quota.go)
 	pins   *pinLedger   // what every client process has the daemon lock (pinned.go)
 	fds    *fdGuard     // the daemon's descriptors (fds.go)
-	warns  warnLimiter
-	spare  int // a descriptor given up to shed a connection when none is left (accept.go)
+	warns  warnLimiter  // logs trouble at most once a minute per kind (ratelog.go)
+	spare  spareFD      // a descriptor given up to shed a connection when none is left (accept.go)
 
 	mu        sync.Mutex
 	instances map[string]*Instance
@@ -121,7 +121,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
 		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{}),
+		spare: spareFD{-1}, pins: newPinLedger(), warns: warnLimiter{log: cfg.Logger}, lidChanged: make(chan struct{}),
 		ident: defaultIdentity}
 	if cfg.DistinctIdentity {
 		var err error
@@ -207,7 +207,7 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.reserveSpare()
+	d.spare.reserve()
 	if cfg.IdleExit > 0 {
 		go d.watchIdle(cfg.IdleExit)
 	}
@@ -244,7 +244,7 @@ func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 		s.stop()
 	}
 	d.wg.Wait()
-	d.closeSpare()
+	d.spare.close()
 	d.cm.Close()
 	d.mu.Lock()
 	for _, inst := range d.instances {

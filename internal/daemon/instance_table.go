@@ -108,7 +108,7 @@ func (d *Daemon) createInstance(spec proto.InstanceSpec, owner proto.Owner, by *
 	for i := 0; i < spec.Adapters; i++ {
 		var a *engine.Adapter
 		for salt := 0; ; salt++ {
-			mac := macFor(d.macHost(), spec.Name, i, salt)
+			mac := macFor(d.ident.macHost(d.cfg.HostName), spec.Name, i, salt)
 			if d.host.AdapterByGID(engine.LinkLocalGID(mac)) == nil {
 				a = engine.NewAdapter(trustDomain, fmt.Sprintf("vrdma%d", i), i, mac, spec.Async)
 				a.TrustGroup = spec.TrustGroup
