@@ -107,7 +107,7 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 	go func() {
 		defer d.wg.Done()
 		s.serve()
-		d.endSession(s)
+		d.insts.endSession(s)
 	}()
 }
 

@@ -150,23 +150,6 @@ func (a *accessPolicy) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, 
 	return o, nil
 }
 
-// mayJoinTrustGroup checks, with d.mu held, that an instance of owner may
-// join trust group g: its members map each other's memory, so every
-// instance already in it on this host must have the same owner. Only a
-// privileged peer may mix owners.
-func (d *Daemon) mayJoinTrustGroupLocked(c creds, name, g string, owner proto.Owner) error {
-	if g == "" || d.access.privileged(c) {
-		return nil
-	}
-	for _, inst := range d.instances {
-		if inst.TrustGroup == g && inst.Owner.UID != owner.UID {
-			return proto.Errorf(proto.CodePermission, "instance %s may not join trust group %s: the members of a trust group map each other's memory, so a group holds the instances of one owner, and root has put another owner's in it; pick another group name",
-				quoteName(shownName(c, name)), quoteName(shownName(c, g)))
-		}
-	}
-	return nil
-}
-
 // setupAccess resolves the admin group and the limits, and raises the
 // descriptor limit the limits' defaults are scaled to.
 func (d *Daemon) setupAccess() error {

@@ -109,7 +109,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false, nil)
+		_, err = d.insts.create(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false, nil)
 		return err
 	}
 	if err := create(alice, "a1", "g"); err != nil {
@@ -121,7 +121,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	if err := create(bob, "b1", "g"); err != nil {
 		t.Fatalf("another owner's group of the same name: %v", err)
 	}
-	a1, b1 := d.instance("u1000.a1"), d.instance("u1001.b1")
+	a1, b1 := d.insts.lookup("u1000.a1"), d.insts.lookup("u1001.b1")
 	if a1 == nil || b1 == nil || a1.TrustGroup != "u1000.g" || b1.TrustGroup != "u1001.g" {
 		t.Fatalf("a1 %+v, b1 %+v: want them in u1000.g and u1001.g", a1, b1)
 	}
@@ -135,7 +135,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	if proto.CodeOf(err) != proto.CodePermission || strings.Contains(err.Error(), "r1") || strings.Contains(err.Error(), "uid 0") {
 		t.Fatalf("the owner joining a group root mixed: %v (want a refusal that names no one)", err)
 	}
-	if d.instance("u1000.a3") != nil {
+	if d.insts.lookup("u1000.a3") != nil {
 		t.Fatal("the refused instance exists")
 	}
 	if n := d.quota.usedBy(1001)[Instances]; n != 1 {
@@ -160,14 +160,14 @@ func TestBindingToAVerbsLinkIsAdmins(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, Uplink: "hca0"}, owner, by, false, nil)
+		_, err = d.insts.create(proto.InstanceSpec{Name: name, Adapters: 1, Uplink: "hca0"}, owner, by, false, nil)
 		return err
 	}
 	err := create(alice, "a1")
 	if proto.CodeOf(err) != proto.CodePermission || !strings.Contains(err.Error(), "--uplink") {
 		t.Fatalf("a user binding its instance to a verbs link: %v (want a permission error saying who may)", err)
 	}
-	if d.instance("u1000.a1") != nil {
+	if d.insts.lookup("u1000.a1") != nil {
 		t.Fatal("the refused instance exists")
 	}
 	if err := create(root, "r1"); proto.CodeOf(err) != proto.CodeNotFound {

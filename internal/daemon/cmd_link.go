@@ -58,7 +58,7 @@ func cmdLinkAdd(s *session, body []byte, _ []int) (any, []int, error) {
 	}
 	info, err := s.d.links.add(req)
 	if err == nil {
-		s.d.linksChanged()
+		s.d.sw.linksChanged()
 	}
 	return info, nil, err
 }
@@ -74,7 +74,7 @@ func cmdLinkDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	if err := s.d.links.remove(req.Name); err != nil {
 		return nil, nil, err
 	}
-	s.d.linksChanged()
+	s.d.sw.linksChanged()
 	return done, nil, nil
 }
 

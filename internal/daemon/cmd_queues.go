@@ -253,7 +253,7 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if qpstate.Mask(req.Mask)&qpstate.MaskAV != 0 {
 		// A destination named by LID alone takes its port's GID here, and
 		// goes on as if the program had given it.
-		if err := s.d.resolveDLID(s.adapter, s.lidRouting(), &req.Attr.AV, proto.CodeAttr); err != nil {
+		if err := s.d.lids.resolveDLID(s.adapter, s.lidRouting(), &req.Attr.AV, proto.CodeAttr); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // switchCtx returns the daemon's switch and a context for one command, or
 // the error a daemon on no switch gives.
 func (s *session) switchCtx() (*switchagent.Agent, context.Context, context.CancelFunc, error) {
-	sw := s.d.sw
+	sw := s.d.sw.agent
 	if sw == nil {
 		return nil, nil, nil, proto.Errorf(proto.CodeState, "this daemon is on no switch: start it without --no-switch (it then runs an embedded etcd), or with --etcd-endpoints")
 	}

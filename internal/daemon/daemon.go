@@ -15,7 +15,6 @@ import (
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
-	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/verbs"
 )
 
@@ -90,18 +89,16 @@ type Daemon struct {
 	warns  warnLimiter  // logs trouble at most once a minute per kind (ratelog.go)
 	spare  spareFD      // a descriptor given up to shed a connection when none is left (accept.go)
 
-	mu        sync.Mutex
-	instances map[string]*Instance
-	sessions  map[*session]struct{}
-	closed    bool
-	wg        sync.WaitGroup
-	// lidChanged is closed, and replaced, when adapters' LIDs change
-	// (lid.go).
-	lidChanged chan struct{}
+	mu       sync.Mutex    // guards insts, lids.changed, sessions and closed
+	insts    instanceTable // instance_table.go
+	lids     lidTable      // lid.go
+	sessions map[*session]struct{}
+	closed   bool
+	wg       sync.WaitGroup
 
-	links linkTable          // cmd_link.go
-	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
-	cm    *connmgr.Manager   // connection manager (cm.go)
+	links linkTable        // cmd_link.go
+	sw    switchMember     // the switch agent and what the daemon does through it (switch.go)
+	cm    *connmgr.Manager // connection manager (cm.go)
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default
@@ -120,9 +117,12 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
-		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		spare: spareFD{-1}, pins: newPinLedger(), warns: warnLimiter{log: cfg.Logger}, lidChanged: make(chan struct{}),
+		sessions: make(map[*session]struct{}),
+		spare:    spareFD{-1}, pins: newPinLedger(), warns: warnLimiter{log: cfg.Logger},
 		ident: defaultIdentity}
+	d.insts = instanceTable{d: d, m: make(map[string]*Instance)}
+	d.lids = lidTable{d: d, changed: make(chan struct{})}
+	d.sw = switchMember{hostName: cfg.HostName, log: d.log, insts: &d.insts, lids: &d.lids}
 	if cfg.DistinctIdentity {
 		var err error
 		if d.ident, err = randomIdentity(); err != nil {
@@ -135,10 +135,10 @@ func New(cfg Config) (*Daemon, error) {
 	d.host = engine.NewHost()
 	d.host.StartQPNsAt(d.ident.qpn)
 	d.links.cfg, d.links.log, d.links.host = &d.cfg, d.log, d.host
-	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
+	if _, err := d.insts.create(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
-	if err := d.loadInstances(false); err != nil {
+	if err := d.insts.load(false); err != nil {
 		return nil, err
 	}
 	links, err := d.links.readSaved()
@@ -177,7 +177,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.ln = ln
 	d.links.restore(links)
-	_ = d.loadInstances(true) // the instances bound to verbs links: warns, never fails
+	_ = d.insts.load(true) // the instances bound to verbs links: warns, never fails
 	if err := d.applyListenPolicy(); err != nil {
 		ln.Close()
 		d.links.closeAll()
@@ -185,7 +185,7 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if d.cfg.Switch.Enable {
-		if d.sw, err = newAgent(d); err != nil {
+		if d.sw.agent, err = newAgent(d); err != nil {
 			ln.Close()
 			d.links.closeAll()
 			d.host.Close()
@@ -198,8 +198,8 @@ func New(cfg Config) (*Daemon, error) {
 		d.host.Close()
 		return nil, err
 	}
-	if d.sw != nil {
-		if err := d.joinSwitch(); err != nil {
+	if d.sw.agent != nil {
+		if err := d.sw.join(); err != nil {
 			d.cm.Close()
 			ln.Close()
 			d.links.closeAll()
@@ -247,15 +247,15 @@ func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 	d.spare.close()
 	d.cm.Close()
 	d.mu.Lock()
-	for _, inst := range d.instances {
+	for _, inst := range d.insts.m {
 		for _, a := range inst.Adapters {
 			d.host.RemoveAdapter(a)
 			a.Close()
 		}
 	}
 	d.mu.Unlock()
-	if d.sw != nil {
-		d.sw.Close()
+	if d.sw.agent != nil {
+		d.sw.agent.Close()
 	}
 	d.links.closeAll()
 	d.host.Close()

@@ -23,31 +23,44 @@ import (
 // report LID 0 until their LIDs come.
 const lidWait = 10 * time.Second
 
+// lidTable gives the adapters their LIDs and finds adapters by LID: on a
+// switch from the subnet manager's assignments, on none itself
+// (giveLocked). changed, guarded by the daemon's mu like the instances
+// whose adapters it concerns, is closed, and replaced, when adapters' LIDs
+// change. The daemon (d) gives it the instances, its lock, its switch
+// agent and its first LID.
+type lidTable struct {
+	d       *Daemon
+	changed chan struct{}
+}
+
 // switchName is inst's name on the switch: the default instance, which
 // every daemon has, is fabric.HostDefaultInstance of this host.
-func (d *Daemon) switchName(inst *Instance) string {
+func (l *lidTable) switchName(inst *Instance) string {
+	d := l.d
 	if inst.shared {
 		return fabric.HostDefaultInstance(d.cfg.HostName)
 	}
 	return inst.Name
 }
 
-// lidsChangedLocked wakes the waiters of awaitLIDs (d.mu).
-func (d *Daemon) lidsChangedLocked() {
-	close(d.lidChanged)
-	d.lidChanged = make(chan struct{})
+// changedLocked wakes the waiters of await (d.mu).
+func (l *lidTable) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
-// giveLIDsLocked gives a new instance's adapters their LIDs on a daemon
+// giveLocked gives a new instance's adapters their LIDs on a daemon
 // with no switch (d.mu): want's where they are valid and free, else the
 // lowest free ones from the daemon's first LID (identity.go). On a switch
-// they come from the subnet manager (switchLIDsChanged).
-func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
+// they come from the subnet manager (switchChanged).
+func (l *lidTable) giveLocked(inst *Instance, want []uint16) {
+	d := l.d
 	if d.cfg.Switch.Enable {
 		return
 	}
 	used := map[uint16]bool{}
-	for _, other := range d.instances {
+	for _, other := range d.insts.m {
 		for _, a := range other.Adapters {
 			used[a.LID()] = true
 		}
@@ -71,12 +84,13 @@ func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 	}
 }
 
-// switchLIDsChanged is the agent's Host.LIDsChanged, and what a new
+// switchChanged is the agent's Host.LIDsChanged, and what a new
 // instance on a switch calls once published: every adapter takes the LID
 // the switch has for it now. The agent is asked holding none of the
 // daemon's locks.
-func (d *Daemon) switchLIDsChanged() {
-	if d.sw == nil {
+func (l *lidTable) switchChanged() {
+	d := l.d
+	if d.sw.agent == nil {
 		return
 	}
 	type named struct {
@@ -85,8 +99,8 @@ func (d *Daemon) switchLIDsChanged() {
 	}
 	d.mu.Lock()
 	var all []named
-	for _, inst := range d.instances {
-		name := d.switchName(inst)
+	for _, inst := range d.insts.m {
+		name := l.switchName(inst)
 		for _, a := range inst.Adapters {
 			all = append(all, named{name, a})
 		}
@@ -94,7 +108,7 @@ func (d *Daemon) switchLIDsChanged() {
 	d.mu.Unlock()
 	lids := make([]uint16, len(all))
 	for i, n := range all {
-		lids[i] = d.sw.LocalLID(n.name, n.a.Index)
+		lids[i] = d.sw.agent.LocalLID(n.name, n.a.Index)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -106,13 +120,14 @@ func (d *Daemon) switchLIDsChanged() {
 		}
 	}
 	if changed {
-		d.lidsChangedLocked()
+		l.changedLocked()
 	}
 }
 
-// awaitLIDs waits until every adapter of insts has a LID, for at most
+// await waits until every adapter of insts has a LID, for at most
 // timeout, and reports whether they have.
-func (d *Daemon) awaitLIDs(insts []*Instance, timeout time.Duration) bool {
+func (l *lidTable) await(insts []*Instance, timeout time.Duration) bool {
+	d := l.d
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -123,7 +138,7 @@ func (d *Daemon) awaitLIDs(insts []*Instance, timeout time.Duration) bool {
 				all = all && a.LID() != 0
 			}
 		}
-		changed := d.lidChanged
+		changed := l.changed
 		d.mu.Unlock()
 		if all {
 			return true
@@ -136,10 +151,11 @@ func (d *Daemon) awaitLIDs(insts []*Instance, timeout time.Duration) bool {
 	}
 }
 
-// awaitSwitchLIDs waits, on a switch, for insts' LIDs (lidWait at most),
+// awaitSwitch waits, on a switch, for insts' LIDs (lidWait at most),
 // and logs when they have not come.
-func (d *Daemon) awaitSwitchLIDs(insts ...*Instance) {
-	if d.sw == nil || d.awaitLIDs(insts, lidWait) {
+func (l *lidTable) awaitSwitch(insts ...*Instance) {
+	d := l.d
+	if d.sw.agent == nil || l.await(insts, lidWait) {
 		return
 	}
 	names := make([]string, len(insts))
@@ -150,10 +166,11 @@ func (d *Daemon) awaitSwitchLIDs(insts ...*Instance) {
 }
 
 // adapterByLID returns this host's adapter whose port has LID lid, or nil.
-func (d *Daemon) adapterByLID(lid uint16) *engine.Adapter {
+func (l *lidTable) adapterByLID(lid uint16) *engine.Adapter {
+	d := l.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, inst := range d.instances {
+	for _, inst := range d.insts.m {
 		for _, a := range inst.Adapters {
 			if a.LID() == lid {
 				return a
@@ -172,7 +189,8 @@ func (d *Daemon) adapterByLID(lid uint16) *engine.Adapter {
 // it, unless the port routes by LID (lidRouting: the daemon's
 // --lid-routing or the instance's) and it has a DLID. src is the adapter
 // whose GID table av's sgid_index is in; code is the error's code.
-func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
+func (l *lidTable) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
+	d := l.d
 	if av.DGID != ([16]byte{}) {
 		return nil
 	}
@@ -192,14 +210,14 @@ func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.A
 		return nil // the sgid_index check refuses it, as for any address vector
 	}
 	sgid := gids[av.SGIDIndex]
-	if a := d.adapterByLID(lid); a != nil {
+	if a := l.adapterByLID(lid); a != nil {
 		av.DGID = sameFamily(a.GIDs(), sgid)
 		return nil
 	}
-	if d.sw == nil {
+	if d.sw.agent == nil {
 		return proto.Errorf(code, "no port with LID 0x%x on this host (the daemon is on no switch, so its LIDs are its own adapters'): `vrdma devinfo` shows each port's LID", lid)
 	}
-	g, err := d.sw.ResolveLID(lid, sgid)
+	g, err := d.sw.agent.ResolveLID(lid, sgid)
 	switch {
 	case err == nil:
 		av.DGID = g
