@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 	"os/user"
 	"strconv"
 
@@ -150,24 +149,21 @@ func (a *accessPolicy) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, 
 	return o, nil
 }
 
-// setupAccess resolves the admin group and the limits, and raises the
-// descriptor limit the limits' defaults are scaled to.
-func (d *Daemon) setupAccess() error {
-	var err error
-	if d.access, err = newAccessPolicy(uint32(os.Geteuid()), d.cfg.AdminGroup); err != nil {
-		return err
+// setupLimits resolves cfg's limits into the daemon's descriptor guard and
+// quota ledger, and raises the descriptor limit the limits' defaults are
+// scaled to.
+func setupLimits(cfg Config) (*fdGuard, *ledger, error) {
+	if _, ok := cfg.InstanceLimits[Instances]; ok {
+		return nil, nil, fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
 	}
-	if _, ok := d.cfg.InstanceLimits[Instances]; ok {
-		return fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
-	}
-	for _, l := range []Limits{d.cfg.UserLimits, d.cfg.InstanceLimits, d.cfg.TotalLimits} {
+	for _, l := range []Limits{cfg.UserLimits, cfg.InstanceLimits, cfg.TotalLimits} {
 		for r := range l {
 			if r >= numResources {
-				return fmt.Errorf("daemon: limit on unknown resource %d", r)
+				return nil, nil, fmt.Errorf("daemon: limit on unknown resource %d", r)
 			}
 		}
 	}
-	d.fds = newFDGuard(raiseFDLimit())
+	fds := newFDGuard(raiseFDLimit())
 	var mem uint64
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
@@ -177,9 +173,9 @@ func (d *Daemon) setupAccess() error {
 	for r := range numResources {
 		none[r] = Unlimited
 	}
-	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits),
-		resolveTotal(defaultTotalLimits(mem), d.cfg.TotalLimits))
-	return nil
+	quota := newLedger(resolve(defaultUserLimits(fds.budget(), mem), cfg.UserLimits), resolve(none, cfg.InstanceLimits),
+		resolveTotal(defaultTotalLimits(mem), cfg.TotalLimits))
+	return fds, quota, nil
 }
 
 // lookupGroup resolves a group given by name or by number; a number need

@@ -58,7 +58,7 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 	if l, err := fab.Leader(ctx); err == nil {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
-	info.Security, info.Channel = s.d.guardReport(st)
+	info.Security, info.Channel = guardReport(st)
 	info.Outsiders = switchview.OutsiderStats{Requests: s.d.CMStats().Outsiders, Packets: s.d.host.WireStats("").Outsiders}
 	if cands, keys, err := fab.SMState(ctx); err == nil {
 		for _, c := range cands {

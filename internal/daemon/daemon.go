@@ -129,7 +129,11 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if err := d.setupAccess(); err != nil {
+	var err error
+	if d.access, err = newAccessPolicy(uint32(os.Geteuid()), cfg.AdminGroup); err != nil {
+		return nil, err
+	}
+	if d.fds, d.quota, err = setupLimits(cfg); err != nil {
 		return nil, err
 	}
 	d.host = engine.NewHost()
