@@ -117,11 +117,9 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
-		sessions: make(map[*session]struct{}),
-		spare:    spareFD{-1}, pins: newPinLedger(), warns: warnLimiter{log: cfg.Logger},
-		ident: defaultIdentity}
+		sessions: make(map[*session]struct{}), spare: spareFD{-1}, pins: newPinLedger(),
+		warns: warnLimiter{log: cfg.Logger}, ident: defaultIdentity}
 	d.insts = instanceTable{d: d, m: make(map[string]*Instance)}
-	d.lids = lidTable{d: d, changed: make(chan struct{})}
 	d.sw = switchMember{hostName: cfg.HostName, log: d.log, insts: &d.insts, lids: &d.lids}
 	if cfg.DistinctIdentity {
 		var err error
@@ -129,6 +127,7 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	d.lids = lidTable{mu: &d.mu, insts: &d.insts, sw: &d.sw, cfg: &d.cfg, log: d.log, first: d.ident.lid, changed: make(chan struct{})}
 	var err error
 	if d.access, err = newAccessPolicy(uint32(os.Geteuid()), cfg.AdminGroup); err != nil {
 		return nil, err

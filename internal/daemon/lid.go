@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/engine"
@@ -25,21 +27,23 @@ const lidWait = 10 * time.Second
 
 // lidTable gives the adapters their LIDs and finds adapters by LID: on a
 // switch from the subnet manager's assignments, on none itself
-// (giveLocked). changed, guarded by the daemon's mu like the instances
-// whose adapters it concerns, is closed, and replaced, when adapters' LIDs
-// change. The daemon (d) gives it the instances, its lock, its switch
-// agent and its first LID.
+// (giveLocked), from the daemon's first LID (identity.go).
 type lidTable struct {
-	d       *Daemon
+	mu    *sync.Mutex    // the daemon's: guards changed and the instances
+	insts *instanceTable // whose adapters have the LIDs
+	sw    *switchMember  // the switch's agent (nil on no switch) assigns them
+	cfg   *Config        // the host's name, whether it is on a switch, LID routing
+	log   *slog.Logger
+	first uint16 // the lowest LID given on no switch
+	// changed is closed, and replaced, when adapters' LIDs change.
 	changed chan struct{}
 }
 
 // switchName is inst's name on the switch: the default instance, which
 // every daemon has, is fabric.HostDefaultInstance of this host.
 func (l *lidTable) switchName(inst *Instance) string {
-	d := l.d
 	if inst.shared {
-		return fabric.HostDefaultInstance(d.cfg.HostName)
+		return fabric.HostDefaultInstance(l.cfg.HostName)
 	}
 	return inst.Name
 }
@@ -55,17 +59,16 @@ func (l *lidTable) changedLocked() {
 // lowest free ones from the daemon's first LID (identity.go). On a switch
 // they come from the subnet manager (switchChanged).
 func (l *lidTable) giveLocked(inst *Instance, want []uint16) {
-	d := l.d
-	if d.cfg.Switch.Enable {
+	if l.cfg.Switch.Enable {
 		return
 	}
 	used := map[uint16]bool{}
-	for _, other := range d.insts.m {
+	for _, other := range l.insts.m {
 		for _, a := range other.Adapters {
 			used[a.LID()] = true
 		}
 	}
-	next := d.ident.lid
+	next := l.first
 	for i, a := range inst.Adapters {
 		if i < len(want) && want[i] != 0 && want[i] <= fabric.MaxUnicastLID && !used[want[i]] {
 			a.SetLID(want[i])
@@ -76,7 +79,7 @@ func (l *lidTable) giveLocked(inst *Instance, want []uint16) {
 			next++
 		}
 		if next > fabric.MaxUnicastLID {
-			d.log.Warn("no LID left on this host: the adapter has none", "instance", inst.Name, "adapter", a.Name)
+			l.log.Warn("no LID left on this host: the adapter has none", "instance", inst.Name, "adapter", a.Name)
 			continue
 		}
 		a.SetLID(next)
@@ -89,29 +92,28 @@ func (l *lidTable) giveLocked(inst *Instance, want []uint16) {
 // the switch has for it now. The agent is asked holding none of the
 // daemon's locks.
 func (l *lidTable) switchChanged() {
-	d := l.d
-	if d.sw.agent == nil {
+	if l.sw.agent == nil {
 		return
 	}
 	type named struct {
 		name string // the instance's name on the switch
 		a    *engine.Adapter
 	}
-	d.mu.Lock()
+	l.mu.Lock()
 	var all []named
-	for _, inst := range d.insts.m {
+	for _, inst := range l.insts.m {
 		name := l.switchName(inst)
 		for _, a := range inst.Adapters {
 			all = append(all, named{name, a})
 		}
 	}
-	d.mu.Unlock()
+	l.mu.Unlock()
 	lids := make([]uint16, len(all))
 	for i, n := range all {
-		lids[i] = d.sw.agent.LocalLID(n.name, n.a.Index)
+		lids[i] = l.sw.agent.LocalLID(n.name, n.a.Index)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	changed := false
 	for i, n := range all {
 		if n.a.LID() != lids[i] {
@@ -127,11 +129,10 @@ func (l *lidTable) switchChanged() {
 // await waits until every adapter of insts has a LID, for at most
 // timeout, and reports whether they have.
 func (l *lidTable) await(insts []*Instance, timeout time.Duration) bool {
-	d := l.d
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		d.mu.Lock()
+		l.mu.Lock()
 		all := true
 		for _, inst := range insts {
 			for _, a := range inst.Adapters {
@@ -139,7 +140,7 @@ func (l *lidTable) await(insts []*Instance, timeout time.Duration) bool {
 			}
 		}
 		changed := l.changed
-		d.mu.Unlock()
+		l.mu.Unlock()
 		if all {
 			return true
 		}
@@ -154,23 +155,21 @@ func (l *lidTable) await(insts []*Instance, timeout time.Duration) bool {
 // awaitSwitch waits, on a switch, for insts' LIDs (lidWait at most),
 // and logs when they have not come.
 func (l *lidTable) awaitSwitch(insts ...*Instance) {
-	d := l.d
-	if d.sw.agent == nil || l.await(insts, lidWait) {
+	if l.sw.agent == nil || l.await(insts, lidWait) {
 		return
 	}
 	names := make([]string, len(insts))
 	for i, inst := range insts {
 		names[i] = inst.Name
 	}
-	d.log.Warn("the switch's subnet manager has not assigned the adapters' LIDs yet: they report LID 0 until it does (is a subnet manager elected? `vrdma switch show`)", "instances", names)
+	l.log.Warn("the switch's subnet manager has not assigned the adapters' LIDs yet: they report LID 0 until it does (is a subnet manager elected? `vrdma switch show`)", "instances", names)
 }
 
 // adapterByLID returns this host's adapter whose port has LID lid, or nil.
 func (l *lidTable) adapterByLID(lid uint16) *engine.Adapter {
-	d := l.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, inst := range d.insts.m {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, inst := range l.insts.m {
 		for _, a := range inst.Adapters {
 			if a.LID() == lid {
 				return a
@@ -190,7 +189,6 @@ func (l *lidTable) adapterByLID(lid uint16) *engine.Adapter {
 // --lid-routing or the instance's) and it has a DLID. src is the adapter
 // whose GID table av's sgid_index is in; code is the error's code.
 func (l *lidTable) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
-	d := l.d
 	if av.DGID != ([16]byte{}) {
 		return nil
 	}
@@ -198,7 +196,7 @@ func (l *lidTable) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate
 	switch {
 	case lid == 0:
 		return proto.Errorf(code, "the address vector has no GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid)")
-	case !lidRouting && !d.cfg.LIDRouting:
+	case !lidRouting && !l.cfg.LIDRouting:
 		return proto.Errorf(code, "the address vector names LID 0x%x without a GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid), "+
 			"unless it is configured for LID routing (vrdma vm create --lid-routing; vrdma daemon --lid-routing for every port)", lid)
 	}
@@ -214,10 +212,10 @@ func (l *lidTable) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate
 		av.DGID = sameFamily(a.GIDs(), sgid)
 		return nil
 	}
-	if d.sw.agent == nil {
+	if l.sw.agent == nil {
 		return proto.Errorf(code, "no port with LID 0x%x on this host (the daemon is on no switch, so its LIDs are its own adapters'): `vrdma devinfo` shows each port's LID", lid)
 	}
-	g, err := d.sw.agent.ResolveLID(lid, sgid)
+	g, err := l.sw.agent.ResolveLID(lid, sgid)
 	switch {
 	case err == nil:
 		av.DGID = g
