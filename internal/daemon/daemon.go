@@ -72,7 +72,11 @@ type Config struct {
 	IdleExit time.Duration
 }
 
-// Daemon is a running host daemon.
+// Daemon is a running host daemon. It makes its parts and wires them
+// together (New), accepts sessions (Serve) and stops (Close); each part
+// keeps its own state and does its own work: the access policy, the
+// instances and their LIDs, the links, the switch member, the connection
+// manager.
 type Daemon struct {
 	cfg  Config
 	log  *slog.Logger
