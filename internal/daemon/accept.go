@@ -35,10 +35,10 @@ func (d *Daemon) Serve() error {
 				return nil
 			}
 			if outOfDescriptors(err) {
-				d.shedOne()
+				d.spare.shed(d.ln)
 			}
 			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
-			d.warnEvery("accept:"+errKind(err), "accepting a session failed; retrying", "err", err, "retry_in", backoff)
+			d.warns.every("accept:"+errKind(err), "accepting a session failed; retrying", "err", err, "retry_in", backoff)
 			time.Sleep(backoff)
 			continue
 		}
@@ -75,7 +75,7 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 	}
 	if err != nil {
 		d.quota.leave(cred.uid, user)
-		d.warnEvery("session-refused", "refused a session", "peer", cred.String(), "pid", cred.pid, "err", err)
+		d.warns.every("session-refused", "refused a session", "peer", cred.String(), "pid", cred.pid, "err", err)
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
@@ -107,7 +107,7 @@ func (d *Daemon) admitSession(c *net.UnixConn) {
 	go func() {
 		defer d.wg.Done()
 		s.serve()
-		d.endSession(s)
+		d.insts.endSession(s)
 	}()
 }
 
@@ -139,42 +139,47 @@ func refuse(c *net.UnixConn, err error, linger time.Duration) {
 const refuseDrain = 16
 
 // How long refuse waits for the peer to close: off the accept loop
-// (admitSession), and on it (shedOne, where the descriptor is the spare).
+// (admitSession), and on it (spareFD.shed, where the descriptor is the spare).
 const (
 	refuseLinger = 250 * time.Millisecond
 	shedLinger   = 20 * time.Millisecond
 )
 
-// shedWait is how long shedOne waits for the connection it expects.
+// shedWait is how long shed waits for the connection it expects.
 const shedWait = 10 * time.Millisecond
 
-// reserveSpare holds one descriptor for shedOne.
-func (d *Daemon) reserveSpare() {
-	if d.spare < 0 {
+// spareFD is a descriptor given up to shed a connection when none is
+// left (shed): -1 when it is not held.
+type spareFD struct{ fd int }
+
+// reserve holds one descriptor for shed.
+func (sp *spareFD) reserve() {
+	if sp.fd < 0 {
 		if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			d.spare = fd
+			sp.fd = fd
 		}
 	}
 }
 
-func (d *Daemon) closeSpare() {
-	if d.spare >= 0 {
-		unix.Close(d.spare)
-		d.spare = -1
+// close gives the spare descriptor up.
+func (sp *spareFD) close() {
+	if sp.fd >= 0 {
+		unix.Close(sp.fd)
+		sp.fd = -1
 	}
 }
 
-// shedOne, when accept finds no descriptor left, gives up the spare one to
-// accept the connection that waits, tells it the daemon is out of
+// shed, when accept finds no descriptor left, gives up the spare one to
+// accept the connection that waits on ln, tells it the daemon is out of
 // descriptors and closes it, so that clients are answered instead of
 // left waiting in the backlog; then it takes the spare again.
-func (d *Daemon) shedOne() {
-	if d.spare < 0 {
+func (sp *spareFD) shed(ln listener) {
+	if sp.fd < 0 {
 		return
 	}
-	d.closeSpare()
-	defer d.reserveSpare()
-	ul, ok := d.ln.(*net.UnixListener)
+	sp.close()
+	defer sp.reserve()
+	ul, ok := ln.(*net.UnixListener)
 	if !ok {
 		return
 	}

@@ -26,37 +26,68 @@ const (
 	admins            // privileged peers and the admin group
 )
 
+// accessPolicy decides who may do what: who is privileged, who
+// administers the switch, who may attach to, delete or see an instance and
+// for whom one may be created. It holds what those answers depend on
+// beyond the instance asked about: the daemon's own uid and its admin
+// group. It never changes once the daemon is made.
+type accessPolicy struct {
+	selfUID    uint32 // the daemon's own uid: privileged like root
+	adminGroup struct {
+		name string
+		gid  uint32
+		set  bool
+	}
+}
+
+// newAccessPolicy returns the policy of a daemon running as uid self,
+// whose admin group is adminGroup (a name or a gid; "": none).
+func newAccessPolicy(self uint32, adminGroup string) (accessPolicy, error) {
+	a := accessPolicy{selfUID: self}
+	if g := adminGroup; g != "" {
+		name, gid, err := lookupGroup(g)
+		if err != nil {
+			return accessPolicy{}, fmt.Errorf("daemon: admin group %q: %w (create it, give its gid, or leave --admin-group out: root and the daemon's user administer)", g, err)
+		}
+		a.adminGroup.name, a.adminGroup.gid, a.adminGroup.set = name, gid, true
+	}
+	return a, nil
+}
+
+// maySee is d.access.maySee, for the connection manager's sessions.
+func (d *Daemon) maySee(c creds, inst *Instance) bool { return d.access.maySee(c, inst) }
+
 // privileged reports whether c is root or the daemon's own uid (a daemon
 // that does not run as root is administered by the user who runs it).
-func (d *Daemon) privileged(c creds) bool {
-	return c.known && (c.uid == 0 || c.uid == d.selfUID)
+func (a *accessPolicy) privileged(c creds) bool {
+	return c.known && (c.uid == 0 || c.uid == a.selfUID)
 }
 
 // isAdmin reports whether c may administer the switch: privileged, or a
 // member of the daemon's admin group (primary or supplementary).
-func (d *Daemon) isAdmin(c creds) bool {
-	return d.privileged(c) || d.adminGroup.set && c.inGroup(d.adminGroup.gid)
+func (a *accessPolicy) isAdmin(c creds) bool {
+	return a.privileged(c) || a.adminGroup.set && c.inGroup(a.adminGroup.gid)
 }
 
 // mayRun checks a command's who against the session's peer.
 func (s *session) mayRun(op proto.Op, w who) error {
-	if w == admins && !s.d.isAdmin(s.cred) {
+	if w == admins && !s.d.access.isAdmin(s.cred) {
 		return proto.Errorf(proto.CodePermission, "%v is switch-wide administration, for root, the daemon's user and %s; %s is none of them: run it with sudo%s",
-			op, s.d.adminGroupName(), s.cred, s.d.adminGroupHint())
+			op, s.d.access.adminGroupName(), s.cred, s.d.access.adminGroupHint())
 	}
 	return nil
 }
 
-func (d *Daemon) adminGroupName() string {
-	if d.adminGroup.set {
-		return "the admin group " + d.adminGroup.name
+func (a *accessPolicy) adminGroupName() string {
+	if a.adminGroup.set {
+		return "the admin group " + a.adminGroup.name
 	}
 	return "an admin group (the daemon has none: --admin-group)"
 }
 
-func (d *Daemon) adminGroupHint() string {
-	if d.adminGroup.set {
-		return ", or be made a member of " + d.adminGroup.name
+func (a *accessPolicy) adminGroupHint() string {
+	if a.adminGroup.set {
+		return ", or be made a member of " + a.adminGroup.name
 	}
 	return ""
 }
@@ -68,8 +99,8 @@ func (c creds) owns(inst *Instance) bool { return c.known && c.uid == inst.Owner
 // default instance is open to every user of the socket; any other is its
 // owner's. The caller has checked that c may see inst (one it may not is
 // one that does not exist); the refusal names no owner.
-func (d *Daemon) mayAttach(c creds, inst *Instance) error {
-	if inst.shared || d.privileged(c) || c.owns(inst) {
+func (a *accessPolicy) mayAttach(c creds, inst *Instance) error {
+	if inst.shared || a.privileged(c) || c.owns(inst) {
 		return nil
 	}
 	return proto.Errorf(proto.CodePermission, "instance %s is another owner's and %s may not attach to it: only its owner and root may (unset VRDMA_INSTANCE for the default instance, or create one of your own with `vrdma vm create NAME`)",
@@ -77,8 +108,8 @@ func (d *Daemon) mayAttach(c creds, inst *Instance) error {
 }
 
 // mayDelete checks that c may delete inst: its owner or a privileged peer.
-func (d *Daemon) mayDelete(c creds, inst *Instance) error {
-	if d.privileged(c) || c.owns(inst) {
+func (a *accessPolicy) mayDelete(c creds, inst *Instance) error {
+	if a.privileged(c) || c.owns(inst) {
 		return nil
 	}
 	return proto.Errorf(proto.CodePermission, "instance %s is another owner's and %s may not delete it: only its owner and root may",
@@ -87,20 +118,20 @@ func (d *Daemon) mayDelete(c creds, inst *Instance) error {
 
 // maySee reports whether c may see inst in a listing: its owner,
 // administrators, and everyone the default instance.
-func (d *Daemon) maySee(c creds, inst *Instance) bool {
-	return inst.shared || d.isAdmin(c) || c.owns(inst)
+func (a *accessPolicy) maySee(c creds, inst *Instance) bool {
+	return inst.shared || a.isAdmin(c) || c.owns(inst)
 }
 
 // maySeeName is maySee for an instance known by its canonical name alone
 // (a switch record, which names no owner): the name's namespace is its
 // owner's (nameOwner).
-func (d *Daemon) maySeeName(c creds, name string) bool {
-	return name == DefaultInstance || d.isAdmin(c) || c.known && c.uid == nameOwner(name)
+func (a *accessPolicy) maySeeName(c creds, name string) bool {
+	return name == DefaultInstance || a.isAdmin(c) || c.known && c.uid == nameOwner(name)
 }
 
 // ownerFor returns the owner of an instance c asks for: c itself unless
 // the spec names another, which only a privileged peer may.
-func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error) {
+func (a *accessPolicy) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error) {
 	if spec.Owner == nil {
 		if !c.known {
 			return proto.Owner{}, proto.Errorf(proto.CodePermission, "the daemon cannot tell who is asking (no SO_PEERCRED), so the instance would have no owner: create it as root with --owner")
@@ -111,51 +142,28 @@ func (d *Daemon) ownerFor(c creds, spec proto.InstanceSpec) (proto.Owner, error)
 	if c.known && o.UID == c.uid && c.inGroup(o.GID) {
 		return o, nil // one's own, with another of one's groups
 	}
-	if !d.privileged(c) {
+	if !a.privileged(c) {
 		return proto.Owner{}, proto.Errorf(proto.CodePermission, "instance %s for owner %d:%d: %s may create instances only for itself (uid %d, one of its groups); instances for another owner are root's (and the daemon's user's)",
 			quoteName(spec.Name), o.UID, o.GID, c, c.uid)
 	}
 	return o, nil
 }
 
-// mayJoinTrustGroup checks, with d.mu held, that an instance of owner may
-// join trust group g: its members map each other's memory, so every
-// instance already in it on this host must have the same owner. Only a
-// privileged peer may mix owners.
-func (d *Daemon) mayJoinTrustGroupLocked(c creds, name, g string, owner proto.Owner) error {
-	if g == "" || d.privileged(c) {
-		return nil
+// setupLimits resolves cfg's limits into the daemon's descriptor guard and
+// quota ledger, and raises the descriptor limit the limits' defaults are
+// scaled to.
+func setupLimits(cfg Config) (*fdGuard, *ledger, error) {
+	if _, ok := cfg.InstanceLimits[Instances]; ok {
+		return nil, nil, fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
 	}
-	for _, inst := range d.instances {
-		if inst.TrustGroup == g && inst.Owner.UID != owner.UID {
-			return proto.Errorf(proto.CodePermission, "instance %s may not join trust group %s: the members of a trust group map each other's memory, so a group holds the instances of one owner, and root has put another owner's in it; pick another group name",
-				quoteName(shownName(c, name)), quoteName(shownName(c, g)))
-		}
-	}
-	return nil
-}
-
-// setupAccess resolves the admin group and the limits, and raises the
-// descriptor limit the limits' defaults are scaled to.
-func (d *Daemon) setupAccess() error {
-	if g := d.cfg.AdminGroup; g != "" {
-		name, gid, err := lookupGroup(g)
-		if err != nil {
-			return fmt.Errorf("daemon: admin group %q: %w (create it, give its gid, or leave --admin-group out: root and the daemon's user administer)", g, err)
-		}
-		d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = name, gid, true
-	}
-	if _, ok := d.cfg.InstanceLimits[Instances]; ok {
-		return fmt.Errorf("daemon: --instance-limit instance=...: instances are counted per owner; limit them with --limit instance=N")
-	}
-	for _, l := range []Limits{d.cfg.UserLimits, d.cfg.InstanceLimits, d.cfg.TotalLimits} {
+	for _, l := range []Limits{cfg.UserLimits, cfg.InstanceLimits, cfg.TotalLimits} {
 		for r := range l {
 			if r >= numResources {
-				return fmt.Errorf("daemon: limit on unknown resource %d", r)
+				return nil, nil, fmt.Errorf("daemon: limit on unknown resource %d", r)
 			}
 		}
 	}
-	d.fds = newFDGuard(raiseFDLimit())
+	fds := newFDGuard(raiseFDLimit())
 	var mem uint64
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
@@ -165,9 +173,9 @@ func (d *Daemon) setupAccess() error {
 	for r := range numResources {
 		none[r] = Unlimited
 	}
-	d.quota = newLedger(resolve(defaultUserLimits(d.fds.budget(), mem), d.cfg.UserLimits), resolve(none, d.cfg.InstanceLimits),
-		resolveTotal(defaultTotalLimits(mem), d.cfg.TotalLimits))
-	return nil
+	quota := newLedger(resolve(defaultUserLimits(fds.budget(), mem), cfg.UserLimits), resolve(none, cfg.InstanceLimits),
+		resolveTotal(defaultTotalLimits(mem), cfg.TotalLimits))
+	return fds, quota, nil
 }
 
 // lookupGroup resolves a group given by name or by number; a number need

@@ -11,8 +11,8 @@ import (
 // TestAccessRules: who may attach to, delete and see an instance, and run
 // switch-wide administration.
 func TestAccessRules(t *testing.T) {
-	d := &Daemon{selfUID: 500}
-	d.adminGroup.name, d.adminGroup.gid, d.adminGroup.set = "vrdma-admin", 600, true
+	d := &Daemon{access: accessPolicy{selfUID: 500}}
+	d.access.adminGroup.name, d.access.adminGroup.gid, d.access.adminGroup.set = "vrdma-admin", 600, true
 	var (
 		root    = creds{known: true, uid: 0, gid: 0}
 		self    = creds{known: true, uid: 500, gid: 500}
@@ -37,23 +37,23 @@ func TestAccessRules(t *testing.T) {
 		{"a peer of unknown credentials", unknown, false, false, false, false},
 	}
 	for _, tt := range tests {
-		if got := d.mayAttach(tt.c, vm) == nil; got != tt.attach {
+		if got := d.access.mayAttach(tt.c, vm) == nil; got != tt.attach {
 			t.Errorf("%s may attach to vm: %v, want %v", tt.who, got, tt.attach)
 		}
-		if got := d.mayDelete(tt.c, vm) == nil; got != tt.delete {
+		if got := d.access.mayDelete(tt.c, vm) == nil; got != tt.delete {
 			t.Errorf("%s may delete vm: %v, want %v", tt.who, got, tt.delete)
 		}
-		if got := d.maySee(tt.c, vm); got != tt.see {
+		if got := d.access.maySee(tt.c, vm); got != tt.see {
 			t.Errorf("%s sees vm: %v, want %v", tt.who, got, tt.see)
 		}
-		if got := d.isAdmin(tt.c); got != tt.admin {
+		if got := d.access.isAdmin(tt.c); got != tt.admin {
 			t.Errorf("%s is an administrator: %v, want %v", tt.who, got, tt.admin)
 		}
-		if d.mayAttach(tt.c, def) != nil || !d.maySee(tt.c, def) {
+		if d.access.mayAttach(tt.c, def) != nil || !d.access.maySee(tt.c, def) {
 			t.Errorf("%s may not use the default instance", tt.who)
 		}
 	}
-	err := d.mayAttach(other, vm)
+	err := d.access.mayAttach(other, vm)
 	var pe *proto.Error
 	if !errors.As(err, &pe) || pe.Code != proto.CodePermission || !strings.Contains(pe.Message, `instance "vm" is another owner's`) || strings.Contains(pe.Message, "1000") {
 		t.Errorf("refusal: %v (want it to name no owner)", err)
@@ -63,8 +63,8 @@ func TestAccessRules(t *testing.T) {
 // TestOwnerFor: one creates instances for oneself (with any of one's
 // groups); for another owner only as root (or the daemon's user).
 func TestOwnerFor(t *testing.T) {
-	d := &Daemon{selfUID: 0}
-	d.adminGroup.gid, d.adminGroup.set = 600, true
+	d := &Daemon{access: accessPolicy{selfUID: 0}}
+	d.access.adminGroup.gid, d.access.adminGroup.set = 600, true
 	user := creds{known: true, uid: 1000, gid: 1000, groups: []uint32{1000, 27}}
 	admin := creds{known: true, uid: 1002, gid: 1002, groups: []uint32{600}}
 	o := func(uid, gid uint32) *proto.Owner { return &proto.Owner{UID: uid, GID: gid} }
@@ -85,7 +85,7 @@ func TestOwnerFor(t *testing.T) {
 		{creds{uid: unknownUID}, nil, proto.Owner{}, false},
 	}
 	for i, tt := range tests {
-		got, err := d.ownerFor(tt.c, proto.InstanceSpec{Name: "x", Owner: tt.owner})
+		got, err := d.access.ownerFor(tt.c, proto.InstanceSpec{Name: "x", Owner: tt.owner})
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("case %d: %+v, %v; want %+v, ok %v", i, got, err, tt.want, tt.ok)
 		}
@@ -105,11 +105,11 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	bob := &session{cred: creds{known: true, uid: 1001, gid: 1001}}
 	root := &session{cred: creds{known: true}}
 	create := func(by *session, name, group string) error {
-		owner, err := d.ownerFor(by.cred, proto.InstanceSpec{Name: name})
+		owner, err := d.access.ownerFor(by.cred, proto.InstanceSpec{Name: name})
 		if err != nil {
 			return err
 		}
-		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false, nil)
+		_, err = d.insts.create(proto.InstanceSpec{Name: name, Adapters: 1, TrustGroup: group}, owner, by, false, nil)
 		return err
 	}
 	if err := create(alice, "a1", "g"); err != nil {
@@ -121,7 +121,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	if err := create(bob, "b1", "g"); err != nil {
 		t.Fatalf("another owner's group of the same name: %v", err)
 	}
-	a1, b1 := d.instance("u1000.a1"), d.instance("u1001.b1")
+	a1, b1 := d.insts.lookup("u1000.a1"), d.insts.lookup("u1001.b1")
 	if a1 == nil || b1 == nil || a1.TrustGroup != "u1000.g" || b1.TrustGroup != "u1001.g" {
 		t.Fatalf("a1 %+v, b1 %+v: want them in u1000.g and u1001.g", a1, b1)
 	}
@@ -135,7 +135,7 @@ func TestTrustGroupHoldsOneOwner(t *testing.T) {
 	if proto.CodeOf(err) != proto.CodePermission || strings.Contains(err.Error(), "r1") || strings.Contains(err.Error(), "uid 0") {
 		t.Fatalf("the owner joining a group root mixed: %v (want a refusal that names no one)", err)
 	}
-	if d.instance("u1000.a3") != nil {
+	if d.insts.lookup("u1000.a3") != nil {
 		t.Fatal("the refused instance exists")
 	}
 	if n := d.quota.usedBy(1001)[Instances]; n != 1 {
@@ -156,18 +156,18 @@ func TestBindingToAVerbsLinkIsAdmins(t *testing.T) {
 	alice := &session{cred: creds{known: true, uid: 1000, gid: 1000}}
 	root := &session{cred: creds{known: true}}
 	create := func(by *session, name string) error {
-		owner, err := d.ownerFor(by.cred, proto.InstanceSpec{Name: name})
+		owner, err := d.access.ownerFor(by.cred, proto.InstanceSpec{Name: name})
 		if err != nil {
 			return err
 		}
-		_, err = d.createInstance(proto.InstanceSpec{Name: name, Adapters: 1, Uplink: "hca0"}, owner, by, false, nil)
+		_, err = d.insts.create(proto.InstanceSpec{Name: name, Adapters: 1, Uplink: "hca0"}, owner, by, false, nil)
 		return err
 	}
 	err := create(alice, "a1")
 	if proto.CodeOf(err) != proto.CodePermission || !strings.Contains(err.Error(), "--uplink") {
 		t.Fatalf("a user binding its instance to a verbs link: %v (want a permission error saying who may)", err)
 	}
-	if d.instance("u1000.a1") != nil {
+	if d.insts.lookup("u1000.a1") != nil {
 		t.Fatal("the refused instance exists")
 	}
 	if err := create(root, "r1"); proto.CodeOf(err) != proto.CodeNotFound {

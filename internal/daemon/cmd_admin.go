@@ -10,7 +10,7 @@ func cmdHello(s *session, body []byte, _ []int) (any, []int, error) {
 	if s.instance() != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "hello sent twice on one connection")
 	}
-	inst, err := s.d.attach(s, req.Instance, req.Device)
+	inst, err := s.d.insts.attach(s, req.Instance, req.Device)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -33,7 +33,7 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	owner, err := s.d.ownerFor(s.cred, req)
+	owner, err := s.d.access.ownerFor(s.cred, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,19 +43,19 @@ func cmdCreateInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err := validateSpec(req); err != nil {
 		return nil, nil, err
 	}
-	if err := s.d.checkInstance(req); err != nil {
+	if err := s.d.sw.check(req); err != nil {
 		return nil, nil, err
 	}
-	inst, err := s.d.createInstance(req, owner, s, true, nil)
+	inst, err := s.d.insts.create(req, owner, s, true, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.d.publishInstance(inst); err != nil {
-		_, _ = s.d.deleteInstance(inst.Name, nil)
+	if err := s.d.sw.publish(inst); err != nil {
+		_, _ = s.d.insts.delete(inst.Name, nil)
 		return nil, nil, err
 	}
-	s.d.switchLIDsChanged() // an assignment may be there already
-	s.d.awaitSwitchLIDs(inst)
+	s.d.lids.switchChanged() // an assignment may be there already
+	s.d.lids.awaitSwitch(inst)
 	return instanceInfo(inst, s.d.cfg.HostName, s.cred), nil, nil
 }
 
@@ -64,11 +64,11 @@ func cmdDeleteInstance(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	name, err := s.d.deleteInstance(req.Name, s)
+	name, err := s.d.insts.delete(req.Name, s)
 	if err != nil {
 		return nil, nil, err
 	}
-	s.d.unpublishInstance(name)
+	s.d.sw.unpublish(name)
 	return done, nil, nil
 }
 
@@ -83,13 +83,13 @@ func cmdListInstances(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	list := s.d.listInstances(s.cred)
+	list := s.d.insts.list(s.cred)
 	if req.All {
-		if !s.d.isAdmin(s.cred) {
+		if !s.d.access.isAdmin(s.cred) {
 			return nil, nil, proto.Errorf(proto.CodePermission, "other hosts' instances are listed for root, the daemon's user and %s (their records carry no owner); %s sees this host's own: leave --all out",
-				s.d.adminGroupName(), s.cred)
+				s.d.access.adminGroupName(), s.cred)
 		}
-		remote, err := s.d.remoteInstances()
+		remote, err := s.d.sw.remote()
 		if err != nil {
 			return nil, nil, err
 		}

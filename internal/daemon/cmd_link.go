@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/vrdma/vrdma/internal/engine"
 
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/uplink"
@@ -24,10 +27,18 @@ const linksFile = "links.json"
 // kernel's Soft-RoCE driver, whose `rdma link add` calls it rxe.
 const linkType = "rxe"
 
-// linkTable is the daemon's links by name.
+// linkTable is the daemon's links by name: it opens, lists, deletes,
+// saves and restores them, and attaches them to the host. It holds what
+// that takes of the daemon: its configuration (the links' port, the verbs
+// helper, the state directory), its log and its host.
 type linkTable struct {
 	mu sync.Mutex
 	m  map[string]*linkEntry
+
+	cfg  *Config
+	log  *slog.Logger
+	host *engine.Host
+	gone goneUplinks // link_verbs_fault.go
 }
 
 // linkEntry is a configured link. l (dev for a verbs link) is nil when it
@@ -45,9 +56,9 @@ func cmdLinkAdd(s *session, body []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	info, err := s.d.addLink(req)
+	info, err := s.d.links.add(req)
 	if err == nil {
-		s.d.linksChanged()
+		s.d.sw.linksChanged()
 	}
 	return info, nil, err
 }
@@ -60,10 +71,10 @@ func cmdLinkDelete(s *session, body []byte, _ []int) (any, []int, error) {
 	if err := checkName("link", req.Name); err != nil {
 		return nil, nil, err
 	}
-	if err := s.d.deleteLink(req.Name); err != nil {
+	if err := s.d.links.remove(req.Name); err != nil {
 		return nil, nil, err
 	}
-	s.d.linksChanged()
+	s.d.sw.linksChanged()
 	return done, nil, nil
 }
 
@@ -80,7 +91,7 @@ func cmdListLinks(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	links, err := s.d.listLinks(req.Name)
+	links, err := s.d.links.list(req.Name)
 	return proto.ListLinksResp{Links: links}, nil, err
 }
 
@@ -109,11 +120,10 @@ func validateLink(spec proto.LinkSpec) error {
 	return nil
 }
 
-func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
+func (t *linkTable) add(spec proto.LinkSpec) (proto.LinkInfo, error) {
 	if err := validateLink(spec); err != nil {
 		return proto.LinkInfo{}, err
 	}
-	t := &d.links
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.m[spec.Name]; ok {
@@ -131,31 +141,31 @@ func (d *Daemon) addLink(spec proto.LinkSpec) (proto.LinkInfo, error) {
 		}
 	}
 	e := &linkEntry{spec: spec}
-	if err := d.openLink(e, false); err != nil {
+	if err := t.open(e, false); err != nil {
 		return proto.LinkInfo{}, err
 	}
 	if t.m == nil {
 		t.m = make(map[string]*linkEntry)
 	}
 	t.m[spec.Name] = e
-	if err := d.saveLinksLocked(); err != nil {
-		d.log.Warn("could not save links", "err", err)
+	if err := t.saveLocked(); err != nil {
+		t.log.Warn("could not save links", "err", err)
 	}
-	return d.linkInfo(e), nil
+	return t.info(e), nil
 }
 
 // openLink opens e's link and attaches it to the host. restoring: a
 // missing interface is no error, the link waits for it.
-func (d *Daemon) openLink(e *linkEntry, restoring bool) error {
+func (t *linkTable) open(e *linkEntry, restoring bool) error {
 	if e.spec.Type == verbsLinkType {
-		return d.openVerbsLink(e)
+		return t.openVerbs(e)
 	}
 	l, err := uplink.Open(uplink.Config{Name: e.spec.Name, Netdev: e.spec.Netdev, DSCP: e.spec.DSCP,
-		Port: d.cfg.LinkPort, WaitNetdev: restoring, GSO: d.cfg.LinkGSO})
+		Port: t.cfg.LinkPort, WaitNetdev: restoring, GSO: t.cfg.LinkGSO})
 	if err != nil {
 		return linkError(e.spec, err)
 	}
-	if err := d.AttachLink(l); err != nil {
+	if err := attachLink(t.host, l); err != nil {
 		l.Close()
 		return proto.Errorf(proto.CodeBusy, "link %s: %v", e.spec.Name, err)
 	}
@@ -179,8 +189,7 @@ func linkError(spec proto.LinkSpec, err error) error {
 	return proto.Errorf(code, "link %s on %s: %v", spec.Name, spec.Netdev, err)
 }
 
-func (d *Daemon) deleteLink(name string) error {
-	t := &d.links
+func (t *linkTable) remove(name string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.m[name]
@@ -188,28 +197,27 @@ func (d *Daemon) deleteLink(name string) error {
 		return proto.Errorf(proto.CodeNotFound, "no link %q: `vrdma link show` lists them", name)
 	}
 	if e.l != nil {
-		if err := d.host.RemoveLink(name); err != nil {
-			d.log.Warn("removing link", "link", name, "err", err)
+		if err := t.host.RemoveLink(name); err != nil {
+			t.log.Warn("removing link", "link", name, "err", err)
 		}
 	}
 	e.verbs.close(errLinkDeleted)
 	delete(t.m, name)
-	if err := d.saveLinksLocked(); err != nil {
-		d.log.Warn("could not save links", "err", err)
+	if err := t.saveLocked(); err != nil {
+		t.log.Warn("could not save links", "err", err)
 	}
 	return nil
 }
 
 // listLinks describes the links, or only the one called name.
-func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
-	t := &d.links
-	d.refreshVerbsLinks(name)
+func (t *linkTable) list(name string) ([]proto.LinkInfo, error) {
+	t.refreshVerbs(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := []proto.LinkInfo{}
 	for _, e := range t.m {
 		if name == "" || e.spec.Name == name {
-			out = append(out, d.linkInfo(e))
+			out = append(out, t.info(e))
 		}
 	}
 	if name != "" && len(out) == 0 {
@@ -219,10 +227,10 @@ func (d *Daemon) listLinks(name string) ([]proto.LinkInfo, error) {
 	return out, nil
 }
 
-func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
+func (t *linkTable) info(e *linkEntry) proto.LinkInfo {
 	info := proto.LinkInfo{LinkSpec: e.spec, State: "DOWN", PhysState: "DISABLED", Problem: e.problem, GIDs: [][]byte{}}
 	if e.spec.Type == verbsLinkType {
-		return d.verbsLinkInfo(e, info)
+		return t.verbsInfo(e, info)
 	}
 	if e.l == nil {
 		return info
@@ -237,32 +245,32 @@ func (d *Daemon) linkInfo(e *linkEntry) proto.LinkInfo {
 	c := e.l.Stats()
 	info.Counters = proto.LinkCounters{RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
 		RxNotOurs: c.RxNotOurs, RxDropped: c.RxDropped, RxErrors: c.RxErrors, TxErrors: c.TxErrors, TxGSO: c.TxGSO, RxGSO: c.RxGSO}
-	ws := d.host.WireStats(e.spec.Name)
+	ws := t.host.WireStats(e.spec.Name)
 	info.Counters.RxMalformed, info.Counters.RxICRC, info.Counters.RxUnknownQP, info.Counters.RxBadPKey = ws.Malformed, ws.ICRC, ws.UnknownQP, ws.BadKey
 	info.Counters.RxNotOurs += ws.NotOurs
 	info.Counters.TxErrors += ws.TxErrors
 	return info
 }
 
-func (d *Daemon) saveLinksLocked() error {
-	if d.cfg.StateDir == "" {
+func (t *linkTable) saveLocked() error {
+	if t.cfg.StateDir == "" {
 		return nil
 	}
 	specs := []proto.LinkSpec{}
-	for _, e := range d.links.m {
+	for _, e := range t.m {
 		specs = append(specs, e.spec)
 	}
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
-	return d.writeState(linksFile, specs)
+	return writeState(t.cfg.StateDir, linksFile, specs)
 }
 
 // readLinks reads the saved links; a file that does not parse is an error,
 // so that the daemon does not start and then overwrite it.
-func (d *Daemon) readLinks() ([]proto.LinkSpec, error) {
-	if d.cfg.StateDir == "" {
+func (t *linkTable) readSaved() ([]proto.LinkSpec, error) {
+	if t.cfg.StateDir == "" {
 		return nil, nil
 	}
-	path := filepath.Join(d.cfg.StateDir, linksFile)
+	path := filepath.Join(t.cfg.StateDir, linksFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -280,8 +288,7 @@ func (d *Daemon) readLinks() ([]proto.LinkSpec, error) {
 // restoreLinks opens the saved links. One that cannot be opened now is
 // logged and kept, DOWN, with the reason: `vrdma link show` tells it and
 // `vrdma link delete` removes it. A missing interface is waited for.
-func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
-	t := &d.links
+func (t *linkTable) restore(specs []proto.LinkSpec) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
@@ -294,7 +301,7 @@ func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
 			err = fmt.Errorf("link %s is saved twice", spec.Name)
 		}
 		if err == nil {
-			err = d.openLink(e, true)
+			err = t.open(e, true)
 		}
 		if err != nil {
 			var pe *proto.Error
@@ -303,11 +310,11 @@ func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
 			} else {
 				e.problem = err.Error()
 			}
-			d.log.Warn("could not restore link", "link", spec.Name, "netdev", spec.Netdev, "dev", spec.Dev, "err", e.problem)
+			t.log.Warn("could not restore link", "link", spec.Name, "netdev", spec.Netdev, "dev", spec.Dev, "err", e.problem)
 		} else if e.l == nil {
 			// a verbs link: no interface to wait for
 		} else if st := e.l.State(); !st.Netdev {
-			d.log.Warn("restored link waits for its interface", "link", spec.Name, "netdev", spec.Netdev)
+			t.log.Warn("restored link waits for its interface", "link", spec.Name, "netdev", spec.Netdev)
 		}
 		if _, dup := t.m[spec.Name]; !dup {
 			t.m[spec.Name] = e
@@ -317,13 +324,12 @@ func (d *Daemon) restoreLinks(specs []proto.LinkSpec) {
 
 // closeLinks detaches and closes every link (the daemon is stopping; the
 // saved list stays).
-func (d *Daemon) closeLinks() {
-	t := &d.links
+func (t *linkTable) closeAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for name, e := range t.m {
 		if e.l != nil {
-			if err := d.host.RemoveLink(name); err != nil {
+			if err := t.host.RemoveLink(name); err != nil {
 				e.l.Close()
 			}
 		}

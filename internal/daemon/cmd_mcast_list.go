@@ -21,7 +21,7 @@ func cmdMcastList(s *session, _ []byte, _ []int) (any, []int, error) {
 	if err != nil {
 		return nil, nil, switchErr(err)
 	}
-	all := s.d.isAdmin(s.cred)
+	all := s.d.access.isAdmin(s.cred)
 	own := mcastTenant(s.cred.uid)
 	resp := switchview.McastList{Groups: []switchview.McastGroup{}}
 	for _, g := range groups {

@@ -253,7 +253,7 @@ func cmdCreateAH(s *session, body []byte, _ []int) (any, []int, error) {
 	if n := min(len(s.adapter.GIDs()), engine.GIDTable); int(req.AV.SGIDIndex) >= n {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "sgid_index %d is outside the GID table of %d entries", req.AV.SGIDIndex, n)
 	}
-	if err := s.d.resolveDLID(s.adapter, s.lidRouting(), &req.AV, proto.CodeInvalid); err != nil {
+	if err := s.d.lids.resolveDLID(s.adapter, s.lidRouting(), &req.AV, proto.CodeInvalid); err != nil {
 		return nil, nil, err
 	}
 	if err := s.take(AHs, 1); err != nil {

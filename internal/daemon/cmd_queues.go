@@ -253,12 +253,12 @@ func cmdModifyQP(s *session, body []byte, _ []int) (any, []int, error) {
 	if qpstate.Mask(req.Mask)&qpstate.MaskAV != 0 {
 		// A destination named by LID alone takes its port's GID here, and
 		// goes on as if the program had given it.
-		if err := s.d.resolveDLID(s.adapter, s.lidRouting(), &req.Attr.AV, proto.CodeAttr); err != nil {
+		if err := s.d.lids.resolveDLID(s.adapter, s.lidRouting(), &req.Attr.AV, proto.CodeAttr); err != nil {
 			return nil, nil, err
 		}
 	}
 	if qpstate.Mask(req.Mask)&qpstate.MaskQKey != 0 && req.Attr.QKey&engine.ControlledQKey != 0 &&
-		s.adapter.Uplink() != nil && !s.d.privileged(s.cred) {
+		s.adapter.Uplink() != nil && !s.d.access.privileged(s.cred) {
 		// The device would take it from the daemon (IBTA 3.5.3: a
 		// controlled Q_Key is for privileged consumers, as the kernel's
 		// modify_qp says EPERM to others).

@@ -21,7 +21,7 @@ import (
 // switchCtx returns the daemon's switch and a context for one command, or
 // the error a daemon on no switch gives.
 func (s *session) switchCtx() (*switchagent.Agent, context.Context, context.CancelFunc, error) {
-	sw := s.d.sw
+	sw := s.d.sw.agent
 	if sw == nil {
 		return nil, nil, nil, proto.Errorf(proto.CodeState, "this daemon is on no switch: start it without --no-switch (it then runs an embedded etcd), or with --etcd-endpoints")
 	}
@@ -58,7 +58,7 @@ func cmdSwitchShow(s *session, _ []byte, _ []int) (any, []int, error) {
 	if l, err := fab.Leader(ctx); err == nil {
 		info.SMHost, info.SMPriority = l.Host, l.Priority
 	}
-	info.Security, info.Channel = s.d.guardReport(st)
+	info.Security, info.Channel = guardReport(st)
 	info.Outsiders = switchview.OutsiderStats{Requests: s.d.CMStats().Outsiders, Packets: s.d.host.WireStats("").Outsiders}
 	if cands, keys, err := fab.SMState(ctx); err == nil {
 		for _, c := range cands {
@@ -245,7 +245,7 @@ func cmdPath(s *session, body []byte, _ []int) (any, []int, error) {
 	if req.B, err = s.ownAdapterName(req.B); err != nil {
 		return nil, nil, err
 	}
-	see := func(inst string) bool { return s.d.maySeeName(s.cred, inst) }
+	see := func(inst string) bool { return s.d.access.maySeeName(s.cred, inst) }
 	ea, ha, err := adapterEnd(ctx, sw, req.A, see)
 	if err != nil {
 		return nil, nil, err

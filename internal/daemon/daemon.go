@@ -15,7 +15,6 @@ import (
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/fabric"
 	"github.com/vrdma/vrdma/internal/proto"
-	"github.com/vrdma/vrdma/internal/switchagent"
 	"github.com/vrdma/vrdma/internal/verbs"
 )
 
@@ -73,7 +72,11 @@ type Config struct {
 	IdleExit time.Duration
 }
 
-// Daemon is a running host daemon.
+// Daemon is a running host daemon. It makes its parts and wires them
+// together (New), accepts sessions (Serve) and stops (Close); each part
+// keeps its own state and does its own work: the access policy, the
+// instances and their LIDs, the links, the switch member, the connection
+// manager.
 type Daemon struct {
 	cfg  Config
 	log  *slog.Logger
@@ -82,32 +85,24 @@ type Daemon struct {
 
 	xrcds xrcdTable // XRC domains opened with files (cmd_xrc.go)
 
-	selfUID    uint32   // the daemon's own uid: privileged like root
-	ident      identity // where its adapters' addresses start (identity.go)
-	adminGroup struct {
-		name string
-		gid  uint32
-		set  bool
-	}
-	quota *ledger    // what every uid and instance holds (quota.go)
-	pins  *pinLedger // what every client process has the daemon lock (pinned.go)
-	fds   *fdGuard   // the daemon's descriptors (fds.go)
-	warns warnLimiter
-	spare int // a descriptor given up to shed a connection when none is left (accept.go)
+	access accessPolicy // who may do what (access.go)
+	ident  identity     // where its adapters' addresses start (identity.go)
+	quota  *ledger      // what every uid and instance holds (quota.go)
+	pins   *pinLedger   // what every client process has the daemon lock (pinned.go)
+	fds    *fdGuard     // the daemon's descriptors (fds.go)
+	warns  warnLimiter  // logs trouble at most once a minute per kind (ratelog.go)
+	spare  spareFD      // a descriptor given up to shed a connection when none is left (accept.go)
 
-	mu        sync.Mutex
-	instances map[string]*Instance
-	sessions  map[*session]struct{}
-	closed    bool
-	wg        sync.WaitGroup
-	// lidChanged is closed, and replaced, when adapters' LIDs change
-	// (lid.go).
-	lidChanged chan struct{}
+	mu       sync.Mutex    // guards insts, lids.changed, sessions and closed
+	insts    instanceTable // instance_table.go
+	lids     lidTable      // lid.go
+	sessions map[*session]struct{}
+	closed   bool
+	wg       sync.WaitGroup
 
-	links linkTable          // cmd_link.go
-	gone  goneUplinks        // link_verbs_fault.go
-	sw    *switchagent.Agent // switch agent (switch.go); nil when the daemon is on no switch
-	cm    *connmgr.Manager   // connection manager (cm.go)
+	links linkTable        // cmd_link.go
+	sw    switchMember     // the switch agent and what the daemon does through it (switch.go)
+	cm    *connmgr.Manager // connection manager (cm.go)
 }
 
 // New creates a daemon listening on cfg.SocketPath with the default
@@ -126,27 +121,34 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger,
-		instances: make(map[string]*Instance), sessions: make(map[*session]struct{}),
-		selfUID: uint32(os.Geteuid()), spare: -1, pins: newPinLedger(), lidChanged: make(chan struct{}),
-		ident: defaultIdentity}
+		sessions: make(map[*session]struct{}), spare: spareFD{-1}, pins: newPinLedger(),
+		warns: warnLimiter{log: cfg.Logger}, ident: defaultIdentity}
+	d.insts = instanceTable{d: d, m: make(map[string]*Instance)}
+	d.sw = switchMember{hostName: cfg.HostName, log: d.log, insts: &d.insts, lids: &d.lids}
 	if cfg.DistinctIdentity {
 		var err error
 		if d.ident, err = randomIdentity(); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.setupAccess(); err != nil {
+	d.lids = lidTable{mu: &d.mu, insts: &d.insts, sw: &d.sw, cfg: &d.cfg, log: d.log, first: d.ident.lid, changed: make(chan struct{})}
+	var err error
+	if d.access, err = newAccessPolicy(uint32(os.Geteuid()), cfg.AdminGroup); err != nil {
+		return nil, err
+	}
+	if d.fds, d.quota, err = setupLimits(cfg); err != nil {
 		return nil, err
 	}
 	d.host = engine.NewHost()
 	d.host.StartQPNsAt(d.ident.qpn)
-	if _, err := d.createInstance(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
+	d.links.cfg, d.links.log, d.links.host = &d.cfg, d.log, d.host
+	if _, err := d.insts.create(proto.InstanceSpec{Name: DefaultInstance, Adapters: fabric.HostDefaultAdapters}, proto.Owner{}, nil, false, nil); err != nil {
 		return nil, err
 	}
-	if err := d.loadInstances(false); err != nil {
+	if err := d.insts.load(false); err != nil {
 		return nil, err
 	}
-	links, err := d.readLinks()
+	links, err := d.links.readSaved()
 	if err != nil {
 		return nil, err
 	}
@@ -181,38 +183,38 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	d.ln = ln
-	d.restoreLinks(links)
-	_ = d.loadInstances(true) // the instances bound to verbs links: warns, never fails
+	d.links.restore(links)
+	_ = d.insts.load(true) // the instances bound to verbs links: warns, never fails
 	if err := d.applyListenPolicy(); err != nil {
 		ln.Close()
-		d.closeLinks()
+		d.links.closeAll()
 		d.host.Close()
 		return nil, err
 	}
 	if d.cfg.Switch.Enable {
-		if d.sw, err = newAgent(d); err != nil {
+		if d.sw.agent, err = newAgent(d); err != nil {
 			ln.Close()
-			d.closeLinks()
+			d.links.closeAll()
 			d.host.Close()
 			return nil, err
 		}
 	}
 	if d.cm, err = newCM(d); err != nil {
 		ln.Close()
-		d.closeLinks()
+		d.links.closeAll()
 		d.host.Close()
 		return nil, err
 	}
-	if d.sw != nil {
-		if err := d.joinSwitch(); err != nil {
+	if d.sw.agent != nil {
+		if err := d.sw.join(); err != nil {
 			d.cm.Close()
 			ln.Close()
-			d.closeLinks()
+			d.links.closeAll()
 			d.host.Close()
 			return nil, err
 		}
 	}
-	d.reserveSpare()
+	d.spare.reserve()
 	if cfg.IdleExit > 0 {
 		go d.watchIdle(cfg.IdleExit)
 	}
@@ -249,20 +251,20 @@ func (d *Daemon) closeIf(cond func() bool) (bool, error) {
 		s.stop()
 	}
 	d.wg.Wait()
-	d.closeSpare()
+	d.spare.close()
 	d.cm.Close()
 	d.mu.Lock()
-	for _, inst := range d.instances {
+	for _, inst := range d.insts.m {
 		for _, a := range inst.Adapters {
 			d.host.RemoveAdapter(a)
 			a.Close()
 		}
 	}
 	d.mu.Unlock()
-	if d.sw != nil {
-		d.sw.Close()
+	if d.sw.agent != nil {
+		d.sw.agent.Close()
 	}
-	d.closeLinks()
+	d.links.closeAll()
 	d.host.Close()
 	return true, err
 }

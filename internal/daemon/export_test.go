@@ -9,7 +9,7 @@ func (d *Daemon) UsedBy(uid uint32) map[string]uint64 {
 // InstanceUsage returns what the instance called name holds (nil if there
 // is no such instance, or it is the default one).
 func (d *Daemon) InstanceUsage(name string) map[string]uint64 {
-	inst := d.instance(name)
+	inst := d.insts.lookup(name)
 	if inst == nil || inst.acct == nil {
 		return nil
 	}
@@ -57,7 +57,7 @@ func (d *Daemon) HoldSessions() (release func()) {
 // InstanceUplinks returns, per adapter of the instance called name, the
 // verbs link it is bound to ("" if none) and its GID table.
 func (d *Daemon) InstanceUplinks(name string) (links []string, gids [][][16]byte) {
-	inst := d.instance(name)
+	inst := d.insts.lookup(name)
 	if inst == nil {
 		return nil, nil
 	}

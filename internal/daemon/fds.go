@@ -157,7 +157,7 @@ func (d *Daemon) creationError(what string, err error) error {
 		return err
 	}
 	if outOfDescriptors(err) {
-		d.warnEvery("resources", "the daemon ran out of descriptors or memory creating a client object", "object", what, "err", err)
+		d.warns.every("resources", "the daemon ran out of descriptors or memory creating a client object", "object", what, "err", err)
 		return proto.Errorf(proto.CodeLimit, "the daemon could not create the %s: %v: close objects or devices, or raise the daemon's RLIMIT_NOFILE (LimitNOFILE=)", what, err)
 	}
 	return proto.Errorf(proto.CodeInternal, "%s: %v", what, err)

@@ -9,7 +9,7 @@ import (
 // its listener between daemons, the TCP channel's, let in and refused
 // (`vrdma switch show`), from the agent's status: an operator sees a flood
 // or a stranger at the door in numbers.
-func (d *Daemon) guardReport(sw switchagent.Status) (security string, channel switchview.ListenerStats) {
+func guardReport(sw switchagent.Status) (security string, channel switchview.ListenerStats) {
 	security = sw.Security
 	if c := sw.Channel; c.Listen != "" {
 		st := c.Stats

@@ -51,5 +51,5 @@ func randomIdentity() (identity, error) {
 }
 
 // macHost is what an adapter's MAC is derived from besides its instance
-// and index (macFor).
-func (d *Daemon) macHost() string { return d.cfg.HostName + d.ident.seed }
+// and index (macFor), on host hostName.
+func (id identity) macHost(hostName string) string { return hostName + id.seed }

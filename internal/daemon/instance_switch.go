@@ -25,16 +25,16 @@ func instanceInfo(inst *Instance, host string, viewer creds) proto.InstanceInfo 
 	return info
 }
 
-// checkInstance checks a new instance against the switch and the host
+// check checks a new instance against the switch and the host
 // before it is created: its port group exists, no other host has an
 // instance of that name, and pinned memory can be locked.
-func (d *Daemon) checkInstance(spec proto.InstanceSpec) error {
+func (m *switchMember) check(spec proto.InstanceSpec) error {
 	if spec.Pin {
 		if err := canLockMemory(); err != nil {
 			return proto.Errorf(proto.CodeMemlock, "instance %q asks for pinned memory (sched.mem.pin) but %v", spec.Name, err)
 		}
 	}
-	sw := d.sw
+	sw := m.agent
 	if sw == nil {
 		if spec.PortGroup != "" && spec.PortGroup != DefaultPortGroup {
 			return proto.Errorf(proto.CodeInvalid, "instance %q: port group %q needs a switch and this daemon is on none: start it without --no-switch, or leave --portgroup out", spec.Name, spec.PortGroup)
@@ -53,7 +53,7 @@ func (d *Daemon) checkInstance(spec proto.InstanceSpec) error {
 		}
 		return proto.Errorf(proto.CodeInternal, "instance %q: switch: %v", spec.Name, err)
 	}
-	if other, err := sw.Fabric().Instance(ctx, spec.Name); err == nil && other.Host != d.cfg.HostName {
+	if other, err := sw.Fabric().Instance(ctx, spec.Name); err == nil && other.Host != m.hostName {
 		return proto.Errorf(proto.CodeBusy, "instance %q exists on host %s: instance names are switch-wide; pick another name", spec.Name, other.Host)
 	}
 	return nil
@@ -80,10 +80,10 @@ func switchInstance(inst *Instance) switchagent.Instance {
 	return switchagent.Instance{Name: inst.Name, PortGroup: inst.PortGroup, Native: inst.Native, Async: inst.Async, Uplink: inst.Uplink, Adapters: inst.Adapters}
 }
 
-// publishInstance puts inst's record on the switch (the default instance,
+// publish puts inst's record on the switch (the default instance,
 // which every daemon has, stays local).
-func (d *Daemon) publishInstance(inst *Instance) error {
-	sw := d.sw
+func (m *switchMember) publish(inst *Instance) error {
+	sw := m.agent
 	if sw == nil || inst.Name == DefaultInstance {
 		return nil
 	}
@@ -97,34 +97,29 @@ func (d *Daemon) publishInstance(inst *Instance) error {
 	return nil
 }
 
-// unpublishInstance removes a deleted instance's record.
-func (d *Daemon) unpublishInstance(name string) {
-	sw := d.sw
+// unpublish removes a deleted instance's record.
+func (m *switchMember) unpublish(name string) {
+	sw := m.agent
 	if sw == nil || name == DefaultInstance {
 		return
 	}
 	sw.UnpublishInstance(name)
 }
 
-// publishInstances puts every local instance on the switch (at start).
-func (d *Daemon) publishInstances() {
-	d.mu.Lock()
-	insts := make([]*Instance, 0, len(d.instances))
-	for _, inst := range d.instances {
-		insts = append(insts, inst)
-	}
-	d.mu.Unlock()
+// publishAll puts every local instance on the switch (at start).
+func (m *switchMember) publishAll() {
+	insts := m.insts.all()
 	for _, inst := range insts {
-		if err := d.publishInstance(inst); err != nil {
-			d.log.Warn("could not publish an instance on the switch", "instance", inst.Name, "err", err)
+		if err := m.publish(inst); err != nil {
+			m.log.Warn("could not publish an instance on the switch", "instance", inst.Name, "err", err)
 		}
 	}
 }
 
-// remoteInstances lists the instances the switch has on other hosts, from
+// remote lists the instances the switch has on other hosts, from
 // their records (an error on no switch).
-func (d *Daemon) remoteInstances() ([]proto.InstanceInfo, error) {
-	sw := d.sw
+func (m *switchMember) remote() ([]proto.InstanceInfo, error) {
+	sw := m.agent
 	if sw == nil {
 		return nil, proto.Errorf(proto.CodeState, "this daemon is on no switch, so it knows only its own instances: leave --all out")
 	}
@@ -136,7 +131,7 @@ func (d *Daemon) remoteInstances() ([]proto.InstanceInfo, error) {
 	}
 	var out []proto.InstanceInfo
 	for _, r := range recs {
-		if r.Host == d.cfg.HostName {
+		if r.Host == m.hostName {
 			continue
 		}
 		info := proto.InstanceInfo{Name: r.Name, Host: r.Host, Remote: true}

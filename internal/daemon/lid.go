@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vrdma/vrdma/internal/engine"
@@ -23,36 +25,50 @@ import (
 // report LID 0 until their LIDs come.
 const lidWait = 10 * time.Second
 
+// lidTable gives the adapters their LIDs and finds adapters by LID: on a
+// switch from the subnet manager's assignments, on none itself
+// (giveLocked), from the daemon's first LID (identity.go).
+type lidTable struct {
+	mu    *sync.Mutex    // the daemon's: guards changed and the instances
+	insts *instanceTable // whose adapters have the LIDs
+	sw    *switchMember  // the switch's agent (nil on no switch) assigns them
+	cfg   *Config        // the host's name, whether it is on a switch, LID routing
+	log   *slog.Logger
+	first uint16 // the lowest LID given on no switch
+	// changed is closed, and replaced, when adapters' LIDs change.
+	changed chan struct{}
+}
+
 // switchName is inst's name on the switch: the default instance, which
 // every daemon has, is fabric.HostDefaultInstance of this host.
-func (d *Daemon) switchName(inst *Instance) string {
+func (l *lidTable) switchName(inst *Instance) string {
 	if inst.shared {
-		return fabric.HostDefaultInstance(d.cfg.HostName)
+		return fabric.HostDefaultInstance(l.cfg.HostName)
 	}
 	return inst.Name
 }
 
-// lidsChangedLocked wakes the waiters of awaitLIDs (d.mu).
-func (d *Daemon) lidsChangedLocked() {
-	close(d.lidChanged)
-	d.lidChanged = make(chan struct{})
+// changedLocked wakes the waiters of await (d.mu).
+func (l *lidTable) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
-// giveLIDsLocked gives a new instance's adapters their LIDs on a daemon
+// giveLocked gives a new instance's adapters their LIDs on a daemon
 // with no switch (d.mu): want's where they are valid and free, else the
 // lowest free ones from the daemon's first LID (identity.go). On a switch
-// they come from the subnet manager (switchLIDsChanged).
-func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
-	if d.cfg.Switch.Enable {
+// they come from the subnet manager (switchChanged).
+func (l *lidTable) giveLocked(inst *Instance, want []uint16) {
+	if l.cfg.Switch.Enable {
 		return
 	}
 	used := map[uint16]bool{}
-	for _, other := range d.instances {
+	for _, other := range l.insts.m {
 		for _, a := range other.Adapters {
 			used[a.LID()] = true
 		}
 	}
-	next := d.ident.lid
+	next := l.first
 	for i, a := range inst.Adapters {
 		if i < len(want) && want[i] != 0 && want[i] <= fabric.MaxUnicastLID && !used[want[i]] {
 			a.SetLID(want[i])
@@ -63,7 +79,7 @@ func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 			next++
 		}
 		if next > fabric.MaxUnicastLID {
-			d.log.Warn("no LID left on this host: the adapter has none", "instance", inst.Name, "adapter", a.Name)
+			l.log.Warn("no LID left on this host: the adapter has none", "instance", inst.Name, "adapter", a.Name)
 			continue
 		}
 		a.SetLID(next)
@@ -71,33 +87,33 @@ func (d *Daemon) giveLIDsLocked(inst *Instance, want []uint16) {
 	}
 }
 
-// switchLIDsChanged is the agent's Host.LIDsChanged, and what a new
+// switchChanged is the agent's Host.LIDsChanged, and what a new
 // instance on a switch calls once published: every adapter takes the LID
 // the switch has for it now. The agent is asked holding none of the
 // daemon's locks.
-func (d *Daemon) switchLIDsChanged() {
-	if d.sw == nil {
+func (l *lidTable) switchChanged() {
+	if l.sw.agent == nil {
 		return
 	}
 	type named struct {
 		name string // the instance's name on the switch
 		a    *engine.Adapter
 	}
-	d.mu.Lock()
+	l.mu.Lock()
 	var all []named
-	for _, inst := range d.instances {
-		name := d.switchName(inst)
+	for _, inst := range l.insts.m {
+		name := l.switchName(inst)
 		for _, a := range inst.Adapters {
 			all = append(all, named{name, a})
 		}
 	}
-	d.mu.Unlock()
+	l.mu.Unlock()
 	lids := make([]uint16, len(all))
 	for i, n := range all {
-		lids[i] = d.sw.LocalLID(n.name, n.a.Index)
+		lids[i] = l.sw.agent.LocalLID(n.name, n.a.Index)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	changed := false
 	for i, n := range all {
 		if n.a.LID() != lids[i] {
@@ -106,25 +122,25 @@ func (d *Daemon) switchLIDsChanged() {
 		}
 	}
 	if changed {
-		d.lidsChangedLocked()
+		l.changedLocked()
 	}
 }
 
-// awaitLIDs waits until every adapter of insts has a LID, for at most
+// await waits until every adapter of insts has a LID, for at most
 // timeout, and reports whether they have.
-func (d *Daemon) awaitLIDs(insts []*Instance, timeout time.Duration) bool {
+func (l *lidTable) await(insts []*Instance, timeout time.Duration) bool {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		d.mu.Lock()
+		l.mu.Lock()
 		all := true
 		for _, inst := range insts {
 			for _, a := range inst.Adapters {
 				all = all && a.LID() != 0
 			}
 		}
-		changed := d.lidChanged
-		d.mu.Unlock()
+		changed := l.changed
+		l.mu.Unlock()
 		if all {
 			return true
 		}
@@ -136,24 +152,24 @@ func (d *Daemon) awaitLIDs(insts []*Instance, timeout time.Duration) bool {
 	}
 }
 
-// awaitSwitchLIDs waits, on a switch, for insts' LIDs (lidWait at most),
+// awaitSwitch waits, on a switch, for insts' LIDs (lidWait at most),
 // and logs when they have not come.
-func (d *Daemon) awaitSwitchLIDs(insts ...*Instance) {
-	if d.sw == nil || d.awaitLIDs(insts, lidWait) {
+func (l *lidTable) awaitSwitch(insts ...*Instance) {
+	if l.sw.agent == nil || l.await(insts, lidWait) {
 		return
 	}
 	names := make([]string, len(insts))
 	for i, inst := range insts {
 		names[i] = inst.Name
 	}
-	d.log.Warn("the switch's subnet manager has not assigned the adapters' LIDs yet: they report LID 0 until it does (is a subnet manager elected? `vrdma switch show`)", "instances", names)
+	l.log.Warn("the switch's subnet manager has not assigned the adapters' LIDs yet: they report LID 0 until it does (is a subnet manager elected? `vrdma switch show`)", "instances", names)
 }
 
 // adapterByLID returns this host's adapter whose port has LID lid, or nil.
-func (d *Daemon) adapterByLID(lid uint16) *engine.Adapter {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, inst := range d.instances {
+func (l *lidTable) adapterByLID(lid uint16) *engine.Adapter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, inst := range l.insts.m {
 		for _, a := range inst.Adapters {
 			if a.LID() == lid {
 				return a
@@ -172,7 +188,7 @@ func (d *Daemon) adapterByLID(lid uint16) *engine.Adapter {
 // it, unless the port routes by LID (lidRouting: the daemon's
 // --lid-routing or the instance's) and it has a DLID. src is the adapter
 // whose GID table av's sgid_index is in; code is the error's code.
-func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
+func (l *lidTable) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.AddressVector, code proto.Code) error {
 	if av.DGID != ([16]byte{}) {
 		return nil
 	}
@@ -180,7 +196,7 @@ func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.A
 	switch {
 	case lid == 0:
 		return proto.Errorf(code, "the address vector has no GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid)")
-	case !lidRouting && !d.cfg.LIDRouting:
+	case !lidRouting && !l.cfg.LIDRouting:
 		return proto.Errorf(code, "the address vector names LID 0x%x without a GRH: a RoCE port needs one (is_global=1 and the destination's GID in grh.dgid), "+
 			"unless it is configured for LID routing (vrdma vm create --lid-routing; vrdma daemon --lid-routing for every port)", lid)
 	}
@@ -192,14 +208,14 @@ func (d *Daemon) resolveDLID(src *engine.Adapter, lidRouting bool, av *qpstate.A
 		return nil // the sgid_index check refuses it, as for any address vector
 	}
 	sgid := gids[av.SGIDIndex]
-	if a := d.adapterByLID(lid); a != nil {
+	if a := l.adapterByLID(lid); a != nil {
 		av.DGID = sameFamily(a.GIDs(), sgid)
 		return nil
 	}
-	if d.sw == nil {
+	if l.sw.agent == nil {
 		return proto.Errorf(code, "no port with LID 0x%x on this host (the daemon is on no switch, so its LIDs are its own adapters'): `vrdma devinfo` shows each port's LID", lid)
 	}
-	g, err := d.sw.ResolveLID(lid, sgid)
+	g, err := l.sw.agent.ResolveLID(lid, sgid)
 	switch {
 	case err == nil:
 		av.DGID = g

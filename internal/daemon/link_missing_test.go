@@ -30,7 +30,7 @@ func TestSavedLinkWithoutItsInterface(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := d.sw.Fabric().Host(ctx, "h1")
+	h, err := d.sw.agent.Fabric().Host(ctx, "h1")
 	if err != nil {
 		t.Fatal(err)
 	}

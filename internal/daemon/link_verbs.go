@@ -68,8 +68,8 @@ func sameVerbsPort(a, b proto.LinkSpec) bool {
 }
 
 // openVerbsLink starts the helper, opens e's device and reads its port.
-func (d *Daemon) openVerbsLink(e *linkEntry) error {
-	dev, err := verbs.Open(d.cfg.VerbsHelper, d.cfg.BuildVerbsHelper, e.spec.Dev, verbsPort(e.spec))
+func (t *linkTable) openVerbs(e *linkEntry) error {
+	dev, err := verbs.Open(t.cfg.VerbsHelper, t.cfg.BuildVerbsHelper, e.spec.Dev, verbsPort(e.spec))
 	if err != nil {
 		return verbsLinkError(e.spec, err)
 	}
@@ -89,7 +89,7 @@ func (d *Daemon) openVerbsLink(e *linkEntry) error {
 	e.verbs.dev, e.verbs.port, e.verbs.err, e.verbs.fault = dev, port, nil, nil
 	e.verbs.eng = u
 	e.verbs.mu.Unlock()
-	d.watchVerbsLink(e.spec, &e.verbs, u)
+	t.watchVerbs(e.spec, &e.verbs, u)
 	e.problem = ""
 	return nil
 }
@@ -117,8 +117,7 @@ func verbsLinkError(spec proto.LinkSpec, err error) error {
 // refreshVerbsLinks reads the ports of the verbs links (the one called
 // name, if not "") again, outside the links' lock: a helper that is slow to
 // answer holds up only this listing, not the switch's view of the links.
-func (d *Daemon) refreshVerbsLinks(name string) {
-	t := &d.links
+func (t *linkTable) refreshVerbs(name string) {
 	var vs []*verbsLink
 	t.mu.Lock()
 	for _, e := range t.m {
@@ -189,7 +188,7 @@ func (v *verbsLink) snapshot() (attr verbs.DeviceAttr, name string, port verbs.P
 }
 
 // verbsLinkInfo fills in a verbs link's state and device.
-func (d *Daemon) verbsLinkInfo(e *linkEntry, info proto.LinkInfo) proto.LinkInfo {
+func (t *linkTable) verbsInfo(e *linkEntry, info proto.LinkInfo) proto.LinkInfo {
 	attr, name, p, err, ok := e.verbs.snapshot()
 	if !ok {
 		return info

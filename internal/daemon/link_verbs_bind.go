@@ -30,8 +30,7 @@ func gidTable(p verbs.PortAttr) [][16]byte {
 
 // deviceUplink returns the device of the verbs link called name (checked
 // by validateSpec), for binding an instance's adapters to it.
-func (d *Daemon) deviceUplink(name string) (*engine.DeviceUplink, error) {
-	t := &d.links
+func (t *linkTable) deviceUplink(name string) (*engine.DeviceUplink, error) {
 	t.mu.Lock()
 	e, ok := t.m[name]
 	t.mu.Unlock()

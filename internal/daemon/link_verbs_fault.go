@@ -32,7 +32,7 @@ type goneUplinks struct {
 // watchVerbsLink marks the link down with the reason when u's device goes
 // away, and makes u the successor of the uplinks a link of the same name
 // had before.
-func (d *Daemon) watchVerbsLink(spec proto.LinkSpec, v *verbsLink, u *engine.DeviceUplink) {
+func (t *linkTable) watchVerbs(spec proto.LinkSpec, v *verbsLink, u *engine.DeviceUplink) {
 	name := spec.Name
 	u.SetDownHandler(func(reason error) {
 		v.mu.Lock()
@@ -41,8 +41,8 @@ func (d *Daemon) watchVerbsLink(spec proto.LinkSpec, v *verbsLink, u *engine.Dev
 				"re-add the link (`vrdma link del %s`, then `vrdma link add %s type verbs dev %s`) and restart their applications", spec.Dev, reason, name, name, name, spec.Dev)
 		}
 		v.mu.Unlock()
-		d.log.Warn("verbs link down", "link", name, "dev", spec.Dev, "reason", reason)
-		g := &d.gone
+		t.log.Warn("verbs link down", "link", name, "dev", spec.Dev, "reason", reason)
+		g := &t.gone
 		g.mu.Lock()
 		if g.m == nil {
 			g.m = map[string][]*engine.DeviceUplink{}
@@ -50,7 +50,7 @@ func (d *Daemon) watchVerbsLink(spec proto.LinkSpec, v *verbsLink, u *engine.Dev
 		g.m[name] = append(g.m[name], u)
 		g.mu.Unlock()
 	})
-	g := &d.gone
+	g := &t.gone
 	g.mu.Lock()
 	old := g.m[name]
 	delete(g.m, name)

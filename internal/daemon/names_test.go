@@ -91,12 +91,12 @@ func TestRefusalsRevealNothing(t *testing.T) {
 	d := testDaemon(t, nil)
 	a := &session{d: d, cred: creds{known: true, uid: 60001, gid: 60001}}
 	b := &session{d: d, cred: creds{known: true, uid: 60002, gid: 60002}}
-	if _, err := d.createInstance(proto.InstanceSpec{Name: "vm", Adapters: 1}, proto.Owner{UID: 60001, GID: 60001}, a, false, nil); err != nil {
+	if _, err := d.insts.create(proto.InstanceSpec{Name: "vm", Adapters: 1}, proto.Owner{UID: 60001, GID: 60001}, a, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"vm", "u60001.vm"} {
-		_, theirs := d.attach(b, name, "")
-		_, none := d.attach(b, strings.Replace(name, "vm", "nx", 1), "")
+		_, theirs := d.insts.attach(b, name, "")
+		_, none := d.insts.attach(b, strings.Replace(name, "vm", "nx", 1), "")
 		same := func(what string, theirs, none error) {
 			t.Helper()
 			msg := func(err error) string { return strings.Replace(err.Error(), "nx", "vm", 1) }
@@ -108,11 +108,11 @@ func TestRefusalsRevealNothing(t *testing.T) {
 			}
 		}
 		same("attach", theirs, none)
-		_, theirs = d.deleteInstance(name, b)
-		_, none = d.deleteInstance(strings.Replace(name, "vm", "nx", 1), b)
+		_, theirs = d.insts.delete(name, b)
+		_, none = d.insts.delete(strings.Replace(name, "vm", "nx", 1), b)
 		same("delete", theirs, none)
 	}
-	if d.instance("u60001.vm") == nil {
+	if d.insts.lookup("u60001.vm") == nil {
 		t.Fatal("A's instance is gone")
 	}
 }
@@ -127,7 +127,7 @@ func TestNamesCannotBeSquatted(t *testing.T) {
 	root := &session{d: d, cred: creds{known: true}}
 	create := func(s *session) *Instance {
 		t.Helper()
-		inst, err := d.createInstance(proto.InstanceSpec{Name: "db1", Adapters: 1, TrustGroup: "g"}, proto.Owner{UID: s.cred.uid, GID: s.cred.gid}, s, false, nil)
+		inst, err := d.insts.create(proto.InstanceSpec{Name: "db1", Adapters: 1, TrustGroup: "g"}, proto.Owner{UID: s.cred.uid, GID: s.cred.gid}, s, false, nil)
 		if err != nil {
 			t.Fatalf("uid %d creating db1: %v", s.cred.uid, err)
 		}
@@ -135,24 +135,24 @@ func TestNamesCannotBeSquatted(t *testing.T) {
 	}
 	bs := create(b)
 	as := create(a)
-	if got, err := d.attach(a, "db1", "vrdma0"); err != nil || got != as {
+	if got, err := d.insts.attach(a, "db1", "vrdma0"); err != nil || got != as {
 		t.Fatalf("A attaching to db1: %v, %v; want its own", got, err)
 	}
-	if got, err := d.attach(b, "db1", "vrdma0"); err != nil || got != bs {
+	if got, err := d.insts.attach(b, "db1", "vrdma0"); err != nil || got != bs {
 		t.Fatalf("B attaching to db1: %v, %v; want its own", got, err)
 	}
 	if as.Adapters[0].Trusts(bs.Adapters[0]) {
 		t.Fatal("A's db1 trusts B's")
 	}
 	var names []string
-	for _, i := range d.listInstances(root.cred) {
+	for _, i := range d.insts.list(root.cred) {
 		names = append(names, i.Name)
 	}
 	if got := strings.Join(names, " "); got != "default u60001.db1 u60002.db1" {
 		t.Errorf("root sees %s", got)
 	}
 	names = nil
-	for _, i := range d.listInstances(a.cred) {
+	for _, i := range d.insts.list(a.cred) {
 		names = append(names, i.Name+"/"+i.TrustGroup)
 	}
 	if got := strings.Join(names, " "); got != "db1/g default/" {

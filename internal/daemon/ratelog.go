@@ -14,15 +14,15 @@ const warnInterval = time.Minute
 
 // warnLimiter holds one log limit per kind of trouble.
 type warnLimiter struct {
+	log    *slog.Logger
 	mu     sync.Mutex
 	limits map[string]*admit.LogLimit
 }
 
-// warnEvery logs msg at warning level unless the same kind of trouble
+// every logs msg at warning level unless the same kind of trouble
 // (key) was logged less than warnInterval ago; the next line says how many
 // were left out ("suppressed").
-func (d *Daemon) warnEvery(key, msg string, args ...any) {
-	w := &d.warns
+func (w *warnLimiter) every(key, msg string, args ...any) {
 	w.mu.Lock()
 	if w.limits == nil {
 		w.limits = map[string]*admit.LogLimit{}
@@ -33,5 +33,5 @@ func (d *Daemon) warnEvery(key, msg string, args ...any) {
 		w.limits[key] = l
 	}
 	w.mu.Unlock()
-	l.Log(d.log, slog.LevelWarn, msg, args...)
+	l.Log(w.log, slog.LevelWarn, msg, args...)
 }

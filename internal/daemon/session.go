@@ -84,12 +84,12 @@ func newSession(d *Daemon, c *proto.Conn, cred creds, user *account) *session {
 // back when it is destroyed.
 func (s *session) take(r Resource, n uint64) error {
 	if err := s.d.quota.charge(&s.held, r, n, s.user, s.acct); err != nil {
-		s.d.warnEvery("quota:"+r.String(), "a client reached a limit", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
+		s.d.warns.every("quota:"+r.String(), "a client reached a limit", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
 		return err
 	}
 	if err := s.d.fds.admit(n * fdCost[r]); err != nil {
 		s.give(r, n)
-		s.d.warnEvery("fd-reserve", "the daemon's descriptors are down to its reserve: client objects are refused", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
+		s.d.warns.every("fd-reserve", "the daemon's descriptors are down to its reserve: client objects are refused", "peer", s.cred.String(), "pid", s.cred.pid, "err", err)
 		return err
 	}
 	return nil

@@ -13,19 +13,19 @@ import (
 // other users of the host have no business reading.
 const stateFileMode = 0o600
 
-// writeState saves v as indented JSON in the state directory's file name,
+// writeState saves v as indented JSON in the state directory dir's file name,
 // replacing it whole (a crash leaves the old file or the new, never half
 // of one), readable by the daemon's user alone (stateFileMode: a stale
 // temporary file is removed, not reused with its mode).
-func (d *Daemon) writeState(name string, v any) error {
+func writeState(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(d.cfg.StateDir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp := filepath.Join(d.cfg.StateDir, name+".tmp")
+	tmp := filepath.Join(dir, name+".tmp")
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -41,5 +41,5 @@ func (d *Daemon) writeState(name string, v any) error {
 		os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(d.cfg.StateDir, name))
+	return os.Rename(tmp, filepath.Join(dir, name))
 }

@@ -7,11 +7,26 @@ package daemon
 // listen_policy.go. docs/design/path-routing.md says how the agent routes.
 
 import (
+	"log/slog"
 	"net/netip"
 
 	"github.com/vrdma/vrdma/internal/engine"
 	"github.com/vrdma/vrdma/internal/switchagent"
 )
+
+// switchMember is the daemon's part in the distributed switch: its agent
+// (nil when the daemon is on no switch), through which it checks a new
+// instance against the switch, publishes and withdraws its instances,
+// lists other hosts' and tells the switch its links changed. insts and
+// lids are the daemon's instances and their LIDs, hostName its host's
+// name on the switch.
+type switchMember struct {
+	agent    *switchagent.Agent
+	hostName string
+	log      *slog.Logger
+	insts    *instanceTable
+	lids     *lidTable
+}
 
 // DefaultSwitch is the name of the switch a daemon joins unless told
 // otherwise.
@@ -45,36 +60,31 @@ func newAgent(d *Daemon) (*switchagent.Agent, error) {
 	return a, nil
 }
 
-// joinSwitch joins the switch, publishes the daemon's instances and waits
+// join joins the switch, publishes the daemon's instances and waits
 // (a while) for their LIDs.
-func (d *Daemon) joinSwitch() error {
-	if err := d.sw.Join(); err != nil {
+func (m *switchMember) join() error {
+	if err := m.agent.Join(); err != nil {
 		return err
 	}
-	d.publishInstances()
-	d.mu.Lock()
-	insts := make([]*Instance, 0, len(d.instances))
-	for _, inst := range d.instances {
-		insts = append(insts, inst)
-	}
-	d.mu.Unlock()
-	d.awaitSwitchLIDs(insts...)
+	m.publishAll()
+	insts := m.insts.all()
+	m.lids.awaitSwitch(insts...)
 	return nil
 }
 
 // SwitchEndpoints returns the etcd endpoints the daemon's switch lives on
 // (its embedded member's, or those it joined); nil on no switch.
 func (d *Daemon) SwitchEndpoints() []string {
-	if d.sw == nil {
+	if d.sw.agent == nil {
 		return nil
 	}
-	return d.sw.Endpoints()
+	return d.sw.agent.Endpoints()
 }
 
 // linksChanged publishes the host's uplinks after `vrdma link add|delete`.
-func (d *Daemon) linksChanged() {
-	if d.sw != nil {
-		d.sw.LinksChanged()
+func (m *switchMember) linksChanged() {
+	if m.agent != nil {
+		m.agent.LinksChanged()
 	}
 }
 
@@ -93,7 +103,7 @@ func (h switchHost) AttachLink(l engine.Link) error { return h.d.AttachLink(l) }
 
 func (h switchHost) RemoveLink(name string) error { return h.d.host.RemoveLink(name) }
 
-func (h switchHost) LIDsChanged() { h.d.switchLIDsChanged() }
+func (h switchHost) LIDsChanged() { h.d.lids.switchChanged() }
 
 // McastGroups and SetMcastNotify let the agent record the host's
 // multicast groups on the switch (switchagent.McastHost).
