@@ -54,9 +54,6 @@ func newAccessPolicy(self uint32, adminGroup string) (accessPolicy, error) {
 	return a, nil
 }
 
-// maySee is d.access.maySee, for the connection manager's sessions.
-func (d *Daemon) maySee(c creds, inst *Instance) bool { return d.access.maySee(c, inst) }
-
 // privileged reports whether c is root or the daemon's own uid (a daemon
 // that does not run as root is administered by the user who runs it).
 func (a *accessPolicy) privileged(c creds) bool {

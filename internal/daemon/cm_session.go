@@ -24,7 +24,7 @@ func (c *cmSession) Adapter() *engine.Adapter { return c.adapter }
 func (c *cmSession) InstanceFor(asker connmgr.Session) string {
 	inst := (*session)(c).instance()
 	a, ok := asker.(*cmSession)
-	if inst == nil || !ok || !c.d.maySee(a.cred, inst) {
+	if inst == nil || !ok || !c.d.access.maySee(a.cred, inst) {
 		return ""
 	}
 	return shownName(a.cred, inst.Name)
