@@ -126,8 +126,12 @@ func stopShared() error {
 // ten times a second).
 func (g *Guests) tidy(t *testing.T, name string) error {
 	script := strayFunc(shared.base[name]) + `
-stray | while read -r pid rest; do echo "left running: $pid $rest"; kill -9 "$pid" 2>/dev/null; done
-i=0; while [ -n "$(stray)" ]; do i=$((i+1)); [ $i -gt 100 ] && { echo "still running:"; stray; exit 6; }; sleep 0.1; done
+i=0
+while s=$(stray); [ -n "$s" ]; do
+	i=$((i+1)); [ $i -gt 50 ] && { echo "still running:"; echo "$s"; exit 6; }
+	echo "$s" | while read -r pid rest; do echo "left running: $pid $rest"; kill -9 "$pid" 2>/dev/null; done
+	sleep 0.1 # the children of those killed go to init
+done
 rm -rf /tmp/* /tmp/.[!.]* 2>/dev/null
 if ! rdma link show rxe0/1 >/dev/null 2>&1; then
 	echo "rxe0 is gone: adding it again"
@@ -156,22 +160,26 @@ func (g *Guests) guestScript(name string, secs int, script string) (string, erro
 // strayFunc is a guest shell function, stray, listing one "PID command
 // line" a line the processes running in the guest other than kernel
 // threads, those whose PIDs are in base (" 1 57 ... "), the command
-// agent's poll (sleep 0.1), the agent's timeout watchers (busybox's
-// timeout leaves its watcher to init; it ends once its command has) and
-// the command calling it (its ancestors and their children: the agent's
-// subshell, stray's own subshell).
+// agent's poll (sleep 0.1, init's child), busybox timeout's watchers (left
+// to init; each ends once its command has) and the command calling it
+// (its ancestors and their children: the agent's subshell, stray's own
+// subshell). It reads /proc with the shell's builtins: a fork costs much
+// in a TCG guest.
 func strayFunc(base string) string {
 	return `stray() {
 	chain=" "; p=$$
-	while [ "$p" -gt 1 ]; do chain="$chain$p "; s=$(cat /proc/$p/stat) || break; s=${s##*) }; set -- $s; p=$2; done
+	while [ "$p" -gt 1 ] && read -r s </proc/$p/stat; do chain="$chain$p "; s=${s##*) }; set -- $s; p=$2; done
 	for d in /proc/[0-9]*; do
 		pid=${d#/proc/}
 		case "$chain` + base + ` " in *" $pid "*) continue ;; esac
-		s=$(cat $d/stat 2>/dev/null) || continue; s=${s##*) }; set -- $s
+		read -r s 2>/dev/null <$d/stat || continue
+		comm=${s#*\(}; comm=${comm%\)*}; s=${s##*) }; set -- $s
 		case "$chain" in *" $2 "*) continue ;; esac
-		c=$(tr '\0' ' ' <$d/cmdline 2>/dev/null)
-		case "$c" in "" | "sleep 0.1 " | "timeout -s TERM -k 3 "*) continue ;; esac
-		echo "$pid $c"
+		[ "$comm" = timeout ] && continue
+		read -r c 2>/dev/null <$d/cmdline
+		[ -n "$c" ] || continue # a kernel thread
+		[ "$comm" = sleep ] && [ "$2" = 1 ] && [ "$(tr '\0' ' ' <$d/cmdline)" = "sleep 0.1 " ] && continue
+		echo "$pid $(tr '\0' ' ' <$d/cmdline)"
 	done
 }`
 }
