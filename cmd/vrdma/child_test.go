@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 )
 
 // cliEnv makes the test binary run as the vrdma command on its arguments:
@@ -36,5 +38,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	guesttest.RemoveLibrary()
+	os.Exit(code)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/proctest"
 )
 
@@ -38,10 +38,7 @@ func TestDebianToolsStopWhenTheDaemonDies(t *testing.T) {
 	if _, err := exec.LookPath("stdbuf"); err != nil {
 		t.Skip("stdbuf is missing: apt-get install coreutils")
 	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
+	lib := guesttest.Library(t)
 	perftest := []string{"-d", "vrdma0", "-x", "0", "-p", "PORT", "-F", "-D", "30"}
 	pingpong := []string{"-g", "0", "-p", "PORT", "-n", "1000000000"}
 	for _, c := range []goneCase{

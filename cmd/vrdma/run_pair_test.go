@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/proctest"
 )
 
@@ -29,10 +29,7 @@ func TestRunPingpongPairWithoutADaemon(t *testing.T) {
 	if _, err := exec.LookPath("ibv_rc_pingpong"); err != nil {
 		t.Skip("ibv_rc_pingpong is missing: apt-get install ibverbs-utils")
 	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
+	lib := guesttest.Library(t)
 	env := childEnv(t, lib) // one user: one XDG_RUNTIME_DIR for both
 	ctx, cancel := context.WithTimeout(context.Background(), pairDeadline)
 	defer cancel()

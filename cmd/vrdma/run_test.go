@@ -14,6 +14,7 @@ import (
 
 	"github.com/vrdma/vrdma/internal/daemontest"
 	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 )
 
 // fakeGuest makes vrdma run and vrdma guest take dir for the built guest
@@ -333,10 +334,7 @@ func TestRunDevicesOnAFreshMachine(t *testing.T) {
 	if _, err := exec.LookPath("ibv_devices"); err != nil {
 		t.Skip("ibv_devices is missing: apt-get install ibverbs-utils")
 	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
+	lib := guesttest.Library(t)
 	st, out, errs := runChild(t, lib, nil, "run", "--", "ibv_devices")
 	if st.ExitCode() != 0 || !strings.Contains(out, "vrdma0") {
 		t.Errorf("exit %d, output %q, stderr %q: want vrdma0 listed", st.ExitCode(), out, errs)

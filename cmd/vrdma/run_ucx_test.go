@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vrdma/vrdma/internal/guest"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 )
 
 // TestRunUCXInfoSeesTheAdapter: `vrdma run -- ucx_info -d` with no daemon
@@ -21,10 +22,7 @@ func TestRunUCXInfoSeesTheAdapter(t *testing.T) {
 	if os.Geteuid() != 0 && guest.DeviceNodeMissing() {
 		t.Skipf("%s is missing and only root makes it: run the test as root", guest.DeviceNode)
 	}
-	lib, err := guest.Build(t.TempDir())
-	if err != nil {
-		t.Skipf("cannot build the guest library here: %v", err)
-	}
+	lib := guesttest.Library(t)
 	xdg := privateTempDir(t)
 	st, out, errs := runChild(t, lib, []string{"XDG_RUNTIME_DIR=" + xdg}, "run", "--", "ucx_info", "-d")
 	if st.ExitCode() != 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vrdma/vrdma"
 	"github.com/vrdma/vrdma/internal/fabric"
+	"github.com/vrdma/vrdma/internal/guest/guesttest"
 	"github.com/vrdma/vrdma/internal/proctest"
 )
 
@@ -37,7 +38,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(tenantEnv) == "1" {
 		os.Exit(tenantMain(os.Args[1:]))
 	}
-	os.Exit(proctest.RunInPrivateRuntimeDir(m))
+	code := proctest.RunInPrivateRuntimeDir(m)
+	guesttest.RemoveLibrary() // what mcast_test.go and xrc_test.go built
+	os.Exit(code)
 }
 
 // classes are the error classes a tenant reports, by name.

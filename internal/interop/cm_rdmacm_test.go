@@ -26,7 +26,7 @@ import (
 // exchange is captured on br0 and checked with tshark, which decodes the
 // CM MADs.
 func TestCMWithRxe(t *testing.T) {
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -17,7 +17,7 @@ import (
 // answers arrives and decodes (issue 12's QP1 and codec, against the real
 // peer).
 func TestCMRejectFromRxe(t *testing.T) {
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	var l *uplink.Link
 	if err := host.Do(func() error {

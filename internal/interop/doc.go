@@ -19,6 +19,9 @@
 // rebuilt when setup.sh or the guest's init is newer than them. Each Up gets
 // its own run directory and namespace, so test binaries may boot guests at
 // the same time; everything is stopped and deleted when the test ends.
+// This package's own tests share their guests instead (sharedGuests in
+// shared_test.go): booted once per test binary, each test holding them in
+// turn and leaving them as they came up.
 //
 // It needs root, qemu-system-x86_64 and the shared folder; Require skips
 // the test, saying what is missing, otherwise. .ci/deps.sh installs the

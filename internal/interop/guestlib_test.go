@@ -23,7 +23,7 @@ func TestGuestLibraryWithRxe(t *testing.T) {
 	Require(t)
 	guesttest.RequirePrograms(t, "ibv_devinfo", "ibv_rc_pingpong")
 	lib := guesttest.Library(t)
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -110,26 +110,47 @@ func Up(t testing.TB, names ...string) *Guests {
 	if len(names) == 0 {
 		names = []string{"A"}
 	}
+	g, err := newGuests(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			g.logConsoles(t)
+		}
+		if err := g.down(); err != nil {
+			t.Error(err)
+		}
+	})
+	g.boot(t, names...)
+	return g
+}
+
+// newGuests makes a run directory and a namespace name for guests to be
+// booted into (boot), building the guest into CacheDir first if needed.
+// Guests power themselves off after interop.maxlife seconds even if this
+// process dies without calling down: the time left before go test's
+// -timeout, plus a minute.
+func newGuests(t testing.TB) (*Guests, error) {
+	t.Helper()
 	dir, _ := Dir()
 	cache := ensureBuild(t, dir)
 
 	var id [3]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	build, err := os.MkdirTemp("", "vrdma-interop-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	g := &Guests{dir: dir, build: build, ns: "vrdma-rxe-" + hex.EncodeToString(id[:]), names: names}
+	g := &Guests{dir: dir, build: build, ns: "vrdma-rxe-" + hex.EncodeToString(id[:])}
 	for _, f := range []string{"vmlinux", "initramfs.cpio"} {
 		if err := os.Symlink(filepath.Join(cache, f), filepath.Join(build, f)); err != nil {
 			os.RemoveAll(build)
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	// Guests power themselves off after interop.maxlife seconds even if
-	// this process dies without cleaning up (go test's -timeout).
 	maxlife := 1800
 	if dl, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if d, ok := dl.Deadline(); ok {
@@ -142,20 +163,14 @@ func Up(t testing.TB, names ...string) *Guests {
 		"INTEROP_SUBNET="+Subnet,
 		fmt.Sprintf("INTEROP_APPEND=%s interop.maxlife=%d", os.Getenv("INTEROP_APPEND"), maxlife),
 	)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range g.names {
-				t.Logf("console of guest %s (last lines):\n%s", n, lastLines(g.Console(n), 40))
-			}
-		}
-		if out, err := g.script(context.Background(), "down"); err != nil {
-			t.Errorf("interop: guest.sh down: %v\n%s", err, out)
-		}
-		if err := os.RemoveAll(build); err != nil {
-			t.Errorf("interop: %v", err)
-		}
-	})
+	return g, nil
+}
 
+// boot boots the named guests into g's namespace, making the namespace
+// on the first call; the test fails if they do not come up. BootTime is
+// this call's.
+func (g *Guests) boot(t testing.TB, names ...string) {
+	t.Helper()
 	args := []string{"up"}
 	for _, n := range names {
 		ip := GuestIP(n)
@@ -164,6 +179,7 @@ func Up(t testing.TB, names ...string) *Guests {
 		}
 		args = append(args, n, ip.String()+"/24")
 	}
+	g.names = append(g.names, names...)
 	start := time.Now()
 	out, err := g.script(t.Context(), args...)
 	g.BootTime = time.Since(start)
@@ -171,7 +187,28 @@ func Up(t testing.TB, names ...string) *Guests {
 		t.Fatalf("interop: guest.sh up: %v\n%s", err, out)
 	}
 	t.Logf("guests %v up in %.2f s (namespace %s):\n%s", names, g.BootTime.Seconds(), g.ns, strings.TrimSpace(out))
-	return g
+}
+
+// logConsoles logs the last lines of every guest's console: what a failed
+// test shows of the guests.
+func (g *Guests) logConsoles(t testing.TB) {
+	t.Helper()
+	for _, n := range g.names {
+		t.Logf("console of guest %s (last lines):\n%s", n, lastLines(g.Console(n), 40))
+	}
+}
+
+// down stops every guest, deletes the namespace and removes the run
+// directory.
+func (g *Guests) down() error {
+	var errs []error
+	if out, err := g.script(context.Background(), "down"); err != nil {
+		errs = append(errs, fmt.Errorf("interop: guest.sh down: %v\n%s", err, out))
+	}
+	if err := os.RemoveAll(g.build); err != nil {
+		errs = append(errs, fmt.Errorf("interop: %v", err))
+	}
+	return errors.Join(errs...)
 }
 
 // NS returns the name of the namespace the guests' bridge is in, where the

@@ -21,7 +21,7 @@ import (
 const udpTimeout = 20 * time.Second
 
 func TestGuestRxe(t *testing.T) {
-	g := Up(t)
+	g := sharedGuests(t)
 	t.Logf("boot time of guest A: %.2f s", g.BootTime.Seconds())
 
 	info := g.Exec(t, "A", 30, "ibv_devinfo -v -d rxe0")
@@ -109,7 +109,7 @@ var bytesLine = regexp.MustCompile(`\d+ bytes in [0-9.]+ seconds`)
 // IPv4-mapped and IPv6 link-local GIDs, with one-packet and multi-packet
 // messages.
 func TestPingpongWithRxe(t *testing.T) {
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -39,7 +39,7 @@ func TestMckeyWithRxe(t *testing.T) {
 	Require(t)
 	guesttest.RequirePrograms(t, "mckey")
 	lib := guesttest.Library(t)
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -36,7 +36,7 @@ func TestRdmaCMToolsWithRxe(t *testing.T) {
 	if _, err := exec.LookPath("tshark"); err != nil {
 		t.Skip("tshark is not installed: apt-get install tshark")
 	}
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -36,7 +36,7 @@ func TestRsocketToolsWithRxe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(lib, "librdmacm.so.1")); err != nil {
 		t.Skipf("the guest libraries in %s have no librdmacm.so.1: %v", lib, err)
 	}
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)
@@ -99,7 +99,7 @@ func TestRsocketUdpongWithRxe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(lib, "librdmacm.so.1")); err != nil {
 		t.Skipf("the guest libraries in %s have no librdmacm.so.1: %v", lib, err)
 	}
-	g := Up(t)
+	g := sharedGuests(t)
 	host := g.Host(t)
 	d := host.StartDaemon(t)
 	d.Vrdma(t, "link", "add", "rxe0", "type", "rxe", "netdev", HostIface)

@@ -80,7 +80,7 @@ func TestVerbsUplinkBench(t *testing.T) {
 		t.Fatalf("VRDMA_BENCH_SWITCH=%q: want on (the default) or off (the daemon runs with --no-switch)", v)
 	}
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A", "B")
+	g := sharedGuests(t, "A", "B")
 	k.install(t, g, "A")
 	v4 := func(name string) netip.Addr { return netip.AddrFrom16(GuestIP(name).As16()) }
 	idxB := GIDIndex(GIDs(g.Exec(t, "B", 60, "ibv_devinfo -v -d rxe0")), v4("B"))

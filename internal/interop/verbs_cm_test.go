@@ -26,7 +26,7 @@ import (
 func TestVerbsUplinkCM(t *testing.T) {
 	Require(t)
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	share := g.share("A")
 	testBin := filepath.Join(share, "verbs-cm.test")

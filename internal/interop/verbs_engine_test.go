@@ -19,7 +19,7 @@ import (
 // guest at all, so its software path cannot carry them).
 func TestVerbsUplinkPingpong(t *testing.T) {
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	want := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
 	idx := GIDIndex(want, netip.AddrFrom16(GuestIP("A").As16()))

@@ -34,7 +34,7 @@ func TestVerbsUplinkInlineDepth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building testdata/inline_depth: %v", err)
 	}
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	if err := copyExecutable(prog, filepath.Join(g.share("A"), "inline_depth")); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 func TestVerbsUplinkDiscovery(t *testing.T) {
 	k := buildVerbsKit(t, false)
 	root := k.root
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	share := g.share("A")
 	devinfo := g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0")

@@ -26,7 +26,7 @@ import (
 // addresses, and link add says so).
 func TestVerbsUplinkTwoGuests(t *testing.T) {
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A", "B")
+	g := sharedGuests(t, "A", "B")
 	guests := []string{"A", "B"}
 	idx := map[string]int{}
 	for _, n := range guests {

@@ -19,7 +19,7 @@ import (
 func TestVerbsUplinkUDPingpong(t *testing.T) {
 	Require(t)
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	want := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
 	idx := GIDIndex(want, netip.AddrFrom16(GuestIP("A").As16()))

@@ -24,7 +24,7 @@ import (
 func TestVerbsUplinkUnplug(t *testing.T) {
 	Require(t)
 	k := buildVerbsKit(t, true)
-	g := Up(t, "A")
+	g := sharedGuests(t, "A")
 	k.install(t, g, "A")
 	gids := GIDs(g.Exec(t, "A", 60, "ibv_devinfo -v -d rxe0"))
 	idx := GIDIndex(gids, netip.AddrFrom16(GuestIP("A").As16()))

@@ -35,13 +35,13 @@ func packageOf(name string) string {
 	return name
 }
 
-// Library builds the guest library into a new temporary cache (t.TempDir)
-// with guest.Build and returns the directory holding libibverbs.so.1. It
+// Library builds the guest library with guest.Build, once per test binary
+// (libraryCache), and returns the directory holding libibverbs.so.1. It
 // skips the test, naming the Debian packages to install, when the compiler
 // or rdma-core's headers are missing, and fails it when the build fails.
 func Library(t testing.TB) string {
 	t.Helper()
-	dir, err := guest.Build(t.TempDir())
+	dir, err := buildLibrary()
 	var missing *guest.MissingToolsError
 	switch {
 	case errors.As(err, &missing):
