@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -83,7 +84,7 @@ func cmdCMAccept(s *session, body []byte, _ []int) (any, []int, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return done, nil, m.Accept(s.cm(), req, func() (uint32, error) { return s.qpn(req.QP) })
+		return done, nil, m.Accept(s.cm(), req, func(want abi.QPType) (uint32, error) { return s.answeringQPN(req.QP, want) })
 	}
 	return done, nil, s.d.cm.Accept(s.cm(), req)
 }

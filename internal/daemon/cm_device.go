@@ -323,8 +323,10 @@ func (m *deviceCM) connect(c cmClient, req proto.CMConnectReq, qpn uint32, ud bo
 }
 
 // Accept answers a request with the REP naming c's device QP qpn (in RTR
-// or RTS), or confirms a reply with the RTU (the dialling side).
-func (m *deviceCM) Accept(c cmClient, req proto.CMAcceptReq, qpn func() (uint32, error)) error {
+// or RTS), or confirms a reply with the RTU (the dialling side). qpn gives
+// the number of the QP the request names, refusing one that is not of the
+// type that answers a request of the kind (RC, or UD for SIDR).
+func (m *deviceCM) Accept(c cmClient, req proto.CMAcceptReq, qpn func(want abi.QPType) (uint32, error)) error {
 	if len(req.PrivateData) > 196 {
 		return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: rdma_cm's reply carries at most 196", len(req.PrivateData))
 	}
@@ -338,7 +340,7 @@ func (m *deviceCM) Accept(c cmClient, req proto.CMAcceptReq, qpn func() (uint32,
 	case dc.ud:
 		return m.acceptUD(dc, req, qpn)
 	case dc.kind == devRequested && !dc.est:
-		n, err := qpn()
+		n, err := qpn(abi.QPTypeRC)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ package daemon
 // to the daemon's CM otherwise.
 
 import (
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/proto"
 )
 
@@ -80,6 +81,20 @@ func (s *session) qpn(h uint32) (uint32, error) {
 	q, err := lookup(s.qps, h, "queue pair")
 	if err != nil {
 		return 0, err
+	}
+	return q.QPN(), nil
+}
+
+// answeringQPN returns the number of s's QP h, which answers a request
+// from a QP of type want (UD answers UD, RC answers RC), as the software
+// CM checks; s.mu is held.
+func (s *session) answeringQPN(h uint32, want abi.QPType) (uint32, error) {
+	q, err := lookup(s.qps, h, "queue pair")
+	if err != nil {
+		return 0, err
+	}
+	if q.Type() != want {
+		return 0, proto.Errorf(proto.CodeInvalid, "the request is from a %v QP, answered by a %v QP, and QP %d is %v", want, want, h, q.Type())
 	}
 	return q.QPN(), nil
 }

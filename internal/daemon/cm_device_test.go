@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrdma/vrdma/internal/abi"
 	"github.com/vrdma/vrdma/internal/connmgr"
 	"github.com/vrdma/vrdma/internal/proto"
 	"github.com/vrdma/vrdma/internal/verbs"
@@ -183,7 +184,12 @@ func TestDeviceCMPassive(t *testing.T) {
 		req.LocalPort != 7471 || string(req.PrivateData) != "hello" || req.RdAtomic != 2 {
 		t.Fatalf("request event %+v", req)
 	}
-	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: []byte("rep")}, func() (uint32, error) { return 0x22, nil }); err != nil {
+	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: []byte("rep")}, func(want abi.QPType) (uint32, error) {
+		if want != abi.QPTypeRC {
+			t.Errorf("an RC request answered by a %v QP", want)
+		}
+		return 0x22, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitCall(t, f, `accept 1 qpn 0x22 "rep"`)

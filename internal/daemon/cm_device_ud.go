@@ -46,14 +46,14 @@ func (m *deviceCM) ConnectUD(c cmClient, req proto.CMConnectReq, qpn uint32) (pr
 
 // acceptUD answers dc's SIDR_REQ with the SIDR_REP naming c's device UD
 // QP; m.mu is held.
-func (m *deviceCM) acceptUD(dc *devConn, req proto.CMAcceptReq, qpn func() (uint32, error)) error {
+func (m *deviceCM) acceptUD(dc *devConn, req proto.CMAcceptReq, qpn func(want abi.QPType) (uint32, error)) error {
 	if dc.kind != devRequested {
 		return proto.Errorf(proto.CodeState, "connection %d is a UD QP's dial: it ends with its SIDR reply; accept answers a request", req.ID)
 	}
 	if len(req.PrivateData) > sidrRepPrivate {
 		return proto.Errorf(proto.CodeInvalid, "private data of %d bytes: a SIDR_REP carries at most %d", len(req.PrivateData), sidrRepPrivate)
 	}
-	n, err := qpn()
+	n, err := qpn(abi.QPTypeUD)
 	if err != nil {
 		return err
 	}

@@ -60,10 +60,16 @@ func TestDeviceCMUDPassive(t *testing.T) {
 	if n := c.held(connmgr.Connections); n != 1 {
 		t.Errorf("%d connections charged for the request, want 1", n)
 	}
-	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: make([]byte, 137)}, func() (uint32, error) { return 0x22, nil }); proto.CodeOf(err) != proto.CodeInvalid {
+	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: make([]byte, 137)}, func(abi.QPType) (uint32, error) { return 0x22, nil }); proto.CodeOf(err) != proto.CodeInvalid {
 		t.Errorf("137 bytes of private data in a SIDR_REP: %v", err)
 	}
-	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: []byte("rep")}, func() (uint32, error) { return 0x22, nil }); err != nil {
+	answer := func(want abi.QPType) (uint32, error) {
+		if want != abi.QPTypeUD {
+			t.Errorf("a SIDR request answered by a %v QP", want)
+		}
+		return 0x22, nil
+	}
+	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3, PrivateData: []byte("rep")}, answer); err != nil {
 		t.Fatal(err)
 	}
 	waitCall(t, f, `udaccept 1 qpn 0x22 "rep"`)
@@ -71,7 +77,7 @@ func TestDeviceCMUDPassive(t *testing.T) {
 	if n := c.held(connmgr.Connections); n != 0 {
 		t.Errorf("%d connections still charged after the SIDR_REP", n)
 	}
-	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3}, func() (uint32, error) { return 0x22, nil }); proto.CodeOf(err) != proto.CodeNotFound {
+	if err := m.Accept(c, proto.CMAcceptReq{ID: req.ID, QP: 3}, func(abi.QPType) (uint32, error) { return 0x22, nil }); proto.CodeOf(err) != proto.CodeNotFound {
 		t.Errorf("a second accept of an answered request: %v", err)
 	}
 
