@@ -70,7 +70,7 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	ring := engine.SRQBytes(req.MaxWR, req.MaxSGE)
+	ring := pd.SRQBytes(req.MaxWR, req.MaxSGE, xh != nil) // with a device's side
 	if err := s.takeQueue(SRQs, ring); err != nil {
 		return nil, nil, err
 	}
@@ -94,6 +94,10 @@ func cmdCreateSRQ(s *session, body []byte, _ []int) (any, []int, error) {
 			s.giveQueue(SRQs, ring)
 			return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 		}
+	}
+	if f := srq.Footprint(); f < ring { // a device that gave fewer slots than entries
+		s.give(Ring, ring-f)
+		ring = f
 	}
 	s.srqs[h] = srq
 	fds, err := shareFDs(srq.RegionFD, nil)
@@ -190,7 +194,12 @@ func cmdCreateQP(s *session, body []byte, _ []int) (any, []int, error) {
 			return nil, nil, err
 		}
 	}
-	ring, err := engine.QPBytes(req.Caps, srq != nil || typ.IsXRC())
+	var ring uint64
+	if pd != nil {
+		ring, err = pd.QPBytes(req.Caps, typ, srq != nil || typ.IsXRC()) // with a device's side
+	} else {
+		ring, err = engine.QPBytes(req.Caps, true) // an XRC target
+	}
 	if err != nil {
 		return nil, nil, proto.Errorf(proto.CodeInvalid, "%v", err)
 	}

@@ -38,7 +38,7 @@ func cmdModifySRQ(s *session, body []byte, _ []int) (any, []int, error) {
 		if req.Mask&proto.SRQLimit != 0 {
 			limit = req.Limit
 		}
-		ring := engine.SRQBytes(req.MaxWR, srq.MaxSGE())
+		ring := srq.SRQBytesFor(req.MaxWR)
 		if err := s.take(Ring, ring); err != nil {
 			return nil, nil, err
 		}

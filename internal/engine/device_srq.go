@@ -120,14 +120,31 @@ func (s *devSRQSlots) isGone() bool {
 	return s.gone
 }
 
-// grow makes room for n slots (a resized SRQ).
+// grow makes room for n slots (a resized SRQ), allocating just that (the
+// SRQ's footprint counts n slots).
 func (s *devSRQSlots) grow(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := len(s.held); i < n; i++ {
-		s.wrid, s.held, s.gen = append(s.wrid, 0), append(s.held, false), append(s.gen, 0)
-		s.free = append(s.free, uint32(i))
+	had := len(s.held)
+	if n <= had {
+		return
 	}
+	wrid, held, gen, free := make([]uint64, n), make([]bool, n), make([]uint16, n), make([]uint32, len(s.free), n)
+	copy(wrid, s.wrid)
+	copy(held, s.held)
+	copy(gen, s.gen)
+	copy(free, s.free)
+	for i := had; i < n; i++ {
+		free = append(free, uint32(i))
+	}
+	s.wrid, s.held, s.gen, s.free = wrid, held, gen, free
+}
+
+// len is the number of slots.
+func (s *devSRQSlots) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
 }
 
 // release forgets every receive held: the device discards an SRQ's

@@ -146,9 +146,18 @@ func (q *QP) Footprint() uint64 { return q.footprint }
 // Footprint returns what CQBytes said the CQ would take.
 func (c *CQ) Footprint() uint64 { c.mu.Lock(); defer c.mu.Unlock(); return uint64(c.ring.Size()) }
 
-// Footprint returns what SRQBytes said the SRQ would take.
+// Footprint returns what SRQBytes said the SRQ would take, and on a
+// device what its device side holds (device_footprint.go).
 func (r *RQ) Footprint() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return uint64(r.ring.Size() + r.ring.Stride)
+	return r.footprintLocked()
+}
+
+func (r *RQ) footprintLocked() uint64 {
+	n := uint64(r.ring.Size() + r.ring.Stride)
+	if r.dev != nil {
+		n += uint64(devSRQBytes(r.dev.slots.len()))
+	}
+	return n
 }

@@ -194,6 +194,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 			region.Close()
 			return nil, err
 		}
+		q.footprint += uint64(sh.deviceBytes(q.dev.ud)) // PD.QPBytes
 		if !q.srq {
 			// The client rings after posting receives: the device needs
 			// them before the peer's messages arrive (an SRQ's ring has

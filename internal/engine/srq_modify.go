@@ -139,6 +139,7 @@ func (r *RQ) Resize(maxWR, limit int) (old uint64, fd int, err error) {
 	if n > maxWR {
 		return fail(&SRQBelowPendingError{MaxWR: maxWR, Pending: n})
 	}
+	old = r.footprintLocked()
 	if d := r.dev; d != nil {
 		// The device's SRQ first: a size it refuses leaves both as they were.
 		mask, a := uint32(verbs.SRQMaxWR), verbs.SRQAttr{MaxWR: uint32(ring.Entries)}
@@ -163,7 +164,6 @@ func (r *RQ) Resize(maxWR, limit int) (old uint64, fd int, err error) {
 	if r.dev != nil {
 		shm.Store32(mem, ring.Offset+abi.RingNotifyOff, 1) // as the old ring: the client rings after posting
 	}
-	old = uint64(r.ring.Size() + r.ring.Stride)
 	r.region.Close()
 	r.region, r.mem, r.ring = region, mem, ring
 	r.limit = limit
