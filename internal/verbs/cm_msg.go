@@ -249,6 +249,16 @@ func AppendCMEvent(dst []byte, e CMEvent) []byte {
 		dst = ne.AppendUint32(dst, v)
 	}
 	dst = append(dst, e.ResponderResources, e.InitiatorDepth, 0, 0)
+	return appendCMTail(dst, e)
+}
+
+// cmTailSize is what ends both kinds of CM event, before the private
+// data: the local and the peer's address (u32 port, addr[16] each), u32
+// the private data's length, u32 0.
+const cmTailSize = 2*(4+16) + 8
+
+// appendCMTail appends e's addresses and private data.
+func appendCMTail(dst []byte, e CMEvent) []byte {
 	for _, a := range []CMAddr{e.Local, e.Peer} {
 		dst = ne.AppendUint32(dst, uint32(a.Port))
 		dst = append(dst, a.Addr[:]...)
@@ -256,6 +266,27 @@ func AppendCMEvent(dst []byte, e CMEvent) []byte {
 	dst = ne.AppendUint32(dst, uint32(len(e.PrivateData)))
 	dst = ne.AppendUint32(dst, 0)
 	return append(dst, e.PrivateData...)
+}
+
+// parseCMTail reads the addresses and private data of a CM event from
+// tail (cmTailSize bytes or more): 16-bit ports, a zero pad word and
+// exactly the private data it says. what names the event in errors.
+func parseCMTail(tail []byte, e *CMEvent, what string) error {
+	ports := [2]uint32{ne.Uint32(tail), ne.Uint32(tail[20:])}
+	copy(e.Local.Addr[:], tail[4:20])
+	copy(e.Peer.Addr[:], tail[24:40])
+	n, pad := ne.Uint32(tail[40:]), ne.Uint32(tail[44:])
+	switch {
+	case pad != 0 || ports[0] > 0xffff || ports[1] > 0xffff:
+		return protoErrorf("%s %s with ports %d and %d, padding %d", what, e.Event, ports[0], ports[1], pad)
+	case n > MaxCMPrivateData || int(n) != len(tail)-cmTailSize:
+		return protoErrorf("%s %s says %d bytes of private data, has %d", what, e.Event, n, len(tail)-cmTailSize)
+	}
+	e.Local.Port, e.Peer.Port = uint16(ports[0]), uint16(ports[1])
+	if n > 0 {
+		e.PrivateData = append([]byte(nil), tail[cmTailSize:]...)
+	}
+	return nil
 }
 
 // ParseCMEvent decodes a pushed OpCMEvent message: ids in range, a
@@ -275,11 +306,6 @@ func ParseCMEvent(msg []byte) (CMEvent, error) {
 	e.ID, e.Listener, e.Event = ne.Uint32(b), ne.Uint32(b[4:]), CMEventType(ne.Uint32(b[8:]))
 	e.Status, e.QPN = int32(ne.Uint32(b[12:])), ne.Uint32(b[16:])
 	e.ResponderResources, e.InitiatorDepth = b[20], b[21]
-	ports := [2]uint32{ne.Uint32(b[24:]), ne.Uint32(b[44:])}
-	copy(e.Local.Addr[:], b[28:44])
-	copy(e.Peer.Addr[:], b[48:64])
-	e.Local.Port, e.Peer.Port = uint16(ports[0]), uint16(ports[1])
-	n := ne.Uint32(b[64:])
 	switch {
 	case e.ID >= MaxCMIDs:
 		return CMEvent{}, protoErrorf("CM event for id %d, not below %d", e.ID, MaxCMIDs)
@@ -291,13 +317,11 @@ func ParseCMEvent(msg []byte) (CMEvent, error) {
 		return CMEvent{}, protoErrorf("CM event %s with status %d", e.Event, e.Status)
 	case e.QPN > 0xffffff:
 		return CMEvent{}, protoErrorf("CM event %s with QPN %#x", e.Event, e.QPN)
-	case b[22] != 0 || b[23] != 0 || ne.Uint32(b[68:]) != 0 || ports[0] > 0xffff || ports[1] > 0xffff:
-		return CMEvent{}, protoErrorf("CM event %s with ports %d and %d, padding %d %d %d", e.Event, ports[0], ports[1], b[22], b[23], ne.Uint32(b[68:]))
-	case n > MaxCMPrivateData || int(n) != len(b)-cmEventSize:
-		return CMEvent{}, protoErrorf("CM event %s says %d bytes of private data, has %d", e.Event, n, len(b)-cmEventSize)
+	case b[22] != 0 || b[23] != 0:
+		return CMEvent{}, protoErrorf("CM event %s with padding %d %d", e.Event, b[22], b[23])
 	}
-	if n > 0 {
-		e.PrivateData = append([]byte(nil), b[cmEventSize:]...)
+	if err := parseCMTail(b[cmEventSize-cmTailSize:], &e, "CM event"); err != nil {
+		return CMEvent{}, err
 	}
 	return e, nil
 }

@@ -60,13 +60,7 @@ func AppendCMUDEvent(dst []byte, e CMEvent) []byte {
 	}
 	dst = append(dst, g, u.AH.SGIDIndex, u.AH.HopLimit, u.AH.TrafficClass, u.AH.SL, u.Port)
 	dst = append(dst, u.AH.DGID[:]...)
-	for _, a := range []CMAddr{e.Local, e.Peer} {
-		dst = ne.AppendUint32(dst, uint32(a.Port))
-		dst = append(dst, a.Addr[:]...)
-	}
-	dst = ne.AppendUint32(dst, uint32(len(e.PrivateData)))
-	dst = ne.AppendUint32(dst, 0)
-	return append(dst, e.PrivateData...)
+	return appendCMTail(dst, e)
 }
 
 // ParseCMUDEvent decodes a pushed OpCMUDEvent message: ids in range, a
@@ -91,11 +85,6 @@ func ParseCMUDEvent(msg []byte) (CMEvent, error) {
 	g := b[30]
 	u.AH.IsGlobal, u.AH.SGIDIndex, u.AH.HopLimit, u.AH.TrafficClass, u.AH.SL, u.Port = g == 1, b[31], b[32], b[33], b[34], b[35]
 	copy(u.AH.DGID[:], b[36:52])
-	ports := [2]uint32{ne.Uint32(b[52:]), ne.Uint32(b[72:])}
-	copy(e.Local.Addr[:], b[56:72])
-	copy(e.Peer.Addr[:], b[76:92])
-	e.Local.Port, e.Peer.Port = uint16(ports[0]), uint16(ports[1])
-	n := ne.Uint32(b[92:])
 	switch {
 	case e.ID >= MaxCMIDs:
 		return CMEvent{}, protoErrorf("UD CM event for id %d, not below %d", e.ID, MaxCMIDs)
@@ -109,13 +98,9 @@ func ParseCMUDEvent(msg []byte) (CMEvent, error) {
 		return CMEvent{}, protoErrorf("UD CM event %s with QPN %#x, flow label %#x, SL %d, is_global %d", e.Event, u.QPN, u.AH.FlowLabel, u.AH.SL, g)
 	case e.Event != CMEstablished && (*u != CMUD{}):
 		return CMEvent{}, protoErrorf("UD CM event %s with a peer's QP or address handle: only ESTABLISHED carries them", e.Event)
-	case ne.Uint32(b[96:]) != 0 || ports[0] > 0xffff || ports[1] > 0xffff:
-		return CMEvent{}, protoErrorf("UD CM event %s with ports %d and %d, padding %d", e.Event, ports[0], ports[1], ne.Uint32(b[96:]))
-	case n > MaxCMPrivateData || int(n) != len(b)-cmUDEventSize:
-		return CMEvent{}, protoErrorf("UD CM event %s says %d bytes of private data, has %d", e.Event, n, len(b)-cmUDEventSize)
 	}
-	if n > 0 {
-		e.PrivateData = append([]byte(nil), b[cmUDEventSize:]...)
+	if err := parseCMTail(b[cmUDEventSize-cmTailSize:], &e, "UD CM event"); err != nil {
+		return CMEvent{}, err
 	}
 	e.QPN = u.QPN
 	return e, nil
