@@ -54,7 +54,7 @@ func cmdCMConnect(s *session, body []byte, _ []int) (any, []int, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		qpn, err := s.qpn(req.QP)
+		qpn, err := s.dialingQPN(req.QP)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -75,19 +75,10 @@ func (s *session) closeDeviceCM() {
 // 1024 (root's, as the kernel keeps them).
 func (s *session) privileged() bool { return s.cred.known && s.cred.uid == 0 }
 
-// qpn returns the number of s's QP h (the device's, on a bound adapter);
-// s.mu is held.
-func (s *session) qpn(h uint32) (uint32, error) {
-	q, err := lookup(s.qps, h, "queue pair")
-	if err != nil {
-		return 0, err
-	}
-	return q.QPN(), nil
-}
-
 // answeringQPN returns the number of s's QP h, which answers a request
 // from a QP of type want (UD answers UD, RC answers RC), as the software
-// CM checks; s.mu is held.
+// CM checks, once the receives it has posted are on its device: the peer
+// sends as soon as it has the answer; s.mu is held.
 func (s *session) answeringQPN(h uint32, want abi.QPType) (uint32, error) {
 	q, err := lookup(s.qps, h, "queue pair")
 	if err != nil {
@@ -96,5 +87,18 @@ func (s *session) answeringQPN(h uint32, want abi.QPType) (uint32, error) {
 	if q.Type() != want {
 		return 0, proto.Errorf(proto.CodeInvalid, "the request is from a %v QP, answered by a %v QP, and QP %d is %v", want, want, h, q.Type())
 	}
+	q.HandPostedRecvs()
+	return q.QPN(), nil
+}
+
+// dialingQPN returns the number of s's QP h for a connection's request,
+// once the receives it has posted are on its device: the peer may send
+// as soon as it answers; s.mu is held.
+func (s *session) dialingQPN(h uint32) (uint32, error) {
+	q, err := lookup(s.qps, h, "queue pair")
+	if err != nil {
+		return 0, err
+	}
+	q.HandPostedRecvs()
 	return q.QPN(), nil
 }

@@ -266,6 +266,28 @@ func (d *devQP) process(st abi.QPState) (time.Duration, bool) {
 	return 0, worked
 }
 
+// HandPostedRecvs hands the receives posted to q so far to its device QP
+// now, as its runner would on its next turn, and returns once the device
+// has them. The connection manager calls it before it tells a peer of q
+// (a SIDR reply, a connection's request or reply): the peer may send at
+// once, and a device's UD QP drops a datagram that arrives before a
+// receive is there (an RC QP would answer RNR). It does nothing for a QP
+// not on a device, one on an SRQ, or one in no state to receive.
+func (q *QP) HandPostedRecvs() {
+	d := q.dev
+	if d == nil || q.srq {
+		return
+	}
+	q.procMu.Lock()
+	defer q.procMu.Unlock()
+	switch q.State() {
+	case abi.QPStateInit, abi.QPStateRTR, abi.QPStateRTS:
+		if !d.errSet && !q.devErr.Load() {
+			d.postRecvs()
+		}
+	}
+}
+
 // postRecvs forwards the posted receive requests.
 func (d *devQP) postRecvs() bool {
 	q := d.q
